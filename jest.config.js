@@ -1,0 +1,20 @@
+/** One jest run over every package and service; tests sit next to their source. */
+/** @type {import('jest').Config} */
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/packages', '<rootDir>/services'],
+  testMatch: ['**/src/**/*.test.ts'],
+  transform: {
+    '^.+\\.ts$': [
+      '@swc/jest',
+      { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' } },
+    ],
+  },
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  globalSetup: '<rootDir>/packages/testing/src/globalSetup.ts',
+  globalTeardown: '<rootDir>/packages/testing/src/globalTeardown.ts',
+  testTimeout: 60_000,
+  maxWorkers: process.env.JEST_MAX_WORKERS ?? 2,
+  // Real services; a worker that leaks a handle should not hang the run.
+  forceExit: false,
+};

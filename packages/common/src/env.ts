@@ -1,0 +1,68 @@
+import { z } from 'zod';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+/**
+ * Parses the environment once, at start, against a zod schema. Every missing or bad variable is
+ * named in one ConfigError, so an operator fixes them all in one go. Values are never echoed
+ * (they may be secrets).
+ */
+export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessEnv = process.env): z.infer<S> {
+  // Treat empty strings as unset, as shells and k8s manifests often leave them so.
+  const cleaned: Record<string, string> = {};
+  for (const [k, v] of Object.entries(source)) if (v !== undefined && v !== '') cleaned[k] = v;
+  const result = schema.safeParse(cleaned);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => {
+    const name = issue.path.join('.') || '(environment)';
+    const missing = issue.code === 'invalid_type' && cleaned[String(issue.path[0])] === undefined;
+    return missing ? `${name} is required but not set` : `${name}: ${issue.message}`;
+  });
+  throw new ConfigError(problems);
+}
+
+/** Reusable field schemas. */
+export const envFields = {
+  port: (fallback: number) => z.coerce.number().int().min(0).max(65535).default(fallback),
+  url: (protocols: string[]) =>
+    z.string().refine(
+      (v) => {
+        try {
+          return protocols.includes(new URL(v).protocol.replace(/:$/, ''));
+        } catch {
+          return false;
+        }
+      },
+      { message: `must be a URL with scheme ${protocols.join(' or ')}` },
+    ),
+  bool: (fallback: boolean) =>
+    z
+      .enum(['true', 'false', '1', '0', 'yes', 'no'])
+      .default(fallback ? 'true' : 'false')
+      .transform((v) => v === 'true' || v === '1' || v === 'yes'),
+  list: () =>
+    z
+      .string()
+      .default('')
+      .transform((v) =>
+        v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      ),
+  logLevel: () => z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+};
+
+/** The connection settings every service shares. Defaults work against local services. */
+export const commonEnv = {
+  DATABASE_URL: envFields.url(['postgres', 'postgresql']).default('postgresql://postgres@127.0.0.1:5432/sts'),
+  REDIS_URL: envFields.url(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
+  REDIS_KEY_PREFIX: z.string().default('sts:'),
+  AMQP_URL: envFields.url(['amqp', 'amqps']).default('amqp://guest:guest@127.0.0.1:5672'),
+  LOG_LEVEL: envFields.logLevel(),
+};

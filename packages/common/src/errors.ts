@@ -1,0 +1,101 @@
+/**
+ * The API's error classes. Each carries its HTTP status and UPPER_SNAKE code; one function turns
+ * any thrown value into the public error body `{ error, code, request_id, ...extra }`.
+ */
+export type ErrorExtra = Record<string, string | number | boolean | null>;
+
+export class ApiError extends Error {
+  override name = 'ApiError';
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly extra: ErrorExtra = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export class InvalidRequestError extends ApiError {
+  constructor(message: string, param?: string) {
+    super(400, 'INVALID_REQUEST', message, param ? { param } : {});
+  }
+}
+
+export class UnauthorizedError extends ApiError {
+  constructor(message = 'missing or invalid API key') {
+    super(401, 'UNAUTHORIZED', message, {}, { 'WWW-Authenticate': 'Bearer' });
+  }
+}
+
+export class NotFoundError extends ApiError {
+  constructor(code: 'NOT_FOUND' | 'USER_NOT_FOUND' | 'TWEET_NOT_FOUND' = 'NOT_FOUND', message = 'not found') {
+    super(404, code, message);
+  }
+}
+
+export class MethodNotAllowedError extends ApiError {
+  constructor(method: string, path: string, allowed: string[]) {
+    super(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${path}`, {}, { Allow: allowed.join(', ') });
+  }
+}
+
+export class UpstreamError extends ApiError {
+  constructor(message = 'the upstream data source failed', status: 502 | 504 = 502) {
+    super(status, 'UPSTREAM_ERROR', message);
+  }
+}
+
+export class ServiceUnavailableError extends ApiError {
+  constructor(message = 'service temporarily unavailable', retryAfterSec?: number) {
+    super(503, 'SERVICE_UNAVAILABLE', message, {}, retryAfterSec ? { 'Retry-After': String(retryAfterSec) } : {});
+  }
+}
+
+export class NotImplementedError extends ApiError {
+  constructor(message: string) {
+    super(501, 'NOT_IMPLEMENTED', message);
+  }
+}
+
+export interface ErrorBody {
+  error: string;
+  code: string;
+  request_id: string;
+  [extra: string]: string | number | boolean | null;
+}
+
+/** Maps anything thrown to status + body; unknown errors become a 500 INTERNAL without details. */
+export function toErrorResponse(
+  err: unknown,
+  requestId: string,
+): { status: number; body: ErrorBody; headers: Record<string, string> } {
+  if (err instanceof ApiError) {
+    return {
+      status: err.status,
+      body: { error: err.message, code: err.code, request_id: requestId, ...err.extra },
+      headers: err.headers,
+    };
+  }
+  // body-parser and friends throw errors carrying a 4xx status: bad JSON, too large, bad charset
+  const e = err as { status?: unknown; statusCode?: unknown; type?: unknown; expose?: unknown };
+  const status = typeof e?.status === 'number' ? e.status : typeof e?.statusCode === 'number' ? e.statusCode : 500;
+  if (status >= 400 && status < 500) {
+    const message =
+      e.type === 'entity.parse.failed'
+        ? 'request body is not valid JSON'
+        : e.type === 'entity.too.large'
+          ? 'request body is too large'
+          : e.type === 'encoding.unsupported' || e.type === 'charset.unsupported'
+            ? 'unsupported request body encoding'
+            : 'invalid request';
+    const code = status === 413 ? 'PAYLOAD_TOO_LARGE' : 'INVALID_REQUEST';
+    return { status, body: { error: message, code, request_id: requestId }, headers: {} };
+  }
+  return {
+    status: 500,
+    body: { error: 'internal error', code: 'INTERNAL', request_id: requestId },
+    headers: {},
+  };
+}

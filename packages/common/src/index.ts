@@ -1,0 +1,4 @@
+export * from './env';
+export * from './errors';
+export * from './logger';
+export * from './ops';

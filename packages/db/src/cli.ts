@@ -1,0 +1,23 @@
+// `pnpm migrate [deploy|status]`: applies the SQL migrations to DATABASE_URL.
+import { ensureDatabase, loadMigrations, migrate } from './migrate';
+
+async function main(): Promise<void> {
+  const url = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/sts';
+  const cmd = process.argv[2] ?? 'deploy';
+  if (cmd === 'deploy') {
+    await ensureDatabase(url);
+    const r = await migrate(url, { log: (l) => console.log(l) });
+    console.log(`${r.applied.length} migration(s) applied, ${r.alreadyApplied.length} already applied`);
+  } else if (cmd === 'status') {
+    const ms = await loadMigrations();
+    console.log(ms.map((m) => `${m.name} ${m.checksum}`).join('\n'));
+  } else {
+    console.error(`unknown command "${cmd}" (expected deploy or status)`);
+    process.exitCode = 2;
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exitCode = 1;
+});

@@ -1,0 +1,3 @@
+export { createDbClient, type Db, type DbClientOptions } from './client';
+export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
+export * from './generated/prisma/client';
