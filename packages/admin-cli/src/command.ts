@@ -1,0 +1,54 @@
+import type { ParseArgsConfig } from 'node:util';
+import type { Db } from '@sts/db';
+
+export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
+export type OptionValues = Record<string, string | boolean | string[] | boolean[] | undefined>;
+
+/** A usage error: printed with the command's usage, exit code 2, nothing changed. */
+export class CliUsageError extends Error {
+  override name = 'CliUsageError';
+}
+
+export interface CliContext {
+  /** Prisma client on DATABASE_URL, built on first use */
+  db(): Db;
+  env: NodeJS.ProcessEnv;
+  /** registers cleanup run after the command (close connections) */
+  onClose(fn: () => Promise<void>): void;
+}
+
+export interface CommandResult {
+  /** what `--json` prints: exactly one JSON object */
+  json: Record<string, unknown>;
+  /** what a person reads */
+  text: string;
+}
+
+export interface Command {
+  /** words, e.g. "account create" */
+  name: string;
+  summary: string;
+  usage: string;
+  options: OptionSpec;
+  run(ctx: CliContext, values: OptionValues): Promise<CommandResult>;
+}
+
+export function requireString(values: OptionValues, name: string): string {
+  const v = values[name];
+  if (typeof v !== 'string' || v.trim() === '') throw new CliUsageError(`--${name} is required`);
+  return v.trim();
+}
+
+export function optionalString(values: OptionValues, name: string): string | undefined {
+  const v = values[name];
+  return typeof v === 'string' ? v : undefined;
+}
+
+export function optionalInt(values: OptionValues, name: string, min: number, max: number): number | undefined {
+  const v = values[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || !/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new CliUsageError(`--${name} must be a whole number from ${min} to ${max}`);
+  }
+  return Number(v);
+}

@@ -1,0 +1,8 @@
+import type { Command } from '../command';
+import { accountCommands } from './accounts';
+import { monitorCommands } from './monitors';
+import { socialCommands } from './social';
+
+// Each file owns its commands: accounts.ts (account, key, plan, seed), social.ts (social user/tweet),
+// monitors.ts (monitor, webhook, deliveries, redeliver).
+export const allCommands: Command[] = [...accountCommands, ...socialCommands, ...monitorCommands];

@@ -1,0 +1,6 @@
+export * from './apiKeys';
+export * from './ids';
+export * from './keywords';
+export * from './plans';
+export * from './secretBox';
+export * from './webhookUrl';
