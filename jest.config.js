@@ -1,9 +1,13 @@
 /** One jest run over every package and service; tests sit next to their source. */
+const disruptive = process.env.STS_DISRUPTIVE === '1';
+
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/packages', '<rootDir>/services'],
-  testMatch: ['**/src/**/*.test.ts'],
+  // Tests that disrupt shared services (restart RabbitMQ, ...) run in a second, serial pass.
+  testMatch: disruptive ? ['**/src/**/*.disruptive.test.ts'] : ['**/src/**/*.test.ts'],
+  testPathIgnorePatterns: disruptive ? ['/node_modules/'] : ['/node_modules/', '\\.disruptive\\.test\\.ts$'],
   transform: {
     '^.+\\.ts$': [
       '@swc/jest',

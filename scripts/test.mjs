@@ -1,14 +1,21 @@
 #!/usr/bin/env node
 // `npm test`: runs every test with jest against the real services (see packages/testing).
-// Extra arguments go to jest: `npm test -- services/gateway`.
+// Pass 1 runs in parallel; pass 2 runs the `*.disruptive.test.ts` files (they restart shared
+// services such as RabbitMQ) one at a time, alone. Extra arguments go to jest in both passes:
+// `npm test -- services/gateway`.
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const r = spawnSync(process.execPath, [path.join(root, 'node_modules/jest/bin/jest.js'), ...process.argv.slice(2)], {
+const jest = path.join(root, 'node_modules/jest/bin/jest.js');
+const args = process.argv.slice(2);
+const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' };
+
+const first = spawnSync(process.execPath, [jest, ...args], { cwd: root, stdio: 'inherit', env });
+const second = spawnSync(process.execPath, [jest, '--runInBand', '--passWithNoTests', ...args], {
   cwd: root,
   stdio: 'inherit',
-  env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' },
+  env: { ...env, STS_DISRUPTIVE: '1' },
 });
-process.exit(r.status ?? 1);
+process.exit(first.status || second.status || 0);
