@@ -1,0 +1,144 @@
+#!/usr/bin/env node
+// `npm start`: the whole system on this machine. Applies the migrations, seeds the demo account,
+// then runs every service (read-api, gateway, poller, webhook-dispatcher, dashboard, and the demo
+// tweet generator) with their output prefixed by name. Ctrl-C stops them all gracefully.
+//
+// Configuration comes from the environment (see README). Secrets that a developer has not set
+// (INTERNAL_TOKEN, SECRETS_ENCRYPTION_KEY) are generated once and kept in .tmp/dev.env, which git
+// ignores, so restarts can still decrypt stored webhook secrets.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const tsx = ['--import', 'tsx'];
+
+function devSecrets() {
+  const file = path.join(root, '.tmp', 'dev.env');
+  const saved = existsSync(file)
+    ? Object.fromEntries(
+        readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((l) => l.includes('='))
+          .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+      )
+    : {};
+  const wanted = {
+    INTERNAL_TOKEN: () => randomBytes(24).toString('base64url'),
+    SECRETS_ENCRYPTION_KEY: () => randomBytes(32).toString('base64'),
+  };
+  let changed = false;
+  for (const [name, make] of Object.entries(wanted)) {
+    if (!saved[name]) {
+      saved[name] = make();
+      changed = true;
+    }
+  }
+  if (changed) {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(
+      file,
+      Object.entries(saved)
+        .map(([k, v]) => `${k}=${v}\n`)
+        .join(''),
+      { mode: 0o600 },
+    );
+  }
+  return saved;
+}
+
+const env = {
+  DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/sts',
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  AMQP_URL: 'amqp://guest:guest@127.0.0.1:5672',
+  READ_API_URL: `http://127.0.0.1:${process.env.READ_API_PORT ?? 3002}`,
+  ...devSecrets(),
+  ...Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined && v !== '')),
+};
+
+function runOnce(label, args) {
+  const r = spawnSync(process.execPath, [...tsx, ...args], { cwd: root, env, encoding: 'utf8' });
+  if (r.status !== 0) {
+    process.stderr.write(r.stdout ?? '');
+    process.stderr.write(r.stderr ?? '');
+    console.error(`start: ${label} failed`);
+    process.exit(1);
+  }
+  return r.stdout;
+}
+
+console.log('start: applying migrations');
+process.stdout.write(runOnce('migrations', ['packages/db/src/cli.ts', 'deploy']));
+console.log('start: seeding the demo account');
+let seed = {};
+try {
+  seed = JSON.parse(runOnce('seed', ['packages/admin-cli/src/main.ts', 'seed', '--json']).trim().split('\n').pop());
+} catch {
+  console.error('start: the seed printed no JSON');
+}
+
+const services = [
+  ['read-api', 'services/read-api/src/main.ts'],
+  ['gateway', 'services/gateway/src/main.ts'],
+  ['poller', 'services/poller/src/main.ts'],
+  ['dispatcher', 'services/webhook-dispatcher/src/main.ts'],
+  ['dashboard', 'services/dashboard/src/main.ts'],
+  ['demo', 'services/poller/src/demo.ts'],
+].filter(([, file]) => existsSync(path.join(root, file)));
+
+const children = new Map();
+let stopping = false;
+const width = Math.max(...services.map(([n]) => n.length));
+
+function prefixed(name, stream, out) {
+  let buf = '';
+  stream.on('data', (chunk) => {
+    buf += chunk.toString();
+    const lines = buf.split('\n');
+    buf = lines.pop() ?? '';
+    for (const line of lines) out.write(`${name.padEnd(width)} | ${line}\n`);
+  });
+}
+
+function stopAll(code) {
+  if (stopping) return;
+  stopping = true;
+  for (const child of children.values()) child.kill('SIGTERM');
+  const force = setTimeout(() => {
+    for (const child of children.values()) child.kill('SIGKILL');
+  }, 15_000);
+  force.unref();
+  const check = setInterval(() => {
+    if ([...children.values()].every((c) => c.exitCode !== null || c.signalCode !== null)) {
+      clearInterval(check);
+      process.exit(code);
+    }
+  }, 100);
+}
+
+for (const [name, file] of services) {
+  const child = spawn(process.execPath, [...tsx, file], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.set(name, child);
+  prefixed(name, child.stdout, process.stdout);
+  prefixed(name, child.stderr, process.stderr);
+  child.on('exit', (code, signal) => {
+    if (!stopping) {
+      console.error(`start: ${name} exited (${signal ?? code}); stopping everything`);
+      stopAll(1);
+    }
+  });
+}
+
+process.on('SIGINT', () => stopAll(0));
+process.on('SIGTERM', () => stopAll(0));
+
+const gateway = `http://127.0.0.1:${env.GATEWAY_PORT ?? 3000}`;
+console.log(`start: running ${services.map(([n]) => n).join(', ')}`);
+if (seed.key) {
+  console.log(`start: demo API key: ${seed.key}`);
+  console.log(
+    `start: try  curl -H "Authorization: Bearer ${seed.key}" ${gateway}/api/v1/users/${seed.usernames?.[0] ?? 'demo_news'}`,
+  );
+}
