@@ -1,1 +1,21 @@
 export * from './types';
+export { encodeCursor, decodeCursor } from './cursor';
+export {
+  createLocalSource,
+  createSocialUser,
+  createSocialTweet,
+  SocialInputError,
+  TWEET_MAX_LENGTH,
+  USER_NAME_MAX_LENGTH,
+  USER_DESCRIPTION_MAX_LENGTH,
+  type SocialUserInput,
+  type SocialTweetInput,
+} from './local';
+export { createXSource, mapXTweet, mapXUser, X_TWEET_FIELDS, X_USER_FIELDS, type XSourceOptions } from './x';
+export {
+  createSocialSource,
+  requireXToken,
+  socialEnv,
+  type SocialSourceConfig,
+  type SocialSourceDeps,
+} from './factory';
