@@ -12,15 +12,15 @@
 import { webcrypto } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { isIP, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import type * as X509 from '@peculiar/x509';
 
 installReflectMetadata();
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- must load after the polyfill above
-const x509 = require('@peculiar/x509') as typeof X509;
-x509.cryptoProvider.set(webcrypto as unknown as Crypto);
+const x509: typeof X509 = require('@peculiar/x509');
+x509.cryptoProvider.set(webcrypto);
 
 /**
  * @peculiar/x509 2.x resolves its algorithms through tsyringe, which needs the Reflect metadata
@@ -274,7 +274,7 @@ export async function startHttpsReceiver(options: HttpsReceiverOptions = {}): Pr
     });
   });
 
-  async function answer(received: ReceivedRequest, req: IncomingMessage, res: import('node:http').ServerResponse) {
+  async function answer(received: ReceivedRequest, req: IncomingMessage, res: ServerResponse) {
     let r: ReceiverResponse;
     try {
       r = await responder(received);
