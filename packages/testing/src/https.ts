@@ -79,7 +79,7 @@ function paths(dir: string) {
 
 async function importKey(pem: string): Promise<webcrypto.CryptoKey> {
   const der = x509.PemConverter.decodeFirst(pem);
-  return webcrypto.subtle.importKey('pkcs8', der, EC, true, ['sign']) as Promise<webcrypto.CryptoKey>;
+  return webcrypto.subtle.importKey('pkcs8', der, EC, true, ['sign']);
 }
 
 /** The CA at `dir` when it exists, parses, matches its key and stays valid for another day. */
@@ -109,7 +109,7 @@ async function loadCa(dir: string): Promise<TestCa | null> {
 export async function ensureTestCa(dir: string = testCaDir()): Promise<TestCa> {
   const existing = await loadCa(dir);
   if (existing) return existing;
-  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const keys = await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify']);
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     name: 'CN=sts test CA (local tests only), O=sts tests',
     keys,
@@ -169,7 +169,7 @@ export async function issueCert(hostnames: string[]): Promise<IssuedCert> {
   const ca = await currentCa();
   const caCert = new x509.X509Certificate(ca.certPem);
   const caKey = await importKey(ca.keyPem);
-  const keys = (await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const keys = await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify']);
   const names: X509.JsonGeneralName[] = hostnames.map((h) => {
     const bare = h.replace(/^\[|\]$/g, '');
     return isIP(bare) ? { type: 'ip', value: bare } : { type: 'dns', value: h };
