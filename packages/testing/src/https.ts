@@ -240,6 +240,8 @@ export interface HttpsReceiver {
   port: number;
   requests: ReceivedRequest[];
   setResponder(fn: Responder): void;
+  /** TLS connections accepted so far (keep-alive reuse shows as fewer connections than requests) */
+  connectionCount(): number;
   /** resolves once at least `n` requests arrived */
   waitForRequests(n: number, timeoutMs?: number): Promise<ReceivedRequest[]>;
   close(): Promise<void>;
@@ -255,6 +257,7 @@ export async function startHttpsReceiver(options: HttpsReceiverOptions = {}): Pr
   const record = options.record ?? true;
   const requests: ReceivedRequest[] = [];
   const waiters = new Set<() => void>();
+  const delays = new Set<NodeJS.Timeout>();
 
   const server = https.createServer({ cert: certPem, key: keyPem, keepAliveTimeout: 30_000 }, (req, res) => {
     const chunks: Buffer[] = [];
@@ -281,7 +284,12 @@ export async function startHttpsReceiver(options: HttpsReceiverOptions = {}): Pr
     } catch {
       r = { status: 500, body: 'responder failed' };
     }
-    if (r.delayMs) await new Promise((resolve) => setTimeout(resolve, r.delayMs));
+    if (r.delayMs) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(() => (delays.delete(t), resolve()), r.delayMs);
+        delays.add(t);
+      });
+    }
     if (r.hangUp) {
       req.socket.destroy();
       return;
@@ -290,6 +298,9 @@ export async function startHttpsReceiver(options: HttpsReceiverOptions = {}): Pr
     res.writeHead(r.status ?? 200, { 'content-type': 'application/json', ...r.headers });
     res.end(r.body ?? '');
   }
+
+  let connections = 0;
+  server.on('secureConnection', () => connections++);
 
   const listen = (host: string) =>
     new Promise<void>((resolve, reject) => {
@@ -312,6 +323,7 @@ export async function startHttpsReceiver(options: HttpsReceiverOptions = {}): Pr
     url: `https://${urlHost}:${port}`,
     port,
     requests,
+    connectionCount: () => connections,
     setResponder(fn) {
       responder = fn;
     },
@@ -334,6 +346,8 @@ export async function startHttpsReceiver(options: HttpsReceiverOptions = {}): Pr
     },
     close: () =>
       new Promise<void>((resolve) => {
+        for (const t of delays) clearTimeout(t);
+        delays.clear();
         server.close(() => resolve());
         server.closeAllConnections();
       }),

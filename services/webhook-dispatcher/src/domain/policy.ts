@@ -1,0 +1,79 @@
+/**
+ * Whether a delivery goes out, and what the attempt log says when it does not. Pure functions.
+ */
+import { effectivePlan, type PlanName } from '@sts/core';
+import type { WebhookKind } from './payloads';
+
+export interface EndpointState {
+  url: string;
+  kind: WebhookKind;
+  isBroken: boolean;
+  brokenReason: string | null;
+}
+
+export interface MonitorState {
+  isActive: boolean;
+  plan: PlanName;
+  trialEndsAt: Date | null;
+  webhook: EndpointState | null;
+}
+
+export const SKIP_REASONS = {
+  noWebhook: 'monitor has no webhook',
+  inactive: 'monitor is inactive',
+  freePlan: 'live webhooks need the Starter plan (or an active trial); the hit is recorded and shown in the dashboard',
+} as const;
+
+/**
+ * Null when the delivery should be sent; otherwise the reason it is skipped.
+ * Live hits need an active monitor with a webhook, an endpoint not marked broken, and Starter
+ * (a running trial counts as Starter). Test pings go out on every plan and also to a broken
+ * endpoint, so the user can check a fix.
+ */
+export function skipReason(
+  event: 'monitor.hit' | 'monitor.test',
+  m: MonitorState,
+  now: Date = new Date(),
+): string | null {
+  if (!m.webhook) return SKIP_REASONS.noWebhook;
+  if (!m.isActive) return SKIP_REASONS.inactive;
+  if (event === 'monitor.test') return null;
+  if (effectivePlan({ plan: m.plan, trialEndsAt: m.trialEndsAt }, now) !== 'starter') return SKIP_REASONS.freePlan;
+  if (m.webhook.isBroken) {
+    return `endpoint is marked broken (${m.webhook.brokenReason ?? 'no reason recorded'}); fix it, then send a test ping`;
+  }
+  return null;
+}
+
+/** Discord and Slack answer 404 or 410 for a deleted incoming webhook: stop sending to it. */
+export function brokenReasonFor(kind: WebhookKind, status: number | null): string | null {
+  if (kind === 'native' || (status !== 404 && status !== 410)) return null;
+  const name = kind === 'discord' ? 'Discord' : 'Slack';
+  return `${name} answered HTTP ${status}: the incoming webhook no longer exists`;
+}
+
+/**
+ * The URL as stored in the attempt log: Discord and Slack webhook tokens are credentials, so they
+ * are replaced by [REDACTED]; for other URLs the query string (which may carry a token) and any
+ * fragment are dropped. Never used to send: deliveries read the endpoint's current URL.
+ */
+export function redactWebhookUrl(raw: string, kind: WebhookKind): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return '[invalid URL]';
+  }
+  u.username = '';
+  u.password = '';
+  u.hash = '';
+  if (kind === 'discord') {
+    u.pathname = u.pathname.replace(/(\/webhooks\/\d+\/)[^/]+/, '$1[REDACTED]');
+  } else if (kind === 'slack') {
+    const parts = u.pathname.split('/');
+    if (parts.length > 3) parts[parts.length - 1] = '[REDACTED]';
+    u.pathname = parts.join('/');
+  }
+  if (u.search) u.search = '?[REDACTED]';
+  return u.toString().replace(/%5BREDACTED%5D/g, '[REDACTED]');
+}
