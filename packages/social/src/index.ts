@@ -1,5 +1,5 @@
 export * from './types';
-export { encodeCursor, decodeCursor } from './cursor';
+export { encodeCursor, decodeCursor, encodeKeyset, decodeKeyset } from './cursor';
 export {
   createLocalSource,
   createSocialUser,

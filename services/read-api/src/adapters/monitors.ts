@@ -1,0 +1,137 @@
+/**
+ * Monitors and hits from PostgreSQL (Prisma), always scoped to one account. Hits page newest first
+ * by keyset on (detected_at, id), which the (monitor_id, detected_at DESC, id DESC) index serves.
+ */
+import { type Prisma, type Db } from '@sts/db';
+import { decodeKeyset, encodeKeyset } from '@sts/social';
+import type { HitRow, MonitorRow } from '../domain/records';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const HIT_CURSOR = 'ht';
+
+export interface MonitorRepository {
+  /** every monitor of the account, newest first */
+  listMonitors(accountId: string): Promise<MonitorRow[]>;
+  /** the newest `perMonitor` hits of each monitor, by monitor id */
+  recentHits(monitorIds: string[], perMonitor: number): Promise<Map<string, HitRow[]>>;
+  /** the monitor when it exists and belongs to the account */
+  findMonitor(accountId: string, monitorId: string): Promise<MonitorRow | null>;
+  /** one page of a monitor's hits, newest first; throws InvalidCursorError for a foreign cursor */
+  listHits(
+    monitorId: string,
+    page: { limit: number; cursor?: string | undefined },
+  ): Promise<{ items: HitRow[]; nextCursor: string | null }>;
+}
+
+const monitorSelect = {
+  id: true,
+  targetUsername: true,
+  keywords: true,
+  isActive: true,
+  checkIntervalSec: true,
+  lastCheckAt: true,
+  lastError: true,
+  createdAt: true,
+  updatedAt: true,
+  webhook: { select: { id: true } },
+} as const;
+
+type MonitorSelected = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
+
+function toMonitorRow(m: MonitorSelected): MonitorRow {
+  return {
+    id: m.id,
+    targetUsername: m.targetUsername,
+    keywords: m.keywords,
+    isActive: m.isActive,
+    checkIntervalSec: m.checkIntervalSec,
+    lastCheckAt: m.lastCheckAt,
+    lastError: m.lastError,
+    hasWebhook: m.webhook !== null,
+    createdAt: m.createdAt,
+    updatedAt: m.updatedAt,
+  };
+}
+
+interface RawHit {
+  id: string;
+  monitor_id: string;
+  tweet_id: string;
+  tweet_text: string;
+  tweet_author_username: string;
+  tweet_created_at: Date;
+  detected_at: Date;
+}
+
+export function createMonitorRepository(db: Db): MonitorRepository {
+  return {
+    async listMonitors(accountId) {
+      const rows = await db.monitor.findMany({
+        where: { accountId },
+        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+        select: monitorSelect,
+      });
+      return rows.map(toMonitorRow);
+    },
+
+    async recentHits(monitorIds, perMonitor) {
+      const byMonitor = new Map<string, HitRow[]>(monitorIds.map((id) => [id, []]));
+      if (monitorIds.length === 0) return byMonitor;
+      // one round trip: the newest N hits of each monitor through the hits index
+      const rows = await db.$queryRaw<RawHit[]>`
+        SELECT h.id::text AS id, h.monitor_id::text AS monitor_id, h.tweet_id, h.tweet_text,
+               h.tweet_author_username, h.tweet_created_at, h.detected_at
+        FROM unnest(${monitorIds}::uuid[]) AS m(id)
+        CROSS JOIN LATERAL (
+          SELECT * FROM hits WHERE hits.monitor_id = m.id
+          ORDER BY hits.detected_at DESC, hits.id DESC
+          LIMIT ${perMonitor}
+        ) h
+        ORDER BY h.monitor_id, h.detected_at DESC, h.id DESC`;
+      for (const r of rows) {
+        byMonitor.get(r.monitor_id)?.push({
+          id: r.id,
+          monitorId: r.monitor_id,
+          tweetId: r.tweet_id,
+          tweetText: r.tweet_text,
+          tweetAuthorUsername: r.tweet_author_username,
+          tweetCreatedAt: r.tweet_created_at,
+          detectedAt: r.detected_at,
+        });
+      }
+      return byMonitor;
+    },
+
+    async findMonitor(accountId, monitorId) {
+      const m = await db.monitor.findFirst({ where: { id: monitorId, accountId }, select: monitorSelect });
+      return m ? toMonitorRow(m) : null;
+    },
+
+    async listHits(monitorId, page) {
+      const after = page.cursor === undefined ? null : decodeKeyset(page.cursor, HIT_CURSOR, UUID);
+      const rows = await db.hit.findMany({
+        where: {
+          monitorId,
+          ...(after ? { OR: [{ detectedAt: { lt: after.at } }, { detectedAt: after.at, id: { lt: after.id } }] } : {}),
+        },
+        orderBy: [{ detectedAt: 'desc' }, { id: 'desc' }],
+        take: page.limit + 1,
+        select: {
+          id: true,
+          monitorId: true,
+          tweetId: true,
+          tweetText: true,
+          tweetAuthorUsername: true,
+          tweetCreatedAt: true,
+          detectedAt: true,
+        },
+      });
+      const items = rows.slice(0, page.limit);
+      const last = items[items.length - 1];
+      return {
+        items,
+        nextCursor: rows.length > page.limit && last ? encodeKeyset(HIT_CURSOR, last.detectedAt, last.id) : null,
+      };
+    },
+  };
+}

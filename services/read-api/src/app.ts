@@ -1,0 +1,223 @@
+/**
+ * The read-api HTTP server: a bare node:http server with a small router (no framework on the hot
+ * path). It sits behind the gateway and answers only requests that carry the shared internal
+ * token; the caller's account comes from the gateway's x-account-id / x-account-plan headers.
+ * /healthz, /readyz and /metrics need no token and are not logged.
+ */
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import client from 'prom-client';
+import { opsHandler, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
+import type { Db } from '@sts/db';
+import type { SocialSource } from '@sts/social';
+import { createMonitorRepository, type MonitorRepository } from './adapters/monitors';
+import { isUuid, parseQuery } from './domain/params';
+import { toApiError } from './http/errors';
+import { apiRoutes } from './http/handlers';
+import { createRouter, type HandlerResult, type RequestContext } from './http/router';
+import { createUserCache } from './http/userCache';
+
+export interface ReadApiOptions {
+  db: Db;
+  source: SocialSource;
+  /** the shared secret the gateway sends in x-internal-token */
+  internalToken: string;
+  logger: Logger;
+  /** Prometheus registry for the request metrics; a private one when absent */
+  registry?: client.Registry;
+  /** how long user lookups are cached; default 5000 ms, 0 turns the cache off */
+  userCacheTtlMs?: number;
+  /** how long close() waits for in-flight requests before cutting connections; default 10 000 ms */
+  shutdownGraceMs?: number;
+  /** the monitor/hit store; defaults to PostgreSQL through `db` */
+  monitors?: MonitorRepository;
+}
+
+export interface ReadApi {
+  server: http.Server;
+  /** starts listening; resolves with the bound port (pass 0 for any free port) */
+  listen(port: number, host?: string): Promise<number>;
+  /** stops accepting, finishes in-flight requests, closes idle keep-alive connections */
+  close(): Promise<void>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+function sha256(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+export function createReadApi(options: ReadApiOptions): ReadApi {
+  const { db, source, logger } = options;
+  if (!options.internalToken || options.internalToken.length < 16) {
+    throw new Error('internalToken must be at least 16 characters');
+  }
+  const tokenDigest = sha256(options.internalToken);
+  const registry = options.registry ?? new client.Registry();
+  const duration = new client.Histogram({
+    name: 'read_api_http_request_duration_seconds',
+    help: 'read-api request duration by route, method and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+  const monitors = options.monitors ?? createMonitorRepository(db);
+  const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
+  const match = createRouter(apiRoutes({ source, monitors, users }));
+  const ops = opsHandler({
+    registry,
+    checks: {
+      db: async () => {
+        await db.$queryRaw`SELECT 1`;
+      },
+    },
+  });
+  let closing = false;
+
+  function tokenOk(value: string | string[] | undefined): boolean {
+    if (typeof value !== 'string') return false;
+    return timingSafeEqual(sha256(value), tokenDigest);
+  }
+
+  function send(
+    res: http.ServerResponse,
+    status: number,
+    json: string,
+    requestId: string,
+    headers: Record<string, string> = {},
+  ): void {
+    const out: http.OutgoingHttpHeaders = {
+      'content-type': JSON_TYPE,
+      'content-length': Buffer.byteLength(json),
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      'x-request-id': requestId,
+      ...headers,
+    };
+    if (closing) out.connection = 'close';
+    res.writeHead(status, out).end(json);
+  }
+
+  async function handleApi(req: http.IncomingMessage, res: http.ServerResponse, url: string): Promise<void> {
+    const started = performance.now();
+    const given = req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    const method = req.method ?? 'GET';
+    let route = 'unmatched';
+    let status = 500;
+    try {
+      if (!tokenOk(req.headers['x-internal-token'])) throw new UnauthorizedError('missing or invalid internal token');
+      const q = url.indexOf('?');
+      const path = q === -1 ? url : url.slice(0, q);
+      const m = match(method, path);
+      route = m.pattern;
+      const account = req.headers['x-account-id'];
+      const plan = req.headers['x-account-plan'];
+      const ctx: RequestContext = {
+        req,
+        requestId,
+        accountId: typeof account === 'string' && isUuid(account) ? account.toLowerCase() : null,
+        plan: typeof plan === 'string' ? plan : null,
+        params: m.params,
+        query: parseQuery(q === -1 ? '' : url.slice(q + 1)),
+      };
+      const result: HandlerResult = await m.handler(ctx);
+      status = result.status;
+      send(res, status, result.json ?? JSON.stringify(result.body), requestId);
+    } catch (err) {
+      const apiError = toApiError(err);
+      const mapped = toErrorResponse(apiError ?? err, requestId);
+      status = mapped.status;
+      if (!apiError) logger.error('request failed', { requestId, method, route, err });
+      else if (status >= 500) logger.warn('request failed', { requestId, method, route, code: mapped.body.code, err });
+      if (res.headersSent) res.destroy();
+      else send(res, status, JSON.stringify(mapped.body), requestId, mapped.headers);
+    }
+    const ms = performance.now() - started;
+    duration.observe({ method, route, status }, ms / 1000);
+    logger.info('request', {
+      requestId,
+      method,
+      path: url.length > 200 ? `${url.slice(0, 200)}…` : url,
+      route,
+      status,
+      durationMs: Math.round(ms * 100) / 100,
+    });
+  }
+
+  const server = http.createServer({ keepAlive: true }, (req, res) => {
+    let url = req.url ?? '/';
+    if (!url.startsWith('/')) {
+      // absolute-form request targets (proxies): keep only the path and query
+      const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
+      url = m ? url.slice(m[0].length) || '/' : `/${url}`;
+    }
+    if (OPS_PATHS.has(url)) {
+      ops(req, res)
+        .then((handled) => {
+          if (!handled) return handleApi(req, res, url);
+          return undefined;
+        })
+        .catch((err: unknown) => {
+          logger.error('ops endpoint failed', { err });
+          if (!res.headersSent)
+            res.writeHead(500, { 'content-type': JSON_TYPE }).end('{"error":"internal error","code":"INTERNAL"}');
+        });
+      return;
+    }
+    void handleApi(req, res, url);
+  });
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.requestTimeout = 120_000;
+  // malformed HTTP (bad request line, oversized headers): a JSON 4xx, never Node's bare answer
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const body = JSON.stringify({
+      error:
+        status === 431
+          ? 'request headers are too large'
+          : status === 408
+            ? 'request timed out'
+            : 'malformed HTTP request',
+      code: status === 408 ? 'REQUEST_TIMEOUT' : 'INVALID_REQUEST',
+      request_id: randomUUID(),
+    });
+    socket.end(
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  });
+
+  return {
+    server,
+    listen(port, host = '0.0.0.0') {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve((server.address() as AddressInfo).port);
+        });
+      });
+    },
+    close() {
+      closing = true;
+      if (!server.listening) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const force = setTimeout(() => server.closeAllConnections(), options.shutdownGraceMs ?? 10_000);
+        force.unref();
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+    },
+  };
+}

@@ -1,0 +1,26 @@
+/** read-api configuration, from the environment only, validated at start. */
+import { z } from 'zod';
+import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { requireXToken, socialEnv } from '@sts/social';
+
+export const readApiEnvSchema = z
+  .object({
+    DATABASE_URL: commonEnv.DATABASE_URL,
+    LOG_LEVEL: commonEnv.LOG_LEVEL,
+    READ_API_PORT: envFields.port(3002),
+    READ_API_HOST: z.string().default('0.0.0.0'),
+    INTERNAL_TOKEN: z.string().min(16, { message: 'must be at least 16 characters' }),
+    /** how long user lookups are cached in process; 0 turns the cache off */
+    USER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
+    /** how long a stop waits for in-flight requests */
+    SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
+    DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    ...socialEnv,
+  })
+  .superRefine(requireXToken);
+
+export type ReadApiEnv = z.infer<typeof readApiEnvSchema>;
+
+export function loadReadApiEnv(source: NodeJS.ProcessEnv = process.env): ReadApiEnv {
+  return parseEnv(readApiEnvSchema, source);
+}
