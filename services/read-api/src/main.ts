@@ -20,6 +20,14 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger({ service: 'read-api', level: env.LOG_LEVEL });
+  // start and stop lines are printed whatever LOG_LEVEL says: supervisors wait for them
+  const lifecycle = (message: string, meta: Record<string, unknown> = {}) => {
+    if (logger.isLevelEnabled('info')) logger.info(message, meta);
+    else {
+      const line = { level: 'info', message, service: 'read-api', ...meta, timestamp: new Date().toISOString() };
+      process.stdout.write(`${JSON.stringify(line)}\n`);
+    }
+  };
   const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
   const source = createSocialSource(env, { db });
   const registry = createMetricsRegistry('read-api');
@@ -33,18 +41,18 @@ async function main(): Promise<void> {
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
   });
   const port = await app.listen(env.READ_API_PORT, env.READ_API_HOST);
-  logger.info('read-api listening', { port, host: env.READ_API_HOST, socialSource: source.name });
+  lifecycle('read-api listening', { port, host: env.READ_API_HOST, socialSource: source.name });
 
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    logger.info('read-api stopping', { signal });
+    lifecycle('read-api stopping', { signal });
     app
       .close()
       .then(() => db.$disconnect())
       .then(() => {
-        logger.info('read-api stopped');
+        lifecycle('read-api stopped');
         process.exit(0);
       })
       .catch((err: unknown) => {

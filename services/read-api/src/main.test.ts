@@ -1,0 +1,111 @@
+/**
+ * The composition root as the gateway's tests and `npm start` run it: a child process
+ * `node --import tsx services/read-api/src/main.ts`, which prints a line when listening and exits
+ * 0 on SIGTERM. Configuration errors name the variable and exit 2.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { ConfigError } from '@sts/common';
+import { createDbClient } from '@sts/db';
+import { createSocialUser } from '@sts/social';
+import { createTestDatabase } from '@sts/testing';
+import { loadReadApiEnv } from './env';
+import { rawRequest } from './testClient';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const TOKEN = 'internal-token-for-tests-0123456789';
+
+function start(env: Record<string, string>): { child: ChildProcess; lines: string[]; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/read-api/src/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  let buffered = '';
+  const collect = (chunk: Buffer) => {
+    buffered += chunk.toString();
+    const parts = buffered.split('\n');
+    buffered = parts.pop() ?? '';
+    lines.push(...parts.filter(Boolean));
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, lines, exited };
+}
+
+async function waitForLine(lines: string[], re: RegExp, timeoutMs = 30_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const line = lines.find((l) => re.test(l));
+    if (line) return line;
+    if (Date.now() > deadline) throw new Error(`no line matching ${re} in:\n${lines.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('read-api main', () => {
+  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    const db = createDbClient({ url: testDb.url, poolSize: 1 });
+    await createSocialUser(db, { username: 'carol', name: 'Carol' });
+    await db.$disconnect();
+  });
+
+  afterAll(async () => {
+    await testDb.drop();
+  });
+
+  it('prints a line when listening, serves, and exits 0 on SIGTERM', async () => {
+    // LOG_LEVEL=error as the test runner sets it: the start and stop lines still appear
+    const proc = start({ READ_API_PORT: '0', INTERNAL_TOKEN: TOKEN, DATABASE_URL: testDb.url, LOG_LEVEL: 'error' });
+    try {
+      const line = await waitForLine(proc.lines, /read-api listening/);
+      const { port } = JSON.parse(line) as { port: number };
+      expect(port).toBeGreaterThan(0);
+      expect((await rawRequest(port, 'GET', '/readyz')).status).toBe(200);
+      const r = await rawRequest(port, 'GET', '/api/v1/users/carol', { headers: { 'x-internal-token': TOKEN } });
+      expect(r.status).toBe(200);
+      expect(r.json!.data).toMatchObject({ username: 'carol', name: 'Carol' });
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
+      expect(proc.lines.some((l) => l.includes('read-api stopped'))).toBe(true);
+    } finally {
+      proc.child.kill('SIGKILL');
+    }
+  });
+
+  it('refuses to start without INTERNAL_TOKEN, naming it', async () => {
+    const proc = start({ READ_API_PORT: '0', DATABASE_URL: testDb.url });
+    expect(await proc.exited).toBe(2);
+    expect(proc.lines.join('\n')).toContain('INTERNAL_TOKEN is required but not set');
+  });
+
+  it('validates the environment', () => {
+    const problems = (env: Record<string, string>): string[] => {
+      try {
+        loadReadApiEnv(env);
+        return [];
+      } catch (err) {
+        if (err instanceof ConfigError) return err.problems;
+        throw err;
+      }
+    };
+    expect(loadReadApiEnv({ INTERNAL_TOKEN: TOKEN })).toMatchObject({
+      READ_API_PORT: 3002,
+      SOCIAL_SOURCE: 'local',
+      X_API_BASE_URL: 'https://api.x.com',
+      USER_CACHE_TTL_MS: 5000,
+    });
+    expect(problems({ INTERNAL_TOKEN: 'short' })).toEqual(['INTERNAL_TOKEN: must be at least 16 characters']);
+    expect(problems({ INTERNAL_TOKEN: TOKEN, SOCIAL_SOURCE: 'x' })).toEqual([
+      'X_BEARER_TOKEN: is required when SOCIAL_SOURCE=x',
+    ]);
+    expect(problems({ INTERNAL_TOKEN: TOKEN, SOCIAL_SOURCE: 'twitter' })[0]).toMatch(/^SOCIAL_SOURCE: /);
+    expect(problems({ INTERNAL_TOKEN: TOKEN, READ_API_PORT: 'abc' })[0]).toMatch(/^READ_API_PORT: /);
+    expect(problems({ INTERNAL_TOKEN: TOKEN, DATABASE_URL: 'mysql://x' })[0]).toMatch(/^DATABASE_URL: /);
+  });
+});
