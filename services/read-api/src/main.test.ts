@@ -29,8 +29,8 @@ function start(env: Record<string, string>): { child: ChildProcess; lines: strin
     buffered = parts.pop() ?? '';
     lines.push(...parts.filter(Boolean));
   };
-  child.stdout!.on('data', collect);
-  child.stderr!.on('data', collect);
+  child.stdout.on('data', collect);
+  child.stderr.on('data', collect);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, lines, exited };
 }
