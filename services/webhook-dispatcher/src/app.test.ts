@@ -1,0 +1,468 @@
+/**
+ * The dispatcher's decisions and deliveries, driven message by message through handle() against
+ * a real PostgreSQL database and a real HTTPS receiver (test CA). The RabbitMQ path (consume,
+ * crash, broker restart) is in consumer.test.ts and broker.disruptive.test.ts.
+ */
+import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import { createLogger } from '@sts/common';
+import { createSecretBox, generateWebhookSecret } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { verify } from '@sts/signing';
+import { createTestDatabase, startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '@sts/testing';
+import { createDispatcher, type Dispatcher } from './app';
+import { createPrismaRepository } from './adapters/repository';
+import {
+  createAccount,
+  createHit,
+  createMonitor,
+  hitEnvelope,
+  redeliverEnvelope,
+  testEnvelope,
+  type MonitorFixture,
+} from './fixtures';
+
+const KEY = randomBytes(32).toString('base64');
+const box = createSecretBox(KEY);
+
+function verifies(req: ReceivedRequest, secret: string): boolean {
+  try {
+    verify({ secret, body: req.rawBody, headers: req.headers });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('webhook dispatcher', () => {
+  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let receiver: HttpsReceiver;
+  let dispatcher: Dispatcher;
+  const logLines: string[] = [];
+  let starterId: string;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    db = createDbClient({ url: testDb.url, poolSize: 4 });
+    receiver = await startHttpsReceiver();
+    const stream = new PassThrough();
+    stream.on('data', (chunk: Buffer) => logLines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
+    dispatcher = createDispatcher({
+      repository: createPrismaRepository(db),
+      logger: createLogger({ service: 'dispatcher-test', level: 'debug', stream }),
+      secretsKey: KEY,
+      timeoutMs: 500,
+      maxConcurrencyPerEndpoint: 4,
+      allowPrivateHosts: ['localhost'],
+      senderOverrides: {
+        // Discord and Slack URLs really go to the local receiver (the body is still chosen by kind)
+        urlOverride: (url) =>
+          ['discord.com', 'hooks.slack.com'].includes(url.hostname) ? new URL(`${receiver.url}${url.pathname}`) : url,
+      },
+    });
+    starterId = (await createAccount(db, 'starter')).id;
+  });
+
+  afterAll(async () => {
+    dispatcher.close();
+    await receiver.close();
+    await db.$disconnect();
+    await testDb.drop();
+  });
+
+  beforeEach(() => {
+    receiver.requests.length = 0;
+    receiver.setResponder(() => ({ status: 200, body: '{"received":true}' }));
+  });
+
+  async function attempts(monitorId: string) {
+    return db.deliveryAttempt.findMany({ where: { monitorId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+  }
+
+  async function nativeMonitor(accountId = starterId, extra: Partial<Parameters<typeof createMonitor>[2]> = {}) {
+    return createMonitor(db, box, { accountId, url: `${receiver.url}/hooks/native`, keywords: ['launch'], ...extra });
+  }
+
+  it('delivers a hit signed over the exact bytes, with the delivery id of the message', async () => {
+    const monitor = await nativeMonitor();
+    const hit = await createHit(db, monitor);
+    const env = hitEnvelope(monitor, hit);
+    await expect(dispatcher.handle(env)).resolves.toBe('ack');
+
+    expect(receiver.requests).toHaveLength(1);
+    const req = receiver.requests[0]!;
+    expect(req.path).toBe('/hooks/native');
+    expect(verifies(req, monitor.secret!)).toBe(true);
+    expect(verifies(req, generateWebhookSecret())).toBe(false);
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.headers['user-agent']).toBe('Service-Webhook/1.0');
+    expect(req.headers['x-service-event']).toBe('monitor.hit');
+    expect(req.headers['x-service-delivery']).toBe(env.messageId);
+    expect(Math.abs(Number(req.headers['x-service-timestamp']) - Date.now() / 1000)).toBeLessThan(60);
+    expect(JSON.parse(req.rawBody.toString('utf8'))).toEqual({
+      event: 'monitor.hit',
+      monitor: { id: monitor.id, targetUsername: 'NASA', keywords: ['launch'] },
+      tweet: hit.payload.tweet,
+      detectedAt: hit.payload.detectedAt,
+    });
+
+    const [a] = await attempts(monitor.id);
+    expect(a).toMatchObject({
+      hitId: hit.id,
+      event: 'monitor.hit',
+      deliveryId: env.messageId,
+      outcome: 'delivered',
+      statusCode: 200,
+      error: null,
+      responseSnippet: '{"received":true}',
+      url: `${receiver.url}/hooks/native`,
+    });
+    expect(a!.latencyMs).toEqual(expect.any(Number));
+    // the secret never reaches the log
+    expect(logLines.join('\n')).not.toContain(monitor.secret!);
+  });
+
+  it('redelivers a logged hit with the same delivery id and a fresh signature, as a new attempt', async () => {
+    const monitor = await nativeMonitor();
+    const hit = await createHit(db, monitor);
+    const env = hitEnvelope(monitor, hit);
+    receiver.setResponder(() => ({ status: 503, body: 'down for maintenance' }));
+    await dispatcher.handle(env);
+    const [failed] = await attempts(monitor.id);
+    expect(failed).toMatchObject({ outcome: 'failed', statusCode: 503, error: 'receiver answered HTTP 503' });
+
+    receiver.setResponder(() => ({ status: 204 }));
+    await expect(dispatcher.handle(redeliverEnvelope(monitor.accountId, failed!.id))).resolves.toBe('ack');
+    expect(receiver.requests).toHaveLength(2);
+    const [first, again] = receiver.requests as [ReceivedRequest, ReceivedRequest];
+    expect(again.headers['x-service-delivery']).toBe(env.messageId);
+    expect(first.headers['x-service-delivery']).toBe(env.messageId);
+    expect(verifies(again, monitor.secret!)).toBe(true);
+    expect(JSON.parse(again.rawBody.toString())).toEqual(JSON.parse(first.rawBody.toString()));
+    const rows = await attempts(monitor.id);
+    expect(rows.map((r) => [r.outcome, r.statusCode, r.deliveryId, r.hitId])).toEqual([
+      ['failed', 503, env.messageId, hit.id],
+      ['delivered', 204, env.messageId, hit.id],
+    ]);
+  });
+
+  it('signs with the current secret after a rotation', async () => {
+    const monitor = await nativeMonitor();
+    await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+    const fresh = generateWebhookSecret();
+    await db.webhookEndpoint.update({
+      where: { monitorId: monitor.id },
+      data: { secretCiphertext: box.encrypt(fresh, monitor.id), secretRotatedAt: new Date() },
+    });
+    await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+    const [before, after] = receiver.requests as [ReceivedRequest, ReceivedRequest];
+    expect(verifies(before, monitor.secret!)).toBe(true);
+    expect(verifies(after, fresh)).toBe(true);
+    expect(verifies(after, monitor.secret!)).toBe(false);
+  });
+
+  describe('plans', () => {
+    it('Free: the test ping goes out, the live hit is skipped and logged', async () => {
+      const free = await createAccount(db, 'free');
+      const monitor = await nativeMonitor(free.id);
+      const ping = testEnvelope(monitor);
+      await expect(dispatcher.handle(ping)).resolves.toBe('ack');
+      const hit = await createHit(db, monitor);
+      const live = hitEnvelope(monitor, hit);
+      await expect(dispatcher.handle(live)).resolves.toBe('ack');
+
+      expect(receiver.requests).toHaveLength(1);
+      const req = receiver.requests[0]!;
+      expect(req.headers['x-service-event']).toBe('monitor.test');
+      expect(req.headers['x-service-delivery']).toBe(ping.messageId);
+      expect(verifies(req, monitor.secret!)).toBe(true);
+      expect(JSON.parse(req.rawBody.toString())).toEqual({
+        event: 'monitor.test',
+        monitor: { id: monitor.id, targetUsername: 'NASA', keywords: ['launch'] },
+        test: true,
+      });
+      const rows = await attempts(monitor.id);
+      expect(rows.map((r) => [r.event, r.outcome])).toEqual([
+        ['monitor.test', 'delivered'],
+        ['monitor.hit', 'skipped'],
+      ]);
+      expect(rows[1]).toMatchObject({ hitId: hit.id, deliveryId: live.messageId, statusCode: null, latencyMs: null });
+      expect(rows[1]!.error).toMatch(/live webhooks need the Starter plan/);
+      expect(logLines.some((l) => l.includes('webhook skipped') && l.includes(live.messageId))).toBe(true);
+    });
+
+    it('a redelivery on Free is skipped too', async () => {
+      const free = await createAccount(db, 'free');
+      const monitor = await nativeMonitor(free.id);
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      const [skipped] = await attempts(monitor.id);
+      await dispatcher.handle(redeliverEnvelope(free.id, skipped!.id));
+      expect(receiver.requests).toHaveLength(0);
+      expect((await attempts(monitor.id)).map((r) => r.outcome)).toEqual(['skipped', 'skipped']);
+    });
+
+    it('an active trial gets live hits, an expired one does not', async () => {
+      const trial = await createAccount(db, 'free', new Date(Date.now() + 7 * 86_400_000));
+      const expired = await createAccount(db, 'free', new Date(Date.now() - 86_400_000));
+      const m1 = await nativeMonitor(trial.id);
+      const m2 = await nativeMonitor(expired.id);
+      await dispatcher.handle(hitEnvelope(m1, await createHit(db, m1)));
+      await dispatcher.handle(hitEnvelope(m2, await createHit(db, m2)));
+      expect(receiver.requests).toHaveLength(1);
+      expect(verifies(receiver.requests[0]!, m1.secret!)).toBe(true);
+      expect((await attempts(m1.id))[0]!.outcome).toBe('delivered');
+      expect((await attempts(m2.id))[0]!.outcome).toBe('skipped');
+    });
+  });
+
+  describe('failures are logged with status, latency and error', () => {
+    it('receiver answers 500', async () => {
+      const monitor = await nativeMonitor();
+      receiver.setResponder(() => ({ status: 500, body: '{"error":"internal"}' }));
+      await expect(dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)))).resolves.toBe('ack');
+      const [a] = await attempts(monitor.id);
+      expect(a).toMatchObject({
+        outcome: 'failed',
+        statusCode: 500,
+        error: 'receiver answered HTTP 500',
+        responseSnippet: '{"error":"internal"}',
+      });
+      expect(a!.latencyMs).toBeGreaterThanOrEqual(0);
+    });
+
+    it('receiver too slow (time limit 500 ms in this test)', async () => {
+      const monitor = await nativeMonitor();
+      receiver.setResponder(() => ({ status: 200, delayMs: 2000 }));
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      const [a] = await attempts(monitor.id);
+      expect(a).toMatchObject({ outcome: 'failed', statusCode: null, error: 'timed out after 500 ms' });
+      expect(a!.latencyMs).toBeGreaterThanOrEqual(490);
+    });
+
+    it('connection refused', async () => {
+      const closed = await startHttpsReceiver();
+      const url = `${closed.url}/gone`;
+      await closed.close();
+      const monitor = await createMonitor(db, box, { accountId: starterId, url });
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      const [a] = await attempts(monitor.id);
+      expect(a).toMatchObject({ outcome: 'failed', statusCode: null });
+      expect(a!.error).toMatch(/^connection refused/);
+      expect(a!.latencyMs).toEqual(expect.any(Number));
+    });
+
+    it('redirects are not followed', async () => {
+      const monitor = await nativeMonitor();
+      receiver.setResponder((req) =>
+        req.path === '/hooks/native' ? { status: 301, headers: { location: `${receiver.url}/moved` } } : {},
+      );
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      expect(receiver.requests.map((r) => r.path)).toEqual(['/hooks/native']);
+      const [a] = await attempts(monitor.id);
+      expect(a).toMatchObject({ outcome: 'failed', statusCode: 301 });
+      expect(a!.error).toMatch(/redirects are not followed/);
+    });
+
+    it('a private address is refused without connecting', async () => {
+      const monitor = await createMonitor(db, box, {
+        accountId: starterId,
+        url: `https://127.0.0.1:${receiver.port}/hooks/native`,
+      });
+      const meta = await createMonitor(db, box, { accountId: starterId, url: 'https://169.254.169.254/latest' });
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      await dispatcher.handle(testEnvelope(meta));
+      expect(receiver.requests).toHaveLength(0);
+      expect((await attempts(monitor.id))[0]!.error).toMatch(/refused to connect to 127\.0\.0\.1: .*loopback/);
+      expect((await attempts(meta.id))[0]!.error).toMatch(/refused to connect to 169\.254\.169\.254: .*link-local/);
+    });
+  });
+
+  describe('skipped deliveries', () => {
+    it('monitor without webhook, inactive monitor', async () => {
+      const bare = await createMonitor(db, box, { accountId: starterId });
+      const inactive = await nativeMonitor(starterId, { isActive: false });
+      await dispatcher.handle(hitEnvelope(bare, await createHit(db, bare)));
+      await dispatcher.handle(hitEnvelope(inactive, await createHit(db, inactive)));
+      await dispatcher.handle(testEnvelope(inactive));
+      expect(receiver.requests).toHaveLength(0);
+      expect((await attempts(bare.id)).map((r) => [r.outcome, r.error, r.url])).toEqual([
+        ['skipped', 'monitor has no webhook', ''],
+      ]);
+      expect((await attempts(inactive.id)).map((r) => [r.event, r.outcome, r.error])).toEqual([
+        ['monitor.hit', 'skipped', 'monitor is inactive'],
+        ['monitor.test', 'skipped', 'monitor is inactive'],
+      ]);
+    });
+  });
+
+  describe('Discord and Slack', () => {
+    it('Discord gets an embed that mentions nobody; 404 marks the endpoint broken; a test ping that works clears it', async () => {
+      const url = 'https://discord.com/api/webhooks/123456789/Secret-Token_abc';
+      const monitor = await createMonitor(db, box, { accountId: starterId, url });
+      const hit = await createHit(db, monitor, 'Launch @everyone <@123> **now**');
+      await dispatcher.handle(hitEnvelope(monitor, hit));
+      const req = receiver.requests[0]!;
+      expect(req.path).toBe('/api/webhooks/123456789/Secret-Token_abc');
+      expect(verifies(req, monitor.secret!)).toBe(true);
+      const body = JSON.parse(req.rawBody.toString()) as {
+        allowed_mentions: unknown;
+        embeds: { description: string; url: string; author: { name: string }; timestamp: string }[];
+      };
+      expect(body.allowed_mentions).toEqual({ parse: [] });
+      expect(body.embeds).toHaveLength(1);
+      expect(body.embeds[0]).toMatchObject({
+        url: `https://x.com/NASA/status/${hit.payload.tweet.id}`,
+        author: { name: '@NASA' },
+        timestamp: hit.payload.tweet.createdAt,
+      });
+      expect(body.embeds[0]!.description).toContain('Launch @everyone');
+      // the token is a credential: not in the attempt log
+      const [a] = await attempts(monitor.id);
+      expect(a!.url).toBe('https://discord.com/api/webhooks/123456789/[REDACTED]');
+      expect(logLines.join('\n')).not.toContain('Secret-Token_abc');
+
+      receiver.setResponder(() => ({ status: 404, body: '{"message": "Unknown Webhook", "code": 10015}' }));
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      let endpoint = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: monitor.id } });
+      expect(endpoint.isBroken).toBe(true);
+      expect(endpoint.brokenReason).toMatch(/Discord answered HTTP 404/);
+
+      // live hits are no longer sent to a broken endpoint
+      const before = receiver.requests.length;
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      expect(receiver.requests).toHaveLength(before);
+      expect((await attempts(monitor.id)).at(-1)).toMatchObject({ outcome: 'skipped' });
+      expect((await attempts(monitor.id)).at(-1)!.error).toMatch(/marked broken/);
+
+      // the user fixes it and sends a test ping: it goes out, and a 2xx clears the flag
+      receiver.setResponder(() => ({ status: 204 }));
+      await dispatcher.handle(testEnvelope(monitor));
+      expect(receiver.requests).toHaveLength(before + 1);
+      endpoint = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: monitor.id } });
+      expect(endpoint).toMatchObject({ isBroken: false, brokenReason: null });
+    });
+
+    it('Slack gets text plus blocks with &, <, > escaped; 410 marks the endpoint broken', async () => {
+      const url = 'https://hooks.slack.com/services/T000AAAA/B000BBBB/xoxSecretPart';
+      const monitor = await createMonitor(db, box, { accountId: starterId, url, keywords: ['launch'] });
+      const hit = await createHit(db, monitor, 'launch <!channel> & <https://evil.example|click>');
+      await dispatcher.handle(hitEnvelope(monitor, hit));
+      const req = receiver.requests[0]!;
+      expect(req.path).toBe('/services/T000AAAA/B000BBBB/xoxSecretPart');
+      const body = JSON.parse(req.rawBody.toString()) as {
+        text: string;
+        blocks: { type: string; text?: { type: string; text: string }; elements?: { text: string }[] }[];
+      };
+      expect(body.text).toContain('&lt;!channel&gt; &amp; &lt;https://evil.example|click&gt;');
+      expect(body.blocks.map((b) => b.type)).toEqual(['section', 'context']);
+      expect(body.blocks[0]!.text).toMatchObject({ type: 'mrkdwn' });
+      expect(body.blocks[0]!.text!.text).toContain(
+        `<https://x.com/NASA/status/${hit.payload.tweet.id}|New post by @NASA>`,
+      );
+      expect(body.blocks[0]!.text!.text).not.toContain('<!channel>');
+      expect(body.blocks[1]!.elements![0]!.text).toContain('keywords: launch');
+      expect((await attempts(monitor.id))[0]!.url).toBe(
+        'https://hooks.slack.com/services/T000AAAA/B000BBBB/[REDACTED]',
+      );
+
+      receiver.setResponder(() => ({ status: 410, body: 'no_service' }));
+      await dispatcher.handle(testEnvelope(monitor));
+      const endpoint = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: monitor.id } });
+      expect(endpoint.isBroken).toBe(true);
+      expect(endpoint.brokenReason).toMatch(/Slack answered HTTP 410/);
+    });
+
+    it('a native endpoint answering 404 is not marked broken', async () => {
+      const monitor = await nativeMonitor();
+      receiver.setResponder(() => ({ status: 404 }));
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      const endpoint = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: monitor.id } });
+      expect(endpoint.isBroken).toBe(false);
+    });
+  });
+
+  describe('messages', () => {
+    let monitor: MonitorFixture;
+    beforeAll(async () => {
+      monitor = await nativeMonitor();
+    });
+
+    it('dead-letters a message whose account does not own the monitor', async () => {
+      const other = await createAccount(db, 'starter');
+      const env = hitEnvelope(monitor, await createHit(db, monitor));
+      env.headers.accountId = other.id;
+      await expect(dispatcher.handle(env)).resolves.toBe('dead-letter');
+      expect(receiver.requests).toHaveLength(0);
+    });
+
+    it('dead-letters a message without a valid monitor id, and an unknown routing key', async () => {
+      const env = hitEnvelope(monitor, await createHit(db, monitor));
+      (env.payload as { monitor: { id: string } }).monitor.id = 'not-a-uuid';
+      await expect(dispatcher.handle(env)).resolves.toBe('dead-letter');
+      await expect(dispatcher.handle({ ...env, routingKey: 'monitor.other' })).resolves.toBe('dead-letter');
+      await expect(dispatcher.handle(redeliverEnvelope(monitor.accountId, 'nope'))).resolves.toBe('dead-letter');
+    });
+
+    it('acknowledges a hit of a deleted monitor without sending', async () => {
+      const gone = await nativeMonitor();
+      const env = hitEnvelope(gone, await createHit(db, gone));
+      await db.monitor.delete({ where: { id: gone.id } });
+      await expect(dispatcher.handle(env)).resolves.toBe('ack');
+      expect(receiver.requests).toHaveLength(0);
+    });
+
+    it('does not send again when the broker redelivers a message that was already delivered', async () => {
+      const hit = await createHit(db, monitor);
+      const env = hitEnvelope(monitor, hit);
+      await dispatcher.handle(env);
+      await expect(dispatcher.handle({ ...env, redelivered: true })).resolves.toBe('ack');
+      expect(receiver.requests).toHaveLength(1);
+      // a redelivered message that never got through is sent
+      receiver.setResponder(() => ({ status: 500 }));
+      const other = hitEnvelope(monitor, await createHit(db, monitor));
+      await dispatcher.handle(other);
+      receiver.setResponder(() => ({ status: 200 }));
+      await dispatcher.handle({ ...other, redelivered: true });
+      expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([
+        env.messageId,
+        other.messageId,
+        other.messageId,
+      ]);
+    });
+
+    it('throws (so the message comes back) when the attempt cannot be written', async () => {
+      // a real database failure: a trigger refuses inserts into the delivery log
+      await db.$executeRawUnsafe(`CREATE FUNCTION refuse_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'delivery log unavailable'; END $$`);
+      await db.$executeRawUnsafe(
+        'CREATE TRIGGER refuse_attempt BEFORE INSERT ON delivery_attempts FOR EACH ROW EXECUTE FUNCTION refuse_attempt()',
+      );
+      try {
+        const env = hitEnvelope(monitor, await createHit(db, monitor));
+        await expect(dispatcher.handle(env)).rejects.toThrow(/delivery log unavailable/);
+        expect(receiver.requests).toHaveLength(1); // sent, but not logged: it will be sent again
+        await db.$executeRawUnsafe('DROP TRIGGER refuse_attempt ON delivery_attempts');
+        await expect(dispatcher.handle({ ...env, redelivered: true })).resolves.toBe('ack');
+        expect(receiver.requests).toHaveLength(2);
+        expect(await db.deliveryAttempt.count({ where: { deliveryId: env.messageId } })).toBe(1);
+      } finally {
+        await db.$executeRawUnsafe('DROP TRIGGER IF EXISTS refuse_attempt ON delivery_attempts');
+      }
+    });
+
+    it('handles many hits at once and logs one attempt each', async () => {
+      const monitors = await Promise.all(Array.from({ length: 5 }, () => nativeMonitor()));
+      const envs = [];
+      for (const m of monitors) for (let i = 0; i < 20; i++) envs.push(hitEnvelope(m, await createHit(db, m)));
+      const outcomes = await Promise.all(envs.map((e) => dispatcher.handle(e)));
+      expect(outcomes.every((o) => o === 'ack')).toBe(true);
+      expect(new Set(receiver.requests.map((r) => r.headers['x-service-delivery']))).toEqual(
+        new Set(envs.map((e) => e.messageId)),
+      );
+      const rows = await db.deliveryAttempt.findMany({ where: { deliveryId: { in: envs.map((e) => e.messageId) } } });
+      expect(rows).toHaveLength(100);
+      expect(rows.every((r) => r.outcome === 'delivered')).toBe(true);
+    });
+  });
+});

@@ -1,0 +1,41 @@
+import { z } from 'zod';
+import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { parseEncryptionKey } from '@sts/core';
+
+const positiveInt = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
+
+export const dispatcherEnvSchema = z.object({
+  DATABASE_URL: commonEnv.DATABASE_URL,
+  AMQP_URL: commonEnv.AMQP_URL,
+  LOG_LEVEL: commonEnv.LOG_LEVEL,
+  /** port of /healthz, /readyz and /metrics */
+  DISPATCHER_PORT: envFields.port(3004),
+  /** decrypts the stored webhook signing secrets (32 bytes, base64 or 64 hex digits) */
+  SECRETS_ENCRYPTION_KEY: z.string().refine(
+    (v) => {
+      try {
+        parseEncryptionKey(v);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: 'must be 32 bytes, as base64 or 64 hex digits' },
+  ),
+  /** host names exempt from the private-address check (local development and tests); empty by default */
+  WEBHOOK_ALLOW_PRIVATE_HOSTS: envFields.list(),
+  /** whole-request time limit of one delivery */
+  WEBHOOK_TIMEOUT_MS: positiveInt(15_000, 120_000),
+  /** deliveries in flight at once to one endpoint (scheme, host and port) */
+  WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT: positiveInt(8, 1000),
+  /** unacknowledged messages (and so deliveries in flight) per dispatcher process */
+  DISPATCH_PREFETCH: positiveInt(256, 10_000),
+  /** PostgreSQL connections of one dispatcher process */
+  DISPATCH_DB_POOL_SIZE: positiveInt(10, 200),
+});
+
+export type DispatcherEnv = z.infer<typeof dispatcherEnvSchema>;
+
+export function parseDispatcherEnv(source: NodeJS.ProcessEnv = process.env): DispatcherEnv {
+  return parseEnv(dispatcherEnvSchema, source);
+}
