@@ -311,6 +311,11 @@ describe('read-api', () => {
       expect(none.json).toEqual({ data: [], meta: { count: 0, next_cursor: null } });
     });
 
+    it('tolerates a trailing slash', async () => {
+      expect((await get('/api/v1/users/bob/')).status).toBe(200);
+      expect((await get('/api/v1/search/?q=rocket')).status).toBe(200);
+    });
+
     it('ignores unknown query parameters', async () => {
       const r = await get('/api/v1/search?q=rocket&limit=1&foo=bar&foo=baz');
       expect(r.status).toBe(200);

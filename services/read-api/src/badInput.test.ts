@@ -169,6 +169,22 @@ describe('read-api bad input', () => {
         message: /q contains malformed percent-encoding/,
         param: 'q',
       },
+      {
+        name: 'bad percent-encoding in a parameter name',
+        path: '/api/v1/search?q=hello&%ZZ=1',
+        status: 400,
+        code: 'INVALID_REQUEST',
+        message: /query contains malformed percent-encoding/,
+        param: 'query',
+      },
+      {
+        name: 'bad percent-encoding in limit',
+        path: '/api/v1/users/bob/tweets?limit=%E0',
+        status: 400,
+        code: 'INVALID_REQUEST',
+        message: /limit contains malformed percent-encoding/,
+        param: 'limit',
+      },
       // usernames
       ...[
         ['too long', 'a'.repeat(16)],
