@@ -49,6 +49,9 @@ export interface SocialSource {
   /**
    * For the poller: the user's tweets newer than `sinceId` (all recent ones when null), OLDEST
    * first, at most `limit`. Null when the user does not exist.
+   * With a `sinceId` these are the `limit` OLDEST tweets after it (so a poller that advances to the
+   * last id it got never skips any); with null, the `limit` NEWEST tweets (a starting point).
+   * Ids compare as numbers. A `sinceId` that is not a numeric id throws InvalidCursorError.
    */
   getTweetsSince(username: string, sinceId: string | null, limit: number): Promise<SocialTweet[] | null>;
 }
