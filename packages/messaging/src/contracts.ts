@@ -1,0 +1,145 @@
+/**
+ * The message contracts of the `monitor.events` exchange: one zod schema (and its TS type) per
+ * routing key, used by the publisher to validate before sending and by the consumer to validate
+ * before calling a handler. The wire format is documented in ../asyncapi.yaml.
+ *
+ * On the wire: the body is the JSON of the payload exactly (for `monitor.*` that is the webhook
+ * payload of SPEC.md section 6); AMQP properties carry `messageId`, `type` = routing key,
+ * `contentType` 'application/json', `deliveryMode` 2 (persistent) and `timestamp` (seconds); the
+ * envelope headers travel as AMQP headers (`accountId` -> `x-account-id`, `hitId` -> `x-hit-id`).
+ */
+import { z } from 'zod';
+
+/** Topic exchange (durable) that carries every event between services. */
+export const EXCHANGE = 'monitor.events';
+/** Direct exchange (durable) that receives rejected messages; each queue's DLQ binds to it with the queue's name. */
+export const DEAD_LETTER_EXCHANGE = 'monitor.events.dlx';
+
+/** ISO 8601 UTC timestamp with exactly three fraction digits, e.g. 2024-05-01T12:00:00.000Z. */
+export const IsoUtcMillis = z.iso.datetime({ precision: 3 });
+
+export const MonitorRef = z
+  .object({
+    id: z.string().min(1),
+    targetUsername: z.string().min(1),
+    keywords: z.array(z.string()).nullable(),
+  })
+  .strict();
+
+export const MonitorHitPayload = z
+  .object({
+    event: z.literal('monitor.hit'),
+    monitor: MonitorRef,
+    tweet: z
+      .object({
+        id: z.string(),
+        text: z.string(),
+        authorUsername: z.string(),
+        createdAt: IsoUtcMillis,
+      })
+      .strict(),
+    detectedAt: IsoUtcMillis,
+  })
+  .strict();
+
+export const MonitorTestPayload = z
+  .object({
+    event: z.literal('monitor.test'),
+    monitor: MonitorRef,
+    test: z.literal(true),
+  })
+  .strict();
+
+export const WebhookRedeliverPayload = z.object({ attemptId: z.string().uuid() }).strict();
+
+export const contracts = {
+  'monitor.hit': {
+    payload: MonitorHitPayload,
+    headers: z.object({ accountId: z.string(), hitId: z.string() }),
+  },
+  'monitor.test': { payload: MonitorTestPayload, headers: z.object({ accountId: z.string() }) },
+  'webhook.redeliver': { payload: WebhookRedeliverPayload, headers: z.object({ accountId: z.string() }) },
+} as const;
+
+export type RoutingKey = keyof typeof contracts;
+export type PayloadOf<K extends RoutingKey> = z.output<(typeof contracts)[K]['payload']>;
+export type HeadersOf<K extends RoutingKey> = z.output<(typeof contracts)[K]['headers']>;
+export type MonitorHitEvent = PayloadOf<'monitor.hit'>;
+export type MonitorTestEvent = PayloadOf<'monitor.test'>;
+export type WebhookRedeliverEvent = PayloadOf<'webhook.redeliver'>;
+
+/** A received message, validated against its contract. */
+export interface Envelope<K extends RoutingKey> {
+  routingKey: K;
+  messageId: string;
+  payload: PayloadOf<K>;
+  headers: HeadersOf<K>;
+  /** true when the broker delivered this message before (to this or another consumer) */
+  redelivered: boolean;
+  /** the AMQP `timestamp` property (seconds precision), or null when the publisher set none */
+  publishedAt: Date | null;
+}
+
+export const ROUTING_KEYS = Object.keys(contracts) as RoutingKey[];
+
+export function isRoutingKey(value: unknown): value is RoutingKey {
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(contracts, value);
+}
+
+/** Envelope header field -> AMQP header name. */
+export const HEADER_NAMES = { accountId: 'x-account-id', hitId: 'x-hit-id' } as const;
+export type EnvelopeHeaderField = keyof typeof HEADER_NAMES;
+
+/** Thrown (or used as the dead-letter reason) when a message does not satisfy its contract. */
+export class ContractError extends Error {
+  override name = 'ContractError';
+  constructor(
+    message: string,
+    readonly issues: string[] = [],
+  ) {
+    super(issues.length ? `${message}: ${issues.join('; ')}` : message);
+  }
+}
+
+function describeIssues(error: z.ZodError): string[] {
+  return error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
+}
+
+/** Validates a payload against the routing key's contract; returns the parsed value or throws ContractError. */
+export function parsePayload<K extends RoutingKey>(routingKey: K, payload: unknown): PayloadOf<K> {
+  if (!isRoutingKey(routingKey)) throw new ContractError(`unknown routing key ${JSON.stringify(routingKey)}`);
+  const result = contracts[routingKey].payload.safeParse(payload);
+  if (!result.success) throw new ContractError(`invalid ${routingKey} payload`, describeIssues(result.error));
+  return result.data as PayloadOf<K>;
+}
+
+/** Validates envelope headers against the routing key's contract; returns the parsed value or throws ContractError. */
+export function parseHeaders<K extends RoutingKey>(routingKey: K, headers: unknown): HeadersOf<K> {
+  if (!isRoutingKey(routingKey)) throw new ContractError(`unknown routing key ${JSON.stringify(routingKey)}`);
+  const result = contracts[routingKey].headers.safeParse(headers);
+  if (!result.success) throw new ContractError(`invalid ${routingKey} headers`, describeIssues(result.error));
+  return result.data as HeadersOf<K>;
+}
+
+/** Envelope headers -> AMQP headers (`accountId` -> `x-account-id`, ...). */
+export function toAmqpHeaders(headers: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(headers)) {
+    const name = (HEADER_NAMES as Record<string, string>)[field];
+    if (name === undefined) throw new ContractError(`no AMQP header is defined for envelope header ${field}`);
+    out[name] = value;
+  }
+  return out;
+}
+
+/** AMQP headers -> envelope header fields (only the known `x-*` names; everything else is ignored). */
+export function fromAmqpHeaders(amqpHeaders: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (!amqpHeaders) return out;
+  for (const [field, name] of Object.entries(HEADER_NAMES)) {
+    let value = amqpHeaders[name];
+    if (Buffer.isBuffer(value)) value = value.toString('utf8');
+    if (value !== undefined) out[field] = value;
+  }
+  return out;
+}
