@@ -400,7 +400,9 @@ describe('webhook dispatcher', () => {
       const env = hitEnvelope(monitor, await createHit(db, monitor));
       (env.payload as { monitor: { id: string } }).monitor.id = 'not-a-uuid';
       await expect(dispatcher.handle(env)).resolves.toBe('dead-letter');
-      await expect(dispatcher.handle({ ...env, routingKey: 'monitor.other' })).resolves.toBe('dead-letter');
+      await expect(dispatcher.handle({ ...env, routingKey: 'monitor.other' as 'monitor.hit' })).resolves.toBe(
+        'dead-letter',
+      );
       await expect(dispatcher.handle(redeliverEnvelope(monitor.accountId, 'nope'))).resolves.toBe('dead-letter');
     });
 
@@ -448,6 +450,24 @@ describe('webhook dispatcher', () => {
         expect(await db.deliveryAttempt.count({ where: { deliveryId: env.messageId } })).toBe(1);
       } finally {
         await db.$executeRawUnsafe('DROP TRIGGER IF EXISTS refuse_attempt ON delivery_attempts');
+      }
+    });
+
+    it('hands the message back when the database is unreachable', async () => {
+      const down = createDbClient({ url: 'postgresql://postgres@127.0.0.1:1/nothing_here', poolSize: 1 });
+      const offline = createDispatcher({
+        repository: createPrismaRepository(down),
+        logger: createLogger({ service: 'dispatcher-test', level: 'error' }),
+        secretsKey: KEY,
+        allowPrivateHosts: ['localhost'],
+        transientRetryDelayMs: 10,
+      });
+      try {
+        await expect(offline.handle(hitEnvelope(monitor, await createHit(db, monitor)))).resolves.toBe('requeue');
+        expect(receiver.requests).toHaveLength(0);
+      } finally {
+        offline.close();
+        await down.$disconnect();
       }
     });
 

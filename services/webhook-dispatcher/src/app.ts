@@ -14,14 +14,20 @@ import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
 import {
   isMissingParent,
+  isTransientDbError,
   type DispatcherRepository,
   type MonitorContext,
   type NewAttempt,
 } from './adapters/repository';
-import type { ConsumeOutcome, DispatcherMessaging, Envelope } from './adapters/consumer';
+import type {
+  ConsumeOutcome,
+  DispatcherEnvelope as Envelope,
+  DispatcherMessaging,
+  DispatcherRoutingKey,
+} from './adapters/consumer';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
-export const DISPATCHER_BINDINGS = ['monitor.hit', 'monitor.test', 'webhook.redeliver'] as const;
+export const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = ['monitor.hit', 'monitor.test', 'webhook.redeliver'];
 
 export interface DispatcherOptions {
   repository: DispatcherRepository;
@@ -39,6 +45,8 @@ export interface DispatcherOptions {
   /** test hooks of the sender (DNS resolution, URL override); see httpsSender.ts */
   senderOverrides?: Pick<HttpsSenderOptions, 'lookup' | 'urlOverride'>;
   now?: () => Date;
+  /** when the database is unreachable, wait this long before handing the message back (default 1000) */
+  transientRetryDelayMs?: number;
 }
 
 export interface Dispatcher {
@@ -54,7 +62,7 @@ export interface Dispatcher {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function header(env: Envelope, name: string): string | undefined {
-  const v = env.headers[name];
+  const v = (env.headers as Record<string, unknown>)[name];
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
@@ -370,6 +378,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           outcome = 'dead-letter';
       }
     } catch (err) {
+      if (isTransientDbError(err)) {
+        // PostgreSQL unreachable: not the message's fault. Hand it back after a pause (no dead
+        // letter, no hot loop); it is delivered again, at least once, when the database is back.
+        metrics.messages.inc({ routing_key: env.routingKey, result: 'retry' });
+        logger.warn('database unavailable; message requeued', {
+          messageId: env.messageId,
+          routingKey: env.routingKey,
+          error: err instanceof Error ? err.message : String(err),
+        });
+        await new Promise((r) => setTimeout(r, options.transientRetryDelayMs ?? 1000));
+        return 'requeue';
+      }
       if (isMissingParent(err)) {
         logger.info('monitor or hit deleted during delivery; message dropped', { messageId: env.messageId });
         outcome = 'ack';
@@ -392,7 +412,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       if (!options.messaging) throw new Error('createDispatcher: start() needs the messaging client');
       await options.messaging.consume({
         queue: options.queue ?? DISPATCHER_QUEUE,
-        bindings: [...DISPATCHER_BINDINGS],
+        bindings: DISPATCHER_BINDINGS,
         prefetch: options.prefetch ?? 256,
         handler: handle,
       });

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { classifyWebhookUrl, generateWebhookSecret, snowflakeId, type SecretBox } from '@sts/core';
 import type { Db } from '@sts/db';
-import type { Envelope } from './adapters/consumer';
+import type { Envelope } from '@sts/messaging';
 import type { HitPayload } from './domain/payloads';
 
 export async function createAccount(
@@ -106,43 +106,47 @@ export function hitEnvelope(
   hit: HitFixture,
   messageId: string = randomUUID(),
   redelivered = false,
-): Envelope {
+): Envelope<'monitor.hit'> {
   return {
     routingKey: 'monitor.hit',
     messageId,
     payload: hit.payload,
     headers: { accountId: monitor.accountId, hitId: hit.id },
     redelivered,
-    publishedAt: new Date().toISOString(),
+    publishedAt: new Date(),
   };
 }
 
-export function testEnvelope(monitor: MonitorFixture, messageId: string = randomUUID()): Envelope {
+export function testEnvelope(monitor: MonitorFixture, messageId: string = randomUUID()): Envelope<'monitor.test'> {
   return {
     routingKey: 'monitor.test',
     messageId,
     payload: {
-      event: 'monitor.test',
+      event: 'monitor.test' as const,
       monitor: {
         id: monitor.id,
         targetUsername: monitor.targetUsername,
         keywords: monitor.keywords.length ? monitor.keywords : null,
       },
-      test: true,
+      test: true as const,
     },
     headers: { accountId: monitor.accountId },
     redelivered: false,
-    publishedAt: new Date().toISOString(),
+    publishedAt: new Date(),
   };
 }
 
-export function redeliverEnvelope(accountId: string, attemptId: string, messageId: string = randomUUID()): Envelope {
+export function redeliverEnvelope(
+  accountId: string,
+  attemptId: string,
+  messageId: string = randomUUID(),
+): Envelope<'webhook.redeliver'> {
   return {
     routingKey: 'webhook.redeliver',
     messageId,
     payload: { attemptId },
     headers: { accountId },
     redelivered: false,
-    publishedAt: new Date().toISOString(),
+    publishedAt: new Date(),
   };
 }

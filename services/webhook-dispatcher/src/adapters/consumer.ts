@@ -1,23 +1,11 @@
 /**
- * What the dispatcher needs from the messaging client (@sts/messaging's AmqpClient satisfies it):
- * a durable queue bound to routing keys, a prefetch, and a handler whose result is the ack.
+ * What the dispatcher takes from @sts/messaging: the envelope of the three routing keys it is
+ * bound to, and the consumer side of AmqpClient (tests may drive handle() without it).
  */
-export type ConsumeOutcome = 'ack' | 'dead-letter' | 'requeue';
+import type { AmqpClient, Envelope } from '@sts/messaging';
 
-export interface Envelope {
-  routingKey: string;
-  messageId: string;
-  payload: unknown;
-  headers: Record<string, unknown>;
-  redelivered: boolean;
-  publishedAt?: unknown;
-}
+export type { ConsumeOutcome } from '@sts/messaging';
 
-export interface DispatcherMessaging {
-  consume(options: {
-    queue: string;
-    bindings: string[];
-    prefetch: number;
-    handler: (envelope: Envelope) => Promise<ConsumeOutcome>;
-  }): Promise<unknown>;
-}
+export type DispatcherRoutingKey = 'monitor.hit' | 'monitor.test' | 'webhook.redeliver';
+export type DispatcherEnvelope = Envelope<DispatcherRoutingKey>;
+export type DispatcherMessaging = Pick<AmqpClient, 'consume'>;

@@ -1,0 +1,113 @@
+/**
+ * RabbitMQ restarted (rabbitmqctl stop_app / start_app) while hits flow through the dispatcher:
+ * no hit is lost. Persistent messages on the durable queue survive the restart, the messaging
+ * clients reconnect, and the publisher (like the outbox relay) re-publishes whatever the broker
+ * did not confirm. Runs alone in the serial second pass (STS_DISRUPTIVE=1).
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { createLogger } from '@sts/common';
+import { createSecretBox } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { AmqpClient } from '@sts/messaging';
+import { createTestDatabase, createTestVhost, startHttpsReceiver, waitFor, type HttpsReceiver } from '@sts/testing';
+import { createAccount, createHit, createMonitor, type HitFixture, type MonitorFixture } from './fixtures';
+import { spawnDispatcher, type DispatcherProcess } from './testSupport';
+
+const run = promisify(execFile);
+const KEY = randomBytes(32).toString('base64');
+const logger = createLogger({ service: 'dispatcher-broker-test', level: 'error' });
+
+jest.setTimeout(180_000);
+
+describe('RabbitMQ restart while hits flow', () => {
+  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let receiver: HttpsReceiver;
+  let publisher: AmqpClient;
+  let dispatcher: DispatcherProcess | undefined;
+  let monitor: MonitorFixture;
+  let amqpUrl: string;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    db = createDbClient({ url: testDb.url, poolSize: 4 });
+    amqpUrl = (await createTestVhost()).url;
+    receiver = await startHttpsReceiver();
+    receiver.setResponder(() => ({ status: 200, delayMs: 5 }));
+    const account = await createAccount(db, 'starter');
+    monitor = await createMonitor(db, createSecretBox(KEY), { accountId: account.id, url: `${receiver.url}/hook` });
+    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'test-publisher' });
+    await publisher.start();
+  });
+
+  afterAll(async () => {
+    // whatever happened, leave the broker running for the rest of the run
+    await run('rabbitmqctl', ['start_app']).catch(() => undefined);
+    if (dispatcher && dispatcher.child.exitCode === null) {
+      dispatcher.child.kill('SIGTERM');
+      await dispatcher.exited;
+    }
+    await publisher.stop().catch(() => undefined);
+    await receiver.close();
+    await db.$disconnect();
+    await testDb.drop();
+  });
+
+  it('loses no hit', async () => {
+    dispatcher = await spawnDispatcher({
+      DATABASE_URL: testDb.url,
+      AMQP_URL: amqpUrl,
+      SECRETS_ENCRYPTION_KEY: KEY,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+      LOG_LEVEL: 'info',
+    });
+    const hits: HitFixture[] = [];
+    for (let i = 0; i < 200; i++) hits.push(await createHit(db, monitor, `hit ${i} #launch`));
+
+    const published = new Set<string>();
+    /** publishes until the broker confirms, with the same message id (what the outbox relay does) */
+    const publishConfirmed = async (hit: HitFixture) => {
+      const messageId = randomUUID();
+      for (;;) {
+        try {
+          await publisher.publish('monitor.hit', hit.payload, {
+            messageId,
+            headers: { accountId: monitor.accountId, hitId: hit.id },
+          });
+          published.add(messageId);
+          return;
+        } catch {
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    };
+    const publishing = (async () => {
+      for (const h of hits) {
+        await publishConfirmed(h);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+
+    await waitFor(() => receiver.requests.length >= 30, 30_000, 5);
+    await run('rabbitmqctl', ['stop_app']);
+    await new Promise((r) => setTimeout(r, 1000));
+    await run('rabbitmqctl', ['start_app']);
+    await publishing;
+
+    const received = () => new Set(receiver.requests.map((r) => String(r.headers['x-service-delivery'])));
+    await waitFor(() => received().size >= published.size, 120_000, 100);
+    expect(published.size).toBe(200);
+    expect(received()).toEqual(published);
+    await waitFor(async () => {
+      const rows = await db.deliveryAttempt.findMany({
+        where: { deliveryId: { in: [...published] }, outcome: 'delivered' },
+        select: { deliveryId: true },
+      });
+      return new Set(rows.map((r) => r.deliveryId)).size === published.size;
+    }, 60_000);
+    // the dispatcher is still consuming after the restart
+    expect(dispatcher.child.exitCode).toBeNull();
+  });
+});

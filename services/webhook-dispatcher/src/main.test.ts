@@ -1,0 +1,193 @@
+/**
+ * The dispatcher as deployed: `node --import tsx src/main.ts` in a child process, consuming from
+ * a real RabbitMQ vhost, logging to a real PostgreSQL database, delivering to a real HTTPS
+ * receiver. Crash (SIGKILL) and graceful stop (SIGTERM) are real signals.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createLogger } from '@sts/common';
+import { createSecretBox } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { AmqpClient, type Envelope } from '@sts/messaging';
+import { verify } from '@sts/signing';
+import { createTestDatabase, createTestVhost, startHttpsReceiver, waitFor, type HttpsReceiver } from '@sts/testing';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { createAccount, createHit, createMonitor, type HitFixture, type MonitorFixture } from './fixtures';
+import { opsPort, spawnDispatcher, type DispatcherProcess } from './testSupport';
+
+const KEY = randomBytes(32).toString('base64');
+const box = createSecretBox(KEY);
+const logger = createLogger({ service: 'dispatcher-main-test', level: 'error' });
+
+describe('webhook-dispatcher process', () => {
+  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let amqpUrl: string;
+  let publisher: AmqpClient;
+  let receiver: HttpsReceiver;
+  let monitor: MonitorFixture;
+  const running: DispatcherProcess[] = [];
+
+  const env = () => ({
+    DATABASE_URL: testDb.url,
+    AMQP_URL: amqpUrl,
+    SECRETS_ENCRYPTION_KEY: KEY,
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+    LOG_LEVEL: 'info',
+  });
+
+  async function start(): Promise<DispatcherProcess> {
+    const p = await spawnDispatcher(env());
+    running.push(p);
+    return p;
+  }
+
+  async function publishHit(hit: HitFixture, m: MonitorFixture = monitor): Promise<string> {
+    const messageId = randomUUID();
+    await publisher.publish('monitor.hit', hit.payload, {
+      messageId,
+      headers: { accountId: m.accountId, hitId: hit.id },
+    });
+    return messageId;
+  }
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    db = createDbClient({ url: testDb.url, poolSize: 4 });
+    amqpUrl = (await createTestVhost()).url;
+    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'test-publisher' });
+    await publisher.start();
+    receiver = await startHttpsReceiver();
+    const account = await createAccount(db, 'starter');
+    monitor = await createMonitor(db, box, { accountId: account.id, url: `${receiver.url}/hook` });
+  });
+
+  afterEach(async () => {
+    for (const p of running.splice(0)) {
+      if (p.child.exitCode === null && p.child.signalCode === null) {
+        p.child.kill('SIGKILL');
+        await p.exited;
+      }
+    }
+    receiver.requests.length = 0;
+    receiver.setResponder(() => ({ status: 200 }));
+  });
+
+  afterAll(async () => {
+    await publisher.stop();
+    await receiver.close();
+    await db.$disconnect();
+    await testDb.drop();
+  });
+
+  it('refuses to start with a clear message when SECRETS_ENCRYPTION_KEY is missing', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
+      cwd: path.resolve(__dirname, '../../..'),
+      env: { ...process.env, ...env(), SECRETS_ENCRYPTION_KEY: '', WEBHOOK_TIMEOUT_MS: 'soon' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(out).toContain('SECRETS_ENCRYPTION_KEY is required but not set');
+    expect(out).toMatch(/WEBHOOK_TIMEOUT_MS: /);
+    expect(out).not.toMatch(/\n\s+at /); // no stack trace
+  });
+
+  it('delivers published hits, answers /healthz, /readyz and /metrics, and stops gracefully', async () => {
+    const p = await start();
+    const port = opsPort(p);
+    const hit = await createHit(db, monitor);
+    const messageId = await publishHit(hit);
+    await receiver.waitForRequests(1);
+    const req = receiver.requests[0]!;
+    expect(req.headers['x-service-delivery']).toBe(messageId);
+    expect(() => verify({ secret: monitor.secret!, body: req.rawBody, headers: req.headers })).not.toThrow();
+
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    expect(health.status).toBe(200);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ checks: { database: 'ok', rabbitmq: 'ok' } });
+    await waitFor(async () => {
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      return /webhook_delivery_attempts_total\{[^}]*outcome="delivered"[^}]*\} 1/.test(metrics);
+    });
+
+    // SIGTERM while a delivery is in flight: it finishes, is logged, then the process exits 0
+    receiver.setResponder(() => ({ status: 200, delayMs: 1500 }));
+    const slow = await createHit(db, monitor);
+    const slowId = await publishHit(slow);
+    await receiver.waitForRequests(2);
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+    const rows = await db.deliveryAttempt.findMany({ where: { deliveryId: slowId } });
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ outcome: 'delivered', statusCode: 200 });
+    expect(rows[0]!.latencyMs).toBeGreaterThanOrEqual(1400);
+    expect(p.output.some((l) => l.includes('webhook-dispatcher stopped'))).toBe(true);
+  });
+
+  it('loses no hit when killed (SIGKILL) mid-stream and restarted', async () => {
+    // slow enough that the kill lands while deliveries are in flight and messages are queued
+    receiver.setResponder(() => ({ status: 200, delayMs: 5 }));
+    const first = await start();
+    const hits: HitFixture[] = [];
+    for (let i = 0; i < 200; i++) hits.push(await createHit(db, monitor, `hit ${i} #launch`));
+    const published = new Set<string>();
+    const publishing = (async () => {
+      for (const h of hits) {
+        published.add(await publishHit(h));
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    await waitFor(() => receiver.requests.length >= 40, 30_000, 5);
+    first.child.kill('SIGKILL');
+    expect(await first.exited).toBe('SIGKILL');
+    const deliveredBeforeRestart = new Set(receiver.requests.map((r) => String(r.headers['x-service-delivery'])));
+    expect(deliveredBeforeRestart.size).toBeLessThan(200);
+
+    await start();
+    await publishing;
+    const received = () => new Set(receiver.requests.map((r) => String(r.headers['x-service-delivery'])));
+    await waitFor(() => received().size >= published.size, 60_000);
+    expect(published.size).toBe(200);
+    expect(received()).toEqual(published);
+    // every hit has a delivered attempt in the log
+    await waitFor(async () => {
+      const rows = await db.deliveryAttempt.findMany({
+        where: { deliveryId: { in: [...published] }, outcome: 'delivered' },
+        select: { deliveryId: true },
+      });
+      return new Set(rows.map((r) => r.deliveryId)).size === published.size;
+    }, 30_000);
+  });
+
+  it('lets other services bind their own queue and receive the same hits', async () => {
+    await start();
+    const other = new AmqpClient({ url: amqpUrl, logger, name: 'analytics-test' });
+    await other.start();
+    const seen: Envelope<'monitor.hit'>[] = [];
+    try {
+      await other.consume({
+        queue: 'analytics-test',
+        bindings: ['monitor.hit'],
+        prefetch: 10,
+        handler: async (e) => {
+          seen.push(e);
+          return Promise.resolve('ack' as const);
+        },
+      });
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push(await publishHit(await createHit(db, monitor)));
+      await waitFor(() => seen.length >= 5 && receiver.requests.length >= 5);
+      expect(seen.map((e) => e.messageId).sort()).toEqual([...ids].sort());
+      expect(seen[0]!.headers).toMatchObject({ accountId: monitor.accountId });
+      expect(new Set(receiver.requests.map((r) => r.headers['x-service-delivery']))).toEqual(new Set(ids));
+    } finally {
+      await other.stop();
+    }
+  });
+});
