@@ -1,0 +1,364 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createLogger } from '@sts/common';
+import { createSecretBox } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { AmqpClient, type Envelope } from '@sts/messaging';
+import { createTestDatabase, createTestVhost, waitFor } from '@sts/testing';
+import { runCli } from '../main';
+
+const KEY = randomBytes(32).toString('hex');
+const logger = createLogger({ service: 'cli-test', level: 'error' });
+
+describe('monitor and webhook commands', () => {
+  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let amqpUrl: string;
+  let env: NodeJS.ProcessEnv;
+  let accountId: string;
+  let listener: AmqpClient;
+  const seen: Envelope<'monitor.test' | 'webhook.redeliver'>[] = [];
+
+  const cli = (...argv: string[]) => runCli(argv, env);
+  const json = async (...argv: string[]) => {
+    const r = await cli(...argv, '--json');
+    if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}`);
+    return JSON.parse(r.stdout) as Record<string, unknown>;
+  };
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    db = createDbClient({ url: testDb.url, poolSize: 2 });
+    amqpUrl = (await createTestVhost()).url;
+    env = { DATABASE_URL: testDb.url, AMQP_URL: amqpUrl, SECRETS_ENCRYPTION_KEY: KEY };
+    accountId = (await db.account.create({ data: { email: 'cli@example.test', plan: 'starter' } })).id;
+    // what the dispatcher would receive: a queue bound to the two routing keys the CLI publishes
+    listener = new AmqpClient({ url: amqpUrl, logger, name: 'cli-test-listener' });
+    await listener.start();
+    await listener.consume({
+      queue: 'cli-test',
+      bindings: ['monitor.test', 'webhook.redeliver'],
+      handler: (e) => {
+        seen.push(e);
+        return Promise.resolve('ack' as const);
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await listener.stop();
+    await db.$disconnect();
+    await testDb.drop();
+  });
+
+  describe('monitor create', () => {
+    it('creates a monitor with keywords and a webhook; the secret is shown once and stored encrypted', async () => {
+      const out = await json(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'NASA',
+        '--keywords',
+        'launch, moon  landing,Launch',
+        '--webhook-url',
+        'https://example.com/hooks/sts',
+        '--interval',
+        '120',
+      );
+      expect(Object.keys(out).sort()).toEqual(['id', 'secret']);
+      expect(out.secret).toMatch(/^whsec_/);
+      const monitor = await db.monitor.findUniqueOrThrow({
+        where: { id: out.id as string },
+        include: { webhook: true },
+      });
+      expect(monitor).toMatchObject({
+        accountId,
+        targetUsername: 'NASA',
+        targetKey: 'nasa',
+        keywords: ['launch', 'moon landing'],
+        checkIntervalSec: 120,
+        isActive: true,
+      });
+      expect(monitor.webhook).toMatchObject({ url: 'https://example.com/hooks/sts', kind: 'native', isBroken: false });
+      expect(monitor.webhook!.secretCiphertext).not.toContain(out.secret as string);
+      expect(createSecretBox(KEY).decrypt(monitor.webhook!.secretCiphertext, monitor.id)).toBe(out.secret);
+    });
+
+    it('creates a monitor without webhook (no secret), and recognises Discord and Slack URLs', async () => {
+      const bare = await json('monitor', 'create', '--account', accountId, '--target', '@jack');
+      expect(Object.keys(bare)).toEqual(['id']);
+      expect(await db.monitor.findUniqueOrThrow({ where: { id: bare.id as string } })).toMatchObject({
+        targetUsername: 'jack',
+        targetKey: 'jack',
+        keywords: [],
+      });
+      const discord = await json(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'jack',
+        '--webhook-url',
+        'https://discord.com/api/webhooks/123/tok-en',
+      );
+      const slack = await json(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'jack',
+        '--webhook-url',
+        'https://hooks.slack.com/services/T1/B2/abc',
+      );
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: discord.id as string } })).kind).toBe(
+        'discord',
+      );
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: slack.id as string } })).kind).toBe(
+        'slack',
+      );
+    });
+
+    it('prints the secret once in the text output too', async () => {
+      const r = await cli(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'NASA',
+        '--webhook-url',
+        'https://example.com/h',
+      );
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/signing secret \(shown once, store it now\): whsec_/);
+    });
+
+    it.each([
+      [['--webhook-url', 'http://example.com/h'], /--webhook-url: webhook URL must use https \(got http\)/],
+      [['--webhook-url', 'not a url'], /--webhook-url: webhook URL is not a valid URL/],
+      [['--webhook-url', 'https://user:pw@example.com/h'], /must not contain credentials/],
+      [['--keywords', '!!!'], /--keywords: keyword "!!!" has no letters or digits/],
+      [['--interval', '5'], /--interval must be a whole number from 10 to 86400/],
+    ])('refuses bad input %j with a clear usage error and changes nothing', async (extra, message) => {
+      const before = await db.monitor.count();
+      const r = await cli('monitor', 'create', '--account', accountId, '--target', 'NASA', ...extra, '--json');
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect(JSON.parse(r.stdout)).toHaveProperty('error');
+      expect(await db.monitor.count()).toBe(before);
+    });
+
+    it('refuses a bad target, a malformed or unknown account', async () => {
+      let r = await cli('monitor', 'create', '--account', accountId, '--target', 'not a user!');
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--target must be a username/);
+      r = await cli('monitor', 'create', '--account', 'abc', '--target', 'NASA');
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--account must be an account id/);
+      r = await cli('monitor', 'create', '--account', randomUUID(), '--target', 'NASA');
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/no account with id/);
+      r = await cli('monitor', 'create', '--target', 'NASA');
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--account is required/);
+    });
+
+    it('needs SECRETS_ENCRYPTION_KEY for a webhook, and says so', async () => {
+      const r = await runCli(
+        ['monitor', 'create', '--account', accountId, '--target', 'NASA', '--webhook-url', 'https://example.com/h'],
+        { DATABASE_URL: testDb.url },
+      );
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/SECRETS_ENCRYPTION_KEY is not set/);
+      const bad = await runCli(
+        ['monitor', 'create', '--account', accountId, '--target', 'NASA', '--webhook-url', 'https://example.com/h'],
+        { DATABASE_URL: testDb.url, SECRETS_ENCRYPTION_KEY: 'short' },
+      );
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/SECRETS_ENCRYPTION_KEY must be 32 bytes/);
+    });
+  });
+
+  describe('webhook set / rotate / test', () => {
+    let monitorId: string;
+    let firstSecret: string;
+    beforeAll(async () => {
+      const out = await json(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'NASA',
+        '--keywords',
+        'launch',
+        '--webhook-url',
+        'https://example.com/a',
+      );
+      monitorId = out.id as string;
+      firstSecret = out.secret as string;
+    });
+
+    it('rotate: a new secret, shown once, replaces the old one', async () => {
+      const out = await json('webhook', 'rotate', '--monitor', monitorId);
+      expect(out.secret).toMatch(/^whsec_/);
+      expect(out.secret).not.toBe(firstSecret);
+      const hook = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(createSecretBox(KEY).decrypt(hook.secretCiphertext, monitorId)).toBe(out.secret);
+      expect(hook.secretRotatedAt).not.toBeNull();
+    });
+
+    it('set: a new URL and a new secret; a broken flag is cleared', async () => {
+      await db.webhookEndpoint.update({ where: { monitorId }, data: { isBroken: true, brokenReason: 'Discord 404' } });
+      const out = await json('webhook', 'set', '--monitor', monitorId, '--url', 'https://discord.com/api/webhooks/9/x');
+      expect(out).toMatchObject({ monitor_id: monitorId, kind: 'discord' });
+      expect(out.url).not.toContain('/x');
+      const hook = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(hook).toMatchObject({ url: 'https://discord.com/api/webhooks/9/x', kind: 'discord', isBroken: false });
+      expect(createSecretBox(KEY).decrypt(hook.secretCiphertext, monitorId)).toBe(out.secret);
+      // set on a monitor without webhook creates one
+      const bare = await json('monitor', 'create', '--account', accountId, '--target', 'jack');
+      const added = await json('webhook', 'set', '--monitor', bare.id as string, '--url', 'https://example.com/new');
+      expect(added.secret).toMatch(/^whsec_/);
+    });
+
+    it('set refuses a non-HTTPS URL; rotate/test refuse a monitor without webhook or an unknown one', async () => {
+      let r = await cli('webhook', 'set', '--monitor', monitorId, '--url', 'ftp://example.com/');
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/--url: webhook URL must use https/);
+      const bare = await json('monitor', 'create', '--account', accountId, '--target', 'jack');
+      r = await cli('webhook', 'rotate', '--monitor', bare.id as string);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/has no webhook; set one with "webhook set"/);
+      r = await cli('webhook', 'test', '--monitor', randomUUID());
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/no monitor with id/);
+    });
+
+    it('test: publishes a monitor.test message and prints its id', async () => {
+      const out = await json('webhook', 'test', '--monitor', monitorId);
+      expect(out.message_id).toEqual(expect.any(String));
+      const msg = await waitFor(() => seen.find((e) => e.messageId === out.message_id));
+      expect(msg.routingKey).toBe('monitor.test');
+      expect(msg.headers).toEqual({ accountId });
+      expect(msg.payload).toEqual({
+        event: 'monitor.test',
+        monitor: { id: monitorId, targetUsername: 'NASA', keywords: ['launch'] },
+        test: true,
+      });
+    });
+  });
+
+  describe('deliveries and redeliver', () => {
+    let monitorId: string;
+    let hitId: string;
+    const ids: string[] = [];
+    beforeAll(async () => {
+      const out = await json(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'NASA',
+        '--webhook-url',
+        'https://example.com/d',
+      );
+      monitorId = out.id as string;
+      hitId = (
+        await db.hit.create({
+          data: {
+            monitorId,
+            tweetId: '1790000000000000001',
+            tweetText: 'launch',
+            tweetAuthorId: '1',
+            tweetAuthorUsername: 'NASA',
+            tweetCreatedAt: new Date(),
+          },
+        })
+      ).id;
+      const base = { monitorId, url: 'https://example.com/d', event: 'monitor.hit' };
+      const rows = [
+        {
+          ...base,
+          hitId,
+          deliveryId: 'd-1',
+          outcome: 'failed' as const,
+          statusCode: 500,
+          latencyMs: 12,
+          error: 'receiver answered HTTP 500',
+        },
+        {
+          ...base,
+          hitId,
+          deliveryId: 'd-1',
+          outcome: 'delivered' as const,
+          statusCode: 200,
+          latencyMs: 8,
+          error: null,
+        },
+        {
+          ...base,
+          event: 'monitor.test',
+          deliveryId: 'd-2',
+          outcome: 'failed' as const,
+          statusCode: null,
+          latencyMs: 15000,
+          error: 'timed out after 15000 ms',
+        },
+      ];
+      for (let i = 0; i < rows.length; i++) {
+        const r = await db.deliveryAttempt.create({
+          data: { ...rows[i]!, createdAt: new Date(Date.now() - (10 - i) * 1000) },
+        });
+        ids.push(r.id);
+      }
+    });
+
+    it('lists the attempts newest first with status, latency, error and outcome', async () => {
+      const out = (await json('deliveries', '--monitor', monitorId)) as {
+        data: Record<string, unknown>[];
+        meta: unknown;
+      };
+      expect(out.meta).toEqual({ count: 3 });
+      expect(out.data.map((d) => d.id)).toEqual([...ids].reverse());
+      expect(out.data[0]).toMatchObject({
+        event: 'monitor.test',
+        delivery_id: 'd-2',
+        outcome: 'failed',
+        status_code: null,
+        latency_ms: 15000,
+        error: 'timed out after 15000 ms',
+      });
+      expect(out.data[2]).toMatchObject({
+        status_code: 500,
+        latency_ms: 12,
+        error: 'receiver answered HTTP 500',
+        hit_id: hitId,
+      });
+      expect(Date.parse(out.data[0]!.created_at as string)).toBeGreaterThan(
+        Date.parse(out.data[2]!.created_at as string),
+      );
+      const limited = (await json('deliveries', '--monitor', monitorId, '--limit', '1')) as { data: unknown[] };
+      expect(limited.data).toHaveLength(1);
+      const text = await cli('deliveries', '--monitor', monitorId);
+      expect(text.stdout.split('\n')[0]).toMatch(/failed .* - .*15000 ms .*monitor\.test .*timed out after 15000 ms/);
+      expect((await cli('deliveries', '--monitor', monitorId, '--limit', '0')).code).toBe(2);
+    });
+
+    it('redeliver publishes webhook.redeliver for the attempt', async () => {
+      const out = await json('redeliver', '--attempt', ids[0]!);
+      expect(out).toMatchObject({ attempt_id: ids[0], delivery_id: 'd-1' });
+      const msg = await waitFor(() => seen.find((e) => e.messageId === out.message_id));
+      expect(msg.routingKey).toBe('webhook.redeliver');
+      expect(msg.payload).toEqual({ attemptId: ids[0] });
+      expect(msg.headers).toEqual({ accountId });
+      const r = await cli('redeliver', '--attempt', randomUUID());
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/no delivery attempt with id/);
+    });
+  });
+});
