@@ -376,7 +376,8 @@ export class AmqpClient {
         lost: lostEarly,
         drop: (reason, err) => this.handleLost(ctx!, reason, err),
       };
-      this.watchChannel(publishChannel, 'publish', () => ctx!.drop('publish channel closed'));
+      // deferred: when the whole connection closes, its close event (with the broker's reason) comes first
+      this.watchChannel(publishChannel, 'publish', () => queueMicrotask(() => ctx!.drop('publish channel closed')));
       publishChannel.on('return', (msg: Message) => this.onReturn(ctx!, msg));
       await declareExchanges(publishChannel);
       // set up every registered consumer, including ones registered while this runs
@@ -539,7 +540,7 @@ export class AmqpClient {
     const ch = await ctx.conn.createChannel();
     let active = false;
     this.watchChannel(ch, `consumer ${queue}`, () => {
-      if (active) ctx.drop(`consumer channel of ${queue} closed`);
+      if (active) queueMicrotask(() => ctx.drop(`consumer channel of ${queue} closed`));
     });
     try {
       await ch.prefetch(c.prefetch);
@@ -684,6 +685,14 @@ export class AmqpClient {
     this.current = null;
     if (ctx) {
       ctx.lost = true;
+      // Close the channels first: a channel's close follows its acks in order, while amqplib may
+      // write a connection close ahead of frames still buffered on other channels.
+      const channels: Channel[] = [ctx.publishChannel];
+      for (const c of this.consumers.values())
+        if (c.channel && c.generation === ctx.generation) channels.push(c.channel);
+      await Promise.all(
+        channels.filter((ch) => !this.closedChannels.has(ch)).map((ch) => ch.close().catch(() => undefined)),
+      );
       await ctx.conn.close().catch(() => undefined);
     }
     this.logger.info('amqp client stopped', { target: this.target, name: this.name });

@@ -1,0 +1,78 @@
+import {
+  ContractError,
+  contracts,
+  fromAmqpHeaders,
+  isRoutingKey,
+  parseHeaders,
+  parsePayload,
+  ROUTING_KEYS,
+  toAmqpHeaders,
+  type MonitorHitEvent,
+} from './contracts';
+import { hitPayload, testPayload } from './test-support';
+
+describe('contracts', () => {
+  it('has exactly the three routing keys', () => {
+    expect(ROUTING_KEYS.sort()).toEqual(['monitor.hit', 'monitor.test', 'webhook.redeliver']);
+    expect(isRoutingKey('monitor.hit')).toBe(true);
+    expect(isRoutingKey('monitor.other')).toBe(false);
+    expect(isRoutingKey('toString')).toBe(false);
+  });
+
+  it('accepts the SPEC webhook payloads with their exact field names', () => {
+    const hit = hitPayload();
+    expect(parsePayload('monitor.hit', hit)).toEqual(hit);
+    expect(parsePayload('monitor.test', testPayload())).toEqual(testPayload());
+    const id = '0b5a1e0c-3c4f-4d55-8e4a-3f5b1b7c2d10';
+    expect(parsePayload('webhook.redeliver', { attemptId: id })).toEqual({ attemptId: id });
+  });
+
+  const bad: [string, (h: MonitorHitEvent) => unknown, string][] = [
+    ['an unknown top-level field', (h) => ({ ...h, accountId: 'acc' }), 'accountId'],
+    ['an unknown monitor field', (h) => ({ ...h, monitor: { ...h.monitor, target_username: 'x' } }), 'monitor'],
+    ['snake_case tweet fields', (h) => ({ ...h, tweet: { ...h.tweet, author_username: 'x' } }), 'tweet'],
+    [
+      'createdAt without milliseconds',
+      (h) => ({ ...h, tweet: { ...h.tweet, createdAt: '2024-05-01T12:00:00Z' } }),
+      'tweet.createdAt',
+    ],
+    ['detectedAt with an offset', (h) => ({ ...h, detectedAt: '2024-05-01T12:00:00.000+02:00' }), 'detectedAt'],
+    ['keywords as a string', (h) => ({ ...h, monitor: { ...h.monitor, keywords: 'launch' } }), 'monitor.keywords'],
+    ['an empty monitor id', (h) => ({ ...h, monitor: { ...h.monitor, id: '' } }), 'monitor.id'],
+    ['the wrong event', (h) => ({ ...h, event: 'monitor.test' }), 'event'],
+    ['a missing tweet', ({ tweet: _t, ...rest }) => rest, 'tweet'],
+  ];
+  it.each(bad)('rejects a monitor.hit payload with %s, naming the field', (_name, mutate, path) => {
+    let caught: unknown;
+    try {
+      parsePayload('monitor.hit', mutate(hitPayload()));
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(ContractError);
+    expect((caught as ContractError).issues.join('\n')).toContain(path);
+  });
+
+  it('rejects monitor.test without test: true and redeliver without a uuid', () => {
+    expect(() => parsePayload('monitor.test', { ...testPayload(), test: false })).toThrow(ContractError);
+    expect(() => parsePayload('webhook.redeliver', { attemptId: 'not-a-uuid' })).toThrow(ContractError);
+  });
+
+  it('validates headers per routing key', () => {
+    expect(parseHeaders('monitor.hit', { accountId: 'a', hitId: 'h' })).toEqual({ accountId: 'a', hitId: 'h' });
+    expect(() => parseHeaders('monitor.hit', { accountId: 'a' })).toThrow(/hitId/);
+    expect(parseHeaders('monitor.test', { accountId: 'a', hitId: 'ignored' })).toEqual({ accountId: 'a' });
+    expect(() => parseHeaders('webhook.redeliver', {})).toThrow(/accountId/);
+    expect(Object.keys(contracts['monitor.hit'].headers.shape)).toEqual(['accountId', 'hitId']);
+  });
+
+  it('maps envelope headers to x-account-id / x-hit-id and back', () => {
+    expect(toAmqpHeaders({ accountId: 'a', hitId: 'h' })).toEqual({ 'x-account-id': 'a', 'x-hit-id': 'h' });
+    expect(() => toAmqpHeaders({ other: 'x' })).toThrow(ContractError);
+    expect(fromAmqpHeaders({ 'x-account-id': Buffer.from('a'), 'x-hit-id': 'h', 'x-death': [] })).toEqual({
+      accountId: 'a',
+      hitId: 'h',
+    });
+    expect(fromAmqpHeaders(undefined)).toEqual({});
+  });
+});
