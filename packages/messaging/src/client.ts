@@ -56,6 +56,8 @@ export interface AmqpClientOptions {
   reconnectDelayMs?: { initial: number; max: number };
   /** how long a publish may wait for a connection plus the broker's confirm; default 10000 */
   publishTimeoutMs?: number;
+  /** how long stop() waits for the broker to acknowledge the close before dropping the socket; default 5000 */
+  closeTimeoutMs?: number;
 }
 
 export interface PublishOptions<K extends RoutingKey> {
@@ -141,6 +143,25 @@ interface ConsumerState {
   ready: Deferred<void>;
 }
 
+/** Resolves true when `p` settles within `ms`, false otherwise. */
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([
+      p.then(
+        () => true,
+        () => true,
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -152,6 +173,7 @@ export class AmqpClient {
   private readonly name: string;
   private readonly delays: { initial: number; max: number };
   private readonly publishTimeoutMs: number;
+  private readonly closeTimeoutMs: number;
 
   private current: ConnectionContext | null = null;
   private generation = 0;
@@ -189,6 +211,8 @@ export class AmqpClient {
     this.delays = { initial, max };
     this.publishTimeoutMs = opts.publishTimeoutMs ?? 10_000;
     if (!(this.publishTimeoutMs > 0)) throw new TypeError('AmqpClient: publishTimeoutMs must be positive');
+    this.closeTimeoutMs = opts.closeTimeoutMs ?? 5000;
+    if (!(this.closeTimeoutMs > 0)) throw new TypeError('AmqpClient: closeTimeoutMs must be positive');
   }
 
   /** Connects (retrying with backoff until connected or stop()), declares the topology; resolves when connected. */
@@ -357,6 +381,13 @@ export class AmqpClient {
     const generation = ++this.generation;
     let ctx: ConnectionContext | null = null;
     let lostEarly = false;
+    conn.on('blocked', (reason: unknown) =>
+      this.logger.warn('amqp connection blocked by the broker (publishes wait)', {
+        target: this.target,
+        reason: String(reason),
+      }),
+    );
+    conn.on('unblocked', () => this.logger.info('amqp connection unblocked', { target: this.target }));
     conn.on('error', (err: unknown) =>
       this.logger.warn('amqp connection error', { target: this.target, error: errorMessage(err) }),
     );
@@ -690,10 +721,23 @@ export class AmqpClient {
       const channels: Channel[] = [ctx.publishChannel];
       for (const c of this.consumers.values())
         if (c.channel && c.generation === ctx.generation) channels.push(c.channel);
-      await Promise.all(
-        channels.filter((ch) => !this.closedChannels.has(ch)).map((ch) => ch.close().catch(() => undefined)),
+      // Bounded: a broker that stopped answering must not hold the shutdown forever.
+      const closed = await settlesWithin(
+        (async () => {
+          await Promise.all(
+            channels.filter((ch) => !this.closedChannels.has(ch)).map((ch) => ch.close().catch(() => undefined)),
+          );
+          await ctx.conn.close().catch(() => undefined);
+        })(),
+        this.closeTimeoutMs,
       );
-      await ctx.conn.close().catch(() => undefined);
+      if (!closed) {
+        this.logger.warn('amqp close timed out; dropping the socket', { target: this.target });
+        // with an error, so amqplib sees the socket end and clears its heartbeat timers
+        (ctx.conn.connection as unknown as { stream?: { destroy(err: Error): void } }).stream?.destroy(
+          new Error(`no answer to the close within ${this.closeTimeoutMs} ms`),
+        );
+      }
     }
     this.logger.info('amqp client stopped', { target: this.target, name: this.name });
   }

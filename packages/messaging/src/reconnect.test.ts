@@ -30,7 +30,7 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-function proxiedClient(name: string, extra: { publishTimeoutMs?: number } = {}) {
+function proxiedClient(name: string, extra: { publishTimeoutMs?: number; closeTimeoutMs?: number } = {}) {
   const log = capturingLogger(name);
   const client = new AmqpClient({
     url: proxy.urlFor(vhost.url),
@@ -241,5 +241,16 @@ describe('AmqpClient reconnect', () => {
     expect(log.lines().filter((l) => l.message === 'amqp connect failed, retrying').length).toBe(failures);
     expect(client.connectCount).toBe(0);
     expect(proxy.openConnections).toBe(0);
+  });
+
+  it('stop() does not hang on a broker that stopped answering: it drops the socket after closeTimeoutMs', async () => {
+    const { client, log } = proxiedClient('rc-stop-unresponsive', { closeTimeoutMs: 200 });
+    await client.start();
+    expect(proxy.openConnections).toBe(2);
+    proxy.blackhole(); // the close handshake never reaches the broker
+    await client.stop();
+    expect(client.isConnected()).toBe(false);
+    expect(log.lines().some((l) => l.message === 'amqp close timed out; dropping the socket')).toBe(true);
+    await waitFor(() => proxy.openConnections === 0);
   });
 });
