@@ -1,0 +1,300 @@
+/**
+ * `pnpm bench:pipeline`: monitor.hit events through RabbitMQ and the webhook dispatcher (a child
+ * process, as deployed) to local HTTPS receivers, on its own database and vhost (both removed
+ * afterwards).
+ *
+ *   1. throughput: BENCH_HITS (default 20,000) hits published as fast as the broker confirms;
+ *      deliveries/s = hits / (last receipt - first publish)
+ *   2. latency: a steady BENCH_RATE hits/s (default 200) for BENCH_SECONDS (default 10);
+ *      latency = receipt at the receiver - detectedAt of the hit (set when it is published)
+ *   3. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists
+ *
+ * Last line: `deliveries_per_s <n> p50_ms <a> p99_ms <b> source_calls_per_cycle <c>`.
+ * Targets on the 2-core reference machine: >= 1,000 deliveries/s, p99 < 50 ms.
+ *
+ * The receivers use the test CA (packages/testing/src/https.ts); Node trusts it only through
+ * NODE_EXTRA_CA_CERTS at start, so this script makes the CA and re-runs itself with it set.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { createLogger } from '../packages/common/src';
+import { createSecretBox, snowflakeId } from '../packages/core/src';
+import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { AmqpClient } from '../packages/messaging/src';
+import { ensureTestCa, startHttpsReceiver, testCaTrusted, type HttpsReceiver } from '../packages/testing/src/https';
+import {
+  createVhost,
+  deleteVhosts,
+  LOCAL_DEFAULTS,
+  urlsFromEnv,
+  type ServiceUrls,
+} from '../packages/testing/src/services';
+import {
+  createAccount,
+  createMonitor,
+  hitPayload,
+  type MonitorFixture,
+} from '../services/webhook-dispatcher/src/fixtures';
+
+const root = path.resolve(__dirname, '..');
+const HITS = Number(process.env.BENCH_HITS ?? 20_000);
+const RATE = Number(process.env.BENCH_RATE ?? 200);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const RECEIVERS = Number(process.env.BENCH_RECEIVERS ?? 4);
+const MONITORS = Number(process.env.BENCH_MONITORS ?? 40);
+
+const log = (msg: string) => console.log(`[bench:pipeline] ${msg}`);
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+async function reexecWithCa(): Promise<never> {
+  const ca = await ensureTestCa();
+  const child = spawn(process.execPath, ['--import', 'tsx', __filename, ...process.argv.slice(2)], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.certPath },
+  });
+  const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+  process.exit(code);
+}
+
+interface Receipts {
+  /** delivery id -> receipt time (ms) */
+  at: Map<string, number>;
+  /** detectedAt -> receipt, ms, for the latency phase */
+  latencies: number[];
+  measureLatency: boolean;
+  waiters: Set<() => void>;
+}
+
+async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let buf = '';
+    const onData = (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      if (buf.includes('webhook-dispatcher started')) {
+        child.stdout?.off('data', onData);
+        child.stdout?.resume();
+        resolve();
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`dispatcher exited with ${code} before it started`)));
+    setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`dispatcher did not start within 60 s:\n${buf}`));
+    }, 60_000).unref();
+  });
+  return child;
+}
+
+async function main(): Promise<void> {
+  if (!testCaTrusted()) await reexecWithCa();
+
+  const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
+  if (process.env.BENCH_POSTGRES_URL) urls.postgres = process.env.BENCH_POSTGRES_URL;
+  const id = randomBytes(4).toString('hex');
+  const dbName = `sts_bench_${id}`;
+  const dbUrl = new URL(urls.postgres);
+  dbUrl.pathname = `/${dbName}`;
+  const vhost = `sts_bench_${id}`;
+  const logger = createLogger({ service: 'bench', level: 'warn' });
+  const key = randomBytes(32).toString('base64');
+  const box = createSecretBox(key);
+
+  let db: Db | undefined;
+  let amqp: AmqpClient | undefined;
+  let dispatcher: ChildProcess | undefined;
+  const receivers: HttpsReceiver[] = [];
+  let result = { deliveriesPerS: NaN, p50: NaN, p99: NaN };
+  try {
+    log(`database ${dbName}, vhost ${vhost}`);
+    await ensureDatabase(dbUrl.toString());
+    await migrate(dbUrl.toString());
+    db = createDbClient({ url: dbUrl.toString(), poolSize: 4 });
+    const amqpUrl = await createVhost(urls, vhost);
+
+    const receipts: Receipts = { at: new Map(), latencies: [], measureLatency: false, waiters: new Set() };
+    for (let i = 0; i < RECEIVERS; i++) {
+      receivers.push(
+        await startHttpsReceiver({
+          record: false,
+          handler: () => ({ status: 200, body: '{"ok":true}' }),
+          onRequest: (req) => {
+            const deliveryId = String(req.headers['x-service-delivery']);
+            if (receipts.at.has(deliveryId)) return;
+            receipts.at.set(deliveryId, req.receivedAt);
+            if (receipts.measureLatency) {
+              const body = JSON.parse(req.rawBody.toString('utf8')) as { detectedAt: string };
+              receipts.latencies.push(req.receivedAt - Date.parse(body.detectedAt));
+            }
+            for (const w of receipts.waiters) w();
+          },
+        }),
+      );
+    }
+    const waitForReceipts = (n: number, timeoutMs: number) =>
+      new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (receipts.at.size >= n) {
+            receipts.waiters.delete(check);
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+        const timer = setTimeout(() => {
+          receipts.waiters.delete(check);
+          reject(new Error(`only ${receipts.at.size} of ${n} deliveries arrived within ${timeoutMs} ms`));
+        }, timeoutMs);
+        receipts.waiters.add(check);
+        check();
+      });
+
+    // Starter monitors spread over the receivers (each receiver is its own endpoint)
+    const account = await createAccount(db, 'starter');
+    const monitors: MonitorFixture[] = [];
+    for (let i = 0; i < MONITORS; i++) {
+      const r = receivers[i % receivers.length]!;
+      monitors.push(
+        await createMonitor(db, box, { accountId: account.id, url: `${r.url}/hooks/${i}`, targetUsername: `user${i}` }),
+      );
+    }
+    const warmup = 500;
+    const latencyHits = RATE * SECONDS;
+    const total = warmup + HITS + latencyHits;
+    log(`seeding ${total} hits for ${MONITORS} monitors on ${RECEIVERS} receivers`);
+    const hits: { id: string; monitor: MonitorFixture; tweetId: string }[] = [];
+    for (let i = 0; i < total; i++) {
+      hits.push({ id: randomUUID(), monitor: monitors[i % monitors.length]!, tweetId: snowflakeId() });
+    }
+    const created = new Date();
+    for (let i = 0; i < hits.length; i += 5000) {
+      await db.hit.createMany({
+        data: hits.slice(i, i + 5000).map((h) => ({
+          id: h.id,
+          monitorId: h.monitor.id,
+          tweetId: h.tweetId,
+          tweetText: `Benchmark post ${h.tweetId} #launch`,
+          tweetAuthorId: '1',
+          tweetAuthorUsername: h.monitor.targetUsername,
+          tweetCreatedAt: created,
+          detectedAt: created,
+        })),
+      });
+    }
+
+    dispatcher = await startDispatcher({
+      ...process.env,
+      DATABASE_URL: dbUrl.toString(),
+      AMQP_URL: amqpUrl,
+      SECRETS_ENCRYPTION_KEY: key,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+      DISPATCHER_PORT: '0',
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    });
+    amqp = new AmqpClient({ url: amqpUrl, logger, name: 'bench-publisher' });
+    await amqp.start();
+    const client = amqp;
+
+    const publish = (h: (typeof hits)[number]) => {
+      const now = new Date();
+      const payload = hitPayload(h.monitor, h.tweetId, `Benchmark post ${h.tweetId} #launch`, created, now);
+      return client.publish('monitor.hit', payload, {
+        messageId: randomUUID(),
+        headers: { accountId: h.monitor.accountId, hitId: h.id },
+      });
+    };
+    const publishAll = async (list: typeof hits, window = 500) => {
+      for (let i = 0; i < list.length; i += window) await Promise.all(list.slice(i, i + window).map(publish));
+    };
+
+    // 0. warm-up (connections, JIT, caches)
+    await publishAll(hits.slice(0, warmup));
+    await waitForReceipts(warmup, 60_000);
+    log(`warm-up: ${warmup} delivered`);
+
+    // 1. throughput
+    const burst = hits.slice(warmup, warmup + HITS);
+    const t0 = Date.now();
+    await publishAll(burst);
+    const published = Date.now();
+    await waitForReceipts(warmup + HITS, 300_000);
+    const last = Math.max(...[...receipts.at.values()]);
+    const deliveriesPerS = HITS / ((last - t0) / 1000);
+    log(
+      `throughput: ${HITS} hits published in ${published - t0} ms, all delivered after ${last - t0} ms: ${Math.round(deliveriesPerS)} deliveries/s`,
+    );
+
+    // 2. latency at a steady rate
+    receipts.measureLatency = true;
+    const steady = hits.slice(warmup + HITS);
+    const start = Date.now();
+    const interval = 1000 / RATE;
+    const pending: Promise<unknown>[] = [];
+    for (let i = 0; i < steady.length; i++) {
+      const due = start + i * interval;
+      const wait = due - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      pending.push(publish(steady[i]!));
+    }
+    await Promise.all(pending);
+    await waitForReceipts(total, 60_000);
+    const sorted = [...receipts.latencies].sort((a, b) => a - b);
+    const p50 = percentile(sorted, 50);
+    const p99 = percentile(sorted, 99);
+    log(
+      `latency at ${RATE} hits/s for ${SECONDS} s (${sorted.length} hits): p50 ${p50} ms, p99 ${p99} ms, max ${sorted.at(-1)} ms`,
+    );
+    const attempts = await db.deliveryAttempt.groupBy({ by: ['outcome'], _count: { _all: true } });
+    log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
+    result = { deliveriesPerS, p50, p99 };
+  } finally {
+    if (dispatcher && dispatcher.exitCode === null) {
+      const exited = new Promise((r) => dispatcher!.once('exit', r));
+      dispatcher.kill('SIGTERM');
+      await exited;
+    }
+    await amqp?.stop().catch(() => undefined);
+    for (const r of receivers) await r.close();
+    await db?.$disconnect();
+    const admin = createDbClient({ url: urls.postgres, poolSize: 1 });
+    await admin.$executeRawUnsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => undefined);
+    await admin.$disconnect();
+    await deleteVhosts(urls, vhost).catch(() => undefined);
+    log('database and vhost removed');
+  }
+
+  let sourceCalls: number | string = 'n/a';
+  const pollerBench = path.join(__dirname, 'poller.ts');
+  if (existsSync(pollerBench)) {
+    const mod = (await import(pollerBench)) as {
+      measurePollerCycle?: () => Promise<{ sourceCallsPerCycle: number }>;
+    };
+    if (mod.measurePollerCycle) sourceCalls = (await mod.measurePollerCycle()).sourceCallsPerCycle;
+    else log('bench/poller.ts has no measurePollerCycle()');
+  } else {
+    log('bench/poller.ts not found: source calls per cycle not measured');
+  }
+
+  console.log(
+    `deliveries_per_s ${Math.round(result.deliveriesPerS)} p50_ms ${round(result.p50)} p99_ms ${round(result.p99)} source_calls_per_cycle ${sourceCalls}`,
+  );
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
