@@ -414,23 +414,24 @@ describe('webhook dispatcher', () => {
       expect(receiver.requests).toHaveLength(0);
     });
 
-    it('does not send again when the broker redelivers a message that was already delivered', async () => {
-      const hit = await createHit(db, monitor);
-      const env = hitEnvelope(monitor, hit);
+    it('does not send again when the broker redelivers a message whose attempt is logged', async () => {
+      const env = hitEnvelope(monitor, await createHit(db, monitor));
       await dispatcher.handle(env);
       await expect(dispatcher.handle({ ...env, redelivered: true })).resolves.toBe('ack');
-      expect(receiver.requests).toHaveLength(1);
-      // a redelivered message that never got through is sent
+      // a failed attempt is not retried automatically either
       receiver.setResponder(() => ({ status: 500 }));
-      const other = hitEnvelope(monitor, await createHit(db, monitor));
-      await dispatcher.handle(other);
+      const failed = hitEnvelope(monitor, await createHit(db, monitor));
+      await dispatcher.handle(failed);
       receiver.setResponder(() => ({ status: 200 }));
-      await dispatcher.handle({ ...other, redelivered: true });
-      expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([
-        env.messageId,
-        other.messageId,
-        other.messageId,
-      ]);
+      await expect(dispatcher.handle({ ...failed, redelivered: true })).resolves.toBe('ack');
+      expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([env.messageId, failed.messageId]);
+      expect(await db.deliveryAttempt.count({ where: { deliveryId: { in: [env.messageId, failed.messageId] } } })).toBe(
+        2,
+      );
+      // a redelivered message with no logged attempt is sent
+      const fresh = hitEnvelope(monitor, await createHit(db, monitor), undefined, true);
+      await dispatcher.handle(fresh);
+      expect(receiver.requests.at(-1)!.headers['x-service-delivery']).toBe(fresh.messageId);
     });
 
     it('throws (so the message comes back) when the attempt cannot be written', async () => {

@@ -262,10 +262,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       logger.warn('malformed monitor.hit message; dead-lettered', { messageId: env.messageId });
       return 'dead-letter';
     }
-    if (env.redelivered && (await repo.wasDelivered(env.messageId))) {
-      // the broker re-sent a message whose delivery already succeeded (we stopped before the ack)
-      logger.info('hit already delivered; redelivered message acknowledged', { deliveryId: env.messageId });
-      return 'ack';
+    if (env.redelivered) {
+      // The broker re-sent a message we may have handled already (we stopped before the ack).
+      // Its attempt is logged: do not send again (delivered, or failed: no automatic retries).
+      // Not logged: it was never sent, or sent but not recorded; send it (at least once).
+      const logged = await repo.loggedOutcome(env.messageId);
+      if (logged) {
+        logger.info('hit already handled; redelivered message acknowledged', {
+          deliveryId: env.messageId,
+          outcome: logged,
+        });
+        return 'ack';
+      }
     }
     const found = await monitorFor(env, payload.monitor?.id);
     if ('outcome' in found) return found.outcome;

@@ -64,8 +64,8 @@ export interface DispatcherRepository {
   getAttempt(id: string): Promise<AttemptRecord | null>;
   /** resolves once the row is committed */
   recordAttempt(attempt: NewAttempt): Promise<void>;
-  /** true when an attempt with this delivery id was delivered (2xx) before */
-  wasDelivered(deliveryId: string): Promise<boolean>;
+  /** the outcome of an attempt already logged with this delivery id, if any (delivered first) */
+  loggedOutcome(deliveryId: string): Promise<'delivered' | 'failed' | 'skipped' | null>;
   markBroken(endpointId: string, reason: string): Promise<void>;
   clearBroken(endpointId: string): Promise<void>;
   ping(): Promise<void>;
@@ -185,11 +185,11 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
       const failed = await writeAttempts(attempt);
       if (failed) throw failed;
     },
-    wasDelivered: async (deliveryId) =>
-      (await db.deliveryAttempt.findFirst({
-        where: { deliveryId, outcome: 'delivered' },
-        select: { id: true },
-      })) !== null,
+    loggedOutcome: async (deliveryId) => {
+      const rows = await db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true } });
+      if (rows.length === 0) return null;
+      return rows.some((r) => r.outcome === 'delivered') ? 'delivered' : rows[0]!.outcome;
+    },
     markBroken: async (endpointId, reason) => {
       await db.webhookEndpoint.updateMany({
         where: { id: endpointId },
