@@ -1,0 +1,33 @@
+export { WebhookVerificationError, type WebhookVerificationReason } from './errors';
+export {
+  CONTENT_TYPE,
+  DEFAULT_TOLERANCE_SEC,
+  HEADER_CONTENT_TYPE,
+  HEADER_DELIVERY,
+  HEADER_EVENT,
+  HEADER_SIGNATURE,
+  HEADER_TIMESTAMP,
+  HEADER_USER_AGENT,
+  SIGNATURE_PREFIX,
+  USER_AGENT,
+  WEBHOOK_EVENTS,
+  sign,
+  signedHeaders,
+  verify,
+  type HeadersInput,
+  type RawBody,
+  type SecretInput,
+  type SignedHeadersInput,
+  type SignedWebhookHeaders,
+  type VerifyInput,
+  type WebhookEventName,
+} from './signature';
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  webhookMiddleware,
+  type NextFunction,
+  type SecretLookup,
+  type WebhookMiddlewareOptions,
+  type WebhookRequest,
+  type WebhookResponse,
+} from './middleware';
