@@ -17,6 +17,7 @@ import {
   parseKeywords,
   periodResetEpoch,
   SecretBoxError,
+  snowflakeBefore,
   snowflakeId,
   snowflakeTime,
   usagePeriod,
@@ -152,6 +153,10 @@ describe('ids and plans', () => {
     expect(isValidTweetId(a)).toBe(true);
     expect(compareIds(a, b)).toBeLessThan(0);
     expect(snowflakeTime(a).toISOString()).toBe(t1.toISOString());
+    const before = snowflakeBefore(t2);
+    expect(compareIds(before, b)).toBeLessThan(0);
+    expect(compareIds(a, before)).toBeLessThan(0);
+    expect(snowflakeTime(before).getTime()).toBe(t2.getTime() - 1);
     const same = [snowflakeId(t2), snowflakeId(t2), snowflakeId(t2)];
     expect(new Set(same).size).toBe(3);
   });

@@ -21,6 +21,16 @@ export function snowflakeId(at: Date = new Date()): string {
   return (((ms - X_EPOCH) << 22n) | (worker << 12n) | seq).toString();
 }
 
+/**
+ * The largest snowflake id created before `at`: as a since-id it selects everything created at
+ * or after that moment (for local ids and X's alike).
+ */
+export function snowflakeBefore(at: Date): string {
+  const ms = BigInt(at.getTime());
+  if (ms <= X_EPOCH) return '0';
+  return (((ms - X_EPOCH) << 22n) - 1n).toString();
+}
+
 /** The creation time encoded in a snowflake id. */
 export function snowflakeTime(id: string): Date {
   return new Date(Number((BigInt(id) >> 22n) + X_EPOCH));

@@ -1,0 +1,93 @@
+/**
+ * Matching tweets against the monitors of one target, and building the monitor.hit events.
+ * No I/O: the poller hands in what it read and writes what this returns.
+ */
+import { keywordPhrases, matchWords, words } from '@sts/core';
+import type { MonitorHitEvent } from '@sts/messaging';
+import type { SocialTweet } from '@sts/social';
+
+export interface WatchingMonitor {
+  id: string;
+  accountId: string;
+  targetUsername: string;
+  /** empty = no keyword filter */
+  keywords: string[];
+  createdAt: Date;
+}
+
+export interface CompiledMonitor extends WatchingMonitor {
+  phrases: string[][];
+}
+
+export interface PendingHit {
+  monitor: CompiledMonitor;
+  tweet: SocialTweet;
+}
+
+export function compileMonitors(monitors: readonly WatchingMonitor[]): CompiledMonitor[] {
+  return monitors.map((m) => ({ ...m, phrases: keywordPhrases(m.keywords) }));
+}
+
+/**
+ * Every (monitor, tweet) pair that is a hit: the tweet is not older than the monitor (a monitor
+ * starts from the moment it is created) and matches its keywords. Each tweet is tokenised once
+ * for all monitors.
+ */
+export function findHits(tweets: readonly SocialTweet[], monitors: readonly CompiledMonitor[]): PendingHit[] {
+  const out: PendingHit[] = [];
+  for (const tweet of tweets) {
+    const tweetWords = words(tweet.text);
+    const at = tweet.createdAt.getTime();
+    for (const monitor of monitors) {
+      if (at < monitor.createdAt.getTime()) continue;
+      if (matchWords(tweetWords, monitor.phrases)) out.push({ monitor, tweet });
+    }
+  }
+  return out;
+}
+
+/** The SPEC.md section 6 payload, field for field. */
+export function hitEvent(hit: PendingHit, detectedAt: Date): MonitorHitEvent {
+  return {
+    event: 'monitor.hit',
+    monitor: {
+      id: hit.monitor.id,
+      targetUsername: hit.monitor.targetUsername,
+      keywords: hit.monitor.keywords.length > 0 ? [...hit.monitor.keywords] : null,
+    },
+    tweet: {
+      id: hit.tweet.id,
+      text: hit.tweet.text,
+      authorUsername: hit.tweet.author.username,
+      createdAt: hit.tweet.createdAt.toISOString(),
+    },
+    detectedAt: detectedAt.toISOString(),
+  };
+}
+
+export interface TargetState {
+  targetKey: string;
+  username: string;
+  /** true when any watching account has Starter (or an active trial) */
+  starter: boolean;
+  lastPolledAt: Date | null;
+}
+
+export interface IntervalPolicy {
+  freeSec: number;
+  starterSec: number;
+  /** POLL_INTERVAL_SECONDS: overrides the plans when set */
+  overrideSec?: number | undefined;
+}
+
+export function intervalFor(target: TargetState, policy: IntervalPolicy): number {
+  if (policy.overrideSec !== undefined) return policy.overrideSec;
+  return target.starter ? policy.starterSec : policy.freeSec;
+}
+
+/** Targets whose interval has passed since their last poll (never polled: due at once). */
+export function dueTargets(targets: readonly TargetState[], policy: IntervalPolicy, now: Date): TargetState[] {
+  return targets.filter(
+    (t) => t.lastPolledAt === null || t.lastPolledAt.getTime() + intervalFor(t, policy) * 1000 <= now.getTime(),
+  );
+}

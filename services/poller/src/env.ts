@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { planEnv } from '@sts/core';
+import { requireXToken, socialEnv } from '@sts/social';
+
+export const pollerEnvSchema = z
+  .object({
+    ...commonEnv,
+    ...planEnv,
+    ...socialEnv,
+    POLLER_PORT: envFields.port(3003),
+    /** overrides the plans' poll intervals (tests and demos use 1) */
+    POLL_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).optional(),
+    /** targets polled at the same time by one replica */
+    POLL_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+    /** tweets read per source call */
+    POLL_BATCH_SIZE: z.coerce.number().int().min(1).max(100).default(100),
+    /** how long one target's poll may take before its lease lapses */
+    POLL_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
+    DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(10),
+  })
+  .superRefine(requireXToken);
+
+export type PollerEnv = z.infer<typeof pollerEnvSchema>;
+
+export function loadPollerEnv(source: NodeJS.ProcessEnv = process.env): PollerEnv {
+  return parseEnv(pollerEnvSchema, source);
+}

@@ -1,0 +1,130 @@
+// poller composition root: `node --import tsx services/poller/src/main.ts`.
+// Builds PostgreSQL, Redis, RabbitMQ and the social source from the environment, runs the poller
+// and the outbox relay, serves /healthz /readyz /metrics on POLLER_PORT, and on SIGTERM/SIGINT
+// finishes the polls and the relay round in flight before closing its connections.
+import { Redis } from 'ioredis';
+import { Counter, Gauge } from 'prom-client';
+import { ConfigError, createLogger, createMetricsRegistry, startOpsServer } from '@sts/common';
+import { createDbClient } from '@sts/db';
+import { AmqpClient } from '@sts/messaging';
+import { createSocialSource } from '@sts/social';
+import { createRedisLeases } from './adapters/lease';
+import { createOutboxRelay } from './adapters/relay';
+import { createPollerRepository } from './adapters/repository';
+import { loadPollerEnv, type PollerEnv } from './env';
+import { createPoller } from './poller';
+
+export async function start(env: PollerEnv) {
+  const logger = createLogger({ service: 'poller', level: env.LOG_LEVEL });
+  const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
+  const redis = new Redis(env.REDIS_URL, { keyPrefix: env.REDIS_KEY_PREFIX, maxRetriesPerRequest: 2 });
+  const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'poller' });
+  const registry = createMetricsRegistry('poller');
+  const polls = new Counter({
+    name: 'poller_polls_total',
+    help: 'target polls by outcome',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  const hits = new Counter({ name: 'poller_hits_total', help: 'hits recorded', registers: [registry] });
+  const published = new Counter({
+    name: 'poller_outbox_published_total',
+    help: 'events published',
+    registers: [registry],
+  });
+  const source = createSocialSource(env, { db });
+  const relay = createOutboxRelay({
+    db,
+    publisher: amqp,
+    logger,
+    databaseUrl: env.DATABASE_URL,
+    onPublished: (n) => published.inc(n),
+  });
+  new Gauge({
+    name: 'poller_outbox_pending',
+    help: 'events written but not yet published',
+    registers: [registry],
+    async collect() {
+      this.set((await relay.lag()).pending);
+    },
+  });
+  const poller = createPoller({
+    repository: createPollerRepository(db),
+    source,
+    leases: createRedisLeases(redis),
+    logger,
+    intervals: {
+      freeSec: env.PLAN_FREE_POLL_INTERVAL_SECONDS,
+      starterSec: env.PLAN_STARTER_POLL_INTERVAL_SECONDS,
+      overrideSec: env.POLL_INTERVAL_SECONDS,
+    },
+    concurrency: env.POLL_CONCURRENCY,
+    batchSize: env.POLL_BATCH_SIZE,
+    pollTimeoutMs: env.POLL_TIMEOUT_MS,
+    metrics: { polls: (o) => polls.inc({ outcome: o }), hits: (n) => hits.inc(n) },
+  });
+
+  await amqp.start();
+  await relay.start();
+  poller.start();
+  const ops = await startOpsServer({
+    port: env.POLLER_PORT,
+    registry,
+    checks: {
+      postgres: async () => void (await db.$queryRaw`SELECT 1`),
+      redis: async () => void (await redis.ping()),
+      rabbitmq: () => amqp.check(),
+    },
+  });
+  return {
+    port: ops.port,
+    logger,
+    async stop() {
+      await poller.stop();
+      await relay.stop();
+      await ops.close();
+      await amqp.stop();
+      redis.disconnect();
+      await db.$disconnect();
+    },
+  };
+}
+
+function lifecycle(message: string, meta: Record<string, unknown> = {}): void {
+  process.stdout.write(
+    `${JSON.stringify({ level: 'info', message, service: 'poller', ...meta, timestamp: new Date().toISOString() })}\n`,
+  );
+}
+
+if (require.main === module) {
+  let env: PollerEnv;
+  try {
+    env = loadPollerEnv();
+  } catch (err) {
+    console.error(`poller: ${err instanceof ConfigError ? err.message : String(err)}`);
+    process.exit(2);
+  }
+  start(env)
+    .then((app) => {
+      lifecycle('poller started', { port: app.port, pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null });
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        lifecycle('poller stopping', { signal });
+        app
+          .stop()
+          .then(() => process.exit(0))
+          .catch((err: unknown) => {
+            console.error('poller did not stop cleanly:', err instanceof Error ? err.message : err);
+            process.exit(1);
+          });
+      };
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
+    })
+    .catch((err: unknown) => {
+      console.error('poller failed to start:', err instanceof Error ? err.message : err);
+      process.exit(1);
+    });
+}
