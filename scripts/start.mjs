@@ -28,6 +28,16 @@ function devSecrets() {
   const wanted = {
     INTERNAL_TOKEN: () => randomBytes(24).toString('base64url'),
     SECRETS_ENCRYPTION_KEY: () => randomBytes(32).toString('base64'),
+    // a well-formed key (prefix + checksum), pinned so every start prints the same demo key
+    DEMO_API_KEY: () =>
+      spawnSync(
+        process.execPath,
+        [...tsx, '-e', "process.stdout.write(require('./packages/core/src/apiKeys.ts').generateApiKey().key)"],
+        {
+          cwd: root,
+          encoding: 'utf8',
+        },
+      ).stdout.trim(),
   };
   let changed = false;
   for (const [name, make] of Object.entries(wanted)) {

@@ -23,19 +23,12 @@ import {
   optionalInt,
   optionalString,
   requireString,
+  requireUuid,
   type CliContext,
   type Command,
-  type OptionValues,
 } from '../command';
 
 const CONNECT_TIMEOUT_MS = 10_000;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-function requireUuid(values: OptionValues, name: string, what: string): string {
-  const v = requireString(values, name);
-  if (!UUID.test(v)) throw new CliUsageError(`--${name} must be ${what} id (a UUID)`);
-  return v.toLowerCase();
-}
 
 function secretBox(ctx: CliContext): SecretBox {
   const key = ctx.env.SECRETS_ENCRYPTION_KEY;

@@ -1,0 +1,23 @@
+import { z } from 'zod';
+import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { planEnv } from '@sts/core';
+
+export const gatewayEnvSchema = z.object({
+  ...commonEnv,
+  ...planEnv,
+  GATEWAY_PORT: envFields.port(3000),
+  GATEWAY_HOST: z.string().default('0.0.0.0'),
+  READ_API_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3002'),
+  INTERNAL_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+  /** overall time limit for a forwarded call */
+  UPSTREAM_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  /** how long a key lookup is trusted in process and in Redis (revocation takes at most twice this) */
+  KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(2500).default(2000),
+  DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(5),
+});
+
+export type GatewayEnv = z.infer<typeof gatewayEnvSchema>;
+
+export function loadGatewayEnv(source: NodeJS.ProcessEnv = process.env): GatewayEnv {
+  return parseEnv(gatewayEnvSchema, source);
+}
