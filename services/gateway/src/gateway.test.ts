@@ -300,7 +300,7 @@ describe('gateway', () => {
       const r = await call(port, url, h);
       expect([url, r.status]).toEqual([url, status]);
       const op = (
-        doc.paths as Record<
+        doc.paths as unknown as Record<
           string,
           { get: { responses: Record<string, { content: { 'application/json': { schema: unknown } } }> } }
         >
