@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
+import { Pool } from 'undici';
 import {
   ApiError,
   NotFoundError,
@@ -83,12 +84,11 @@ export function createGateway(options: GatewayOptions): Gateway {
   const timeoutMs = options.upstreamTimeoutMs ?? 10_000;
   const now = options.now ?? (() => new Date());
   const registry = options.registry ?? new client.Registry();
-  const agent = new http.Agent({
-    keepAlive: true,
-    keepAliveMsecs: 1000,
-    maxSockets: 256,
-    maxFreeSockets: 64,
-    timeout: 30_000,
+  // keep-alive connections to read-api; idle ones are dropped before read-api's 65 s keep-alive
+  const pool = new Pool(upstream.origin, {
+    connections: 256,
+    keepAliveTimeout: 30_000,
+    connectTimeout: Math.min(timeoutMs, 3000),
   });
   const openapi = Buffer.from(JSON.stringify(openApiDocument));
   const requests = new client.Counter({
@@ -213,7 +213,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         nowEpoch,
       );
     };
-    const headers: http.OutgoingHttpHeaders = {};
+    const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (
         value === undefined ||
@@ -229,63 +229,47 @@ export function createGateway(options: GatewayOptions): Gateway {
     headers['x-account-plan'] = identity.plan;
     headers['x-request-id'] = requestId;
 
-    await new Promise<void>((resolve) => {
-      const up = http.request(
-        {
-          protocol: upstream.protocol,
-          hostname: upstream.hostname,
-          port: upstream.port,
-          method: req.method,
-          path: url,
-          headers,
-          agent,
-          timeout: timeoutMs,
-        },
-        (upRes) => {
-          const status = upRes.statusCode ?? 502;
-          const out: http.OutgoingHttpHeaders = settle(status >= 200 && status < 300);
-          for (const name of PASS_RESPONSE) if (upRes.headers[name] !== undefined) out[name] = upRes.headers[name];
-          out['x-request-id'] = requestId;
-          res.writeHead(status, out);
-          upRes.pipe(res);
-          upRes.on('end', resolve);
-          upRes.on('error', () => {
-            res.destroy();
-            resolve();
-          });
-          requests.inc({ status: `${Math.floor(status / 100)}xx` });
-        },
-      );
-      const fail = (err: ApiError) => {
-        if (res.headersSent) {
-          res.destroy();
-        } else {
-          sendError(res, err, requestId, settle(false));
-        }
-        resolve();
-      };
-      up.on('timeout', () => {
-        up.destroy();
-        fail(new UpstreamError('the read API did not answer in time', 504));
+    try {
+      const up = await pool.request({
+        method: req.method === 'HEAD' ? 'HEAD' : req.method === 'POST' ? 'POST' : 'GET',
+        path: url,
+        headers,
+        body: req.method === 'POST' ? req : null,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
       });
-      up.on('error', (err: NodeJS.ErrnoException) => {
-        if (settled && res.headersSent) return resolve();
-        const refused =
-          err.code === 'ECONNREFUSED' ||
-          err.code === 'ECONNRESET' ||
-          err.code === 'EHOSTUNREACH' ||
-          err.code === 'ENOTFOUND';
-        fail(
-          refused
-            ? new ServiceUnavailableError('the read API is unavailable', 1)
-            : new UpstreamError('the read API failed'),
-        );
-      });
-      res.on('close', () => {
-        if (!res.writableFinished) up.destroy();
-      });
-      req.pipe(up);
-    });
+      // API answers are small: collect them and answer with one write
+      const body = Buffer.from(await up.body.arrayBuffer());
+      const status = up.statusCode;
+      const out: http.OutgoingHttpHeaders = settle(status >= 200 && status < 300);
+      for (const name of PASS_RESPONSE)
+        if (up.headers[name] !== undefined && name !== 'content-length') out[name] = up.headers[name];
+      out['content-length'] = body.length;
+      out['x-request-id'] = requestId;
+      res.writeHead(status, out);
+      res.end(body);
+      requests.inc({ status: `${Math.floor(status / 100)}xx` });
+    } catch (err) {
+      req.resume();
+      const code = (err as { code?: string }).code ?? '';
+      const timedOut =
+        code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
+      const refused = [
+        'ECONNREFUSED',
+        'ECONNRESET',
+        'EHOSTUNREACH',
+        'ENOTFOUND',
+        'UND_ERR_SOCKET',
+        'UND_ERR_CLOSED',
+      ].includes(code);
+      const apiErr = timedOut
+        ? new UpstreamError('the read API did not answer in time', 504)
+        : refused
+          ? new ServiceUnavailableError('the read API is unavailable', 1)
+          : new UpstreamError('the read API failed');
+      if (res.headersSent) res.destroy();
+      else sendError(res, apiErr, requestId, settle(false));
+    }
   }
 
   const server = http.createServer((req, res) => {
@@ -330,7 +314,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         server.close(() => resolve());
         server.closeIdleConnections();
       });
-      agent.destroy();
+      await pool.close();
       await flushAll();
     },
   };

@@ -1,0 +1,119 @@
+/**
+ * Gateway benchmark: GET /api/v1/users/:username through the gateway and straight to read-api
+ * (with the internal headers), in one run, with autocannon. Prints requests/s and p50/p99 of
+ * both and the ratio; the last line reads `ratio <r> p50_added_ms <a> p99_added_ms <b>`.
+ * Target: ratio ≥ 0.8, ≤ 1 ms p50 and ≤ 2 ms p99 added.
+ * Uses its own database (dropped at the end) and Redis key prefix; both services run as child
+ * processes exactly as in production (`node --import tsx services/<name>/src/main.ts`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { Client } from 'pg';
+import { generateApiKey } from '../packages/core/src';
+import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
+import { createSocialUser } from '../packages/social/src';
+
+const root = path.resolve(__dirname, '..');
+const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+
+function startService(
+  file: string,
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+): Promise<{ child: ChildProcess; port: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', file], {
+      cwd: root,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`${file} did not start`)), 30_000);
+    child.stdout.on('data', (c: Buffer) => {
+      buf += c.toString();
+      for (const line of buf.split('\n')) {
+        if (!ready.test(line)) continue;
+        clearTimeout(timer);
+        resolve({ child, port: (JSON.parse(line) as { port: number }).port });
+        return;
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`${file} exited with ${code}`)));
+  });
+}
+
+async function run(url: string, headers: Record<string, string>) {
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
+  if (r.non2xx > 0 || r.errors > 0) throw new Error(`${url}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 };
+}
+
+async function main(): Promise<void> {
+  const admin = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  const name = `sts_bench_${randomBytes(4).toString('hex')}`;
+  const dbUrl = new URL(admin);
+  dbUrl.pathname = `/${name}`;
+  await ensureDatabase(dbUrl.toString());
+  await migrate(dbUrl.toString());
+  const db = createDbClient({ url: dbUrl.toString() });
+  const children: ChildProcess[] = [];
+  try {
+    const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
+    const key = generateApiKey();
+    await db.apiKey.create({ data: { accountId: account.id, keyHash: key.hash, prefix: key.prefix } });
+    await createSocialUser(db, { username: 'bench_user', name: 'Bench User', followersCount: 42, verified: true });
+    const token = randomBytes(24).toString('base64url');
+    const common = { DATABASE_URL: dbUrl.toString(), INTERNAL_TOKEN: token, LOG_LEVEL: 'error' };
+    const readApi = await startService(
+      'services/read-api/src/main.ts',
+      { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1' },
+      /read-api listening/,
+    );
+    children.push(readApi.child);
+    const gateway = await startService(
+      'services/gateway/src/main.ts',
+      {
+        ...common,
+        GATEWAY_PORT: '0',
+        GATEWAY_HOST: '127.0.0.1',
+        READ_API_URL: `http://127.0.0.1:${readApi.port}`,
+        REDIS_KEY_PREFIX: `bench:${name}:`,
+        PLAN_STARTER_MONTHLY_QUOTA: '1000000000',
+        PLAN_STARTER_PER_MINUTE: '1000000000',
+      },
+      /gateway listening/,
+    );
+    children.push(gateway.child);
+    const direct = `http://127.0.0.1:${readApi.port}/api/v1/users/bench_user`;
+    const viaGateway = `http://127.0.0.1:${gateway.port}/api/v1/users/bench_user`;
+    const internal = { 'x-internal-token': token, 'x-account-id': account.id, 'x-account-plan': 'starter' };
+    const auth = { authorization: `Bearer ${key.key}` };
+    // warm-up: caches, JIT, keep-alive pools
+    await autocannon({ url: direct, connections: 10, duration: 2, headers: internal });
+    await autocannon({ url: viaGateway, connections: 10, duration: 2, headers: auth });
+    const ra = await run(direct, internal);
+    const gw = await run(viaGateway, auth);
+    console.log(`read-api direct: ${ra.rps.toFixed(0)} req/s, p50 ${ra.p50} ms, p99 ${ra.p99} ms`);
+    console.log(`through gateway: ${gw.rps.toFixed(0)} req/s, p50 ${gw.p50} ms, p99 ${gw.p99} ms`);
+    console.log(`(${CONNECTIONS} connections, ${DURATION} s each, both services and autocannon on this machine)`);
+    console.log(
+      `ratio ${(gw.rps / ra.rps).toFixed(2)} p50_added_ms ${(gw.p50 - ra.p50).toFixed(2)} p99_added_ms ${(gw.p99 - ra.p99).toFixed(2)}`,
+    );
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    await db.$disconnect();
+    const c = new Client({ connectionString: admin });
+    await c.connect();
+    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await c.end();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
