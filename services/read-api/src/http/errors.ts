@@ -5,7 +5,7 @@
  */
 import { ApiError, InvalidRequestError, ServiceUnavailableError, UpstreamError } from '@sts/common';
 import { InvalidCursorError, SocialSourceError } from '@sts/social';
-import { isDatabaseUnavailable } from '../adapters/dbErrors';
+import { isDatabaseUnavailable } from '@sts/db';
 
 export class UnsupportedMediaTypeError extends ApiError {
   constructor(message = 'Content-Type must be application/json') {

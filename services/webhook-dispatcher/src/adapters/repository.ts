@@ -3,7 +3,7 @@
  * micro-batched (see batch.ts); everything a delivery needs comes from one look-up: the monitor,
  * its account's plan and its webhook endpoint.
  */
-import { Prisma, type Db } from '@sts/db';
+import { isDatabaseUnavailable, Prisma, type Db } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { WebhookKind } from '../domain/payloads';
 import { createBatcher } from './batch';
@@ -71,41 +71,11 @@ export interface DispatcherRepository {
   ping(): Promise<void>;
 }
 
-const TRANSIENT_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'P1001', // can't reach the database server
-  'P1002', // timed out
-  'P1008', // operation timed out
-  'P1017', // server closed the connection
-  'P2024', // timed out fetching a connection from the pool
-  '53300', // too many connections
-  '57P01', // admin shutdown
-  '57P02', // crash shutdown
-  '57P03', // cannot connect now
-]);
-const TRANSIENT_TEXT =
-  /ECONNREFUSED|ECONNRESET|Connection terminated|connection (?:closed|reset|refused)|timeout exceeded when trying to connect|DatabaseNotReachable|ConnectionClosed|too many clients|the database system is (?:starting|shutting) down/i;
-
 /**
  * True when the database could not be reached or dropped the connection: worth trying the
  * message again later. A query the database refuses (constraint, trigger, bad data) is not.
  */
-export function isTransientDbError(err: unknown): boolean {
-  if (err instanceof Prisma.PrismaClientInitializationError) return true;
-  for (let e: unknown = err, depth = 0; e && depth < 6; depth++) {
-    const o = e as { code?: unknown; errorCode?: unknown; message?: unknown; cause?: unknown; kind?: unknown };
-    for (const c of [o.code, o.errorCode, o.kind]) if (typeof c === 'string' && TRANSIENT_CODES.has(c)) return true;
-    if (typeof o.message === 'string' && TRANSIENT_TEXT.test(o.message)) return true;
-    if (typeof o.kind === 'string' && TRANSIENT_TEXT.test(o.kind)) return true;
-    e = o.cause;
-  }
-  return false;
-}
+export const isTransientDbError = isDatabaseUnavailable;
 
 /** A foreign key no longer holds (the monitor or hit was deleted meanwhile). */
 export function isMissingParent(err: unknown): boolean {
