@@ -2,18 +2,21 @@
 // `npm test`: runs every test with jest against the real services (see packages/testing).
 // Pass 1 runs in parallel; pass 2 runs the `*.disruptive.test.ts` files (they restart shared
 // services such as RabbitMQ) one at a time, alone. Extra arguments go to jest in both passes:
-// `npm test -- services/gateway`.
+// `npm test -- services/gateway`. The last line sums both passes: `tests: N passed, N failed`.
 import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const jest = path.join(root, 'node_modules/jest/bin/jest.js');
 const args = process.argv.slice(2);
-const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' };
+const tmp = path.join(root, '.tmp');
+mkdirSync(tmp, { recursive: true });
 
 // Tests that need real HTTPS (webhook receivers) use a test CA. Node reads NODE_EXTRA_CA_CERTS only
 // at process start, so the CA is made (or reused from .tmp/test-ca) here, before jest starts.
+const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'error' };
 const ca = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'packages/testing/src/https.ts')], {
   cwd: root,
   encoding: 'utf8',
@@ -26,10 +29,25 @@ if (ca.status !== 0) {
 }
 env.NODE_EXTRA_CA_CERTS = ca.stdout.trim().split('\n').pop();
 
-const first = spawnSync(process.execPath, [jest, ...args], { cwd: root, stdio: 'inherit', env });
-const second = spawnSync(process.execPath, [jest, '--runInBand', '--passWithNoTests', ...args], {
-  cwd: root,
-  stdio: 'inherit',
-  env: { ...env, STS_DISRUPTIVE: '1' },
-});
-process.exit(first.status || second.status || 0);
+let passed = 0;
+let failed = 0;
+function pass(extraArgs, extraEnv, name) {
+  const out = path.join(tmp, `jest-${name}.json`);
+  rmSync(out, { force: true });
+  const r = spawnSync(process.execPath, [jest, ...extraArgs, '--json', '--outputFile', out, ...args], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...env, ...extraEnv },
+  });
+  if (existsSync(out)) {
+    const summary = JSON.parse(readFileSync(out, 'utf8'));
+    passed += summary.numPassedTests;
+    failed += summary.numFailedTests + summary.numRuntimeErrorTestSuites;
+  }
+  return r.status ?? 1;
+}
+
+const first = pass([], {}, 'main');
+const second = pass(['--runInBand', '--passWithNoTests'], { STS_DISRUPTIVE: '1' }, 'disruptive');
+console.log(`tests: ${passed} passed, ${failed} failed`);
+process.exit(first || second || 0);
