@@ -118,3 +118,4 @@ export async function waitFor<T>(
   }
 }
 export * from './https';
+export * from './process';

@@ -1,0 +1,71 @@
+import http from 'node:http';
+import { generateApiKey } from '@sts/core';
+import { createDbClient } from '@sts/db';
+import { createSocialUser } from '@sts/social';
+import { createTestDatabase, createTestRedis, spawnService } from '@sts/testing';
+
+const TOKEN = 'internal-token-for-tests-0123456789';
+
+function get(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path, headers }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
+  });
+}
+
+describe('gateway main', () => {
+  it('runs gateway and read-api as processes, serves a keyed call, and exits 0 on SIGTERM', async () => {
+    const dbHandle = await createTestDatabase();
+    const redisHandle = createTestRedis();
+    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    const account = await db.account.create({ data: { email: 'main@example.com', plan: 'free' } });
+    const key = generateApiKey();
+    await db.apiKey.create({ data: { accountId: account.id, keyHash: key.hash, prefix: key.prefix } });
+    await createSocialUser(db, { username: 'mainuser', name: 'Main' });
+    const common = { DATABASE_URL: dbHandle.url, INTERNAL_TOKEN: TOKEN, LOG_LEVEL: 'error' };
+    const readApi = spawnService('services/read-api/src/main.ts', { ...common, READ_API_PORT: '0' });
+    const readApiPort = (JSON.parse(await readApi.waitForLine(/read-api listening/)) as { port: number }).port;
+    const gateway = spawnService('services/gateway/src/main.ts', {
+      ...common,
+      GATEWAY_PORT: '0',
+      READ_API_URL: `http://127.0.0.1:${readApiPort}`,
+      REDIS_URL: redisHandle.url,
+      REDIS_KEY_PREFIX: redisHandle.prefix,
+      PLAN_FREE_MONTHLY_QUOTA: '5',
+    });
+    try {
+      const { port } = JSON.parse(await gateway.waitForLine(/gateway listening/)) as { port: number };
+      expect((await get(port, '/readyz')).status).toBe(200);
+      const r = await get(port, '/api/v1/users/mainuser', { authorization: `Bearer ${key.key}` });
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.body)).toMatchObject({ data: { username: 'mainuser' } });
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+      // the usage of the call was written through on the way out
+      expect((await db.usageMonthly.findFirstOrThrow({ where: { accountId: account.id } })).used).toBe(1);
+    } finally {
+      gateway.child.kill('SIGKILL');
+      readApi.child.kill('SIGTERM');
+      await readApi.exited;
+      await db.$disconnect();
+      await redisHandle.cleanup();
+      await dbHandle.drop();
+    }
+  });
+
+  it('refuses to start without INTERNAL_TOKEN, naming it, with exit code 2', async () => {
+    const proc = spawnService('services/gateway/src/main.ts', { PLAN_FREE_PER_MINUTE: '-3' });
+    expect(await proc.exited).toBe(2);
+    expect(proc.lines.join('\n')).toMatch(/INTERNAL_TOKEN is required/);
+    expect(proc.lines.join('\n')).toContain('PLAN_FREE_PER_MINUTE');
+  });
+});

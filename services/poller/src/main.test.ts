@@ -1,0 +1,74 @@
+import http from 'node:http';
+import { createDbClient } from '@sts/db';
+import { AmqpClient, type Envelope } from '@sts/messaging';
+import { createLogger } from '@sts/common';
+import { createSocialTweet, createSocialUser } from '@sts/social';
+import { createTestDatabase, createTestRedis, createTestVhost, spawnService, waitFor } from '@sts/testing';
+
+function get(port: number, path: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path }, (res) => (res.resume(), resolve(res.statusCode ?? 0)))
+      .on('error', reject);
+  });
+}
+
+describe('poller main', () => {
+  it('runs the whole loop as a process: tweet → hit → event on RabbitMQ; exits 0 on SIGTERM', async () => {
+    const dbHandle = await createTestDatabase();
+    const redisHandle = createTestRedis();
+    const vhost = await createTestVhost();
+    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    const logger = createLogger({ service: 'poller-main-test', level: 'error' });
+    const amqp = new AmqpClient({ url: vhost.url, logger, name: 'poller-main-test' });
+    const received: Envelope<'monitor.hit'>[] = [];
+    const proc = spawnService('services/poller/src/main.ts', {
+      DATABASE_URL: dbHandle.url,
+      REDIS_URL: redisHandle.url,
+      REDIS_KEY_PREFIX: redisHandle.prefix,
+      AMQP_URL: vhost.url,
+      POLLER_PORT: '0',
+      POLL_INTERVAL_SECONDS: '1',
+      LOG_LEVEL: 'error',
+    });
+    try {
+      await amqp.start();
+      await amqp.consume({
+        queue: 'main-test',
+        bindings: ['monitor.hit'],
+        handler: (e) => (received.push(e), Promise.resolve('ack' as const)),
+      });
+      const account = await db.account.create({ data: { email: 'main@example.com', plan: 'starter' } });
+      await createSocialUser(db, { username: 'mainuser', name: 'Main' });
+      const monitor = await db.monitor.create({
+        data: { accountId: account.id, targetUsername: 'MainUser', targetKey: 'mainuser', keywords: ['ship'] },
+      });
+      const { port } = JSON.parse(await proc.waitForLine(/poller started/)) as { port: number };
+      expect(await get(port, '/healthz')).toBe(200);
+      await waitFor(async () => (await get(port, '/readyz')) === 200);
+      await createSocialTweet(db, { authorUsername: 'mainuser', text: 'we ship today' });
+      await createSocialTweet(db, { authorUsername: 'mainuser', text: 'nothing to see' });
+      const event = await waitFor(() => received.find((e) => e.payload.monitor.id === monitor.id), 15_000);
+      expect(event.payload.tweet.text).toBe('we ship today');
+      expect(event.payload.monitor.targetUsername).toBe('MainUser');
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
+      expect(await db.hit.count({ where: { monitorId: monitor.id } })).toBe(1);
+    } finally {
+      proc.child.kill('SIGKILL');
+      await amqp.stop();
+      await db.$disconnect();
+      await redisHandle.cleanup();
+      await dbHandle.drop();
+    }
+  });
+
+  it('refuses a bad configuration, naming the variable, with exit code 2', async () => {
+    const bad = spawnService('services/poller/src/main.ts', { POLL_INTERVAL_SECONDS: 'soon' });
+    expect(await bad.exited).toBe(2);
+    expect(bad.lines.join('\n')).toContain('POLL_INTERVAL_SECONDS');
+    const noToken = spawnService('services/poller/src/main.ts', { SOCIAL_SOURCE: 'x' });
+    expect(await noToken.exited).toBe(2);
+    expect(noToken.lines.join('\n')).toContain('X_BEARER_TOKEN: is required when SOCIAL_SOURCE=x');
+  });
+});
