@@ -3,47 +3,16 @@
  * `node --import tsx services/read-api/src/main.ts`, which prints a line when listening and exits
  * 0 on SIGTERM. Configuration errors name the variable and exit 2.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import { ConfigError } from '@sts/common';
 import { createDbClient } from '@sts/db';
 import { createSocialUser } from '@sts/social';
-import { createTestDatabase } from '@sts/testing';
+import { createTestDatabase, spawnService } from '@sts/testing';
 import { loadReadApiEnv } from './env';
 import { rawRequest } from './testClient';
 
-const ROOT = path.resolve(__dirname, '../../..');
 const TOKEN = 'internal-token-for-tests-0123456789';
 
-function start(env: Record<string, string>): { child: ChildProcess; lines: string[]; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/read-api/src/main.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  let buffered = '';
-  const collect = (chunk: Buffer) => {
-    buffered += chunk.toString();
-    const parts = buffered.split('\n');
-    buffered = parts.pop() ?? '';
-    lines.push(...parts.filter(Boolean));
-  };
-  child.stdout.on('data', collect);
-  child.stderr.on('data', collect);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, lines, exited };
-}
-
-async function waitForLine(lines: string[], re: RegExp, timeoutMs = 30_000): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const line = lines.find((l) => re.test(l));
-    if (line) return line;
-    if (Date.now() > deadline) throw new Error(`no line matching ${re} in:\n${lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const start = (env: Record<string, string>) => spawnService('services/read-api/src/main.ts', env);
 
 describe('read-api main', () => {
   let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -63,7 +32,7 @@ describe('read-api main', () => {
     // LOG_LEVEL=error as the test runner sets it: the start and stop lines still appear
     const proc = start({ READ_API_PORT: '0', INTERNAL_TOKEN: TOKEN, DATABASE_URL: testDb.url, LOG_LEVEL: 'error' });
     try {
-      const line = await waitForLine(proc.lines, /read-api listening/);
+      const line = await proc.waitForLine(/read-api listening/);
       const { port } = JSON.parse(line) as { port: number };
       expect(port).toBeGreaterThan(0);
       expect((await rawRequest(port, 'GET', '/readyz')).status).toBe(200);
