@@ -15,46 +15,12 @@ import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { isIP, type AddressInfo } from 'node:net';
 import path from 'node:path';
-import type * as X509 from '@peculiar/x509';
 
-installReflectMetadata();
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- must load after the polyfill above
-const x509: typeof X509 = require('@peculiar/x509');
+// @peculiar/x509 2.x resolves its algorithms through tsyringe, which needs the Reflect metadata API.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+
 x509.cryptoProvider.set(webcrypto);
-
-/**
- * @peculiar/x509 2.x resolves its algorithms through tsyringe, which needs the Reflect metadata
- * API (normally the reflect-metadata package). This is the small subset tsyringe uses, installed
- * only when no polyfill is present.
- */
-function installReflectMetadata(): void {
-  type Target = object;
-  const R = Reflect as unknown as Record<string, unknown>;
-  if (typeof R.getMetadata === 'function') return;
-  const store = new WeakMap<Target, Map<unknown, unknown>>();
-  const own = (target: Target, create: boolean) => {
-    let m = store.get(target);
-    if (!m && create) store.set(target, (m = new Map()));
-    return m;
-  };
-  const getOwnMetadata = (key: unknown, target: Target) => own(target, false)?.get(key);
-  const getMetadata = (key: unknown, target: Target): unknown => {
-    for (let t: Target | null = target; t; t = Object.getPrototypeOf(t) as Target | null) {
-      const m = own(t, false);
-      if (m?.has(key)) return m.get(key);
-    }
-    return undefined;
-  };
-  const defineMetadata = (key: unknown, value: unknown, target: Target) => void own(target, true)!.set(key, value);
-  Object.assign(R, {
-    getOwnMetadata,
-    getMetadata,
-    defineMetadata,
-    hasOwnMetadata: (key: unknown, target: Target) => own(target, false)?.has(key) ?? false,
-    hasMetadata: (key: unknown, target: Target) => getMetadata(key, target) !== undefined,
-    metadata: (key: unknown, value: unknown) => (target: Target) => defineMetadata(key, value, target),
-  });
-}
 
 const EC = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 const SIGN = { name: 'ECDSA', hash: 'SHA-256' } as const;
@@ -170,7 +136,7 @@ export async function issueCert(hostnames: string[]): Promise<IssuedCert> {
   const caCert = new x509.X509Certificate(ca.certPem);
   const caKey = await importKey(ca.keyPem);
   const keys = await webcrypto.subtle.generateKey(EC, true, ['sign', 'verify']);
-  const names: X509.JsonGeneralName[] = hostnames.map((h) => {
+  const names: x509.JsonGeneralName[] = hostnames.map((h) => {
     const bare = h.replace(/^\[|\]$/g, '');
     return isIP(bare) ? { type: 'ip', value: bare } : { type: 'dns', value: h };
   });
