@@ -32,6 +32,9 @@ export async function runCli(
     const words = c.name.split(' ');
     return words.every((w, i) => argv[i] === w);
   });
+  if (!command && (argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help')) {
+    return { code: 0, stdout: `${usage(commands)}\n`, stderr: '' };
+  }
   if (!command) {
     const asked = argv
       .filter((a) => !a.startsWith('-'))

@@ -22,6 +22,16 @@ describe('account, key, plan and seed commands', () => {
     await dbHandle.drop();
   });
 
+  it('prints usage for --help (exit 0) and for an unknown command (exit 2)', async () => {
+    const help = await runCli(['--help'], env);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('account create');
+    expect(help.stdout).toContain('redeliver');
+    const unknown = await runCli(['acount', 'create'], env);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('unknown command "acount create"');
+  });
+
   it('creates an account, refuses a duplicate or bad email, and creates a key shown once', async () => {
     const created = await runCli(
       ['account', 'create', '--email', 'Ops@Example.com', '--plan', 'starter', '--json'],
