@@ -10,6 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { generateApiKey } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
@@ -106,6 +107,10 @@ async function main(): Promise<void> {
     for (const c of children) c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 500));
     await db.$disconnect();
+    const redis = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379');
+    const keys = await redis.keys(`bench:${name}:*`);
+    if (keys.length) await redis.del(...keys);
+    redis.disconnect();
     const c = new Client({ connectionString: admin });
     await c.connect();
     await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
