@@ -203,6 +203,35 @@ describe('poller', () => {
     expect(new Set(hits.map((h) => h.tweetId)).size).toBe(15);
   });
 
+  it('a duplicate hit is recorded once and produces one event', async () => {
+    const target = await newTarget();
+    const m = await monitor(target);
+    const t = await tweet(target, 'only once');
+    const repo = createPollerRepository(db);
+    const detectedAt = new Date();
+    const hit = {
+      monitorId: m.id,
+      accountId,
+      tweetId: t.id,
+      tweetText: t.text,
+      tweetAuthorId: t.authorId,
+      tweetAuthorUsername: target,
+      tweetCreatedAt: t.createdAt,
+      detectedAt,
+      event: {
+        event: 'monitor.hit' as const,
+        monitor: { id: m.id, targetUsername: target, keywords: null },
+        tweet: { id: t.id, text: t.text, authorUsername: target, createdAt: t.createdAt.toISOString() },
+        detectedAt: detectedAt.toISOString(),
+      },
+    };
+    const cursor = { lastTweetId: t.id, lastTweetAt: t.createdAt };
+    expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toBe(1);
+    expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toBe(0);
+    expect(await hitsOf(m.id)).toHaveLength(1);
+    expect(await db.outboxEvent.count({ where: { payload: { path: ['monitor', 'id'], equals: m.id } } })).toBe(1);
+  });
+
   it('a new monitor does not fire on tweets older than itself', async () => {
     const target = await newTarget();
     const old = await monitor(target, [], new Date(Date.now() - 3600_000));
