@@ -6,8 +6,7 @@ export type WebhookVerificationReason =
   | 'TIMESTAMP_TOO_OLD'
   | 'TIMESTAMP_TOO_NEW'
   | 'MALFORMED_SIGNATURE'
-  | 'SIGNATURE_MISMATCH'
-  | 'NO_SECRET';
+  | 'SIGNATURE_MISMATCH';
 
 /**
  * The one error `verify` throws for a request that must be refused (answer 401).
