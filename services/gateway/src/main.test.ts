@@ -2,7 +2,7 @@ import http from 'node:http';
 import { generateApiKey } from '@sts/core';
 import { createDbClient } from '@sts/db';
 import { createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, spawnService } from '@sts/testing';
+import { createTestDatabase, createTestRedis, spawnService, waitFor } from '@sts/testing';
 
 const TOKEN = 'internal-token-for-tests-0123456789';
 
@@ -44,7 +44,7 @@ describe('gateway main', () => {
     });
     try {
       const { port } = JSON.parse(await gateway.waitForLine(/gateway listening/)) as { port: number };
-      expect((await get(port, '/readyz')).status).toBe(200);
+      await waitFor(async () => (await get(port, '/readyz')).status === 200, 10_000);
       const r = await get(port, '/api/v1/users/mainuser', { authorization: `Bearer ${key.key}` });
       expect(r.status).toBe(200);
       expect(JSON.parse(r.body)).toMatchObject({ data: { username: 'mainuser' } });

@@ -19,6 +19,7 @@ export async function start(env: GatewayEnv) {
     keyPrefix: env.REDIS_KEY_PREFIX,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
+    lazyConnect: true,
   });
   redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
   const registry = createMetricsRegistry('gateway');
@@ -47,6 +48,8 @@ export async function start(env: GatewayEnv) {
         }),
     },
   });
+  // Commands fail fast while Redis is unreachable (no offline queue), so connect before serving.
+  await redis.connect();
   const port = await gateway.listen(env.GATEWAY_PORT, env.GATEWAY_HOST);
   return {
     port,
