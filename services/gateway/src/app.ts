@@ -1,286 +1,143 @@
 /**
- * The gateway: the only public entry of the API. A bare node:http server (no framework on the hot
- * path): request id → API key (prefix + checksum checked before any lookup) → one Redis round
- * trip that admits the call against the per-minute limit and reserves a unit of the monthly quota
- * → forward to read-api over keep-alive HTTP with the internal headers → give the unit back when
- * the answer is not 2xx. Every answer carries the quota and rate-limit headers once the account
- * is known.
+ * The gateway: the only public entry of the API, on a bare node:http server (no framework on the
+ * hot path). Routes: GET /api/v1/openapi.json (public, no key, no quota), /healthz, /readyz,
+ * /metrics (not logged), every other /api/v1/ path through the metered proxy (src/http/proxy.ts),
+ * anything else a JSON 404. Usage and last-used times are flushed to PostgreSQL on a timer and on
+ * close; close() finishes in-flight calls first.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
-import { Pool } from 'undici';
 import {
   ApiError,
   NotFoundError,
   opsHandler,
   ServiceUnavailableError,
-  toErrorResponse,
-  UnauthorizedError,
-  UpstreamError,
   type Logger,
   type ReadinessCheck,
 } from '@sts/common';
-import { hashApiKey, isWellFormedApiKey, type Plans } from '@sts/core';
+import type { Plans } from '@sts/core';
 import type { KeyStore } from './adapters/keys';
 import type { QuotaStore } from './adapters/quota';
-import { acceptRequestId, admissionRetryAfter, currentWindow, extractApiKey, limitHeaders } from './domain/limits';
+import { createUpstreamClient } from './adapters/upstream';
+import { acceptRequestId } from './domain/limits';
 import { openApiDocument } from './http/openapi';
+import { createApiHandler, JSON_TYPE, sendError } from './http/proxy';
 
 export interface GatewayOptions {
   keys: KeyStore;
   quota: QuotaStore;
   plans: Plans;
+  /** read-api's base URL */
   readApiUrl: string;
   internalToken: string;
   logger: Logger;
+  /** overall deadline of a forwarded call; default 10 s */
   upstreamTimeoutMs?: number;
+  /** deadline to open a connection to read-api; default min(upstreamTimeoutMs, 2 s) */
+  upstreamConnectTimeoutMs?: number;
+  /** most sockets open to read-api; default 128 */
+  upstreamMaxSockets?: number;
   registry?: client.Registry;
   checks?: Record<string, ReadinessCheck>;
   /** how often usage and last-used times are written to PostgreSQL; default 500 ms */
   flushIntervalMs?: number;
+  /** how long close() waits for in-flight calls before cutting connections; default 10 s */
+  shutdownGraceMs?: number;
   now?: () => Date;
 }
 
 export interface Gateway {
   server: http.Server;
+  /** starts listening; resolves with the port (useful with port 0) */
   listen(port: number, host?: string): Promise<number>;
+  /** stops accepting, finishes in-flight calls, writes pending usage */
   close(): Promise<void>;
   /** writes pending usage and last-used times now */
   flush(): Promise<void>;
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8';
 const API_PREFIX = '/api/v1/';
 const OPENAPI_PATH = '/api/v1/openapi.json';
-// hop-by-hop and internal headers that never pass through
-const DROP_REQUEST = new Set([
-  'host',
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-  'te',
-  'trailer',
-  'authorization',
-  'x-api-key',
-  'x-request-id',
-]);
-const PASS_RESPONSE = [
-  'content-type',
-  'content-length',
-  'allow',
-  'retry-after',
-  'cache-control',
-  'etag',
-  'last-modified',
-];
 
 export function createGateway(options: GatewayOptions): Gateway {
-  const { keys, quota, plans, logger } = options;
-  const upstream = new URL(options.readApiUrl);
-  const timeoutMs = options.upstreamTimeoutMs ?? 10_000;
-  const now = options.now ?? (() => new Date());
+  const { keys, quota, logger } = options;
   const registry = options.registry ?? new client.Registry();
-  // keep-alive connections to read-api; idle ones are dropped before read-api's 65 s keep-alive
-  const pool = new Pool(upstream.origin, {
-    connections: 256,
-    keepAliveTimeout: 30_000,
-    connectTimeout: Math.min(timeoutMs, 3000),
+  const upstream = createUpstreamClient({
+    url: options.readApiUrl,
+    timeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    connectTimeoutMs: options.upstreamConnectTimeoutMs,
+    maxSockets: options.upstreamMaxSockets,
   });
   const openapi = Buffer.from(JSON.stringify(openApiDocument));
   const requests = new client.Counter({
     name: 'gateway_requests_total',
-    help: 'API requests by status class',
+    help: 'API answers by status class',
     labelNames: ['status'],
     registers: [registry],
   });
+  const byClass = ['1xx', '2xx', '3xx', '4xx', '5xx'].map((c) => requests.labels(c));
+  const count = (status: number) => byClass[Math.min(4, Math.max(0, Math.floor(status / 100) - 1))]!.inc();
   const ops = opsHandler({ checks: options.checks ?? {}, registry });
+  const handleApi = createApiHandler({
+    keys,
+    quota,
+    plans: options.plans,
+    upstream,
+    internalToken: options.internalToken,
+    logger,
+    now: options.now ?? (() => new Date()),
+    count,
+  });
 
-  function sendError(
-    res: http.ServerResponse,
-    err: unknown,
-    requestId: string,
-    extraHeaders: Record<string, string> = {},
-  ): void {
-    const { status, body, headers } = toErrorResponse(err, requestId);
-    if (status >= 500 && !(err instanceof ApiError))
-      logger.error('gateway error', { requestId, error: err instanceof Error ? err.message : String(err) });
-    const text = JSON.stringify(body);
-    res.writeHead(status, {
-      ...extraHeaders,
-      ...headers,
-      'content-type': JSON_TYPE,
-      'content-length': Buffer.byteLength(text),
-      'x-request-id': requestId,
-    });
-    res.end(text);
-    requests.inc({ status: `${Math.floor(status / 100)}xx` });
-  }
-
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const requestId = acceptRequestId(req.headers['x-request-id']) ?? randomUUID();
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
     const url = req.url ?? '/';
-    const path = url.split('?', 1)[0]!;
-    if (path === OPENAPI_PATH && (req.method === 'GET' || req.method === 'HEAD')) {
-      res.writeHead(200, {
-        'content-type': JSON_TYPE,
-        'content-length': openapi.length,
-        'x-request-id': requestId,
-        'cache-control': 'public, max-age=300',
-      });
-      res.end(req.method === 'HEAD' ? undefined : openapi);
-      return;
-    }
-    if (!path.startsWith(API_PREFIX)) {
-      if (await ops(req, res)) return;
-      req.resume();
-      return sendError(
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    if (path.startsWith(API_PREFIX)) {
+      if (path !== OPENAPI_PATH) return handleApi(req, res, requestId);
+      if (req.method === 'GET' || req.method === 'HEAD') {
+        res.writeHead(200, {
+          'content-type': JSON_TYPE,
+          'content-length': openapi.length,
+          'cache-control': 'public, max-age=300',
+          'x-request-id': requestId,
+        });
+        res.end(req.method === 'HEAD' ? undefined : openapi);
+        return;
+      }
+    } else if (await ops(req, res)) return;
+    req.resume();
+    count(
+      sendError(
         res,
-        new NotFoundError('NOT_FOUND', `no route for ${req.method ?? 'GET'} ${path.slice(0, 200)}`),
+        new NotFoundError('NOT_FOUND', `no such endpoint: ${req.method ?? 'GET'} ${path.slice(0, 100)}`),
         requestId,
-      );
-    }
-
-    // 1. the key: shape and checksum first, so malformed keys never reach a cache or the database
-    const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
-    if (key === '') {
-      req.resume();
-      return sendError(
-        res,
-        new UnauthorizedError('missing API key: send Authorization: Bearer <key> or X-API-Key: <key>'),
-        requestId,
-      );
-    }
-    if (!isWellFormedApiKey(key)) {
-      req.resume();
-      return sendError(res, new UnauthorizedError('malformed API key'), requestId);
-    }
-    const identity = await keys.lookup(hashApiKey(key));
-    if (!identity) {
-      req.resume();
-      return sendError(res, new UnauthorizedError('unknown or revoked API key'), requestId);
-    }
-
-    // 2. admission: per-minute limit and monthly quota, one Redis round trip
-    const at = now();
-    const nowEpoch = Math.floor(at.getTime() / 1000);
-    const win = currentWindow(at);
-    const limits = plans[identity.plan];
-    const admitted = await quota.admit(
-      identity.accountId,
-      win.period,
-      win.minute,
-      limits.monthlyQuota,
-      limits.perMinute,
+      ),
     );
-    keys.touch(identity.keyId);
-    if (admitted.outcome !== 'ok') {
-      req.resume();
-      const headers = limitHeaders(limits, admitted, win, nowEpoch);
-      const retryAfter = admissionRetryAfter(admitted.outcome, win, nowEpoch);
-      const err =
-        admitted.outcome === 'rate_limited'
-          ? new ApiError(429, 'RATE_LIMIT_EXCEEDED', `rate limit of ${limits.perMinute} requests a minute exceeded`, {
-              limit: limits.perMinute,
-              remaining: 0,
-              retry_after: retryAfter,
-            })
-          : new ApiError(429, 'QUOTA_EXCEEDED', `monthly quota of ${limits.monthlyQuota} calls used up`, {
-              limit: limits.monthlyQuota,
-              remaining: 0,
-              retry_after: retryAfter,
-            });
-      return sendError(res, err, requestId, { ...headers, 'Retry-After': String(retryAfter) });
-    }
-
-    // 3. forward
-    let settled = false;
-    const settle = (success: boolean): Record<string, string> => {
-      if (settled) return {};
-      settled = true;
-      if (success) quota.succeeded(identity.accountId, win.period);
-      else
-        quota
-          .release(identity.accountId, win.period)
-          .catch((err: unknown) => logger.warn('quota release failed', { requestId, error: String(err) }));
-      return limitHeaders(
-        limits,
-        { monthUsed: admitted.monthUsed - (success ? 0 : 1), minuteUsed: admitted.minuteUsed },
-        win,
-        nowEpoch,
-      );
-    };
-    const headers: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (
-        value === undefined ||
-        DROP_REQUEST.has(name) ||
-        name.startsWith('x-internal-') ||
-        name.startsWith('x-account-')
-      )
-        continue;
-      headers[name] = value;
-    }
-    headers['x-internal-token'] = options.internalToken;
-    headers['x-account-id'] = identity.accountId;
-    headers['x-account-plan'] = identity.plan;
-    headers['x-request-id'] = requestId;
-
-    try {
-      const up = await pool.request({
-        method: req.method === 'HEAD' ? 'HEAD' : req.method === 'POST' ? 'POST' : 'GET',
-        path: url,
-        headers,
-        body: req.method === 'POST' ? req : null,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      });
-      // API answers are small: collect them and answer with one write
-      const body = Buffer.from(await up.body.arrayBuffer());
-      const status = up.statusCode;
-      const out: http.OutgoingHttpHeaders = settle(status >= 200 && status < 300);
-      for (const name of PASS_RESPONSE)
-        if (up.headers[name] !== undefined && name !== 'content-length') out[name] = up.headers[name];
-      out['content-length'] = body.length;
-      out['x-request-id'] = requestId;
-      res.writeHead(status, out);
-      res.end(body);
-      requests.inc({ status: `${Math.floor(status / 100)}xx` });
-    } catch (err) {
-      req.resume();
-      const code = (err as { code?: string }).code ?? '';
-      const timedOut =
-        code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
-      const refused = [
-        'ECONNREFUSED',
-        'ECONNRESET',
-        'EHOSTUNREACH',
-        'ENOTFOUND',
-        'UND_ERR_SOCKET',
-        'UND_ERR_CLOSED',
-      ].includes(code);
-      const apiErr = timedOut
-        ? new UpstreamError('the read API did not answer in time', 504)
-        : refused
-          ? new ServiceUnavailableError('the read API is unavailable', 1)
-          : new UpstreamError('the read API failed');
-      if (res.headersSent) res.destroy();
-      else sendError(res, apiErr, requestId, settle(false));
-    }
   }
 
   const server = http.createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent)
-        sendError(
-          res,
-          err instanceof ApiError ? err : new ServiceUnavailableError(),
-          acceptRequestId(req.headers['x-request-id']) ?? randomUUID(),
+    const requestId = acceptRequestId(req.headers['x-request-id']) ?? randomUUID();
+    handle(req, res, requestId).catch((err: unknown) => {
+      // Redis or PostgreSQL unreachable while authenticating or admitting the call
+      logger.error('gateway request failed', {
+        requestId,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      req.resume();
+      if (res.headersSent) res.destroy();
+      else
+        count(
+          sendError(
+            res,
+            err instanceof ApiError
+              ? err
+              : new ServiceUnavailableError('the service is unavailable, try again shortly', 1),
+            requestId,
+          ),
         );
-      else res.destroy();
     });
   });
   server.keepAliveTimeout = 65_000;
@@ -302,7 +159,10 @@ export function createGateway(options: GatewayOptions): Gateway {
     async listen(port, host = '0.0.0.0') {
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
-        server.listen(port, host, () => resolve());
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
       });
       flusher = setInterval(() => void flushAll(), options.flushIntervalMs ?? 500);
       flusher.unref();
@@ -310,11 +170,15 @@ export function createGateway(options: GatewayOptions): Gateway {
     },
     async close() {
       clearInterval(flusher);
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      });
-      await pool.close();
+      if (server.listening) {
+        const grace = setTimeout(() => server.closeAllConnections(), options.shutdownGraceMs ?? 10_000);
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        });
+        clearTimeout(grace);
+      }
+      upstream.close();
       await flushAll();
     },
   };

@@ -9,8 +9,14 @@ export const gatewayEnvSchema = z.object({
   GATEWAY_HOST: z.string().default('0.0.0.0'),
   READ_API_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3002'),
   INTERNAL_TOKEN: z.string().min(16, 'must be at least 16 characters'),
-  /** overall time limit for a forwarded call */
+  /** overall time limit for a forwarded call (504 after it) */
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  /** time limit for opening a connection to read-api (504 after it; a refused connection is a 503 at once) */
+  UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(2000),
+  /** most keep-alive sockets open to read-api */
+  UPSTREAM_MAX_SOCKETS: z.coerce.number().int().min(1).max(4096).default(128),
+  /** how long a stop waits for in-flight calls */
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
   /** how long a key lookup is trusted in process and in Redis (revocation takes at most twice this) */
   KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(2500).default(2000),
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(5),

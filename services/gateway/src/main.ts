@@ -32,19 +32,22 @@ export async function start(env: GatewayEnv) {
     internalToken: env.INTERNAL_TOKEN,
     logger,
     upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS,
+    upstreamConnectTimeoutMs: env.UPSTREAM_CONNECT_TIMEOUT_MS,
+    upstreamMaxSockets: env.UPSTREAM_MAX_SOCKETS,
+    shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
     registry,
     checks: {
       postgres: async () => void (await db.$queryRaw`SELECT 1`),
       redis: async () => void (await redis.ping()),
       'read-api': () =>
         new Promise<void>((resolve, reject) => {
-          http
-            .get(readApiHealth, (res) => {
-              res.resume();
-              if (res.statusCode === 200) resolve();
-              else reject(new Error(`read-api answered ${res.statusCode}`));
-            })
-            .on('error', reject);
+          const req = http.get(readApiHealth, { timeout: 2000 }, (res) => {
+            res.resume();
+            if (res.statusCode === 200) resolve();
+            else reject(new Error(`read-api answered ${res.statusCode}`));
+          });
+          req.on('timeout', () => req.destroy(new Error('read-api did not answer /healthz in time')));
+          req.on('error', reject);
         }),
     },
   });

@@ -20,6 +20,8 @@ interface Cached {
 }
 
 export interface KeyStore {
+  /** the in-process answer while it is fresh: the identity, null (unknown/revoked), or undefined (ask lookup) */
+  peek(hash: string): KeyIdentity | null | undefined;
   lookup(hash: string): Promise<KeyIdentity | null>;
   /** remembers the key was used; flushed to api_keys.last_used_at by flush() */
   touch(keyId: string): void;
@@ -51,6 +53,10 @@ export function createKeyStore(opts: { db: Db; redis: Redis; ttlMs: number; maxE
   }
 
   return {
+    peek(hash) {
+      const hit = local.get(hash);
+      return hit && hit.expires > Date.now() ? hit.value : undefined;
+    },
     async lookup(hash) {
       const now = Date.now();
       const hit = local.get(hash);

@@ -1,9 +1,11 @@
 /**
- * Quota and rate-limit arithmetic and the headers every API response carries. No I/O.
+ * Quota and rate-limit arithmetic, the headers every API response carries, and the small parsing
+ * rules of the hot path (request id, API key header). No I/O.
  *
  * Monthly quota: one unit per successful (2xx) call, resetting at the start of each UTC month.
  * Per-minute limit: every authenticated request that was let through counts, in fixed UTC minutes.
  */
+import { ApiError } from '@sts/common';
 import { periodResetEpoch, usagePeriod, type PlanLimits } from '@sts/core';
 
 export interface Usage {
@@ -14,23 +16,45 @@ export interface Usage {
 }
 
 export interface Window {
+  /** "YYYY-MM" (UTC) */
   period: string;
+  /** length of this UTC month in seconds (the IETF policy window `w`) */
+  monthSeconds: number;
   monthResetEpoch: number;
+  /** minutes since the epoch */
   minute: number;
   minuteResetEpoch: number;
 }
 
 export function currentWindow(now: Date): Window {
   const minute = Math.floor(now.getTime() / 60_000);
+  const monthStart = Math.floor(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1) / 1000);
+  const monthResetEpoch = periodResetEpoch(now);
   return {
     period: usagePeriod(now),
-    monthResetEpoch: periodResetEpoch(now),
+    monthSeconds: monthResetEpoch - monthStart,
+    monthResetEpoch,
     minute,
     minuteResetEpoch: (minute + 1) * 60,
   };
 }
 
-/** The quota and rate-limit headers (legacy X-* and the IETF RateLimit / RateLimit-Policy pair). */
+/** `currentWindow`, computed once per minute (months turn over on a minute boundary). */
+export function createWindowClock(): (nowMs: number) => Window {
+  let cached: Window | undefined;
+  return (nowMs) => {
+    const minute = Math.floor(nowMs / 60_000);
+    if (cached?.minute !== minute) cached = currentWindow(new Date(nowMs));
+    return cached;
+  };
+}
+
+/**
+ * The quota and rate-limit headers: the X-* trio for each limit (reset in epoch seconds) and the
+ * IETF pair (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy` names the two policies with
+ * their quota `q` and window `w` (seconds; the month's length for the monthly policy), `RateLimit`
+ * gives the remaining units `r` and the seconds `t` until each policy resets.
+ */
 export function limitHeaders(limits: PlanLimits, usage: Usage, win: Window, nowEpoch: number): Record<string, string> {
   const monthRemaining = Math.max(0, limits.monthlyQuota - usage.monthUsed);
   const minuteRemaining = Math.max(0, limits.perMinute - usage.minuteUsed);
@@ -43,25 +67,56 @@ export function limitHeaders(limits: PlanLimits, usage: Usage, win: Window, nowE
     'X-RateLimit-Limit': String(limits.perMinute),
     'X-RateLimit-Remaining': String(minuteRemaining),
     'X-RateLimit-Reset': String(win.minuteResetEpoch),
-    'RateLimit-Policy': `"minute";q=${limits.perMinute};w=60, "month";q=${limits.monthlyQuota};w=${monthReset}`,
+    'RateLimit-Policy': `"minute";q=${limits.perMinute};w=60, "month";q=${limits.monthlyQuota};w=${win.monthSeconds}`,
     RateLimit: `"minute";r=${minuteRemaining};t=${minuteReset}, "month";r=${monthRemaining};t=${monthReset}`,
   };
 }
 
-export type Admission =
-  { kind: 'ok' } | { kind: 'rate_limited'; retryAfter: number } | { kind: 'quota_exceeded'; retryAfter: number };
+export type Refusal = 'rate_limited' | 'quota_exceeded';
 
-export function admissionRetryAfter(kind: 'rate_limited' | 'quota_exceeded', win: Window, nowEpoch: number): number {
+/** Seconds until a refused call can succeed: the next minute, or the next UTC month. */
+export function admissionRetryAfter(kind: Refusal, win: Window, nowEpoch: number): number {
   return Math.max(1, (kind === 'rate_limited' ? win.minuteResetEpoch : win.monthResetEpoch) - nowEpoch);
+}
+
+/** The 429 for a refused call, with its Retry-After and the limit headers. */
+export function refusal(
+  kind: Refusal,
+  limits: PlanLimits,
+  usage: Usage,
+  win: Window,
+  nowEpoch: number,
+): { error: ApiError; headers: Record<string, string> } {
+  const retryAfter = admissionRetryAfter(kind, win, nowEpoch);
+  const error =
+    kind === 'rate_limited'
+      ? new ApiError(
+          429,
+          'RATE_LIMIT_EXCEEDED',
+          `rate limit of ${limits.perMinute} requests a minute exceeded; retry in ${retryAfter} s`,
+          { limit: limits.perMinute, remaining: 0, retry_after: retryAfter },
+        )
+      : new ApiError(
+          429,
+          'QUOTA_EXCEEDED',
+          `monthly quota of ${limits.monthlyQuota} calls used up; it resets at the start of the next UTC month`,
+          { limit: limits.monthlyQuota, remaining: 0, retry_after: retryAfter },
+        );
+  return { error, headers: { ...limitHeaders(limits, usage, win, nowEpoch), 'Retry-After': String(retryAfter) } };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** The client's request id when it is 1–128 of [A-Za-z0-9._:-], else null (a new one is made). */
 export function acceptRequestId(value: string | string[] | undefined): string | null {
   return typeof value === 'string' && REQUEST_ID.test(value) ? value : null;
 }
 
-/** The key from `Authorization: Bearer <key>` or `X-API-Key: <key>`; '' when neither is present. */
+/**
+ * The key from `X-API-Key: <key>` or `Authorization: Bearer <key>`; '' when neither is present.
+ * Anything else in Authorization (another scheme, no token) yields a value that is not a key, so
+ * the caller refuses it as malformed.
+ */
 export function extractApiKey(authorization: string | undefined, xApiKey: string | string[] | undefined): string {
   if (typeof xApiKey === 'string' && xApiKey !== '') return xApiKey.trim();
   if (authorization) {

@@ -144,42 +144,52 @@ const one = (item: string) => ({
   properties: { data: { $ref: `#/components/schemas/${item}` } },
 });
 
-const quotaHeaders: Record<string, { description: string; schema: { type: string } }> = Object.fromEntries(
-  [
-    ['X-Quota-Limit', 'monthly quota of the plan'],
-    ['X-Quota-Remaining', 'calls left this month'],
-    ['X-Quota-Reset', 'epoch seconds when the monthly quota resets (start of the next UTC month)'],
-    ['X-RateLimit-Limit', 'requests allowed per minute'],
-    ['X-RateLimit-Remaining', 'requests left in the current minute'],
-    ['X-RateLimit-Reset', 'epoch seconds when the current minute ends'],
-    ['RateLimit', 'IETF RateLimit header: remaining (r) and seconds to reset (t) per policy'],
-    ['RateLimit-Policy', 'IETF RateLimit-Policy header: quota (q) and window (w) per policy'],
-  ].map(([name, description]): [string, { description: string; schema: { type: string } }] => [
-    name!,
-    { description: description!, schema: { type: name!.startsWith('Rate') ? 'string' : 'integer' } },
-  ]),
-);
+const header = (description: string, type: 'integer' | 'string') => ({ description, schema: { type } });
+const requestIdHeader = {
+  'X-Request-Id': header("the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID", 'string'),
+};
+const limitHeaders = {
+  'X-Quota-Limit': header('monthly quota of the plan (calls)', 'integer'),
+  'X-Quota-Remaining': header('calls left this month', 'integer'),
+  'X-Quota-Reset': header('epoch seconds when the monthly quota resets (start of the next UTC month)', 'integer'),
+  'X-RateLimit-Limit': header('requests allowed per minute', 'integer'),
+  'X-RateLimit-Remaining': header('requests left in the current minute', 'integer'),
+  'X-RateLimit-Reset': header('epoch seconds when the current minute ends', 'integer'),
+  'RateLimit-Policy': header(
+    'IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000`',
+    'string',
+  ),
+  RateLimit: header(
+    'IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567`',
+    'string',
+  ),
+};
+const withLimits = { ...requestIdHeader, ...limitHeaders };
 
-const errorResponse = (description: string) => ({
+const errorResponse = (description: string, headers: Record<string, unknown> = withLimits) => ({
   description,
+  headers,
   content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
 });
 const errors = {
-  '400': errorResponse('invalid parameter (`param` names it)'),
-  '401': errorResponse('missing, malformed, unknown or revoked API key'),
-  '429': {
-    ...errorResponse(
-      'QUOTA_EXCEEDED (monthly quota used up) or RATE_LIMIT_EXCEEDED (per-minute limit); see Retry-After',
-    ),
-    headers: { 'Retry-After': { schema: { type: 'integer' } } },
-  },
-  '502': errorResponse('the data source failed'),
-  '503': errorResponse('the service is temporarily unavailable'),
-  '504': errorResponse('the data source timed out'),
+  '400': errorResponse('INVALID_REQUEST: a parameter or the body is invalid (`param` names it)'),
+  '401': errorResponse(
+    'UNAUTHORIZED: missing, malformed, unknown or revoked API key (no quota headers: the account is not known)',
+    requestIdHeader,
+  ),
+  '405': errorResponse('METHOD_NOT_ALLOWED: see the Allow header'),
+  '429': errorResponse(
+    'QUOTA_EXCEEDED (monthly quota used up; Retry-After runs to the next UTC month) or RATE_LIMIT_EXCEEDED (per-minute limit; Retry-After runs to the next minute). Refused calls use no quota.',
+    { ...withLimits, 'Retry-After': header('seconds to wait', 'integer') },
+  ),
+  '500': errorResponse('INTERNAL'),
+  '502': errorResponse('UPSTREAM_ERROR: the data source failed'),
+  '503': errorResponse('SERVICE_UNAVAILABLE: the service is temporarily unavailable; see Retry-After'),
+  '504': errorResponse('UPSTREAM_ERROR: the data source did not answer in time'),
 };
 const ok = (schema: object, description: string) => ({
   description,
-  headers: quotaHeaders,
+  headers: withLimits,
   content: { 'application/json': { schema } },
 });
 const param = (
@@ -190,15 +200,26 @@ const param = (
   required = where === 'path',
 ) => ({ name, in: where, required, description, schema });
 const limit = param('limit', 'query', { type: 'integer', minimum: 1, maximum: 100, default: 20 }, 'page size');
-const cursor = param('cursor', 'query', { type: 'string' }, 'the `meta.next_cursor` of the previous page');
+const cursor = param(
+  'cursor',
+  'query',
+  { type: 'string', pattern: '^[A-Za-z0-9_-]{1,1024}$' },
+  'the `meta.next_cursor` of the previous page',
+);
 
 export const openApiDocument = {
   openapi: '3.1.0',
   info: {
     title: 'Social timeline data service',
     version: '1.0.0',
-    description:
-      "Read API over social data and the account's monitors. Every endpoint needs an API key; each successful (2xx) call uses one unit of the monthly quota, and every answer carries the quota and rate-limit headers. This document itself is public and uses no quota.",
+    description: [
+      "Read API over social data and the account's monitors (read-only; monitors and webhooks are configured in the dashboard).",
+      'Every endpoint needs an API key, sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`.',
+      'Each successful (2xx) call uses one unit of the monthly quota; failed calls use none. Requests are also limited per minute.',
+      'Every answer once the key is accepted carries the X-Quota-*, X-RateLimit-* and IETF RateLimit / RateLimit-Policy headers.',
+      'Lists answer `{"data": [...], "meta": {"count", "next_cursor"}}`; pass `next_cursor` as `cursor` for the next page.',
+      'Errors answer `{"error", "code", "request_id", ...}`. This document itself is public: no key, no quota.',
+    ].join(' '),
   },
   servers: [{ url: '/' }],
   security: [{ bearerAuth: [] }, { apiKeyHeader: [] }],
@@ -210,6 +231,20 @@ export const openApiDocument = {
     schemas,
   },
   paths: {
+    '/api/v1/openapi.json': {
+      get: {
+        operationId: 'getOpenApi',
+        summary: 'This document (public: no key, no quota)',
+        security: [],
+        responses: {
+          '200': {
+            description: 'the OpenAPI 3.1 document',
+            headers: requestIdHeader,
+            content: { 'application/json': {} },
+          },
+        },
+      },
+    },
     '/api/v1/users/{username}': {
       get: {
         operationId: 'getUser',
@@ -260,7 +295,8 @@ export const openApiDocument = {
         },
         responses: {
           '501': errorResponse('NOT_IMPLEMENTED: coming soon'),
-          '415': errorResponse('the body is not JSON'),
+          '413': errorResponse('PAYLOAD_TOO_LARGE: the body is larger than 16 KiB'),
+          '415': errorResponse('UNSUPPORTED_MEDIA_TYPE: the body is not application/json'),
           ...errors,
         },
       },
