@@ -74,13 +74,53 @@ describe('account, key, plan and seed commands', () => {
     expect((await runCli(['key', 'revoke', '--prefix', 'sts_live_nothere'], env)).code).toBe(2);
   });
 
-  it('sets a plan with a trial', async () => {
+  it("revokes a key even when Redis is unreachable (the gateways' cache TTLs bound it)", async () => {
+    const a = await db.account.create({ data: { email: 'revoke-offline@example.com' } });
+    const k = generateApiKey();
+    await db.apiKey.create({ data: { accountId: a.id, keyHash: k.hash, prefix: k.prefix } });
+    const r = await runCli(['key', 'revoke', '--prefix', k.prefix, '--json'], {
+      ...env,
+      REDIS_URL: 'redis://127.0.0.1:1',
+    });
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ prefix: k.prefix, cache_evicted: false });
+    expect((await db.apiKey.findUniqueOrThrow({ where: { prefix: k.prefix } })).revokedAt).toBeInstanceOf(Date);
+    const text = await runCli(['key', 'revoke', '--prefix', k.prefix], { ...env, REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(text.stdout).toContain('within 5 s');
+  });
+
+  it('sets a plan, starts a Starter trial and ends it', async () => {
     const a = await db.account.create({ data: { email: 'trial@example.com' } });
     const r = await runCli(['plan', 'set', '--account', a.id, '--plan', 'free', '--trial-days', '30', '--json'], env);
     expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ id: a.id, plan: 'free', effective_plan: 'starter' });
     const trialEndsAt = (await db.account.findUniqueOrThrow({ where: { id: a.id } })).trialEndsAt!;
     expect(Math.round((trialEndsAt.getTime() - Date.now()) / 86_400_000)).toBe(30);
-    expect((await runCli(['plan', 'set', '--account', a.id, '--plan', 'free', '--trial-days', '0'], env)).code).toBe(2);
+
+    const ended = await runCli(
+      ['plan', 'set', '--account', a.id, '--plan', 'free', '--trial-days', '0', '--json'],
+      env,
+    );
+    expect(JSON.parse(ended.stdout)).toMatchObject({ plan: 'free', trial_ends_at: null, effective_plan: 'free' });
+    const upgraded = await runCli(['plan', 'set', '--account', a.id, '--plan', 'starter'], env);
+    expect(upgraded.stdout).toContain('plan starter');
+    expect((await db.account.findUniqueOrThrow({ where: { id: a.id } })).plan).toBe('starter');
+
+    for (const bad of [
+      ['--plan', 'free', '--trial-days', '-1'],
+      ['--plan', 'free', '--trial-days', '1.5'],
+      ['--plan', 'free', '--trial-days', '366'],
+      ['--plan', 'gold'],
+      [],
+    ]) {
+      expect([bad, (await runCli(['plan', 'set', '--account', a.id, ...bad], env)).code]).toEqual([bad, 2]);
+    }
+    const missing = await runCli(
+      ['plan', 'set', '--account', '00000000-0000-4000-8000-000000000000', '--plan', 'free'],
+      env,
+    );
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no account');
   });
 
   it('seeds the demo data idempotently, pinning DEMO_API_KEY', async () => {
@@ -102,5 +142,46 @@ describe('account, key, plan and seed commands', () => {
     expect((await runCli(['seed', '--json'], { ...env, DEMO_API_KEY: pinned })).code).toBe(0);
     expect(await counts()).toEqual(before);
     expect((await runCli(['seed'], { ...env, DEMO_API_KEY: 'nonsense' })).code).toBe(2);
+  });
+
+  it('seed without DEMO_API_KEY shows a new key once, then never makes another', async () => {
+    const fresh = await createTestDatabase();
+    const freshDb = createDbClient({ url: fresh.url });
+    try {
+      const freshEnv = { ...env, DATABASE_URL: fresh.url };
+      const first = await runCli(['seed', '--json'], freshEnv);
+      expect(first.code).toBe(0);
+      const out = JSON.parse(first.stdout) as { account_id: string; key: string; usernames: string[] };
+      expect(isWellFormedApiKey(out.key)).toBe(true);
+      const row = await freshDb.apiKey.findUniqueOrThrow({ where: { keyHash: hashApiKey(out.key) } });
+      expect(row).toMatchObject({ accountId: out.account_id, revokedAt: null });
+      const account = await freshDb.account.findUniqueOrThrow({ where: { id: out.account_id } });
+      expect(account).toMatchObject({ email: 'demo@example.com', plan: 'starter' });
+      // demo users: lower-case username keys, numeric ids, a few tweets each; monitors without webhooks
+      const users = await freshDb.socialUser.findMany({ include: { _count: { select: { tweets: true } } } });
+      expect(users).toHaveLength(out.usernames.length);
+      for (const u of users) {
+        expect(u.usernameKey).toBe(u.username.toLowerCase());
+        expect(u.id).toMatch(/^[1-9][0-9]*$/);
+        expect(u._count.tweets).toBeGreaterThanOrEqual(3);
+      }
+      const monitors = await freshDb.monitor.findMany({
+        where: { accountId: out.account_id },
+        include: { webhook: true },
+      });
+      expect(monitors).toHaveLength(2);
+      for (const m of monitors) {
+        expect(m.webhook).toBeNull();
+        expect(out.usernames).toContain(m.targetUsername);
+      }
+
+      const second = await runCli(['seed'], freshEnv);
+      expect(second.code).toBe(0);
+      expect(second.stdout).toContain('not shown again');
+      expect(await freshDb.apiKey.count()).toBe(1);
+    } finally {
+      await freshDb.$disconnect();
+      await fresh.drop();
+    }
   });
 });

@@ -3,7 +3,7 @@
  * monitors `npm start` uses). Keys are shown once; only their SHA-256 is stored.
  */
 import { Redis } from 'ioredis';
-import { generateApiKey, hashApiKey, isWellFormedApiKey, displayPrefix, type PlanName } from '@sts/core';
+import { displayPrefix, effectivePlan, generateApiKey, hashApiKey, isWellFormedApiKey, type PlanName } from '@sts/core';
 import { Prisma } from '@sts/db';
 import { createSocialTweet, createSocialUser } from '@sts/social';
 import {
@@ -111,21 +111,36 @@ const keyRevoke: Command = {
 
 const planSet: Command = {
   name: 'plan set',
-  summary: "set an account's plan, optionally with a Starter trial",
-  usage: 'usage: npm run cli -- plan set --account ID --plan free|starter [--trial-days N] [--json]',
+  summary: "set an account's plan; --trial-days N starts an N-day Starter trial, 0 ends a trial",
+  usage:
+    'usage: npm run cli -- plan set --account ID --plan free|starter [--trial-days N] [--json]\n' +
+    '  --trial-days N  (1-365) Starter features until N days from now, whatever the plan; 0 ends a running trial.\n' +
+    '  Gateways apply the change within a few seconds (their key cache).',
   options: { account: { type: 'string' }, plan: { type: 'string' }, 'trial-days': { type: 'string' } },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
     const plan = planOption(values);
-    const trialDays = optionalInt(values, 'trial-days', 1, 365);
-    const trialEndsAt = trialDays !== undefined ? new Date(Date.now() + trialDays * 86_400_000) : undefined;
+    const trialDays = optionalInt(values, 'trial-days', 0, 365);
+    const trial =
+      trialDays === undefined
+        ? {}
+        : { trialEndsAt: trialDays === 0 ? null : new Date(Date.now() + trialDays * 86_400_000) };
     try {
-      const a = await ctx
-        .db()
-        .account.update({ where: { id: accountId }, data: { plan, ...(trialEndsAt ? { trialEndsAt } : {}) } });
+      const a = await ctx.db().account.update({ where: { id: accountId }, data: { plan, ...trial } });
+      const effective = effectivePlan(a);
+      const trialText = a.trialEndsAt
+        ? a.trialEndsAt.getTime() > Date.now()
+          ? `, Starter trial until ${a.trialEndsAt.toISOString()}`
+          : ''
+        : '';
       return {
-        json: { id: a.id, plan: a.plan, trial_ends_at: a.trialEndsAt?.toISOString() ?? null },
-        text: `account ${a.id}: plan ${a.plan}${a.trialEndsAt ? `, trial until ${a.trialEndsAt.toISOString()}` : ''}`,
+        json: {
+          id: a.id,
+          plan: a.plan,
+          trial_ends_at: a.trialEndsAt?.toISOString() ?? null,
+          effective_plan: effective,
+        },
+        text: `account ${a.id}: plan ${a.plan}${trialText} (in force: ${effective})`,
       };
     } catch (err) {
       if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2025')
