@@ -1,7 +1,14 @@
 /**
  * Gateway benchmark: GET /api/v1/users/:username through the gateway and straight to read-api
- * (with the internal headers), in one run, with autocannon. Prints requests/s and p50/p99 of
- * both and the ratio; the last line reads `ratio <r> p50_added_ms <a> p99_added_ms <b>`.
+ * (with the internal headers), in one run.
+ *
+ * 1. Saturation: autocannon, BENCH_CONNECTIONS (50) connections for BENCH_DURATION_SECONDS (10 s)
+ *    each, after a warm-up: requests/s and p50/p99 of both, the ratio, and the CPU each service
+ *    spent per request.
+ * 2. Moderate load: BENCH_FIXED_RATE (1000) requests/s for the same duration, latency measured to
+ *    0.01 ms (autocannon's histogram is in whole ms), to show what the hop adds when nothing queues.
+ *
+ * The last line reads `ratio <r> p50_added_ms <a> p99_added_ms <b>`, from the saturation runs.
  * Target: ratio ≥ 0.8, ≤ 1 ms p50 and ≤ 2 ms p99 added.
  * Uses its own database (dropped at the end) and Redis key prefix; both services run as child
  * processes exactly as in production (`node --import tsx services/<name>/src/main.ts`).
@@ -15,10 +22,12 @@ import { Client } from 'pg';
 import { generateApiKey } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
+import { cpuMs, fixedRate } from './load';
 
 const root = path.resolve(__dirname, '..');
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const FIXED_RATE = Number(process.env.BENCH_FIXED_RATE ?? 1000);
 
 function startService(
   file: string,
@@ -46,10 +55,21 @@ function startService(
   });
 }
 
-async function run(url: string, headers: Record<string, string>) {
+/** one saturation run; `pids` are the processes whose CPU per request is reported */
+async function run(url: string, headers: Record<string, string>, pids: Record<string, number>) {
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]));
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${url}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 };
+  const cpu = Object.entries(pids)
+    .map(([k, pid]) => `${k} ${(((cpuMs(pid) - before[k]!) * 1000) / r.requests.total).toFixed(0)} µs`)
+    .join(', ');
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, cpu };
+}
+
+async function steady(url: string, headers: Record<string, string>) {
+  const r = await fixedRate(url, headers, FIXED_RATE, DURATION);
+  if (r.failed > 0) throw new Error(`${url}: ${r.failed} failed calls at ${FIXED_RATE}/s`);
+  return r;
 }
 
 async function main(): Promise<void> {
@@ -95,11 +115,26 @@ async function main(): Promise<void> {
     // warm-up: caches, JIT, keep-alive pools
     await autocannon({ url: direct, connections: 10, duration: 2, headers: internal });
     await autocannon({ url: viaGateway, connections: 10, duration: 2, headers: auth });
-    const ra = await run(direct, internal);
-    const gw = await run(viaGateway, auth);
-    console.log(`read-api direct: ${ra.rps.toFixed(0)} req/s, p50 ${ra.p50} ms, p99 ${ra.p99} ms`);
-    console.log(`through gateway: ${gw.rps.toFixed(0)} req/s, p50 ${gw.p50} ms, p99 ${gw.p99} ms`);
-    console.log(`(${CONNECTIONS} connections, ${DURATION} s each, both services and autocannon on this machine)`);
+    const pids = { 'read-api': readApi.child.pid!, gateway: gateway.child.pid! };
+    const ra = await run(direct, internal, { 'read-api': pids['read-api'] });
+    const gw = await run(viaGateway, auth, pids);
+    const raSteady = await steady(direct, internal);
+    const gwSteady = await steady(viaGateway, auth);
+    const ms = (n: number) => n.toFixed(2);
+    console.log(
+      `saturation: ${CONNECTIONS} connections, ${DURATION} s each; services, Redis, PostgreSQL and the load on this machine`,
+    );
+    console.log(
+      `read-api direct: ${ra.rps.toFixed(0)} req/s, p50 ${ra.p50} ms, p99 ${ra.p99} ms (CPU per call: ${ra.cpu})`,
+    );
+    console.log(
+      `through gateway: ${gw.rps.toFixed(0)} req/s, p50 ${gw.p50} ms, p99 ${gw.p99} ms (CPU per call: ${gw.cpu})`,
+    );
+    console.log(
+      `at ${FIXED_RATE} req/s: read-api p50 ${ms(raSteady.p50)} ms, p99 ${ms(raSteady.p99)} ms; ` +
+        `through gateway p50 ${ms(gwSteady.p50)} ms, p99 ${ms(gwSteady.p99)} ms; ` +
+        `added p50 ${ms(gwSteady.p50 - raSteady.p50)} ms, p99 ${ms(gwSteady.p99 - raSteady.p99)} ms`,
+    );
     console.log(
       `ratio ${(gw.rps / ra.rps).toFixed(2)} p50_added_ms ${(gw.p50 - ra.p50).toFixed(2)} p99_added_ms ${(gw.p99 - ra.p99).toFixed(2)}`,
     );

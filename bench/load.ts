@@ -1,0 +1,85 @@
+/**
+ * Bench helpers: a fixed-rate HTTP load with sub-millisecond latency figures (autocannon's
+ * histogram has 1 ms resolution, too coarse to see what a proxy hop adds at moderate load), and
+ * the CPU time a process has used (Linux /proc), to report CPU per request.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+
+export interface FixedRateResult {
+  sent: number;
+  ok: number;
+  failed: number;
+  p50: number;
+  p99: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/**
+ * Sends GET `url` at `rate` requests a second for `seconds` (open loop: a slow answer does not
+ * hold back the next requests), over up to `connections` keep-alive sockets; latency is measured
+ * from sending a request to the end of its answer.
+ */
+export async function fixedRate(
+  url: string,
+  headers: Record<string, string>,
+  rate: number,
+  seconds: number,
+  connections = 32,
+): Promise<FixedRateResult> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const target = new URL(url);
+  const latencies: number[] = [];
+  let failed = 0;
+  let sent = 0;
+  const total = Math.round(rate * seconds);
+  const start = performance.now();
+  const inflight = new Set<Promise<void>>();
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const sentAt = performance.now();
+      const req = http.get(
+        { agent, hostname: target.hostname, port: target.port, path: target.pathname + target.search, headers },
+        (res) => {
+          res.resume();
+          res.on('end', () => {
+            if (res.statusCode === 200) latencies.push(performance.now() - sentAt);
+            else failed++;
+            resolve();
+          });
+        },
+      );
+      req.on('error', () => {
+        failed++;
+        resolve();
+      });
+    });
+  while (sent < total) {
+    const elapsed = performance.now() - start;
+    const due = Math.min(total, Math.floor((elapsed / 1000) * rate) + 1);
+    for (; sent < due; sent++) {
+      const p = one().finally(() => inflight.delete(p));
+      inflight.add(p);
+    }
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await Promise.all(inflight);
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  return { sent, ok: latencies.length, failed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+/** CPU milliseconds (user + system) a process has used so far; NaN where /proc is missing. */
+export function cpuMs(pid: number): number {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return ticks * 10; // USER_HZ is 100 on Linux
+  } catch {
+    return NaN;
+  }
+}
