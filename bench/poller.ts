@@ -82,7 +82,8 @@ export async function measurePollerCycle(): Promise<{
       source,
       leases: createRedisLeases(redis),
       logger: createLogger({ service: 'bench', level: 'error' }),
-      intervals: { freeSec: 300, starterSec: 60 },
+      // the default plan intervals; the cycle polls every target (all are new, so all are due)
+      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
       concurrency: 16,
     });
     const t0 = performance.now();

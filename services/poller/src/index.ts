@@ -1,6 +1,13 @@
-export { createPoller, type Poller, type PollerOptions, type CycleResult } from './poller';
-export { createOutboxRelay, type OutboxRelay, type OutboxRelayOptions } from './adapters/relay';
-export { createPollerRepository, OUTBOX_CHANNEL, type PollerRepository } from './adapters/repository';
+export { createPoller, type Poller, type PollerOptions, type PollerMetrics, type CycleResult } from './poller';
+export { createOutboxRelay, type OutboxRelay, type OutboxRelayOptions, type Publisher } from './adapters/relay';
+export {
+  createPollerRepository,
+  OUTBOX_CHANNEL,
+  type PollerRepository,
+  type NewHit,
+  type CursorState,
+} from './adapters/repository';
 export { createRedisLeases, type LeaseStore } from './adapters/lease';
 export * from './domain/hits';
+export * from './domain/schedule';
 export { loadPollerEnv, pollerEnvSchema, type PollerEnv } from './env';

@@ -5,6 +5,7 @@
 import { Redis } from 'ioredis';
 import { Counter, Gauge } from 'prom-client';
 import { ConfigError, createLogger, createMetricsRegistry, startOpsServer } from '@sts/common';
+import { plansFromEnv } from '@sts/core';
 import { createDbClient } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource } from '@sts/social';
@@ -48,23 +49,33 @@ export async function start(env: PollerEnv) {
       this.set((await relay.lag()).pending);
     },
   });
+  new Gauge({
+    name: 'poller_outbox_oldest_pending_seconds',
+    help: 'age of the oldest event not yet published (0 when none)',
+    registers: [registry],
+    async collect() {
+      this.set((await relay.lag()).oldestMs / 1000);
+    },
+  });
   const poller = createPoller({
     repository: createPollerRepository(db),
     source,
     leases: createRedisLeases(redis),
     logger,
-    intervals: {
-      freeSec: env.PLAN_FREE_POLL_INTERVAL_SECONDS,
-      starterSec: env.PLAN_STARTER_POLL_INTERVAL_SECONDS,
-      overrideSec: env.POLL_INTERVAL_SECONDS,
-    },
+    intervals: { plans: plansFromEnv(env), overrideSec: env.POLL_INTERVAL_SECONDS },
     concurrency: env.POLL_CONCURRENCY,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     metrics: { polls: (o) => polls.inc({ outcome: o }), hits: (n) => hits.inc(n) },
   });
 
-  await amqp.start();
+  // Not awaited: while RabbitMQ is down the poller keeps recording hits and the outbox holds
+  // their events until the relay can publish them (/readyz says rabbitmq is not connected).
+  amqp
+    .start()
+    .catch((err: unknown) =>
+      logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
+    );
   await relay.start();
   poller.start();
   const ops = await startOpsServer({
@@ -81,7 +92,11 @@ export async function start(env: PollerEnv) {
     logger,
     async stop() {
       await poller.stop();
-      await relay.stop();
+      const relayStopped = relay.stop();
+      // RabbitMQ down: stopping the client fails the publishes waiting for it now rather than
+      // after their timeout (their rows stay unpublished for the next start)
+      if (!amqp.isConnected()) await amqp.stop();
+      await relayStopped;
       await ops.close();
       await amqp.stop();
       redis.disconnect();

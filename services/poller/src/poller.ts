@@ -2,17 +2,20 @@
  * The poller: every tick it finds the due targets (distinct lower-cased usernames of active
  * monitors), takes each one's lease, reads the tweets after the target's cursor from the social
  * source (one call per target and page, however many monitors watch it), matches them against
- * the monitors and records hits, events and the new cursor in one transaction.
+ * the monitors and records hits, events and the new cursor in one transaction per page.
  */
 import type { Logger } from '@sts/common';
-import { snowflakeBefore } from '@sts/core';
-import type { SocialSource } from '@sts/social';
-import { compileMonitors, dueTargets, findHits, hitEvent, type IntervalPolicy, type TargetState } from './domain/hits';
+import { compareIds } from '@sts/core';
+import type { SocialSource, SocialTweet } from '@sts/social';
+import { compileMonitors, findHits, hitEvent } from './domain/hits';
+import { dueTargets, startingSinceId, type IntervalPolicy, type TargetState } from './domain/schedule';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
 
+export type PollOutcome = 'ok' | 'error' | 'skipped';
+
 export interface PollerMetrics {
-  polls(outcome: 'ok' | 'error' | 'skipped'): void;
+  polls(outcome: PollOutcome): void;
   hits(count: number): void;
 }
 
@@ -22,34 +25,62 @@ export interface PollerOptions {
   leases: LeaseStore;
   logger: Logger;
   intervals: IntervalPolicy;
-  /** targets polled at once */
+  /** targets polled at once by this replica (default 8) */
   concurrency?: number;
-  /** tweets per source call */
+  /** tweets per source call (default 100) */
   batchSize?: number;
-  /** a poll's time limit; its lease lives twice as long */
+  /** a poll's time limit (default 30 s); its lease lives twice as long */
   pollTimeoutMs?: number;
-  /** how often due targets are looked for */
+  /** how often due targets are looked for (default 1 s) */
   tickMs?: number;
   metrics?: PollerMetrics;
   now?: () => Date;
 }
 
 export interface CycleResult {
+  /** targets due (all with `force`) */
   targets: number;
   polled: number;
+  /** leased by another replica, polled by one since this cycle looked, or no active monitor left */
   skipped: number;
   failed: number;
+  /** hits recorded (new ones only) */
   hits: number;
 }
 
 export interface Poller {
+  /** polls every tick until stop() */
   start(): void;
+  /** stops taking targets and waits for the polls in flight */
   stop(): Promise<void>;
   /** Polls every due target once (every target with `force`); what tests and benchmarks call. */
   runCycle(opts?: { force?: boolean }): Promise<CycleResult>;
 }
 
-class PollTimeout extends Error {}
+class PollTimeout extends Error {
+  override name = 'PollTimeout';
+}
+
+/** Redis did not answer: the cycle ends (once, not once per target) and the next tick retries. */
+class LeaseStoreError extends Error {
+  override name = 'LeaseStoreError';
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new PollTimeout(message)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+function newestOf(tweets: readonly SocialTweet[]): SocialTweet | undefined {
+  let newest: SocialTweet | undefined;
+  for (const t of tweets) if (!newest || compareIds(t.id, newest.id) > 0) newest = t;
+  return newest;
+}
 
 export function createPoller(options: PollerOptions): Poller {
   const { repository, source, leases, logger, intervals } = options;
@@ -61,34 +92,56 @@ export function createPoller(options: PollerOptions): Poller {
   let timer: NodeJS.Timeout | undefined;
   let current: Promise<unknown> | undefined;
   let running = false;
+  let stopping = false;
   const inFlight = new Set<string>();
 
   async function pollTarget(target: TargetState): Promise<'error' | 'skipped' | number> {
-    if (inFlight.has(target.targetKey)) return 'skipped';
-    const token = await leases.acquire(target.targetKey, pollTimeoutMs * 2);
-    if (!token) return 'skipped';
-    inFlight.add(target.targetKey);
+    const key = target.targetKey;
+    if (inFlight.has(key)) return 'skipped';
+    inFlight.add(key);
+    let token: string | null;
+    try {
+      token = await leases.acquire(key, pollTimeoutMs * 2);
+    } catch (err) {
+      inFlight.delete(key);
+      throw new LeaseStoreError(`lease store unavailable: ${errorMessage(err)}`);
+    }
+    if (!token) {
+      inFlight.delete(key);
+      return 'skipped';
+    }
     const deadline = Date.now() + pollTimeoutMs;
     try {
-      const monitors = compileMonitors(await repository.monitorsFor(target.targetKey));
+      const stored = await repository.cursor(key);
+      // another replica polled the target after this cycle read the targets: not due any more
+      const seen = target.lastPolledAt?.getTime() ?? -Infinity;
+      if (stored?.lastPolledAt && stored.lastPolledAt.getTime() > seen) return 'skipped';
+      const monitors = compileMonitors(await repository.monitorsFor(key));
       if (monitors.length === 0) return 'skipped';
-      // A target never polled starts at its oldest monitor's creation: tweet ids are snowflakes
-      // (time-ordered), so nothing posted after a monitor was created is missed or replayed.
-      const cursor = (await repository.cursor(target.targetKey)) ?? {
-        lastTweetId: snowflakeBefore(new Date(Math.min(...monitors.map((m) => m.createdAt.getTime())))),
-        lastTweetAt: null,
+      const cursor = {
+        lastTweetId: startingSinceId(
+          stored?.lastTweetId ?? null,
+          monitors.map((m) => m.createdAt),
+        ),
+        lastTweetAt: stored?.lastTweetAt ?? null,
       };
       let total = 0;
       // page until the source has nothing newer; each page is its own transaction
       for (;;) {
+        const left = deadline - Date.now();
+        if (left <= 0) throw new PollTimeout(`poll took longer than ${pollTimeoutMs} ms`);
+        const tweets = await withTimeout(
+          source.getTweetsSince(target.username, cursor.lastTweetId, batchSize),
+          left,
+          `the social source did not answer within ${pollTimeoutMs} ms`,
+        );
+        // past the deadline the lease may lapse soon: write nothing, the next poll redoes the page
         if (Date.now() > deadline) throw new PollTimeout(`poll took longer than ${pollTimeoutMs} ms`);
-        const tweets = await source.getTweetsSince(target.username, cursor.lastTweetId, batchSize);
         const polledAt = now();
         if (tweets === null) {
-          await repository.recordFailure(target.targetKey, `target user @${target.username} not found`, polledAt);
+          await repository.recordFailure(key, `target user @${target.username} not found`, polledAt);
           return 'error';
         }
-        const detectedAt = now();
         const hits: NewHit[] = findHits(tweets, monitors).map((h) => ({
           monitorId: h.monitor.id,
           accountId: h.monitor.accountId,
@@ -97,26 +150,30 @@ export function createPoller(options: PollerOptions): Poller {
           tweetAuthorId: h.tweet.authorId,
           tweetAuthorUsername: h.tweet.author.username,
           tweetCreatedAt: h.tweet.createdAt,
-          detectedAt,
-          event: hitEvent(h, detectedAt),
+          detectedAt: polledAt,
+          event: hitEvent(h, polledAt),
         }));
-        const newest = tweets[tweets.length - 1];
-        if (newest) {
+        const newest = newestOf(tweets);
+        if (newest && (cursor.lastTweetId === null || compareIds(newest.id, cursor.lastTweetId) > 0)) {
           cursor.lastTweetId = newest.id;
           cursor.lastTweetAt = newest.createdAt;
         }
-        total += await repository.recordBatch(target.targetKey, hits, cursor, polledAt);
+        total += await repository.recordBatch(key, hits, cursor, polledAt);
         if (tweets.length < batchSize) break;
       }
       return total;
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
-      logger.warn('poll failed', { target: target.targetKey, error: message });
-      await repository.recordFailure(target.targetKey, message.slice(0, 500), now()).catch(() => undefined);
+      const message = errorMessage(err);
+      logger.warn('poll failed', { target: key, error: message });
+      await repository
+        .recordFailure(key, message.slice(0, 500), now())
+        .catch((e: unknown) =>
+          logger.warn('could not record the poll failure', { target: key, error: errorMessage(e) }),
+        );
       return 'error';
     } finally {
-      inFlight.delete(target.targetKey);
-      await leases.release(target.targetKey, token).catch(() => undefined);
+      inFlight.delete(key);
+      await leases.release(key, token).catch(() => undefined);
     }
   }
 
@@ -125,10 +182,17 @@ export function createPoller(options: PollerOptions): Poller {
     const due = opts.force ? all : dueTargets(all, intervals, now());
     const result: CycleResult = { targets: due.length, polled: 0, skipped: 0, failed: 0, hits: 0 };
     let next = 0;
+    let aborted: unknown;
     const worker = async () => {
-      while (next < due.length) {
+      while (next < due.length && !stopping && aborted === undefined) {
         const target = due[next++]!;
-        const r = await pollTarget(target);
+        let r: 'error' | 'skipped' | number;
+        try {
+          r = await pollTarget(target);
+        } catch (err) {
+          aborted = err;
+          return;
+        }
         if (r === 'skipped') result.skipped++;
         else if (r === 'error') result.failed++;
         else {
@@ -140,6 +204,7 @@ export function createPoller(options: PollerOptions): Poller {
       }
     };
     await Promise.all(Array.from({ length: Math.min(concurrency, due.length) }, worker));
+    if (aborted !== undefined) throw aborted instanceof Error ? aborted : new Error(errorMessage(aborted));
     return result;
   }
 
@@ -147,9 +212,7 @@ export function createPoller(options: PollerOptions): Poller {
     if (!running) return;
     timer = setTimeout(() => {
       current = runCycle()
-        .catch((err: unknown) =>
-          logger.error('poll cycle failed', { error: err instanceof Error ? err.message : String(err) }),
-        )
+        .catch((err: unknown) => logger.error('poll cycle failed', { error: errorMessage(err) }))
         .finally(schedule);
     }, tickMs);
   }
@@ -158,13 +221,23 @@ export function createPoller(options: PollerOptions): Poller {
     start() {
       if (running) return;
       running = true;
+      stopping = false;
       schedule();
     },
     async stop() {
       running = false;
+      stopping = true;
       clearTimeout(timer);
-      await current;
+      try {
+        await current;
+      } finally {
+        stopping = false;
+      }
     },
     runCycle,
   };
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

@@ -38,6 +38,8 @@ export interface OutboxRelay {
   stop(): Promise<void>;
   /** one round: publishes up to batchSize rows; returns how many were published */
   runOnce(): Promise<number>;
+  /** deletes published rows older than `retainMs` (unpublished rows are never deleted); returns how many */
+  prune(): Promise<number>;
   /** unpublished rows and the age of the oldest, for metrics and readiness */
   lag(): Promise<{ pending: number; oldestMs: number }>;
 }
@@ -100,12 +102,17 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     return (await round()).published;
   }
 
-  async function prune(): Promise<void> {
-    if (Date.now() - lastPrune < 3600_000) return;
+  async function prune(): Promise<number> {
     lastPrune = Date.now();
     const cutoff = new Date(Date.now() - retainMs);
     const n = await db.outboxEvent.deleteMany({ where: { publishedAt: { lt: cutoff } } });
     if (n.count > 0) logger.info('outbox pruned', { rows: n.count });
+    return n.count;
+  }
+
+  /** at most once an hour while running */
+  async function maybePrune(): Promise<void> {
+    if (Date.now() - lastPrune >= 3600_000) await prune();
   }
 
   async function listen(): Promise<void> {
@@ -136,10 +143,12 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     while (running) {
       try {
         const { published, failed } = await round();
-        await prune();
-        if (failed > 0) throw new Error(`${failed} outbox row(s) not published`);
+        await maybePrune();
+        // back off only when nothing went out (broker down); a row that alone keeps failing
+        // must not slow the rows behind it
+        if (failed > 0 && published === 0) throw new Error(`${failed} outbox row(s) not published`);
         backoff = 0;
-        if (published >= batchSize) continue; // more are waiting
+        if (published + failed >= batchSize) continue; // more are waiting
       } catch (err) {
         backoff = Math.min(Math.max(backoff * 2, 200), 5000);
         logger.warn('outbox relay round failed', { error: err instanceof Error ? err.message : String(err) });
@@ -168,6 +177,7 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       listener = undefined;
     },
     runOnce,
+    prune,
     async lag() {
       const [row] = await db.$queryRaw<{ pending: bigint; oldest: Date | null }[]>`
         SELECT count(*) AS pending, min(created_at) AS oldest FROM outbox WHERE published_at IS NULL`;

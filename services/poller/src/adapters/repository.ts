@@ -1,11 +1,14 @@
 /**
  * The poller's PostgreSQL side. `recordBatch` writes the hits of one batch of tweets, their
  * monitor.hit events (outbox) and the advanced cursor in ONE transaction, and wakes the relay.
+ * The cursor only moves forward: a replica whose lease lapsed mid-poll cannot move it back.
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '@sts/db';
 import type { MonitorHitEvent } from '@sts/messaging';
-import type { TargetState, WatchingMonitor } from '../domain/hits';
+import type { PlanName } from '@sts/core';
+import type { WatchingMonitor } from '../domain/hits';
+import type { TargetState } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
 
@@ -26,10 +29,14 @@ export interface CursorState {
   lastTweetAt: Date | null;
 }
 
+export interface StoredCursor extends CursorState {
+  lastPolledAt: Date | null;
+}
+
 export interface PollerRepository {
   targets(): Promise<TargetState[]>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
-  cursor(targetKey: string): Promise<CursorState | null>;
+  cursor(targetKey: string): Promise<StoredCursor | null>;
   /** Inserts the hits not yet recorded (unique on monitor + tweet) with their events and moves the cursor. Returns how many were new. */
   recordBatch(targetKey: string, hits: NewHit[], cursor: CursorState, polledAt: Date): Promise<number>;
   /** Records a failed poll: cursor untouched; the error goes on the target's monitors. */
@@ -39,11 +46,20 @@ export interface PollerRepository {
 export function createPollerRepository(db: Db): PollerRepository {
   return {
     async targets() {
+      // one row per target: its distinct plans, and the latest trial end among its Free accounts
+      // (enough to tell whether any of them is on an active trial)
       const rows = await db.$queryRaw<
-        { target_key: string; username: string; starter: boolean; last_polled_at: Date | null }[]
+        {
+          target_key: string;
+          username: string;
+          plans: PlanName[];
+          free_trial_ends_at: Date | null;
+          last_polled_at: Date | null;
+        }[]
       >`
         SELECT m.target_key, min(m.target_username) AS username,
-               bool_or(a.plan = 'starter' OR a.trial_ends_at > now()) AS starter,
+               array_agg(DISTINCT a.plan::text) AS plans,
+               max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
                c.last_polled_at
         FROM monitors m
         JOIN accounts a ON a.id = m.account_id
@@ -53,7 +69,7 @@ export function createPollerRepository(db: Db): PollerRepository {
       return rows.map((r) => ({
         targetKey: r.target_key,
         username: r.username,
-        starter: r.starter,
+        accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
         lastPolledAt: r.last_polled_at,
       }));
     },
@@ -69,7 +85,7 @@ export function createPollerRepository(db: Db): PollerRepository {
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({
         where: { targetKey },
-        select: { lastTweetId: true, lastTweetAt: true },
+        select: { lastTweetId: true, lastTweetAt: true, lastPolledAt: true },
       });
       return row;
     },
@@ -101,22 +117,18 @@ export function createPollerRepository(db: Db): PollerRepository {
           await tx.outboxEvent.createMany({ data: rows });
           await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
         }
-        await tx.pollCursor.upsert({
-          where: { targetKey },
-          create: {
-            targetKey,
-            lastTweetId: cursor.lastTweetId,
-            lastTweetAt: cursor.lastTweetAt,
-            lastPolledAt: polledAt,
-            lastError: null,
-          },
-          update: {
-            lastTweetId: cursor.lastTweetId,
-            lastTweetAt: cursor.lastTweetAt,
-            lastPolledAt: polledAt,
-            lastError: null,
-          },
-        });
+        // forward only: keep the stored id when it is already past this batch's
+        await tx.$executeRaw`
+          INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, last_polled_at, last_error, updated_at)
+          VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${polledAt}, NULL, now())
+          ON CONFLICT (target_key) DO UPDATE SET
+            last_tweet_id = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
+                                 THEN EXCLUDED.last_tweet_id ELSE poll_cursors.last_tweet_id END,
+            last_tweet_at = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
+                                 THEN coalesce(EXCLUDED.last_tweet_at, poll_cursors.last_tweet_at) ELSE poll_cursors.last_tweet_at END,
+            last_polled_at = greatest(poll_cursors.last_polled_at, EXCLUDED.last_polled_at),
+            last_error = NULL,
+            updated_at = now()`;
         await tx.monitor.updateMany({
           where: { targetKey, isActive: true },
           data: { lastCheckAt: polledAt, lastError: null },

@@ -64,30 +64,3 @@ export function hitEvent(hit: PendingHit, detectedAt: Date): MonitorHitEvent {
     detectedAt: detectedAt.toISOString(),
   };
 }
-
-export interface TargetState {
-  targetKey: string;
-  username: string;
-  /** true when any watching account has Starter (or an active trial) */
-  starter: boolean;
-  lastPolledAt: Date | null;
-}
-
-export interface IntervalPolicy {
-  freeSec: number;
-  starterSec: number;
-  /** POLL_INTERVAL_SECONDS: overrides the plans when set */
-  overrideSec?: number | undefined;
-}
-
-export function intervalFor(target: TargetState, policy: IntervalPolicy): number {
-  if (policy.overrideSec !== undefined) return policy.overrideSec;
-  return target.starter ? policy.starterSec : policy.freeSec;
-}
-
-/** Targets whose interval has passed since their last poll (never polled: due at once). */
-export function dueTargets(targets: readonly TargetState[], policy: IntervalPolicy, now: Date): TargetState[] {
-  return targets.filter(
-    (t) => t.lastPolledAt === null || t.lastPolledAt.getTime() + intervalFor(t, policy) * 1000 <= now.getTime(),
-  );
-}

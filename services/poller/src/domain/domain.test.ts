@@ -1,0 +1,153 @@
+import { compareIds, snowflakeBefore, snowflakeId } from '@sts/core';
+import type { SocialTweet } from '@sts/social';
+import { compileMonitors, findHits, hitEvent, type WatchingMonitor } from './hits';
+import { dueTargets, intervalFor, startingSinceId, type IntervalPolicy, type TargetState } from './schedule';
+
+const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
+const now = new Date('2026-05-01T12:00:00.000Z');
+
+function target(accounts: TargetState['accounts'], lastPolledAt: Date | null = null): TargetState {
+  return { targetKey: 't', username: 'T', accounts, lastPolledAt };
+}
+
+function tweet(text: string, createdAt = now, id = snowflakeId(createdAt)): SocialTweet {
+  return {
+    id,
+    text,
+    authorId: '42',
+    author: {
+      id: '42',
+      username: 'Author',
+      name: 'A',
+      description: null,
+      followersCount: 0,
+      followingCount: 0,
+      tweetCount: 0,
+      verified: false,
+      profileImageUrl: null,
+      createdAt: null,
+    },
+    createdAt,
+    lang: null,
+    metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
+  };
+}
+
+function monitor(id: string, keywords: string[], createdAt = new Date(now.getTime() - 60_000)): WatchingMonitor {
+  return { id, accountId: `acc-${id}`, targetUsername: 'Author', keywords, createdAt };
+}
+
+describe('intervals', () => {
+  const policy: IntervalPolicy = { plans };
+  it('uses the shortest plan interval among the accounts watching a target', () => {
+    expect(intervalFor(target([{ plan: 'free', trialEndsAt: null }]), policy, now)).toBe(300);
+    expect(
+      intervalFor(
+        target([
+          { plan: 'free', trialEndsAt: null },
+          { plan: 'starter', trialEndsAt: null },
+        ]),
+        policy,
+        now,
+      ),
+    ).toBe(60);
+    // shortest, even when the configured Free interval is the shorter one
+    expect(
+      intervalFor(
+        target([
+          { plan: 'free', trialEndsAt: null },
+          { plan: 'starter', trialEndsAt: null },
+        ]),
+        { plans: { free: { pollIntervalSec: 20 }, starter: { pollIntervalSec: 60 } } },
+        now,
+      ),
+    ).toBe(20);
+  });
+
+  it('counts an active trial as Starter, an ended one as Free', () => {
+    const soon = new Date(now.getTime() + 1000);
+    const past = new Date(now.getTime() - 1000);
+    expect(intervalFor(target([{ plan: 'free', trialEndsAt: soon }]), policy, now)).toBe(60);
+    expect(intervalFor(target([{ plan: 'free', trialEndsAt: past }]), policy, now)).toBe(300);
+  });
+
+  it('POLL_INTERVAL_SECONDS overrides the plans', () => {
+    expect(intervalFor(target([{ plan: 'free', trialEndsAt: null }]), { plans, overrideSec: 1 }, now)).toBe(1);
+  });
+
+  it('a target is due when never polled or its interval has passed', () => {
+    const free = [{ plan: 'free' as const, trialEndsAt: null }];
+    const never = { ...target(free), targetKey: 'never' };
+    const recent = { ...target(free, new Date(now.getTime() - 299_000)), targetKey: 'recent' };
+    const old = { ...target(free, new Date(now.getTime() - 300_000)), targetKey: 'old' };
+    expect(dueTargets([never, recent, old], policy, now).map((t) => t.targetKey)).toEqual(['never', 'old']);
+  });
+});
+
+describe('starting since-id', () => {
+  const created = new Date('2026-05-01T11:00:00.000Z');
+  it('a never-polled target starts where its oldest monitor was created', () => {
+    expect(startingSinceId(null, [new Date(created.getTime() + 5000), created])).toBe(snowflakeBefore(created));
+    // that since-id selects a tweet made in the monitor's millisecond and none before it
+    const floor = snowflakeBefore(created);
+    expect(compareIds(snowflakeId(created), floor)).toBeGreaterThan(0);
+    expect(compareIds(snowflakeId(new Date(created.getTime() - 1)), floor)).toBeLessThan(0);
+  });
+
+  it('keeps a cursor that is past the oldest monitor, and jumps a stale one forward', () => {
+    const ahead = snowflakeId(new Date(created.getTime() + 60_000));
+    expect(startingSinceId(ahead, [created])).toBe(ahead);
+    const stale = snowflakeId(new Date(created.getTime() - 86_400_000));
+    expect(startingSinceId(stale, [created])).toBe(snowflakeBefore(created));
+  });
+});
+
+describe('matching', () => {
+  it('tokenises once and applies each monitor: whole words, phrases, case, accents, no filter', () => {
+    const monitors = compileMonitors([
+      monitor('cat', ['cat']),
+      monitor('phrase', ['new release']),
+      monitor('accent', ['Café']),
+      monitor('all', []),
+    ]);
+    const tweets = [
+      tweet('concatenate this'),
+      tweet('my CAT sleeps'),
+      tweet('our new  \n release'),
+      tweet('new and release'),
+      tweet('au CAFE ce matin'),
+      tweet('cafeteria'),
+    ];
+    const hits = findHits(tweets, monitors).map((h) => `${h.monitor.id}:${h.tweet.text}`);
+    expect(hits.filter((h) => !h.startsWith('all:'))).toEqual([
+      'cat:my CAT sleeps',
+      'phrase:our new  \n release',
+      'accent:au CAFE ce matin',
+    ]);
+    expect(hits.filter((h) => h.startsWith('all:'))).toHaveLength(tweets.length);
+  });
+
+  it('a tweet older than a monitor does not hit it', () => {
+    const [m] = compileMonitors([monitor('m', [], now)]);
+    const hits = findHits([tweet('before', new Date(now.getTime() - 1)), tweet('same ms', now)], [m!]);
+    expect(hits.map((h) => h.tweet.text)).toEqual(['same ms']);
+  });
+
+  it('builds the SPEC section 6 monitor.hit payload, keywords null when there is no filter', () => {
+    const [withKw, without] = compileMonitors([monitor('k', ['launch', 'big news']), monitor('n', [])]);
+    const t = tweet('launch day', new Date('2026-05-01T12:00:00.5Z'), '1234567890123456789');
+    const detectedAt = new Date('2026-05-01T12:00:01Z');
+    expect(hitEvent({ monitor: withKw!, tweet: t }, detectedAt)).toEqual({
+      event: 'monitor.hit',
+      monitor: { id: 'k', targetUsername: 'Author', keywords: ['launch', 'big news'] },
+      tweet: {
+        id: '1234567890123456789',
+        text: 'launch day',
+        authorUsername: 'Author',
+        createdAt: '2026-05-01T12:00:00.500Z',
+      },
+      detectedAt: '2026-05-01T12:00:01.000Z',
+    });
+    expect(hitEvent({ monitor: without!, tweet: t }, detectedAt).monitor.keywords).toBeNull();
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * Which targets are due and where a target's poll starts. No I/O.
+ *
+ * A target's interval comes from the plans of the accounts watching it: the shortest among them
+ * (an account on an active trial counts as Starter). POLL_INTERVAL_SECONDS overrides the plans.
+ */
+import { compareIds, effectivePlan, snowflakeBefore, type PlanLimits, type PlanName } from '@sts/core';
+
+export interface WatchingAccount {
+  plan: PlanName;
+  trialEndsAt: Date | null;
+}
+
+export interface TargetState {
+  /** lower-cased username, what monitors are grouped by */
+  targetKey: string;
+  /** the username as a monitor spelled it, for the source */
+  username: string;
+  /** the distinct plans (with trial end) of the accounts whose active monitors watch the target */
+  accounts: WatchingAccount[];
+  lastPolledAt: Date | null;
+}
+
+export interface IntervalPolicy {
+  /** plansFromEnv(env), or just each plan's poll interval */
+  plans: Record<PlanName, Pick<PlanLimits, 'pollIntervalSec'>>;
+  /** POLL_INTERVAL_SECONDS: overrides the plans when set */
+  overrideSec?: number | undefined;
+}
+
+/** Seconds between two polls of the target: the shortest plan interval among its accounts. */
+export function intervalFor(target: TargetState, policy: IntervalPolicy, now: Date): number {
+  if (policy.overrideSec !== undefined) return policy.overrideSec;
+  let best = Infinity;
+  for (const account of target.accounts) {
+    best = Math.min(best, policy.plans[effectivePlan(account, now)].pollIntervalSec);
+  }
+  // no account (cannot happen for a target of active monitors): the slowest plan
+  return Number.isFinite(best)
+    ? best
+    : Math.max(policy.plans.free.pollIntervalSec, policy.plans.starter.pollIntervalSec);
+}
+
+/** Targets whose interval has passed since their last poll (never polled: due at once). */
+export function dueTargets(targets: readonly TargetState[], policy: IntervalPolicy, now: Date): TargetState[] {
+  return targets.filter(
+    (t) => t.lastPolledAt === null || t.lastPolledAt.getTime() + intervalFor(t, policy, now) * 1000 <= now.getTime(),
+  );
+}
+
+/**
+ * The since-id of a target's poll: its cursor, but never earlier than the creation of its oldest
+ * active monitor. Tweet ids are snowflakes (creation time in the high bits, for the local store and
+ * X alike), so `snowflakeBefore(t)` selects exactly the tweets created at or after `t`.
+ * - A target never polled starts where its oldest monitor was created: nothing posted after that
+ *   is missed, nothing before it fires.
+ * - A target whose cursor is stale (all its monitors were removed, then a new one came) skips the
+ *   tweets that no monitor could match anyway instead of paging through them.
+ */
+export function startingSinceId(cursorId: string | null, monitorsCreatedAt: readonly Date[]): string | null {
+  if (monitorsCreatedAt.length === 0) return cursorId;
+  let oldest = Infinity;
+  for (const d of monitorsCreatedAt) oldest = Math.min(oldest, d.getTime());
+  const floor = snowflakeBefore(new Date(oldest));
+  if (cursorId === null) return floor;
+  return compareIds(cursorId, floor) >= 0 ? cursorId : floor;
+}
+
+/** The larger of two numeric-string ids. */
+export function maxId(a: string | null, b: string): string {
+  return a === null || compareIds(b, a) > 0 ? b : a;
+}
