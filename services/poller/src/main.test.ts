@@ -5,12 +5,21 @@ import { createLogger } from '@sts/common';
 import { createSocialTweet, createSocialUser } from '@sts/social';
 import { createTestDatabase, createTestRedis, createTestVhost, spawnService, waitFor } from '@sts/testing';
 
-function get(port: number, path: string): Promise<number> {
+function fetchText(port: number, path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     http
-      .get({ host: '127.0.0.1', port, path }, (res) => (res.resume(), resolve(res.statusCode ?? 0)))
+      .get({ host: '127.0.0.1', port, path }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
       .on('error', reject);
   });
+}
+
+async function get(port: number, path: string): Promise<number> {
+  return (await fetchText(port, path)).status;
 }
 
 describe('poller main', () => {
@@ -57,6 +66,52 @@ describe('poller main', () => {
     } finally {
       proc.child.kill('SIGKILL');
       await amqp.stop();
+      await db.$disconnect();
+      await redisHandle.cleanup();
+      await dbHandle.drop();
+    }
+  });
+
+  it('with RabbitMQ unreachable at start it still polls, keeps the events in the outbox and is not ready', async () => {
+    const dbHandle = await createTestDatabase();
+    const redisHandle = createTestRedis();
+    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    const proc = spawnService('services/poller/src/main.ts', {
+      DATABASE_URL: dbHandle.url,
+      REDIS_URL: redisHandle.url,
+      REDIS_KEY_PREFIX: redisHandle.prefix,
+      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1/',
+      POLLER_PORT: '0',
+      POLL_INTERVAL_SECONDS: '1',
+      LOG_LEVEL: 'error',
+    });
+    try {
+      const account = await db.account.create({ data: { email: 'down@example.com', plan: 'starter' } });
+      await createSocialUser(db, { username: 'downuser', name: 'Down' });
+      const monitor = await db.monitor.create({
+        data: { accountId: account.id, targetUsername: 'downuser', targetKey: 'downuser' },
+      });
+      const { port } = JSON.parse(await proc.waitForLine(/poller started/)) as { port: number };
+      expect(await get(port, '/healthz')).toBe(200);
+      const ready = await fetchText(port, '/readyz');
+      expect(ready.status).toBe(503);
+      expect(JSON.parse(ready.body)).toMatchObject({ checks: { postgres: 'ok', redis: 'ok' } });
+      expect((JSON.parse(ready.body) as { checks: { rabbitmq: string } }).checks.rabbitmq).toMatch(/not connected/);
+      await createSocialTweet(db, { authorUsername: 'downuser', text: 'recorded anyway' });
+      await waitFor(async () => (await db.hit.count({ where: { monitorId: monitor.id } })) === 1, 15_000);
+      const metrics = await waitFor(async () => {
+        const m = (await fetchText(port, '/metrics')).body;
+        return /poller_outbox_pending\{[^}]*\} 1\b/.test(m) ? m : null;
+      });
+      expect(metrics).toMatch(/poller_polls_total\{[^}]*outcome="ok"[^}]*\} \d+/);
+      expect(metrics).toMatch(/poller_hits_total\{[^}]*\} 1\b/);
+      expect(metrics).toMatch(/poller_outbox_oldest_pending_seconds/);
+      const row = await db.outboxEvent.findFirstOrThrow({});
+      expect(row.publishedAt).toBeNull();
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
+    } finally {
+      proc.child.kill('SIGKILL');
       await db.$disconnect();
       await redisHandle.cleanup();
       await dbHandle.drop();
