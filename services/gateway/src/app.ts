@@ -41,7 +41,7 @@ export interface GatewayOptions {
   upstreamMaxSockets?: number;
   registry?: client.Registry;
   checks?: Record<string, ReadinessCheck>;
-  /** how often usage and last-used times are written to PostgreSQL; default 500 ms */
+  /** how often usage and last-used times are written to PostgreSQL; default 1 s */
   flushIntervalMs?: number;
   /** how long close() waits for in-flight calls before cutting connections; default 10 s */
   shutdownGraceMs?: number;
@@ -164,7 +164,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           resolve();
         });
       });
-      flusher = setInterval(() => void flushAll(), options.flushIntervalMs ?? 500);
+      flusher = setInterval(() => void flushAll(), options.flushIntervalMs ?? 1000);
       flusher.unref();
       return (server.address() as AddressInfo).port;
     },

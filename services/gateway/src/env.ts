@@ -17,8 +17,10 @@ export const gatewayEnvSchema = z.object({
   UPSTREAM_MAX_SOCKETS: z.coerce.number().int().min(1).max(4096).default(128),
   /** how long a stop waits for in-flight calls */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
-  /** how long a key lookup is trusted in process and in Redis (revocation takes at most twice this) */
-  KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(2500).default(2000),
+  /** how long a key lookup is trusted in process and in Redis (revocation takes at most twice this: ≤ 4 s) */
+  KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(2000).default(2000),
+  /** how often successful calls are written through to usage_monthly */
+  USAGE_FLUSH_MS: z.coerce.number().int().min(50).max(10_000).default(1000),
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(5),
 });
 

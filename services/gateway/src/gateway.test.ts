@@ -443,6 +443,31 @@ describe('gateway', () => {
         .schema;
       expect(validate(schema, r.body, doc)).toEqual([]);
     }
+    // HEAD answers the GET's headers without a body; a chunked POST body is forwarded too
+    const get = await call(port, '/api/v1/users/alice', h);
+    const head = await call(port, '/api/v1/users/alice', h, 'HEAD');
+    expect(head.status).toBe(200);
+    expect(head.text).toBe('');
+    expect(head.headers['content-length']).toBe(get.headers['content-length']);
+    const chunked = await new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/api/v1/tweets',
+          method: 'POST',
+          headers: { ...h, 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.write('{"text":');
+      req.end('"hello"}');
+    });
+    expect(chunked).toBe(501);
     // the gateway's own answers fit the document too: 401 and 429
     const unauthorised = await call(port, '/api/v1/users/alice');
     expect(
@@ -558,5 +583,10 @@ describe('gateway', () => {
     await gw.flush();
     const used = (await db.apiKey.findUniqueOrThrow({ where: { prefix: a.prefix } })).lastUsedAt;
     expect(used!.getTime()).toBeGreaterThan(Date.now() - 10_000);
+    // throttled: not rewritten for every call (at most once a minute per key)
+    await new Promise((r) => setTimeout(r, 20));
+    await call(port, '/api/v1/users/alice', { 'x-api-key': a.key });
+    await gw.flush();
+    expect((await db.apiKey.findUniqueOrThrow({ where: { prefix: a.prefix } })).lastUsedAt).toEqual(used);
   });
 });

@@ -35,6 +35,7 @@ export async function start(env: GatewayEnv) {
     upstreamConnectTimeoutMs: env.UPSTREAM_CONNECT_TIMEOUT_MS,
     upstreamMaxSockets: env.UPSTREAM_MAX_SOCKETS,
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
+    flushIntervalMs: env.USAGE_FLUSH_MS,
     registry,
     checks: {
       postgres: async () => void (await db.$queryRaw`SELECT 1`),
