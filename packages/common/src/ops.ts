@@ -46,31 +46,49 @@ export async function runChecks(
   return { ok: entries.every(([, v]) => v === 'ok'), checks: Object.fromEntries(entries) };
 }
 
+export interface OpsAnswer {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+/**
+ * The answer to GET/HEAD /healthz, /readyz or /metrics, or null for anything else; for servers
+ * that are not built on node:http (the gateway's own HTTP layer).
+ */
+export function opsAnswers(
+  options: Omit<OpsServerOptions, 'port' | 'host'>,
+): (method: string, path: string) => Promise<OpsAnswer> | null {
+  return (method, path) => {
+    if (method !== 'GET' && method !== 'HEAD') return null;
+    if (path === '/healthz')
+      return Promise.resolve({ status: 200, contentType: 'application/json', body: '{"status":"ok"}' });
+    if (path === '/readyz')
+      return runChecks(options.checks).then((result) => ({
+        status: result.ok ? 200 : 503,
+        contentType: 'application/json',
+        body: JSON.stringify({ status: result.ok ? 'ok' : 'unavailable', checks: result.checks }),
+      }));
+    if (path === '/metrics')
+      return options.registry
+        .metrics()
+        .then((body) => ({ status: 200, contentType: options.registry.contentType, body }));
+    return null;
+  };
+}
+
 /**
  * Answers GET /healthz, /readyz and /metrics. Services without an HTTP API of their own (poller,
  * dispatcher) run this; HTTP services mount the same handler in front of their routes.
  */
 export function opsHandler(options: Omit<OpsServerOptions, 'port' | 'host'>) {
+  const answer = opsAnswers(options);
   return async (req: http.IncomingMessage, res: http.ServerResponse): Promise<boolean> => {
-    const url = req.url ?? '/';
-    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-    if (url === '/healthz') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
-      return true;
-    }
-    if (url === '/readyz') {
-      const result = await runChecks(options.checks);
-      res
-        .writeHead(result.ok ? 200 : 503, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ status: result.ok ? 'ok' : 'unavailable', checks: result.checks }));
-      return true;
-    }
-    if (url === '/metrics') {
-      const body = await options.registry.metrics();
-      res.writeHead(200, { 'content-type': options.registry.contentType }).end(body);
-      return true;
-    }
-    return false;
+    const pending = answer(req.method ?? 'GET', req.url ?? '/');
+    if (pending === null) return false;
+    const { status, contentType, body } = await pending;
+    res.writeHead(status, { 'content-type': contentType }).end(body);
+    return true;
   };
 }
 

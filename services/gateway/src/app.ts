@@ -1,29 +1,28 @@
 /**
- * The gateway: the only public entry of the API, on a bare node:http server (no framework on the
- * hot path). Routes: GET /api/v1/openapi.json (public, no key, no quota), /healthz, /readyz,
- * /metrics (not logged), every other /api/v1/ path through the metered proxy (src/http/proxy.ts),
- * anything else a JSON 404. Usage and last-used times are flushed to PostgreSQL on a timer and on
- * close; close() finishes in-flight calls first.
+ * The gateway: the only public entry of the API, on its own lean HTTP/1.1 server (http/server.ts;
+ * no framework and no node:http on the hot path). Routes: GET /api/v1/openapi.json (public, no
+ * key, no quota), /healthz, /readyz, /metrics (not logged), every other /api/v1/ path through the
+ * metered proxy (http/proxy.ts), anything else a JSON 404. Usage and last-used times are flushed
+ * to PostgreSQL on a timer and on close; close() finishes in-flight calls first and gives unused
+ * leased quota back to Redis.
  */
-import { randomUUID } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type net from 'node:net';
 import client from 'prom-client';
 import {
   ApiError,
   NotFoundError,
-  opsHandler,
+  opsAnswers,
   ServiceUnavailableError,
   type Logger,
   type ReadinessCheck,
 } from '@sts/common';
 import type { Plans } from '@sts/core';
 import type { KeyStore } from './adapters/keys';
-import type { QuotaStore } from './adapters/quota';
+import type { QuotaStore } from './adapters/leasedQuota';
 import { createUpstreamClient } from './adapters/upstream';
-import { acceptRequestId } from './domain/limits';
 import { openApiDocument } from './http/openapi';
 import { createApiHandler, JSON_TYPE, sendError } from './http/proxy';
+import { createHttpServer, type HttpRequest, type HttpResponder } from './http/server';
 
 export interface GatewayOptions {
   keys: KeyStore;
@@ -49,7 +48,7 @@ export interface GatewayOptions {
 }
 
 export interface Gateway {
-  server: http.Server;
+  server: net.Server;
   /** starts listening; resolves with the port (useful with port 0) */
   listen(port: number, host?: string): Promise<number>;
   /** stops accepting, finishes in-flight calls, writes pending usage */
@@ -79,7 +78,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   const byClass = ['1xx', '2xx', '3xx', '4xx', '5xx'].map((c) => requests.labels(c));
   const count = (status: number) => byClass[Math.min(4, Math.max(0, Math.floor(status / 100) - 1))]!.inc();
-  const ops = opsHandler({ checks: options.checks ?? {}, registry });
+  const ops = opsAnswers({ checks: options.checks ?? {}, registry });
   const handleApi = createApiHandler({
     keys,
     quota,
@@ -91,57 +90,59 @@ export function createGateway(options: GatewayOptions): Gateway {
     count,
   });
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
-    if (path.startsWith(API_PREFIX)) {
-      if (path !== OPENAPI_PATH) return handleApi(req, res, requestId);
-      if (req.method === 'GET' || req.method === 'HEAD') {
-        res.writeHead(200, {
-          'content-type': JSON_TYPE,
-          'content-length': openapi.length,
-          'cache-control': 'public, max-age=300',
-          'x-request-id': requestId,
-        });
-        res.end(req.method === 'HEAD' ? undefined : openapi);
-        return;
-      }
-    } else if (await ops(req, res)) return;
-    req.resume();
+  function fail(err: unknown, req: HttpRequest, res: HttpResponder): void {
+    // Redis or PostgreSQL unreachable while authenticating or admitting the call
+    logger.error('gateway request failed', {
+      requestId: req.requestId,
+      error: err instanceof Error ? err.message : String(err),
+    });
     count(
       sendError(
         res,
-        new NotFoundError('NOT_FOUND', `no such endpoint: ${req.method ?? 'GET'} ${path.slice(0, 100)}`),
-        requestId,
+        err instanceof ApiError ? err : new ServiceUnavailableError('the service is unavailable, try again shortly', 1),
+        req.requestId,
       ),
     );
   }
 
-  const server = http.createServer((req, res) => {
-    const requestId = acceptRequestId(req.headers['x-request-id']) ?? randomUUID();
-    handle(req, res, requestId).catch((err: unknown) => {
-      // Redis or PostgreSQL unreachable while authenticating or admitting the call
-      logger.error('gateway request failed', {
-        requestId,
-        error: err instanceof Error ? err.message : String(err),
-      });
-      req.resume();
-      if (res.headersSent) res.destroy();
-      else
-        count(
-          sendError(
-            res,
-            err instanceof ApiError
-              ? err
-              : new ServiceUnavailableError('the service is unavailable, try again shortly', 1),
-            requestId,
-          ),
+  function handle(req: HttpRequest, res: HttpResponder): void {
+    const { path, method, requestId } = req;
+    if (path.startsWith(API_PREFIX)) {
+      if (path !== OPENAPI_PATH) {
+        handleApi(req, res).catch((err: unknown) => fail(err, req, res));
+        return;
+      }
+      if (method === 'GET' || method === 'HEAD') {
+        res.send(
+          200,
+          `content-type: ${JSON_TYPE}\r\ncache-control: public, max-age=300\r\nx-request-id: ${requestId}\r\n`,
+          openapi,
         );
-    });
+        return;
+      }
+    } else {
+      const answer = ops(method, req.target);
+      if (answer !== null) {
+        answer.then(
+          (a) => res.send(a.status, `content-type: ${a.contentType}\r\ncache-control: no-store\r\n`, a.body),
+          (err: unknown) => fail(err, req, res),
+        );
+        return;
+      }
+    }
+    count(
+      sendError(res, new NotFoundError('NOT_FOUND', `no such endpoint: ${method} ${path.slice(0, 100)}`), requestId),
+    );
+  }
+
+  const httpServer = createHttpServer({
+    handler: handle,
+    onHandlerError: (err, req) =>
+      logger.error('gateway handler threw', {
+        requestId: req.requestId,
+        error: err instanceof Error ? err.message : String(err),
+      }),
   });
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
 
   const flushAll = async () => {
     await Promise.all([
@@ -154,32 +155,22 @@ export function createGateway(options: GatewayOptions): Gateway {
   let flusher: NodeJS.Timeout | undefined;
 
   return {
-    server,
+    server: httpServer.server,
     flush: flushAll,
     async listen(port, host = '0.0.0.0') {
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          resolve();
-        });
-      });
+      const bound = await httpServer.listen(port, host);
       flusher = setInterval(() => void flushAll(), options.flushIntervalMs ?? 1000);
       flusher.unref();
-      return (server.address() as AddressInfo).port;
+      return bound;
     },
     async close() {
       clearInterval(flusher);
-      if (server.listening) {
-        const grace = setTimeout(() => server.closeAllConnections(), options.shutdownGraceMs ?? 10_000);
-        await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeIdleConnections();
-        });
-        clearTimeout(grace);
-      }
+      await httpServer.close(options.shutdownGraceMs ?? 10_000);
       upstream.close();
-      await flushAll();
+      await Promise.all([
+        quota.close().catch((err: unknown) => logger.warn('returning leased quota failed', { error: String(err) })),
+        keys.flush().catch((err: unknown) => logger.warn('last-used update failed', { error: String(err) })),
+      ]);
     },
   };
 }

@@ -72,6 +72,28 @@ export function limitHeaders(limits: PlanLimits, usage: Usage, win: Window, nowE
   };
 }
 
+/** `limitHeaders` as header lines (`name: value\r\n`), built without an intermediate object. */
+export function limitHeaderBlock(limits: PlanLimits, usage: Usage, win: Window, nowEpoch: number): string {
+  const monthRemaining = Math.max(0, limits.monthlyQuota - usage.monthUsed);
+  const minuteRemaining = Math.max(0, limits.perMinute - usage.minuteUsed);
+  const monthReset = Math.max(0, win.monthResetEpoch - nowEpoch);
+  const minuteReset = Math.max(0, win.minuteResetEpoch - nowEpoch);
+  return (
+    `X-Quota-Limit: ${limits.monthlyQuota}\r\nX-Quota-Remaining: ${monthRemaining}\r\n` +
+    `X-Quota-Reset: ${win.monthResetEpoch}\r\nX-RateLimit-Limit: ${limits.perMinute}\r\n` +
+    `X-RateLimit-Remaining: ${minuteRemaining}\r\nX-RateLimit-Reset: ${win.minuteResetEpoch}\r\n` +
+    `RateLimit-Policy: "minute";q=${limits.perMinute};w=60, "month";q=${limits.monthlyQuota};w=${win.monthSeconds}\r\n` +
+    `RateLimit: "minute";r=${minuteRemaining};t=${minuteReset}, "month";r=${monthRemaining};t=${monthReset}\r\n`
+  );
+}
+
+/** Header lines (`name: value\r\n`) from a record. */
+export function headerLines(headers: Record<string, string>): string {
+  let out = '';
+  for (const name in headers) out += `${name}: ${headers[name]}\r\n`;
+  return out;
+}
+
 export type Refusal = 'rate_limited' | 'quota_exceeded';
 
 /** Seconds until a refused call can succeed: the next minute, or the next UTC month. */

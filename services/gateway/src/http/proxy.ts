@@ -1,12 +1,12 @@
 /**
- * The hot path of one API call: key → admission (one Redis round trip) → forward to read-api →
- * settle the reserved unit → answer in one write with the limit headers.
+ * The hot path of one API call: key → admission → forward to read-api → settle the unit → answer
+ * in one write with the limit headers.
  *
- * Steady state does no database query and one Redis round trip per call: the key's identity comes
- * from the in-process cache (refreshed from Redis / PostgreSQL every KEY_CACHE_TTL_MS), usage and
+ * Steady state does no database query and no Redis round trip: the key's identity comes from the
+ * in-process cache (refreshed ahead of expiry from Redis / PostgreSQL), admission takes a unit
+ * from the quota units this process has leased from Redis (adapters/quota.ts), and usage and
  * last-used times are written to PostgreSQL in batches by the gateway's flush timer.
  */
-import type http from 'node:http';
 import {
   ServiceUnavailableError,
   toErrorResponse,
@@ -15,18 +15,26 @@ import {
   type ApiError,
   type Logger,
 } from '@sts/common';
-import { hashApiKey, isWellFormedApiKey, type Plans } from '@sts/core';
-import type { KeyStore } from '../adapters/keys';
-import type { QuotaStore } from '../adapters/quota';
+import { hashApiKey, isWellFormedApiKey, type PlanLimits, type Plans } from '@sts/core';
+import type { KeyIdentity, KeyStore } from '../adapters/keys';
+import type { Admission, QuotaStore } from '../adapters/leasedQuota';
 import { UpstreamFailure, type UpstreamClient } from '../adapters/upstream';
-import { createWindowClock, extractApiKey, limitHeaders, refusal } from '../domain/limits';
+import {
+  createWindowClock,
+  extractApiKey,
+  headerLines,
+  limitHeaderBlock,
+  refusal,
+  type Window,
+} from '../domain/limits';
+import type { HttpRequest, HttpResponder } from './server';
 
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** client headers read-api may use; everything else (x-internal-*, x-account-*, cookies…) stays here */
 const FORWARD_REQUEST = ['accept', 'user-agent'] as const;
-/** and, for a call with a body, the headers that describe it */
-const FORWARD_BODY = ['content-type', 'content-length', 'transfer-encoding'] as const;
+/** and, for a call with a body, the header that describes it (the length is set by the client) */
+const FORWARD_BODY = ['content-type'] as const;
 const FORWARD_RESPONSE = ['content-type', 'allow', 'retry-after', 'cache-control', 'etag', 'last-modified'] as const;
 const WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -42,25 +50,16 @@ export interface ApiHandlerDeps {
   count: (status: number) => void;
 }
 
-export type ApiHandler = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string) => Promise<void>;
+export type ApiHandler = (req: HttpRequest, res: HttpResponder) => Promise<void>;
 
-/** Writes an error body `{error, code, request_id, ...}` with the given extra headers. */
-export function sendError(
-  res: http.ServerResponse,
-  err: unknown,
-  requestId: string,
-  extraHeaders: Record<string, string> = {},
-): number {
+/** Writes an error body `{error, code, request_id, ...}` with the given extra header lines. */
+export function sendError(res: HttpResponder, err: unknown, requestId: string, extraHeaders = ''): number {
   const { status, body, headers } = toErrorResponse(err, requestId);
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    ...extraHeaders,
-    ...headers,
-    'content-type': JSON_TYPE,
-    'content-length': Buffer.byteLength(text),
-    'x-request-id': requestId,
-  });
-  res.end(text);
+  res.send(
+    status,
+    `${extraHeaders}${headerLines(headers)}content-type: ${JSON_TYPE}\r\nx-request-id: ${requestId}\r\n`,
+    JSON.stringify(body),
+  );
   return status;
 }
 
@@ -72,125 +71,135 @@ function upstreamError(err: unknown): ApiError {
   return new UpstreamError('the read API failed', 502);
 }
 
+/**
+ * A key's SHA-256, or null when the key is malformed (bad shape or checksum). Well-formed keys
+ * already seen are remembered, so the checksum and the hash are computed once per key.
+ */
+function createKeyHasher(maxEntries = 50_000): (key: string) => string | null {
+  const memo = new Map<string, string>();
+  return (key) => {
+    let hash = memo.get(key);
+    if (hash === undefined) {
+      if (!isWellFormedApiKey(key)) return null;
+      hash = hashApiKey(key);
+      if (memo.size >= maxEntries) memo.clear();
+      memo.set(key, hash);
+    }
+    return hash;
+  };
+}
+
 export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   const { keys, quota, plans, upstream, logger, count } = deps;
   const windowAt = createWindowClock();
+  const hashOf = createKeyHasher();
   const debug = logger.isLevelEnabled('debug');
+  const internal = `x-internal-token: ${deps.internalToken}\r\n`;
 
-  const refuse = (res: http.ServerResponse, req: http.IncomingMessage, err: unknown, requestId: string) => {
-    req.resume();
+  function refuse(res: HttpResponder, err: unknown, requestId: string): void {
     count(sendError(res, err, requestId));
-  };
+  }
 
-  return async function handleApi(req, res, requestId) {
-    // 1. the key: shape and checksum first, so malformed keys never reach a cache or the database
-    const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
-    if (key === '')
-      return refuse(
-        res,
-        req,
-        new UnauthorizedError('missing API key: send Authorization: Bearer <key> or X-API-Key: <key>'),
-        requestId,
-      );
-    if (!isWellFormedApiKey(key)) return refuse(res, req, new UnauthorizedError('malformed API key'), requestId);
-    const hash = hashApiKey(key);
-    let identity = keys.peek(hash);
-    if (identity === undefined) identity = await keys.lookup(hash);
-    if (identity === null) return refuse(res, req, new UnauthorizedError('unknown or revoked API key'), requestId);
-
-    // 2. admission: per-minute limit and monthly quota in one Redis round trip
-    const at = deps.now().getTime();
-    const nowEpoch = Math.floor(at / 1000);
-    const win = windowAt(at);
-    const limits = plans[identity.plan];
+  async function forward(
+    req: HttpRequest,
+    res: HttpResponder,
+    identity: KeyIdentity,
+    limits: PlanLimits,
+    admitted: Admission,
+    win: Window,
+    nowEpoch: number,
+  ): Promise<void> {
     const { accountId } = identity;
-    const admitted = await quota.admit(accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
-    keys.touch(identity.keyId);
-    if (admitted.outcome !== 'ok') {
-      req.resume();
-      const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
-      count(sendError(res, error, requestId, headers));
-      return;
-    }
-
-    // 3. forward with the internal headers (client-sent x-internal-*/x-account-* never pass)
-    const method = req.method ?? 'GET';
-    const headers: http.OutgoingHttpHeaders = {
-      'x-internal-token': deps.internalToken,
-      'x-account-id': accountId,
-      'x-account-plan': identity.plan,
-      'x-request-id': requestId,
-    };
+    const { method, headers, requestId } = req;
+    let out = `${internal}x-account-id: ${accountId}\r\nx-account-plan: ${identity.plan}\r\nx-request-id: ${requestId}\r\n`;
     for (const name of FORWARD_REQUEST) {
-      const v = req.headers[name];
-      if (v !== undefined) headers[name] = v;
+      const v = headers[name];
+      if (v !== undefined) out += `${name}: ${v}\r\n`;
     }
     const withBody = WITH_BODY.has(method);
     if (withBody)
       for (const name of FORWARD_BODY) {
-        const v = req.headers[name];
-        if (v !== undefined) headers[name] = v;
+        const v = headers[name];
+        if (v !== undefined) out += `${name}: ${v}\r\n`;
       }
     const started = debug ? performance.now() : 0;
     let answer;
     try {
-      answer = await upstream.forward(method, req.url ?? '/', headers, withBody ? req : null);
+      answer = await upstream.forward(method, req.target, out, withBody ? req.body : null);
     } catch (err) {
-      // 4a. no answer: give the unit back
-      req.resume();
-      quota
-        .release(accountId, win.period)
-        .catch((e: unknown) => logger.warn('quota release failed', { requestId, error: String(e) }));
+      // no answer: the unit goes back
+      quota.release(accountId, win.period, win.minute);
       const apiErr = upstreamError(err);
       logger.warn('read-api call failed', {
         requestId,
         status: apiErr.status,
         error: err instanceof Error ? err.message : String(err),
       });
-      if (res.headersSent) res.destroy();
-      else
-        count(
-          sendError(
-            res,
-            apiErr,
-            requestId,
-            limitHeaders(limits, { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed }, win, nowEpoch),
-          ),
-        );
+      const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };
+      count(sendError(res, apiErr, requestId, limitHeaderBlock(limits, usage, win, nowEpoch)));
       return;
     }
 
-    // 4b. an answer: keep the unit only for a 2xx
+    // an answer: the unit is kept only for a 2xx
     const status = answer.status;
     const success = status >= 200 && status < 300;
     if (success) quota.succeeded(accountId, win.period);
-    else
-      quota
-        .release(accountId, win.period)
-        .catch((e: unknown) => logger.warn('quota release failed', { requestId, error: String(e) }));
-    const out: http.OutgoingHttpHeaders = limitHeaders(
-      limits,
-      { monthUsed: admitted.monthUsed - (success ? 0 : 1), minuteUsed: admitted.minuteUsed },
-      win,
-      nowEpoch,
-    );
+    else quota.release(accountId, win.period, win.minute);
+    const usage = { monthUsed: admitted.monthUsed - (success ? 0 : 1), minuteUsed: admitted.minuteUsed };
+    let block = limitHeaderBlock(limits, usage, win, nowEpoch);
     for (const name of FORWARD_RESPONSE) {
       const v = answer.headers[name];
-      if (v !== undefined) out[name] = v;
+      if (v !== undefined) block += `${name}: ${v}\r\n`;
     }
-    out['content-length'] = method === 'HEAD' ? (answer.headers['content-length'] ?? 0) : answer.body.length;
-    out['x-request-id'] = requestId;
-    res.writeHead(status, out);
-    res.end(method === 'HEAD' ? undefined : answer.body);
+    block += `x-request-id: ${requestId}\r\n`;
+    if (method === 'HEAD') {
+      // the GET's length, announced by read-api; the server sends no body for HEAD
+      const length = Number(answer.headers['content-length'] ?? 0);
+      res.send(status, block, Buffer.alloc(Number.isSafeInteger(length) ? length : 0));
+    } else res.send(status, block, answer.body);
     count(status);
     if (debug)
       logger.debug('api call', {
         requestId,
         method,
-        path: req.url,
+        path: req.path,
         status,
         accountId,
         ms: Math.round((performance.now() - started) * 10) / 10,
       });
+  }
+
+  return async function handleApi(req, res) {
+    const { requestId } = req;
+    // 1. the key: shape and checksum first, so malformed keys never reach a cache or the database
+    const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
+    if (key === '')
+      return refuse(
+        res,
+        new UnauthorizedError('missing API key: send Authorization: Bearer <key> or X-API-Key: <key>'),
+        requestId,
+      );
+    const hash = hashOf(key);
+    if (hash === null) return refuse(res, new UnauthorizedError('malformed API key'), requestId);
+    let identity = keys.peek(hash);
+    if (identity === undefined) identity = await keys.lookup(hash);
+    if (identity === null) return refuse(res, new UnauthorizedError('unknown or revoked API key'), requestId);
+
+    // 2. admission: per-minute limit and monthly quota, from this process's leased units
+    const at = deps.now().getTime();
+    const nowEpoch = Math.floor(at / 1000);
+    const win = windowAt(at);
+    const limits = plans[identity.plan];
+    const pending = quota.admit(identity.accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
+    const admitted = pending instanceof Promise ? await pending : pending;
+    keys.touch(identity.keyId);
+    if (admitted.outcome !== 'ok') {
+      const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
+      count(sendError(res, error, requestId, headerLines(headers)));
+      return;
+    }
+
+    // 3. forward with the internal headers (client-sent x-internal-*/x-account-* never pass)
+    return forward(req, res, identity, limits, admitted, win, nowEpoch);
   };
 }

@@ -1,0 +1,232 @@
+/**
+ * The raw keep-alive client to read-api, against small local servers: node:http ones where a
+ * well-behaved server will do, raw TCP ones where the server must misbehave on purpose.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { createUpstreamClient, UpstreamFailure, type UpstreamClient } from './upstream';
+
+const closers: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of closers.splice(0).reverse()) await c();
+});
+
+async function httpServer(handler: http.RequestListener) {
+  const server = http.createServer(handler);
+  const sockets = new Set<net.Socket>();
+  let connections = 0;
+  server.on('connection', (s: net.Socket) => {
+    connections++;
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  closers.push(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get connections() {
+      return connections;
+    },
+  };
+}
+
+/** a TCP server whose n-th request on a connection (from 1) gets `reply(n, request)` written raw */
+async function rawServer(reply: (n: number, request: string, socket: net.Socket) => void) {
+  const sockets = new Set<net.Socket>();
+  let connections = 0;
+  const server = net.createServer((socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined);
+    let n = 0;
+    let buf = '';
+    socket.on('data', (c: Buffer) => {
+      buf += c.toString('latin1');
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end === -1) return;
+        const head = buf.slice(0, end);
+        const len = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0);
+        if (buf.length < end + 4 + len) return;
+        const request = buf.slice(0, end + 4 + len);
+        buf = buf.slice(end + 4 + len);
+        reply(++n, request, socket);
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  closers.push(() => {
+    for (const s of sockets) s.destroy();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get connections() {
+      return connections;
+    },
+  };
+}
+
+function client(url: string, extra: Partial<Parameters<typeof createUpstreamClient>[0]> = {}): UpstreamClient {
+  const c = createUpstreamClient({ url, timeoutMs: 2000, ...extra });
+  closers.push(() => c.close());
+  return c;
+}
+
+const ok = (body: string) =>
+  `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+
+async function failure(p: Promise<unknown>): Promise<UpstreamFailure> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof UpstreamFailure) return err;
+    throw err;
+  }
+  throw new Error('the call succeeded');
+}
+
+describe('upstream client', () => {
+  it('reuses one keep-alive socket for sequential calls and sends the headers and body it is given', async () => {
+    const seen: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders; body: string }> = [];
+    const srv = await httpServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+        res.writeHead(201, { 'content-type': 'application/json', etag: '"v1"' }).end(`{"n":${seen.length}}`);
+      });
+    });
+    const c = client(srv.url);
+    for (let i = 1; i <= 20; i++) {
+      const a = await c.forward('GET', `/api/v1/x?i=${i}`, 'x-account-id: acc\r\n', null);
+      expect(a.status).toBe(201);
+      expect(JSON.parse(a.body.toString())).toEqual({ n: i });
+      expect(a.headers.etag).toBe('"v1"');
+    }
+    const posted = await c.forward(
+      'POST',
+      '/api/v1/tweets',
+      'content-type: application/json\r\n',
+      Buffer.from('{"t":1}'),
+    );
+    expect(posted.status).toBe(201);
+    expect(srv.connections).toBe(1);
+    expect(c.openSockets).toBe(1);
+    expect(seen[0]).toMatchObject({ method: 'GET', url: '/api/v1/x?i=1', body: '' });
+    expect(seen[0]!.headers['x-account-id']).toBe('acc');
+    expect(seen[0]!.headers.host).toBe(new URL(srv.url).host);
+    expect(seen[20]).toMatchObject({ method: 'POST', body: '{"t":1}' });
+    expect(seen[20]!.headers['content-length']).toBe('7');
+  });
+
+  it('opens at most maxSockets connections; further calls wait for a free socket', async () => {
+    let active = 0;
+    let peak = 0;
+    const srv = await httpServer((_req, res) => {
+      active++;
+      peak = Math.max(peak, active);
+      setTimeout(() => {
+        active--;
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      }, 20);
+    });
+    const c = client(srv.url, { maxSockets: 3 });
+    const answers = await Promise.all(Array.from({ length: 12 }, () => c.forward('GET', '/', '', null)));
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    expect(peak).toBe(3);
+    expect(srv.connections).toBe(3);
+  });
+
+  it('reads chunked answers, answers delimited by the connection closing, and skips 100 Continue', async () => {
+    const srv = await rawServer((n, _req, socket) => {
+      if (n === 1) socket.write('HTTP/1.1 100 Continue\r\n\r\n' + ok('{"first":true}'));
+      else if (n === 2)
+        socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"a"\r\n3;x=y\r\n:1}\r\n0\r\n\r\n');
+      else socket.end('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end');
+    });
+    const c = client(srv.url);
+    expect((await c.forward('GET', '/1', '', null)).body.toString()).toBe('{"first":true}');
+    expect((await c.forward('GET', '/2', '', null)).body.toString()).toBe('{"a":1}');
+    expect((await c.forward('GET', '/3', '', null)).body.toString()).toBe('until the end');
+    expect(srv.connections).toBe(1);
+  });
+
+  it('a HEAD answer has no body even with a Content-Length, and the socket stays in step', async () => {
+    const srv = await httpServer((req, res) => {
+      res
+        .writeHead(200, { 'content-type': 'application/json', 'content-length': 13 })
+        .end(req.method === 'HEAD' ? undefined : '{"head":"no"}');
+    });
+    const c = client(srv.url);
+    const head = await c.forward('HEAD', '/', '', null);
+    expect(head.body.length).toBe(0);
+    expect(head.headers['content-length']).toBe('13');
+    expect((await c.forward('GET', '/', '', null)).body.toString()).toBe('{"head":"no"}');
+    expect(srv.connections).toBe(1);
+  });
+
+  it('sends a GET again on a new socket when a kept-alive one is closed under it, but not a POST', async () => {
+    // the second request on each connection is met by a close, as when a keep-alive timeout races a call
+    const srv = await rawServer((n, _req, socket) => {
+      if (n === 1) socket.write(ok('{"ok":1}'));
+      else socket.destroy();
+    });
+    const c = client(srv.url);
+    await c.forward('GET', '/', '', null);
+    expect((await c.forward('GET', '/', '', null)).status).toBe(200);
+    expect(srv.connections).toBe(2);
+    const posted = await failure(c.forward('POST', '/', '', Buffer.from('{}')));
+    expect(posted.kind).toBe('unavailable');
+    expect(srv.connections).toBe(2);
+  });
+
+  it('classifies failures: refused → unavailable, no answer → timeout, garbage or oversize → failed', async () => {
+    const free = net.createServer();
+    await new Promise<void>((r) => free.listen(0, '127.0.0.1', r));
+    const port = (free.address() as AddressInfo).port;
+    await new Promise<void>((r) => free.close(() => r()));
+    expect((await failure(client(`http://127.0.0.1:${port}`).forward('GET', '/', '', null))).kind).toBe('unavailable');
+
+    const silent = await rawServer(() => undefined);
+    const t0 = Date.now();
+    expect((await failure(client(silent.url, { timeoutMs: 200 }).forward('GET', '/', '', null))).kind).toBe('timeout');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
+
+    const garbage = await rawServer((_n, _r, s) => s.write('SMTP ready\r\n\r\n'));
+    expect((await failure(client(garbage.url).forward('GET', '/', '', null))).kind).toBe('failed');
+
+    const split = await rawServer((_n, _r, s) =>
+      s.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Bad: a\nb\r\n\r\nhello'),
+    );
+    expect((await failure(client(split.url).forward('GET', '/', '', null))).kind).toBe('failed');
+
+    const big = await rawServer((_n, _r, s) => s.write(ok('x'.repeat(2000))));
+    expect((await failure(client(big.url, { maxAnswerBytes: 1000 }).forward('GET', '/', '', null))).kind).toBe(
+      'failed',
+    );
+  });
+
+  it('does not reuse a socket whose answer was followed by unexpected bytes', async () => {
+    const srv = await rawServer((_n, _r, s) => s.write(ok('{}') + 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}'));
+    const c = client(srv.url);
+    expect((await c.forward('GET', '/', '', null)).status).toBe(200);
+    expect((await c.forward('GET', '/', '', null)).status).toBe(200);
+    expect(srv.connections).toBe(2);
+  });
+
+  it('close() fails calls still waiting and refuses new ones', async () => {
+    const silent = await rawServer(() => undefined);
+    const c = createUpstreamClient({ url: silent.url, timeoutMs: 5000 });
+    const pending = failure(c.forward('GET', '/', '', null));
+    await new Promise((r) => setTimeout(r, 50));
+    c.close();
+    expect((await pending).kind).toBe('unavailable');
+    expect((await failure(c.forward('GET', '/', '', null))).kind).toBe('unavailable');
+  });
+});

@@ -1,0 +1,381 @@
+/**
+ * The gateway's HTTP/1.1 server, spoken to over raw TCP: framing, pipelining, strictness against
+ * smuggling-shaped input, timeouts and shutdown.
+ */
+import net from 'node:net';
+import { createHttpServer, type HttpRequest, type HttpServer, type HttpServerOptions } from './server';
+
+interface Answer {
+  status: number;
+  head: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** A raw client: collects bytes and cuts them into answers by Content-Length. */
+class RawClient {
+  private data = Buffer.alloc(0);
+  closed = false;
+  private waiters: Array<() => void> = [];
+  readonly socket: net.Socket;
+
+  constructor(port: number) {
+    this.socket = net.connect(port, '127.0.0.1');
+    this.socket.on('data', (c: Buffer) => {
+      this.data = Buffer.concat([this.data, c]);
+      this.wake();
+    });
+    this.socket.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+    this.socket.on('error', () => undefined);
+  }
+
+  private wake() {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  ready(): Promise<void> {
+    return new Promise((r) => this.socket.once('connect', () => r()));
+  }
+
+  write(s: string | Buffer): void {
+    this.socket.write(s);
+  }
+
+  /** the next answer; null if the connection closed first */
+  async next(timeoutMs = 3000, headRequest = false): Promise<Answer | null> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const end = this.data.indexOf('\r\n\r\n');
+      if (end !== -1) {
+        const head = this.data.toString('latin1', 0, end);
+        const lines = head.split('\r\n');
+        const headers: Record<string, string> = {};
+        for (const l of lines.slice(1)) {
+          const i = l.indexOf(':');
+          headers[l.slice(0, i).toLowerCase()] = l.slice(i + 1).trim();
+        }
+        const status = Number(lines[0]!.split(' ')[1]);
+        const len = headRequest || status === 100 ? 0 : Number(headers['content-length'] ?? 0);
+        if (this.data.length >= end + 4 + len) {
+          const body = this.data.toString('utf8', end + 4, end + 4 + len);
+          this.data = this.data.subarray(end + 4 + len);
+          return { status, head, headers, body };
+        }
+      }
+      if (this.closed) return null;
+      if (Date.now() > deadline) throw new Error(`no complete answer; have ${JSON.stringify(this.data.toString())}`);
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        setTimeout(r, 50);
+      });
+    }
+  }
+
+  async waitClosed(timeoutMs = 3000): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    return this.closed;
+  }
+
+  /** bytes received and not yet read as an answer */
+  get rest(): string {
+    return this.data.toString();
+  }
+
+  destroy() {
+    this.socket.destroy();
+  }
+}
+
+describe('gateway HTTP server', () => {
+  let server: HttpServer;
+  let port: number;
+  const seen: HttpRequest[] = [];
+  const clients: RawClient[] = [];
+
+  async function start(opts: Partial<HttpServerOptions> = {}) {
+    server = createHttpServer({
+      handler: (req, res) => {
+        seen.push(req);
+        const delay = Number(req.headers['x-delay'] ?? 0);
+        const answer = () =>
+          res.send(
+            200,
+            `content-type: application/json\r\nx-request-id: ${req.requestId}\r\n`,
+            JSON.stringify({
+              method: req.method,
+              target: req.target,
+              path: req.path,
+              body: req.body?.toString('utf8') ?? null,
+            }),
+          );
+        if (req.headers['x-throw']) throw new Error('handler bug');
+        if (delay > 0) setTimeout(answer, delay);
+        else answer();
+      },
+      ...opts,
+    });
+    port = await server.listen(0, '127.0.0.1');
+  }
+
+  async function client(): Promise<RawClient> {
+    const c = new RawClient(port);
+    clients.push(c);
+    await c.ready();
+    return c;
+  }
+
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.destroy();
+    seen.length = 0;
+    await server.close(100);
+  });
+
+  it('answers several requests on one keep-alive connection, with Date and Content-Length', async () => {
+    await start();
+    const c = await client();
+    c.write('GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n');
+    const a = await c.next();
+    expect(a!.status).toBe(200);
+    expect(JSON.parse(a!.body)).toEqual({ method: 'GET', target: '/a?x=1', path: '/a', body: null });
+    expect(a!.headers.date).toMatch(/GMT$/);
+    expect(Number(a!.headers['content-length'])).toBe(Buffer.byteLength(a!.body));
+    expect(a!.headers.connection).toBeUndefined();
+    c.write('GET /b HTTP/1.1\r\nHost: h\r\n\r\n');
+    expect(JSON.parse((await c.next())!.body).path).toBe('/b');
+    expect(c.closed).toBe(false);
+  });
+
+  it('answers pipelined requests in order even when the first one is slower', async () => {
+    await start();
+    const c = await client();
+    c.write(
+      'GET /slow HTTP/1.1\r\nHost: h\r\nX-Delay: 150\r\n\r\nPOST /fast HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhiGET /third HTTP/1.1\r\nHost: h\r\n\r\n',
+    );
+    const paths = [];
+    for (let i = 0; i < 3; i++) paths.push(JSON.parse((await c.next())!.body) as { path: string; body: string });
+    expect(paths.map((p) => p.path)).toEqual(['/slow', '/fast', '/third']);
+    expect(paths[1]!.body).toBe('hi');
+  });
+
+  it('reads a request delivered one byte at a time', async () => {
+    await start();
+    const c = await client();
+    const raw = 'PUT /x HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{"a":"é"}';
+    expect(Buffer.byteLength(raw) - raw.indexOf('{"a"')).toBe(10);
+    for (const byte of Buffer.from(raw)) {
+      c.write(Buffer.from([byte]));
+      await new Promise((r) => setImmediate(r));
+    }
+    const a = await c.next();
+    expect(JSON.parse(a!.body)).toMatchObject({ method: 'PUT', body: '{"a":"é"}' });
+    expect(seen[0]!.headers['content-type']).toBe('application/json');
+  });
+
+  it('decodes a chunked body (extensions ignored, trailer dropped) and honours Expect: 100-continue', async () => {
+    await start();
+    const c = await client();
+    c.write(
+      'POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\n',
+    );
+    expect(JSON.parse((await c.next())!.body).body).toBe('abc0123456789');
+
+    c.write('POST /e HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n');
+    const cont = await c.next();
+    expect(cont!.status).toBe(100);
+    expect(seen).toHaveLength(1); // the handler has not run before the body
+    c.write('body');
+    expect(JSON.parse((await c.next())!.body).body).toBe('body');
+  });
+
+  it.each([
+    ['a malformed request line', 'GET /x\r\nHost: h\r\n\r\n', 400, 'INVALID_REQUEST'],
+    ['a lower-case HTTP version', 'GET /x http/1.1\r\nHost: h\r\n\r\n', 400, 'INVALID_REQUEST'],
+    ['HTTP/2.0', 'GET /x HTTP/2.0\r\nHost: h\r\n\r\n', 505, 'HTTP_VERSION_NOT_SUPPORTED'],
+    ['no Host on HTTP/1.1', 'GET /x HTTP/1.1\r\nAccept: */*\r\n\r\n', 400, 'INVALID_REQUEST'],
+    ['an absolute-form target', 'GET http://evil/x HTTP/1.1\r\nHost: h\r\n\r\n', 400, 'INVALID_REQUEST'],
+    ['raw UTF-8 in the target', 'GET /users/é HTTP/1.1\r\nHost: h\r\n\r\n', 400, 'INVALID_REQUEST'],
+    [
+      'a space before the colon',
+      'GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\n\r\n',
+      400,
+      'INVALID_REQUEST',
+    ],
+    ['obsolete line folding', 'GET /x HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n  folded\r\n\r\n', 400, 'INVALID_REQUEST'],
+    ['a bare LF inside the head', 'GET /x HTTP/1.1\r\nHost: h\nX-A: 1\r\n\r\n', 400, 'INVALID_REQUEST'],
+    ['a NUL in a value', 'GET /x HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n', 400, 'INVALID_REQUEST'],
+    [
+      'Content-Length with Transfer-Encoding',
+      'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      'INVALID_REQUEST',
+    ],
+    [
+      'a transfer coding other than chunked',
+      'POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n',
+      501,
+      'NOT_IMPLEMENTED',
+    ],
+    [
+      'a non-numeric Content-Length',
+      'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1e3\r\n\r\n',
+      400,
+      'INVALID_REQUEST',
+    ],
+    [
+      'conflicting Content-Length values',
+      'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc',
+      400,
+      'INVALID_REQUEST',
+    ],
+    ['a body over the limit', 'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 70000\r\n\r\n', 413, 'PAYLOAD_TOO_LARGE'],
+    [
+      'a chunked body over the limit',
+      `POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n${'a'.repeat(65536)}\r\n10\r\n`,
+      413,
+      'PAYLOAD_TOO_LARGE',
+    ],
+    [
+      'a malformed chunk size',
+      'POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+      400,
+      'INVALID_REQUEST',
+    ],
+    [
+      'chunk data without its CRLF',
+      'POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n',
+      400,
+      'INVALID_REQUEST',
+    ],
+    [
+      'an unknown expectation',
+      'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nExpect: magic\r\n\r\n',
+      417,
+      'EXPECTATION_FAILED',
+    ],
+    [
+      'a head over 16 KiB',
+      `GET /x HTTP/1.1\r\nHost: h\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`,
+      431,
+      'HEADERS_TOO_LARGE',
+    ],
+  ])('refuses %s with a JSON error and closes the connection', async (_name, raw, status, code) => {
+    await start();
+    const c = await client();
+    c.write(raw);
+    const a = await c.next();
+    expect(a!.status).toBe(status);
+    expect(a!.headers['content-type']).toMatch(/^application\/json/);
+    expect(a!.headers.connection).toBe('close');
+    const body = JSON.parse(a!.body) as { error: string; code: string; request_id: string };
+    expect(body.code).toBe(code);
+    expect(body.error.length).toBeGreaterThan(5);
+    expect(body.request_id).toEqual(expect.any(String));
+    expect(await c.waitClosed()).toBe(true);
+    expect(seen).toHaveLength(0);
+  });
+
+  it('does not let a request hide inside another one (CL.TE and TE.CL shapes never reach the handler)', async () => {
+    await start();
+    const c = await client();
+    // a front end honouring Content-Length would see one request; one honouring chunked, two
+    c.write(
+      'POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: h\r\n\r\n',
+    );
+    expect((await c.next())!.status).toBe(400);
+    expect(await c.waitClosed()).toBe(true);
+    expect(seen.map((r) => r.path)).toEqual([]);
+  });
+
+  it('answers HEAD with the length but no body, and the connection stays in step', async () => {
+    await start();
+    const c = await client();
+    c.write('HEAD /h HTTP/1.1\r\nHost: h\r\n\r\n');
+    const a = await c.next(3000, true);
+    expect(a!.status).toBe(200);
+    expect(Number(a!.headers['content-length'])).toBeGreaterThan(0);
+    c.write('GET /after HTTP/1.1\r\nHost: h\r\n\r\n');
+    const b = await c.next();
+    expect(b!.status).toBe(200);
+    expect(JSON.parse(b!.body).path).toBe('/after');
+  });
+
+  it('closes after the answer for HTTP/1.0 and for Connection: close', async () => {
+    await start();
+    for (const raw of ['GET /old HTTP/1.0\r\n\r\n', 'GET /c HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n']) {
+      const c = await client();
+      c.write(raw);
+      const a = await c.next();
+      expect(a!.status).toBe(200);
+      expect(a!.headers.connection).toBe('close');
+      expect(await c.waitClosed()).toBe(true);
+    }
+  });
+
+  it('keeps a valid client request id and makes one otherwise', async () => {
+    await start();
+    const c = await client();
+    c.write('GET /r HTTP/1.1\r\nHost: h\r\nX-Request-Id: abc-123\r\n\r\n');
+    expect((await c.next())!.headers['x-request-id']).toBe('abc-123');
+    c.write('GET /r HTTP/1.1\r\nHost: h\r\nX-Request-Id: has space\r\n\r\n');
+    expect((await c.next())!.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('a handler that throws gives a 500 JSON and the connection keeps working', async () => {
+    const errors: unknown[] = [];
+    await start({ onHandlerError: (err) => errors.push(err) });
+    const c = await client();
+    c.write('GET /t HTTP/1.1\r\nHost: h\r\nX-Throw: 1\r\n\r\n');
+    const a = await c.next();
+    expect(a!.status).toBe(500);
+    expect(JSON.parse(a!.body)).toMatchObject({ code: 'INTERNAL' });
+    expect(errors).toHaveLength(1);
+    c.write('GET /ok HTTP/1.1\r\nHost: h\r\n\r\n');
+    expect((await c.next())!.status).toBe(200);
+  });
+
+  it('a request that does not arrive in time is a 408; an idle keep-alive connection is closed', async () => {
+    await start({ requestTimeoutMs: 200, keepAliveTimeoutMs: 300 });
+    const slow = await client();
+    slow.write('GET /x HTTP/1.1\r\nHo');
+    const a = await slow.next();
+    expect(a!.status).toBe(408);
+    expect(JSON.parse(a!.body).code).toBe('REQUEST_TIMEOUT');
+    expect(await slow.waitClosed()).toBe(true);
+
+    const idle = await client();
+    idle.write('GET /x HTTP/1.1\r\nHost: h\r\n\r\n');
+    expect((await idle.next())!.status).toBe(200);
+    expect(await idle.waitClosed(2000)).toBe(true);
+    expect(idle.rest).toBe('');
+  });
+
+  it('close() lets an in-flight call finish with Connection: close, closes idle ones and refuses new ones', async () => {
+    await start();
+    const busy = await client();
+    const idle = await client();
+    busy.write('GET /busy HTTP/1.1\r\nHost: h\r\nX-Delay: 200\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(server.inFlight).toBe(1);
+    const closing = server.close(5000);
+    expect(await idle.waitClosed(1000)).toBe(true);
+    const a = await busy.next();
+    expect(a!.status).toBe(200);
+    expect(a!.headers.connection).toBe('close');
+    await closing;
+    expect(await busy.waitClosed()).toBe(true);
+    await expect(
+      new Promise((resolve, reject) => {
+        const s = net.connect(port, '127.0.0.1');
+        s.on('connect', () => resolve('connected'));
+        s.on('error', reject);
+      }),
+    ).rejects.toThrow(/ECONNREFUSED/);
+    // afterEach closes again: must be harmless
+  });
+});

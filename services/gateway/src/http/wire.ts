@@ -1,0 +1,178 @@
+/**
+ * HTTP/1.1 wire format (RFC 9112), strict: the pieces the gateway's server (requests from
+ * clients) and its upstream client (answers from read-api) share. Anything outside the grammar is
+ * an error, never "repaired": bare CR or LF, obsolete line folding, control characters in values,
+ * a header name that is not a token, a malformed chunk. Being strict is what keeps a proxy safe
+ * from request smuggling (the two ends of a hop must agree where a message ends).
+ */
+
+export const CRLF = '\r\n';
+const CRLFCRLF = Buffer.from('\r\n\r\n');
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+// field-value: visible ASCII, obs-text and SP/HTAB; no other control character (so no CR, LF, NUL)
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+export class WireError extends Error {
+  override name = 'WireError';
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Index of the blank line ending a message head in `buf` (from `from`), or -1. */
+export function headEnd(buf: Buffer, from = 0): number {
+  return buf.indexOf(CRLFCRLF, from);
+}
+
+/**
+ * Parses the field lines of a head (`lines[1..]`): lower-cased names; repeated fields are joined
+ * with ", " (RFC 9110 §5.3). Throws WireError(400) on any malformed line.
+ */
+export function parseFields(lines: string[]): Record<string, string> {
+  const headers: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new WireError(400, 'INVALID_REQUEST', 'malformed header line');
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) throw new WireError(400, 'INVALID_REQUEST', 'invalid header name');
+    // optional whitespace around the value is SP / HTAB only
+    let s = colon + 1;
+    let e = line.length;
+    while (s < e && (line.charCodeAt(s) === 32 || line.charCodeAt(s) === 9)) s++;
+    while (e > s && (line.charCodeAt(e - 1) === 32 || line.charCodeAt(e - 1) === 9)) e--;
+    const value = line.slice(s, e);
+    if (!FIELD_VALUE.test(value)) throw new WireError(400, 'INVALID_REQUEST', `invalid value in header ${name}`);
+    const key = name.toLowerCase();
+    const prev = headers[key];
+    headers[key] = prev === undefined ? value : `${prev}, ${value}`;
+  }
+  return headers;
+}
+
+/** Splits a head (latin1 text without the final CRLFCRLF) into lines; a bare CR or LF is an error. */
+export function splitHead(head: string): string[] {
+  const lines = head.split(CRLF);
+  for (const line of lines)
+    if (line.includes('\n') || line.includes('\r'))
+      throw new WireError(400, 'INVALID_REQUEST', 'bare CR or LF in the message head');
+  return lines;
+}
+
+export type Framing = { kind: 'none' } | { kind: 'length'; length: number } | { kind: 'chunked' };
+
+/**
+ * How a message body is delimited, from Content-Length / Transfer-Encoding. Both at once, a list
+ * of differing lengths, or a transfer coding other than "chunked" are refused.
+ */
+export function bodyFraming(headers: Record<string, string>): Framing {
+  const te = headers['transfer-encoding'];
+  const cl = headers['content-length'];
+  if (te !== undefined) {
+    if (cl !== undefined)
+      throw new WireError(400, 'INVALID_REQUEST', 'Content-Length and Transfer-Encoding must not both be sent');
+    if (te.toLowerCase() !== 'chunked')
+      throw new WireError(501, 'NOT_IMPLEMENTED', `unsupported Transfer-Encoding: ${te.slice(0, 40)}`);
+    return { kind: 'chunked' };
+  }
+  if (cl === undefined) return { kind: 'none' };
+  let length = -1;
+  for (const part of cl.split(',')) {
+    const v = part.trim();
+    if (!/^\d{1,15}$/.test(v)) throw new WireError(400, 'INVALID_REQUEST', 'invalid Content-Length');
+    const n = Number(v);
+    if (length !== -1 && n !== length) throw new WireError(400, 'INVALID_REQUEST', 'conflicting Content-Length values');
+    length = n;
+  }
+  return length === 0 ? { kind: 'none' } : { kind: 'length', length };
+}
+
+/**
+ * Incremental decoder of a chunked body (RFC 9112 §7.1): chunk extensions are ignored, trailer
+ * fields are read and dropped. `feed` returns how many bytes of `buf` it used; `done` turns true
+ * after the last chunk and the trailer section.
+ */
+export class ChunkedDecoder {
+  private readonly parts: Buffer[] = [];
+  private size = 0;
+  /** bytes left in the current chunk's data; -1 while reading a size line; -2 in the trailer */
+  private left = -1;
+  /** the CRLF after a chunk's data is still due */
+  private crlfDue = false;
+  private trailerBytes = 0;
+  done = false;
+
+  constructor(private readonly maxBytes: number) {}
+
+  get body(): Buffer {
+    return this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.size);
+  }
+
+  feed(buf: Buffer): number {
+    let pos = 0;
+    while (!this.done && pos < buf.length) {
+      if (this.crlfDue) {
+        if (buf.length - pos < 2) return pos;
+        if (buf[pos] !== 13 || buf[pos + 1] !== 10) throw new WireError(400, 'INVALID_REQUEST', 'malformed chunk');
+        pos += 2;
+        this.crlfDue = false;
+        continue;
+      }
+      if (this.left > 0) {
+        const n = Math.min(this.left, buf.length - pos);
+        this.parts.push(buf.subarray(pos, pos + n));
+        this.size += n;
+        this.left -= n;
+        pos += n;
+        if (this.left === 0) {
+          this.crlfDue = true;
+          this.left = -1;
+        }
+        continue;
+      }
+      const eol = buf.indexOf(CRLF, pos, 'latin1');
+      if (eol === -1) {
+        if (buf.length - pos > 1024) throw new WireError(400, 'INVALID_REQUEST', 'chunk line too long');
+        return pos;
+      }
+      const line = buf.toString('latin1', pos, eol);
+      pos = eol + 2;
+      if (this.left === -2) {
+        // trailer section: field lines until an empty line
+        this.trailerBytes += line.length + 2;
+        if (this.trailerBytes > 8192) throw new WireError(431, 'HEADERS_TOO_LARGE', 'chunked trailer too large');
+        if (line === '') this.done = true;
+        else if (line.includes('\r') || line.includes('\n') || line.indexOf(':') <= 0)
+          throw new WireError(400, 'INVALID_REQUEST', 'malformed chunked trailer');
+        continue;
+      }
+      const m = /^([0-9A-Fa-f]{1,8})[ \t]*(?:;[\t\x20-\x7e]*)?$/.exec(line);
+      if (!m) throw new WireError(400, 'INVALID_REQUEST', 'malformed chunk size');
+      const n = parseInt(m[1]!, 16);
+      if (n === 0) {
+        this.left = -2;
+        continue;
+      }
+      if (this.size + n > this.maxBytes) throw new WireError(413, 'PAYLOAD_TOO_LARGE', 'request body is too large');
+      this.left = n;
+    }
+    return pos;
+  }
+}
+
+let dateValue = '';
+let dateSecond = -1;
+/** The IMF-fixdate of the current second (computed once a second). */
+export function httpDate(): string {
+  const now = Date.now();
+  const s = Math.floor(now / 1000);
+  if (s !== dateSecond) {
+    dateSecond = s;
+    dateValue = new Date(now).toUTCString();
+  }
+  return dateValue;
+}
