@@ -12,7 +12,7 @@ import { createDbClient, type Db } from '@sts/db';
 import { createSocialTweet, createSocialUser } from '@sts/social';
 import { createTestDatabase, createTestRedis, spawnService, waitFor, type ServiceProcess } from '@sts/testing';
 import { apiKeyCacheKey, createKeyStore } from './adapters/keys';
-import { createQuotaStore } from './adapters/quota';
+import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway, type Gateway } from './app';
 import type { openApiDocument } from './http/openapi';
 import { validate } from './http/schemaCheck';
@@ -271,6 +271,10 @@ describe('gateway', () => {
       res.end('{"error":"internal error","code":"INTERNAL","request_id":"x"}');
     });
     const viaFailing = await startGateway({ readApiUrl: failing.url });
+    // each gateway leases quota units; unused ones go back to Redis after idleReturnMs (250 ms),
+    // and until then another gateway's remaining count sees them as held
+    const settle = () => new Promise((res) => setTimeout(res, 400));
+    await settle();
     const f = await call(viaFailing.port, '/api/v1/users/alice', h);
     expect(f.status).toBe(500);
     expect(Number(f.headers['x-quota-remaining'])).toBe(before);
@@ -278,6 +282,7 @@ describe('gateway', () => {
 
     // nothing listening: 503 at once, with the limit headers
     const down = await startGateway({ readApiUrl: 'http://127.0.0.1:1' });
+    await settle();
     const t0 = Date.now();
     const r = await call(down.port, '/api/v1/users/alice', h);
     expect(Date.now() - t0).toBeLessThan(3000);
@@ -285,6 +290,7 @@ describe('gateway', () => {
     expect(r.body).toMatchObject({ code: 'SERVICE_UNAVAILABLE', request_id: r.headers['x-request-id'] });
     expect(Number(r.headers['x-quota-remaining'])).toBe(before);
 
+    await settle();
     const again = await call(port, '/api/v1/users/alice', h);
     expect(Number(again.headers['x-quota-remaining'])).toBe(before - 1);
     await down.gw.flush();

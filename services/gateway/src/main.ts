@@ -8,7 +8,7 @@ import { ConfigError, createLogger, createMetricsRegistry } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient } from '@sts/db';
 import { createKeyStore } from './adapters/keys';
-import { createQuotaStore } from './adapters/quota';
+import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway } from './app';
 import { loadGatewayEnv, type GatewayEnv } from './env';
 
