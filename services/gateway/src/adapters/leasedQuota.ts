@@ -62,7 +62,7 @@ return redis.call('HGET', KEYS[1], 'e')`;
 const GIVE_BACK = `
 if redis.call('HGET', KEYS[1], 'e') ~= ARGV[2] then return 0 end
 redis.call('HINCRBY', KEYS[1], 'u', -tonumber(ARGV[1]))
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECRBY', KEYS[2], ARGV[1]) end
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECRBY', KEYS[2], ARGV[1]) end
 return 1`;
 
 export type AdmitOutcome = 'ok' | 'quota_exceeded' | 'rate_limited';
@@ -122,7 +122,7 @@ type RedisWithScripts = Redis & {
     perMinute: number,
   ): Promise<[number, number, number, string, number]>;
   stsInit(month: string, used: number, epoch: string, ttl: number): Promise<string>;
-  stsGiveBack(month: string, minute: string, n: number, epoch: string, withMinute: '0' | '1'): Promise<number>;
+  stsGiveBack(month: string, minute: string, n: number, epoch: string): Promise<number>;
 };
 
 interface Lease {
@@ -177,11 +177,14 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   // gives back in flight, so close() can wait for them
   const givingBack = new Set<Promise<unknown>>();
 
-  /** returns `n` units of `l`'s period (and of its minute when `withMinute`) to Redis */
-  function giveBack(l: Lease, n: number, withMinute: boolean, minute = l.minute): void {
+  /**
+   * returns `n` units to `l`'s month counter and to the counter of `minute` (while that key lives;
+   * for a minute that is over this changes nothing that matters)
+   */
+  function giveBack(l: Lease, n: number, minute = l.minute): void {
     if (n <= 0) return;
     const p = redis
-      .stsGiveBack(monthKey(l.accountId, l.period), minuteKey(l.accountId, minute), n, l.epoch, withMinute ? '1' : '0')
+      .stsGiveBack(monthKey(l.accountId, l.period), minuteKey(l.accountId, minute), n, l.epoch)
       .catch(() => undefined) // Redis away: the units stay counted (errs towards refusing, never over-admitting)
       .finally(() => givingBack.delete(p));
     givingBack.add(p);
@@ -189,7 +192,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
 
   /** the call's window differs from the lease's: its old credit goes back, the lease moves on */
   function moveTo(l: Lease, period: string, minute: number): void {
-    if (l.period === period) giveBack(l, l.credit, false);
+    if (l.period === period) giveBack(l, l.credit);
     // a new month: the old month's credit is left counted there (that month is over)
     l.credit = 0;
     l.period = period;
@@ -245,7 +248,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       if (code !== 0) return { code: code as 1 | 2, monthUsed, minuteUsed };
       if (l.period !== period || l.minute !== minute) {
         // the window moved on while we waited: these units belong to a window no call will use
-        giveBack({ ...l, period, minute, epoch }, n, false);
+        giveBack({ ...l, period, minute, epoch }, n);
         return { code: 0, monthUsed, minuteUsed };
       }
       l.epoch = epoch;
@@ -290,7 +293,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       for (const [id, l] of leases) {
         if (l.pending !== null) continue;
         if (l.credit > 0 && now - l.lastUse >= idleReturnMs) {
-          giveBack(l, l.credit, Math.floor(now / 60_000) === l.minute);
+          giveBack(l, l.credit);
           l.credit = 0;
           l.block = Math.max(1, l.block >> 1);
         }
@@ -359,7 +362,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       const l = leases.get(accountId);
       if (l === undefined || l.period !== period) return; // a month that is over: nothing to give back
       if (l.minute === minute && !closed) l.credit++;
-      else giveBack(l, 1, l.minute === minute, minute);
+      else giveBack(l, 1, minute);
     },
     succeeded(accountId, period) {
       const k = `${accountId}|${period}`;
@@ -370,9 +373,8 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     async close() {
       closed = true;
       clearInterval(sweeper);
-      const now = Math.floor(Date.now() / 60_000);
       for (const l of leases.values()) {
-        giveBack(l, l.credit, l.minute === now);
+        giveBack(l, l.credit);
         l.credit = 0;
       }
       await Promise.all([...givingBack]);

@@ -1,0 +1,202 @@
+/**
+ * Leased quota against real Redis and PostgreSQL: exactness with one and with two processes
+ * (stores), credit given back (failed calls, idle, minute change, close), a Redis flush, and Redis
+ * going away.
+ */
+import { Redis } from 'ioredis';
+import { createDbClient, type Db } from '@sts/db';
+import { createTestDatabase, createTestRedis } from '@sts/testing';
+import { createQuotaStore, minuteKey, monthKey, type Admission, type QuotaStore } from './leasedQuota';
+
+const PERIOD = '2026-11';
+const MINUTE = 29_000_000;
+
+describe('leased quota', () => {
+  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let redisHandle: ReturnType<typeof createTestRedis>;
+  let redis: Redis;
+  const stores: QuotaStore[] = [];
+  const clients: Redis[] = [];
+
+  beforeAll(async () => {
+    dbHandle = await createTestDatabase();
+    db = createDbClient({ url: dbHandle.url, poolSize: 4 });
+    redisHandle = createTestRedis();
+    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+  });
+
+  afterAll(async () => {
+    redis.disconnect();
+    await redisHandle.cleanup();
+    await db.$disconnect();
+    await dbHandle.drop();
+  });
+
+  afterEach(async () => {
+    for (const s of stores.splice(0)) await s.close().catch(() => undefined);
+    for (const c of clients.splice(0)) c.disconnect();
+  });
+
+  /** a store on its own Redis connection, as a separate gateway process would have */
+  function store(opts: { idleReturnMs?: number; leaseMs?: number } = {}) {
+    const client = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix, maxRetriesPerRequest: 1 });
+    clients.push(client);
+    const s = createQuotaStore({ db, redis: client, ...opts });
+    stores.push(s);
+    return { s, client };
+  }
+
+  async function account(): Promise<string> {
+    const a = await db.account.create({ data: { email: `${Math.random().toString(36).slice(2)}@example.com` } });
+    return a.id;
+  }
+
+  const used = async (id: string) => Number(await redis.hget(monthKey(id, PERIOD), 'u'));
+  const minuteCount = async (id: string, minute = MINUTE) => Number((await redis.get(minuteKey(id, minute))) ?? 0);
+  const dbUsed = async (id: string) =>
+    (await db.usageMonthly.findUnique({ where: { accountId_period: { accountId: id, period: PERIOD } } }))?.used ?? 0;
+  const admit = (s: QuotaStore, id: string, quota: number, perMinute = 1_000_000, minute = MINUTE) =>
+    Promise.resolve(s.admit(id, PERIOD, minute, quota, perMinute));
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('200 concurrent calls against a quota of 50 admit exactly 50, and every unit ends up used', async () => {
+    const id = await account();
+    const { s } = store();
+    const results = await Promise.all(Array.from({ length: 200 }, () => admit(s, id, 50)));
+    const ok = results.filter((r) => r.outcome === 'ok');
+    expect(ok).toHaveLength(50);
+    expect(results.filter((r) => r.outcome === 'quota_exceeded')).toHaveLength(150);
+    for (let i = 0; i < 50; i++) s.succeeded(id, PERIOD);
+    expect(await used(id)).toBe(50);
+    await s.flush();
+    expect(await dbUsed(id)).toBe(50);
+    // the usage figures handed out are each call's own, in order, within the quota
+    expect(Math.max(...ok.map((r) => r.monthUsed))).toBe(50);
+  });
+
+  it('two processes sharing Redis admit exactly the quota between them', async () => {
+    const id = await account();
+    const a = store().s;
+    const b = store().s;
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => admit(i % 2 === 0 ? a : b, id, 50)));
+    expect(results.filter((r) => r.outcome === 'ok')).toHaveLength(50);
+    expect(await used(id)).toBe(50);
+  });
+
+  it('the per-minute limit counts leased units too: exactly the limit per minute, then 429 until the next one', async () => {
+    const id = await account();
+    const { s } = store();
+    const results = await Promise.all(Array.from({ length: 25 }, () => admit(s, id, 1000, 10)));
+    expect(results.filter((r) => r.outcome === 'ok')).toHaveLength(10);
+    expect(results.filter((r) => r.outcome === 'rate_limited')).toHaveLength(15);
+    expect(await minuteCount(id)).toBe(10);
+    expect((await admit(s, id, 1000, 10, MINUTE + 1)).outcome).toBe('ok');
+  });
+
+  it('a failed call gives its unit back: the next call uses it, and close() returns what is left', async () => {
+    const id = await account();
+    const { s } = store();
+    const first = await admit(s, id, 1);
+    expect(first.outcome).toBe('ok');
+    expect((await admit(s, id, 1)).outcome).toBe('quota_exceeded');
+    s.release(id, PERIOD, MINUTE);
+    const again = await admit(s, id, 1);
+    expect(again.outcome).toBe('ok');
+    s.release(id, PERIOD, MINUTE);
+    expect(await used(id)).toBe(1); // held as credit
+    await s.close();
+    expect(await used(id)).toBe(0);
+    expect(await minuteCount(id)).toBe(0);
+  });
+
+  it('blocks grow with demand, and credit left idle goes back so another process can use it', async () => {
+    const id = await account();
+    const a = store({ idleReturnMs: 100 }).s;
+    // a busy burst: blocks double while each lasts less than leaseMs
+    let ok = 0;
+    for (let i = 0; i < 300; i++) if ((await admit(a, id, 1000)).outcome === 'ok') ok++;
+    for (let i = 0; i < ok; i++) a.succeeded(id, PERIOD);
+    expect(ok).toBe(300);
+    const held = (await used(id)) - 300;
+    expect(held).toBeGreaterThan(0); // a block larger than one call was leased
+    await sleep(400);
+    expect(await used(id)).toBe(300);
+    // the other process gets everything that is left
+    const b = store().s;
+    const rest = await Promise.all(Array.from({ length: 800 }, () => admit(b, id, 1000)));
+    expect(rest.filter((r) => r.outcome === 'ok')).toHaveLength(700);
+  });
+
+  it('near the end of the quota a lease is at most a quarter of what remains, so two processes share it', async () => {
+    const id = await account();
+    const a = store().s;
+    const b = store().s;
+    // 200 calls at once on a: blocks of at most a quarter of what remains (60, 45, 33, …)
+    const burst = await Promise.all(Array.from({ length: 200 }, () => admit(a, id, 240)));
+    expect(burst.every((r) => r.outcome === 'ok')).toBe(true);
+    const heldByA = (await used(id)) - 200;
+    expect(heldByA).toBeGreaterThanOrEqual(0);
+    expect(heldByA).toBeLessThanOrEqual(10); // the last block was leased with ≤ 44 left
+    const bResults = await Promise.all(Array.from({ length: 40 }, () => admit(b, id, 240)));
+    expect(bResults.filter((r) => r.outcome === 'ok')).toHaveLength(40 - heldByA);
+    expect(await used(id)).toBe(240);
+  });
+
+  it('at a minute change the old credit goes back to the month; the new minute leases afresh', async () => {
+    const id = await account();
+    const { s } = store();
+    for (let i = 0; i < 50; i++) await admit(s, id, 10_000);
+    const held = await used(id);
+    expect(held).toBeGreaterThan(50);
+    const r = await admit(s, id, 10_000, 1_000_000, MINUTE + 1);
+    expect(r.outcome).toBe('ok');
+    await sleep(50); // the give-back is sent without waiting
+    // 50 calls of the old minute + the new minute's lease (its credit is held, the old one is back)
+    expect((await used(id)) - (await minuteCount(id, MINUTE + 1))).toBe(50);
+  });
+
+  it('a Redis flush keeps the count: rebuilt from PostgreSQL, unwritten successes, calls in flight and credit', async () => {
+    const id = await account();
+    const { s } = store();
+    const results: Admission[] = [];
+    for (let i = 0; i < 30; i++) results.push(await admit(s, id, 1000));
+    for (let i = 0; i < 10; i++) s.succeeded(id, PERIOD);
+    await s.flush(); // 10 in PostgreSQL
+    for (let i = 0; i < 10; i++) s.succeeded(id, PERIOD); // 10 not yet written; 10 still in flight
+    const heldBefore = await used(id);
+    await redis.del(monthKey(id, PERIOD));
+    // the credit runs out at some point and the next lease rebuilds the counter
+    for (let i = 0; i < heldBefore - 30 + 1; i++) expect((await admit(s, id, 1000)).outcome).toBe('ok');
+    // 30 earlier + those admitted since, all of them counted again
+    expect(await used(id)).toBeGreaterThanOrEqual(30 + heldBefore - 30 + 1);
+    const epoch = await redis.hget(monthKey(id, PERIOD), 'e');
+    expect(epoch).toMatch(/^[0-9a-f]{16}$/);
+  });
+
+  it('credit goes back only into the counter it was leased from, never into one another process rebuilt', async () => {
+    const id = await account();
+    const a = store().s;
+    for (let i = 0; i < 40; i++) await admit(a, id, 1000);
+    const heldByA = (await used(id)) - 40;
+    expect(heldByA).toBeGreaterThan(0);
+    await redis.del(monthKey(id, PERIOD));
+    // b rebuilds from what it knows: nothing in PostgreSQL, nothing of its own
+    const b = store().s;
+    expect((await admit(b, id, 1000)).outcome).toBe('ok');
+    const afterRebuild = await used(id);
+    await a.close(); // a's credit belongs to the old counter: not subtracted from the new one
+    expect(await used(id)).toBe(afterRebuild);
+  });
+
+  it('with Redis gone, calls are served from credit already held, then refused with an error', async () => {
+    const id = await account();
+    const { s, client } = store();
+    for (let i = 0; i < 40; i++) await admit(s, id, 1000);
+    const credit = (await used(id)) - 40;
+    expect(credit).toBeGreaterThan(0);
+    client.disconnect();
+    for (let i = 0; i < credit; i++) expect((await admit(s, id, 1000)).outcome).toBe('ok');
+    await expect(admit(s, id, 1000)).rejects.toThrow();
+  });
+});
