@@ -2,9 +2,11 @@
  * Gateway benchmark: GET /api/v1/users/:username through the gateway and straight to read-api
  * (with the internal headers), in one run.
  *
- * 1. Saturation: autocannon, BENCH_CONNECTIONS (50) connections for BENCH_DURATION_SECONDS (10 s)
- *    each, after a warm-up: requests/s and p50/p99 of both, the ratio, and the CPU each service
- *    spent per request.
+ * 1. Saturation: autocannon, BENCH_CONNECTIONS (50) connections for BENCH_DURATION_SECONDS (5 s)
+ *    per run, after a warm-up, in BENCH_ROUNDS (5) rounds that alternate the order (direct then
+ *    gateway, gateway then direct, …) so a machine whose speed drifts during the bench (shared
+ *    cores, other jobs) weighs on both sides alike: requests/s and p50/p99 of both, the ratio, and
+ *    the CPU each service spent per request. The summary takes the median round.
  * 2. Moderate load: BENCH_FIXED_RATE (1000) requests/s for the same duration, latency measured to
  *    0.01 ms (autocannon's histogram is in whole ms), to show what the hop adds when nothing queues.
  *
@@ -25,7 +27,8 @@ import { createSocialUser } from '../packages/social/src';
 import { cpuMs, fixedRate } from './load';
 
 const root = path.resolve(__dirname, '..');
-const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
+const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const FIXED_RATE = Number(process.env.BENCH_FIXED_RATE ?? 1000);
 
@@ -116,27 +119,48 @@ async function main(): Promise<void> {
     await autocannon({ url: direct, connections: 10, duration: 2, headers: internal });
     await autocannon({ url: viaGateway, connections: 10, duration: 2, headers: auth });
     const pids = { 'read-api': readApi.child.pid!, gateway: gateway.child.pid! };
-    const ra = await run(direct, internal, { 'read-api': pids['read-api'] });
-    const gw = await run(viaGateway, auth, pids);
+    type Run = Awaited<ReturnType<typeof run>>;
+    const rounds: Array<{ ra: Run; gw: Run }> = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      let ra: Run;
+      let gw: Run;
+      if (i % 2 === 0) {
+        ra = await run(direct, internal, { 'read-api': pids['read-api'] });
+        gw = await run(viaGateway, auth, pids);
+      } else {
+        gw = await run(viaGateway, auth, pids);
+        ra = await run(direct, internal, { 'read-api': pids['read-api'] });
+      }
+      rounds.push({ ra, gw });
+      console.log(
+        `round ${i + 1}: read-api ${ra.rps.toFixed(0)} req/s p50 ${ra.p50} p99 ${ra.p99} (${ra.cpu}); ` +
+          `gateway ${gw.rps.toFixed(0)} req/s p50 ${gw.p50} p99 ${gw.p99} (${gw.cpu}); ratio ${(gw.rps / ra.rps).toFixed(2)}`,
+      );
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const mid = [...rounds].sort((a, b) => a.gw.rps / a.ra.rps - b.gw.rps / b.ra.rps)[Math.floor(rounds.length / 2)]!;
+    const { ra, gw } = mid;
     const raSteady = await steady(direct, internal);
     const gwSteady = await steady(viaGateway, auth);
     const ms = (n: number) => n.toFixed(2);
     console.log(
-      `saturation: ${CONNECTIONS} connections, ${DURATION} s each; services, Redis, PostgreSQL and the load on this machine`,
+      `saturation: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION} s each way; services, Redis, PostgreSQL and the load on this machine`,
     );
     console.log(
-      `read-api direct: ${ra.rps.toFixed(0)} req/s, p50 ${ra.p50} ms, p99 ${ra.p99} ms (CPU per call: ${ra.cpu})`,
+      `read-api direct (median round): ${ra.rps.toFixed(0)} req/s, p50 ${ra.p50} ms, p99 ${ra.p99} ms (CPU per call: ${ra.cpu})`,
     );
     console.log(
-      `through gateway: ${gw.rps.toFixed(0)} req/s, p50 ${gw.p50} ms, p99 ${gw.p99} ms (CPU per call: ${gw.cpu})`,
+      `through gateway (median round): ${gw.rps.toFixed(0)} req/s, p50 ${gw.p50} ms, p99 ${gw.p99} ms (CPU per call: ${gw.cpu})`,
     );
     console.log(
       `at ${FIXED_RATE} req/s: read-api p50 ${ms(raSteady.p50)} ms, p99 ${ms(raSteady.p99)} ms; ` +
         `through gateway p50 ${ms(gwSteady.p50)} ms, p99 ${ms(gwSteady.p99)} ms; ` +
         `added p50 ${ms(gwSteady.p50 - raSteady.p50)} ms, p99 ${ms(gwSteady.p99 - raSteady.p99)} ms`,
     );
+    const ratios = rounds.map((r) => r.gw.rps / r.ra.rps);
     console.log(
-      `ratio ${(gw.rps / ra.rps).toFixed(2)} p50_added_ms ${(gw.p50 - ra.p50).toFixed(2)} p99_added_ms ${(gw.p99 - ra.p99).toFixed(2)}`,
+      `ratio ${median(ratios).toFixed(2)} p50_added_ms ${median(rounds.map((r) => r.gw.p50 - r.ra.p50)).toFixed(2)} ` +
+        `p99_added_ms ${median(rounds.map((r) => r.gw.p99 - r.ra.p99)).toFixed(2)}`,
     );
   } finally {
     for (const c of children) c.kill('SIGTERM');

@@ -4,7 +4,7 @@
  *
  * Steady state does no database query and no Redis round trip: the key's identity comes from the
  * in-process cache (refreshed ahead of expiry from Redis / PostgreSQL), admission takes a unit
- * from the quota units this process has leased from Redis (adapters/quota.ts), and usage and
+ * from the quota units this process has leased from Redis (adapters/leasedQuota.ts), and usage and
  * last-used times are written to PostgreSQL in batches by the gateway's flush timer.
  */
 import {
