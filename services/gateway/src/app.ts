@@ -21,7 +21,7 @@ import type { KeyStore } from './adapters/keys';
 import type { QuotaStore } from './adapters/leasedQuota';
 import { createUpstreamClient } from './adapters/upstream';
 import { openApiDocument } from './http/openapi';
-import { createApiHandler, JSON_TYPE, sendError } from './http/proxy';
+import { createApiHandler, FORWARD_RESPONSE, JSON_TYPE, sendError } from './http/proxy';
 import { createHttpServer, type HttpRequest, type HttpResponder } from './http/server';
 
 export interface GatewayOptions {
@@ -68,6 +68,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     timeoutMs: options.upstreamTimeoutMs ?? 10_000,
     connectTimeoutMs: options.upstreamConnectTimeoutMs,
     maxSockets: options.upstreamMaxSockets,
+    keepHeaders: FORWARD_RESPONSE,
   });
   const openapi = Buffer.from(JSON.stringify(openApiDocument));
   const requests = new client.Counter({
@@ -86,7 +87,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     upstream,
     internalToken: options.internalToken,
     logger,
-    now: options.now ?? (() => new Date()),
+    now: options.now ? () => options.now!().getTime() : Date.now,
     count,
   });
 

@@ -128,6 +128,8 @@ type RedisWithScripts = Redis & {
 interface Lease {
   accountId: string;
   period: string;
+  /** `${accountId}|${period}`, the key of the usage maps (made once, not per call) */
+  key: string;
   minute: number;
   /** units leased and not yet taken by a call */
   credit: number;
@@ -196,6 +198,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     // a new month: the old month's credit is left counted there (that month is over)
     l.credit = 0;
     l.period = period;
+    l.key = `${l.accountId}|${period}`;
     l.minute = minute;
     l.block = Math.max(1, l.block >> 1);
   }
@@ -203,7 +206,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   function take(l: Lease, now: number): Admission {
     l.credit--;
     l.lastUse = now;
-    add(inflight, `${l.accountId}|${l.period}`, 1);
+    add(inflight, l.key, 1);
     return { outcome: 'ok', monthUsed: l.monthUsed - l.credit, minuteUsed: l.minuteUsed - l.credit };
   }
 
@@ -213,7 +216,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
         where: { accountId_period: { accountId: l.accountId, period: l.period } },
         select: { used: true },
       });
-      const k = `${l.accountId}|${l.period}`;
+      const k = l.key;
       const used = (row?.used ?? 0) + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
       const epoch = randomBytes(8).toString('hex');
       const stored = await redis.stsInit(monthKey(l.accountId, l.period), used, epoch, MONTH_TTL_SECONDS);
@@ -341,6 +344,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
         l = {
           accountId,
           period,
+          key: `${accountId}|${period}`,
           minute,
           credit: 0,
           epoch: '',
@@ -358,14 +362,15 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       return acquire(l, monthlyQuota, perMinute);
     },
     release(accountId, period, minute) {
-      add(inflight, `${accountId}|${period}`, -1);
       const l = leases.get(accountId);
+      add(inflight, l?.period === period ? l.key : `${accountId}|${period}`, -1);
       if (l === undefined || l.period !== period) return; // a month that is over: nothing to give back
       if (l.minute === minute && !closed) l.credit++;
       else giveBack(l, 1, minute);
     },
     succeeded(accountId, period) {
-      const k = `${accountId}|${period}`;
+      const l = leases.get(accountId);
+      const k = l?.period === period ? l.key : `${accountId}|${period}`;
       add(inflight, k, -1);
       add(pending, k, 1);
     },

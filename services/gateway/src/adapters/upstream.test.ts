@@ -125,6 +125,23 @@ describe('upstream client', () => {
     expect(seen[20]!.headers['content-length']).toBe('7');
   });
 
+  it('with keepHeaders, keeps only those answer headers (and the framing ones)', async () => {
+    const srv = await httpServer((_req, res) => {
+      res
+        .writeHead(200, { 'content-type': 'application/json', 'content-length': 2, etag: '"e"', 'x-detail': 'no' })
+        .end('{}');
+    });
+    const c = client(srv.url, { keepHeaders: ['etag', 'content-type'] });
+    const a = await c.forward('GET', '/', '', null);
+    expect(a.headers).toEqual({
+      'content-type': 'application/json',
+      etag: '"e"',
+      'content-length': '2',
+      connection: 'keep-alive',
+    });
+    expect(a.body.toString()).toBe('{}');
+  });
+
   it('opens at most maxSockets connections; further calls wait for a free socket', async () => {
     let active = 0;
     let peak = 0;

@@ -61,6 +61,10 @@ export interface UpstreamOptions {
   idleSocketMs?: number;
   /** largest answer accepted; default 8 MiB */
   maxAnswerBytes?: number;
+  /**
+   * answer headers the caller reads (lower-case); the framing ones are always kept. Default: all.
+   */
+  keepHeaders?: readonly string[];
 }
 
 const UNAVAILABLE = new Set([
@@ -130,6 +134,9 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   const idleSocketMs = opts.idleSocketMs ?? 30_000;
   const connectTimeoutMs = opts.connectTimeoutMs ?? Math.min(opts.timeoutMs, 2000);
   const maxAnswer = opts.maxAnswerBytes ?? 8 * 1024 * 1024;
+  const keep = opts.keepHeaders
+    ? new Set([...opts.keepHeaders, 'content-length', 'transfer-encoding', 'connection'])
+    : undefined;
 
   const idle: Conn[] = [];
   const all = new Set<Conn>();
@@ -307,7 +314,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           const m = STATUS_LINE.exec(lines[0]!);
           if (!m) throw new WireError(502, 'BAD_GATEWAY', 'malformed status line');
           const status = Number(m[2]);
-          const headers = parseFields(lines);
+          const headers = parseFields(lines, keep);
           if (status >= 100 && status < 200) continue; // 100 Continue, 103 Early Hints
           conn.status = status;
           conn.headers = headers;

@@ -35,7 +35,14 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 const FORWARD_REQUEST = ['accept', 'user-agent'] as const;
 /** and, for a call with a body, the header that describes it (the length is set by the client) */
 const FORWARD_BODY = ['content-type'] as const;
-const FORWARD_RESPONSE = ['content-type', 'allow', 'retry-after', 'cache-control', 'etag', 'last-modified'] as const;
+export const FORWARD_RESPONSE = [
+  'content-type',
+  'allow',
+  'retry-after',
+  'cache-control',
+  'etag',
+  'last-modified',
+] as const;
 const WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export interface ApiHandlerDeps {
@@ -45,7 +52,8 @@ export interface ApiHandlerDeps {
   upstream: UpstreamClient;
   internalToken: string;
   logger: Logger;
-  now: () => Date;
+  /** the clock, in ms since the epoch */
+  now: () => number;
   /** counts an answer by status class */
   count: (status: number) => void;
 }
@@ -186,7 +194,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     if (identity === null) return refuse(res, new UnauthorizedError('unknown or revoked API key'), requestId);
 
     // 2. admission: per-minute limit and monthly quota, from this process's leased units
-    const at = deps.now().getTime();
+    const at = deps.now();
     const nowEpoch = Math.floor(at / 1000);
     const win = windowAt(at);
     const limits = plans[identity.plan];

@@ -30,9 +30,10 @@ export function headEnd(buf: Buffer, from = 0): number {
 
 /**
  * Parses the field lines of a head (`lines[1..]`): lower-cased names; repeated fields are joined
- * with ", " (RFC 9110 §5.3). Throws WireError(400) on any malformed line.
+ * with ", " (RFC 9110 §5.3). Throws WireError(400) on any malformed line. With `keep`, only those
+ * fields are stored (every line is still checked).
  */
-export function parseFields(lines: string[]): Record<string, string> {
+export function parseFields(lines: string[], keep?: ReadonlySet<string>): Record<string, string> {
   const headers: Record<string, string> = Object.create(null) as Record<string, string>;
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i]!;
@@ -48,6 +49,7 @@ export function parseFields(lines: string[]): Record<string, string> {
     const value = line.slice(s, e);
     if (!FIELD_VALUE.test(value)) throw new WireError(400, 'INVALID_REQUEST', `invalid value in header ${name}`);
     const key = name.toLowerCase();
+    if (keep !== undefined && !keep.has(key)) continue;
     const prev = headers[key];
     headers[key] = prev === undefined ? value : `${prev}, ${value}`;
   }
