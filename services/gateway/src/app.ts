@@ -21,7 +21,7 @@ import type { KeyStore } from './adapters/keys';
 import type { QuotaStore } from './adapters/leasedQuota';
 import { createUpstreamClient } from './adapters/upstream';
 import { openApiDocument } from './http/openapi';
-import { createApiHandler, FORWARD_RESPONSE, JSON_TYPE, sendError } from './http/proxy';
+import { createApiHandler, FORWARD_RESPONSE, JSON_TYPE, READ_REQUEST_HEADERS, sendError } from './http/proxy';
 import { createHttpServer, type HttpRequest, type HttpResponder } from './http/server';
 
 export interface GatewayOptions {
@@ -138,6 +138,7 @@ export function createGateway(options: GatewayOptions): Gateway {
 
   const httpServer = createHttpServer({
     handler: handle,
+    keepHeaders: READ_REQUEST_HEADERS,
     onHandlerError: (err, req) =>
       logger.error('gateway handler threw', {
         requestId: req.requestId,

@@ -14,7 +14,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import { bodyFraming, ChunkedDecoder, headEnd, parseFields, splitHead, WireError, type Framing } from '../http/wire';
+import { bodyFraming, ChunkedDecoder, headEnd, NO_BODY, parseHead, WireError, type Framing } from '../http/wire';
 
 export type UpstreamFailureKind = 'unavailable' | 'timeout' | 'failed';
 
@@ -110,7 +110,7 @@ class Conn {
   // answer being read
   status = 0;
   headers: Record<string, string> | null = null;
-  framing: Framing = { kind: 'none' };
+  framing: Framing = NO_BODY;
   decoder: ChunkedDecoder | null = null;
   keepAlive = true;
   untilClose: Buffer[] | null = null;
@@ -309,18 +309,18 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
             conn.buf = buf;
             return;
           }
-          const lines = splitHead(buf.toString('latin1', 0, end));
+          const head = parseHead(buf.toString('latin1', 0, end), keep);
           buf = buf.subarray(end + 4);
-          const m = STATUS_LINE.exec(lines[0]!);
+          const m = STATUS_LINE.exec(head.start);
           if (!m) throw new WireError(502, 'BAD_GATEWAY', 'malformed status line');
           const status = Number(m[2]);
-          const headers = parseFields(lines, keep);
+          const headers = head.headers;
           if (status >= 100 && status < 200) continue; // 100 Continue, 103 Early Hints
           conn.status = status;
           conn.headers = headers;
           const connection = headers.connection?.toLowerCase();
           conn.keepAlive = m[1] === '1' ? !(connection !== undefined && connection.includes('close')) : false;
-          if (call.method === 'HEAD' || status === 204 || status === 304) conn.framing = { kind: 'none' };
+          if (call.method === 'HEAD' || status === 204 || status === 304) conn.framing = NO_BODY;
           else {
             conn.framing = bodyFraming(headers);
             if (conn.framing.kind === 'none' && headers['content-length'] === undefined) {

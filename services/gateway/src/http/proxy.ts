@@ -35,6 +35,13 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 const FORWARD_REQUEST = ['accept', 'user-agent'] as const;
 /** and, for a call with a body, the header that describes it (the length is set by the client) */
 const FORWARD_BODY = ['content-type'] as const;
+/** every request header the API handler reads */
+export const READ_REQUEST_HEADERS: readonly string[] = [
+  'authorization',
+  'x-api-key',
+  ...FORWARD_REQUEST,
+  ...FORWARD_BODY,
+];
 export const FORWARD_RESPONSE = [
   'content-type',
   'allow',

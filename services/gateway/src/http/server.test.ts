@@ -151,6 +151,16 @@ describe('gateway HTTP server', () => {
     expect(c.closed).toBe(false);
   });
 
+  it('with keepHeaders, hands the handler only those headers (and the ones the server needs), checking every line', async () => {
+    await start({ keepHeaders: ['x-a'] });
+    const c = await client();
+    c.write('GET /k HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nX-B: 2\r\nX-Request-Id: r-1\r\n\r\n');
+    expect((await c.next())!.status).toBe(200);
+    expect({ ...seen[0]!.headers }).toEqual({ host: 'h', 'x-a': '1', 'x-request-id': 'r-1' });
+    c.write('GET /k HTTP/1.1\r\nHost: h\r\nX-B: a\x01b\r\n\r\n');
+    expect((await c.next())!.status).toBe(400);
+  });
+
   it('answers pipelined requests in order even when the first one is slower', async () => {
     await start();
     const c = await client();

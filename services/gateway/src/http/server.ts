@@ -23,16 +23,7 @@ import { STATUS_CODES } from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { acceptRequestId } from '../domain/limits';
-import {
-  bodyFraming,
-  ChunkedDecoder,
-  headEnd,
-  httpDate,
-  parseFields,
-  splitHead,
-  WireError,
-  type Framing,
-} from './wire';
+import { bodyFraming, ChunkedDecoder, headEnd, httpDate, NO_BODY, parseHead, WireError, type Framing } from './wire';
 
 export interface HttpRequest {
   method: string;
@@ -72,6 +63,11 @@ export interface HttpServerOptions {
   requestTimeoutMs?: number;
   /** idle keep-alive connections are closed after this; default 65 s (above common LB idle timeouts) */
   keepAliveTimeoutMs?: number;
+  /**
+   * request headers the handler reads (lower-case); the ones the server itself needs (framing,
+   * host, connection, expect, x-request-id) are always kept. Default: all.
+   */
+  keepHeaders?: readonly string[];
   /** called when a handler throws (the client gets a 500) */
   onHandlerError?: (err: unknown, req: HttpRequest) => void;
 }
@@ -109,6 +105,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   const maxBody = options.maxBodyBytes ?? 64 * 1024;
   const requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   const keepAliveTimeoutMs = options.keepAliveTimeoutMs ?? 65_000;
+  const keepHeaders = options.keepHeaders
+    ? new Set([
+        ...options.keepHeaders,
+        'host',
+        'content-length',
+        'transfer-encoding',
+        'connection',
+        'expect',
+        'x-request-id',
+      ])
+    : undefined;
   const connections = new Set<Connection>();
   let closing = false;
   let inFlight = 0;
@@ -124,7 +131,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     method = '';
     target = '';
     headers: Record<string, string> = {};
-    framing: Framing = { kind: 'none' };
+    framing: Framing = NO_BODY;
     decoder: ChunkedDecoder | null = null;
     keepAlive = true;
 
@@ -201,14 +208,14 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           throw new WireError(408, 'REQUEST_TIMEOUT', 'the request did not arrive in time');
         return false;
       }
-      const lines = splitHead(buf.toString('latin1', 0, end));
+      const head = parseHead(buf.toString('latin1', 0, end), keepHeaders);
       this.buf = buf.subarray(end + 4);
-      const m = REQUEST_LINE.exec(lines[0]!);
+      const m = REQUEST_LINE.exec(head.start);
       if (!m) throw new WireError(400, 'INVALID_REQUEST', 'malformed request line');
       const [, method, target, major, minor] = m as unknown as [string, string, string, string, string];
       if (major !== '1' || (minor !== '1' && minor !== '0'))
         throw new WireError(505, 'HTTP_VERSION_NOT_SUPPORTED', `HTTP/${major}.${minor} is not supported; use HTTP/1.1`);
-      const headers = parseFields(lines);
+      const headers = head.headers;
       this.method = method;
       this.target = target;
       this.headers = headers;

@@ -9,8 +9,6 @@
 export const CRLF = '\r\n';
 const CRLFCRLF = Buffer.from('\r\n\r\n');
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-// field-value: visible ASCII, obs-text and SP/HTAB; no other control character (so no CR, LF, NUL)
-const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 export class WireError extends Error {
   override name = 'WireError';
@@ -28,42 +26,56 @@ export function headEnd(buf: Buffer, from = 0): number {
   return buf.indexOf(CRLFCRLF, from);
 }
 
-/**
- * Parses the field lines of a head (`lines[1..]`): lower-cased names; repeated fields are joined
- * with ", " (RFC 9110 §5.3). Throws WireError(400) on any malformed line. With `keep`, only those
- * fields are stored (every line is still checked).
- */
-export function parseFields(lines: string[], keep?: ReadonlySet<string>): Record<string, string> {
-  const headers: Record<string, string> = Object.create(null) as Record<string, string>;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!;
-    const colon = line.indexOf(':');
-    if (colon <= 0) throw new WireError(400, 'INVALID_REQUEST', 'malformed header line');
-    const name = line.slice(0, colon);
-    if (!TOKEN.test(name)) throw new WireError(400, 'INVALID_REQUEST', 'invalid header name');
-    // optional whitespace around the value is SP / HTAB only
-    let s = colon + 1;
-    let e = line.length;
-    while (s < e && (line.charCodeAt(s) === 32 || line.charCodeAt(s) === 9)) s++;
-    while (e > s && (line.charCodeAt(e - 1) === 32 || line.charCodeAt(e - 1) === 9)) e--;
-    const value = line.slice(s, e);
-    if (!FIELD_VALUE.test(value)) throw new WireError(400, 'INVALID_REQUEST', `invalid value in header ${name}`);
-    const key = name.toLowerCase();
-    if (keep !== undefined && !keep.has(key)) continue;
-    const prev = headers[key];
-    headers[key] = prev === undefined ? value : `${prev}, ${value}`;
-  }
-  return headers;
+// anywhere in a head: a control character other than HTAB, CR and LF; a CR or LF not in a CRLF pair
+const BAD_CHAR = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/;
+const BARE_CR_LF = /\r(?!\n)|(?<!\r)\n/;
+
+export interface Head {
+  /** the request line or the status line */
+  start: string;
+  /** lower-cased names; repeated fields joined with ", " (RFC 9110 §5.3) */
+  headers: Record<string, string>;
 }
 
-/** Splits a head (latin1 text without the final CRLFCRLF) into lines; a bare CR or LF is an error. */
-export function splitHead(head: string): string[] {
-  const lines = head.split(CRLF);
-  for (const line of lines)
-    if (line.includes('\n') || line.includes('\r'))
-      throw new WireError(400, 'INVALID_REQUEST', 'bare CR or LF in the message head');
-  return lines;
+/**
+ * Parses a message head (latin1 text up to, not including, the blank line) in one pass. Throws
+ * WireError(400) on a control character, a bare CR or LF, or a field line that is not
+ * `token ":" OWS value OWS` (so obsolete line folding is refused too). With `keep`, only those
+ * fields are stored; every line is still checked.
+ */
+export function parseHead(text: string, keep?: ReadonlySet<string>): Head {
+  if (BAD_CHAR.test(text)) throw new WireError(400, 'INVALID_REQUEST', 'control character in the message head');
+  if (BARE_CR_LF.test(text)) throw new WireError(400, 'INVALID_REQUEST', 'bare CR or LF in the message head');
+  let eol = text.indexOf(CRLF);
+  if (eol === -1) eol = text.length;
+  const headers: Record<string, string> = Object.create(null) as Record<string, string>;
+  let pos = eol + 2;
+  while (pos < text.length) {
+    let end = text.indexOf(CRLF, pos);
+    if (end === -1) end = text.length;
+    const colon = text.indexOf(':', pos);
+    if (colon <= pos || colon >= end) throw new WireError(400, 'INVALID_REQUEST', 'malformed header line');
+    const name = text.slice(pos, colon);
+    if (!TOKEN.test(name)) throw new WireError(400, 'INVALID_REQUEST', 'invalid header name');
+    const key = name.toLowerCase();
+    if (keep === undefined || keep.has(key)) {
+      // optional whitespace around the value is SP / HTAB only
+      let s = colon + 1;
+      let e = end;
+      while (s < e && (text.charCodeAt(s) === 32 || text.charCodeAt(s) === 9)) s++;
+      while (e > s && (text.charCodeAt(e - 1) === 32 || text.charCodeAt(e - 1) === 9)) e--;
+      const value = text.slice(s, e);
+      const prev = headers[key];
+      headers[key] = prev === undefined ? value : `${prev}, ${value}`;
+    }
+    pos = end + 2;
+  }
+  return { start: text.slice(0, eol), headers };
 }
+
+const NONE: Framing = Object.freeze({ kind: 'none' });
+const CHUNKED: Framing = Object.freeze({ kind: 'chunked' });
+export const NO_BODY = NONE;
 
 export type Framing = { kind: 'none' } | { kind: 'length'; length: number } | { kind: 'chunked' };
 
@@ -79,9 +91,9 @@ export function bodyFraming(headers: Record<string, string>): Framing {
       throw new WireError(400, 'INVALID_REQUEST', 'Content-Length and Transfer-Encoding must not both be sent');
     if (te.toLowerCase() !== 'chunked')
       throw new WireError(501, 'NOT_IMPLEMENTED', `unsupported Transfer-Encoding: ${te.slice(0, 40)}`);
-    return { kind: 'chunked' };
+    return CHUNKED;
   }
-  if (cl === undefined) return { kind: 'none' };
+  if (cl === undefined) return NONE;
   let length = -1;
   for (const part of cl.split(',')) {
     const v = part.trim();
@@ -90,7 +102,7 @@ export function bodyFraming(headers: Record<string, string>): Framing {
     if (length !== -1 && n !== length) throw new WireError(400, 'INVALID_REQUEST', 'conflicting Content-Length values');
     length = n;
   }
-  return length === 0 ? { kind: 'none' } : { kind: 'length', length };
+  return length === 0 ? NONE : { kind: 'length', length };
 }
 
 /**
