@@ -27,6 +27,7 @@ export function headEnd(buf: Buffer, from = 0): number {
 }
 
 // anywhere in a head: a control character other than HTAB, CR and LF; a CR or LF not in a CRLF pair
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
 const BAD_CHAR = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/;
 const BARE_CR_LF = /\r(?!\n)|(?<!\r)\n/;
 
