@@ -1,4 +1,5 @@
 import http from 'node:http';
+import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
 
@@ -92,6 +93,20 @@ export function opsHandler(options: Omit<OpsServerOptions, 'port' | 'host'>) {
   };
 }
 
+/**
+ * Starts `server` listening on port/host; resolves with the bound port (useful with port 0),
+ * rejects when it cannot bind (port taken, bad address).
+ */
+export function listenOn(server: net.Server, port: number, host = '0.0.0.0'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
 export async function startOpsServer(
   options: OpsServerOptions,
 ): Promise<{ server: http.Server; port: number; close(): Promise<void> }> {
@@ -106,8 +121,7 @@ export async function startOpsServer(
         if (!res.headersSent) res.writeHead(500).end();
       });
   });
-  await new Promise<void>((resolve) => server.listen(options.port, options.host ?? '0.0.0.0', resolve));
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenOn(server, options.port, options.host);
   return {
     server,
     port,

@@ -6,9 +6,8 @@
  */
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
-import { opsHandler, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
+import { listenOn, opsHandler, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { SocialSource } from '@sts/social';
 import { createMonitorRepository, type MonitorRepository } from './adapters/monitors';
@@ -197,15 +196,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
 
   return {
     server,
-    listen(port, host = '0.0.0.0') {
-      return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          resolve((server.address() as AddressInfo).port);
-        });
-      });
-    },
+    listen: (port, host) => listenOn(server, port, host),
     close() {
       closing = true;
       if (!server.listening) return Promise.resolve();

@@ -21,7 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import net from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { listenOn } from '@sts/common';
 import { acceptRequestId } from '../domain/limits';
 import { bodyFraming, ChunkedDecoder, headEnd, httpDate, NO_BODY, parseHead, WireError, type Framing } from './wire';
 
@@ -393,15 +393,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     get inFlight() {
       return inFlight;
     },
-    listen(port, host = '0.0.0.0') {
-      return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          resolve((server.address() as AddressInfo).port);
-        });
-      });
-    },
+    listen: (port, host) => listenOn(server, port, host),
     async close(graceMs) {
       closing = true;
       clearInterval(sweeper);
