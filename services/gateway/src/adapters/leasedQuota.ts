@@ -300,7 +300,8 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
           l.credit = 0;
           l.block = Math.max(1, l.block >> 1);
         }
-        if (l.credit === 0 && now - l.lastUse > 120_000) leases.delete(id);
+        // kept past the longest call (UPSTREAM_TIMEOUT_MS ≤ 120 s), so a late release still finds its lease
+        if (l.credit === 0 && now - l.lastUse > 300_000) leases.delete(id);
       }
     },
     Math.max(10, Math.floor(idleReturnMs / 2)),
