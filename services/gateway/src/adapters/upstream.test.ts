@@ -5,6 +5,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { startHttpsReceiver, testCaTrusted } from '@sts/testing';
 import { createUpstreamClient, UpstreamFailure, type UpstreamClient } from './upstream';
 
 const closers: Array<() => Promise<void> | void> = [];
@@ -235,6 +236,31 @@ describe('upstream client', () => {
     expect((await c.forward('GET', '/', '', null)).status).toBe(200);
     expect((await c.forward('GET', '/', '', null)).status).toBe(200);
     expect(srv.connections).toBe(2);
+  });
+
+  it('speaks HTTPS to an https:// read-api: certificate checked against the name, one kept-alive TLS connection', async () => {
+    expect(testCaTrusted()).toBe(true); // npm test makes a test CA and trusts it (NODE_EXTRA_CA_CERTS)
+    const receiver = await startHttpsReceiver({
+      hostnames: ['localhost'],
+      handler: (req) => ({
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: `{"path":"${req.path}"}`,
+      }),
+    });
+    closers.push(() => receiver.close());
+    const c = client(receiver.url);
+    for (let i = 0; i < 3; i++) {
+      const a = await c.forward('GET', `/api/v1/x${i}`, 'x-account-id: a\r\n', null);
+      expect(a.status).toBe(200);
+      expect(JSON.parse(a.body.toString())).toEqual({ path: `/api/v1/x${i}` });
+    }
+    expect(receiver.connectionCount()).toBe(1);
+    expect(receiver.requests[0]!.headers['x-account-id']).toBe('a');
+    // the same server reached by a name its certificate does not carry is refused
+    const wrongName = client(receiver.url.replace('localhost', '127.0.0.1'));
+    expect((await failure(wrongName.forward('GET', '/', '', null))).kind).toBe('failed');
+    expect(receiver.requests).toHaveLength(3); // the handshake failed: nothing was sent
   });
 
   it('close() fails calls still waiting and refuses new ones', async () => {
