@@ -175,6 +175,39 @@ describe('upstream client', () => {
     expect(srv.connections).toBe(1);
   });
 
+  it('answers arriving a byte at a time on several sockets at once come out intact (reads share one buffer)', async () => {
+    const trickle = async (socket: net.Socket, text: string) => {
+      for (const byte of Buffer.from(text)) {
+        if (socket.destroyed) return;
+        socket.write(Buffer.from([byte]));
+        await new Promise((r) => setImmediate(r));
+      }
+    };
+    const srv = await rawServer((n, req, socket) => {
+      const id = /GET \/(\w+)/.exec(req)![1]!;
+      const body = JSON.stringify({ id, pad: id.repeat(40) });
+      const answer = id.startsWith('c')
+        ? `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`
+        : ok(body);
+      void trickle(socket, answer);
+    });
+    const c = client(srv.url);
+    const ids = ['a1', 'b2', 'c3', 'c4', 'e5'];
+    const answers = await Promise.all(ids.map((id) => c.forward('GET', `/${id}`, '', null)));
+    expect(answers.map((a) => JSON.parse(a.body.toString()) as { id: string; pad: string })).toEqual(
+      ids.map((id) => ({ id, pad: id.repeat(40) })),
+    );
+    // and whole answers in one read, many at once, keep their own bytes after the read buffer is reused
+    const fast = await rawServer((_n, req, socket) => {
+      const id = /GET \/(\w+)/.exec(req)![1]!;
+      socket.write(ok(JSON.stringify({ id })));
+    });
+    const f = client(fast.url);
+    const many = Array.from({ length: 40 }, (_, i) => `x${i}`);
+    const got = await Promise.all(many.map((id) => f.forward('GET', `/${id}`, '', null)));
+    expect(got.map((a) => (JSON.parse(a.body.toString()) as { id: string }).id)).toEqual(many);
+  });
+
   it('a HEAD answer has no body even with a Content-Length, and the socket stays in step', async () => {
     const srv = await httpServer((req, res) => {
       res

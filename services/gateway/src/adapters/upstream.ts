@@ -138,6 +138,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     ? new Set([...opts.keepHeaders, 'content-length', 'transfer-encoding', 'connection'])
     : undefined;
 
+  const readBuffer = Buffer.allocUnsafe(64 * 1024);
   const idle: Conn[] = [];
   const all = new Set<Conn>();
   const waiting: Call[] = [];
@@ -188,7 +189,18 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           servername: net.isIP(hostname) ? undefined : hostname,
           ALPNProtocols: ['http/1.1'],
         })
-      : net.connect({ host: hostname, port });
+      : net.connect({
+          host: hostname,
+          port,
+          // reads land in one shared buffer: no Buffer and no stream 'data' event per read
+          onread: {
+            buffer: readBuffer,
+            callback: (n: number, buf: Uint8Array) => {
+              onData(conn, (buf as Buffer).subarray(0, n), true);
+              return true;
+            },
+          },
+        });
     const conn = new Conn(socket, connectTimeoutMs);
     all.add(conn);
     socket.setNoDelay(true);
@@ -197,7 +209,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
       const call = conn.call;
       if (call) write(conn, call);
     });
-    socket.on('data', (chunk: Buffer) => onData(conn, chunk));
+    if (secure) socket.on('data', (chunk: Buffer) => onData(conn, chunk, false));
     // idle for idleSocketMs: close it (a call's own deadline is the sweeper's business)
     socket.setTimeout(idleSocketMs);
     socket.on('timeout', () => {
@@ -285,7 +297,11 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     idle.push(conn);
   }
 
-  function onData(conn: Conn, chunk: Buffer): void {
+  /**
+   * `borrowed`: `chunk` is a view of the shared read buffer, valid only during this call — what is
+   * kept beyond it (a partial answer, the body handed to the caller) is copied.
+   */
+  function onData(conn: Conn, chunk: Buffer, borrowed: boolean): void {
     const call = conn.call;
     if (call === null) {
       // nothing was asked: a server must not talk now; the socket cannot be trusted
@@ -293,6 +309,12 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
       return;
     }
     conn.gotBytes = true;
+    // answers spread over several reads (rare: read-api's are small) take the copying path
+    if (borrowed && (conn.buf !== null || conn.untilClose !== null)) {
+      chunk = Buffer.from(chunk);
+      borrowed = false;
+    }
+    const own = (b: Buffer) => (borrowed ? Buffer.from(b) : b);
     try {
       if (conn.untilClose !== null) {
         conn.untilCloseBytes += chunk.length;
@@ -306,7 +328,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           const end = headEnd(buf);
           if (end === -1) {
             if (buf.length > 64 * 1024) throw new WireError(502, 'BAD_GATEWAY', 'answer head too large');
-            conn.buf = buf;
+            conn.buf = own(buf);
             return;
           }
           const head = parseHead(buf.toString('latin1', 0, end), keep);
@@ -326,7 +348,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
             if (conn.framing.kind === 'none' && headers['content-length'] === undefined) {
               // no length: the answer ends with the connection
               conn.keepAlive = false;
-              conn.untilClose = buf.length > 0 ? [buf] : [];
+              conn.untilClose = buf.length > 0 ? [own(buf)] : [];
               conn.untilCloseBytes = buf.length;
               conn.buf = null;
               return;
@@ -340,12 +362,17 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
         if (conn.framing.kind === 'none') body = Buffer.alloc(0);
         else if (conn.framing.kind === 'length') {
           if (buf.length < conn.framing.length) {
-            conn.buf = buf;
+            conn.buf = own(buf);
             return;
           }
-          body = buf.length === conn.framing.length ? buf : buf.subarray(0, conn.framing.length);
+          body = own(buf.length === conn.framing.length ? buf : buf.subarray(0, conn.framing.length));
           buf = buf.subarray(conn.framing.length);
         } else {
+          // the decoder keeps views of what it is fed
+          if (borrowed) {
+            buf = Buffer.from(buf);
+            borrowed = false;
+          }
           const used = conn.decoder!.feed(buf);
           buf = buf.subarray(used);
           if (!conn.decoder!.done) {
