@@ -110,7 +110,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     const { path, method, requestId } = req;
     if (path.startsWith(API_PREFIX)) {
       if (path !== OPENAPI_PATH) {
-        handleApi(req, res).catch((err: unknown) => fail(err, req, res));
+        handleApi(req, res, (err) => fail(err, req, res));
         return;
       }
       if (method === 'GET' || method === 'HEAD') {

@@ -1,5 +1,14 @@
 import type { PlanLimits } from '@sts/core';
-import { acceptRequestId, createWindowClock, currentWindow, extractApiKey, limitHeaders, refusal } from './limits';
+import {
+  acceptRequestId,
+  createLimitHeaderBlock,
+  createWindowClock,
+  currentWindow,
+  extractApiKey,
+  headerLines,
+  limitHeaders,
+  refusal,
+} from './limits';
 
 const starter: PlanLimits = { monthlyQuota: 150_000, perMinute: 30, pollIntervalSec: 60, liveWebhooks: true };
 
@@ -72,5 +81,30 @@ describe('quota windows and headers', () => {
     expect(acceptRequestId('has space')).toBeNull();
     expect(acceptRequestId(['a', 'b'])).toBeNull();
     expect(acceptRequestId(undefined)).toBeNull();
+  });
+  it('the hot-path header block says exactly what limitHeaders says, across plans, usage and windows', () => {
+    const block = createLimitHeaderBlock();
+    const clock = createWindowClock();
+    const free = { monthlyQuota: 1000, perMinute: 10 };
+    const big = { monthlyQuota: 150_000, perMinute: 30 };
+    const times = [
+      Date.UTC(2026, 10, 22, 10, 0, 5),
+      Date.UTC(2026, 10, 22, 10, 0, 59),
+      Date.UTC(2026, 11, 31, 23, 59, 30),
+      Date.UTC(2027, 0, 1, 0, 0, 1),
+    ];
+    for (const t of times)
+      for (const limits of [free, big, free])
+        for (const usage of [
+          { monthUsed: 0, minuteUsed: 0 },
+          { monthUsed: 999, minuteUsed: 9 },
+          { monthUsed: 200_000, minuteUsed: 50 },
+        ]) {
+          const win = clock(t);
+          const epoch = Math.floor(t / 1000);
+          expect(block(limits as never, usage, win, epoch)).toBe(
+            headerLines(limitHeaders(limits as never, usage, win, epoch)),
+          );
+        }
   });
 });

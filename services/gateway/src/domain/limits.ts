@@ -72,19 +72,35 @@ export function limitHeaders(limits: PlanLimits, usage: Usage, win: Window, nowE
   };
 }
 
-/** `limitHeaders` as header lines (`name: value\r\n`), built without an intermediate object. */
-export function limitHeaderBlock(limits: PlanLimits, usage: Usage, win: Window, nowEpoch: number): string {
-  const monthRemaining = Math.max(0, limits.monthlyQuota - usage.monthUsed);
-  const minuteRemaining = Math.max(0, limits.perMinute - usage.minuteUsed);
-  const monthReset = Math.max(0, win.monthResetEpoch - nowEpoch);
-  const minuteReset = Math.max(0, win.minuteResetEpoch - nowEpoch);
-  return (
-    `X-Quota-Limit: ${limits.monthlyQuota}\r\nX-Quota-Remaining: ${monthRemaining}\r\n` +
-    `X-Quota-Reset: ${win.monthResetEpoch}\r\nX-RateLimit-Limit: ${limits.perMinute}\r\n` +
-    `X-RateLimit-Remaining: ${minuteRemaining}\r\nX-RateLimit-Reset: ${win.minuteResetEpoch}\r\n` +
-    `RateLimit-Policy: "minute";q=${limits.perMinute};w=60, "month";q=${limits.monthlyQuota};w=${win.monthSeconds}\r\n` +
-    `RateLimit: "minute";r=${minuteRemaining};t=${minuteReset}, "month";r=${monthRemaining};t=${monthReset}\r\n`
-  );
+/**
+ * `limitHeaders` as header lines (`name: value\r\n`) for the hot path: the parts that only depend
+ * on the plan and the window are built once per minute and plan, each call adds its four numbers.
+ */
+export function createLimitHeaderBlock(): (limits: PlanLimits, usage: Usage, win: Window, nowEpoch: number) => string {
+  let cachedWin: Window | undefined;
+  const parts = new Map<PlanLimits, readonly [string, string, string]>();
+  return (limits, usage, win, nowEpoch) => {
+    if (win !== cachedWin) {
+      parts.clear();
+      cachedWin = win;
+    }
+    let p = parts.get(limits);
+    if (p === undefined) {
+      p = [
+        `X-Quota-Limit: ${limits.monthlyQuota}\r\nX-Quota-Remaining: `,
+        `\r\nX-Quota-Reset: ${win.monthResetEpoch}\r\nX-RateLimit-Limit: ${limits.perMinute}\r\nX-RateLimit-Remaining: `,
+        `\r\nX-RateLimit-Reset: ${win.minuteResetEpoch}\r\n` +
+          `RateLimit-Policy: "minute";q=${limits.perMinute};w=60, "month";q=${limits.monthlyQuota};w=${win.monthSeconds}\r\n` +
+          'RateLimit: "minute";r=',
+      ];
+      parts.set(limits, p);
+    }
+    const monthRemaining = Math.max(0, limits.monthlyQuota - usage.monthUsed);
+    const minuteRemaining = Math.max(0, limits.perMinute - usage.minuteUsed);
+    const monthReset = Math.max(0, win.monthResetEpoch - nowEpoch);
+    const minuteReset = Math.max(0, win.minuteResetEpoch - nowEpoch);
+    return `${p[0]}${monthRemaining}${p[1]}${minuteRemaining}${p[2]}${minuteRemaining};t=${minuteReset}, "month";r=${monthRemaining};t=${monthReset}\r\n`;
+  };
 }
 
 /** Header lines (`name: value\r\n`) from a record. */

@@ -18,12 +18,12 @@ import {
 import { hashApiKey, isWellFormedApiKey, type PlanLimits, type Plans } from '@sts/core';
 import type { KeyIdentity, KeyStore } from '../adapters/keys';
 import type { Admission, QuotaStore } from '../adapters/leasedQuota';
-import { UpstreamFailure, type UpstreamClient } from '../adapters/upstream';
+import { UpstreamFailure, type UpstreamAnswer, type UpstreamClient } from '../adapters/upstream';
 import {
   createWindowClock,
   extractApiKey,
   headerLines,
-  limitHeaderBlock,
+  createLimitHeaderBlock,
   refusal,
   type Window,
 } from '../domain/limits';
@@ -52,6 +52,19 @@ export const FORWARD_RESPONSE = [
 ] as const;
 const WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+/** a call admitted against the quota, on its way to read-api */
+interface Admitted {
+  req: HttpRequest;
+  res: HttpResponder;
+  identity: KeyIdentity;
+  limits: PlanLimits;
+  admitted: Admission;
+  win: Window;
+  nowEpoch: number;
+  /** performance.now() when forwarded (debug logging only) */
+  started: number;
+}
+
 export interface ApiHandlerDeps {
   keys: KeyStore;
   quota: QuotaStore;
@@ -65,7 +78,11 @@ export interface ApiHandlerDeps {
   count: (status: number) => void;
 }
 
-export type ApiHandler = (req: HttpRequest, res: HttpResponder) => Promise<void>;
+/**
+ * Handles one API call and answers it. `fail` is called instead when the call cannot be handled
+ * (Redis or PostgreSQL unreachable while authenticating or admitting it); the caller answers then.
+ */
+export type ApiHandler = (req: HttpRequest, res: HttpResponder, fail: (err: unknown) => void) => void;
 
 /** Writes an error body `{error, code, request_id, ...}` with the given extra header lines. */
 export function sendError(res: HttpResponder, err: unknown, requestId: string, extraHeaders = ''): number {
@@ -107,6 +124,7 @@ function createKeyHasher(maxEntries = 50_000): (key: string) => string | null {
 export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   const { keys, quota, plans, upstream, logger, count } = deps;
   const windowAt = createWindowClock();
+  const limitHeaderBlock = createLimitHeaderBlock();
   const hashOf = createKeyHasher();
   const debug = logger.isLevelEnabled('debug');
   const internal = `x-internal-token: ${deps.internalToken}\r\n`;
@@ -115,18 +133,61 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     count(sendError(res, err, requestId));
   }
 
-  async function forward(
-    req: HttpRequest,
-    res: HttpResponder,
-    identity: KeyIdentity,
-    limits: PlanLimits,
-    admitted: Admission,
-    win: Window,
-    nowEpoch: number,
-  ): Promise<void> {
+  /** answers a call that read-api answered: the unit is kept only for a 2xx */
+  function answered(call: Admitted, answer: UpstreamAnswer): void {
+    const { req, res, identity, limits, admitted, win, nowEpoch } = call;
     const { accountId } = identity;
-    const { method, headers, requestId } = req;
-    let out = `${internal}x-account-id: ${accountId}\r\nx-account-plan: ${identity.plan}\r\nx-request-id: ${requestId}\r\n`;
+    const status = answer.status;
+    const success = status >= 200 && status < 300;
+    if (success) quota.succeeded(accountId, win.period);
+    else quota.release(accountId, win.period, win.minute);
+    let block = limitHeaderBlock(
+      limits,
+      { monthUsed: admitted.monthUsed - (success ? 0 : 1), minuteUsed: admitted.minuteUsed },
+      win,
+      nowEpoch,
+    );
+    for (const name of FORWARD_RESPONSE) {
+      const v = answer.headers[name];
+      if (v !== undefined) block += `${name}: ${v}\r\n`;
+    }
+    block += `x-request-id: ${req.requestId}\r\n`;
+    if (req.method === 'HEAD') {
+      // the GET's length, announced by read-api; the server sends no body for HEAD
+      const length = Number(answer.headers['content-length'] ?? 0);
+      res.send(status, block, Buffer.alloc(Number.isSafeInteger(length) ? length : 0));
+    } else res.send(status, block, answer.body);
+    count(status);
+    if (debug)
+      logger.debug('api call', {
+        requestId: req.requestId,
+        method: req.method,
+        path: req.path,
+        status,
+        accountId,
+        ms: Math.round((performance.now() - call.started) * 10) / 10,
+      });
+  }
+
+  /** no answer from read-api: the unit goes back */
+  function unanswered(call: Admitted, err: unknown): void {
+    const { req, res, identity, limits, admitted, win, nowEpoch } = call;
+    quota.release(identity.accountId, win.period, win.minute);
+    const apiErr = upstreamError(err);
+    logger.warn('read-api call failed', {
+      requestId: req.requestId,
+      status: apiErr.status,
+      error: err instanceof Error ? err.message : String(err),
+    });
+    const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };
+    count(sendError(res, apiErr, req.requestId, limitHeaderBlock(limits, usage, win, nowEpoch)));
+  }
+
+  // forwards an admitted call with the internal headers (client-sent x-internal-* / x-account-* never pass)
+  function forward(call: Admitted, fail: (err: unknown) => void): void {
+    const { req, identity } = call;
+    const { method, headers } = req;
+    let out = `${internal}x-account-id: ${identity.accountId}\r\nx-account-plan: ${identity.plan}\r\nx-request-id: ${req.requestId}\r\n`;
     for (const name of FORWARD_REQUEST) {
       const v = headers[name];
       if (v !== undefined) out += `${name}: ${v}\r\n`;
@@ -137,56 +198,54 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
         const v = headers[name];
         if (v !== undefined) out += `${name}: ${v}\r\n`;
       }
-    const started = debug ? performance.now() : 0;
-    let answer;
-    try {
-      answer = await upstream.forward(method, req.target, out, withBody ? req.body : null);
-    } catch (err) {
-      // no answer: the unit goes back
-      quota.release(accountId, win.period, win.minute);
-      const apiErr = upstreamError(err);
-      logger.warn('read-api call failed', {
-        requestId,
-        status: apiErr.status,
-        error: err instanceof Error ? err.message : String(err),
-      });
-      const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };
-      count(sendError(res, apiErr, requestId, limitHeaderBlock(limits, usage, win, nowEpoch)));
-      return;
-    }
-
-    // an answer: the unit is kept only for a 2xx
-    const status = answer.status;
-    const success = status >= 200 && status < 300;
-    if (success) quota.succeeded(accountId, win.period);
-    else quota.release(accountId, win.period, win.minute);
-    const usage = { monthUsed: admitted.monthUsed - (success ? 0 : 1), minuteUsed: admitted.minuteUsed };
-    let block = limitHeaderBlock(limits, usage, win, nowEpoch);
-    for (const name of FORWARD_RESPONSE) {
-      const v = answer.headers[name];
-      if (v !== undefined) block += `${name}: ${v}\r\n`;
-    }
-    block += `x-request-id: ${requestId}\r\n`;
-    if (method === 'HEAD') {
-      // the GET's length, announced by read-api; the server sends no body for HEAD
-      const length = Number(answer.headers['content-length'] ?? 0);
-      res.send(status, block, Buffer.alloc(Number.isSafeInteger(length) ? length : 0));
-    } else res.send(status, block, answer.body);
-    count(status);
-    if (debug)
-      logger.debug('api call', {
-        requestId,
-        method,
-        path: req.path,
-        status,
-        accountId,
-        ms: Math.round((performance.now() - started) * 10) / 10,
-      });
+    upstream.forward(method, req.target, out, withBody ? req.body : null).then(
+      (answer) => {
+        try {
+          answered(call, answer);
+        } catch (err) {
+          fail(err);
+        }
+      },
+      (err: unknown) => {
+        try {
+          unanswered(call, err);
+        } catch (e) {
+          fail(e);
+        }
+      },
+    );
   }
 
-  return async function handleApi(req, res) {
+  function admit(
+    req: HttpRequest,
+    res: HttpResponder,
+    identity: KeyIdentity | null,
+    fail: (err: unknown) => void,
+  ): void {
+    if (identity === null) return refuse(res, new UnauthorizedError('unknown or revoked API key'), req.requestId);
+    // per-minute limit and monthly quota, from this process's leased units
+    const at = deps.now();
+    const nowEpoch = Math.floor(at / 1000);
+    const win = windowAt(at);
+    const limits = plans[identity.plan];
+    const decide = (admitted: Admission) => {
+      keys.touch(identity.keyId);
+      if (admitted.outcome !== 'ok') {
+        const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
+        count(sendError(res, error, req.requestId, headerLines(headers)));
+        return;
+      }
+      const started = debug ? performance.now() : 0;
+      forward({ req, res, identity, limits, admitted, win, nowEpoch, started }, fail);
+    };
+    const pending = quota.admit(identity.accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
+    if (pending instanceof Promise) pending.then(decide, fail);
+    else decide(pending);
+  }
+
+  return function handleApi(req, res, fail) {
     const { requestId } = req;
-    // 1. the key: shape and checksum first, so malformed keys never reach a cache or the database
+    // the key: shape and checksum first, so malformed keys never reach a cache or the database
     const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
     if (key === '')
       return refuse(
@@ -196,25 +255,8 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       );
     const hash = hashOf(key);
     if (hash === null) return refuse(res, new UnauthorizedError('malformed API key'), requestId);
-    let identity = keys.peek(hash);
-    if (identity === undefined) identity = await keys.lookup(hash);
-    if (identity === null) return refuse(res, new UnauthorizedError('unknown or revoked API key'), requestId);
-
-    // 2. admission: per-minute limit and monthly quota, from this process's leased units
-    const at = deps.now();
-    const nowEpoch = Math.floor(at / 1000);
-    const win = windowAt(at);
-    const limits = plans[identity.plan];
-    const pending = quota.admit(identity.accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
-    const admitted = pending instanceof Promise ? await pending : pending;
-    keys.touch(identity.keyId);
-    if (admitted.outcome !== 'ok') {
-      const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
-      count(sendError(res, error, requestId, headerLines(headers)));
-      return;
-    }
-
-    // 3. forward with the internal headers (client-sent x-internal-*/x-account-* never pass)
-    return forward(req, res, identity, limits, admitted, win, nowEpoch);
+    const identity = keys.peek(hash);
+    if (identity !== undefined) return admit(req, res, identity, fail);
+    keys.lookup(hash).then((found) => admit(req, res, found, fail), fail);
   };
 }
