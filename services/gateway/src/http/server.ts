@@ -397,27 +397,22 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     async close(graceMs) {
       closing = true;
       clearInterval(sweeper);
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.close();
       for (const c of connections)
         if (c.state === State.Head && (c.buf === null || c.buf.length === 0)) {
           c.state = State.Closed;
           c.socket.end();
         }
-      if (connections.size > 0) {
-        await new Promise<void>((resolve) => {
-          onDrained = resolve;
-          const t = setTimeout(() => {
-            for (const c of connections) c.socket.destroy();
-          }, graceMs);
-          t.unref();
-          const done = resolve;
-          onDrained = () => {
-            clearTimeout(t);
-            done();
-          };
-        });
-      }
-      if (server.listening) await stopped;
+      if (connections.size === 0) return;
+      await new Promise<void>((resolve) => {
+        const cut = setTimeout(() => {
+          for (const c of connections) c.socket.destroy();
+        }, graceMs);
+        onDrained = () => {
+          clearTimeout(cut);
+          resolve();
+        };
+      });
     },
   };
 }

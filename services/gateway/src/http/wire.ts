@@ -74,9 +74,9 @@ export function parseHead(text: string, keep?: ReadonlySet<string>): Head {
   return { start: text.slice(0, eol), headers };
 }
 
-const NONE: Framing = Object.freeze({ kind: 'none' });
+/** the framing of a message without a body (one shared object) */
+export const NO_BODY: Framing = Object.freeze({ kind: 'none' });
 const CHUNKED: Framing = Object.freeze({ kind: 'chunked' });
-export const NO_BODY = NONE;
 
 export type Framing = { kind: 'none' } | { kind: 'length'; length: number } | { kind: 'chunked' };
 
@@ -94,7 +94,7 @@ export function bodyFraming(headers: Record<string, string>): Framing {
       throw new WireError(501, 'NOT_IMPLEMENTED', `unsupported Transfer-Encoding: ${te.slice(0, 40)}`);
     return CHUNKED;
   }
-  if (cl === undefined) return NONE;
+  if (cl === undefined) return NO_BODY;
   let length = -1;
   for (const part of cl.split(',')) {
     const v = part.trim();
@@ -103,7 +103,7 @@ export function bodyFraming(headers: Record<string, string>): Framing {
     if (length !== -1 && n !== length) throw new WireError(400, 'INVALID_REQUEST', 'conflicting Content-Length values');
     length = n;
   }
-  return length === 0 ? NONE : { kind: 'length', length };
+  return length === 0 ? NO_BODY : { kind: 'length', length };
 }
 
 /**
