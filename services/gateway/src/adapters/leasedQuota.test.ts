@@ -107,7 +107,25 @@ describe('leased quota', () => {
     expect(await used(id)).toBe(1); // held as credit
     await s.close();
     expect(await used(id)).toBe(0);
-    expect(await minuteCount(id)).toBe(0);
+    expect(await minuteCount(id)).toBe(2); // both admitted calls count in their minute, failed or not
+  });
+
+  it('failed calls use no quota but count against the per-minute limit', async () => {
+    const id = await account();
+    const { s } = store();
+    for (let i = 0; i < 3; i++) {
+      expect((await admit(s, id, 100, 3)).outcome).toBe('ok');
+      s.release(id, PERIOD, MINUTE);
+    }
+    const fourth = await admit(s, id, 100, 3);
+    expect(fourth.outcome).toBe('rate_limited');
+    expect(fourth.minuteUsed).toBe(3);
+    await s.close();
+    expect(await used(id)).toBe(0);
+    expect(await minuteCount(id)).toBe(3);
+    // the next minute starts afresh
+    const { s: s2 } = store();
+    expect((await admit(s2, id, 100, 3, MINUTE + 1)).outcome).toBe('ok');
   });
 
   it('blocks grow with demand, and credit left idle goes back so another process can use it', async () => {

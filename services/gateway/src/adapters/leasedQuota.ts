@@ -8,7 +8,8 @@
  * remaining is the smaller of the month's and the minute's, and adds n to both counters at once. The
  * sum of what all processes hold can therefore never pass the quota or the minute limit, and
  * near the end blocks shrink to single units, so one process cannot sit on what another needs for
- * long. A failed call gives its unit back to the local credit; credit unused for `idleReturnMs`,
+ * long. A failed call gives its month unit back to the local credit (it still counts against the
+ * minute's limit: every admitted call does); credit unused for `idleReturnMs`,
  * credit of a minute that has ended (its month units) and everything at close() goes back to Redis.
  * Callers waiting for the same account share one lease request in flight. Block size follows
  * demand: it doubles while a block lasts less than `leaseMs`, halves when one lasts much longer.
@@ -38,8 +39,10 @@ import type { Db } from '@sts/db';
 const LEASE = `
 local u = redis.call('HGET', KEYS[1], 'u')
 if not u then return {-1, 0, 0, '', 0} end
-u = tonumber(u)
 local e = redis.call('HGET', KEYS[1], 'e')
+-- month units this process holds without minute units come back first (same epoch only)
+if tonumber(ARGV[4]) > 0 and e == ARGV[5] then u = redis.call('HINCRBY', KEYS[1], 'u', -tonumber(ARGV[4])) end
+u = tonumber(u)
 local m = tonumber(redis.call('GET', KEYS[2]) or '0')
 local q = tonumber(ARGV[2])
 local pm = tonumber(ARGV[3])
@@ -61,8 +64,8 @@ return redis.call('HGET', KEYS[1], 'e')`;
 
 const GIVE_BACK = `
 if redis.call('HGET', KEYS[1], 'e') ~= ARGV[2] then return 0 end
-redis.call('HINCRBY', KEYS[1], 'u', -tonumber(ARGV[1]))
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECRBY', KEYS[2], ARGV[1]) end
+if tonumber(ARGV[1]) > 0 then redis.call('HINCRBY', KEYS[1], 'u', -tonumber(ARGV[1])) end
+if tonumber(ARGV[3]) > 0 and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECRBY', KEYS[2], ARGV[3]) end
 return 1`;
 
 export type AdmitOutcome = 'ok' | 'quota_exceeded' | 'rate_limited';
@@ -120,9 +123,11 @@ type RedisWithScripts = Redis & {
     want: number,
     quota: number,
     perMinute: number,
+    monthBack: number,
+    epoch: string,
   ): Promise<[number, number, number, string, number]>;
   stsInit(month: string, used: number, epoch: string, ttl: number): Promise<string>;
-  stsGiveBack(month: string, minute: string, n: number, epoch: string): Promise<number>;
+  stsGiveBack(month: string, minute: string, monthUnits: number, epoch: string, minuteUnits: number): Promise<number>;
 };
 
 interface Lease {
@@ -133,6 +138,11 @@ interface Lease {
   minute: number;
   /** units leased and not yet taken by a call */
   credit: number;
+  /**
+   * minute units of the credit: a failed call gives its month unit back but not its minute unit
+   * (every admitted call counts against the per-minute limit), so this can be below `credit`
+   */
+  minuteCredit: number;
   epoch: string;
   /** the counters as the last lease left them (they include our credit) */
   monthUsed: number;
@@ -180,23 +190,27 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   const givingBack = new Set<Promise<unknown>>();
 
   /**
-   * returns `n` units to `l`'s month counter and to the counter of `minute` (while that key lives;
-   * for a minute that is over this changes nothing that matters)
+   * returns `month` units to `l`'s month counter and `minute` units to the counter of `l`'s minute
+   * (while that key lives; for a minute that is over this changes nothing that matters)
    */
-  function giveBack(l: Lease, n: number, minute = l.minute): void {
-    if (n <= 0) return;
+  function giveBack(l: Lease, month: number, minute: number): void {
+    if (month <= 0 && minute <= 0) return;
     const p = redis
-      .stsGiveBack(monthKey(l.accountId, l.period), minuteKey(l.accountId, minute), n, l.epoch)
+      .stsGiveBack(monthKey(l.accountId, l.period), minuteKey(l.accountId, l.minute), month, l.epoch, minute)
       .catch(() => undefined) // Redis away: the units stay counted (errs towards refusing, never over-admitting)
       .finally(() => givingBack.delete(p));
     givingBack.add(p);
   }
 
+  /** a call can be admitted from credit: a month unit and a minute unit are both held */
+  const canTake = (l: Lease) => l.credit > 0 && l.minuteCredit > 0;
+
   /** the call's window differs from the lease's: its old credit goes back, the lease moves on */
   function moveTo(l: Lease, period: string, minute: number): void {
-    if (l.period === period) giveBack(l, l.credit);
+    if (l.period === period) giveBack(l, l.credit, l.minuteCredit);
     // a new month: the old month's credit is left counted there (that month is over)
     l.credit = 0;
+    l.minuteCredit = 0;
     l.period = period;
     l.key = `${l.accountId}|${period}`;
     l.minute = minute;
@@ -205,9 +219,10 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
 
   function take(l: Lease, now: number): Admission {
     l.credit--;
+    l.minuteCredit--;
     l.lastUse = now;
     add(inflight, l.key, 1);
-    return { outcome: 'ok', monthUsed: l.monthUsed - l.credit, minuteUsed: l.minuteUsed - l.credit };
+    return { outcome: 'ok', monthUsed: l.monthUsed - l.credit, minuteUsed: l.minuteUsed - l.minuteCredit };
   }
 
   const rebuild = (l: Lease) =>
@@ -236,14 +251,27 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     const period = l.period;
     const minute = l.minute;
     for (let attempt = 0; ; attempt++) {
-      const [code, monthUsed, minuteUsed, epoch, n] = await redis.stsLease(
-        monthKey(l.accountId, period),
-        minuteKey(l.accountId, minute),
-        want,
-        quota,
-        perMinute,
-      );
+      // month units held without a minute unit (failed calls gave them back) go back in the lease
+      const back = l.minuteCredit === 0 ? l.credit : 0;
+      l.credit -= back;
+      let result: [number, number, number, string, number];
+      try {
+        result = await redis.stsLease(
+          monthKey(l.accountId, period),
+          minuteKey(l.accountId, minute),
+          want,
+          quota,
+          perMinute,
+          back,
+          l.epoch,
+        );
+      } catch (err) {
+        l.credit += back; // not given back: still ours
+        throw err;
+      }
+      const [code, monthUsed, minuteUsed, epoch, n] = result;
       if (code === -1) {
+        l.credit += back; // the counter was missing: nothing was given back
         if (attempt >= 2) throw new Error('the quota counter could not be initialised');
         await rebuild(l);
         continue;
@@ -251,11 +279,12 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       if (code !== 0) return { code: code as 1 | 2, monthUsed, minuteUsed };
       if (l.period !== period || l.minute !== minute) {
         // the window moved on while we waited: these units belong to a window no call will use
-        giveBack({ ...l, period, minute, epoch }, n);
+        giveBack({ ...l, period, minute, epoch }, n, n);
         return { code: 0, monthUsed, minuteUsed };
       }
       l.epoch = epoch;
       l.credit += n;
+      l.minuteCredit += n;
       l.monthUsed = monthUsed;
       l.minuteUsed = minuteUsed;
       l.leasedAt = Date.now();
@@ -284,7 +313,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
           monthUsed: result.monthUsed,
           minuteUsed: result.minuteUsed,
         };
-      if (l.credit > 0) return take(l, Date.now());
+      if (canTake(l)) return take(l, Date.now());
       // others took this block first: lease again
     }
   }
@@ -296,8 +325,9 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       for (const [id, l] of leases) {
         if (l.pending !== null) continue;
         if (l.credit > 0 && now - l.lastUse >= idleReturnMs) {
-          giveBack(l, l.credit);
+          giveBack(l, l.credit, l.minuteCredit);
           l.credit = 0;
+          l.minuteCredit = 0;
           l.block = Math.max(1, l.block >> 1);
         }
         // kept past the longest call (UPSTREAM_TIMEOUT_MS ≤ 120 s), so a late release still finds its lease
@@ -348,6 +378,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
           key: `${accountId}|${period}`,
           minute,
           credit: 0,
+          minuteCredit: 0,
           epoch: '',
           monthUsed: 0,
           minuteUsed: 0,
@@ -359,15 +390,16 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
         };
         leases.set(accountId, l);
       } else if (l.minute !== minute || l.period !== period) moveTo(l, period, minute);
-      if (l.credit > 0) return take(l, Date.now());
+      if (canTake(l)) return take(l, Date.now());
       return acquire(l, monthlyQuota, perMinute);
     },
     release(accountId, period, minute) {
       const l = leases.get(accountId);
       add(inflight, l?.period === period ? l.key : `${accountId}|${period}`, -1);
       if (l === undefined || l.period !== period) return; // a month that is over: nothing to give back
+      // the month unit goes back; the minute keeps counting the call
       if (l.minute === minute && !closed) l.credit++;
-      else giveBack(l, 1, minute);
+      else giveBack(l, 1, 0);
     },
     succeeded(accountId, period) {
       const l = leases.get(accountId);
@@ -380,8 +412,9 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       closed = true;
       clearInterval(sweeper);
       for (const l of leases.values()) {
-        giveBack(l, l.credit);
+        giveBack(l, l.credit, l.minuteCredit);
         l.credit = 0;
+        l.minuteCredit = 0;
       }
       await Promise.all([...givingBack]);
       await flush();
