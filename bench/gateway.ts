@@ -62,10 +62,13 @@ function startService(
 /** one saturation run; `pids` are the processes whose CPU per request is reported */
 async function run(url: string, headers: Record<string, string>, pids: Record<string, number>) {
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]));
+  const load = process.cpuUsage();
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
+  const loadCpu = process.cpuUsage(load);
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${url}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
   const cpu = Object.entries(pids)
     .map(([k, pid]) => `${k} ${(((cpuMs(pid) - before[k]!) * 1000) / r.requests.total).toFixed(0)} µs`)
+    .concat(`autocannon ${((loadCpu.user + loadCpu.system) / r.requests.total).toFixed(0)} µs`)
     .join(', ');
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, cpu };
 }

@@ -38,6 +38,8 @@ export interface GatewayOptions {
   upstreamConnectTimeoutMs?: number;
   /** most sockets open to read-api; default 128 */
   upstreamMaxSockets?: number;
+  /** most GET/HEAD calls of one event-loop turn pipelined on one socket to read-api; default 8, 1 turns it off */
+  upstreamPipelineDepth?: number;
   registry?: client.Registry;
   checks?: Record<string, ReadinessCheck>;
   /** how often usage and last-used times are written to PostgreSQL; default 1 s */
@@ -68,6 +70,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     timeoutMs: options.upstreamTimeoutMs ?? 10_000,
     connectTimeoutMs: options.upstreamConnectTimeoutMs,
     maxSockets: options.upstreamMaxSockets,
+    pipelineDepth: options.upstreamPipelineDepth,
     keepHeaders: FORWARD_RESPONSE,
   });
   const openapi = Buffer.from(JSON.stringify(openApiDocument));

@@ -34,6 +34,7 @@ export async function start(env: GatewayEnv) {
     upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS,
     upstreamConnectTimeoutMs: env.UPSTREAM_CONNECT_TIMEOUT_MS,
     upstreamMaxSockets: env.UPSTREAM_MAX_SOCKETS,
+    upstreamPipelineDepth: env.UPSTREAM_PIPELINE_DEPTH,
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
     flushIntervalMs: env.USAGE_FLUSH_MS,
     registry,

@@ -35,18 +35,26 @@ async function httpServer(handler: http.RequestListener) {
   };
 }
 
-/** a TCP server whose n-th request on a connection (from 1) gets `reply(n, request)` written raw */
+/**
+ * A TCP server whose n-th request on a connection (from 1) gets `reply(n, request)` written raw.
+ * `requests[i]` lists the requests connection i brought, `reads[i]` how many reads they took.
+ */
 async function rawServer(reply: (n: number, request: string, socket: net.Socket) => void) {
   const sockets = new Set<net.Socket>();
-  let connections = 0;
+  const requests: string[][] = [];
+  const reads: number[] = [];
   const server = net.createServer((socket) => {
-    connections++;
+    const index = requests.length;
+    const mine: string[] = [];
+    requests.push(mine);
+    reads.push(0);
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => undefined);
     let n = 0;
     let buf = '';
     socket.on('data', (c: Buffer) => {
+      reads[index]!++;
       buf += c.toString('latin1');
       for (;;) {
         const end = buf.indexOf('\r\n\r\n');
@@ -56,6 +64,7 @@ async function rawServer(reply: (n: number, request: string, socket: net.Socket)
         if (buf.length < end + 4 + len) return;
         const request = buf.slice(0, end + 4 + len);
         buf = buf.slice(end + 4 + len);
+        mine.push(request);
         reply(++n, request, socket);
       }
     });
@@ -68,8 +77,10 @@ async function rawServer(reply: (n: number, request: string, socket: net.Socket)
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     get connections() {
-      return connections;
+      return requests.length;
     },
+    requests,
+    reads,
   };
 }
 
@@ -154,7 +165,7 @@ describe('upstream client', () => {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       }, 20);
     });
-    const c = client(srv.url, { maxSockets: 3 });
+    const c = client(srv.url, { maxSockets: 3, pipelineDepth: 1 });
     const answers = await Promise.all(Array.from({ length: 12 }, () => c.forward('GET', '/', '', null)));
     expect(answers.every((a) => a.status === 200)).toBe(true);
     expect(peak).toBe(3);
@@ -191,7 +202,8 @@ describe('upstream client', () => {
         : ok(body);
       void trickle(socket, answer);
     });
-    const c = client(srv.url);
+    // one call per socket: this server writes its answers concurrently, so it cannot take pipelined calls
+    const c = client(srv.url, { pipelineDepth: 1 });
     const ids = ['a1', 'b2', 'c3', 'c4', 'e5'];
     const answers = await Promise.all(ids.map((id) => c.forward('GET', `/${id}`, '', null)));
     expect(answers.map((a) => JSON.parse(a.body.toString()) as { id: string; pad: string })).toEqual(
@@ -294,6 +306,162 @@ describe('upstream client', () => {
     const wrongName = client(receiver.url.replace('localhost', '127.0.0.1'));
     expect((await failure(wrongName.forward('GET', '/', '', null))).kind).toBe('failed');
     expect(receiver.requests).toHaveLength(3); // the handshake failed: nothing was sent
+  });
+
+  describe('pipelining (write coalescing)', () => {
+    const idOf = (request: string) => /^[A-Z]+ \/(\S+)/.exec(request)![1]!;
+    /** answers every request at once, in order, with its own path in the body */
+    const echo = (_n: number, req: string, socket: net.Socket) => socket.write(ok(JSON.stringify({ id: idOf(req) })));
+    const ids = (n: number, prefix = 'c') => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+    const bodyId = (a: { body: Buffer }) => (JSON.parse(a.body.toString()) as { id: string }).id;
+
+    it('writes the GET calls of one turn together, up to pipelineDepth per socket, and matches answers in order', async () => {
+      const srv = await rawServer(echo);
+      const c = client(srv.url, { pipelineDepth: 8 });
+      const want = ids(20);
+      const got = await Promise.all(want.map((id) => c.forward('GET', `/${id}`, 'x-n: 1\r\n', null)));
+      expect(got.map(bodyId)).toEqual(want);
+      // 8 + 8 + 4 calls on three sockets, each group in one write (so one read on loopback)
+      expect(srv.requests.map((r) => r.length)).toEqual([8, 8, 4]);
+      expect(srv.requests.flat().map(idOf)).toEqual(want);
+      expect(srv.reads).toEqual([1, 1, 1]);
+      expect(srv.requests[0]![0]).toContain('x-n: 1\r\n');
+      // the next turn reuses the sockets, now idle: still three connections
+      const again = await Promise.all(want.map((id) => c.forward('GET', `/${id}`, '', null)));
+      expect(again.map(bodyId)).toEqual(want);
+      expect(srv.connections).toBe(3);
+      expect(c.openSockets).toBe(3);
+    });
+
+    it('a socket with calls in flight takes no more: calls of a later turn go to another socket', async () => {
+      let hold: (() => void) | null = null;
+      const srv = await rawServer((n, req, socket) => {
+        if (idOf(req) === 'slow') hold = () => socket.write(ok(JSON.stringify({ id: 'slow' })));
+        else echo(n, req, socket);
+      });
+      const c = client(srv.url);
+      const slow = c.forward('GET', '/slow', '', null);
+      await new Promise((r) => setTimeout(r, 30));
+      expect(bodyId(await c.forward('GET', '/fast', '', null))).toBe('fast');
+      expect(srv.requests.map((r) => r.map(idOf))).toEqual([['slow'], ['fast']]);
+      hold!();
+      expect(bodyId(await slow)).toBe('slow');
+    });
+
+    it('never pipelines a call with a body, nor with pipelineDepth 1', async () => {
+      const srv = await rawServer(echo);
+      const c = client(srv.url);
+      const calls = [
+        c.forward('GET', '/g1', '', null),
+        c.forward('POST', '/p1', 'content-type: application/json\r\n', Buffer.from('{}')),
+        c.forward('GET', '/g2', '', null),
+        c.forward('GET', '/g3', '', null),
+      ];
+      expect((await Promise.all(calls)).map(bodyId)).toEqual(['g1', 'p1', 'g2', 'g3']);
+      expect(srv.requests.map((r) => r.map(idOf))).toEqual([['g1'], ['p1'], ['g2', 'g3']]);
+
+      const single = await rawServer(echo);
+      const one = client(single.url, { pipelineDepth: 1 });
+      await Promise.all(ids(5).map((id) => one.forward('GET', `/${id}`, '', null)));
+      expect(single.requests.map((r) => r.length)).toEqual([1, 1, 1, 1, 1]);
+    });
+
+    it('pipelines GET and HEAD against node:http (read-api) and keeps every answer in step', async () => {
+      let handled = 0;
+      const srv = await httpServer((req, res) => {
+        handled++;
+        const body = JSON.stringify({ id: req.url!.slice(1) });
+        // answers finish out of order; node:http still sends them in request order
+        setTimeout(
+          () => {
+            res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+            res.end(req.method === 'HEAD' ? undefined : body);
+          },
+          Math.floor(Math.random() * 5),
+        );
+      });
+      const c = client(srv.url, { pipelineDepth: 4 });
+      const want = ids(24, 'h');
+      const got = await Promise.all(want.map((id, i) => c.forward(i % 3 === 1 ? 'HEAD' : 'GET', `/${id}`, '', null)));
+      got.forEach((a, i) => {
+        expect(a.status).toBe(200);
+        if (i % 3 === 1) expect(a.body.length).toBe(0);
+        else expect(bodyId(a)).toBe(want[i]);
+      });
+      expect(handled).toBe(24);
+      expect(srv.connections).toBe(6);
+    });
+
+    it('when read-api closes after answering part of a batch, the rest is sent again on a new socket, once', async () => {
+      // first connection: answers 2 calls (the second says Connection: close), then closes
+      const srv = await rawServer((n, req, socket) => {
+        const body = JSON.stringify({ id: idOf(req) });
+        if (srv.connections > 1) socket.write(ok(body));
+        else if (n === 1) socket.write(ok(body));
+        else if (n === 2) socket.end(ok(body).replace('\r\n', '\r\nConnection: close\r\n'));
+      });
+      const c = client(srv.url);
+      const want = ids(5);
+      expect((await Promise.all(want.map((id) => c.forward('GET', `/${id}`, '', null)))).map(bodyId)).toEqual(want);
+      expect(srv.requests.map((r) => r.map(idOf))).toEqual([want, want.slice(2)]);
+
+      // a connection destroyed after one answer (no Connection: close): the same
+      const cut = await rawServer((n, req, socket) => {
+        if (cut.connections > 1) echo(n, req, socket);
+        else if (n === 1) {
+          echo(n, req, socket);
+          setImmediate(() => socket.destroy());
+        }
+      });
+      const c2 = client(cut.url);
+      expect((await Promise.all(want.map((id) => c2.forward('GET', `/${id}`, '', null)))).map(bodyId)).toEqual(want);
+      expect(cut.requests[1]!.map(idOf)).toEqual(want.slice(1));
+
+      // a socket that keeps failing: each call is sent at most twice, then fails
+      const flaky = await rawServer((n, req, socket) => {
+        if (n === 1) {
+          echo(n, req, socket);
+          setImmediate(() => socket.destroy());
+        }
+      });
+      const c3 = client(flaky.url);
+      const results = await Promise.allSettled(ids(3).map((id) => c3.forward('GET', `/${id}`, '', null)));
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+      // c0 answered on the 1st connection, c1 on the 2nd (its retry); c2 was sent twice and lost twice
+      expect(flaky.requests.map((r) => r.map(idOf))).toEqual([
+        ['c0', 'c1', 'c2'],
+        ['c1', 'c2'],
+      ]);
+      expect(((results[2] as PromiseRejectedResult).reason as UpstreamFailure).kind).toBe('unavailable');
+    });
+
+    it('a broken answer in a batch fails that call only; the calls behind it go to a new socket', async () => {
+      const srv = await rawServer((n, req, socket) => {
+        if (srv.connections === 1 && n === 2) socket.write('HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n');
+        else if (srv.connections === 1 && n > 2) return;
+        else echo(n, req, socket);
+      });
+      const c = client(srv.url);
+      const results = await Promise.allSettled(ids(4).map((id) => c.forward('GET', `/${id}`, '', null)));
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+      expect(((results[1] as PromiseRejectedResult).reason as UpstreamFailure).kind).toBe('failed');
+      expect(srv.requests[1]!.map(idOf)).toEqual(['c2', 'c3']);
+    });
+
+    it('calls stuck behind a call that read-api never answers time out with it (the price of sharing a socket)', async () => {
+      const srv = await rawServer(() => undefined); // c0 heads the batch and is never answered
+      const c = client(srv.url, { timeoutMs: 150 });
+      const t0 = Date.now();
+      const results = await Promise.allSettled(ids(3).map((id) => c.forward('GET', `/${id}`, '', null)));
+      expect(results.map((r) => (r.status === 'rejected' ? (r.reason as UpstreamFailure).kind : 'ok'))).toEqual([
+        'timeout',
+        'timeout',
+        'timeout',
+      ]);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(140);
+      expect(srv.requests.flat()).toHaveLength(3); // nothing was sent again: read-api never answered on it
+      expect(c.openSockets).toBe(0);
+    });
   });
 
   it('close() fails calls still waiting and refuses new ones', async () => {

@@ -1,16 +1,27 @@
 /**
  * The client to read-api: a keep-alive pool of raw sockets (node:net, or node:tls for an https
- * URL) speaking HTTP/1.1 with the strict parser of http/wire.ts. One request per socket at a
- * time (no pipelining), LIFO reuse, at most `maxSockets` open (further calls wait for a socket),
- * idle sockets closed after `idleSocketMs` (below read-api's own keep-alive timeout).
+ * URL) speaking HTTP/1.1 with the strict parser of http/wire.ts. LIFO reuse, at most `maxSockets`
+ * open (further calls wait for a socket), idle sockets closed after `idleSocketMs` (below
+ * read-api's own keep-alive timeout).
+ *
+ * Write coalescing: calls are not written the moment they are made but at the end of the event
+ * loop turn (setImmediate). The GET/HEAD calls of one turn — under load, the calls of every client
+ * socket that was readable in that turn — go out together, up to `pipelineDepth` of them in one
+ * write on one socket (HTTP/1.1 pipelining; read-api answers them in order). One write and one
+ * read carry many calls instead of one each, on both sides of the hop. Only an idle socket takes
+ * a batch; a socket with calls in flight takes no more until all are answered, so a call can only
+ * wait behind calls of its own turn. Calls with a body (and other methods) always go alone.
+ * `pipelineDepth` 1 turns pipelining off (one call per socket at a time).
  *
  * Answers are small JSON documents, so the body is collected whole and handed back. Deadlines are
  * checked by one sweep timer instead of a timer per call.
  *
  * Failures are classified for the caller: `unavailable` (nothing listening: refused, reset, no
  * route) → 503, `timeout` (no connection or no complete answer in time) → 504, `failed` (a broken
- * answer) → 502. A GET/HEAD whose reused keep-alive socket closes before any byte of the answer
- * (the server closed it as we sent) is sent once more on a new socket; nothing else is retried.
+ * answer) → 502. When a socket that read-api had already answered on is lost, its GET/HEAD calls
+ * that got no byte of their answer (the server closed a kept-alive socket as we sent, or closed
+ * after answering earlier calls of a batch) are sent once more on a new socket, within their own
+ * deadline; nothing else is retried.
  */
 import net from 'node:net';
 import tls from 'node:tls';
@@ -57,6 +68,11 @@ export interface UpstreamOptions {
   connectTimeoutMs?: number;
   /** most sockets open to read-api at once; default 128 */
   maxSockets?: number;
+  /**
+   * most GET/HEAD calls of one event-loop turn written together on one socket (pipelined);
+   * default 8; 1 sends one call per socket at a time
+   */
+  pipelineDepth?: number;
   /** idle keep-alive sockets are closed after this; default 30 s (read-api keeps them 65 s) */
   idleSocketMs?: number;
   /** largest answer accepted; default 8 MiB */
@@ -76,7 +92,8 @@ const UNAVAILABLE = new Set([
   'EAI_AGAIN',
   'EPIPE',
 ]);
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** methods whose calls may be pipelined and sent again: safe, and sent without a body */
+const PIPELINED = new Set(['GET', 'HEAD']);
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
 
 function classify(err: NodeJS.ErrnoException): UpstreamFailure {
@@ -88,10 +105,15 @@ function classify(err: NodeJS.ErrnoException): UpstreamFailure {
   return new UpstreamFailure('failed', `read-api call failed (${code || err.message})`, code);
 }
 
+const connectionLost = () =>
+  classify(Object.assign(new Error('connection closed before the answer'), { code: 'ECONNRESET' }));
+
 interface Call {
   method: string;
   request: string;
   body: Buffer | null;
+  /** GET/HEAD without a body: may share a write with other calls, may be sent again */
+  pipelined: boolean;
   deadline: number;
   retried: boolean;
   resolve: (a: UpstreamAnswer) => void;
@@ -100,14 +122,15 @@ interface Call {
 }
 
 class Conn {
-  buf: Buffer | null = null;
-  call: Call | null = null;
-  /** answered at least one call: a close before any answer byte may be the keep-alive race */
-  reused = false;
+  /** calls written (or to be written once connected), in order; the first is being answered */
+  readonly queue: Call[] = [];
+  /** answers completed on this socket: read-api was there */
+  answered = 0;
   connected = false;
   connectDeadline: number;
+  // the answer being read (to queue[0])
+  buf: Buffer | null = null;
   gotBytes = false;
-  // answer being read
   status = 0;
   headers: Record<string, string> | null = null;
   framing: Framing = NO_BODY;
@@ -122,6 +145,14 @@ class Conn {
   ) {
     this.connectDeadline = Date.now() + connectTimeoutMs;
   }
+
+  /** ready for the next answer */
+  nextAnswer(): void {
+    this.buf = null;
+    this.gotBytes = false;
+    this.status = 0;
+    this.headers = null;
+  }
 }
 
 export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
@@ -131,6 +162,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   const port = base.port === '' ? (secure ? 443 : 80) : Number(base.port);
   const hostHeader = base.host;
   const maxSockets = opts.maxSockets ?? 128;
+  const depth = Math.max(1, opts.pipelineDepth ?? 8);
   const idleSocketMs = opts.idleSocketMs ?? 30_000;
   const connectTimeoutMs = opts.connectTimeoutMs ?? Math.min(opts.timeoutMs, 2000);
   const maxAnswer = opts.maxAnswerBytes ?? 8 * 1024 * 1024;
@@ -141,13 +173,15 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   const readBuffer = Buffer.allocUnsafe(64 * 1024);
   const idle: Conn[] = [];
   const all = new Set<Conn>();
+  /** calls without a socket yet: this turn's, and those waiting for a free socket */
   const waiting: Call[] = [];
   const active = new Set<Call>();
+  let pumpScheduled = false;
   let closed = false;
 
   // one timer checks every deadline: calls' and connections being opened
   const sweeper = setInterval(() => {
-    if (active.size === 0 && waiting.length === 0) return;
+    if (active.size === 0) return;
     const now = Date.now();
     for (const call of active) {
       if (now < call.deadline) continue;
@@ -157,28 +191,55 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
       else fail(call, new UpstreamFailure('timeout', 'read-api did not answer in time'));
     }
     for (const conn of all)
-      if (!conn.connected && now >= conn.connectDeadline && conn.call)
-        fail(conn.call, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
+      if (!conn.connected && now >= conn.connectDeadline && conn.queue.length > 0)
+        fail(conn.queue[0]!, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
   }, 25);
   sweeper.unref();
 
   function settle(call: Call): boolean {
-    if (!active.has(call)) return false;
-    active.delete(call);
-    const i = waiting.indexOf(call);
-    if (i !== -1) waiting.splice(i, 1);
+    if (!active.delete(call)) return false;
+    if (call.conn === null) {
+      const i = waiting.indexOf(call);
+      if (i !== -1) waiting.splice(i, 1);
+    }
     return true;
   }
 
+  /** fails `call`; its socket (which may still bring its answer) is given up, with `err` for the others on it */
   function fail(call: Call, err: UpstreamFailure): void {
     if (!settle(call)) return;
     const conn = call.conn;
     call.conn = null;
     if (conn) {
-      conn.call = null;
-      conn.socket.destroy();
+      const i = conn.queue.indexOf(call);
+      conn.queue.splice(i, 1);
+      if (i === 0) conn.gotBytes = false; // what arrived was this call's
+      abandon(conn, err);
     }
     call.reject(err);
+  }
+
+  /**
+   * The socket is gone or cannot be trusted: forget and destroy it. Its calls are sent again on
+   * another socket where that is safe (see the file comment), else failed with `err`.
+   */
+  function abandon(conn: Conn, err: UpstreamFailure): void {
+    const known = all.delete(conn);
+    conn.socket.destroy();
+    if (!known) return;
+    const i = idle.indexOf(conn);
+    if (i !== -1) idle.splice(i, 1);
+    const calls = conn.queue.splice(0);
+    const now = Date.now();
+    calls.forEach((call, n) => {
+      call.conn = null;
+      const untouched = n > 0 || !conn.gotBytes;
+      if (!closed && call.pipelined && !call.retried && conn.answered > 0 && untouched && now < call.deadline) {
+        call.retried = true;
+        waiting.push(call);
+      } else if (settle(call)) call.reject(err);
+    });
+    pump();
   }
 
   function open(): Conn {
@@ -206,14 +267,13 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     socket.setNoDelay(true);
     socket.on(secure ? 'secureConnect' : 'connect', () => {
       conn.connected = true;
-      const call = conn.call;
-      if (call) write(conn, call);
+      if (conn.queue.length > 0) write(conn, conn.queue);
     });
     if (secure) socket.on('data', (chunk: Buffer) => onData(conn, chunk, false));
     // idle for idleSocketMs: close it (a call's own deadline is the sweeper's business)
     socket.setTimeout(idleSocketMs);
     socket.on('timeout', () => {
-      if (conn.call === null) socket.destroy();
+      if (conn.queue.length === 0) socket.destroy();
     });
     socket.on('error', (err: NodeJS.ErrnoException) => lost(conn, err));
     socket.on('end', () => lost(conn, null));
@@ -221,91 +281,89 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     return conn;
   }
 
-  /** the socket is gone or going: finish or fail its call, forget it */
+  /** the socket closed or failed */
   function lost(conn: Conn, err: NodeJS.ErrnoException | null): void {
-    if (!all.delete(conn)) {
+    if (!all.has(conn)) {
       conn.socket.destroy();
       return;
     }
-    const i = idle.indexOf(conn);
-    if (i !== -1) idle.splice(i, 1);
-    const call = conn.call;
-    conn.call = null;
-    conn.socket.destroy();
-    if (call) {
-      if (conn.untilClose !== null && err === null) {
-        // an answer delimited by the end of the connection
-        const body = Buffer.concat(conn.untilClose, conn.untilCloseBytes);
-        if (settle(call)) call.resolve({ status: conn.status, headers: conn.headers!, body });
-      } else if (conn.reused && !conn.gotBytes && call.body === null && IDEMPOTENT.has(call.method) && !call.retried) {
-        // the server closed a kept-alive socket as we sent on it: send once more on a new one
-        call.retried = true;
-        call.conn = null;
-        assign(call, null);
-      } else {
-        const cause = err ?? Object.assign(new Error('connection closed before the answer'), { code: 'ECONNRESET' });
-        fail(call, classify(cause));
+    const call = conn.queue[0];
+    if (call !== undefined && conn.untilClose !== null && err === null) {
+      // an answer delimited by the end of the connection
+      const body = Buffer.concat(conn.untilClose, conn.untilCloseBytes);
+      conn.queue.shift();
+      call.conn = null;
+      conn.answered++;
+      conn.gotBytes = false;
+      if (settle(call)) call.resolve({ status: conn.status, headers: conn.headers!, body });
+    }
+    abandon(conn, err === null ? connectionLost() : classify(err));
+  }
+
+  /** writes `calls` (already in conn.queue) in one write */
+  function write(conn: Conn, calls: readonly Call[]): void {
+    if (calls.length === 1) {
+      const call = calls[0]!;
+      if (call.body === null || call.body.length === 0) conn.socket.write(call.request, 'latin1');
+      else {
+        const out = Buffer.allocUnsafe(call.request.length + call.body.length);
+        out.write(call.request, 0, 'latin1');
+        call.body.copy(out, call.request.length);
+        conn.socket.write(out);
       }
-    }
-    pump();
-  }
-
-  function write(conn: Conn, call: Call): void {
-    conn.gotBytes = false;
-    conn.status = 0;
-    conn.headers = null;
-    conn.buf = null;
-    if (call.body === null || call.body.length === 0) conn.socket.write(call.request, 'latin1');
-    else {
-      const out = Buffer.allocUnsafe(call.request.length + call.body.length);
-      out.write(call.request, 0, 'latin1');
-      call.body.copy(out, call.request.length);
-      conn.socket.write(out);
-    }
-  }
-
-  /** gives `call` a socket: `conn` when one was just freed, else an idle one, a new one, or the queue */
-  function assign(call: Call, conn: Conn | null): void {
-    const c = conn ?? idle.pop() ?? (all.size < maxSockets ? open() : null);
-    if (c === null) {
-      waiting.push(call);
       return;
     }
-    c.call = call;
-    call.conn = c;
-    if (c.connected) write(c, call);
+    let text = '';
+    for (const call of calls) text += call.request; // pipelined calls have no body
+    conn.socket.write(text, 'latin1');
   }
 
+  /** the next calls for one socket, taken from the front of `waiting`: one call, or up to `depth` pipelined ones */
+  function takeGroup(): Call[] {
+    if (!waiting[0]!.pipelined) return waiting.splice(0, 1);
+    let n = 1;
+    while (n < depth && n < waiting.length && waiting[n]!.pipelined) n++;
+    return waiting.splice(0, n);
+  }
+
+  /** gives `conn` (idle) the next calls that wait */
+  function send(conn: Conn, calls: Call[]): void {
+    for (const call of calls) {
+      call.conn = conn;
+      conn.queue.push(call);
+    }
+    if (conn.connected) write(conn, calls);
+  }
+
+  /** hands waiting calls to idle or new sockets while there are any */
   function pump(): void {
-    while (waiting.length > 0 && (idle.length > 0 || all.size < maxSockets)) assign(waiting.shift()!, null);
+    pumpScheduled = false;
+    while (waiting.length > 0) {
+      const conn = idle.pop() ?? (all.size < maxSockets && !closed ? open() : null);
+      if (conn === null) return;
+      send(conn, takeGroup());
+    }
   }
 
+  /** every call on `conn` is answered */
   function release(conn: Conn): void {
-    conn.call = null;
-    conn.reused = true;
     if (closed || !conn.keepAlive) {
-      all.delete(conn);
-      conn.socket.destroy();
-      pump();
+      abandon(conn, connectionLost());
       return;
     }
-    const next = waiting.shift();
-    if (next) {
-      assign(next, conn);
-      return;
-    }
-    idle.push(conn);
+    if (waiting.length > 0) send(conn, takeGroup());
+    else idle.push(conn);
   }
 
   /**
    * `borrowed`: `chunk` is a view of the shared read buffer, valid only during this call — what is
-   * kept beyond it (a partial answer, the body handed to the caller) is copied.
+   * kept beyond it (a partial answer, the bodies handed to callers) is copied.
    */
   function onData(conn: Conn, chunk: Buffer, borrowed: boolean): void {
-    const call = conn.call;
-    if (call === null) {
+    let call = conn.queue[0];
+    if (call === undefined) {
       // nothing was asked: a server must not talk now; the socket cannot be trusted
-      conn.socket.destroy();
+      abandon(conn, connectionLost());
       return;
     }
     conn.gotBytes = true;
@@ -381,14 +439,28 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           }
           body = conn.decoder!.body;
         }
-        // complete: bytes beyond the answer mean the server and we disagree on framing
-        if (buf.length > 0) conn.keepAlive = false;
-        conn.buf = null;
+        // complete
         const answer: UpstreamAnswer = { status: conn.status, headers: conn.headers, body };
+        conn.queue.shift();
         call.conn = null;
+        conn.answered++;
+        conn.nextAnswer();
         if (settle(call)) call.resolve(answer);
-        release(conn);
-        return;
+        const next = conn.queue[0];
+        if (!conn.keepAlive) {
+          // read-api closes after this answer: the calls behind it go to another socket
+          abandon(conn, connectionLost());
+          return;
+        }
+        if (next === undefined) {
+          // bytes beyond the last answer asked for: the server and we disagree on framing
+          if (buf.length > 0) abandon(conn, connectionLost());
+          else release(conn);
+          return;
+        }
+        call = next;
+        if (buf.length === 0) return;
+        conn.gotBytes = true;
       }
     } catch (err) {
       fail(call, classify(err as NodeJS.ErrnoException));
@@ -409,6 +481,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           method,
           request,
           body,
+          pipelined: depth > 1 && body === null && PIPELINED.has(method),
           deadline: Date.now() + opts.timeoutMs,
           retried: false,
           resolve,
@@ -416,13 +489,18 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           conn: null,
         };
         active.add(call);
-        assign(call, null);
+        waiting.push(call);
+        // written at the end of this event-loop turn, together with the turn's other calls
+        if (!pumpScheduled) {
+          pumpScheduled = true;
+          setImmediate(pump);
+        }
       });
     },
     close() {
       closed = true;
       clearInterval(sweeper);
-      for (const conn of all) conn.socket.destroy();
+      for (const conn of [...all]) abandon(conn, new UpstreamFailure('unavailable', 'the upstream client is closed'));
       for (const call of [...active]) fail(call, new UpstreamFailure('unavailable', 'the upstream client is closed'));
     },
   };

@@ -1,0 +1,22 @@
+import { ConfigError } from '@sts/common';
+import { loadGatewayEnv } from './env';
+
+const base = { INTERNAL_TOKEN: 'x'.repeat(24) };
+
+describe('gateway environment', () => {
+  it('pipelines up to 8 calls per upstream socket unless told otherwise; 1 turns it off', () => {
+    expect(loadGatewayEnv(base).UPSTREAM_PIPELINE_DEPTH).toBe(8);
+    expect(loadGatewayEnv({ ...base, UPSTREAM_PIPELINE_DEPTH: '1' }).UPSTREAM_PIPELINE_DEPTH).toBe(1);
+  });
+
+  it.each(['0', '65', '2.5', 'eight'])('refuses UPSTREAM_PIPELINE_DEPTH=%s, naming it', (value) => {
+    let err: unknown;
+    try {
+      loadGatewayEnv({ ...base, UPSTREAM_PIPELINE_DEPTH: value });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toContain('UPSTREAM_PIPELINE_DEPTH');
+  });
+});
