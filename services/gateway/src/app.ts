@@ -38,7 +38,7 @@ export interface GatewayOptions {
   upstreamConnectTimeoutMs?: number;
   /** most sockets open to read-api; default 128 */
   upstreamMaxSockets?: number;
-  /** most GET/HEAD calls of one event-loop turn pipelined on one socket to read-api; default 8, 1 turns it off */
+  /** most GET/HEAD/OPTIONS calls of one event-loop turn pipelined on one socket to read-api; default 8, 1 turns it off */
   upstreamPipelineDepth?: number;
   registry?: client.Registry;
   checks?: Record<string, ReadinessCheck>;

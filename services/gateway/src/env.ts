@@ -15,7 +15,7 @@ export const gatewayEnvSchema = z.object({
   UPSTREAM_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(2000),
   /** most keep-alive sockets open to read-api */
   UPSTREAM_MAX_SOCKETS: z.coerce.number().int().min(1).max(4096).default(128),
-  /** most GET/HEAD calls of one event-loop turn pipelined together on one socket to read-api (1: none) */
+  /** most GET/HEAD/OPTIONS calls of one event-loop turn pipelined together on one socket to read-api (1: none) */
   UPSTREAM_PIPELINE_DEPTH: z.coerce.number().int().min(1).max(64).default(8),
   /** how long a stop waits for in-flight calls */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),

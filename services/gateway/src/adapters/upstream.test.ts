@@ -234,20 +234,23 @@ describe('upstream client', () => {
     expect(srv.connections).toBe(1);
   });
 
-  it('sends a GET again on a new socket when a kept-alive one is closed under it, but not a POST', async () => {
-    // the second request on each connection is met by a close, as when a keep-alive timeout races a call
-    const srv = await rawServer((n, _req, socket) => {
-      if (n === 1) socket.write(ok('{"ok":1}'));
-      else socket.destroy();
-    });
-    const c = client(srv.url);
-    await c.forward('GET', '/', '', null);
-    expect((await c.forward('GET', '/', '', null)).status).toBe(200);
-    expect(srv.connections).toBe(2);
-    const posted = await failure(c.forward('POST', '/', '', Buffer.from('{}')));
-    expect(posted.kind).toBe('unavailable');
-    expect(srv.connections).toBe(2);
-  });
+  it.each([1, 8])(
+    'sends a GET again on a new socket when a kept-alive one is closed under it, but not a POST (depth %d)',
+    async (pipelineDepth) => {
+      // the second request on each connection is met by a close, as when a keep-alive timeout races a call
+      const srv = await rawServer((n, _req, socket) => {
+        if (n === 1) socket.write(ok('{"ok":1}'));
+        else socket.destroy();
+      });
+      const c = client(srv.url, { pipelineDepth });
+      await c.forward('GET', '/', '', null);
+      expect((await c.forward('GET', '/', '', null)).status).toBe(200);
+      expect(srv.connections).toBe(2);
+      const posted = await failure(c.forward('POST', '/', '', Buffer.from('{}')));
+      expect(posted.kind).toBe('unavailable');
+      expect(srv.connections).toBe(2);
+    },
+  );
 
   it('classifies failures: refused → unavailable, no answer → timeout, garbage or oversize → failed', async () => {
     const free = net.createServer();

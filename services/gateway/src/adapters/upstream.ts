@@ -5,7 +5,7 @@
  * read-api's own keep-alive timeout).
  *
  * Write coalescing: calls are not written the moment they are made but at the end of the event
- * loop turn (setImmediate). The GET/HEAD calls of one turn — under load, the calls of every client
+ * loop turn (setImmediate). The safe calls (GET, HEAD, OPTIONS; no body) of one turn — under load, the calls of every client
  * socket that was readable in that turn — go out together, up to `pipelineDepth` of them in one
  * write on one socket (HTTP/1.1 pipelining; read-api answers them in order). One write and one
  * read carry many calls instead of one each, on both sides of the hop. Only an idle socket takes
@@ -18,7 +18,7 @@
  *
  * Failures are classified for the caller: `unavailable` (nothing listening: refused, reset, no
  * route) → 503, `timeout` (no connection or no complete answer in time) → 504, `failed` (a broken
- * answer) → 502. When a socket that read-api had already answered on is lost, its GET/HEAD calls
+ * answer) → 502. When a socket that read-api had already answered on is lost, its safe calls
  * that got no byte of their answer (the server closed a kept-alive socket as we sent, or closed
  * after answering earlier calls of a batch) are sent once more on a new socket, within their own
  * deadline; nothing else is retried.
@@ -69,7 +69,7 @@ export interface UpstreamOptions {
   /** most sockets open to read-api at once; default 128 */
   maxSockets?: number;
   /**
-   * most GET/HEAD calls of one event-loop turn written together on one socket (pipelined);
+   * most safe (GET, HEAD, OPTIONS) calls of one event-loop turn written together on one socket (pipelined);
    * default 8; 1 sends one call per socket at a time
    */
   pipelineDepth?: number;
@@ -92,8 +92,8 @@ const UNAVAILABLE = new Set([
   'EAI_AGAIN',
   'EPIPE',
 ]);
-/** methods whose calls may be pipelined and sent again: safe, and sent without a body */
-const PIPELINED = new Set(['GET', 'HEAD']);
+/** safe methods: sent without a body, their calls may share a socket and may be sent again */
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
 
 function classify(err: NodeJS.ErrnoException): UpstreamFailure {
@@ -112,8 +112,8 @@ interface Call {
   method: string;
   request: string;
   body: Buffer | null;
-  /** GET/HEAD without a body: may share a write with other calls, may be sent again */
-  pipelined: boolean;
+  /** a safe method without a body: may share a write with other calls, may be sent again */
+  safe: boolean;
   deadline: number;
   retried: boolean;
   resolve: (a: UpstreamAnswer) => void;
@@ -212,7 +212,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     call.conn = null;
     if (conn) {
       const i = conn.queue.indexOf(call);
-      conn.queue.splice(i, 1);
+      if (i !== -1) conn.queue.splice(i, 1);
       if (i === 0) conn.gotBytes = false; // what arrived was this call's
       abandon(conn, err);
     }
@@ -234,7 +234,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     calls.forEach((call, n) => {
       call.conn = null;
       const untouched = n > 0 || !conn.gotBytes;
-      if (!closed && call.pipelined && !call.retried && conn.answered > 0 && untouched && now < call.deadline) {
+      if (!closed && call.safe && !call.retried && conn.answered > 0 && untouched && now < call.deadline) {
         call.retried = true;
         waiting.push(call);
       } else if (settle(call)) call.reject(err);
@@ -318,11 +318,11 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     conn.socket.write(text, 'latin1');
   }
 
-  /** the next calls for one socket, taken from the front of `waiting`: one call, or up to `depth` pipelined ones */
+  /** the next calls for one socket, taken from the front of `waiting`: one call, or up to `depth` safe ones */
   function takeGroup(): Call[] {
-    if (!waiting[0]!.pipelined) return waiting.splice(0, 1);
+    if (!waiting[0]!.safe) return waiting.splice(0, 1);
     let n = 1;
-    while (n < depth && n < waiting.length && waiting[n]!.pipelined) n++;
+    while (n < depth && n < waiting.length && waiting[n]!.safe) n++;
     return waiting.splice(0, n);
   }
 
@@ -481,7 +481,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           method,
           request,
           body,
-          pipelined: depth > 1 && body === null && PIPELINED.has(method),
+          safe: body === null && SAFE.has(method),
           deadline: Date.now() + opts.timeoutMs,
           retried: false,
           resolve,
