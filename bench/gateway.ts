@@ -70,7 +70,14 @@ async function run(url: string, headers: Record<string, string>, pids: Record<st
     .map(([k, pid]) => `${k} ${(((cpuMs(pid) - before[k]!) * 1000) / r.requests.total).toFixed(0)} µs`)
     .concat(`autocannon ${((loadCpu.user + loadCpu.system) / r.requests.total).toFixed(0)} µs`)
     .join(', ');
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, cpu };
+  return {
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p90: r.latency.p90,
+    p97: r.latency.p97_5,
+    p99: r.latency.p99,
+    cpu,
+  };
 }
 
 async function steady(url: string, headers: Record<string, string>) {
@@ -137,8 +144,8 @@ async function main(): Promise<void> {
       }
       rounds.push({ ra, gw });
       console.log(
-        `round ${i + 1}: read-api ${ra.rps.toFixed(0)} req/s p50 ${ra.p50} p99 ${ra.p99} (${ra.cpu}); ` +
-          `gateway ${gw.rps.toFixed(0)} req/s p50 ${gw.p50} p99 ${gw.p99} (${gw.cpu}); ratio ${(gw.rps / ra.rps).toFixed(2)}`,
+        `round ${i + 1}: read-api ${ra.rps.toFixed(0)} req/s p50 ${ra.p50} p90 ${ra.p90} p97.5 ${ra.p97} p99 ${ra.p99} (${ra.cpu}); ` +
+          `gateway ${gw.rps.toFixed(0)} req/s p50 ${gw.p50} p90 ${gw.p90} p97.5 ${gw.p97} p99 ${gw.p99} (${gw.cpu}); ratio ${(gw.rps / ra.rps).toFixed(2)}`,
       );
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
