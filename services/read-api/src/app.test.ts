@@ -1,6 +1,6 @@
 /* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-return */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { createLogger, createMetricsRegistry } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, createXSource, type SocialTweet } from '@sts/social';
@@ -561,8 +561,10 @@ describe('read-api', () => {
   describe('with the X source', () => {
     let fake: http.Server;
     let fakeUrl: string;
-    let behaviour: 'fail' | 'slow' | 'ok' = 'ok';
+    let behaviour: 'fail' | 'slow' | 'hold' | 'ok' = 'ok';
     const gate: { release?: (() => void) | undefined } = {};
+    /** with 'hold': every call's answer, to send later */
+    const held: Array<() => void> = [];
 
     beforeAll(async () => {
       fake = http.createServer((req, res) => {
@@ -581,6 +583,7 @@ describe('read-api', () => {
         if (behaviour === 'fail')
           res.writeHead(503, { 'content-type': 'application/json' }).end('{"title":"Service Unavailable"}');
         else if (behaviour === 'slow') gate.release = respond;
+        else if (behaviour === 'hold') held.push(respond);
         else respond();
       });
       await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
@@ -648,6 +651,36 @@ describe('read-api', () => {
       expect(r.headers.connection).toBe('close');
       await closed;
       await expect(rawRequest(p, 'GET', '/healthz')).rejects.toThrow(/ECONNREFUSED/);
+      behaviour = 'ok';
+    });
+
+    it('close() answers every request pipelined on a connection; only the last answer says Connection: close', async () => {
+      const x = createReadApi({
+        db,
+        source: createXSource({ baseUrl: fakeUrl, bearerToken: 't', timeoutMs: 10_000 }),
+        internalToken: TOKEN,
+        logger,
+        userCacheTtlMs: 0,
+      });
+      const p = await x.listen(0, '127.0.0.1');
+      behaviour = 'hold';
+      held.length = 0;
+      const socket = net.connect(p, '127.0.0.1');
+      let received = '';
+      socket.on('data', (c: Buffer) => (received += c.toString('latin1')));
+      const ended = new Promise<void>((r) => socket.on('close', () => r()));
+      const call = (n: number) =>
+        `GET /api/v1/users/XDevelopers${n} HTTP/1.1\r\nhost: r\r\nx-internal-token: ${TOKEN}\r\n\r\n`;
+      socket.write([1, 2, 3, 4].map(call).join('')); // pipelined, as the gateway sends them
+      await waitFor(() => held.length === 4 || undefined);
+      const closed = x.close();
+      for (const respond of held) respond();
+      await ended;
+      await closed;
+      const answers = received.split(/(?=HTTP\/1\.1 )/);
+      expect(answers).toHaveLength(4);
+      expect(answers.every((a) => a.startsWith('HTTP/1.1 200'))).toBe(true);
+      expect(answers.map((a) => /\r\nconnection: close\r\n/i.test(a))).toEqual([false, false, false, true]);
       behaviour = 'ok';
     });
   });

@@ -75,6 +75,8 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
     },
   });
   let closing = false;
+  /** API requests received and not yet answered, per connection (the gateway pipelines GETs) */
+  const pendingOn = new WeakMap<object, number>();
 
   function tokenOk(value: string | string[] | undefined): boolean {
     if (typeof value !== 'string') return false;
@@ -96,12 +98,18 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       'x-request-id': requestId,
       ...headers,
     };
-    if (closing) out.connection = 'close';
+    // while closing, the connection's last pending answer says so; answers to requests pipelined
+    // behind it must still go out first (node:http drops them once a close-marked answer is sent)
+    const socket = res.socket;
+    const left = socket ? (pendingOn.get(socket) ?? 1) - 1 : 0;
+    if (socket) pendingOn.set(socket, left);
+    if (closing && left <= 0) out.connection = 'close';
     res.writeHead(status, out).end(json);
   }
 
   async function handleApi(req: http.IncomingMessage, res: http.ServerResponse, url: string): Promise<void> {
     const started = performance.now();
+    pendingOn.set(req.socket, (pendingOn.get(req.socket) ?? 0) + 1);
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     const method = req.method ?? 'GET';
