@@ -40,6 +40,8 @@ export interface GatewayOptions {
   upstreamMaxSockets?: number;
   /** most GET/HEAD/OPTIONS calls of one event-loop turn pipelined on one socket to read-api; default 8, 1 turns it off */
   upstreamPipelineDepth?: number;
+  /** only routes read-api answers within this many ms on average are pipelined; default 2 */
+  upstreamPipelineMaxMs?: number;
   registry?: client.Registry;
   checks?: Record<string, ReadinessCheck>;
   /** how often usage and last-used times are written to PostgreSQL; default 1 s */
@@ -71,6 +73,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     connectTimeoutMs: options.upstreamConnectTimeoutMs,
     maxSockets: options.upstreamMaxSockets,
     pipelineDepth: options.upstreamPipelineDepth,
+    pipelineMaxMs: options.upstreamPipelineMaxMs,
     keepHeaders: FORWARD_RESPONSE,
   });
   const openapi = Buffer.from(JSON.stringify(openApiDocument));

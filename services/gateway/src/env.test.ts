@@ -9,6 +9,12 @@ describe('gateway environment', () => {
     expect(loadGatewayEnv({ ...base, UPSTREAM_PIPELINE_DEPTH: '1' }).UPSTREAM_PIPELINE_DEPTH).toBe(1);
   });
 
+  it('pipelines routes read-api answers within 2 ms on average unless told otherwise', () => {
+    expect(loadGatewayEnv(base).UPSTREAM_PIPELINE_MAX_MS).toBe(2);
+    expect(loadGatewayEnv({ ...base, UPSTREAM_PIPELINE_MAX_MS: '0.5' }).UPSTREAM_PIPELINE_MAX_MS).toBe(0.5);
+    expect(() => loadGatewayEnv({ ...base, UPSTREAM_PIPELINE_MAX_MS: '-1' })).toThrow(/UPSTREAM_PIPELINE_MAX_MS/);
+  });
+
   it.each(['0', '65', '2.5', 'eight'])('refuses UPSTREAM_PIPELINE_DEPTH=%s, naming it', (value) => {
     let err: unknown;
     try {

@@ -17,6 +17,8 @@ export const gatewayEnvSchema = z.object({
   UPSTREAM_MAX_SOCKETS: z.coerce.number().int().min(1).max(4096).default(128),
   /** most GET/HEAD/OPTIONS calls of one event-loop turn pipelined together on one socket to read-api (1: none) */
   UPSTREAM_PIPELINE_DEPTH: z.coerce.number().int().min(1).max(64).default(8),
+  /** only routes read-api answers within this many ms on average (its Server-Timing) are pipelined */
+  UPSTREAM_PIPELINE_MAX_MS: z.coerce.number().min(0).max(60_000).default(2),
   /** how long a stop waits for in-flight calls */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
   /** how long a key lookup is trusted in process and in Redis (revocation takes at most twice this: ≤ 4 s) */

@@ -35,6 +35,7 @@ export async function start(env: GatewayEnv) {
     upstreamConnectTimeoutMs: env.UPSTREAM_CONNECT_TIMEOUT_MS,
     upstreamMaxSockets: env.UPSTREAM_MAX_SOCKETS,
     upstreamPipelineDepth: env.UPSTREAM_PIPELINE_DEPTH,
+    upstreamPipelineMaxMs: env.UPSTREAM_PIPELINE_MAX_MS,
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
     flushIntervalMs: env.USAGE_FLUSH_MS,
     registry,

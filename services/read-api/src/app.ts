@@ -83,11 +83,13 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
     return timingSafeEqual(sha256(value), tokenDigest);
   }
 
+  /** `started`: performance.now() when the request was taken up; its handling time goes out as Server-Timing */
   function send(
     res: http.ServerResponse,
     status: number,
     json: string,
     requestId: string,
+    started: number,
     headers: Record<string, string> = {},
   ): void {
     const out: http.OutgoingHttpHeaders = {
@@ -96,6 +98,8 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       'cache-control': 'no-store',
       'x-content-type-options': 'nosniff',
       'x-request-id': requestId,
+      // read by the gateway to decide which calls it may pipeline (it does not pass it on)
+      'server-timing': `app;dur=${(performance.now() - started).toFixed(2)}`,
       ...headers,
     };
     // while closing, the connection's last pending answer says so; answers to requests pipelined
@@ -133,7 +137,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       };
       const result: HandlerResult = await m.handler(ctx);
       status = result.status;
-      send(res, status, result.json ?? JSON.stringify(result.body), requestId);
+      send(res, status, result.json ?? JSON.stringify(result.body), requestId, started);
     } catch (err) {
       const apiError = toApiError(err);
       const mapped = toErrorResponse(apiError ?? err, requestId);
@@ -141,7 +145,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       if (!apiError) logger.error('request failed', { requestId, method, route, err });
       else if (status >= 500) logger.warn('request failed', { requestId, method, route, code: mapped.body.code, err });
       if (res.headersSent) res.destroy();
-      else send(res, status, JSON.stringify(mapped.body), requestId, mapped.headers);
+      else send(res, status, JSON.stringify(mapped.body), requestId, started, mapped.headers);
     }
     const ms = performance.now() - started;
     duration.observe({ method, route, status }, ms / 1000);

@@ -6,7 +6,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { startHttpsReceiver, testCaTrusted } from '@sts/testing';
-import { createUpstreamClient, UpstreamFailure, type UpstreamClient } from './upstream';
+import { createUpstreamClient, routeOf, UpstreamFailure, type UpstreamClient } from './upstream';
 
 const closers: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -37,12 +37,15 @@ async function httpServer(handler: http.RequestListener) {
 
 /**
  * A TCP server whose n-th request on a connection (from 1) gets `reply(n, request)` written raw.
- * `requests[i]` lists the requests connection i brought, `reads[i]` how many reads they took.
+ * `requests[i]` lists the requests connection i brought, `reads[i]` how many reads they took,
+ * `batches` the requests of each read.
  */
 async function rawServer(reply: (n: number, request: string, socket: net.Socket) => void) {
   const sockets = new Set<net.Socket>();
   const requests: string[][] = [];
   const reads: number[] = [];
+  /** the requests each read brought (one write of the client's, on loopback) */
+  const batches: string[][] = [];
   const server = net.createServer((socket) => {
     const index = requests.length;
     const mine: string[] = [];
@@ -55,6 +58,8 @@ async function rawServer(reply: (n: number, request: string, socket: net.Socket)
     let buf = '';
     socket.on('data', (c: Buffer) => {
       reads[index]!++;
+      const batch: string[] = [];
+      batches.push(batch);
       buf += c.toString('latin1');
       for (;;) {
         const end = buf.indexOf('\r\n\r\n');
@@ -65,6 +70,7 @@ async function rawServer(reply: (n: number, request: string, socket: net.Socket)
         const request = buf.slice(0, end + 4 + len);
         buf = buf.slice(end + 4 + len);
         mine.push(request);
+        batch.push(request);
         reply(++n, request, socket);
       }
     });
@@ -81,6 +87,7 @@ async function rawServer(reply: (n: number, request: string, socket: net.Socket)
     },
     requests,
     reads,
+    batches,
   };
 }
 
@@ -317,10 +324,57 @@ describe('upstream client', () => {
     const echo = (_n: number, req: string, socket: net.Socket) => socket.write(ok(JSON.stringify({ id: idOf(req) })));
     const ids = (n: number, prefix = 'c') => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
     const bodyId = (a: { body: Buffer }) => (JSON.parse(a.body.toString()) as { id: string }).id;
+    /** for the mechanics: every safe call may be pipelined, whatever read-api's time for its route */
+    const pclient = (url: string, extra: Partial<Parameters<typeof createUpstreamClient>[0]> = {}) =>
+      client(url, { pipelineMaxMs: Infinity, ...extra });
+
+    it('pipelines only routes read-api answers fast (Server-Timing), and only once they have been answered', async () => {
+      let searchMs = 5;
+      const srv = await rawServer((_n, req, socket) => {
+        const path = /^[A-Z]+ (\S+)/.exec(req)![1]!;
+        const ms = path.startsWith('/api/v1/search') ? searchMs : path.startsWith('/api/v1/plain') ? null : 0.1;
+        const answer = ok(JSON.stringify({ path }));
+        socket.write(ms === null ? answer : answer.replace('\r\n', `\r\nServer-Timing: app;dur=${ms}\r\n`));
+      });
+      const c = client(srv.url); // the default: routes averaging at most 2 ms
+      const turn = async (paths: string[]) => {
+        srv.batches.length = 0;
+        await Promise.all(paths.map((p) => c.forward('GET', p, '', null)));
+        return srv.batches.filter((b) => b.length > 0).map((b) => b.map((r) => /^[A-Z]+ (\S+)/.exec(r)![1]!));
+      };
+      // nothing known yet: each call alone
+      expect(await turn(['/api/v1/users/a', '/api/v1/users/b', '/api/v1/search?q=1'])).toEqual([
+        ['/api/v1/users/a'],
+        ['/api/v1/users/b'],
+        ['/api/v1/search?q=1'],
+      ]);
+      // users answered in 0.1 ms: pipelined (any user: the route is the path's shape)
+      expect(await turn(['/api/v1/users/c', '/api/v1/users/d', '/api/v1/users/e'])).toEqual([
+        ['/api/v1/users/c', '/api/v1/users/d', '/api/v1/users/e'],
+      ]);
+      // search answered in 5 ms: never grouped, not even with fast calls; a route without Server-Timing neither
+      const mixed = await turn(['/api/v1/search?q=2', '/api/v1/search?q=3', '/api/v1/plain/1', '/api/v1/plain/2']);
+      expect(mixed.map((b) => b.length)).toEqual([1, 1, 1, 1]);
+      // once search answers fast, its moving average falls under 2 ms within a few answers
+      searchMs = 0.1;
+      for (let i = 0; i < 6; i++) await c.forward('GET', `/api/v1/search?q=w${i}`, '', null);
+      expect(await turn(['/api/v1/search?q=4', '/api/v1/search?q=5'])).toEqual([
+        ['/api/v1/search?q=4', '/api/v1/search?q=5'],
+      ]);
+    });
+
+    it('routeOf: method, first three path segments and the segment count', () => {
+      expect(routeOf('GET', '/api/v1/users/alice')).toBe('GET api/v1/users 5');
+      expect(routeOf('GET', '/api/v1/users/bob?x=1')).toBe('GET api/v1/users 5');
+      expect(routeOf('GET', '/api/v1/users/bob/tweets?limit=5')).toBe('GET api/v1/users 6');
+      expect(routeOf('HEAD', '/api/v1/search?q=a/b')).toBe('HEAD api/v1/search 4');
+      expect(routeOf('GET', '/')).toBe('GET  2');
+      expect(routeOf('GET', '/api/v1/monitors/9b1f/hits')).toBe('GET api/v1/monitors 6');
+    });
 
     it('writes the GET calls of one turn together, up to pipelineDepth per socket, and matches answers in order', async () => {
       const srv = await rawServer(echo);
-      const c = client(srv.url, { pipelineDepth: 8 });
+      const c = pclient(srv.url, { pipelineDepth: 8 });
       const want = ids(20);
       const got = await Promise.all(want.map((id) => c.forward('GET', `/${id}`, 'x-n: 1\r\n', null)));
       expect(got.map(bodyId)).toEqual(want);
@@ -342,7 +396,7 @@ describe('upstream client', () => {
         if (idOf(req) === 'slow') hold = () => socket.write(ok(JSON.stringify({ id: 'slow' })));
         else echo(n, req, socket);
       });
-      const c = client(srv.url);
+      const c = pclient(srv.url);
       const slow = c.forward('GET', '/slow', '', null);
       await new Promise((r) => setTimeout(r, 30));
       expect(bodyId(await c.forward('GET', '/fast', '', null))).toBe('fast');
@@ -353,7 +407,7 @@ describe('upstream client', () => {
 
     it('never pipelines a call with a body, nor with pipelineDepth 1', async () => {
       const srv = await rawServer(echo);
-      const c = client(srv.url);
+      const c = pclient(srv.url);
       const calls = [
         c.forward('GET', '/g1', '', null),
         c.forward('POST', '/p1', 'content-type: application/json\r\n', Buffer.from('{}')),
@@ -364,7 +418,7 @@ describe('upstream client', () => {
       expect(srv.requests.map((r) => r.map(idOf))).toEqual([['g1'], ['p1'], ['g2', 'g3']]);
 
       const single = await rawServer(echo);
-      const one = client(single.url, { pipelineDepth: 1 });
+      const one = pclient(single.url, { pipelineDepth: 1 });
       await Promise.all(ids(5).map((id) => one.forward('GET', `/${id}`, '', null)));
       expect(single.requests.map((r) => r.length)).toEqual([1, 1, 1, 1, 1]);
     });
@@ -383,7 +437,7 @@ describe('upstream client', () => {
           Math.floor(Math.random() * 5),
         );
       });
-      const c = client(srv.url, { pipelineDepth: 4 });
+      const c = pclient(srv.url, { pipelineDepth: 4 });
       const want = ids(24, 'h');
       const got = await Promise.all(want.map((id, i) => c.forward(i % 3 === 1 ? 'HEAD' : 'GET', `/${id}`, '', null)));
       got.forEach((a, i) => {
@@ -403,7 +457,7 @@ describe('upstream client', () => {
         else if (n === 1) socket.write(ok(body));
         else if (n === 2) socket.end(ok(body).replace('\r\n', '\r\nConnection: close\r\n'));
       });
-      const c = client(srv.url);
+      const c = pclient(srv.url);
       const want = ids(5);
       expect((await Promise.all(want.map((id) => c.forward('GET', `/${id}`, '', null)))).map(bodyId)).toEqual(want);
       expect(srv.requests.map((r) => r.map(idOf))).toEqual([want, want.slice(2)]);
@@ -416,7 +470,7 @@ describe('upstream client', () => {
           setImmediate(() => socket.destroy());
         }
       });
-      const c2 = client(cut.url);
+      const c2 = pclient(cut.url);
       expect((await Promise.all(want.map((id) => c2.forward('GET', `/${id}`, '', null)))).map(bodyId)).toEqual(want);
       expect(cut.requests[1]!.map(idOf)).toEqual(want.slice(1));
 
@@ -427,7 +481,7 @@ describe('upstream client', () => {
           setImmediate(() => socket.destroy());
         }
       });
-      const c3 = client(flaky.url);
+      const c3 = pclient(flaky.url);
       const results = await Promise.allSettled(ids(3).map((id) => c3.forward('GET', `/${id}`, '', null)));
       expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
       // c0 answered on the 1st connection, c1 on the 2nd (its retry); c2 was sent twice and lost twice
@@ -444,7 +498,7 @@ describe('upstream client', () => {
         else if (srv.connections === 1 && n > 2) return;
         else echo(n, req, socket);
       });
-      const c = client(srv.url);
+      const c = pclient(srv.url);
       const results = await Promise.allSettled(ids(4).map((id) => c.forward('GET', `/${id}`, '', null)));
       expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
       expect(((results[1] as PromiseRejectedResult).reason as UpstreamFailure).kind).toBe('failed');
@@ -453,7 +507,7 @@ describe('upstream client', () => {
 
     it('calls stuck behind a call that read-api never answers time out with it (the price of sharing a socket)', async () => {
       const srv = await rawServer(() => undefined); // c0 heads the batch and is never answered
-      const c = client(srv.url, { timeoutMs: 150 });
+      const c = pclient(srv.url, { timeoutMs: 150 });
       const t0 = Date.now();
       const results = await Promise.allSettled(ids(3).map((id) => c.forward('GET', `/${id}`, '', null)));
       expect(results.map((r) => (r.status === 'rejected' ? (r.reason as UpstreamFailure).kind : 'ok'))).toEqual([

@@ -73,6 +73,12 @@ export interface UpstreamOptions {
    * default 8; 1 sends one call per socket at a time
    */
   pipelineDepth?: number;
+  /**
+   * only calls of a route that read-api answers fast are pipelined: on average within this many
+   * milliseconds by its `Server-Timing: app;dur=…` (default 2). Calls of a slower route, or of a
+   * route not answered yet, go alone, so a slow call never holds up fast ones behind it.
+   */
+  pipelineMaxMs?: number;
   /** idle keep-alive sockets are closed after this; default 30 s (read-api keeps them 65 s) */
   idleSocketMs?: number;
   /** largest answer accepted; default 8 MiB */
@@ -95,6 +101,18 @@ const UNAVAILABLE = new Set([
 /** safe methods: sent without a body, their calls may share a socket and may be sent again */
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
+/** most routes whose answer time is remembered (the gateway passes any /api/v1/ path on) */
+const MAX_ROUTES = 256;
+
+/** a route's shape: the method, the first three path segments and how many there are (`GET api/v1/users 5`) */
+export function routeOf(method: string, target: string): string {
+  const q = target.indexOf('?');
+  const end = q === -1 ? target.length : q;
+  let slashes = 0;
+  let cut = end;
+  for (let i = 0; i < end; i++) if (target.charCodeAt(i) === 47 && ++slashes === 4) cut = i; // one scan, no split (hot path)
+  return `${method} ${target.slice(1, cut)} ${slashes + 1}`;
+}
 
 function classify(err: NodeJS.ErrnoException): UpstreamFailure {
   if (err instanceof UpstreamFailure) return err;
@@ -114,6 +132,8 @@ interface Call {
   body: Buffer | null;
   /** a safe method without a body: may share a write with other calls, may be sent again */
   safe: boolean;
+  /** routeOf the call, when it may be pipelined */
+  route: string | null;
   deadline: number;
   retried: boolean;
   resolve: (a: UpstreamAnswer) => void;
@@ -163,11 +183,12 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   const hostHeader = base.host;
   const maxSockets = opts.maxSockets ?? 128;
   const depth = Math.max(1, opts.pipelineDepth ?? 8);
+  const pipelineMaxMs = opts.pipelineMaxMs ?? 2;
   const idleSocketMs = opts.idleSocketMs ?? 30_000;
   const connectTimeoutMs = opts.connectTimeoutMs ?? Math.min(opts.timeoutMs, 2000);
   const maxAnswer = opts.maxAnswerBytes ?? 8 * 1024 * 1024;
   const keep = opts.keepHeaders
-    ? new Set([...opts.keepHeaders, 'content-length', 'transfer-encoding', 'connection'])
+    ? new Set([...opts.keepHeaders, 'content-length', 'transfer-encoding', 'connection', 'server-timing'])
     : undefined;
 
   const readBuffer = Buffer.allocUnsafe(64 * 1024);
@@ -176,6 +197,8 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   /** calls without a socket yet: this turn's, and those waiting for a free socket */
   const waiting: Call[] = [];
   const active = new Set<Call>();
+  /** read-api's time per answer, by route (moving average, ms) */
+  const routeMs = new Map<string, number>();
   let pumpScheduled = false;
   let closed = false;
 
@@ -318,11 +341,27 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     conn.socket.write(text, 'latin1');
   }
 
-  /** the next calls for one socket, taken from the front of `waiting`: one call, or up to `depth` safe ones */
+  /** safe, of a route read-api is known to answer fast */
+  function groupable(call: Call): boolean {
+    return call.route !== null && (routeMs.get(call.route) ?? Infinity) <= pipelineMaxMs;
+  }
+
+  /** remembers how long read-api took for a route, from its Server-Timing `dur` */
+  function noteTime(route: string, timing: string | undefined): void {
+    const at = timing === undefined ? -1 : timing.indexOf('dur=');
+    if (at === -1) return;
+    const ms = parseFloat(timing!.slice(at + 4));
+    if (!(ms >= 0)) return;
+    const prev = routeMs.get(route);
+    if (prev === undefined && routeMs.size >= MAX_ROUTES) routeMs.clear();
+    routeMs.set(route, prev === undefined ? ms : prev + 0.2 * (ms - prev));
+  }
+
+  /** the next calls for one socket, taken from the front of `waiting`: one call, or up to `depth` groupable ones */
   function takeGroup(): Call[] {
-    if (!waiting[0]!.safe) return waiting.splice(0, 1);
+    if (!groupable(waiting[0]!)) return waiting.splice(0, 1);
     let n = 1;
-    while (n < depth && n < waiting.length && waiting[n]!.safe) n++;
+    while (n < depth && n < waiting.length && groupable(waiting[n]!)) n++;
     return waiting.splice(0, n);
   }
 
@@ -445,6 +484,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
         call.conn = null;
         conn.answered++;
         conn.nextAnswer();
+        if (call.route !== null) noteTime(call.route, answer.headers['server-timing']);
         if (settle(call)) call.resolve(answer);
         const next = conn.queue[0];
         if (!conn.keepAlive) {
@@ -473,6 +513,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     },
     forward(method, target, headers, body) {
       if (closed) return Promise.reject(new UpstreamFailure('unavailable', 'the upstream client is closed'));
+      const safe = body === null && SAFE.has(method);
       return new Promise<UpstreamAnswer>((resolve, reject) => {
         const request =
           `${method} ${target} HTTP/1.1\r\nhost: ${hostHeader}\r\n${headers}` +
@@ -481,7 +522,8 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           method,
           request,
           body,
-          safe: body === null && SAFE.has(method),
+          safe,
+          route: safe && depth > 1 ? routeOf(method, target) : null,
           deadline: Date.now() + opts.timeoutMs,
           retried: false,
           resolve,
