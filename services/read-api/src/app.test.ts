@@ -595,14 +595,18 @@ describe('read-api', () => {
       await new Promise((r) => fake.close(r));
     });
 
-    it('maps source failures to 502 and time-outs to 504 UPSTREAM_ERROR', async () => {
-      const x = createReadApi({
+    /** a read-api on the fake X API, without the user cache */
+    const xReadApi = (timeoutMs: number) =>
+      createReadApi({
         db,
-        source: createXSource({ baseUrl: fakeUrl, bearerToken: 't', timeoutMs: 200 }),
+        source: createXSource({ baseUrl: fakeUrl, bearerToken: 't', timeoutMs }),
         internalToken: TOKEN,
         logger,
         userCacheTtlMs: 0,
       });
+
+    it('maps source failures to 502 and time-outs to 504 UPSTREAM_ERROR', async () => {
+      const x = xReadApi(200);
       const p = await x.listen(0, '127.0.0.1');
       try {
         behaviour = 'ok';
@@ -632,13 +636,7 @@ describe('read-api', () => {
     });
 
     it('close() lets in-flight requests finish, then refuses new ones', async () => {
-      const x = createReadApi({
-        db,
-        source: createXSource({ baseUrl: fakeUrl, bearerToken: 't', timeoutMs: 10_000 }),
-        internalToken: TOKEN,
-        logger,
-        userCacheTtlMs: 0,
-      });
+      const x = xReadApi(10_000);
       const p = await x.listen(0, '127.0.0.1');
       behaviour = 'slow';
       delete gate.release;
@@ -655,13 +653,7 @@ describe('read-api', () => {
     });
 
     it('close() answers every request pipelined on a connection; only the last answer says Connection: close', async () => {
-      const x = createReadApi({
-        db,
-        source: createXSource({ baseUrl: fakeUrl, bearerToken: 't', timeoutMs: 10_000 }),
-        internalToken: TOKEN,
-        logger,
-        userCacheTtlMs: 0,
-      });
+      const x = xReadApi(10_000);
       const p = await x.listen(0, '127.0.0.1');
       behaviour = 'hold';
       held.length = 0;
