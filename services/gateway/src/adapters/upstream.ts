@@ -5,13 +5,16 @@
  * read-api's own keep-alive timeout).
  *
  * Write coalescing: calls are not written the moment they are made but at the end of the event
- * loop turn (setImmediate). The safe calls (GET, HEAD, OPTIONS; no body) of one turn — under load, the calls of every client
- * socket that was readable in that turn — go out together, up to `pipelineDepth` of them in one
- * write on one socket (HTTP/1.1 pipelining; read-api answers them in order). One write and one
- * read carry many calls instead of one each, on both sides of the hop. Only an idle socket takes
- * a batch; a socket with calls in flight takes no more until all are answered, so a call can only
- * wait behind calls of its own turn. Calls with a body (and other methods) always go alone.
- * `pipelineDepth` 1 turns pipelining off (one call per socket at a time).
+ * loop turn (setImmediate). The safe calls (GET, HEAD, OPTIONS; no body) of one turn — under
+ * load, the calls of every client socket that was readable in that turn — go out together, up to
+ * `pipelineDepth` of them in one write on one socket (HTTP/1.1 pipelining; read-api answers them
+ * in order). One write and one read carry many calls instead of one each, on both sides of the
+ * hop. Only an idle socket takes a batch; a socket with calls in flight takes no more until all
+ * are answered, so a call can only wait behind calls of its own turn. And only calls of a route
+ * that read-api answers fast are grouped (its Server-Timing `dur`, averaged per route shape, at
+ * most `pipelineMaxMs`): a route not answered yet, or slow, goes alone, so a slow call never holds
+ * up fast ones. Calls with a body (and other methods) always go alone. `pipelineDepth` 1 turns
+ * pipelining off (one call per socket at a time).
  *
  * Answers are small JSON documents, so the body is collected whole and handed back. Deadlines are
  * checked by one sweep timer instead of a timer per call.
