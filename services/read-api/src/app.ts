@@ -6,6 +6,7 @@
  */
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import client from 'prom-client';
 import { listenOn, opsHandler, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
 import type { Db } from '@sts/db';
@@ -76,7 +77,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   });
   let closing = false;
   /** API requests received and not yet answered, per connection (the gateway pipelines GETs) */
-  const pendingOn = new WeakMap<object, number>();
+  const pendingOn = new WeakMap<Socket, number>();
 
   function tokenOk(value: string | string[] | undefined): boolean {
     if (typeof value !== 'string') return false;

@@ -239,7 +239,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     if (conn) {
       const i = conn.queue.indexOf(call);
       if (i !== -1) conn.queue.splice(i, 1);
-      if (i === 0) conn.gotBytes = false; // what arrived was this call's
+      if (i === 0) conn.nextAnswer(); // what arrived was this call's
       abandon(conn, err);
     }
     call.reject(err);
@@ -313,17 +313,21 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
       conn.socket.destroy();
       return;
     }
-    const call = conn.queue[0];
-    if (call !== undefined && conn.untilClose !== null && err === null) {
+    if (conn.queue.length > 0 && conn.untilClose !== null && err === null)
       // an answer delimited by the end of the connection
-      const body = Buffer.concat(conn.untilClose, conn.untilCloseBytes);
-      conn.queue.shift();
-      call.conn = null;
-      conn.answered++;
-      conn.gotBytes = false;
-      if (settle(call)) call.resolve({ status: conn.status, headers: conn.headers!, body });
-    }
+      answerHead(conn, Buffer.concat(conn.untilClose, conn.untilCloseBytes));
     abandon(conn, err === null ? connectionLost() : classify(err));
+  }
+
+  /** the first call on `conn` has its whole answer (status and headers read, `body`): hand it over */
+  function answerHead(conn: Conn, body: Buffer): void {
+    const call = conn.queue.shift()!;
+    const answer: UpstreamAnswer = { status: conn.status, headers: conn.headers!, body };
+    call.conn = null;
+    conn.answered++;
+    conn.nextAnswer();
+    if (call.route !== null) noteTime(call.route, answer.headers['server-timing']);
+    if (settle(call)) call.resolve(answer);
   }
 
   /** writes `calls` (already in conn.queue) in one write */
@@ -481,14 +485,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
           }
           body = conn.decoder!.body;
         }
-        // complete
-        const answer: UpstreamAnswer = { status: conn.status, headers: conn.headers, body };
-        conn.queue.shift();
-        call.conn = null;
-        conn.answered++;
-        conn.nextAnswer();
-        if (call.route !== null) noteTime(call.route, answer.headers['server-timing']);
-        if (settle(call)) call.resolve(answer);
+        answerHead(conn, body);
         const next = conn.queue[0];
         if (!conn.keepAlive) {
           // read-api closes after this answer: the calls behind it go to another socket
