@@ -10,6 +10,7 @@ COPY packages/signing/package.json packages/signing/
 COPY packages/common/package.json packages/common/
 COPY packages/messaging/package.json packages/messaging/
 COPY packages/core/package.json packages/core/
+COPY packages/api-contract/package.json packages/api-contract/
 COPY packages/social/package.json packages/social/
 COPY packages/testing/package.json packages/testing/
 COPY packages/admin-cli/package.json packages/admin-cli/

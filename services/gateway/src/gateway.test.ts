@@ -502,7 +502,12 @@ describe('gateway', () => {
     expect(validate({ $ref: '#/components/schemas/User' }, { id: 'x', username: 'a' }, doc).length).toBeGreaterThan(0);
     expect(
       validate({ $ref: '#/components/schemas/Error' }, { error: 'e', code: 'NOPE', request_id: 'r' }, doc),
-    ).toEqual([expect.stringContaining('not in enum')]);
+    ).toEqual([expect.stringContaining('must be equal to one of the allowed values')]);
+    const user = { id: '1', username: 'a', name: 'A', followers_count: 0, verified: false };
+    expect(validate({ $ref: '#/components/schemas/User' }, user, doc)).toEqual([]);
+    expect(validate({ $ref: '#/components/schemas/User' }, { ...user, extra: 1 }, doc)).toEqual([
+      '$.extra: not in the document',
+    ]);
   });
 
   it('cursors page through a timeline, a search and a monitor’s hits without gaps or repeats', async () => {

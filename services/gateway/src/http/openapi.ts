@@ -1,148 +1,39 @@
 /**
  * The OpenAPI 3.1 document of the public API, served at GET /api/v1/openapi.json (no key needed,
  * no quota used). Tests validate real responses against these schemas.
+ *
+ * The record schemas and the envelopes come from @sts/api-contract (zod, converted by
+ * z.toJSONSchema), the same schemas that type read-api's serialisers; the parameter bounds come
+ * from there too. Paths, parameters and headers are plain data here.
  */
-const str = { type: 'string' } as const;
-const nullableStr = { type: ['string', 'null'] } as const;
-const int = { type: 'integer', minimum: 0 } as const;
-const dateTime = { type: 'string', format: 'date-time' } as const;
-const nullableDateTime = { type: ['string', 'null'], format: 'date-time' } as const;
-
-const schemas = {
-  User: {
-    type: 'object',
-    required: ['id', 'username', 'name', 'followers_count', 'verified'],
-    properties: {
-      id: { type: 'string', pattern: '^[0-9]+$', description: 'numeric identifier carried as a string' },
-      username: str,
-      name: str,
-      followers_count: int,
-      verified: { type: 'boolean' },
-      description: nullableStr,
-      following_count: int,
-      tweet_count: int,
-      profile_image_url: nullableStr,
-      created_at: nullableDateTime,
-    },
-  },
-  Tweet: {
-    type: 'object',
-    required: ['id', 'text', 'author_id', 'created_at', 'lang', 'public_metrics', 'author'],
-    properties: {
-      id: { type: 'string', pattern: '^[0-9]+$' },
-      text: str,
-      author_id: str,
-      created_at: dateTime,
-      lang: nullableStr,
-      public_metrics: {
-        type: 'object',
-        required: ['like_count', 'retweet_count', 'reply_count', 'quote_count'],
-        properties: { like_count: int, retweet_count: int, reply_count: int, quote_count: int },
-      },
-      author: { $ref: '#/components/schemas/User' },
-    },
-  },
-  Hit: {
-    type: 'object',
-    required: ['id', 'tweet_id', 'text', 'author_username', 'tweet_created_at', 'detected_at', 'url'],
-    properties: {
-      id: str,
-      tweet_id: str,
-      text: str,
-      author_username: str,
-      tweet_created_at: dateTime,
-      detected_at: dateTime,
-      url: { type: 'string', format: 'uri' },
-    },
-  },
-  Monitor: {
-    type: 'object',
-    required: [
-      'id',
-      'target_username',
-      'keywords',
-      'is_active',
-      'status',
-      'check_interval_sec',
-      'last_check_at',
-      'last_error',
-      'has_webhook',
-      'created_at',
-      'updated_at',
-    ],
-    properties: {
-      id: str,
-      target_username: str,
-      keywords: { type: ['array', 'null'], items: str, description: 'null when no keyword filter is set' },
-      is_active: { type: 'boolean' },
-      status: { type: 'string', enum: ['active', 'paused', 'error'] },
-      check_interval_sec: int,
-      last_check_at: nullableDateTime,
-      last_error: nullableStr,
-      has_webhook: { type: 'boolean' },
-      created_at: dateTime,
-      updated_at: dateTime,
-      recent_hits: {
-        type: 'array',
-        items: { $ref: '#/components/schemas/Hit' },
-        description: 'present with include_hits=1',
-      },
-    },
-  },
-  ListMeta: {
-    type: 'object',
-    required: ['count', 'next_cursor'],
-    properties: {
-      count: int,
-      next_cursor: { ...nullableStr, description: 'pass as `cursor` for the next page; null at the end' },
-    },
-  },
-  Error: {
-    type: 'object',
-    required: ['error', 'code', 'request_id'],
-    properties: {
-      error: { type: 'string', description: 'human-readable message naming the problem' },
-      code: {
-        type: 'string',
-        enum: [
-          'INVALID_REQUEST',
-          'UNAUTHORIZED',
-          'NOT_FOUND',
-          'USER_NOT_FOUND',
-          'TWEET_NOT_FOUND',
-          'METHOD_NOT_ALLOWED',
-          'PAYLOAD_TOO_LARGE',
-          'UNSUPPORTED_MEDIA_TYPE',
-          'QUOTA_EXCEEDED',
-          'RATE_LIMIT_EXCEEDED',
-          'NOT_IMPLEMENTED',
-          'UPSTREAM_ERROR',
-          'SERVICE_UNAVAILABLE',
-          'INTERNAL',
-        ],
-      },
-      request_id: str,
-      param: { type: 'string', description: 'the offending parameter (INVALID_REQUEST)' },
-      limit: int,
-      remaining: int,
-      retry_after: { type: 'integer', description: 'seconds (429)' },
-    },
-  },
-} as const;
-
-const list = (item: string) => ({
-  type: 'object',
-  required: ['data', 'meta'],
-  properties: {
-    data: { type: 'array', items: { $ref: `#/components/schemas/${item}` } },
-    meta: { $ref: '#/components/schemas/ListMeta' },
-  },
-});
-const one = (item: string) => ({
-  type: 'object',
-  required: ['data'],
-  properties: { data: { $ref: `#/components/schemas/${item}` } },
-});
+import {
+  COMPONENTS,
+  CURSOR_PATTERN,
+  HIT_LIMIT,
+  HitRecord,
+  LIMIT,
+  MonitorRecord,
+  NewTweet,
+  Q_MAX_LENGTH,
+  TweetRecord,
+  UserRecord,
+  dataOf,
+  listOf,
+  toJsonSchemas,
+} from '@sts/api-contract';
+import { TWEET_ID_RE, USERNAME_RE } from '@sts/core';
+const envelopes = {
+  UserOne: dataOf(UserRecord),
+  TweetOne: dataOf(TweetRecord),
+  TweetList: listOf(TweetRecord),
+  MonitorList: listOf(MonitorRecord),
+  HitList: listOf(HitRecord),
+  NewTweet,
+};
+const generated = toJsonSchemas({ ...COMPONENTS, ...envelopes });
+const schemas = Object.fromEntries(
+  Object.keys(COMPONENTS).map((name) => [name, generated[name as keyof typeof COMPONENTS]]),
+);
 
 const header = (description: string, type: 'integer' | 'string') => ({ description, schema: { type } });
 const requestIdHeader = {
@@ -199,13 +90,19 @@ const param = (
   description: string,
   required = where === 'path',
 ) => ({ name, in: where, required, description, schema });
-const limit = param('limit', 'query', { type: 'integer', minimum: 1, maximum: 100, default: 20 }, 'page size');
+const limit = param(
+  'limit',
+  'query',
+  { type: 'integer', minimum: LIMIT.min, maximum: LIMIT.max, default: LIMIT.default },
+  'page size',
+);
 const cursor = param(
   'cursor',
   'query',
-  { type: 'string', pattern: '^[A-Za-z0-9_-]{1,1024}$' },
+  { type: 'string', pattern: CURSOR_PATTERN },
   'the `meta.next_cursor` of the previous page',
 );
+const username = param('username', 'path', { type: 'string', pattern: USERNAME_RE.source }, 'handle');
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -249,21 +146,17 @@ export const openApiDocument = {
       get: {
         operationId: 'getUser',
         summary: 'A user profile',
-        parameters: [param('username', 'path', { type: 'string', pattern: '^[A-Za-z0-9_]{1,15}$' }, 'handle')],
-        responses: { '200': ok(one('User'), 'the user'), '404': errorResponse('USER_NOT_FOUND'), ...errors },
+        parameters: [username],
+        responses: { '200': ok(generated.UserOne, 'the user'), '404': errorResponse('USER_NOT_FOUND'), ...errors },
       },
     },
     '/api/v1/users/{username}/tweets': {
       get: {
         operationId: 'getUserTweets',
         summary: "A user's timeline, newest first",
-        parameters: [
-          param('username', 'path', { type: 'string', pattern: '^[A-Za-z0-9_]{1,15}$' }, 'handle'),
-          limit,
-          cursor,
-        ],
+        parameters: [username, limit, cursor],
         responses: {
-          '200': ok(list('Tweet'), 'one page of tweets'),
+          '200': ok(generated.TweetList, 'one page of tweets'),
           '404': errorResponse('USER_NOT_FOUND'),
           ...errors,
         },
@@ -273,8 +166,8 @@ export const openApiDocument = {
       get: {
         operationId: 'getTweet',
         summary: 'One tweet',
-        parameters: [param('id', 'path', { type: 'string', pattern: '^[1-9][0-9]{0,18}$' }, 'tweet id')],
-        responses: { '200': ok(one('Tweet'), 'the tweet'), '404': errorResponse('TWEET_NOT_FOUND'), ...errors },
+        parameters: [param('id', 'path', { type: 'string', pattern: TWEET_ID_RE.source }, 'tweet id')],
+        responses: { '200': ok(generated.TweetOne, 'the tweet'), '404': errorResponse('TWEET_NOT_FOUND'), ...errors },
       },
     },
     '/api/v1/tweets': {
@@ -283,15 +176,7 @@ export const openApiDocument = {
         summary: 'Post a tweet (coming soon)',
         requestBody: {
           required: true,
-          content: {
-            'application/json': {
-              schema: {
-                type: 'object',
-                required: ['text'],
-                properties: { text: { type: 'string', minLength: 1, maxLength: 280 } },
-              },
-            },
-          },
+          content: { 'application/json': { schema: generated.NewTweet } },
         },
         responses: {
           '501': errorResponse('NOT_IMPLEMENTED: coming soon'),
@@ -306,11 +191,11 @@ export const openApiDocument = {
         operationId: 'search',
         summary: 'Full-text search over tweets, newest first',
         parameters: [
-          param('q', 'query', { type: 'string', minLength: 1, maxLength: 512 }, 'search query', true),
+          param('q', 'query', { type: 'string', minLength: 1, maxLength: Q_MAX_LENGTH }, 'search query', true),
           limit,
           cursor,
         ],
-        responses: { '200': ok(list('Tweet'), 'one page of matching tweets'), ...errors },
+        responses: { '200': ok(generated.TweetList, 'one page of matching tweets'), ...errors },
       },
     },
     '/api/v1/monitors': {
@@ -319,9 +204,14 @@ export const openApiDocument = {
         summary: "The account's monitors (read-only)",
         parameters: [
           param('include_hits', 'query', { type: 'string', enum: ['0', '1'] }, '1 adds recent_hits to each monitor'),
-          param('hit_limit', 'query', { type: 'integer', minimum: 1, maximum: 10, default: 3 }, 'hits per monitor'),
+          param(
+            'hit_limit',
+            'query',
+            { type: 'integer', minimum: HIT_LIMIT.min, maximum: HIT_LIMIT.max, default: HIT_LIMIT.default },
+            'hits per monitor',
+          ),
         ],
-        responses: { '200': ok(list('Monitor'), "the account's monitors"), ...errors },
+        responses: { '200': ok(generated.MonitorList, "the account's monitors"), ...errors },
       },
     },
     '/api/v1/monitors/{id}/hits': {
@@ -330,7 +220,7 @@ export const openApiDocument = {
         summary: 'Recent hits of one monitor, newest first (read-only)',
         parameters: [param('id', 'path', { type: 'string' }, 'monitor id'), limit, cursor],
         responses: {
-          '200': ok(list('Hit'), 'one page of hits'),
+          '200': ok(generated.HitList, 'one page of hits'),
           '404': errorResponse("NOT_FOUND (also for another account's monitor)"),
           ...errors,
         },

@@ -1,51 +1,52 @@
 /**
- * A small JSON-Schema checker for the subset the OpenAPI document uses (type incl. type arrays,
- * properties, required, items, enum, pattern, minimum/maximum, $ref into the document). Tests use
- * it to hold the document to what the API really answers.
+ * Checks a value against a schema of the OpenAPI document with ajv (JSON Schema 2020-12, the
+ * dialect of OpenAPI 3.1, with ajv-formats for date-time and uri). Tests use it to hold the
+ * document to what the API really answers. Object schemas are closed for the check
+ * (closeObjects): an answer with a field the document does not name fails.
+ *
+ * `schema` may `$ref` into the document (`#/components/schemas/User`); the refs are resolved
+ * against `root`. Returns one line per problem (`$.path: message`), none when the value fits.
  */
-type Schema = Record<string, unknown>;
+import { Ajv2020, type ErrorObject } from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { closeObjects } from '@sts/api-contract';
 
-function typeOf(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
-  return typeof v;
+const DOC_ID = 'openapi.json';
+const validators = new WeakMap<object, Ajv2020>();
+
+function ajvFor(root: object): Ajv2020 {
+  let ajv = validators.get(root);
+  if (!ajv) {
+    // strict: false because the document holds OpenAPI keywords (paths, content, ...) next to the schemas
+    ajv = new Ajv2020({ allErrors: true, strict: false });
+    addFormats(ajv);
+    ajv.addSchema(closeObjects(root), DOC_ID);
+    validators.set(root, ajv);
+  }
+  return ajv;
 }
 
-export function validate(schema: unknown, value: unknown, root: unknown, path = '$'): string[] {
-  let s = schema as Schema;
-  if (typeof s.$ref === 'string') {
-    s = s.$ref
-      .replace(/^#\//, '')
-      .split('/')
-      .reduce<unknown>((node, key) => (node as Record<string, unknown>)[key], root) as Schema;
+/** Points `#/...` refs at the document, so a schema taken out of it resolves its refs there. */
+function anchored(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(anchored);
+  if (node === null || typeof node !== 'object') return node;
+  return Object.fromEntries(
+    Object.entries(node).map(([key, value]) => [
+      key,
+      key === '$ref' && typeof value === 'string' && value.startsWith('#') ? `${DOC_ID}${value}` : anchored(value),
+    ]),
+  );
+}
+
+function describe(e: ErrorObject): string {
+  const path = `$${e.instancePath.replace(/\//g, '.')}`;
+  if (e.keyword === 'additionalProperties') {
+    return `${path}.${String(e.params.additionalProperty)}: not in the document`;
   }
-  const errors: string[] = [];
-  if (s.type !== undefined) {
-    const types = Array.isArray(s.type) ? (s.type as string[]) : [s.type as string];
-    const t = typeOf(value);
-    if (!types.includes(t) && !(t === 'integer' && types.includes('number')))
-      return [`${path}: expected ${types.join('|')}, got ${t}`];
-  }
-  if (Array.isArray(s.enum) && !s.enum.includes(value)) errors.push(`${path}: ${JSON.stringify(value)} not in enum`);
-  if (typeof value === 'string' && typeof s.pattern === 'string' && !new RegExp(s.pattern).test(value))
-    errors.push(`${path}: does not match ${s.pattern}`);
-  if (typeof value === 'string' && s.format === 'date-time' && Number.isNaN(Date.parse(value)))
-    errors.push(`${path}: not a date-time`);
-  if (typeof value === 'number') {
-    if (typeof s.minimum === 'number' && value < s.minimum) errors.push(`${path}: below ${s.minimum}`);
-    if (typeof s.maximum === 'number' && value > s.maximum) errors.push(`${path}: above ${s.maximum}`);
-  }
-  if (value && typeof value === 'object' && !Array.isArray(value)) {
-    const obj = value as Record<string, unknown>;
-    for (const r of (s.required as string[] | undefined) ?? []) if (!(r in obj)) errors.push(`${path}.${r}: required`);
-    const props = (s.properties as Record<string, unknown> | undefined) ?? {};
-    for (const [k, v] of Object.entries(obj)) {
-      if (props[k]) errors.push(...validate(props[k], v, root, `${path}.${k}`));
-      else if (s.properties) errors.push(`${path}.${k}: not in the document`);
-    }
-  }
-  if (Array.isArray(value) && s.items)
-    value.forEach((v, i) => errors.push(...validate(s.items, v, root, `${path}[${i}]`)));
-  return errors;
+  return `${path}: ${e.message ?? e.keyword}`;
+}
+
+export function validate(schema: unknown, value: unknown, root: object): string[] {
+  const check = ajvFor(root).compile(closeObjects(anchored(schema)) as object);
+  return check(value) ? [] : (check.errors ?? []).map(describe);
 }

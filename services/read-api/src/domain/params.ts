@@ -5,12 +5,10 @@
  */
 import { InvalidRequestError } from '@sts/common';
 import { isValidTweetId, isValidUsername } from '@sts/core';
+import { CURSOR_MAX_LENGTH, HIT_LIMIT, LIMIT, Q_MAX_LENGTH, TWEET_TEXT_MAX_LENGTH } from '@sts/api-contract';
 
-export const LIMIT = { default: 20, min: 1, max: 100 } as const;
-export const HIT_LIMIT = { default: 3, min: 1, max: 10 } as const;
-export const Q_MAX_LENGTH = 512;
-export const CURSOR_MAX_LENGTH = 1024;
-export const TWEET_TEXT_MAX_LENGTH = 280;
+// The bounds are published in the OpenAPI document, so they live with the record shapes.
+export { CURSOR_MAX_LENGTH, HIT_LIMIT, LIMIT, Q_MAX_LENGTH, TWEET_TEXT_MAX_LENGTH };
 
 /** Query parameters by name, every occurrence kept (so repeats can be refused). */
 export type Query = Map<string, string[]>;
@@ -125,11 +123,7 @@ export function parseTweetId(raw: string): string {
   return raw;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function isUuid(value: string): boolean {
-  return UUID.test(value);
-}
+export { isUuid } from '@sts/core';
 
 /** The `text` of POST /tweets: a JSON object with a non-empty string of at most 280 characters. */
 export function parseNewTweet(body: unknown): { text: string } {

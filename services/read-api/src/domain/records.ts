@@ -1,58 +1,14 @@
 /**
- * The API's record shapes (DESIGN.md "API decisions"): snake_case, timestamps as ISO 8601 UTC
- * with milliseconds. Pure mapping from the source's records and the monitor/hit rows.
+ * The serialisers of the API's records (DESIGN.md "API decisions"): snake_case, timestamps as
+ * ISO 8601 UTC with milliseconds. Pure mapping from the source's records and the monitor/hit rows
+ * to the shapes declared once in @sts/api-contract (zod; the gateway's OpenAPI document is
+ * generated from the same schemas).
  */
+import type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord } from '@sts/api-contract';
+import type { HitRow } from '@sts/db';
 import type { SocialTweet, SocialUser } from '@sts/social';
 
-export interface UserRecord {
-  id: string;
-  username: string;
-  name: string;
-  followers_count: number;
-  verified: boolean;
-  description: string | null;
-  following_count: number;
-  tweet_count: number;
-  profile_image_url: string | null;
-  created_at: string | null;
-}
-
-export interface TweetRecord {
-  id: string;
-  text: string;
-  author_id: string;
-  created_at: string;
-  lang: string | null;
-  public_metrics: { like_count: number; retweet_count: number; reply_count: number; quote_count: number };
-  author: UserRecord;
-}
-
-export type MonitorStatus = 'active' | 'paused' | 'error';
-
-export interface MonitorRecord {
-  id: string;
-  target_username: string;
-  keywords: string[] | null;
-  is_active: boolean;
-  status: MonitorStatus;
-  check_interval_sec: number;
-  last_check_at: string | null;
-  last_error: string | null;
-  has_webhook: boolean;
-  created_at: string;
-  updated_at: string;
-  recent_hits?: HitRecord[];
-}
-
-export interface HitRecord {
-  id: string;
-  tweet_id: string;
-  text: string;
-  author_username: string;
-  tweet_created_at: string;
-  detected_at: string;
-  url: string;
-}
+export type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord };
 
 /** What the adapter reads for a monitor. */
 export interface MonitorRow {
@@ -68,16 +24,8 @@ export interface MonitorRow {
   updatedAt: Date;
 }
 
-/** What the adapter reads for a hit. */
-export interface HitRow {
-  id: string;
-  monitorId: string;
-  tweetId: string;
-  tweetText: string;
-  tweetAuthorUsername: string;
-  tweetCreatedAt: Date;
-  detectedAt: Date;
-}
+/** What the adapter reads for a hit: the one hit row of @sts/db. */
+export type { HitRow };
 
 function iso(d: Date | null): string | null {
   return d ? d.toISOString() : null;
@@ -154,11 +102,6 @@ export function hitRecord(h: HitRow): HitRecord {
     detected_at: h.detectedAt.toISOString(),
     url: tweetUrl(h.tweetAuthorUsername, h.tweetId),
   };
-}
-
-export interface ListBody<T> {
-  data: T[];
-  meta: { count: number; next_cursor: string | null };
 }
 
 export function listBody<T>(data: T[], nextCursor: string | null): ListBody<T> {

@@ -1,0 +1,138 @@
+/**
+ * The public API's record shapes, declared once (DESIGN.md "API decisions"): snake_case,
+ * timestamps as ISO 8601 UTC with milliseconds. read-api's serialisers are typed by these schemas
+ * (z.output) and the gateway's OpenAPI document is generated from them (./jsonSchema.ts), so the
+ * answers and their description cannot drift apart.
+ *
+ * The schemas describe; they are not run on the hot path (the serialisers build plain objects).
+ * Where the document promises less than the serialiser always sends (User: only five required
+ * fields), the schema keeps the published promise, so the served document stays what clients know.
+ */
+import { z } from 'zod';
+import { TWEET_TEXT_MAX_LENGTH } from './params';
+
+const count = z.int().min(0);
+/** ISO 8601 UTC with exactly three fraction digits, as Date.prototype.toISOString() writes it. */
+const timestamp = z.iso.datetime({ precision: 3 });
+
+export const UserRecord = z.object({
+  id: z
+    .string()
+    .regex(/^[0-9]+$/)
+    .meta({ description: 'numeric identifier carried as a string' }),
+  username: z.string(),
+  name: z.string(),
+  followers_count: count,
+  verified: z.boolean(),
+  description: z.string().nullable().optional(),
+  following_count: count.optional(),
+  tweet_count: count.optional(),
+  profile_image_url: z.string().nullable().optional(),
+  created_at: timestamp.nullable().optional(),
+});
+
+export const TweetRecord = z.object({
+  id: z.string().regex(/^[0-9]+$/),
+  text: z.string(),
+  author_id: z.string(),
+  created_at: timestamp,
+  lang: z.string().nullable(),
+  public_metrics: z.object({ like_count: count, retweet_count: count, reply_count: count, quote_count: count }),
+  author: UserRecord,
+});
+
+export const HitRecord = z.object({
+  id: z.string(),
+  tweet_id: z.string(),
+  text: z.string(),
+  author_username: z.string(),
+  tweet_created_at: timestamp,
+  detected_at: timestamp,
+  url: z.url(),
+});
+
+export const MonitorStatus = z.enum(['active', 'paused', 'error']);
+
+export const MonitorRecord = z.object({
+  id: z.string(),
+  target_username: z.string(),
+  keywords: z.array(z.string()).nullable().meta({ description: 'null when no keyword filter is set' }),
+  is_active: z.boolean(),
+  status: MonitorStatus,
+  check_interval_sec: count,
+  last_check_at: timestamp.nullable(),
+  last_error: z.string().nullable(),
+  has_webhook: z.boolean(),
+  created_at: timestamp,
+  updated_at: timestamp,
+  recent_hits: z.array(HitRecord).optional().meta({ description: 'present with include_hits=1' }),
+});
+
+export const ListMeta = z.object({
+  count,
+  next_cursor: z.string().nullable().meta({ description: 'pass as `cursor` for the next page; null at the end' }),
+});
+
+/** Every `code` an error body can carry (read-api's and the gateway's own answers). */
+export const ERROR_CODES = [
+  'INVALID_REQUEST',
+  'UNAUTHORIZED',
+  'NOT_FOUND',
+  'USER_NOT_FOUND',
+  'TWEET_NOT_FOUND',
+  'METHOD_NOT_ALLOWED',
+  'PAYLOAD_TOO_LARGE',
+  'UNSUPPORTED_MEDIA_TYPE',
+  'QUOTA_EXCEEDED',
+  'RATE_LIMIT_EXCEEDED',
+  'NOT_IMPLEMENTED',
+  'UPSTREAM_ERROR',
+  'SERVICE_UNAVAILABLE',
+  'INTERNAL',
+] as const;
+
+export const ErrorRecord = z.object({
+  error: z.string().meta({ description: 'human-readable message naming the problem' }),
+  code: z.enum(ERROR_CODES),
+  request_id: z.string(),
+  param: z.string().optional().meta({ description: 'the offending parameter (INVALID_REQUEST)' }),
+  limit: count.optional(),
+  remaining: count.optional(),
+  retry_after: z.int().optional().meta({ description: 'seconds (429)' }),
+});
+
+/** The list envelope: `{"data": [...], "meta": {"count", "next_cursor"}}`. */
+export function listOf<T extends z.ZodType>(item: T) {
+  return z.object({ data: z.array(item), meta: ListMeta });
+}
+
+/** The single-record envelope: `{"data": {...}}`. */
+export function dataOf<T extends z.ZodType>(item: T) {
+  return z.object({ data: item });
+}
+
+/** The body of POST /api/v1/tweets. */
+export const NewTweet = z.object({ text: z.string().min(1).max(TWEET_TEXT_MAX_LENGTH) });
+
+export type UserRecord = z.output<typeof UserRecord>;
+export type TweetRecord = z.output<typeof TweetRecord>;
+export type HitRecord = z.output<typeof HitRecord>;
+export type MonitorStatus = z.output<typeof MonitorStatus>;
+export type MonitorRecord = z.output<typeof MonitorRecord>;
+export type ListMeta = z.output<typeof ListMeta>;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+export type ErrorRecord = z.output<typeof ErrorRecord>;
+export interface ListBody<T> {
+  data: T[];
+  meta: ListMeta;
+}
+
+/** The named schemas of the document (`#/components/schemas/<name>`). */
+export const COMPONENTS = {
+  User: UserRecord,
+  Tweet: TweetRecord,
+  Hit: HitRecord,
+  Monitor: MonitorRecord,
+  ListMeta,
+  Error: ErrorRecord,
+} as const;
