@@ -1,4 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
+import { isUuid } from '@sts/core';
 import type { Db } from '@sts/db';
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
@@ -53,11 +54,9 @@ export function optionalInt(values: OptionValues, name: string, min: number, max
   return Number(v);
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** A required option holding a UUID, e.g. `requireUuid(values, 'account', 'an account')`. */
 export function requireUuid(values: OptionValues, name: string, what: string): string {
   const v = requireString(values, name);
-  if (!UUID.test(v)) throw new CliUsageError(`--${name} must be ${what} id (a UUID)`);
+  if (!isUuid(v)) throw new CliUsageError(`--${name} must be ${what} id (a UUID)`);
   return v.toLowerCase();
 }

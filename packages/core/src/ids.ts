@@ -41,6 +41,13 @@ export const USERNAME_RE = /^[A-Za-z0-9_]{1,15}$/;
 /** Tweet ids: 1 to 19 digits, no leading zero. */
 export const TWEET_ID_RE = /^[1-9][0-9]{0,18}$/;
 
+/** UUIDs as the database writes them (any version), either case: the one pattern every service checks ids with. */
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(value: string): boolean {
+  return UUID_RE.test(value);
+}
+
 export function isValidUsername(value: string): boolean {
   return USERNAME_RE.test(value);
 }

@@ -26,6 +26,19 @@ export const MonitorRef = z
   })
   .strict();
 
+/** The monitor reference of a payload, from a monitor row: `keywords` is null when there is no filter (SPEC.md section 6). */
+export function monitorRef(monitor: {
+  id: string;
+  targetUsername: string;
+  keywords: readonly string[];
+}): z.output<typeof MonitorRef> {
+  return {
+    id: monitor.id,
+    targetUsername: monitor.targetUsername,
+    keywords: monitor.keywords.length > 0 ? [...monitor.keywords] : null,
+  };
+}
+
 export const MonitorHitPayload = z
   .object({
     event: z.literal('monitor.hit'),

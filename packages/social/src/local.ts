@@ -28,20 +28,8 @@ export const USER_DESCRIPTION_MAX_LENGTH = 160;
 
 const TWEET_ID = /^[1-9][0-9]{0,18}$/;
 
-interface UserRow {
-  id: string;
-  username: string;
-  name: string;
-  description: string | null;
-  followersCount: number;
-  followingCount: number;
-  tweetCount: number;
-  verified: boolean;
-  profileImageUrl: string | null;
-  createdAt: Date;
-}
-
-function toUser(row: UserRow): SocialUser {
+/** A social_users row (or any record with the SocialUser fields) as the SocialUser it carries, without the store's own columns. */
+function toUser(row: SocialUser): SocialUser {
   return {
     id: row.id,
     username: row.username,

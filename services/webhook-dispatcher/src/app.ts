@@ -5,7 +5,7 @@
  * one delivery_attempts row per attempt. A message is acknowledged only after its attempt row is
  * committed; when the database write fails the handler throws, so the message comes back.
  */
-import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
+import { createSecretBox, SecretBoxError, UUID_RE as UUID, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
 import client from 'prom-client';
@@ -58,8 +58,6 @@ export interface Dispatcher {
   close(): void;
   inFlight(): number;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function header(env: Envelope, name: string): string | undefined {
   const v = (env.headers as Record<string, unknown>)[name];

@@ -17,7 +17,7 @@ import {
   WebhookUrlError,
   type SecretBox,
 } from '@sts/core';
-import { AmqpClient, type HeadersOf, type PayloadOf } from '@sts/messaging';
+import { AmqpClient, monitorRef, type HeadersOf, type PayloadOf } from '@sts/messaging';
 import {
   CliUsageError,
   optionalInt,
@@ -241,11 +241,7 @@ const webhookTest: Command = {
     if (!monitor.webhook) throw new Error(`monitor ${monitorId} has no webhook; set one with "webhook set"`);
     const payload = {
       event: 'monitor.test' as const,
-      monitor: {
-        id: monitor.id,
-        targetUsername: monitor.targetUsername,
-        keywords: monitor.keywords.length ? monitor.keywords : null,
-      },
+      monitor: monitorRef(monitor),
       test: true as const,
     };
     const messageId = await publish(ctx, 'monitor.test', payload, { accountId: monitor.accountId });

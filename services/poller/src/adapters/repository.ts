@@ -4,7 +4,7 @@
  * The cursor only moves forward: a replica whose lease lapsed mid-poll cannot move it back.
  */
 import { randomUUID } from 'node:crypto';
-import type { Db } from '@sts/db';
+import type { Db, HitRow } from '@sts/db';
 import type { MonitorHitEvent } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
@@ -12,15 +12,10 @@ import type { TargetState } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
 
-export interface NewHit {
-  monitorId: string;
+/** A hit to record: the hit row (without its generated id) plus what the insert and its event need. */
+export interface NewHit extends Omit<HitRow, 'id'> {
   accountId: string;
-  tweetId: string;
-  tweetText: string;
   tweetAuthorId: string;
-  tweetAuthorUsername: string;
-  tweetCreatedAt: Date;
-  detectedAt: Date;
   event: MonitorHitEvent;
 }
 

@@ -3,7 +3,7 @@
  * No I/O: the poller hands in what it read and writes what this returns.
  */
 import { keywordPhrases, matchWords, words } from '@sts/core';
-import type { MonitorHitEvent } from '@sts/messaging';
+import { monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
 
 export interface WatchingMonitor {
@@ -50,11 +50,7 @@ export function findHits(tweets: readonly SocialTweet[], monitors: readonly Comp
 export function hitEvent(hit: PendingHit, detectedAt: Date): MonitorHitEvent {
   return {
     event: 'monitor.hit',
-    monitor: {
-      id: hit.monitor.id,
-      targetUsername: hit.monitor.targetUsername,
-      keywords: hit.monitor.keywords.length > 0 ? [...hit.monitor.keywords] : null,
-    },
+    monitor: monitorRef(hit.monitor),
     tweet: {
       id: hit.tweet.id,
       text: hit.tweet.text,

@@ -2,11 +2,10 @@
  * Monitors and hits from PostgreSQL (Prisma), always scoped to one account. Hits page newest first
  * by keyset on (detected_at, id), which the (monitor_id, detected_at DESC, id DESC) index serves.
  */
-import { type Prisma, type Db } from '@sts/db';
+import { UUID_RE } from '@sts/core';
+import { hitSelect, type HitRow, type Prisma, type Db } from '@sts/db';
 import { decodeKeyset, encodeKeyset } from '@sts/social';
-import type { HitRow, MonitorRow } from '../domain/records';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+import type { MonitorRow } from '../domain/records';
 const HIT_CURSOR = 'ht';
 
 export interface MonitorRepository {
@@ -108,7 +107,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
     },
 
     async listHits(monitorId, page) {
-      const after = page.cursor === undefined ? null : decodeKeyset(page.cursor, HIT_CURSOR, UUID);
+      const after = page.cursor === undefined ? null : decodeKeyset(page.cursor, HIT_CURSOR, UUID_RE);
       const rows = await db.hit.findMany({
         where: {
           monitorId,
@@ -116,15 +115,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
         },
         orderBy: [{ detectedAt: 'desc' }, { id: 'desc' }],
         take: page.limit + 1,
-        select: {
-          id: true,
-          monitorId: true,
-          tweetId: true,
-          tweetText: true,
-          tweetAuthorUsername: true,
-          tweetCreatedAt: true,
-          detectedAt: true,
-        },
+        select: hitSelect,
       });
       const items = rows.slice(0, page.limit);
       const last = items[items.length - 1];

@@ -3,7 +3,7 @@
  * micro-batched (see batch.ts); everything a delivery needs comes from one look-up: the monitor,
  * its account's plan and its webhook endpoint.
  */
-import { isDatabaseUnavailable, Prisma, type Db } from '@sts/db';
+import { hitSelect, isDatabaseUnavailable, Prisma, type Db, type HitRow as HitRecord } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { WebhookKind } from '../domain/payloads';
 import { createBatcher } from './batch';
@@ -26,15 +26,7 @@ export interface MonitorContext {
   } | null;
 }
 
-export interface HitRecord {
-  id: string;
-  monitorId: string;
-  tweetId: string;
-  tweetText: string;
-  tweetAuthorUsername: string;
-  tweetCreatedAt: Date;
-  detectedAt: Date;
-}
+export type { HitRecord };
 
 export interface AttemptRecord {
   id: string;
@@ -133,19 +125,7 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
 
   return {
     getMonitor: (id) => loadMonitors(id),
-    getHit: (id) =>
-      db.hit.findUnique({
-        where: { id },
-        select: {
-          id: true,
-          monitorId: true,
-          tweetId: true,
-          tweetText: true,
-          tweetAuthorUsername: true,
-          tweetCreatedAt: true,
-          detectedAt: true,
-        },
-      }),
+    getHit: (id) => db.hit.findUnique({ where: { id }, select: hitSelect }),
     getAttempt: (id) =>
       db.deliveryAttempt.findUnique({
         where: { id },
