@@ -1,0 +1,286 @@
+/**
+ * The AMQP client's consumers: one channel per consumer (manual ack, prefetch), each message
+ * validated against its contract before the handler sees it, and the handler's outcome turned
+ * into ack / dead-letter / requeue on the channel the message came from. Consumers are set up on
+ * every new connection (the connection's `setup` hook) and forget their channel when it is lost.
+ */
+import type { Channel, ConsumeMessage } from 'amqplib';
+import type { Logger } from '@sts/common';
+import {
+  ContractError,
+  fromAmqpHeaders,
+  isRoutingKey,
+  parseHeaders,
+  parsePayload,
+  type Envelope,
+  type RoutingKey,
+} from './contracts';
+import type { AmqpConnection, ConnectionContext } from './connection';
+import { deferred, errorMessage, type Deferred } from './deferred';
+import { declareQueue } from './topology';
+
+export type ConsumeOutcome = 'ack' | 'dead-letter' | 'requeue';
+
+export interface ConsumeOptions<K extends RoutingKey> {
+  /** durable queue owned by this consumer; its DLQ is `<queue>.dlq` */
+  queue: string;
+  /** routing keys bound to the queue; a message with any other routing key is dead-lettered */
+  bindings: K[];
+  /** unacknowledged messages (= concurrent handler calls) per consumer; default 32 */
+  prefetch?: number;
+  /**
+   * Called once per valid message. 'ack' acknowledges; 'dead-letter' sends it to `<queue>.dlq`;
+   * 'requeue' puts it back. A throw requeues a first delivery and dead-letters a redelivery.
+   */
+  handler: (env: Envelope<K>) => Promise<ConsumeOutcome>;
+}
+
+const DEFAULT_PREFETCH = 32;
+const OUTCOMES: readonly ConsumeOutcome[] = ['ack', 'dead-letter', 'requeue'];
+
+interface ConsumerState {
+  opts: ConsumeOptions<RoutingKey>;
+  bindings: ReadonlySet<string>;
+  prefetch: number;
+  channel: Channel | null;
+  consumerTag: string | null;
+  /** generation of the connection the consumer is set up on (-1: never) */
+  generation: number;
+  inflight: Set<Promise<void>>;
+  ready: Deferred<void>;
+}
+
+/** Checks consume()'s options; returns the prefetch to use. */
+function checkOptions<K extends RoutingKey>(opts: ConsumeOptions<K>): number {
+  if (!opts || typeof opts.handler !== 'function') throw new TypeError('consume: handler must be a function');
+  if (!Array.isArray(opts.bindings) || opts.bindings.length === 0)
+    throw new TypeError('consume: bindings must name at least one routing key');
+  for (const key of opts.bindings)
+    if (!isRoutingKey(key)) throw new TypeError(`consume: unknown routing key ${JSON.stringify(key)}`);
+  const prefetch = opts.prefetch ?? DEFAULT_PREFETCH;
+  if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > 65535)
+    throw new TypeError('consume: prefetch must be an integer between 1 and 65535');
+  if (typeof opts.queue !== 'string' || !opts.queue) throw new TypeError('consume: queue must be a non-empty string');
+  return prefetch;
+}
+
+/** The message as an envelope of its contract, or ContractError (the message is then dead-lettered). */
+function decode(bindings: ReadonlySet<string>, msg: ConsumeMessage): Envelope<RoutingKey> {
+  const routingKey = msg.fields.routingKey;
+  if (!isRoutingKey(routingKey)) throw new ContractError(`unknown routing key ${JSON.stringify(routingKey)}`);
+  if (!bindings.has(routingKey))
+    throw new ContractError(`routing key ${routingKey} is not one this consumer is bound to`);
+  const messageId: unknown = msg.properties.messageId;
+  if (typeof messageId !== 'string' || messageId.length === 0) throw new ContractError('message has no messageId');
+  let body: unknown;
+  try {
+    body = JSON.parse(msg.content.toString('utf8'));
+  } catch {
+    throw new ContractError('body is not JSON');
+  }
+  const payload = parsePayload(routingKey, body);
+  const headers = parseHeaders(routingKey, fromAmqpHeaders(msg.properties.headers as Record<string, unknown>));
+  const ts: unknown = msg.properties.timestamp;
+  return {
+    routingKey,
+    messageId,
+    payload,
+    headers,
+    redelivered: msg.fields.redelivered,
+    publishedAt: typeof ts === 'number' && Number.isFinite(ts) ? new Date(ts * 1000) : null,
+  };
+}
+
+export class Consumers {
+  private readonly consumers = new Map<string, ConsumerState>();
+
+  constructor(
+    private readonly connection: AmqpConnection,
+    private readonly logger: Logger,
+  ) {}
+
+  get queues(): string[] {
+    return [...this.consumers.keys()];
+  }
+
+  /** See AmqpClient.consume. */
+  async consume<K extends RoutingKey>(opts: ConsumeOptions<K>): Promise<void> {
+    if (this.connection.stopping) throw new Error('AmqpClient: consume() after stop()');
+    const prefetch = checkOptions(opts);
+    if (this.consumers.has(opts.queue)) throw new Error(`consume: this client already consumes ${opts.queue}`);
+
+    const state: ConsumerState = {
+      opts: opts as unknown as ConsumeOptions<RoutingKey>,
+      bindings: new Set<string>(opts.bindings),
+      prefetch,
+      channel: null,
+      consumerTag: null,
+      generation: -1,
+      inflight: new Set(),
+      ready: deferred<void>(),
+    };
+    this.consumers.set(opts.queue, state);
+    const ctx = this.connection.current;
+    if (ctx) {
+      try {
+        await this.setupConsumer(ctx, state);
+        state.ready.resolve();
+      } catch (err) {
+        if (!ctx.lost) {
+          // a real declaration error (e.g. the queue exists with other arguments), not a lost connection
+          this.consumers.delete(opts.queue);
+          throw err;
+        }
+        // the connection dropped meanwhile: the reconnect sets the consumer up
+      }
+    }
+    await state.ready.promise;
+  }
+
+  /** Connection hook: sets up every registered consumer on a new connection, including ones registered meanwhile. */
+  async setupAll(ctx: ConnectionContext): Promise<void> {
+    for (;;) {
+      const pending = [...this.consumers.values()].filter((c) => c.generation !== ctx.generation);
+      if (pending.length === 0) return;
+      for (const c of pending) await this.setupConsumer(ctx, c);
+    }
+  }
+
+  /** Connection hook: the consumers set up on this connection are ready. */
+  established(ctx: ConnectionContext): void {
+    for (const c of this.consumers.values()) if (c.generation === ctx.generation) c.ready.resolve();
+  }
+
+  /** Connection hook: the consumers on a lost connection forget their channel. */
+  lost(ctx: ConnectionContext): void {
+    for (const c of this.consumers.values()) {
+      if (c.generation === ctx.generation) {
+        c.channel = null;
+        c.consumerTag = null;
+      }
+    }
+  }
+
+  /** The open consumer channels on this connection (closed before the connection on stop). */
+  channelsOf(ctx: ConnectionContext): Channel[] {
+    const channels: Channel[] = [];
+    for (const c of this.consumers.values()) if (c.channel && c.generation === ctx.generation) channels.push(c.channel);
+    return channels;
+  }
+
+  /** Stopping: consume() calls still waiting for a connection fail with `err`. */
+  rejectWaiting(err: Error): void {
+    for (const c of this.consumers.values()) if (!c.ready.settled) c.ready.reject(err);
+  }
+
+  /** Stopping: cancels every consumer, then waits for the handlers in flight (they still settle their message). */
+  async cancelAndDrain(): Promise<void> {
+    for (const c of this.consumers.values()) {
+      const { channel, consumerTag } = c;
+      if (channel && consumerTag && !this.connection.isClosed(channel)) {
+        await channel
+          .cancel(consumerTag)
+          .catch((err: unknown) =>
+            this.logger.warn('amqp cancel failed', { queue: c.opts.queue, error: errorMessage(err) }),
+          );
+      }
+    }
+    await Promise.all([...this.consumers.values()].flatMap((c) => [...c.inflight]));
+  }
+
+  private async setupConsumer(ctx: ConnectionContext, c: ConsumerState): Promise<void> {
+    const { queue } = c.opts;
+    const ch = await ctx.conn.createChannel();
+    let active = false;
+    this.connection.watchChannel(ch, `consumer ${queue}`, () => {
+      if (active) queueMicrotask(() => ctx.drop(`consumer channel of ${queue} closed`));
+    });
+    try {
+      await ch.prefetch(c.prefetch);
+      await declareQueue(ch, queue, [...c.bindings] as RoutingKey[]);
+      const { consumerTag } = await ch.consume(queue, (msg) => this.onDelivery(ctx, c, ch, msg), { noAck: false });
+      if (this.connection.isClosed(ch)) throw new Error(`consumer channel of ${queue} closed during setup`);
+      active = true;
+      c.channel = ch;
+      c.consumerTag = consumerTag;
+      c.generation = ctx.generation;
+    } catch (err) {
+      if (!this.connection.isClosed(ch)) await ch.close().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private onDelivery(ctx: ConnectionContext, c: ConsumerState, ch: Channel, msg: ConsumeMessage | null): void {
+    if (msg === null) {
+      // the broker cancelled the consumer (e.g. its queue was deleted): rebuild everything
+      this.logger.warn('amqp consumer cancelled by the broker', { queue: c.opts.queue });
+      ctx.drop(`consumer of ${c.opts.queue} cancelled by the broker`);
+      return;
+    }
+    const work: Promise<void> = this.handleDelivery(c, ch, msg)
+      .catch((err: unknown) => {
+        this.logger.error('amqp delivery handling failed', {
+          queue: c.opts.queue,
+          messageId: msg.properties.messageId as unknown,
+          error: errorMessage(err),
+        });
+      })
+      .finally(() => c.inflight.delete(work));
+    c.inflight.add(work);
+  }
+
+  private async handleDelivery(c: ConsumerState, ch: Channel, msg: ConsumeMessage): Promise<void> {
+    const meta = {
+      queue: c.opts.queue,
+      messageId: typeof msg.properties.messageId === 'string' ? msg.properties.messageId : undefined,
+      routingKey: msg.fields.routingKey,
+      redelivered: msg.fields.redelivered,
+    };
+    let env: Envelope<RoutingKey>;
+    try {
+      env = decode(c.bindings, msg);
+    } catch (err) {
+      this.logger.warn('amqp message breaks its contract: dead-lettered', { ...meta, reason: errorMessage(err) });
+      this.settle(ch, msg, 'dead-letter', meta);
+      return;
+    }
+    let outcome: ConsumeOutcome;
+    try {
+      outcome = await c.opts.handler(env);
+      if (!OUTCOMES.includes(outcome))
+        throw new TypeError(`handler returned ${JSON.stringify(outcome)}, expected 'ack', 'dead-letter' or 'requeue'`);
+    } catch (err) {
+      outcome = msg.fields.redelivered ? 'dead-letter' : 'requeue';
+      this.logger.error('amqp message handler failed', { ...meta, outcome, error: errorMessage(err) });
+    }
+    if (outcome !== 'ack') this.logger.info('amqp message not acknowledged', { ...meta, outcome });
+    this.settle(ch, msg, outcome, meta);
+  }
+
+  /** Acks/nacks on the channel the message came from; a closed channel's delivery tags are dropped. */
+  private settle(ch: Channel, msg: ConsumeMessage, outcome: ConsumeOutcome, meta: Record<string, unknown>): void {
+    if (this.connection.isClosed(ch)) {
+      this.logger.info('amqp channel closed before settling; the broker redelivers the message', { ...meta, outcome });
+      return;
+    }
+    try {
+      switch (outcome) {
+        case 'ack':
+          ch.ack(msg);
+          break;
+        case 'dead-letter':
+          ch.nack(msg, false, false);
+          break;
+        case 'requeue':
+          ch.nack(msg, false, true);
+          break;
+      }
+    } catch (err) {
+      this.logger.warn('amqp settle failed; the broker redelivers the message', {
+        ...meta,
+        outcome,
+        error: errorMessage(err),
+      });
+    }
+  }
+}
