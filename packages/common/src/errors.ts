@@ -1,14 +1,18 @@
 /**
  * The API's error classes. Each carries its HTTP status and UPPER_SNAKE code; one function turns
  * any thrown value into the public error body `{ error, code, request_id, ...extra }`.
+ * The codes and the body's shape are declared once in @sts/api-contract (the OpenAPI document's
+ * `Error` schema comes from there), so a code the document does not list does not compile.
  */
+import type { ErrorCode, ErrorRecord } from '@sts/api-contract';
+
 export type ErrorExtra = Record<string, string | number | boolean | null>;
 
 export class ApiError extends Error {
   override name = 'ApiError';
   constructor(
     readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     readonly extra: ErrorExtra = {},
     readonly headers: Record<string, string> = {},
@@ -59,12 +63,8 @@ export class NotImplementedError extends ApiError {
   }
 }
 
-export interface ErrorBody {
-  error: string;
-  code: string;
-  request_id: string;
-  [extra: string]: string | number | boolean | null;
-}
+/** The public error body: `ErrorRecord` of @sts/api-contract, plus the error's extra fields. */
+export type ErrorBody = Pick<ErrorRecord, 'error' | 'code' | 'request_id'> & ErrorExtra;
 
 /** Maps anything thrown to status + body; unknown errors become a 500 INTERNAL without details. */
 export function toErrorResponse(
