@@ -199,18 +199,16 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
 
 // ---- writers for the local store (admin CLI, seed, demo generator, tests) ----
 
-export interface SocialUserInput {
-  username: string;
-  name: string;
-  /** numeric id; a new snowflake id when absent (ignored when the user exists) */
-  id?: string;
-  description?: string | null;
-  followersCount?: number;
-  followingCount?: number;
-  verified?: boolean;
-  profileImageUrl?: string | null;
-  createdAt?: Date;
-}
+/**
+ * A user to store: the SocialUser fields, `username` and `name` required. `id` (numeric) is a new
+ * snowflake id when absent and ignored when the user exists; `tweetCount` follows the stored tweets.
+ */
+export type SocialUserInput = Pick<SocialUser, 'username' | 'name'> &
+  Partial<
+    Pick<SocialUser, 'id' | 'description' | 'followersCount' | 'followingCount' | 'verified' | 'profileImageUrl'>
+  > & {
+    createdAt?: Date;
+  };
 
 function countNonNegative(value: number | undefined, field: string): number | undefined {
   if (value === undefined) return undefined;
