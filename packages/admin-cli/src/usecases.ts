@@ -119,8 +119,8 @@ export async function call<T>(fn: () => Promise<T>, mapping: ErrorMapping = {}):
   } catch (err) {
     if (err instanceof ValidationError) {
       const flag = mapping.flags?.[err.field] ?? kebab(err.field);
-      // "must ..." reads as a sentence after the flag; anything else follows a colon
-      throw new CliUsageError(`--${flag}${err.message.startsWith('must ') ? ' ' : ': '}${err.message}`);
+      // "must …" / "is …" read as a sentence after the flag; anything else follows a colon
+      throw new CliUsageError(`--${flag}${/^(must|is) /.test(err.message) ? ' ' : ': '}${err.message}`);
     }
     if (mapping.strict && (err instanceof NotFoundError || err instanceof ConflictError)) {
       throw new CliUsageError(err.message);

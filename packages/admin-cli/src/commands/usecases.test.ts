@@ -133,7 +133,7 @@ describe('CLI over @sts/usecases', () => {
     expect(text.stdout).toContain(`--cursor ${p1.next_cursor}`);
     const bad = await runCli(['deliveries', '--monitor', m.id as string, '--cursor', 'zzz'], env);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--cursor: is not a cursor this list handed out/);
+    expect(bad.stderr).toMatch(/--cursor is not a cursor this list handed out/);
   });
 
   it('key list shows prefixes, names and revocations, never the key', async () => {
