@@ -188,6 +188,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
         ['resume', () => uc.monitors.resume(starter, id)],
         ['remove', () => uc.monitors.remove(starter, id)],
         ['webhooks.set', () => uc.webhooks.set(starter, id, 'https://example.com/steal')],
+        ['webhooks.set (bad URL)', () => uc.webhooks.set(starter, id, 'http://bad')],
         ['webhooks.rotate', () => uc.webhooks.rotate(starter, id)],
         ['webhooks.remove', () => uc.webhooks.remove(starter, id)],
         ['webhooks.sendTest', () => uc.webhooks.sendTest(starter, id)],
@@ -497,6 +498,24 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect((await uc.deliveries.get(other, attemptId)).monitorId).toBe(monitorId);
       await new Promise((r) => setTimeout(r, 300));
       expect(seen.length).toBe(before);
+    });
+
+    it('the log masks the token of a Discord or Slack URL', async () => {
+      const a = await db.deliveryAttempt.create({
+        data: {
+          monitorId,
+          event: 'monitor.test',
+          deliveryId: 'discord',
+          url: 'https://discord.com/api/webhooks/12/very-secret-token',
+          outcome: 'delivered',
+          createdAt: new Date(base + 3_600_000),
+        },
+      });
+      const [row] = (await uc.deliveries.list(other, monitorId, { limit: 1 })).items;
+      expect(row!.id).toBe(a.id);
+      expect(row!.url).toBe('https://discord.com/api/webhooks/12/…');
+      expect((await uc.deliveries.get(other, a.id)).url).not.toContain('very-secret-token');
+      await db.deliveryAttempt.delete({ where: { id: a.id } });
     });
 
     it('redeliver of a hit delivery whose hit was deleted is a clear conflict', async () => {
