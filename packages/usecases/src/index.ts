@@ -35,7 +35,14 @@ export { checkTarget, checkKeywords, MAX_INTERVAL_SEC } from './monitors';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
 export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
-export { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
+export {
+  checkWebhookUrl,
+  maskWebhookUrl,
+  shownWebhookUrl,
+  WEBHOOK_LABEL,
+  type CheckedUrl,
+  type WebhookUrlCheck,
+} from './webhookUrl';
 
 export type AdminUseCases = AccountAdminUseCases & KeyAdminUseCases & MonitorAdminUseCases & LogAdminUseCases;
 

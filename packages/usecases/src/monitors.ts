@@ -95,7 +95,10 @@ export interface MonitorUseCases {
   list(accountId: string): Promise<MonitorView[]>;
   get(accountId: string, monitorId: string): Promise<MonitorView>;
   /** PlanLimitError at the plan's monitor limit; `secret` is set (once) when a webhook URL was given */
-  create(accountId: string, input: MonitorInput): Promise<{ monitor: MonitorView; secret: string | null }>;
+  create(
+    accountId: string,
+    input: MonitorInput,
+  ): Promise<{ monitor: MonitorView; secret: string | null; warnings: string[] }>;
   /** only the fields given change */
   update(accountId: string, monitorId: string, edit: MonitorEdit): Promise<MonitorView>;
   pause(accountId: string, monitorId: string): Promise<MonitorView>;
@@ -197,7 +200,8 @@ export function monitorUseCases(ctx: Ctx): {
       const account = await loadAccount(ctx, accountId);
       const plan = planOf(ctx, account);
       const interval = checkInterval(input.intervalSec, plan) ?? ctx.opts.plans[plan].pollIntervalSec;
-      const hook = input.webhookUrl !== undefined ? await checkWebhookUrl(input.webhookUrl) : undefined;
+      const hook =
+        input.webhookUrl !== undefined ? await checkWebhookUrl(input.webhookUrl, ctx.opts.webhookUrlCheck) : undefined;
       const id = randomUUID();
       const secret = hook ? generateWebhookSecret() : null;
       // before the transaction: a missing encryption key fails here, with nothing written
@@ -222,7 +226,7 @@ export function monitorUseCases(ctx: Ctx): {
           },
         });
       });
-      return { monitor: toMonitorView(await load(account.id, id)), secret };
+      return { monitor: toMonitorView(await load(account.id, id)), secret, warnings: hook?.warnings ?? [] };
     },
 
     async update(accountId, monitorId, edit) {
@@ -264,7 +268,7 @@ export function monitorUseCases(ctx: Ctx): {
     async set(accountId, monitorId, rawUrl) {
       // the monitor first: another account's id is NotFound whatever the URL
       const m = await load(accountId, monitorId);
-      const hook = await checkWebhookUrl(rawUrl);
+      const hook = await checkWebhookUrl(rawUrl, ctx.opts.webhookUrlCheck);
       const secret = generateWebhookSecret();
       const fields = {
         url: hook.url,
@@ -278,7 +282,7 @@ export function monitorUseCases(ctx: Ctx): {
         create: { monitorId: m.id, ...fields },
         update: { ...fields, secretRotatedAt: ctx.now() },
       });
-      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret };
+      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: hook.warnings };
     },
 
     async rotate(accountId, monitorId) {
@@ -288,7 +292,7 @@ export function monitorUseCases(ctx: Ctx): {
         where: { monitorId: m.id },
         data: { secretCiphertext: encrypt(secret, m.id), secretRotatedAt: ctx.now() },
       });
-      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret };
+      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: [] };
     },
 
     async remove(accountId, monitorId) {
