@@ -104,6 +104,26 @@ describe('leased quota', () => {
     expect(daily._sum.used).toBe(await dbUsed(id));
   });
 
+  it('a write that fails changes neither table and keeps both counts for the next flush', async () => {
+    const id = await account();
+    const { s } = store({ now: () => Date.parse('2026-11-07T08:00:00.000Z') });
+    for (let i = 0; i < 4; i++) expect((await admit(s, id, 1000)).outcome).toBe('ok');
+    for (let i = 0; i < 4; i++) s.succeeded(id, PERIOD);
+    // usage_daily missing for a moment: the one statement fails as a whole
+    await db.$executeRawUnsafe('ALTER TABLE usage_daily RENAME TO usage_daily_away');
+    try {
+      await expect(s.flush()).rejects.toThrow();
+      expect(await dbUsed(id)).toBe(0);
+    } finally {
+      await db.$executeRawUnsafe('ALTER TABLE usage_daily_away RENAME TO usage_daily');
+    }
+    await s.flush();
+    const day = await db.usageDaily.findUnique({
+      where: { accountId_day: { accountId: id, day: new Date('2026-11-07') } },
+    });
+    expect([await dbUsed(id), day?.used]).toEqual([4, 4]);
+  });
+
   it('two processes sharing Redis admit exactly the quota between them', async () => {
     const id = await account();
     const a = store().s;

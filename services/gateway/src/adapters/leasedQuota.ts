@@ -179,8 +179,14 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   const leases = new Map<string, Lease>();
   // "account|period" → successful calls not yet in PostgreSQL
   let pending = new Map<string, number>();
-  // "account|YYYY-MM-DD" → the same calls by UTC day (usage_daily), flushed with `pending`
-  let pendingDaily = new Map<string, number>();
+  // UTC day "YYYY-MM-DD" → ("account|period" → the same calls), for usage_daily; flushed with
+  // `pending`. Keyed by day first so a success reuses the lease's key string (no allocation).
+  let pendingDaily = new Map<string, Map<string, number>>();
+  const daily = (d: string): Map<string, number> => {
+    let m = pendingDaily.get(d);
+    if (m === undefined) pendingDaily.set(d, (m = new Map<string, number>()));
+    return m;
+  };
   const clock = opts.now ?? Date.now;
   // the current UTC day, recomputed only when it ends (succeeded() is on the hot path)
   let day = '';
@@ -356,21 +362,27 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   );
   sweeper.unref();
 
-  function columns(batch: Map<string, number>): [string[], string[], number[]] {
-    const cols: [string[], string[], number[]] = [[], [], []];
-    for (const [k, n] of batch) {
-      const [accountId, when] = k.split('|') as [string, string];
-      cols[0].push(accountId);
-      cols[1].push(when);
-      cols[2].push(n);
-    }
-    return cols;
-  }
-
   /** one statement: both tables change together or not at all */
-  async function writeBatch(batch: Map<string, number>, daily: Map<string, number>): Promise<void> {
-    const [accountIds, periods, counts] = columns(batch);
-    const [dayAccountIds, days, dayCounts] = columns(daily);
+  async function writeBatch(batch: Map<string, number>, byDay: Map<string, Map<string, number>>): Promise<void> {
+    const accountIds: string[] = [];
+    const periods: string[] = [];
+    const counts: number[] = [];
+    for (const [k, n] of batch) {
+      const [accountId, period] = k.split('|') as [string, string];
+      accountIds.push(accountId);
+      periods.push(period);
+      counts.push(n);
+    }
+    const dayAccountIds: string[] = [];
+    const days: string[] = [];
+    const dayCounts: number[] = [];
+    for (const [d, m] of byDay) {
+      for (const [k, n] of m) {
+        dayAccountIds.push(k.slice(0, k.indexOf('|')));
+        days.push(d);
+        dayCounts.push(n);
+      }
+    }
     await db.$executeRaw`
       WITH monthly AS (
         INSERT INTO usage_monthly (account_id, period, used, updated_at)
@@ -386,15 +398,15 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     serialised(async () => {
       if (pending.size === 0) return;
       const batch = pending;
-      const daily = pendingDaily;
+      const byDay = pendingDaily;
       pending = new Map();
       pendingDaily = new Map();
       try {
-        await writeBatch(batch, daily);
+        await writeBatch(batch, byDay);
       } catch (err) {
         // keep the counts for the next flush
         for (const [k, n] of batch) add(pending, k, n);
-        for (const [k, n] of daily) add(pendingDaily, k, n);
+        for (const [d, m] of byDay) for (const [k, n] of m) add(daily(d), k, n);
         throw err;
       }
     });
@@ -437,7 +449,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       const k = l?.period === period ? l.key : `${accountId}|${period}`;
       add(inflight, k, -1);
       add(pending, k, 1);
-      add(pendingDaily, `${accountId}|${today()}`, 1);
+      add(daily(today()), k, 1);
     },
     flush,
     async close() {
