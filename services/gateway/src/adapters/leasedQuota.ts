@@ -17,8 +17,9 @@
  * Redis: `quota:<account>:<period>` is a hash {u: units used or held, e: epoch},
  * `rate:<account>:<minute>` a counter that expires after two minutes. Successful calls are written
  * through to PostgreSQL in batches: to usage_monthly and, in the same statement, to usage_daily
- * (per UTC day of the success, for the dashboard's chart). When the month hash is missing (restart,
- * flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
+ * under the UTC day of the write (the dashboard's chart; a batch is at most a flush interval old,
+ * so only calls in the last second before midnight can land on the next day, and the hot path
+ * does no extra work). When the month hash is missing (restart, flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
  * cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
  * + its calls in flight + its unused credit, with a new epoch. Credit goes back only into the
  * counter of the epoch it was leased from, so units another process's rebuild did not count are
@@ -110,7 +111,7 @@ export interface QuotaStoreOptions {
   idleReturnMs?: number;
   /** largest block; default 1000 */
   maxBlock?: number;
-  /** clock for the usage_daily day of a success; default Date.now */
+  /** clock for the usage_daily day of a write; default Date.now */
   now?: () => number;
 }
 
@@ -179,27 +180,6 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   const leases = new Map<string, Lease>();
   // "account|period" → successful calls not yet in PostgreSQL
   let pending = new Map<string, number>();
-  // UTC day "YYYY-MM-DD" → ("account|period" → the same calls), for usage_daily; flushed with
-  // `pending`. Keyed by day first so a success reuses the lease's key string (no allocation).
-  let pendingDaily = new Map<string, Map<string, number>>();
-  const daily = (d: string): Map<string, number> => {
-    let m = pendingDaily.get(d);
-    if (m === undefined) pendingDaily.set(d, (m = new Map<string, number>()));
-    return m;
-  };
-  const clock = opts.now ?? Date.now;
-  // the current UTC day, recomputed only when it ends (succeeded() is on the hot path)
-  let day = '';
-  let dayEnds = 0;
-  const today = (): string => {
-    const t = clock();
-    if (t >= dayEnds) {
-      const d = new Date(t);
-      day = d.toISOString().slice(0, 10);
-      dayEnds = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1);
-    }
-    return day;
-  };
   // "account|period" → units taken by calls that have not finished
   const inflight = new Map<string, number>();
   let closed = false;
@@ -362,8 +342,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   );
   sweeper.unref();
 
-  /** one statement: both tables change together or not at all */
-  async function writeBatch(batch: Map<string, number>, byDay: Map<string, Map<string, number>>): Promise<void> {
+  async function writeBatch(batch: Map<string, number>): Promise<void> {
     const accountIds: string[] = [];
     const periods: string[] = [];
     const counts: number[] = [];
@@ -373,24 +352,18 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       periods.push(period);
       counts.push(n);
     }
-    const dayAccountIds: string[] = [];
-    const days: string[] = [];
-    const dayCounts: number[] = [];
-    for (const [d, m] of byDay) {
-      for (const [k, n] of m) {
-        dayAccountIds.push(k.slice(0, k.indexOf('|')));
-        days.push(d);
-        dayCounts.push(n);
-      }
-    }
+    const day = new Date((opts.now ?? Date.now)()).toISOString().slice(0, 10);
+    // one statement: both tables change together or not at all
     await db.$executeRaw`
-      WITH monthly AS (
+      WITH batch AS (
+        SELECT a, p, n FROM unnest(${accountIds}::uuid[], ${periods}::text[], ${counts}::int[]) AS t(a, p, n)
+      ), monthly AS (
         INSERT INTO usage_monthly (account_id, period, used, updated_at)
-        SELECT a, p, n, now() FROM unnest(${accountIds}::uuid[], ${periods}::text[], ${counts}::int[]) AS t(a, p, n)
+        SELECT a, p, n, now() FROM batch
         ON CONFLICT (account_id, period) DO UPDATE SET used = usage_monthly.used + EXCLUDED.used, updated_at = now()
       )
       INSERT INTO usage_daily (account_id, day, used, updated_at)
-      SELECT a, d, n, now() FROM unnest(${dayAccountIds}::uuid[], ${days}::date[], ${dayCounts}::int[]) AS t(a, d, n)
+      SELECT a, ${day}::date, sum(n), now() FROM batch GROUP BY a
       ON CONFLICT (account_id, day) DO UPDATE SET used = usage_daily.used + EXCLUDED.used, updated_at = now()`;
   }
 
@@ -398,15 +371,12 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     serialised(async () => {
       if (pending.size === 0) return;
       const batch = pending;
-      const byDay = pendingDaily;
       pending = new Map();
-      pendingDaily = new Map();
       try {
-        await writeBatch(batch, byDay);
+        await writeBatch(batch);
       } catch (err) {
         // keep the counts for the next flush
         for (const [k, n] of batch) add(pending, k, n);
-        for (const [d, m] of byDay) for (const [k, n] of m) add(daily(d), k, n);
         throw err;
       }
     });
@@ -449,7 +419,6 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       const k = l?.period === period ? l.key : `${accountId}|${period}`;
       add(inflight, k, -1);
       add(pending, k, 1);
-      add(daily(today()), k, 1);
     },
     flush,
     async close() {
