@@ -19,8 +19,8 @@
  * through to PostgreSQL in batches: to usage_monthly and, in the same statement, to usage_daily
  * under the UTC day of the write (the dashboard's chart; a batch is at most a flush interval old,
  * so only calls in the last second before midnight can land on the next day, and the hot path
- * does no extra work). When the month hash is missing (restart, flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
- * cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
+ * does no extra work). When the month hash is missing (restart, flush, eviction) the next lease
+ * rebuilds it — only if still missing, so a concurrent rebuild cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
  * + its calls in flight + its unused credit, with a new epoch. Credit goes back only into the
  * counter of the epoch it was leased from, so units another process's rebuild did not count are
  * never subtracted. Rebuilds and write-throughs are serialised, so a batch in transit is counted
