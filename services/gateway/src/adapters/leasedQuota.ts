@@ -16,15 +16,18 @@
  *
  * Redis: `quota:<account>:<period>` is a hash {u: units used or held, e: epoch},
  * `rate:<account>:<minute>` a counter that expires after two minutes. Successful calls are written
- * through to PostgreSQL in batches: to usage_monthly and, in the same statement, to usage_daily
- * under the UTC day of the write (the dashboard's chart; a batch is at most a flush interval old,
- * so only calls in the last second before midnight can land on the next day, and the hot path
- * does no extra work). When the month hash is missing (restart, flush, eviction) the next lease
- * rebuilds it — only if still missing, so a concurrent rebuild cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
+ * through to PostgreSQL (usage_monthly) in batches. When the month hash is missing (restart,
+ * flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
+ * cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
  * + its calls in flight + its unused credit, with a new epoch. Credit goes back only into the
  * counter of the epoch it was leased from, so units another process's rebuild did not count are
  * never subtracted. Rebuilds and write-throughs are serialised, so a batch in transit is counted
  * once.
+ *
+ * The same statement adds each batch to usage_daily under the UTC day of the write (the
+ * dashboard's chart), so the month's count and the sum of its days always agree and the hot path
+ * does no extra work. A batch is at most a flush interval old: only calls of the last second
+ * before midnight can land on the next day.
  *
  * The usage figures handed back (for X-Quota-Remaining / X-RateLimit-Remaining) are this process's
  * view: the counters at its last lease minus its unused credit; other replicas' calls since then
