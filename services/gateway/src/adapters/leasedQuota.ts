@@ -24,9 +24,9 @@
  * never subtracted. Rebuilds and write-throughs are serialised, so a batch in transit is counted
  * once.
  *
- * The same statement adds each batch to usage_daily under the UTC day of the write (the
- * dashboard's chart), so the month's count and the sum of its days always agree and the hot path
- * does no extra work. A batch is at most a flush interval old: only calls of the last second
+ * The SQL statement that writes a batch to usage_monthly also adds it to usage_daily under the
+ * UTC day of the write (the dashboard's chart), so the month's count and the sum of its days always
+ * agree and the hot path does no extra work. A batch is at most a flush interval old: only calls of the last second
  * before midnight can land on the next day.
  *
  * The usage figures handed back (for X-Quota-Remaining / X-RateLimit-Remaining) are this process's
