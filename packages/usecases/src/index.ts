@@ -20,7 +20,13 @@ import { createCtx } from './context';
 import { NotConfiguredError } from './errors';
 import { keyUseCases, type KeyAdminUseCases, type KeyUseCases } from './keys';
 import { logUseCases, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
-import { monitorUseCases, type MonitorAdminUseCases, type MonitorUseCases, type WebhookUseCases } from './monitors';
+import {
+  monitorUseCases,
+  webhookUseCases,
+  type MonitorAdminUseCases,
+  type MonitorUseCases,
+  type WebhookUseCases,
+} from './monitors';
 import { overviewUseCases, type PlanUseCases } from './overview';
 import type { Overview, UseCaseOptions } from './types';
 
@@ -72,7 +78,7 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
     plans: o.plans,
     keys: k.keys,
     monitors: m.monitors,
-    webhooks: m.webhooks,
+    webhooks: webhookUseCases(ctx),
     deliveries: logs.deliveries,
     hits: logs.hits,
     admin: { ...a.admin, ...k.admin, ...m.admin, ...logs.admin },

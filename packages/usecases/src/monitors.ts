@@ -122,56 +122,48 @@ export interface MonitorAdminUseCases {
   ownerOfMonitor(monitorId: string): Promise<string>;
 }
 
-export function monitorUseCases(ctx: Ctx): {
-  monitors: MonitorUseCases;
-  webhooks: WebhookUseCases;
-  admin: MonitorAdminUseCases;
-} {
+const notFound = (monitorId: string) => new NotFoundError('monitor', `no monitor with id ${monitorId}`);
+
+/** The account's monitor, or NotFound (also for another account's id or a malformed one). */
+async function loadMonitor(ctx: Ctx, accountId: string, monitorId: string): Promise<MonitorRow> {
+  const message = `no monitor with id ${monitorId}`;
+  const id = idOrNotFound(monitorId, 'monitor', message);
+  const m = await ctx.db.monitor.findFirst({
+    where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
+    select: monitorSelect,
+  });
+  if (!m) throw notFound(monitorId);
+  return m;
+}
+
+function checkInterval(ctx: Ctx, raw: number | undefined, plan: PlanName): number | undefined {
+  if (raw === undefined) return undefined;
+  const min = ctx.opts.plans[plan].pollIntervalSec;
+  if (!Number.isInteger(raw) || raw > MAX_INTERVAL_SEC) {
+    throw new ValidationError('intervalSec', `must be a whole number of seconds up to ${MAX_INTERVAL_SEC}`);
+  }
+  if (raw < min) {
+    const starter = ctx.opts.plans.starter.pollIntervalSec;
+    const hint = plan === 'free' && starter < min ? ` (Starter checks every ${starter} s)` : '';
+    throw new ValidationError('intervalSec', `must be at least ${min} seconds on the ${PLAN_LABEL[plan]} plan${hint}`);
+  }
+  return raw;
+}
+
+function limitMessage(ctx: Ctx, plan: PlanName, limit: number): string {
+  const s = (n: number) => `${n} monitor${n === 1 ? '' : 's'}`;
+  if (plan === 'free') {
+    return (
+      `the Free plan allows ${s(limit)}; delete one, or upgrade to Starter ` +
+      `(${s(ctx.opts.monitorLimits.starter)}) — the 30-day Starter trial is on the Plan page`
+    );
+  }
+  return `the Starter plan allows ${s(limit)}; delete a monitor to add another`;
+}
+
+export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: MonitorAdminUseCases } {
   const { db } = ctx;
-  const notFound = (monitorId: string) => new NotFoundError('monitor', `no monitor with id ${monitorId}`);
-
-  async function load(accountId: string, monitorId: string): Promise<MonitorRow> {
-    const message = `no monitor with id ${monitorId}`;
-    const id = idOrNotFound(monitorId, 'monitor', message);
-    const m = await db.monitor.findFirst({
-      where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
-      select: monitorSelect,
-    });
-    if (!m) throw notFound(monitorId);
-    return m;
-  }
-
-  function checkInterval(raw: number | undefined, plan: PlanName): number | undefined {
-    if (raw === undefined) return undefined;
-    const min = ctx.opts.plans[plan].pollIntervalSec;
-    if (!Number.isInteger(raw) || raw > MAX_INTERVAL_SEC) {
-      throw new ValidationError('intervalSec', `must be a whole number of seconds up to ${MAX_INTERVAL_SEC}`);
-    }
-    if (raw < min) {
-      const starter = ctx.opts.plans.starter.pollIntervalSec;
-      const hint = plan === 'free' && starter < min ? ` (Starter checks every ${starter} s)` : '';
-      throw new ValidationError(
-        'intervalSec',
-        `must be at least ${min} seconds on the ${PLAN_LABEL[plan]} plan${hint}`,
-      );
-    }
-    return raw;
-  }
-
-  function limitMessage(plan: PlanName, limit: number): string {
-    const s = (n: number) => `${n} monitor${n === 1 ? '' : 's'}`;
-    if (plan === 'free') {
-      return (
-        `the Free plan allows ${s(limit)}; delete one, or upgrade to Starter ` +
-        `(${s(ctx.opts.monitorLimits.starter)}) — the 30-day Starter trial is on the Plan page`
-      );
-    }
-    return `the Starter plan allows ${s(limit)}; delete a monitor to add another`;
-  }
-
-  function encrypt(secret: string, monitorId: string): string {
-    return ctx.secretBox().encrypt(secret, monitorId);
-  }
+  const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
 
   async function setStatus(accountId: string, monitorId: string, isActive: boolean): Promise<MonitorView> {
     const m = await load(accountId, monitorId);
@@ -199,19 +191,19 @@ export function monitorUseCases(ctx: Ctx): {
       const keywords = checkKeywords(input.keywords);
       const account = await loadAccount(ctx, accountId);
       const plan = planOf(ctx, account);
-      const interval = checkInterval(input.intervalSec, plan) ?? ctx.opts.plans[plan].pollIntervalSec;
+      const interval = checkInterval(ctx, input.intervalSec, plan) ?? ctx.opts.plans[plan].pollIntervalSec;
       const hook =
         input.webhookUrl !== undefined ? await checkWebhookUrl(input.webhookUrl, ctx.opts.webhookUrlCheck) : undefined;
       const id = randomUUID();
       const secret = hook ? generateWebhookSecret() : null;
       // before the transaction: a missing encryption key fails here, with nothing written
-      const secretCiphertext = secret ? encrypt(secret, id) : null;
+      const secretCiphertext = secret ? ctx.secretBox().encrypt(secret, id) : null;
       const limit = ctx.opts.monitorLimits[plan];
       await db.$transaction(async (tx) => {
         // serialises creates per account, so the count below cannot be raced past the limit
         await tx.$queryRaw`SELECT id FROM accounts WHERE id = ${account.id}::uuid FOR UPDATE`;
         const count = await tx.monitor.count({ where: { accountId: account.id } });
-        if (count >= limit) throw new PlanLimitError(limitMessage(plan, limit), limit, plan);
+        if (count >= limit) throw new PlanLimitError(limitMessage(ctx, plan, limit), limit, plan);
         await tx.monitor.create({
           data: {
             id,
@@ -234,7 +226,7 @@ export function monitorUseCases(ctx: Ctx): {
       const target = edit.target !== undefined ? checkTarget(edit.target) : undefined;
       const keywords = edit.keywords !== undefined ? checkKeywords(edit.keywords) : undefined;
       const account = await loadAccount(ctx, accountId);
-      const interval = checkInterval(edit.intervalSec, planOf(ctx, account));
+      const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
       await db.monitor.update({
         where: { id: m.id },
         data: {
@@ -256,6 +248,23 @@ export function monitorUseCases(ctx: Ctx): {
     },
   };
 
+  const admin: MonitorAdminUseCases = {
+    async ownerOfMonitor(monitorId) {
+      const id = idOrNotFound(monitorId, 'monitor', `no monitor with id ${monitorId}`);
+      const m = await db.monitor.findUnique({ where: { id }, select: { accountId: true } });
+      if (!m) throw notFound(monitorId);
+      return m.accountId;
+    },
+  };
+
+  return { monitors, admin };
+}
+
+export function webhookUseCases(ctx: Ctx): WebhookUseCases {
+  const { db } = ctx;
+  const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
+  const encrypt = (secret: string, monitorId: string) => ctx.secretBox().encrypt(secret, monitorId);
+
   async function withWebhook(accountId: string, monitorId: string) {
     const m = await load(accountId, monitorId);
     if (!m.webhook) {
@@ -264,7 +273,7 @@ export function monitorUseCases(ctx: Ctx): {
     return { ...m, webhook: m.webhook };
   }
 
-  const webhooks: WebhookUseCases = {
+  return {
     async set(accountId, monitorId, rawUrl) {
       // the monitor first: another account's id is NotFound whatever the URL
       const m = await load(accountId, monitorId);
@@ -312,15 +321,4 @@ export function monitorUseCases(ctx: Ctx): {
       return { messageId, deliveryId: messageId };
     },
   };
-
-  const admin: MonitorAdminUseCases = {
-    async ownerOfMonitor(monitorId) {
-      const id = idOrNotFound(monitorId, 'monitor', `no monitor with id ${monitorId}`);
-      const m = await db.monitor.findUnique({ where: { id }, select: { accountId: true } });
-      if (!m) throw notFound(monitorId);
-      return m.accountId;
-    },
-  };
-
-  return { monitors, webhooks, admin };
 }
