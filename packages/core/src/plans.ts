@@ -2,6 +2,8 @@
  * Plans and their numbers. The numbers are configuration (PLAN_* variables); the defaults are
  * Free 1,000 calls a month and 10 a minute, Starter 150,000 a month and 30 a minute. Live
  * monitor.hit webhooks need Starter or an active trial; test pings go out on every plan.
+ * Monitor limits (PLAN_FREE_MONITORS 1, PLAN_STARTER_MONITORS 3) are separate from PlanLimits so
+ * services that never create monitors need not know them; @sts/usecases enforces them.
  */
 import { z } from 'zod';
 
@@ -29,6 +31,19 @@ export const planEnv = {
 };
 
 export type PlanEnv = { [K in keyof typeof planEnv]: number };
+
+/** How many monitors an account may have on each plan (paused ones count). */
+export const planMonitorEnv = {
+  PLAN_FREE_MONITORS: positiveInt(1),
+  PLAN_STARTER_MONITORS: positiveInt(3),
+};
+
+export type PlanMonitorEnv = { [K in keyof typeof planMonitorEnv]: number };
+export type MonitorLimits = Record<PlanName, number>;
+
+export function monitorLimitsFromEnv(env: PlanMonitorEnv): MonitorLimits {
+  return { free: env.PLAN_FREE_MONITORS, starter: env.PLAN_STARTER_MONITORS };
+}
 
 export function plansFromEnv(env: PlanEnv): Plans {
   return {

@@ -24,6 +24,11 @@
  * never subtracted. Rebuilds and write-throughs are serialised, so a batch in transit is counted
  * once.
  *
+ * The SQL statement that writes a batch to usage_monthly also adds it to usage_daily under the
+ * UTC day of the write (the dashboard's chart), so the month's count and the sum of its days always
+ * agree and the hot path does no extra work. A batch is at most a flush interval old: only calls of the last second
+ * before midnight can land on the next day.
+ *
  * The usage figures handed back (for X-Quota-Remaining / X-RateLimit-Remaining) are this process's
  * view: the counters at its last lease minus its unused credit; other replicas' calls since then
  * are not in it (at most one block behind).
@@ -109,6 +114,8 @@ export interface QuotaStoreOptions {
   idleReturnMs?: number;
   /** largest block; default 1000 */
   maxBlock?: number;
+  /** clock for the usage_daily day of a write; default Date.now */
+  now?: () => number;
 }
 
 export const monthKey = (accountId: string, period: string) => `quota:${accountId}:${period}`;
@@ -348,10 +355,19 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       periods.push(period);
       counts.push(n);
     }
+    const day = new Date((opts.now ?? Date.now)()).toISOString().slice(0, 10);
+    // one statement: both tables change together or not at all
     await db.$executeRaw`
-      INSERT INTO usage_monthly (account_id, period, used, updated_at)
-      SELECT a, p, n, now() FROM unnest(${accountIds}::uuid[], ${periods}::text[], ${counts}::int[]) AS t(a, p, n)
-      ON CONFLICT (account_id, period) DO UPDATE SET used = usage_monthly.used + EXCLUDED.used, updated_at = now()`;
+      WITH batch AS (
+        SELECT a, p, n FROM unnest(${accountIds}::uuid[], ${periods}::text[], ${counts}::int[]) AS t(a, p, n)
+      ), monthly AS (
+        INSERT INTO usage_monthly (account_id, period, used, updated_at)
+        SELECT a, p, n, now() FROM batch
+        ON CONFLICT (account_id, period) DO UPDATE SET used = usage_monthly.used + EXCLUDED.used, updated_at = now()
+      )
+      INSERT INTO usage_daily (account_id, day, used, updated_at)
+      SELECT a, ${day}::date, sum(n), now() FROM batch GROUP BY a
+      ON CONFLICT (account_id, day) DO UPDATE SET used = usage_daily.used + EXCLUDED.used, updated_at = now()`;
   }
 
   const flush = () =>

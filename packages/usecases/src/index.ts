@@ -1,0 +1,118 @@
+/**
+ * @sts/usecases: the customer-facing rules in one place, for the dashboard and the admin CLI.
+ * `createUseCases(opts)` → { accounts, overview, plans, keys, monitors, webhooks, deliveries, hits, admin }.
+ * See README.md for the API and the errors.
+ */
+import {
+  createSecretBox,
+  monitorLimitsFromEnv,
+  planEnv,
+  planMonitorEnv,
+  plansFromEnv,
+  SecretBoxError,
+  type MonitorLimits,
+  type Plans,
+  type SecretBox,
+} from '@sts/core';
+import { z } from 'zod';
+import { accountUseCases, type AccountAdminUseCases, type AccountUseCases } from './accounts';
+import { createCtx } from './context';
+import { NotConfiguredError } from './errors';
+import { keyUseCases, type KeyAdminUseCases, type KeyUseCases } from './keys';
+import { logUseCases, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
+import {
+  monitorUseCases,
+  webhookUseCases,
+  type MonitorAdminUseCases,
+  type MonitorUseCases,
+  type WebhookUseCases,
+} from './monitors';
+import { overviewUseCases, type PlanUseCases } from './overview';
+import type { Overview, UseCaseOptions } from './types';
+
+export * from './errors';
+export * from './types';
+export { encodeCursor, decodeCursor, PAGE_DEFAULT, PAGE_MAX } from './cursor';
+export { hashPassword, verifyPassword, needsRehash, DEFAULT_SCRYPT, type ScryptParams } from './password';
+export { checkPassword, PASSWORD_MIN, PASSWORD_MAX } from './accounts';
+export type { AccountUseCases, AccountAdminUseCases } from './accounts';
+export { evictApiKeyVia, MAX_ACTIVE_KEYS, type KeyUseCases, type KeyAdminUseCases, type RevokedApiKey } from './keys';
+export { checkTarget, checkKeywords, MAX_INTERVAL_SEC } from './monitors';
+export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
+export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
+export { trialState, type PlanUseCases } from './overview';
+export {
+  checkWebhookUrl,
+  maskWebhookUrl,
+  shownWebhookUrl,
+  WEBHOOK_LABEL,
+  type CheckedUrl,
+  type WebhookUrlCheck,
+} from './webhookUrl';
+
+export type AdminUseCases = AccountAdminUseCases & KeyAdminUseCases & MonitorAdminUseCases & LogAdminUseCases;
+
+export interface UseCases {
+  accounts: AccountUseCases;
+  overview(accountId: string): Promise<Overview>;
+  plans: PlanUseCases;
+  keys: KeyUseCases;
+  monitors: MonitorUseCases;
+  webhooks: WebhookUseCases;
+  deliveries: DeliveryUseCases;
+  hits: HitUseCases;
+  /** operator-only calls (the CLI): not scoped by account — never reachable from the dashboard */
+  admin: AdminUseCases;
+}
+
+export function createUseCases(opts: UseCaseOptions): UseCases {
+  const ctx = createCtx(opts);
+  const k = keyUseCases(ctx);
+  const a = accountUseCases(ctx);
+  const m = monitorUseCases(ctx);
+  const logs = logUseCases(ctx);
+  const o = overviewUseCases(ctx);
+  return {
+    accounts: a.accounts,
+    overview: o.overview,
+    plans: o.plans,
+    keys: k.keys,
+    monitors: m.monitors,
+    webhooks: webhookUseCases(ctx),
+    deliveries: logs.deliveries,
+    hits: logs.hits,
+    admin: { ...a.admin, ...k.admin, ...m.admin, ...logs.admin },
+  };
+}
+
+/** The environment fields the use-cases read: plan numbers, monitor limits (all with defaults). */
+export const useCaseEnv = { ...planEnv, ...planMonitorEnv };
+
+/** Plans and monitor limits from an environment; throws a zod error naming a bad PLAN_* variable. */
+export function planConfigFromEnv(env: NodeJS.ProcessEnv): { plans: Plans; monitorLimits: MonitorLimits } {
+  const parsed = z.object(useCaseEnv).parse(env);
+  return { plans: plansFromEnv(parsed), monitorLimits: monitorLimitsFromEnv(parsed) };
+}
+
+/**
+ * A lazy secret box over SECRETS_ENCRYPTION_KEY for `UseCaseOptions.secretBox`: NotConfiguredError
+ * when it is unset or malformed, raised only when a webhook secret is actually made.
+ */
+export function secretBoxFromEnv(key: string | undefined): () => SecretBox {
+  let box: SecretBox | undefined;
+  return () => {
+    if (box) return box;
+    if (!key) {
+      throw new NotConfiguredError(
+        'SECRETS_ENCRYPTION_KEY is not set: webhook secrets are stored encrypted with it (32 bytes, base64 or 64 hex digits), and the dispatcher needs the same key',
+      );
+    }
+    try {
+      box = createSecretBox(key);
+    } catch (err) {
+      if (err instanceof SecretBoxError) throw new NotConfiguredError(err.message);
+      throw err;
+    }
+    return box;
+  };
+}

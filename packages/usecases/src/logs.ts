@@ -1,0 +1,143 @@
+/**
+ * A monitor's delivery log and hit history: newest first, paged with opaque cursors over
+ * (created_at / detected_at, id), both served by (monitor_id, time desc) indexes. Redeliver
+ * publishes webhook.redeliver for one logged attempt; the dispatcher sends it again with the same
+ * X-Service-Delivery and a fresh signature.
+ */
+import { decodeCursor, encodeCursor, olderThan, pageLimit } from './cursor';
+import { idOrNotFound, type Ctx } from './context';
+import { ConflictError, NotFoundError } from './errors';
+import type { DeliveryView, HitView, Page, PageRequest, Queued } from './types';
+import { maskWebhookUrl } from './webhookUrl';
+
+const deliverySelect = {
+  id: true,
+  event: true,
+  deliveryId: true,
+  hitId: true,
+  outcome: true,
+  statusCode: true,
+  latencyMs: true,
+  error: true,
+  url: true,
+  responseSnippet: true,
+  createdAt: true,
+} as const;
+
+export function postUrl(username: string, tweetId: string): string {
+  return `https://x.com/${encodeURIComponent(username)}/status/${encodeURIComponent(tweetId)}`;
+}
+
+export interface DeliveryUseCases {
+  list(accountId: string, monitorId: string, page?: PageRequest): Promise<Page<DeliveryView>>;
+  /** one attempt (attempt ids are what list() returns as `id`) */
+  get(accountId: string, attemptId: string): Promise<DeliveryView & { monitorId: string }>;
+  /** publishes webhook.redeliver; ConflictError('hit_gone') when the attempt's hit was deleted */
+  redeliver(accountId: string, attemptId: string): Promise<Queued & { attemptId: string; monitorId: string }>;
+}
+
+export interface HitUseCases {
+  list(accountId: string, monitorId: string, page?: PageRequest): Promise<Page<HitView>>;
+}
+
+export interface LogAdminUseCases {
+  /** the account that owns a delivery attempt (the CLI addresses attempts by id alone) */
+  ownerOfDelivery(attemptId: string): Promise<string>;
+}
+
+export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: HitUseCases; admin: LogAdminUseCases } {
+  const { db } = ctx;
+  const noAttempt = (id: string) => new NotFoundError('delivery', `no delivery attempt with id ${id}`);
+
+  async function ownMonitor(accountId: string, monitorId: string): Promise<string> {
+    const message = `no monitor with id ${monitorId}`;
+    const id = idOrNotFound(monitorId, 'monitor', message);
+    const m = await db.monitor.findFirst({
+      where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
+      select: { id: true },
+    });
+    if (!m) throw new NotFoundError('monitor', message);
+    return m.id;
+  }
+
+  async function loadAttempt(accountId: string, attemptId: string) {
+    const id = idOrNotFound(attemptId, 'delivery', `no delivery attempt with id ${attemptId}`);
+    const owner = idOrNotFound(accountId, 'delivery', `no delivery attempt with id ${attemptId}`);
+    const a = await db.deliveryAttempt.findFirst({
+      where: { id, monitor: { accountId: owner } },
+      select: { ...deliverySelect, monitorId: true, monitor: { select: { accountId: true } } },
+    });
+    if (!a) throw noAttempt(attemptId);
+    return a;
+  }
+
+  const deliveries: DeliveryUseCases = {
+    async list(accountId, monitorId, page = {}) {
+      const take = pageLimit(page.limit);
+      const after = page.cursor ? decodeCursor(page.cursor) : undefined;
+      const id = await ownMonitor(accountId, monitorId);
+      const rows = await db.deliveryAttempt.findMany({
+        where: { monitorId: id, ...(after ? olderThan('createdAt', after) : {}) },
+        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+        take: take + 1,
+        select: deliverySelect,
+      });
+      // Discord and Slack URLs carry their token: the log shows them masked
+      const items = rows.slice(0, take).map((r) => ({ ...r, url: maskWebhookUrl(r.url) }));
+      const last = items.at(-1);
+      return { items, nextCursor: rows.length > take && last ? encodeCursor(last.createdAt, last.id) : null };
+    },
+
+    async get(accountId, attemptId) {
+      const { monitor: _m, ...view } = await loadAttempt(accountId, attemptId);
+      return { ...view, url: maskWebhookUrl(view.url) };
+    },
+
+    async redeliver(accountId, attemptId) {
+      const a = await loadAttempt(accountId, attemptId);
+      if (a.event === 'monitor.hit' && !a.hitId) {
+        throw new ConflictError('hit_gone', `the hit of attempt ${a.id} no longer exists; nothing to redeliver`);
+      }
+      const messageId = await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId: a.monitor.accountId });
+      return { messageId, deliveryId: a.deliveryId, attemptId: a.id, monitorId: a.monitorId };
+    },
+  };
+
+  const hits: HitUseCases = {
+    async list(accountId, monitorId, page = {}) {
+      const take = pageLimit(page.limit);
+      const after = page.cursor ? decodeCursor(page.cursor) : undefined;
+      const id = await ownMonitor(accountId, monitorId);
+      const rows = await db.hit.findMany({
+        where: { monitorId: id, ...(after ? olderThan('detectedAt', after) : {}) },
+        orderBy: [{ detectedAt: 'desc' }, { id: 'desc' }],
+        take: take + 1,
+      });
+      const items: HitView[] = rows.slice(0, take).map((h) => ({
+        id: h.id,
+        tweetId: h.tweetId,
+        text: h.tweetText,
+        authorUsername: h.tweetAuthorUsername,
+        tweetCreatedAt: h.tweetCreatedAt,
+        detectedAt: h.detectedAt,
+        postUrl: postUrl(h.tweetAuthorUsername, h.tweetId),
+      }));
+      const last = items.at(-1);
+      return { items, nextCursor: rows.length > take && last ? encodeCursor(last.detectedAt, last.id) : null };
+    },
+  };
+
+  const admin: LogAdminUseCases = {
+    async ownerOfDelivery(attemptId) {
+      const id = idOrNotFound(attemptId, 'delivery', `no delivery attempt with id ${attemptId}`);
+      const a = await db.deliveryAttempt.findUnique({
+        where: { id },
+        select: { monitor: { select: { accountId: true } } },
+      });
+      if (!a) throw noAttempt(attemptId);
+      return a.monitor.accountId;
+    },
+  };
+
+  return { deliveries, hits, admin };
+}

@@ -1,0 +1,325 @@
+/**
+ * Monitors and their webhooks. Every call is scoped by account: another account's monitor id is
+ * NotFound. Plan rules: an account may have PLAN_<PLAN>_MONITORS monitors (paused ones count;
+ * the count is taken under a lock on the account row, so two concurrent creates cannot both
+ * pass), and a monitor is checked no more often than its plan's poll interval. Webhook signing
+ * secrets are generated here, stored encrypted (the monitor id bound in) and returned once, at
+ * creation and at rotation. Input is validated before anything is written.
+ */
+import { randomUUID } from 'node:crypto';
+import { generateWebhookSecret, isValidUsername, KeywordError, parseKeywords, type PlanName } from '@sts/core';
+import { type Prisma } from '@sts/db';
+import { monitorRef } from '@sts/messaging';
+import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, type Ctx } from './context';
+import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
+import type { MonitorEdit, MonitorInput, MonitorView, Queued, WebhookView, WebhookWithSecret } from './types';
+import { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
+
+export const MAX_INTERVAL_SEC = 86_400;
+
+const monitorSelect = {
+  id: true,
+  accountId: true,
+  targetUsername: true,
+  keywords: true,
+  isActive: true,
+  checkIntervalSec: true,
+  lastCheckAt: true,
+  lastError: true,
+  createdAt: true,
+  updatedAt: true,
+  webhook: {
+    select: {
+      url: true,
+      kind: true,
+      isBroken: true,
+      brokenReason: true,
+      secretRotatedAt: true,
+      createdAt: true,
+    },
+  },
+  _count: { select: { hits: true } },
+} as const;
+
+type MonitorRow = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
+type WebhookRow = NonNullable<MonitorRow['webhook']>;
+
+function toWebhookView(w: WebhookRow): WebhookView {
+  return {
+    url: w.url,
+    shownUrl: shownWebhookUrl(w.url, w.kind),
+    kind: w.kind,
+    label: WEBHOOK_LABEL[w.kind],
+    isBroken: w.isBroken,
+    brokenReason: w.brokenReason,
+    secretRotatedAt: w.secretRotatedAt,
+    createdAt: w.createdAt,
+  };
+}
+
+function toMonitorView(m: MonitorRow): MonitorView {
+  return {
+    id: m.id,
+    targetUsername: m.targetUsername,
+    keywords: m.keywords,
+    status: m.isActive ? 'active' : 'paused',
+    intervalSec: m.checkIntervalSec,
+    lastCheckAt: m.lastCheckAt,
+    lastError: m.lastError,
+    hitCount: m._count.hits,
+    webhook: m.webhook ? toWebhookView(m.webhook) : null,
+    createdAt: m.createdAt,
+    updatedAt: m.updatedAt,
+  };
+}
+
+export function checkTarget(raw: unknown): string {
+  if (typeof raw !== 'string' || raw.trim() === '') throw new ValidationError('target', 'is required');
+  const target = raw.trim().replace(/^@/, '');
+  if (!isValidUsername(target)) {
+    throw new ValidationError('target', 'must be a username: 1 to 15 letters, digits or underscores');
+  }
+  return target;
+}
+
+export function checkKeywords(raw: MonitorInput['keywords']): string[] {
+  try {
+    return parseKeywords(raw ?? null);
+  } catch (err) {
+    if (err instanceof KeywordError) throw new ValidationError('keywords', err.message);
+    throw err;
+  }
+}
+
+export interface MonitorUseCases {
+  /** newest first */
+  list(accountId: string): Promise<MonitorView[]>;
+  get(accountId: string, monitorId: string): Promise<MonitorView>;
+  /** PlanLimitError at the plan's monitor limit; `secret` is set (once) when a webhook URL was given */
+  create(
+    accountId: string,
+    input: MonitorInput,
+  ): Promise<{ monitor: MonitorView; secret: string | null; warnings: string[] }>;
+  /** only the fields given change */
+  update(accountId: string, monitorId: string, edit: MonitorEdit): Promise<MonitorView>;
+  pause(accountId: string, monitorId: string): Promise<MonitorView>;
+  resume(accountId: string, monitorId: string): Promise<MonitorView>;
+  /** deletes the monitor with its webhook, hits and delivery log */
+  remove(accountId: string, monitorId: string): Promise<void>;
+}
+
+export interface WebhookUseCases {
+  /** sets or replaces the URL; a new signing secret is made and returned once (a broken flag is cleared) */
+  set(accountId: string, monitorId: string, url: string): Promise<WebhookWithSecret>;
+  /** a new signing secret, returned once; ConflictError('no_webhook') without a webhook */
+  rotate(accountId: string, monitorId: string): Promise<WebhookWithSecret>;
+  remove(accountId: string, monitorId: string): Promise<void>;
+  /** publishes monitor.test (every plan, Free included); ConflictError('no_webhook') without a webhook */
+  sendTest(accountId: string, monitorId: string): Promise<Queued>;
+}
+
+export interface MonitorAdminUseCases {
+  /** the account that owns a monitor (the CLI addresses monitors by id alone) */
+  ownerOfMonitor(monitorId: string): Promise<string>;
+}
+
+const notFound = (monitorId: string) => new NotFoundError('monitor', `no monitor with id ${monitorId}`);
+
+/** The account's monitor, or NotFound (also for another account's id or a malformed one). */
+async function loadMonitor(ctx: Ctx, accountId: string, monitorId: string): Promise<MonitorRow> {
+  const message = `no monitor with id ${monitorId}`;
+  const id = idOrNotFound(monitorId, 'monitor', message);
+  const m = await ctx.db.monitor.findFirst({
+    where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
+    select: monitorSelect,
+  });
+  if (!m) throw notFound(monitorId);
+  return m;
+}
+
+function checkInterval(ctx: Ctx, raw: number | undefined, plan: PlanName): number | undefined {
+  if (raw === undefined) return undefined;
+  const min = ctx.opts.plans[plan].pollIntervalSec;
+  if (!Number.isInteger(raw) || raw > MAX_INTERVAL_SEC) {
+    throw new ValidationError('intervalSec', `must be a whole number of seconds up to ${MAX_INTERVAL_SEC}`);
+  }
+  if (raw < min) {
+    const starter = ctx.opts.plans.starter.pollIntervalSec;
+    const hint = plan === 'free' && starter < min ? ` (Starter checks every ${starter} s)` : '';
+    throw new ValidationError('intervalSec', `must be at least ${min} seconds on the ${PLAN_LABEL[plan]} plan${hint}`);
+  }
+  return raw;
+}
+
+function limitMessage(ctx: Ctx, plan: PlanName, limit: number): string {
+  const s = (n: number) => `${n} monitor${n === 1 ? '' : 's'}`;
+  if (plan === 'free') {
+    return (
+      `the Free plan allows ${s(limit)}; delete one, or upgrade to Starter ` +
+      `(${s(ctx.opts.monitorLimits.starter)}) — the 30-day Starter trial is on the Plan page`
+    );
+  }
+  return `the Starter plan allows ${s(limit)}; delete a monitor to add another`;
+}
+
+export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: MonitorAdminUseCases } {
+  const { db } = ctx;
+  const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
+
+  async function setStatus(accountId: string, monitorId: string, isActive: boolean): Promise<MonitorView> {
+    const m = await load(accountId, monitorId);
+    if (m.isActive !== isActive) await db.monitor.update({ where: { id: m.id }, data: { isActive } });
+    return toMonitorView(await load(accountId, m.id));
+  }
+
+  const monitors: MonitorUseCases = {
+    async list(accountId) {
+      const account = await loadAccount(ctx, accountId);
+      const rows = await db.monitor.findMany({
+        where: { accountId: account.id },
+        select: monitorSelect,
+        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+      });
+      return rows.map(toMonitorView);
+    },
+
+    async get(accountId, monitorId) {
+      return toMonitorView(await load(accountId, monitorId));
+    },
+
+    async create(accountId, input) {
+      const target = checkTarget(input.target);
+      const keywords = checkKeywords(input.keywords);
+      const account = await loadAccount(ctx, accountId);
+      const plan = planOf(ctx, account);
+      const interval = checkInterval(ctx, input.intervalSec, plan) ?? ctx.opts.plans[plan].pollIntervalSec;
+      const hook =
+        input.webhookUrl !== undefined ? await checkWebhookUrl(input.webhookUrl, ctx.opts.webhookUrlCheck) : undefined;
+      const id = randomUUID();
+      const secret = hook ? generateWebhookSecret() : null;
+      // before the transaction: a missing encryption key fails here, with nothing written
+      const secretCiphertext = secret ? ctx.secretBox().encrypt(secret, id) : null;
+      const limit = ctx.opts.monitorLimits[plan];
+      await db.$transaction(async (tx) => {
+        // serialises creates per account, so the count below cannot be raced past the limit
+        await tx.$queryRaw`SELECT id FROM accounts WHERE id = ${account.id}::uuid FOR UPDATE`;
+        const count = await tx.monitor.count({ where: { accountId: account.id } });
+        if (count >= limit) throw new PlanLimitError(limitMessage(ctx, plan, limit), limit, plan);
+        await tx.monitor.create({
+          data: {
+            id,
+            accountId: account.id,
+            targetUsername: target,
+            targetKey: target.toLowerCase(),
+            keywords,
+            checkIntervalSec: interval,
+            ...(hook && secretCiphertext
+              ? { webhook: { create: { url: hook.url, kind: hook.kind, secretCiphertext } } }
+              : {}),
+          },
+        });
+      });
+      return { monitor: toMonitorView(await load(account.id, id)), secret, warnings: hook?.warnings ?? [] };
+    },
+
+    async update(accountId, monitorId, edit) {
+      const m = await load(accountId, monitorId);
+      const target = edit.target !== undefined ? checkTarget(edit.target) : undefined;
+      const keywords = edit.keywords !== undefined ? checkKeywords(edit.keywords) : undefined;
+      const account = await loadAccount(ctx, accountId);
+      const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
+      await db.monitor.update({
+        where: { id: m.id },
+        data: {
+          ...(target !== undefined ? { targetUsername: target, targetKey: target.toLowerCase() } : {}),
+          ...(keywords !== undefined ? { keywords } : {}),
+          ...(interval !== undefined ? { checkIntervalSec: interval } : {}),
+        },
+      });
+      return toMonitorView(await load(accountId, m.id));
+    },
+
+    pause: (accountId, monitorId) => setStatus(accountId, monitorId, false),
+    resume: (accountId, monitorId) => setStatus(accountId, monitorId, true),
+
+    async remove(accountId, monitorId) {
+      const m = await load(accountId, monitorId);
+      const deleted = await db.monitor.deleteMany({ where: { id: m.id, accountId: m.accountId } });
+      if (deleted.count === 0) throw notFound(monitorId);
+    },
+  };
+
+  const admin: MonitorAdminUseCases = {
+    async ownerOfMonitor(monitorId) {
+      const id = idOrNotFound(monitorId, 'monitor', `no monitor with id ${monitorId}`);
+      const m = await db.monitor.findUnique({ where: { id }, select: { accountId: true } });
+      if (!m) throw notFound(monitorId);
+      return m.accountId;
+    },
+  };
+
+  return { monitors, admin };
+}
+
+export function webhookUseCases(ctx: Ctx): WebhookUseCases {
+  const { db } = ctx;
+  const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
+  const encrypt = (secret: string, monitorId: string) => ctx.secretBox().encrypt(secret, monitorId);
+
+  async function withWebhook(accountId: string, monitorId: string) {
+    const m = await load(accountId, monitorId);
+    if (!m.webhook) {
+      throw new ConflictError('no_webhook', `monitor ${m.id} has no webhook; set its URL first`, 'webhookUrl');
+    }
+    return { ...m, webhook: m.webhook };
+  }
+
+  return {
+    async set(accountId, monitorId, rawUrl) {
+      // the monitor first: another account's id is NotFound whatever the URL
+      const m = await load(accountId, monitorId);
+      const hook = await checkWebhookUrl(rawUrl, ctx.opts.webhookUrlCheck);
+      const secret = generateWebhookSecret();
+      const fields = {
+        url: hook.url,
+        kind: hook.kind,
+        secretCiphertext: encrypt(secret, m.id),
+        isBroken: false,
+        brokenReason: null,
+      };
+      await db.webhookEndpoint.upsert({
+        where: { monitorId: m.id },
+        create: { monitorId: m.id, ...fields },
+        update: { ...fields, secretRotatedAt: ctx.now() },
+      });
+      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: hook.warnings };
+    },
+
+    async rotate(accountId, monitorId) {
+      const m = await withWebhook(accountId, monitorId);
+      const secret = generateWebhookSecret();
+      await db.webhookEndpoint.update({
+        where: { monitorId: m.id },
+        data: { secretCiphertext: encrypt(secret, m.id), secretRotatedAt: ctx.now() },
+      });
+      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: [] };
+    },
+
+    async remove(accountId, monitorId) {
+      const m = await load(accountId, monitorId);
+      await db.webhookEndpoint.deleteMany({ where: { monitorId: m.id } });
+    },
+
+    async sendTest(accountId, monitorId) {
+      const m = await withWebhook(accountId, monitorId);
+      const payload = {
+        event: 'monitor.test' as const,
+        monitor: monitorRef(m),
+        test: true as const,
+      };
+      const messageId = await ctx.publish('monitor.test', payload, { accountId: m.accountId });
+      // the dispatcher uses the message id as the test's X-Service-Delivery
+      return { messageId, deliveryId: messageId };
+    },
+  };
+}

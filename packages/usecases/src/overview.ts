@@ -1,0 +1,114 @@
+/**
+ * The overview (plan, trial, this month's usage and its per-day counts) and the plans: their
+ * facts from configuration and the self-service Starter trial, once per account.
+ *
+ * Usage figures come from PostgreSQL (usage_monthly / usage_daily), which the gateways write in
+ * batches: they trail the live Redis counters by at most a flush interval.
+ */
+import { periodResetEpoch, usagePeriod, type PlanName } from '@sts/core';
+import { loadAccount, planOf, toAccountView, type Ctx } from './context';
+import { ConflictError, NotFoundError } from './errors';
+import type { AccountView, Overview, PlanFacts, TrialState } from './types';
+
+export function trialState(a: { trialStartedAt: Date | null; trialEndsAt: Date | null }, now: Date): TrialState {
+  if (a.trialEndsAt && a.trialEndsAt.getTime() > now.getTime()) return 'active';
+  if (a.trialStartedAt || a.trialEndsAt) return 'ended';
+  return 'available';
+}
+
+const isoDay = (d: Date) => d.toISOString().slice(0, 10);
+
+export interface PlanUseCases {
+  /** Free against Starter, from configuration */
+  facts(): Record<PlanName, PlanFacts>;
+  /**
+   * Starts the 30-day Starter trial. Once per account: ConflictError('trial_used') on a second
+   * attempt (also when an admin gave a trial), ConflictError('already_starter') on Starter.
+   * No card is processed in this version.
+   */
+  startTrial(accountId: string): Promise<AccountView>;
+}
+
+export function overviewUseCases(ctx: Ctx): {
+  overview: (accountId: string) => Promise<Overview>;
+  plans: PlanUseCases;
+} {
+  const { db } = ctx;
+  const { plans, monitorLimits } = ctx.opts;
+
+  async function overview(accountId: string): Promise<Overview> {
+    const account = await loadAccount(ctx, accountId);
+    const now = ctx.now();
+    const plan = planOf(ctx, account);
+    const period = usagePeriod(now);
+    const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+    const today = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
+    const [monthly, dailyRows, monitorCount] = await Promise.all([
+      db.usageMonthly.findUnique({
+        where: { accountId_period: { accountId: account.id, period } },
+        select: { used: true },
+      }),
+      db.usageDaily.findMany({
+        where: { accountId: account.id, day: { gte: monthStart, lte: today } },
+        select: { day: true, used: true },
+      }),
+      db.monitor.count({ where: { accountId: account.id } }),
+    ]);
+    const byDay = new Map(dailyRows.map((r) => [isoDay(r.day), r.used]));
+    const daily: Overview['daily'] = [];
+    for (let d = new Date(monthStart); d.getTime() <= today.getTime(); d = new Date(d.getTime() + 86_400_000)) {
+      daily.push({ day: isoDay(d), used: byDay.get(isoDay(d)) ?? 0 });
+    }
+    const used = monthly?.used ?? 0;
+    const limits = plans[plan];
+    return {
+      account: toAccountView(account, now),
+      trial: {
+        state: trialState(account, now),
+        startedAt: account.trialStartedAt,
+        endsAt: account.trialEndsAt,
+        days: ctx.trialDays,
+      },
+      usage: {
+        period,
+        used,
+        quota: limits.monthlyQuota,
+        remaining: Math.max(0, limits.monthlyQuota - used),
+        perMinute: limits.perMinute,
+        resetsAt: new Date(periodResetEpoch(now) * 1000),
+      },
+      daily,
+      monitors: { count: monitorCount, limit: monitorLimits[plan] },
+      plan: facts(plan),
+    };
+  }
+
+  const facts = (name: PlanName): PlanFacts => ({ name, ...plans[name], maxMonitors: monitorLimits[name] });
+
+  const planUseCases: PlanUseCases = {
+    facts: () => ({ free: facts('free'), starter: facts('starter') }),
+
+    async startTrial(accountId) {
+      const account = await loadAccount(ctx, accountId);
+      if (account.plan === 'starter') {
+        throw new ConflictError('already_starter', 'this account is on the Starter plan already; no trial needed');
+      }
+      const now = ctx.now();
+      const endsAt = new Date(now.getTime() + ctx.trialDays * 86_400_000);
+      // conditional update: of two concurrent attempts exactly one starts the trial
+      const started = await db.account.updateMany({
+        where: { id: account.id, trialStartedAt: null, trialEndsAt: null },
+        data: { trialStartedAt: now, trialEndsAt: endsAt },
+      });
+      if (started.count === 0) {
+        const fresh = await db.account.findUnique({ where: { id: account.id }, select: { trialStartedAt: true } });
+        if (!fresh) throw new NotFoundError('account', `no account with id ${account.id}`);
+        const when = fresh.trialStartedAt ? ` (started ${isoDay(fresh.trialStartedAt)})` : '';
+        throw new ConflictError('trial_used', `the Starter trial can be used once per account and was used${when}`);
+      }
+      return toAccountView(await loadAccount(ctx, account.id), now);
+    },
+  };
+
+  return { overview, plans: planUseCases };
+}

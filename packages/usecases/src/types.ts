@@ -1,0 +1,215 @@
+/**
+ * The public shapes of @sts/usecases: what the dashboard renders and the CLI prints. Dates are
+ * Date objects (the caller formats them); ids are UUID strings.
+ */
+import type { MonitorLimits, PlanName, Plans, SecretBox, WebhookKindName } from '@sts/core';
+import type { Db } from '@sts/db';
+import type { HeadersOf, PayloadOf } from '@sts/messaging';
+import type { ScryptParams } from './password';
+import type { WebhookUrlCheck } from './webhookUrl';
+
+export type PublishedKey = 'monitor.test' | 'webhook.redeliver';
+
+/** What publishes monitor.test / webhook.redeliver; an `AmqpClient` from @sts/messaging fits. */
+export interface Publisher {
+  publish<K extends PublishedKey>(
+    routingKey: K,
+    payload: PayloadOf<K>,
+    opts: { messageId: string; headers: HeadersOf<K> },
+  ): Promise<void>;
+}
+
+export interface UseCaseOptions {
+  db: Db;
+  /** plansFromEnv(...) from @sts/core */
+  plans: Plans;
+  /** monitorLimitsFromEnv(...) from @sts/core */
+  monitorLimits: MonitorLimits;
+  /**
+   * The secret box for webhook signing secrets (SECRETS_ENCRYPTION_KEY). A function is called
+   * only when a webhook secret is made, so callers without the key can still do everything else;
+   * whatever it throws is passed on (a missing key → NotConfiguredError is the caller's choice).
+   */
+  secretBox?: SecretBox | (() => SecretBox);
+  /** publishes test pings and redeliveries; without it those two throw NotConfiguredError */
+  publisher?: Publisher;
+  /**
+   * Drops the API key's cached lookup (`apikey:<sha256>` in Redis) so a revocation is immediate;
+   * resolves false when the cache was not reachable (the gateways' 5 s TTL bounds it then).
+   */
+  evictApiKey?: (keyHash: string) => Promise<boolean>;
+  /** default () => new Date() */
+  now?: () => Date;
+  /** length of the self-service Starter trial; default 30 */
+  trialDays?: number;
+  /** scrypt cost; default DEFAULT_SCRYPT (tests may lower it) */
+  scrypt?: ScryptParams;
+  /**
+   * The save-time webhook URL rule; default @sts/core classifyWebhookUrl. Give
+   * `(raw) => checkWebhookUrlForSave(raw, policy)` to check addresses too. It throws
+   * WebhookUrlError for a refused URL (→ ValidationError 'webhookUrl') and may return warnings.
+   */
+  webhookUrlCheck?: WebhookUrlCheck;
+}
+
+export interface AccountView {
+  id: string;
+  email: string;
+  /** the stored plan */
+  plan: PlanName;
+  /** the plan in force (Starter while a trial runs) */
+  effectivePlan: PlanName;
+  trialStartedAt: Date | null;
+  trialEndsAt: Date | null;
+  hasPassword: boolean;
+  createdAt: Date;
+}
+
+export type TrialState = 'available' | 'active' | 'ended';
+
+export interface Overview {
+  account: AccountView;
+  trial: { state: TrialState; startedAt: Date | null; endsAt: Date | null; days: number };
+  usage: {
+    /** "YYYY-MM" (UTC) */
+    period: string;
+    used: number;
+    quota: number;
+    remaining: number;
+    perMinute: number;
+    /** when the month's quota resets (start of next UTC month) */
+    resetsAt: Date;
+  };
+  /** one entry per UTC day of the month up to today, oldest first, zeros included */
+  daily: { day: string; used: number }[];
+  monitors: { count: number; limit: number };
+  /** the facts of the plan in force (liveWebhooks: whether monitor.hit webhooks go out) */
+  plan: PlanFacts;
+}
+
+export interface PlanFacts {
+  name: PlanName;
+  monthlyQuota: number;
+  perMinute: number;
+  pollIntervalSec: number;
+  liveWebhooks: boolean;
+  maxMonitors: number;
+}
+
+export interface ApiKeyView {
+  id: string;
+  name: string;
+  /** the displayable start of the key */
+  prefix: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface CreatedApiKey extends ApiKeyView {
+  /** the plaintext key: shown this once, only its SHA-256 is stored */
+  key: string;
+}
+
+export interface WebhookView {
+  /** as stored; use `shownUrl` for display (Discord/Slack tokens masked) */
+  url: string;
+  shownUrl: string;
+  kind: WebhookKindName;
+  /** "Discord", "Slack" or "Webhook" */
+  label: string;
+  isBroken: boolean;
+  brokenReason: string | null;
+  secretRotatedAt: Date | null;
+  createdAt: Date;
+}
+
+export type MonitorStatus = 'active' | 'paused';
+
+export interface MonitorView {
+  id: string;
+  targetUsername: string;
+  /** [] = every post of the target */
+  keywords: string[];
+  status: MonitorStatus;
+  intervalSec: number;
+  lastCheckAt: Date | null;
+  lastError: string | null;
+  hitCount: number;
+  webhook: WebhookView | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface MonitorInput {
+  /** a username, with or without "@" */
+  target: string;
+  /** comma-separated string or list; see @sts/core parseKeywords */
+  keywords?: string | readonly string[] | null;
+  /** seconds between checks: from the plan's poll interval to 86400; default the plan's */
+  intervalSec?: number;
+  /** creates the webhook too; its secret is returned once */
+  webhookUrl?: string;
+}
+
+export interface MonitorEdit {
+  target?: string;
+  keywords?: string | readonly string[] | null;
+  intervalSec?: number;
+}
+
+export interface WebhookWithSecret {
+  webhook: WebhookView;
+  /** the signing secret in plaintext: returned this once, stored encrypted */
+  secret: string;
+  /** about the URL: saved, but worth showing (e.g. its name did not resolve); [] mostly */
+  warnings: string[];
+}
+
+export interface DeliveryView {
+  id: string;
+  /** "monitor.hit" | "monitor.test" */
+  event: string;
+  /** X-Service-Delivery */
+  deliveryId: string;
+  hitId: string | null;
+  outcome: 'delivered' | 'failed' | 'skipped';
+  statusCode: number | null;
+  latencyMs: number | null;
+  error: string | null;
+  /** the URL the attempt went to; Discord/Slack tokens masked */
+  url: string;
+  responseSnippet: string | null;
+  createdAt: Date;
+}
+
+export interface HitView {
+  id: string;
+  tweetId: string;
+  text: string;
+  authorUsername: string;
+  tweetCreatedAt: Date;
+  detectedAt: Date;
+  /** https://x.com/<author>/status/<id> */
+  postUrl: string;
+}
+
+export interface PageRequest {
+  /** from a previous page's nextCursor */
+  cursor?: string;
+  /** 1–500, default 25 */
+  limit?: number;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** pass back for the next (older) page; null on the last page */
+  nextCursor: string | null;
+}
+
+export interface Queued {
+  /** the AMQP message id */
+  messageId: string;
+  /** X-Service-Delivery of what will be sent */
+  deliveryId: string;
+}
