@@ -19,7 +19,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { createLogger } from '../packages/common/src';
+import { createLogger, loadDevEnv } from '../packages/common/src';
 import { createSecretBox, snowflakeId } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
 import { AmqpClient } from '../packages/messaging/src';
@@ -102,6 +102,7 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
 }
 
 async function main(): Promise<void> {
+  loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
   if (!testCaTrusted()) await reexecWithCa();
 
   const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };

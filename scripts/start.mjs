@@ -147,6 +147,7 @@ process.on('SIGTERM', () => stopAll(0));
 const gateway = `http://127.0.0.1:${env.GATEWAY_PORT ?? 3000}`;
 console.log(`start: running ${services.map(([n]) => n).join(', ')}`);
 if (seed.key) {
+  console.log(`start: demo account: ${seed.account_id}`);
   console.log(`start: demo API key: ${seed.key}`);
   console.log(
     `start: try  curl -H "Authorization: Bearer ${seed.key}" ${gateway}/api/v1/users/${seed.usernames?.[0] ?? 'demo_news'}`,
