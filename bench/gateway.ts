@@ -106,7 +106,7 @@ async function main(): Promise<void> {
     const common = { DATABASE_URL: dbUrl.toString(), INTERNAL_TOKEN: token, LOG_LEVEL: 'error' };
     const readApi = await startService(
       'services/read-api/src/main.ts',
-      { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1' },
+      { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1', OPS_PORT: '0' },
       /read-api listening/,
     );
     children.push(readApi.child);
@@ -116,6 +116,7 @@ async function main(): Promise<void> {
         ...common,
         GATEWAY_PORT: '0',
         GATEWAY_HOST: '127.0.0.1',
+        OPS_PORT: '0',
         READ_API_URL: `http://127.0.0.1:${readApi.port}`,
         REDIS_KEY_PREFIX: `bench:${name}:`,
         PLAN_STARTER_MONTHLY_QUOTA: '1000000000',

@@ -203,7 +203,7 @@ async function main(): Promise<void> {
       AMQP_URL: amqpUrl,
       SECRETS_ENCRYPTION_KEY: key,
       WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      DISPATCHER_PORT: '0',
+      OPS_PORT: '0',
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
     });
     amqp = new AmqpClient({ url: amqpUrl, logger, name: 'bench-publisher' });

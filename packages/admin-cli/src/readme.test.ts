@@ -114,8 +114,6 @@ describe('the README, from a fresh clone next to npm start', () => {
       GATEWAY_PORT: String(gatewayPort),
       READ_API_PORT: String(readApiPort),
       OPS_PORT: '0',
-      POLLER_PORT: String(await freePort()),
-      DISPATCHER_PORT: String(await freePort()),
       LOG_LEVEL: 'warn',
     });
     let start: ChildProcess | undefined;

@@ -141,12 +141,16 @@ describe('ops server', () => {
     });
   }
 
-  it('answers healthz, readyz with each check, and metrics', async () => {
+  it('answers healthz, readyz with each check (ok/failed, no error text), and metrics', async () => {
     let dbUp = true;
+    let phase: 'starting' | 'ready' | 'stopping' = 'starting';
+    const failures: string[] = [];
     const ops = await startOpsServer({
       port: 0,
       host: '127.0.0.1',
       registry: createMetricsRegistry('test'),
+      phase: () => phase,
+      onCheckFailed: (name, error) => failures.push(`${name}: ${error}`),
       checks: {
         db: () => (dbUp ? Promise.resolve() : Promise.reject(new Error('connection refused'))),
         slow: () => new Promise<void>((r) => setTimeout(r, 5)),
@@ -155,6 +159,8 @@ describe('ops server', () => {
     try {
       expect((ops.server.address() as AddressInfo).port).toBe(ops.port);
       expect(await get(ops.port, '/healthz')).toEqual({ status: 200, body: '{"status":"ok"}' });
+      expect(await get(ops.port, '/readyz')).toEqual({ status: 503, body: '{"status":"starting","checks":{}}' });
+      phase = 'ready';
       expect(JSON.parse((await get(ops.port, '/readyz')).body)).toEqual({
         status: 'ok',
         checks: { db: 'ok', slow: 'ok' },
@@ -162,7 +168,11 @@ describe('ops server', () => {
       dbUp = false;
       const down = await get(ops.port, '/readyz');
       expect(down.status).toBe(503);
-      expect(JSON.parse(down.body).checks.db).toBe('connection refused');
+      expect(JSON.parse(down.body)).toEqual({ status: 'unavailable', checks: { db: 'failed', slow: 'ok' } });
+      expect(down.body).not.toContain('refused');
+      expect(failures).toEqual(['db: connection refused']);
+      phase = 'stopping';
+      expect(await get(ops.port, '/readyz')).toEqual({ status: 503, body: '{"status":"stopping","checks":{}}' });
       const metrics = await get(ops.port, '/metrics');
       expect(metrics.body).toContain('process_cpu_user_seconds_total{service="test"}');
       expect((await get(ops.port, '/nope')).status).toBe(404);

@@ -3,3 +3,4 @@ export * from './errors';
 export * from './logger';
 export * from './ops';
 export * from './devEnv';
+export * from './runService';

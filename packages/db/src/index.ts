@@ -2,3 +2,4 @@ export { createDbClient, type Db, type DbClientOptions } from './client';
 export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
 export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
+export { migrationsCheck, pendingMigrations } from './pending';
