@@ -1,5 +1,5 @@
 /**
- * `pnpm bench:pipeline`: monitor.hit events through RabbitMQ and the webhook dispatcher (a child
+ * `npm run bench:pipeline`: monitor.hit events through RabbitMQ and the webhook dispatcher (a child
  * process, as deployed) to local HTTPS receivers, on its own database and vhost (both removed
  * afterwards).
  *

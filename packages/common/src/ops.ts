@@ -60,7 +60,7 @@ export async function runChecks(
   return { ok: entries.every(([, v]) => v === 'ok'), checks: Object.fromEntries(entries) };
 }
 
-export interface OpsAnswer {
+interface OpsAnswer {
   status: number;
   contentType: string;
   body: string;
@@ -72,7 +72,7 @@ const JSON_CONTENT = 'application/json';
  * The answer to GET/HEAD /healthz, /readyz or /metrics, or null for anything else. /readyz:
  * `{"status":"ok"|"unavailable"|"starting"|"stopping","checks":{"<name>":"ok"|"failed"}}`.
  */
-export function opsAnswers(
+function opsAnswers(
   options: Omit<OpsServerOptions, 'port' | 'host'>,
 ): (method: string, path: string) => Promise<OpsAnswer> | null {
   return (method, path) => {
@@ -105,7 +105,7 @@ export function opsAnswers(
  * Answers GET /healthz, /readyz and /metrics on the ops server (startOpsServer). Public ports
  * never serve these paths: every service runs its own ops server on OPS_PORT (runService).
  */
-export function opsHandler(options: Omit<OpsServerOptions, 'port' | 'host'>) {
+function opsHandler(options: Omit<OpsServerOptions, 'port' | 'host'>) {
   const answer = opsAnswers(options);
   return async (req: http.IncomingMessage, res: http.ServerResponse): Promise<boolean> => {
     const pending = answer(req.method ?? 'GET', req.url ?? '/');
