@@ -2,8 +2,10 @@
  * runService as services run: child processes (`node --import tsx runService.fixture.ts`) sent
  * real signals. Exit codes: 0 stopped, 1 start or stop failed, 2 configuration, 3 stop deadline.
  */
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { spawnService, waitFor, type ServiceProcess } from '@sts/testing';
+import { REPO_ROOT, spawnService, waitFor, type ServiceProcess } from '@sts/testing';
 import { EXIT_CODES } from './runService';
 
 const FIXTURE = path.relative(path.resolve(__dirname, '../../..'), path.join(__dirname, 'runService.fixture.ts'));
@@ -75,6 +77,32 @@ describe('runService', () => {
     expect(await proc.exited).toBe(EXIT_CODES.stopped);
     expect(proc.lines.some((l) => l.includes('"fixture stopped"'))).toBe(true);
     expect(proc.lines.some((l) => l.includes('fixture started'))).toBe(false);
+  });
+
+  // PID 1 (a container without an init) ignores every signal it has no handler for: the handlers
+  // installed before start are what let SIGTERM through. Needs a PID namespace (root, unshare).
+  const canUnshare = spawnSync('unshare', ['--pid', '--fork', 'true']).status === 0;
+  (canUnshare ? it : it.skip)('as PID 1, SIGTERM during a start waiting on a backend still stops it', async () => {
+    const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', process.execPath, '--import', 'tsx', FIXTURE], {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? '', NEEDED: 'yes', FIXTURE: 'hang-start', OPS_PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      await waitFor(() => out.includes('fixture building'), 30_000);
+      // the node process: unshare's child, PID 1 inside its namespace
+      const [pid] = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(' ');
+      expect(readFileSync(`/proc/${pid}/status`, 'utf8')).toMatch(/^NSpid:\s+\d+\s+1$/m);
+      process.kill(Number(pid), 'SIGTERM');
+      expect(await exited).toBe(EXIT_CODES.stopped);
+      expect(out).toContain('"fixture stopped"');
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('a start that ignores the stop is cut at STOP_DEADLINE_MS, exit 3', async () => {
