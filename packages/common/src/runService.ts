@@ -151,7 +151,8 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
       onCheckFailed: (check, error) => logger.warn('readiness check failed', { check, error }),
     }).catch(failStart);
     line('info', `${name} starting`, { opsPort: ops.port });
-    const starting = definition.start(env, context);
+    // (through a promise, so a start that throws synchronously is a start failure too)
+    const starting = Promise.resolve().then(() => definition.start(env, context));
 
     const stop = async (signal: string) => {
       phase = 'stopping';

@@ -53,13 +53,15 @@ describe('demo generator', () => {
       { cwd: REPO_ROOT, env: { ...process.env, DATABASE_URL: dbHandle.url }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';
+    let err = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     try {
       await waitFor(() => out.split('demo tweet posted').length > 2, 30_000);
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
+      expect(err).toBe('');
       const { posted } = JSON.parse(out.trim().split('\n').pop()!) as { posted: number };
       expect(posted).toBeGreaterThanOrEqual(2);
       expect(await db.socialTweet.count()).toBe(before + posted);

@@ -74,9 +74,11 @@ const demoRun: Command = {
       throw new CliUsageError('--interval must be a number of seconds from 0.1 to 3600');
     const db = ctx.db();
     let posted = 0;
-    let inFlight: Promise<void> = Promise.resolve();
+    // one post at a time: on a slow database a tick is skipped rather than piling posts up
+    let inFlight: Promise<void> | undefined;
     await new Promise<void>((resolve) => {
       const timer = setInterval(() => {
+        if (inFlight) return;
         inFlight = postDemoTweet(db)
           .then((t) => {
             if (!t) return;
@@ -86,7 +88,7 @@ const demoRun: Command = {
           .catch((err: unknown) =>
             process.stderr.write(`demo tweet failed: ${err instanceof Error ? err.message : String(err)}\n`),
           )
-          .then(() => undefined);
+          .finally(() => (inFlight = undefined));
       }, seconds * 1000);
       const stop = () => {
         clearInterval(timer);
