@@ -93,6 +93,26 @@ function sh(line: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: 
 }
 
 describe('the README, from a fresh clone next to npm start', () => {
+  it('reads the command lines of the shell blocks: continuations joined, comments dropped, quotes kept', () => {
+    const readme = [
+      'text `npm run not-in-a-block`',
+      '```sh',
+      'KEY=...   # printed by npm start',
+      'curl -H "Authorization: Bearer $KEY" localhost:3000/x   # a comment',
+      'npm run cli -- a --k "x # not a comment" \\',
+      '  --json  # trailing',
+      '```',
+      '```json',
+      '{"npm run": "ignored"}',
+      '```',
+    ].join('\n');
+    expect(readmeCommands(readme)).toEqual([
+      'KEY=...',
+      'curl -H "Authorization: Bearer $KEY" localhost:3000/x',
+      'npm run cli -- a --k "x # not a comment" --json',
+    ]);
+  });
+
   it('every curl and npm run line works as written', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'sts-readme-'));
     const clone = spawnSync('git', ['clone', '--quiet', REPO_ROOT, dir], { encoding: 'utf8' });
