@@ -121,7 +121,7 @@ describe('the README, from a fresh clone next to npm start', () => {
     const redis = createTestRedis();
     const dbUrl = new URL(testServiceUrls().postgres);
     dbUrl.pathname = `/sts_t_${process.env.STS_TEST_RUN_ID}_readme_${randomBytes(3).toString('hex')}`;
-    const [gatewayPort, readApiPort] = [await freePort(), await freePort()];
+    const [gatewayPort, readApiPort, dashboardPort] = [await freePort(), await freePort(), await freePort()];
     // what a developer's shell holds: connection settings, no secrets, no NODE_ENV
     const shellEnv: NodeJS.ProcessEnv = { ...process.env };
     for (const name of ['NODE_ENV', 'INTERNAL_TOKEN', 'SECRETS_ENCRYPTION_KEY', 'DEMO_API_KEY', 'JEST_WORKER_ID'])
@@ -133,6 +133,7 @@ describe('the README, from a fresh clone next to npm start', () => {
       REDIS_KEY_PREFIX: redis.prefix,
       GATEWAY_PORT: String(gatewayPort),
       READ_API_PORT: String(readApiPort),
+      DASHBOARD_PORT: String(dashboardPort), // the dashboard's public port, once it exists
       OPS_PORT: '0',
       LOG_LEVEL: 'warn',
     });
