@@ -85,9 +85,9 @@ const demoRun: Command = {
             posted++;
             process.stdout.write(`${JSON.stringify({ level: 'info', message: 'demo tweet posted', ...t })}\n`);
           })
-          .catch((err: unknown) =>
-            process.stderr.write(`demo tweet failed: ${err instanceof Error ? err.message : String(err)}\n`),
-          )
+          .catch((err: unknown) => {
+            process.stderr.write(`demo tweet failed: ${err instanceof Error ? err.message : String(err)}\n`);
+          })
           .finally(() => (inFlight = undefined));
       }, seconds * 1000);
       const stop = () => {
