@@ -22,6 +22,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { Client } from 'pg';
+import { loadDevEnv } from '../packages/common/src';
 import { generateApiKey } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
@@ -87,6 +88,7 @@ async function steady(url: string, headers: Record<string, string>) {
 }
 
 async function main(): Promise<void> {
+  loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
   const admin = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
   const name = `sts_bench_${randomBytes(4).toString('hex')}`;
   const dbUrl = new URL(admin);
@@ -104,7 +106,7 @@ async function main(): Promise<void> {
     const common = { DATABASE_URL: dbUrl.toString(), INTERNAL_TOKEN: token, LOG_LEVEL: 'error' };
     const readApi = await startService(
       'services/read-api/src/main.ts',
-      { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1' },
+      { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1', OPS_PORT: '0' },
       /read-api listening/,
     );
     children.push(readApi.child);
@@ -114,6 +116,7 @@ async function main(): Promise<void> {
         ...common,
         GATEWAY_PORT: '0',
         GATEWAY_HOST: '127.0.0.1',
+        OPS_PORT: '0',
         READ_API_URL: `http://127.0.0.1:${readApi.port}`,
         REDIS_KEY_PREFIX: `bench:${name}:`,
         PLAN_STARTER_MONTHLY_QUOTA: '1000000000',

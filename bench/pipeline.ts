@@ -1,5 +1,5 @@
 /**
- * `pnpm bench:pipeline`: monitor.hit events through RabbitMQ and the webhook dispatcher (a child
+ * `npm run bench:pipeline`: monitor.hit events through RabbitMQ and the webhook dispatcher (a child
  * process, as deployed) to local HTTPS receivers, on its own database and vhost (both removed
  * afterwards).
  *
@@ -19,7 +19,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { createLogger } from '../packages/common/src';
+import { createLogger, loadDevEnv } from '../packages/common/src';
 import { createSecretBox, snowflakeId } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
 import { AmqpClient } from '../packages/messaging/src';
@@ -102,6 +102,7 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
 }
 
 async function main(): Promise<void> {
+  loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
   if (!testCaTrusted()) await reexecWithCa();
 
   const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
@@ -202,7 +203,7 @@ async function main(): Promise<void> {
       AMQP_URL: amqpUrl,
       SECRETS_ENCRYPTION_KEY: key,
       WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      DISPATCHER_PORT: '0',
+      OPS_PORT: '0',
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
     });
     amqp = new AmqpClient({ url: amqpUrl, logger, name: 'bench-publisher' });

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { Redis } from 'ioredis';
-import { createLogger } from '../packages/common/src';
+import { createLogger, loadDevEnv } from '../packages/common/src';
 import { snowflakeId } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
@@ -104,6 +104,7 @@ export async function measurePollerCycle(): Promise<{
 }
 
 if (require.main === module) {
+  loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
   measurePollerCycle()
     .then((r) => {
       console.log(

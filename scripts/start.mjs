@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // `npm start`: the whole system on this machine. Applies the migrations, seeds the demo account,
 // then runs every service (read-api, gateway, poller, webhook-dispatcher, dashboard, and the demo
-// tweet generator) with their output prefixed by name. Ctrl-C stops them all gracefully.
+// tweet generator `npm run cli -- demo run`) with their output prefixed by name. Ctrl-C stops them
+// all gracefully. Each service serves /healthz, /readyz and /metrics on its own OPS_PORT default
+// (gateway 3100, dashboard 3101, read-api 3102, poller 3003, dispatcher 3004); setting OPS_PORT=0
+// gives each a free one.
 //
 // Configuration comes from the environment (see README). Secrets that a developer has not set
 // (INTERNAL_TOKEN, SECRETS_ENCRYPTION_KEY) are generated once and kept in .tmp/dev.env, which git
@@ -95,7 +98,7 @@ const services = [
   ['poller', 'services/poller/src/main.ts'],
   ['dispatcher', 'services/webhook-dispatcher/src/main.ts'],
   ['dashboard', 'services/dashboard/src/main.ts'],
-  ['demo', 'services/poller/src/demo.ts'],
+  ['demo', 'packages/admin-cli/src/main.ts', 'demo', 'run'],
 ].filter(([, file]) => existsSync(path.join(root, file)));
 
 const children = new Map();
@@ -128,8 +131,8 @@ function stopAll(code) {
   }, 100);
 }
 
-for (const [name, file] of services) {
-  const child = spawn(process.execPath, [...tsx, file], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+for (const [name, file, ...args] of services) {
+  const child = spawn(process.execPath, [...tsx, file, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.set(name, child);
   prefixed(name, child.stdout, process.stdout);
   prefixed(name, child.stderr, process.stderr);
@@ -147,6 +150,7 @@ process.on('SIGTERM', () => stopAll(0));
 const gateway = `http://127.0.0.1:${env.GATEWAY_PORT ?? 3000}`;
 console.log(`start: running ${services.map(([n]) => n).join(', ')}`);
 if (seed.key) {
+  console.log(`start: demo account: ${seed.account_id}`);
   console.log(`start: demo API key: ${seed.key}`);
   console.log(
     `start: try  curl -H "Authorization: Bearer ${seed.key}" ${gateway}/api/v1/users/${seed.usernames?.[0] ?? 'demo_news'}`,

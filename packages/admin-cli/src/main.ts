@@ -1,6 +1,7 @@
 // The admin CLI for ops teams: `npm run cli -- <command> [options]`. `--json` prints one JSON
 // object. Exit codes: 0 success, 1 failure, 2 usage error.
 import { parseArgs } from 'node:util';
+import { loadDevEnv } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { CliUsageError, type CliContext, type Command } from './command';
 import { allCommands } from './commands';
@@ -80,6 +81,8 @@ export async function runCli(
 }
 
 if (require.main === module) {
+  // next to `npm start`: its generated settings (.tmp/dev.env) where the environment sets none
+  loadDevEnv();
   runCli(process.argv.slice(2))
     .then((r) => {
       process.stdout.write(r.stdout);

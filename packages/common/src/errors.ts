@@ -78,21 +78,6 @@ export function toErrorResponse(
       headers: err.headers,
     };
   }
-  // body-parser and friends throw errors carrying a 4xx status: bad JSON, too large, bad charset
-  const e = err as { status?: unknown; statusCode?: unknown; type?: unknown; expose?: unknown };
-  const status = typeof e?.status === 'number' ? e.status : typeof e?.statusCode === 'number' ? e.statusCode : 500;
-  if (status >= 400 && status < 500) {
-    const message =
-      e.type === 'entity.parse.failed'
-        ? 'request body is not valid JSON'
-        : e.type === 'entity.too.large'
-          ? 'request body is too large'
-          : e.type === 'encoding.unsupported' || e.type === 'charset.unsupported'
-            ? 'unsupported request body encoding'
-            : 'invalid request';
-    const code = status === 413 ? 'PAYLOAD_TOO_LARGE' : 'INVALID_REQUEST';
-    return { status, body: { error: message, code, request_id: requestId }, headers: {} };
-  }
   return {
     status: 500,
     body: { error: 'internal error', code: 'INTERNAL', request_id: requestId },

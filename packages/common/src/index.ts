@@ -2,3 +2,5 @@ export * from './env';
 export * from './errors';
 export * from './logger';
 export * from './ops';
+export * from './devEnv';
+export * from './runService';

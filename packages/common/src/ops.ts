@@ -5,12 +5,19 @@ import client from 'prom-client';
 
 export type ReadinessCheck = () => Promise<void>;
 
+/** Where a service is in its life: /readyz answers 503 unless it is `ready`. */
+export type ServicePhase = 'starting' | 'ready' | 'stopping';
+
 export interface OpsServerOptions {
   port: number;
   host?: string;
   /** named dependency checks for /readyz; each throws when its dependency does not answer */
   checks: Record<string, ReadinessCheck>;
   registry: client.Registry;
+  /** the service's phase; /readyz runs the checks only while it is `ready` (default: always ready) */
+  phase?: () => ServicePhase;
+  /** told about a failed check (the error text goes to the log, never into the /readyz body) */
+  onCheckFailed?: (name: string, error: string) => void;
 }
 
 /** Creates a Prometheus registry with the default process metrics and the service label. */
@@ -21,11 +28,16 @@ export function createMetricsRegistry(service: string): client.Registry {
   return registry;
 }
 
-/** Runs every readiness check with a time limit; returns a map of name to "ok" or the error. */
+/**
+ * Runs every readiness check with a time limit; returns a map of name to "ok" or "failed". The
+ * /readyz body carries only these words: error texts name hosts and internals, so they go to
+ * `onFailed` (the log) instead.
+ */
 export async function runChecks(
   checks: Record<string, ReadinessCheck>,
   timeoutMs = 2000,
-): Promise<{ ok: boolean; checks: Record<string, string> }> {
+  onFailed: (name: string, error: string) => void = () => undefined,
+): Promise<{ ok: boolean; checks: Record<string, 'ok' | 'failed'> }> {
   const entries = await Promise.all(
     Object.entries(checks).map(async ([name, check]) => {
       let timer: NodeJS.Timeout | undefined;
@@ -38,7 +50,8 @@ export async function runChecks(
         ]);
         return [name, 'ok'] as const;
       } catch (err) {
-        return [name, err instanceof Error ? err.message : String(err)] as const;
+        onFailed(name, err instanceof Error ? err.message : String(err));
+        return [name, 'failed'] as const;
       } finally {
         clearTimeout(timer);
       }
@@ -47,29 +60,39 @@ export async function runChecks(
   return { ok: entries.every(([, v]) => v === 'ok'), checks: Object.fromEntries(entries) };
 }
 
-export interface OpsAnswer {
+interface OpsAnswer {
   status: number;
   contentType: string;
   body: string;
 }
 
+const JSON_CONTENT = 'application/json';
+
 /**
- * The answer to GET/HEAD /healthz, /readyz or /metrics, or null for anything else; for servers
- * that are not built on node:http (the gateway's own HTTP layer).
+ * The answer to GET/HEAD /healthz, /readyz or /metrics, or null for anything else. /readyz:
+ * `{"status":"ok"|"unavailable"|"starting"|"stopping","checks":{"<name>":"ok"|"failed"}}`.
  */
-export function opsAnswers(
+function opsAnswers(
   options: Omit<OpsServerOptions, 'port' | 'host'>,
 ): (method: string, path: string) => Promise<OpsAnswer> | null {
   return (method, path) => {
     if (method !== 'GET' && method !== 'HEAD') return null;
     if (path === '/healthz')
-      return Promise.resolve({ status: 200, contentType: 'application/json', body: '{"status":"ok"}' });
-    if (path === '/readyz')
-      return runChecks(options.checks).then((result) => ({
+      return Promise.resolve({ status: 200, contentType: JSON_CONTENT, body: '{"status":"ok"}' });
+    if (path === '/readyz') {
+      const phase = options.phase?.() ?? 'ready';
+      if (phase !== 'ready')
+        return Promise.resolve({
+          status: 503,
+          contentType: JSON_CONTENT,
+          body: JSON.stringify({ status: phase, checks: {} }),
+        });
+      return runChecks(options.checks, 2000, options.onCheckFailed).then((result) => ({
         status: result.ok ? 200 : 503,
-        contentType: 'application/json',
+        contentType: JSON_CONTENT,
         body: JSON.stringify({ status: result.ok ? 'ok' : 'unavailable', checks: result.checks }),
       }));
+    }
     if (path === '/metrics')
       return options.registry
         .metrics()
@@ -79,10 +102,10 @@ export function opsAnswers(
 }
 
 /**
- * Answers GET /healthz, /readyz and /metrics. Services without an HTTP API of their own (poller,
- * dispatcher) run this; HTTP services mount the same handler in front of their routes.
+ * Answers GET /healthz, /readyz and /metrics on the ops server (startOpsServer). Public ports
+ * never serve these paths: every service runs its own ops server on OPS_PORT (runService).
  */
-export function opsHandler(options: Omit<OpsServerOptions, 'port' | 'host'>) {
+function opsHandler(options: Omit<OpsServerOptions, 'port' | 'host'>) {
   const answer = opsAnswers(options);
   return async (req: http.IncomingMessage, res: http.ServerResponse): Promise<boolean> => {
     const pending = answer(req.method ?? 'GET', req.url ?? '/');

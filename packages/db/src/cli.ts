@@ -1,7 +1,9 @@
 // `pnpm migrate [deploy|status]`: applies the SQL migrations to DATABASE_URL.
+import { loadDevEnv } from '@sts/common';
 import { ensureDatabase, loadMigrations, migrate } from './migrate';
 
 async function main(): Promise<void> {
+  loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
   const url = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/sts';
   const cmd = process.argv[2] ?? 'deploy';
   if (cmd === 'deploy') {

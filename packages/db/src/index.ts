@@ -3,3 +3,4 @@ export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR
 export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
 export { hitSelect, type HitRow } from './rows';
+export { migrationsCheck, pendingMigrations } from './pending';

@@ -18,7 +18,8 @@ export interface ServiceProcess {
 export function spawnService(file: string, env: Record<string, string>): ServiceProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', file], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
+    // OPS_PORT 0: a free ops port unless the test names one (services print it as opsPort)
+    env: { PATH: process.env.PATH ?? '', OPS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];

@@ -1,21 +1,14 @@
 /**
  * The gateway: the only public entry of the API, on its own lean HTTP/1.1 server (http/server.ts;
  * no framework and no node:http on the hot path). Routes: GET /api/v1/openapi.json (public, no
- * key, no quota), /healthz, /readyz, /metrics (not logged), every other /api/v1/ path through the
- * metered proxy (http/proxy.ts), anything else a JSON 404. Usage and last-used times are flushed
- * to PostgreSQL on a timer and on close; close() finishes in-flight calls first and gives unused
- * leased quota back to Redis.
+ * key, no quota), every other /api/v1/ path through the metered proxy (http/proxy.ts), anything
+ * else a JSON 404 (/healthz, /readyz and /metrics live on the internal OPS_PORT: main.ts). Usage
+ * and last-used times are flushed to PostgreSQL on a timer and on close; close() finishes
+ * in-flight calls first and gives unused leased quota back to Redis.
  */
 import type net from 'node:net';
 import client from 'prom-client';
-import {
-  ApiError,
-  NotFoundError,
-  opsAnswers,
-  ServiceUnavailableError,
-  type Logger,
-  type ReadinessCheck,
-} from '@sts/common';
+import { ApiError, NotFoundError, ServiceUnavailableError, type Logger } from '@sts/common';
 import type { Plans } from '@sts/core';
 import type { KeyStore } from './adapters/keys';
 import type { QuotaStore } from './adapters/leasedQuota';
@@ -43,7 +36,6 @@ export interface GatewayOptions {
   /** only routes read-api answers within this many ms on average are pipelined; default 2 */
   upstreamPipelineMaxMs?: number;
   registry?: client.Registry;
-  checks?: Record<string, ReadinessCheck>;
   /** how often usage and last-used times are written to PostgreSQL; default 1 s */
   flushIntervalMs?: number;
   /** how long close() waits for in-flight calls before cutting connections; default 10 s */
@@ -85,7 +77,6 @@ export function createGateway(options: GatewayOptions): Gateway {
   });
   const byClass = ['1xx', '2xx', '3xx', '4xx', '5xx'].map((c) => requests.labels(c));
   const count = (status: number) => byClass[Math.min(4, Math.max(0, Math.floor(status / 100) - 1))]!.inc();
-  const ops = opsAnswers({ checks: options.checks ?? {}, registry });
   const handleApi = createApiHandler({
     keys,
     quota,
@@ -124,15 +115,6 @@ export function createGateway(options: GatewayOptions): Gateway {
           200,
           `content-type: ${JSON_TYPE}\r\ncache-control: public, max-age=300\r\nx-request-id: ${requestId}\r\n`,
           openapi,
-        );
-        return;
-      }
-    } else {
-      const answer = ops(method, req.target);
-      if (answer !== null) {
-        answer.then(
-          (a) => res.send(a.status, `content-type: ${a.contentType}\r\ncache-control: no-store\r\n`, a.body),
-          (err: unknown) => fail(err, req, res),
         );
         return;
       }

@@ -1,10 +1,11 @@
 import { z } from 'zod';
-import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 
 export const gatewayEnvSchema = z.object({
   ...commonEnv,
   ...planEnv,
+  ...opsEnv(3100),
   GATEWAY_PORT: envFields.port(3000),
   GATEWAY_HOST: z.string().default('0.0.0.0'),
   READ_API_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3002'),

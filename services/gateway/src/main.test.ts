@@ -23,7 +23,7 @@ function get(
 }
 
 describe('gateway main', () => {
-  it('runs gateway and read-api as processes, serves a keyed call, and exits 0 on SIGTERM', async () => {
+  it('runs gateway and read-api as processes, serves a keyed call, ops only on OPS_PORT, exits 0 on SIGTERM', async () => {
     const dbHandle = await createTestDatabase();
     const redisHandle = createTestRedis();
     const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
@@ -43,8 +43,15 @@ describe('gateway main', () => {
       PLAN_FREE_MONTHLY_QUOTA: '5',
     });
     try {
-      const { port } = JSON.parse(await gateway.waitForLine(/gateway listening/)) as { port: number };
-      await waitFor(async () => (await get(port, '/readyz')).status === 200, 10_000);
+      const started = JSON.parse(await gateway.waitForLine(/gateway listening/)) as { port: number; opsPort: number };
+      const { port, opsPort } = started;
+      expect(opsPort).not.toBe(port);
+      await waitFor(async () => (await get(opsPort, '/readyz')).status === 200, 10_000);
+      // readiness names its dependencies with ok/failed only; the gateway's is no shared backend
+      expect(JSON.parse((await get(opsPort, '/readyz')).body)).toEqual({ status: 'ok', checks: { migrations: 'ok' } });
+      expect((await get(opsPort, '/healthz')).status).toBe(200);
+      expect((await get(opsPort, '/metrics')).body).toContain('gateway_requests_total');
+      for (const path of ['/healthz', '/readyz', '/metrics']) expect((await get(port, path)).status).toBe(404);
       const r = await get(port, '/api/v1/users/mainuser', { authorization: `Bearer ${key.key}` });
       expect(r.status).toBe(200);
       expect(JSON.parse(r.body)).toMatchObject({ data: { username: 'mainuser' } });
@@ -56,6 +63,42 @@ describe('gateway main', () => {
       gateway.child.kill('SIGKILL');
       readApi.child.kill('SIGTERM');
       await readApi.exited;
+      await db.$disconnect();
+      await redisHandle.cleanup();
+      await dbHandle.drop();
+    }
+  });
+
+  it('stays ready with read-api unreachable, answering clients with its JSON 503', async () => {
+    const dbHandle = await createTestDatabase();
+    const redisHandle = createTestRedis();
+    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    const account = await db.account.create({ data: { email: 'alone@example.com', plan: 'free' } });
+    const key = generateApiKey();
+    await db.apiKey.create({ data: { accountId: account.id, keyHash: key.hash, prefix: key.prefix } });
+    const gateway = spawnService('services/gateway/src/main.ts', {
+      DATABASE_URL: dbHandle.url,
+      INTERNAL_TOKEN: TOKEN,
+      LOG_LEVEL: 'error',
+      GATEWAY_PORT: '0',
+      READ_API_URL: 'http://127.0.0.1:1',
+      REDIS_URL: redisHandle.url,
+      REDIS_KEY_PREFIX: redisHandle.prefix,
+    });
+    try {
+      const { port, opsPort } = JSON.parse(await gateway.waitForLine(/gateway listening/)) as {
+        port: number;
+        opsPort: number;
+      };
+      await waitFor(async () => (await get(opsPort, '/readyz')).status === 200, 10_000);
+      const r = await get(port, '/api/v1/users/anyone', { authorization: `Bearer ${key.key}` });
+      expect(r.status).toBe(503);
+      expect(JSON.parse(r.body)).toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+      expect((await get(opsPort, '/readyz')).status).toBe(200);
+      gateway.child.kill('SIGTERM');
+      expect(await gateway.exited).toBe(0);
+    } finally {
+      gateway.child.kill('SIGKILL');
       await db.$disconnect();
       await redisHandle.cleanup();
       await dbHandle.drop();

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { commonEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
 
@@ -8,7 +8,7 @@ export const pollerEnvSchema = z
     ...commonEnv,
     ...planEnv,
     ...socialEnv,
-    POLLER_PORT: envFields.port(3003),
+    ...opsEnv(3003),
     /** overrides the plans' poll intervals (tests and demos use 1) */
     POLL_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).optional(),
     /** targets polled at the same time by one replica */

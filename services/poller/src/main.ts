@@ -1,12 +1,12 @@
-// poller composition root: `node --import tsx services/poller/src/main.ts`.
-// Builds PostgreSQL, Redis, RabbitMQ and the social source from the environment, runs the poller
-// and the outbox relay, serves /healthz /readyz /metrics on POLLER_PORT, and on SIGTERM/SIGINT
-// finishes the polls and the relay round in flight before closing its connections.
+// poller composition root: `node --import tsx services/poller/src/main.ts`, run by runService
+// (signals, environment, ops server on OPS_PORT, exit codes: packages/common/src/runService.ts).
+// Builds PostgreSQL, Redis, RabbitMQ and the social source, runs the poller and the outbox relay;
+// stopping finishes the polls and the relay round in flight before closing its connections.
 import { Redis } from 'ioredis';
 import { Counter, Gauge } from 'prom-client';
-import { ConfigError, createLogger, createMetricsRegistry, startOpsServer } from '@sts/common';
+import { runService, type ServiceContext, type ServiceDefinition, type StartedService } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
-import { createDbClient } from '@sts/db';
+import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
@@ -15,12 +15,16 @@ import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createPoller } from './poller';
 
-export async function start(env: PollerEnv) {
-  const logger = createLogger({ service: 'poller', level: env.LOG_LEVEL });
+export const pollerService: ServiceDefinition<PollerEnv> = {
+  name: 'poller',
+  loadEnv: loadPollerEnv,
+  start,
+};
+
+async function start(env: PollerEnv, { logger, registry }: ServiceContext): Promise<StartedService> {
   const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
   const redis = new Redis(env.REDIS_URL, { keyPrefix: env.REDIS_KEY_PREFIX, maxRetriesPerRequest: 2 });
   const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'poller' });
-  const registry = createMetricsRegistry('poller');
   const polls = new Counter({
     name: 'poller_polls_total',
     help: 'target polls by outcome',
@@ -78,18 +82,14 @@ export async function start(env: PollerEnv) {
     );
   await relay.start();
   poller.start();
-  const ops = await startOpsServer({
-    port: env.POLLER_PORT,
-    registry,
+  return {
+    info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null },
     checks: {
       postgres: async () => void (await db.$queryRaw`SELECT 1`),
       redis: async () => void (await redis.ping()),
       rabbitmq: () => amqp.check(),
+      migrations: migrationsCheck(db),
     },
-  });
-  return {
-    port: ops.port,
-    logger,
     async stop() {
       await poller.stop();
       const relayStopped = relay.stop();
@@ -97,7 +97,6 @@ export async function start(env: PollerEnv) {
       // after their timeout (their rows stay unpublished for the next start)
       if (!amqp.isConnected()) await amqp.stop();
       await relayStopped;
-      await ops.close();
       await amqp.stop();
       redis.disconnect();
       await db.$disconnect();
@@ -105,41 +104,4 @@ export async function start(env: PollerEnv) {
   };
 }
 
-function lifecycle(message: string, meta: Record<string, unknown> = {}): void {
-  process.stdout.write(
-    `${JSON.stringify({ level: 'info', message, service: 'poller', ...meta, timestamp: new Date().toISOString() })}\n`,
-  );
-}
-
-if (require.main === module) {
-  let env: PollerEnv;
-  try {
-    env = loadPollerEnv();
-  } catch (err) {
-    console.error(`poller: ${err instanceof ConfigError ? err.message : String(err)}`);
-    process.exit(2);
-  }
-  start(env)
-    .then((app) => {
-      lifecycle('poller started', { port: app.port, pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null });
-      let stopping = false;
-      const stop = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        lifecycle('poller stopping', { signal });
-        app
-          .stop()
-          .then(() => process.exit(0))
-          .catch((err: unknown) => {
-            console.error('poller did not stop cleanly:', err instanceof Error ? err.message : err);
-            process.exit(1);
-          });
-      };
-      process.on('SIGTERM', () => stop('SIGTERM'));
-      process.on('SIGINT', () => stop('SIGINT'));
-    })
-    .catch((err: unknown) => {
-      console.error('poller failed to start:', err instanceof Error ? err.message : err);
-      process.exit(1);
-    });
-}
+if (require.main === module) runService(pollerService);

@@ -2,13 +2,13 @@
  * The read-api HTTP server: a bare node:http server with a small router (no framework on the hot
  * path). It sits behind the gateway and answers only requests that carry the shared internal
  * token; the caller's account comes from the gateway's x-account-id / x-account-plan headers.
- * /healthz, /readyz and /metrics need no token and are not logged.
+ * /healthz, /readyz and /metrics are not served here: they live on the internal OPS_PORT (main.ts).
  */
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import client from 'prom-client';
-import { listenOn, opsHandler, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
+import { listenOn, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { SocialSource } from '@sts/social';
 import { createMonitorRepository, type MonitorRepository } from './adapters/monitors';
@@ -43,7 +43,6 @@ export interface ReadApi {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 function sha256(value: string): Buffer {
@@ -67,14 +66,6 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   const monitors = options.monitors ?? createMonitorRepository(db);
   const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
   const match = createRouter(apiRoutes({ source, monitors, users }));
-  const ops = opsHandler({
-    registry,
-    checks: {
-      db: async () => {
-        await db.$queryRaw`SELECT 1`;
-      },
-    },
-  });
   let closing = false;
   /** API requests received and not yet answered, per connection (the gateway pipelines GETs) */
   const pendingOn = new WeakMap<Socket, number>();
@@ -166,19 +157,6 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       // absolute-form request targets (proxies): keep only the path and query
       const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
       url = m ? url.slice(m[0].length) || '/' : `/${url}`;
-    }
-    if (OPS_PATHS.has(url)) {
-      ops(req, res)
-        .then((handled) => {
-          if (!handled) return handleApi(req, res, url);
-          return undefined;
-        })
-        .catch((err: unknown) => {
-          logger.error('ops endpoint failed', { err });
-          if (!res.headersSent)
-            res.writeHead(500, { 'content-type': JSON_TYPE }).end('{"error":"internal error","code":"INTERNAL"}');
-        });
-      return;
     }
     void handleApi(req, res, url);
   });

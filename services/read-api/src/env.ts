@@ -1,12 +1,12 @@
 /** read-api configuration, from the environment only, validated at start. */
 import { z } from 'zod';
-import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
 import { requireXToken, socialEnv } from '@sts/social';
 
 export const readApiEnvSchema = z
   .object({
     DATABASE_URL: commonEnv.DATABASE_URL,
-    LOG_LEVEL: commonEnv.LOG_LEVEL,
+    ...opsEnv(3102),
     READ_API_PORT: envFields.port(3002),
     READ_API_HOST: z.string().default('0.0.0.0'),
     INTERNAL_TOKEN: z.string().min(16, { message: 'must be at least 16 characters' }),

@@ -4,7 +4,7 @@
  * 0 on SIGTERM. Configuration errors name the variable and exit 2.
  */
 import { ConfigError } from '@sts/common';
-import { createDbClient } from '@sts/db';
+import { createDbClient, loadMigrations } from '@sts/db';
 import { createSocialUser } from '@sts/social';
 import { createTestDatabase, spawnService } from '@sts/testing';
 import { loadReadApiEnv } from './env';
@@ -33,9 +33,10 @@ describe('read-api main', () => {
     const proc = start({ READ_API_PORT: '0', INTERNAL_TOKEN: TOKEN, DATABASE_URL: testDb.url, LOG_LEVEL: 'error' });
     try {
       const line = await proc.waitForLine(/read-api listening/);
-      const { port } = JSON.parse(line) as { port: number };
+      const { port, opsPort } = JSON.parse(line) as { port: number; opsPort: number };
       expect(port).toBeGreaterThan(0);
-      expect((await rawRequest(port, 'GET', '/readyz')).status).toBe(200);
+      const ready = await rawRequest(opsPort, 'GET', '/readyz');
+      expect(ready.json).toEqual({ status: 'ok', checks: { postgres: 'ok', migrations: 'ok' } });
       const r = await rawRequest(port, 'GET', '/api/v1/users/carol', { headers: { 'x-internal-token': TOKEN } });
       expect(r.status).toBe(200);
       expect(r.json!.data).toMatchObject({ username: 'carol', name: 'Carol' });
@@ -44,6 +45,23 @@ describe('read-api main', () => {
       expect(proc.lines.some((l) => l.includes('read-api stopped'))).toBe(true);
     } finally {
       proc.child.kill('SIGKILL');
+    }
+  });
+
+  it('is not ready while a migration is pending', async () => {
+    const db = createDbClient({ url: testDb.url, poolSize: 1 });
+    const last = (await loadMigrations()).at(-1)!.name;
+    await db.$executeRaw`UPDATE "_prisma_migrations" SET rolled_back_at = now() WHERE migration_name = ${last}`;
+    const proc = start({ READ_API_PORT: '0', INTERNAL_TOKEN: TOKEN, DATABASE_URL: testDb.url, LOG_LEVEL: 'error' });
+    try {
+      const { opsPort } = JSON.parse(await proc.waitForLine(/read-api listening/)) as { opsPort: number };
+      const ready = await rawRequest(opsPort, 'GET', '/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.json).toEqual({ status: 'unavailable', checks: { postgres: 'ok', migrations: 'failed' } });
+    } finally {
+      proc.child.kill('SIGKILL');
+      await db.$executeRaw`UPDATE "_prisma_migrations" SET rolled_back_at = NULL WHERE migration_name = ${last}`;
+      await db.$disconnect();
     }
   });
 
@@ -65,6 +83,7 @@ describe('read-api main', () => {
     };
     expect(loadReadApiEnv({ INTERNAL_TOKEN: TOKEN })).toMatchObject({
       READ_API_PORT: 3002,
+      OPS_PORT: 3102,
       SOCIAL_SOURCE: 'local',
       X_API_BASE_URL: 'https://api.x.com',
       USER_CACHE_TTL_MS: 5000,

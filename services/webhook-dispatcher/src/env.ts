@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonEnv, envFields, parseEnv } from '@sts/common';
+import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
 import { parseEncryptionKey } from '@sts/core';
 
 const positiveInt = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
@@ -7,9 +7,7 @@ const positiveInt = (fallback: number, max: number) => z.coerce.number().int().m
 export const dispatcherEnvSchema = z.object({
   DATABASE_URL: commonEnv.DATABASE_URL,
   AMQP_URL: commonEnv.AMQP_URL,
-  LOG_LEVEL: commonEnv.LOG_LEVEL,
-  /** port of /healthz, /readyz and /metrics */
-  DISPATCHER_PORT: envFields.port(3004),
+  ...opsEnv(3004),
   /** decrypts the stored webhook signing secrets (32 bytes, base64 or 64 hex digits) */
   SECRETS_ENCRYPTION_KEY: z.string().refine(
     (v) => {

@@ -90,7 +90,7 @@ describe('webhook-dispatcher process', () => {
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     child.stderr.on('data', (c: Buffer) => (out += c.toString()));
     const code = await new Promise((resolve) => child.once('exit', resolve));
-    expect(code).toBe(1);
+    expect(code).toBe(2); // a configuration error, as in every service (runService)
     expect(out).toContain('SECRETS_ENCRYPTION_KEY is required but not set');
     expect(out).toMatch(/WEBHOOK_TIMEOUT_MS: /);
     expect(out).not.toMatch(/\n\s+at /); // no stack trace
@@ -110,7 +110,7 @@ describe('webhook-dispatcher process', () => {
     expect(health.status).toBe(200);
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({ checks: { database: 'ok', rabbitmq: 'ok' } });
+    expect(await ready.json()).toEqual({ status: 'ok', checks: { database: 'ok', rabbitmq: 'ok', migrations: 'ok' } });
     await waitFor(async () => {
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       return /webhook_delivery_attempts_total\{[^}]*outcome="delivered"[^}]*\} 1/.test(metrics);

@@ -1,96 +1,60 @@
 /**
- * Composition root of the webhook dispatcher: reads and validates the environment, builds the
- * database client, the messaging client, the dispatcher and the ops server (/healthz, /readyz,
- * /metrics), and starts consuming. SIGTERM / SIGINT stop it gracefully: no new messages, the
- * deliveries in flight finish and are logged and acknowledged, then connections close.
+ * Composition root of the webhook dispatcher: `node --import tsx services/webhook-dispatcher/src/main.ts`,
+ * run by runService (signals, environment, ops server on OPS_PORT, exit codes:
+ * packages/common/src/runService.ts). Builds the database client, the messaging client and the
+ * dispatcher, and starts consuming. Stopping: no new messages, the deliveries in flight finish
+ * and are logged and acknowledged, then connections close.
  */
-import { ConfigError, createLogger, createMetricsRegistry, startOpsServer } from '@sts/common';
-import { createDbClient } from '@sts/db';
+import { runService, type ServiceDefinition } from '@sts/common';
+import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createDispatcher, type Dispatcher } from './app';
+import { createDispatcher } from './app';
 import { createPrismaRepository } from './adapters/repository';
-import { parseDispatcherEnv } from './env';
+import { parseDispatcherEnv, type DispatcherEnv } from './env';
 
-export interface RunningDispatcher {
-  dispatcher: Dispatcher;
-  /** port of the ops server */
-  port: number;
-  stop(): Promise<void>;
-}
-
-export async function start(source: NodeJS.ProcessEnv = process.env): Promise<RunningDispatcher> {
-  const env = parseDispatcherEnv(source);
-  const logger = createLogger({ service: 'webhook-dispatcher', level: env.LOG_LEVEL });
-  const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DISPATCH_DB_POOL_SIZE });
-  const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'webhook-dispatcher' });
-  const registry = createMetricsRegistry('webhook-dispatcher');
-  const repository = createPrismaRepository(db);
-  const dispatcher = createDispatcher({
-    repository,
-    messaging: amqp,
-    logger,
-    secretsKey: env.SECRETS_ENCRYPTION_KEY,
-    timeoutMs: env.WEBHOOK_TIMEOUT_MS,
-    maxConcurrencyPerEndpoint: env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
-    allowPrivateHosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
-    prefetch: env.DISPATCH_PREFETCH,
-    registry,
-  });
-  if (env.WEBHOOK_ALLOW_PRIVATE_HOSTS.length) {
-    logger.warn('private-address check disabled for some hosts (WEBHOOK_ALLOW_PRIVATE_HOSTS)', {
-      hosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
+export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
+  name: 'webhook-dispatcher',
+  loadEnv: parseDispatcherEnv,
+  async start(env, { logger, registry, untilStopped }) {
+    const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DISPATCH_DB_POOL_SIZE });
+    const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'webhook-dispatcher' });
+    const repository = createPrismaRepository(db);
+    const dispatcher = createDispatcher({
+      repository,
+      messaging: amqp,
+      logger,
+      secretsKey: env.SECRETS_ENCRYPTION_KEY,
+      timeoutMs: env.WEBHOOK_TIMEOUT_MS,
+      maxConcurrencyPerEndpoint: env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
+      allowPrivateHosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
+      prefetch: env.DISPATCH_PREFETCH,
+      registry,
     });
-  }
-  const ops = await startOpsServer({
-    port: env.DISPATCHER_PORT,
-    registry,
-    checks: { database: () => repository.ping(), rabbitmq: () => amqp.check() },
-  });
-  try {
-    await amqp.start();
-    await dispatcher.start();
-  } catch (err) {
-    await amqp.stop().catch(() => undefined);
-    dispatcher.close();
-    await ops.close();
-    await db.$disconnect();
-    throw err;
-  }
-  logger.info('webhook-dispatcher started', { port: ops.port, prefetch: env.DISPATCH_PREFETCH });
-
-  let stopping: Promise<void> | undefined;
-  const stop = () =>
-    (stopping ??= (async () => {
-      logger.info('webhook-dispatcher stopping: finishing deliveries in flight');
-      await amqp.stop(); // stops consuming and waits for the handlers in flight (each logs and acks)
+    if (env.WEBHOOK_ALLOW_PRIVATE_HOSTS.length) {
+      logger.warn('private-address check disabled for some hosts (WEBHOOK_ALLOW_PRIVATE_HOSTS)', {
+        hosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
+      });
+    }
+    try {
+      await untilStopped(amqp.start());
+      await dispatcher.start();
+    } catch (err) {
+      await amqp.stop().catch(() => undefined);
       dispatcher.close();
-      await ops.close();
       await db.$disconnect();
-      logger.info('webhook-dispatcher stopped');
-    })());
-  return { dispatcher, port: ops.port, stop };
-}
+      throw err;
+    }
+    return {
+      info: { prefetch: env.DISPATCH_PREFETCH },
+      checks: { database: () => repository.ping(), rabbitmq: () => amqp.check(), migrations: migrationsCheck(db) },
+      async stop() {
+        logger.info('webhook-dispatcher stopping: finishing deliveries in flight');
+        await amqp.stop(); // stops consuming and waits for the handlers in flight (each logs and acks)
+        dispatcher.close();
+        await db.$disconnect();
+      },
+    };
+  },
+};
 
-if (require.main === module) {
-  start()
-    .then((running) => {
-      const shutdown = (signal: string) => {
-        running.stop().then(
-          () => process.exit(0),
-          (err: unknown) => {
-            console.error(`webhook-dispatcher: shutdown after ${signal} failed`, err);
-            process.exit(1);
-          },
-        );
-      };
-      process.once('SIGTERM', () => shutdown('SIGTERM'));
-      process.once('SIGINT', () => shutdown('SIGINT'));
-    })
-    .catch((err: unknown) => {
-      console.error(
-        err instanceof ConfigError ? `webhook-dispatcher: ${err.message}` : 'webhook-dispatcher: failed to start',
-        err instanceof ConfigError ? '' : err,
-      );
-      process.exit(1);
-    });
-}
+if (require.main === module) runService(dispatcherService);

@@ -19,7 +19,7 @@ export interface DispatcherProcess {
 export async function spawnDispatcher(env: Record<string, string>, timeoutMs = 30_000): Promise<DispatcherProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
     cwd: root,
-    env: { ...process.env, DISPATCHER_PORT: '0', ...env },
+    env: { ...process.env, OPS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output: string[] = [];
@@ -54,8 +54,8 @@ export async function spawnDispatcher(env: Record<string, string>, timeoutMs = 3
 export function opsPort(p: DispatcherProcess): number {
   for (const line of p.output) {
     if (!line.includes('webhook-dispatcher started')) continue;
-    const parsed = JSON.parse(line) as { port?: number };
-    if (parsed.port) return parsed.port;
+    const parsed = JSON.parse(line) as { opsPort?: number };
+    if (parsed.opsPort) return parsed.opsPort;
   }
   throw new Error('the dispatcher logged no port');
 }

@@ -1,0 +1,218 @@
+/**
+ * The root README's command lines, run as a new user runs them: a fresh `git clone` of this
+ * repository's committed HEAD (uncommitted changes are not part of it), `npm start` in it (which
+ * installs the workspace from pnpm's local store — a few seconds — generates the Prisma client,
+ * migrates, seeds and starts every service), then, as in a second terminal, every `curl` and
+ * `npm run` line of the README's shell blocks: the curl lines through fetch, the npm lines through
+ * `sh -c` exactly as written. The second terminal sets no secrets: the CLI must find the ones
+ * `npm start` generated in `.tmp/dev.env`.
+ *
+ * Isolation: its own empty database (named with the run id so the run's teardown drops it too),
+ * vhost, Redis key prefix, free API ports and OPS_PORT=0. Substitutions, the only ones: `$KEY` is
+ * the demo key `npm start` prints, `<id>` after `--account` / `--monitor` the printed demo account
+ * and the monitor the README's `monitor create` line made, `localhost:3000` the gateway's port.
+ * Not run: `npm start`/`npm test` themselves (the test is inside one), lint/typecheck lines and the
+ * benches (minutes of full load; they pick free ports and their own database, vhost and prefix).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Client } from 'pg';
+import { createTestRedis, createTestVhost, REPO_ROOT, testServiceUrls, waitFor } from '@sts/testing';
+
+/** The logical lines of the README's ```sh blocks: continuations joined, comments dropped. */
+export function readmeCommands(readme: string): string[] {
+  const lines: string[] = [];
+  for (const block of readme.matchAll(/```sh\n([\s\S]*?)```/g)) {
+    const joined = block[1]!.replace(/\\\n\s*/g, '');
+    for (const raw of joined.split('\n')) {
+      const line = stripComment(raw).trim();
+      if (line) lines.push(line);
+    }
+  }
+  return lines;
+}
+
+function stripComment(line: string): string {
+  let quote = '';
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote) {
+      if (c === quote) quote = '';
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === '#' && (i === 0 || /\s/.test(line[i - 1]!))) return line.slice(0, i);
+  }
+  return line;
+}
+
+/** Shell words of a simple command line (double and single quotes, no escapes or expansions). */
+function words(line: string): string[] {
+  return [...line.matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]!);
+}
+
+/** `curl [-H "Name: value"]... URL` as fetch; `$KEY` expanded from `vars`. */
+async function curl(line: string, vars: Record<string, string>): Promise<{ status: number; body: string }> {
+  const args = words(line)
+    .slice(1)
+    .map((w) => w.replace(/\$(\w+)/g, (_, name: string) => vars[name] ?? ''));
+  const headers: Record<string, string> = {};
+  let url = '';
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '-H') {
+      const h = args[++i]!;
+      headers[h.slice(0, h.indexOf(':')).trim()] = h.slice(h.indexOf(':') + 1).trim();
+    } else if (args[i]!.startsWith('-')) throw new Error(`the test does not know curl's ${args[i]} (in: ${line})`);
+    else url = args[i]!;
+  }
+  const res = await fetch(/^https?:/.test(url) ? url : `http://${url}`, { headers });
+  return { status: res.status, body: await res.text() };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function sh(line: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('sh', ['-c', line], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+describe('the README, from a fresh clone next to npm start', () => {
+  it('reads the command lines of the shell blocks: continuations joined, comments dropped, quotes kept', () => {
+    const readme = [
+      'text `npm run not-in-a-block`',
+      '```sh',
+      'KEY=...   # printed by npm start',
+      'curl -H "Authorization: Bearer $KEY" localhost:3000/x   # a comment',
+      'npm run cli -- a --k "x # not a comment" \\',
+      '  --json  # trailing',
+      '```',
+      '```json',
+      '{"npm run": "ignored"}',
+      '```',
+    ].join('\n');
+    expect(readmeCommands(readme)).toEqual([
+      'KEY=...',
+      'curl -H "Authorization: Bearer $KEY" localhost:3000/x',
+      'npm run cli -- a --k "x # not a comment" --json',
+    ]);
+  });
+
+  it('every curl and npm run line works as written', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'sts-readme-'));
+    const clone = spawnSync('git', ['clone', '--quiet', REPO_ROOT, dir], { encoding: 'utf8' });
+    expect(clone.stderr).toBe('');
+    const vhost = await createTestVhost();
+    const redis = createTestRedis();
+    const dbUrl = new URL(testServiceUrls().postgres);
+    dbUrl.pathname = `/sts_t_${process.env.STS_TEST_RUN_ID}_readme_${randomBytes(3).toString('hex')}`;
+    const [gatewayPort, readApiPort, dashboardPort] = [await freePort(), await freePort(), await freePort()];
+    // what a developer's shell holds: connection settings, no secrets, no NODE_ENV
+    const shellEnv: NodeJS.ProcessEnv = { ...process.env };
+    for (const name of ['NODE_ENV', 'INTERNAL_TOKEN', 'SECRETS_ENCRYPTION_KEY', 'DEMO_API_KEY', 'JEST_WORKER_ID'])
+      delete shellEnv[name];
+    Object.assign(shellEnv, {
+      DATABASE_URL: dbUrl.toString(),
+      AMQP_URL: vhost.url,
+      REDIS_URL: redis.url,
+      REDIS_KEY_PREFIX: redis.prefix,
+      GATEWAY_PORT: String(gatewayPort),
+      READ_API_PORT: String(readApiPort),
+      DASHBOARD_PORT: String(dashboardPort), // the dashboard's public port, once it exists
+      OPS_PORT: '0',
+      LOG_LEVEL: 'warn',
+    });
+    let start: ChildProcess | undefined;
+    const output: string[] = [];
+    try {
+      start = spawn('npm', ['start'], { cwd: dir, env: shellEnv, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+      start.stdout!.on('data', (c: Buffer) => output.push(c.toString()));
+      start.stderr!.on('data', (c: Buffer) => output.push(c.toString()));
+      const printed = (re: RegExp) => re.exec(output.join(''))?.[1];
+      const key = await waitFor(() => {
+        if (start!.exitCode !== null) throw new Error(`npm start exited:\n${output.join('')}`);
+        return printed(/demo API key: (\S+)/);
+      }, 150_000);
+      const account = printed(/demo account: (\S+)/);
+      expect(account).toBeDefined();
+      expect(existsSync(path.join(dir, '.tmp/dev.env'))).toBe(true);
+      await waitFor(
+        async () => {
+          const r = await fetch(`http://127.0.0.1:${gatewayPort}/api/v1/users/demo_news`, {
+            headers: { authorization: `Bearer ${key}` },
+          }).catch(() => null);
+          return r?.status === 200;
+        },
+        60_000,
+        250,
+      );
+
+      const readme = readFileSync(path.join(dir, 'README.md'), 'utf8').replaceAll(
+        'localhost:3000',
+        `localhost:${gatewayPort}`,
+      );
+      const commands = readmeCommands(readme).filter(
+        (l) =>
+          l.startsWith('curl ') ||
+          (l.startsWith('npm run ') &&
+            !/^npm run (bench|lint|typecheck|format)/.test(l) &&
+            !l.startsWith('npm run test')),
+      );
+      const ran: string[] = [];
+      let monitorId = '';
+      for (const line of commands) {
+        if (line.startsWith('curl ')) {
+          const r = await curl(line, { KEY: key });
+          expect({ line, status: r.status, body: r.body.slice(0, 300) }).toMatchObject({ status: 200 });
+          ran.push('curl');
+          continue;
+        }
+        const written = line
+          .replace('--account <id>', `--account ${account}`)
+          .replace('--monitor <id>', `--monitor ${monitorId}`);
+        const r = await sh(written, dir, shellEnv);
+        expect({ line, code: r.code, out: r.code === 0 ? '' : r.out }).toMatchObject({ code: 0 });
+        if (line.includes('monitor create')) {
+          const created = JSON.parse(r.out.trim().split('\n').pop()!) as { id: string; secret?: string };
+          expect(created.secret).toMatch(/\S{16,}/); // a webhook was set: its signing secret, printed once
+          monitorId = created.id;
+        }
+        ran.push(line);
+      }
+      // the README still has the lines this test is about
+      expect(ran.filter((r) => r === 'curl').length).toBeGreaterThanOrEqual(3);
+      expect(commands.some((l) => /^npm run cli -- monitor create .*--webhook-url /.test(l))).toBe(true);
+      expect(commands.some((l) => l.startsWith('npm run cli -- deliveries --monitor <id>'))).toBe(true);
+      expect(commands.some((l) => l === 'npm run migrate')).toBe(true);
+      expect(monitorId).not.toBe('');
+    } finally {
+      if (start?.pid && start.exitCode === null) {
+        process.kill(-start.pid, 'SIGINT');
+        const stopped = await waitFor(() => start!.exitCode !== null || start!.signalCode !== null, 30_000).catch(
+          () => false,
+        );
+        if (!stopped) process.kill(-start.pid, 'SIGKILL');
+      }
+      await redis.cleanup();
+      const admin = new Client({ connectionString: testServiceUrls().postgres });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS "${dbUrl.pathname.slice(1)}" WITH (FORCE)`).finally(() => admin.end());
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
