@@ -1,0 +1,3 @@
+export { start, type RunningDashboard } from './main';
+export { createApp, type AppOptions } from './app';
+export { parseDashboardEnv, dashboardEnvSchema, type DashboardEnv } from './env';
