@@ -9,6 +9,7 @@ import {
   ConflictError,
   createUseCases,
   hashPassword,
+  httpStatusOf,
   InvalidCredentialsError,
   NotFoundError,
   planConfigFromEnv,
@@ -104,11 +105,14 @@ describe('accounts, plans and overview', () => {
         { email: 'nobody@example.com', password: 'carols password' },
         { email: 'nopw@example.com', password: 'carols password' },
         { email: 'not an email', password: 'carols password' },
+        // longer than any password may be, even when it starts with the right one
+        { email: 'carol@example.com', password: `carols password${'x'.repeat(200)}` },
       ]) {
         const err = await uc.accounts.authenticate(input).catch((e: unknown) => e);
         expect(err).toBeInstanceOf(InvalidCredentialsError);
         expect(err).toMatchObject({ code: 'invalid_credentials', message: 'wrong email or password' });
       }
+      expect(httpStatusOf(new InvalidCredentialsError())).toBe(401);
     });
 
     it('changes a password only with the current one; the old one stops working', async () => {

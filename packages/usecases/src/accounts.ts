@@ -71,10 +71,13 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
       } catch {
         email = null;
       }
-      const password = typeof input.password === 'string' ? input.password.slice(0, PASSWORD_MAX) : '';
+      const given = typeof input.password === 'string' ? input.password : '';
+      // longer than any password can be: checked against the dummy (same work), never a match
+      const tooLong = given.length > PASSWORD_MAX;
+      const password = tooLong ? given.slice(0, PASSWORD_MAX) : given;
       const a = email ? await db.account.findUnique({ where: { email }, select: accountSelect }) : null;
-      const ok = await verifyPassword(password, a?.passwordHash ?? (await dummyHash()));
-      if (!a || !a.passwordHash || !ok) throw new InvalidCredentialsError();
+      const ok = await verifyPassword(password, (!tooLong && a?.passwordHash) || (await dummyHash()));
+      if (!a || !a.passwordHash || tooLong || !ok) throw new InvalidCredentialsError();
       if (needsRehash(a.passwordHash, ctx.scrypt)) {
         await db.account.update({
           where: { id: a.id },
@@ -87,8 +90,8 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
     async changePassword(accountId, input) {
       const a = await loadAccount(ctx, accountId);
       const next = checkPassword(input.newPassword, a.email, 'newPassword');
-      const current = typeof input.currentPassword === 'string' ? input.currentPassword.slice(0, PASSWORD_MAX) : '';
-      if (!a.passwordHash || !(await verifyPassword(current, a.passwordHash))) {
+      const current = typeof input.currentPassword === 'string' ? input.currentPassword : '';
+      if (!a.passwordHash || current.length > PASSWORD_MAX || !(await verifyPassword(current, a.passwordHash))) {
         throw new ValidationError('currentPassword', 'is not your current password');
       }
       await db.account.update({ where: { id: a.id }, data: { passwordHash: await hashPassword(next, ctx.scrypt) } });

@@ -90,3 +90,22 @@ export class UnavailableError extends UseCaseError {
 export function isUseCaseError(err: unknown): err is UseCaseError {
   return err instanceof UseCaseError;
 }
+
+/** The HTTP status a web front end answers with for a use-case error. */
+export function httpStatusOf(err: UseCaseError): number {
+  switch (err.code) {
+    case 'invalid_input':
+      return 422;
+    case 'not_found':
+      return 404;
+    case 'conflict':
+      return 409;
+    case 'plan_limit':
+      return 403;
+    case 'invalid_credentials':
+      return 401;
+    case 'not_configured':
+    case 'unavailable':
+      return 503;
+  }
+}

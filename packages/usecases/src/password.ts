@@ -7,7 +7,7 @@
  * Default cost: N = 2^15, r = 8, p = 1 (32 MiB, about 50–100 ms here). OWASP's first choice is
  * N = 2^17 (128 MiB); on this project's small shared machines that much memory per sign-in is a
  * denial-of-service lever, and sign-in attempts are throttled anyway, so 2^15 is the default;
- * PASSWORD_SCRYPT_LOG_N can raise it.
+ * the `scrypt` option of createUseCases can raise it.
  */
 import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 

@@ -1,49 +1,26 @@
 /**
  * Account, API-key and plan commands, and `seed` (the demo account, key, users, tweets and
- * monitors `npm start` uses). Keys are shown once; only their SHA-256 is stored.
+ * monitors `npm start` uses). The rules live in @sts/usecases; these commands parse flags, call
+ * it and print. Keys are shown once; only their SHA-256 is stored.
  */
-import { Redis } from 'ioredis';
-import { displayPrefix, effectivePlan, generateApiKey, hashApiKey, isWellFormedApiKey, type PlanName } from '@sts/core';
-import { Prisma } from '@sts/db';
+import { displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, type PlanName } from '@sts/core';
 import { createSocialTweet, createSocialUser } from '@sts/social';
+import { checkPassword, ValidationError, type AccountView } from '@sts/usecases';
 import {
   CliUsageError,
   optionalInt,
   optionalString,
   requireString,
   requireUuid,
-  type CliContext,
   type Command,
   type OptionValues,
 } from '../command';
-
-const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}\.[^\s@]{2,63}$/;
+import { call, useCases } from '../usecases';
 
 function planOption(values: OptionValues, fallback?: PlanName): PlanName {
   const v = optionalString(values, 'plan') ?? fallback;
   if (v !== 'free' && v !== 'starter') throw new CliUsageError('--plan must be free or starter');
   return v;
-}
-
-/** Deletes a key's cached lookup in Redis so a revocation is immediate; the gateway's TTLs bound it anyway. */
-async function evictKeyCache(ctx: CliContext, keyHash: string): Promise<boolean> {
-  const redis = new Redis(ctx.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
-    keyPrefix: ctx.env.REDIS_KEY_PREFIX ?? 'sts:',
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    connectTimeout: 2000,
-    retryStrategy: () => null,
-  });
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-    await redis.del(`apikey:${keyHash}`);
-    return true;
-  } catch {
-    return false;
-  } finally {
-    redis.disconnect();
-  }
 }
 
 const accountCreate: Command = {
@@ -52,18 +29,10 @@ const accountCreate: Command = {
   usage: 'usage: npm run cli -- account create --email E [--plan free|starter] [--json]',
   options: { email: { type: 'string' }, plan: { type: 'string' } },
   async run(ctx, values) {
-    const email = requireString(values, 'email').toLowerCase();
-    if (!EMAIL.test(email)) throw new CliUsageError(`--email "${email}" is not an email address`);
+    const email = requireString(values, 'email');
     const plan = planOption(values, 'free');
-    try {
-      const account = await ctx.db().account.create({ data: { email, plan } });
-      return { json: { id: account.id, email, plan }, text: `account ${account.id} (${email}, ${plan})` };
-    } catch (err) {
-      if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
-        throw new CliUsageError(`an account with email ${email} already exists`);
-      }
-      throw err;
-    }
+    const a = await call(() => useCases(ctx).admin.createAccount({ email, plan }), { strict: true });
+    return { json: { id: a.id, email: a.email, plan: a.plan }, text: `account ${a.id} (${a.email}, ${a.plan})` };
   },
 };
 
@@ -74,18 +43,44 @@ const keyCreate: Command = {
   options: { account: { type: 'string' }, name: { type: 'string' } },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
-    const db = ctx.db();
-    if (!(await db.account.findUnique({ where: { id: accountId }, select: { id: true } }))) {
-      throw new CliUsageError(`no account ${accountId}`);
-    }
-    const k = generateApiKey();
-    await db.apiKey.create({
-      data: { accountId, keyHash: k.hash, prefix: k.prefix, name: optionalString(values, 'name') ?? 'default' },
+    const name = optionalString(values, 'name');
+    const k = await call(() => useCases(ctx).keys.create(accountId, name !== undefined ? { name } : {}), {
+      strict: true,
     });
     return {
       json: { key: k.key, prefix: k.prefix },
       text: `${k.key}\n(prefix ${k.prefix}; the key is shown only this once)`,
     };
+  },
+};
+
+const keyList: Command = {
+  name: 'key list',
+  summary: "an account's API keys, newest first (prefix, name, created, last used, revoked)",
+  usage: 'usage: npm run cli -- key list --account ID [--json]',
+  options: { account: { type: 'string' } },
+  async run(ctx, values) {
+    const accountId = requireUuid(values, 'account', 'an account');
+    const keys = await call(() => useCases(ctx).keys.list(accountId), { strict: true });
+    const data = keys.map((k) => ({
+      id: k.id,
+      prefix: k.prefix,
+      name: k.name,
+      created_at: k.createdAt.toISOString(),
+      last_used_at: k.lastUsedAt?.toISOString() ?? null,
+      revoked_at: k.revokedAt?.toISOString() ?? null,
+    }));
+    const text = data.length
+      ? data
+          .map(
+            (k) =>
+              `${k.prefix}  ${k.name}  created ${k.created_at}  last used ${k.last_used_at ?? 'never'}${
+                k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''
+              }`,
+          )
+          .join('\n')
+      : `no API keys for account ${accountId}`;
+    return { json: { data }, text };
   },
 };
 
@@ -96,18 +91,19 @@ const keyRevoke: Command = {
   options: { prefix: { type: 'string' } },
   async run(ctx, values) {
     const prefix = requireString(values, 'prefix');
-    const db = ctx.db();
-    const key = await db.apiKey.findUnique({ where: { prefix }, select: { id: true, keyHash: true, revokedAt: true } });
-    if (!key) throw new CliUsageError(`no API key with prefix ${prefix}`);
-    const revokedAt =
-      key.revokedAt ?? (await db.apiKey.update({ where: { id: key.id }, data: { revokedAt: new Date() } })).revokedAt!;
-    const evicted = await evictKeyCache(ctx, key.keyHash);
+    const k = await call(() => useCases(ctx).admin.revokeKeyByPrefix(prefix), { strict: true });
     return {
-      json: { prefix, revoked_at: revokedAt.toISOString(), cache_evicted: evicted },
-      text: `key ${prefix} revoked${evicted ? '' : ' (Redis not reachable: gateways stop accepting it within 5 s)'}`,
+      json: { prefix, revoked_at: k.revokedAt.toISOString(), cache_evicted: k.cacheEvicted },
+      text: `key ${prefix} revoked${k.cacheEvicted ? '' : ' (Redis not reachable: gateways stop accepting it within 5 s)'}`,
     };
   },
 };
+
+function planText(a: AccountView): string {
+  const trial =
+    a.trialEndsAt && a.trialEndsAt.getTime() > Date.now() ? `, Starter trial until ${a.trialEndsAt.toISOString()}` : '';
+  return `account ${a.id}: plan ${a.plan}${trial} (in force: ${a.effectivePlan})`;
+}
 
 const planSet: Command = {
   name: 'plan set',
@@ -115,41 +111,30 @@ const planSet: Command = {
   usage:
     'usage: npm run cli -- plan set --account ID --plan free|starter [--trial-days N] [--json]\n' +
     '  --trial-days N  (1-365) Starter features until N days from now, whatever the plan; 0 ends a running trial.\n' +
+    "  A trial given here counts as the account's one trial (the dashboard offers no second).\n" +
     '  Gateways apply the change within a few seconds (their key cache).',
   options: { account: { type: 'string' }, plan: { type: 'string' }, 'trial-days': { type: 'string' } },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
     const plan = planOption(values);
     const trialDays = optionalInt(values, 'trial-days', 0, 365);
-    const trial =
-      trialDays === undefined
-        ? {}
-        : { trialEndsAt: trialDays === 0 ? null : new Date(Date.now() + trialDays * 86_400_000) };
-    try {
-      const a = await ctx.db().account.update({ where: { id: accountId }, data: { plan, ...trial } });
-      const effective = effectivePlan(a);
-      const trialText = a.trialEndsAt
-        ? a.trialEndsAt.getTime() > Date.now()
-          ? `, Starter trial until ${a.trialEndsAt.toISOString()}`
-          : ''
-        : '';
-      return {
-        json: {
-          id: a.id,
-          plan: a.plan,
-          trial_ends_at: a.trialEndsAt?.toISOString() ?? null,
-          effective_plan: effective,
-        },
-        text: `account ${a.id}: plan ${a.plan}${trialText} (in force: ${effective})`,
-      };
-    } catch (err) {
-      if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2025')
-        throw new CliUsageError(`no account ${accountId}`);
-      throw err;
-    }
+    const a = await call(
+      () => useCases(ctx).admin.setPlan(accountId, trialDays === undefined ? { plan } : { plan, trialDays }),
+      { strict: true },
+    );
+    return {
+      json: {
+        id: a.id,
+        plan: a.plan,
+        trial_ends_at: a.trialEndsAt?.toISOString() ?? null,
+        effective_plan: a.effectivePlan,
+      },
+      text: planText(a),
+    };
   },
 };
 
+const DEMO_EMAIL = 'demo@example.com';
 const DEMO_USERS = [
   {
     username: 'demo_news',
@@ -198,7 +183,8 @@ const DEMO_TWEETS = [
 const seed: Command = {
   name: 'seed',
   summary: 'create the demo account, key, social users, tweets and monitors (idempotent)',
-  usage: 'usage: npm run cli -- seed [--json]   (DEMO_API_KEY pins the demo key when set)',
+  usage:
+    "usage: npm run cli -- seed [--json]   (DEMO_API_KEY pins the demo key when set; DEMO_PASSWORD sets the demo login's password)",
   options: {},
   async run(ctx) {
     const db = ctx.db();
@@ -206,9 +192,18 @@ const seed: Command = {
     if (pinned !== undefined && pinned !== '' && !isWellFormedApiKey(pinned)) {
       throw new CliUsageError('DEMO_API_KEY is not a well-formed API key (generate one with `key create`)');
     }
+    const password = ctx.env.DEMO_PASSWORD || undefined;
+    if (password) {
+      try {
+        checkPassword(password, DEMO_EMAIL);
+      } catch (err) {
+        if (err instanceof ValidationError) throw new CliUsageError(`DEMO_PASSWORD ${err.message}`);
+        throw err;
+      }
+    }
     const account = await db.account.upsert({
-      where: { email: 'demo@example.com' },
-      create: { email: 'demo@example.com', plan: 'starter' },
+      where: { email: DEMO_EMAIL },
+      create: { email: DEMO_EMAIL, plan: 'starter' },
       update: {},
     });
     let key: string | null = null;
@@ -253,6 +248,7 @@ const seed: Command = {
           },
         });
     }
+    if (password) await useCases(ctx).admin.setPassword(account.id, password);
     const usernames = DEMO_USERS.map((u) => u.username);
     return {
       json: { account_id: account.id, key, usernames },
@@ -263,4 +259,4 @@ const seed: Command = {
   },
 };
 
-export const accountCommands: Command[] = [accountCreate, keyCreate, keyRevoke, planSet, seed];
+export const accountCommands: Command[] = [accountCreate, keyCreate, keyList, keyRevoke, planSet, seed];

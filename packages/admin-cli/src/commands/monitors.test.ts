@@ -29,7 +29,8 @@ describe('monitor and webhook commands', () => {
     testDb = await createTestDatabase();
     db = createDbClient({ url: testDb.url, poolSize: 2 });
     amqpUrl = (await createTestVhost()).url;
-    env = { DATABASE_URL: testDb.url, AMQP_URL: amqpUrl, SECRETS_ENCRYPTION_KEY: KEY };
+    // these tests make many monitors on one account: a high limit (the limit has its own test)
+    env = { DATABASE_URL: testDb.url, AMQP_URL: amqpUrl, SECRETS_ENCRYPTION_KEY: KEY, PLAN_STARTER_MONITORS: '100' };
     accountId = (await db.account.create({ data: { email: 'cli@example.test', plan: 'starter' } })).id;
     // what the dispatcher would receive: a queue bound to the two routing keys the CLI publishes
     listener = new AmqpClient({ url: amqpUrl, logger, name: 'cli-test-listener' });

@@ -1,120 +1,86 @@
 /**
- * Monitor and webhook commands: create monitors, set / test / rotate webhooks, read the delivery
- * log and ask for a redelivery. Webhook signing secrets are generated here, stored encrypted
- * (AES-256-GCM with SECRETS_ENCRYPTION_KEY, the monitor id bound in) and printed exactly once.
- * `webhook test` and `redeliver` publish to RabbitMQ (AMQP_URL); the webhook-dispatcher sends.
+ * Monitor and webhook commands: create and manage monitors, set / test / rotate / remove webhooks,
+ * read the delivery log and hit history and ask for a redelivery. The rules (plan limits, webhook
+ * URL policy, secrets generated, stored encrypted with SECRETS_ENCRYPTION_KEY and printed exactly
+ * once) live in @sts/usecases; these commands parse flags, call it and print. Commands that take a
+ * monitor or attempt id act for the account that owns it. `webhook test` and `redeliver` publish
+ * to RabbitMQ (AMQP_URL); the webhook-dispatcher sends.
  */
-import { randomUUID } from 'node:crypto';
-import { createLogger } from '@sts/common';
+import { ConflictError, type MonitorView } from '@sts/usecases';
 import {
-  classifyWebhookUrl,
-  createSecretBox,
-  generateWebhookSecret,
-  isValidUsername,
-  KeywordError,
-  parseKeywords,
-  SecretBoxError,
-  WebhookUrlError,
-  type SecretBox,
-} from '@sts/core';
-import { AmqpClient, type HeadersOf, type PayloadOf } from '@sts/messaging';
-import {
-  CliUsageError,
   optionalInt,
   optionalString,
   requireString,
   requireUuid,
   type CliContext,
   type Command,
+  type CommandResult,
+  type OptionValues,
 } from '../command';
+import { call, useCases } from '../usecases';
 
-const CONNECT_TIMEOUT_MS = 10_000;
-
-function secretBox(ctx: CliContext): SecretBox {
-  const key = ctx.env.SECRETS_ENCRYPTION_KEY;
-  if (!key) {
-    throw new Error(
-      'SECRETS_ENCRYPTION_KEY is not set: webhook secrets are stored encrypted with it (32 bytes, base64 or 64 hex digits), and the dispatcher needs the same key',
-    );
-  }
-  try {
-    return createSecretBox(key);
-  } catch (err) {
-    if (err instanceof SecretBoxError) throw new Error(err.message);
-    throw err;
-  }
-}
-
-function webhookUrl(raw: string): { url: string; kind: 'native' | 'discord' | 'slack' } {
-  try {
-    return classifyWebhookUrl(raw);
-  } catch (err) {
-    if (err instanceof WebhookUrlError) throw new CliUsageError(`--webhook-url: ${err.message}`);
-    throw err;
-  }
-}
-
-async function publish<K extends 'monitor.test' | 'webhook.redeliver'>(
+/** The owner of a monitor, then the call on its behalf. */
+async function forMonitor<T>(
   ctx: CliContext,
-  routingKey: K,
-  payload: PayloadOf<K>,
-  headers: HeadersOf<K>,
-): Promise<string> {
-  const logger = createLogger({ service: 'admin-cli', level: 'error', stream: process.stderr });
-  const amqp = new AmqpClient({
-    url: ctx.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
-    logger,
-    name: 'admin-cli',
-    publishTimeoutMs: 10_000,
-  });
-  const messageId = randomUUID();
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      amqp.start(),
-      new Promise((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`cannot reach RabbitMQ (AMQP_URL) within ${CONNECT_TIMEOUT_MS / 1000} s`)),
-          CONNECT_TIMEOUT_MS,
-        );
-      }),
-    ]);
-    await amqp.publish(routingKey, payload, { messageId, headers });
-  } finally {
-    clearTimeout(timer);
-    await amqp.stop();
-  }
-  return messageId;
-}
-
-async function loadMonitor(ctx: CliContext, id: string) {
-  const monitor = await ctx.db().monitor.findUnique({
-    where: { id },
-    select: {
-      id: true,
-      accountId: true,
-      targetUsername: true,
-      keywords: true,
-      isActive: true,
-      webhook: { select: { id: true, url: true, kind: true, isBroken: true, brokenReason: true } },
+  monitorId: string,
+  fn: (accountId: string) => Promise<T>,
+  flags: Record<string, string> = {},
+): Promise<T> {
+  const uc = useCases(ctx);
+  return call(
+    async () => {
+      const accountId = await uc.admin.ownerOfMonitor(monitorId);
+      try {
+        return await fn(accountId);
+      } catch (err) {
+        if (err instanceof ConflictError && err.reason === 'no_webhook') {
+          throw new Error(`monitor ${monitorId} has no webhook; set one with "webhook set"`);
+        }
+        throw err;
+      }
     },
-  });
-  if (!monitor) throw new Error(`no monitor with id ${id}`);
-  return monitor;
+    { flags },
+  );
 }
 
-/** The URL as shown: Discord and Slack tokens are credentials, so they are masked. */
-function shownUrl(url: string, kind: string): string {
-  if (kind === 'discord') return url.replace(/(\/webhooks\/\d+\/)[^/?#]+/, '$1…');
-  if (kind === 'slack') return url.replace(/(\/services\/[^/]+\/[^/]+\/)[^/?#]+/, '$1…');
-  return url;
+function monitorLine(m: MonitorView): string {
+  const hook = m.webhook ? `  webhook ${m.webhook.label}${m.webhook.isBroken ? ' (BROKEN)' : ''}` : '';
+  return (
+    `${m.id}  @${m.targetUsername}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}  ${m.status}` +
+    `  every ${m.intervalSec} s  hits ${m.hitCount}  last check ${m.lastCheckAt?.toISOString() ?? 'never'}` +
+    `${m.lastError ? `  error: ${m.lastError}` : ''}${hook}`
+  );
+}
+
+function monitorJson(m: MonitorView): Record<string, unknown> {
+  return {
+    id: m.id,
+    target_username: m.targetUsername,
+    keywords: m.keywords,
+    status: m.status,
+    check_interval_sec: m.intervalSec,
+    last_check_at: m.lastCheckAt?.toISOString() ?? null,
+    last_error: m.lastError,
+    hit_count: m.hitCount,
+    webhook: m.webhook
+      ? {
+          url: m.webhook.shownUrl,
+          kind: m.webhook.kind,
+          is_broken: m.webhook.isBroken,
+          broken_reason: m.webhook.brokenReason,
+        }
+      : null,
+    created_at: m.createdAt.toISOString(),
+  };
 }
 
 const monitorCreate: Command = {
   name: 'monitor create',
   summary: 'create a monitor (optionally with a webhook; its signing secret is shown once)',
   usage:
-    'usage: npm run cli -- monitor create --account ID --target USERNAME [--keywords "a,b c"] [--webhook-url https://...] [--interval SECONDS] [--json]',
+    'usage: npm run cli -- monitor create --account ID --target USERNAME [--keywords "a,b c"] [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    "  The account's plan limits how many monitors it may have (PLAN_FREE_MONITORS, PLAN_STARTER_MONITORS)\n" +
+    "  and how short the interval may be (the plan's poll interval).",
   options: {
     account: { type: 'string' },
     target: { type: 'string' },
@@ -124,49 +90,71 @@ const monitorCreate: Command = {
   },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
-    const target = requireString(values, 'target').replace(/^@/, '');
-    if (!isValidUsername(target)) {
-      throw new CliUsageError('--target must be a username: 1 to 15 letters, digits or underscores');
-    }
-    let keywords: string[];
-    try {
-      keywords = parseKeywords(optionalString(values, 'keywords') ?? null);
-    } catch (err) {
-      if (err instanceof KeywordError) throw new CliUsageError(`--keywords: ${err.message}`);
-      throw err;
-    }
-    const interval = optionalInt(values, 'interval', 10, 86_400);
-    const rawUrl = optionalString(values, 'webhook-url');
-    const hook = rawUrl !== undefined ? webhookUrl(rawUrl) : undefined;
-    const box = hook ? secretBox(ctx) : undefined;
-
-    const db = ctx.db();
-    const account = await db.account.findUnique({ where: { id: accountId }, select: { id: true } });
-    if (!account) throw new Error(`no account with id ${accountId}`);
-    const id = randomUUID();
-    const secret = hook ? generateWebhookSecret() : undefined;
-    await db.monitor.create({
-      data: {
-        id,
-        accountId,
-        targetUsername: target,
-        targetKey: target.toLowerCase(),
-        keywords,
-        ...(interval !== undefined ? { checkIntervalSec: interval } : {}),
-        ...(hook && secret && box
-          ? { webhook: { create: { url: hook.url, kind: hook.kind, secretCiphertext: box.encrypt(secret, id) } } }
-          : {}),
-      },
-    });
-    const lines = [`monitor ${id} created: watching @${target}${keywords.length ? ` for ${keywords.join(', ')}` : ''}`];
-    if (hook && secret) {
-      lines.push(`webhook: ${shownUrl(hook.url, hook.kind)} (${hook.kind})`);
+    const target = requireString(values, 'target');
+    const keywords = optionalString(values, 'keywords');
+    const intervalSec = optionalInt(values, 'interval', 10, 86_400);
+    const webhookUrl = optionalString(values, 'webhook-url');
+    const { monitor, secret } = await call(
+      () =>
+        useCases(ctx).monitors.create(accountId, {
+          target,
+          keywords: keywords ?? null,
+          ...(intervalSec !== undefined ? { intervalSec } : {}),
+          ...(webhookUrl !== undefined ? { webhookUrl } : {}),
+        }),
+      { flags: { intervalSec: 'interval' } },
+    );
+    const lines = [
+      `monitor ${monitor.id} created: watching @${monitor.targetUsername}${
+        monitor.keywords.length ? ` for ${monitor.keywords.join(', ')}` : ''
+      }`,
+    ];
+    if (monitor.webhook && secret) {
+      lines.push(`webhook: ${monitor.webhook.shownUrl} (${monitor.webhook.kind})`);
       lines.push(`signing secret (shown once, store it now): ${secret}`);
     }
+    return { json: { id: monitor.id, ...(secret ? { secret } : {}) }, text: lines.join('\n') };
+  },
+};
+
+const monitorList: Command = {
+  name: 'monitor list',
+  summary: "an account's monitors with status, last check, last error, hit count and webhook",
+  usage: 'usage: npm run cli -- monitor list --account ID [--json]',
+  options: { account: { type: 'string' } },
+  async run(ctx, values) {
+    const accountId = requireUuid(values, 'account', 'an account');
+    const monitors = await call(() => useCases(ctx).monitors.list(accountId));
     return {
-      json: { id, ...(secret ? { secret } : {}) },
-      text: lines.join('\n'),
+      json: { data: monitors.map(monitorJson) },
+      text: monitors.length ? monitors.map(monitorLine).join('\n') : `no monitors for account ${accountId}`,
     };
+  },
+};
+
+function statusCommand(name: 'pause' | 'resume'): Command {
+  return {
+    name: `monitor ${name}`,
+    summary: name === 'pause' ? 'pause a monitor (it still counts against the plan limit)' : 'resume a paused monitor',
+    usage: `usage: npm run cli -- monitor ${name} --monitor ID [--json]`,
+    options: { monitor: { type: 'string' } },
+    async run(ctx, values) {
+      const monitorId = requireUuid(values, 'monitor', 'a monitor');
+      const m = await forMonitor(ctx, monitorId, (a) => useCases(ctx).monitors[name](a, monitorId));
+      return { json: monitorJson(m), text: monitorLine(m) };
+    },
+  };
+}
+
+const monitorDelete: Command = {
+  name: 'monitor delete',
+  summary: 'delete a monitor with its webhook, hits and delivery log',
+  usage: 'usage: npm run cli -- monitor delete --monitor ID [--json]',
+  options: { monitor: { type: 'string' } },
+  async run(ctx, values) {
+    const monitorId = requireUuid(values, 'monitor', 'a monitor');
+    await forMonitor(ctx, monitorId, (a) => useCases(ctx).monitors.remove(a, monitorId));
+    return { json: { id: monitorId, deleted: true }, text: `monitor ${monitorId} deleted` };
   },
 };
 
@@ -177,27 +165,14 @@ const webhookSet: Command = {
   options: { monitor: { type: 'string' }, url: { type: 'string' } },
   async run(ctx, values) {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    let hook: { url: string; kind: 'native' | 'discord' | 'slack' };
-    try {
-      hook = classifyWebhookUrl(requireString(values, 'url'));
-    } catch (err) {
-      if (err instanceof WebhookUrlError) throw new CliUsageError(`--url: ${err.message}`);
-      throw err;
-    }
-    const box = secretBox(ctx);
-    await loadMonitor(ctx, monitorId);
-    const secret = generateWebhookSecret();
-    const secretCiphertext = box.encrypt(secret, monitorId);
-    const fields = { url: hook.url, kind: hook.kind, secretCiphertext, isBroken: false, brokenReason: null };
-    await ctx.db().webhookEndpoint.upsert({
-      where: { monitorId },
-      create: { monitorId, ...fields },
-      update: { ...fields, secretRotatedAt: new Date() },
+    const url = requireString(values, 'url');
+    const { webhook, secret } = await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.set(a, monitorId, url), {
+      webhookUrl: 'url',
     });
     return {
-      json: { monitor_id: monitorId, url: shownUrl(hook.url, hook.kind), kind: hook.kind, secret },
+      json: { monitor_id: monitorId, url: webhook.shownUrl, kind: webhook.kind, secret },
       text: [
-        `webhook of monitor ${monitorId}: ${shownUrl(hook.url, hook.kind)} (${hook.kind})`,
+        `webhook of monitor ${monitorId}: ${webhook.shownUrl} (${webhook.kind})`,
         `signing secret (shown once, store it now): ${secret}`,
       ].join('\n'),
     };
@@ -211,22 +186,26 @@ const webhookRotate: Command = {
   options: { monitor: { type: 'string' } },
   async run(ctx, values) {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const box = secretBox(ctx);
-    const monitor = await loadMonitor(ctx, monitorId);
-    if (!monitor.webhook) throw new Error(`monitor ${monitorId} has no webhook; set one with "webhook set"`);
-    const secret = generateWebhookSecret();
-    const rotatedAt = new Date();
-    await ctx.db().webhookEndpoint.update({
-      where: { monitorId },
-      data: { secretCiphertext: box.encrypt(secret, monitorId), secretRotatedAt: rotatedAt },
-    });
+    const { webhook, secret } = await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.rotate(a, monitorId));
     return {
-      json: { monitor_id: monitorId, secret, rotated_at: rotatedAt.toISOString() },
+      json: { monitor_id: monitorId, secret, rotated_at: webhook.secretRotatedAt?.toISOString() ?? null },
       text: [
         `signing secret of monitor ${monitorId} rotated; deliveries from now on are signed with the new one`,
         `signing secret (shown once, store it now): ${secret}`,
       ].join('\n'),
     };
+  },
+};
+
+const webhookRemove: Command = {
+  name: 'webhook remove',
+  summary: "remove a monitor's webhook (hits are still recorded)",
+  usage: 'usage: npm run cli -- webhook remove --monitor ID [--json]',
+  options: { monitor: { type: 'string' } },
+  async run(ctx, values) {
+    const monitorId = requireUuid(values, 'monitor', 'a monitor');
+    await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.remove(a, monitorId));
+    return { json: { monitor_id: monitorId, removed: true }, text: `webhook of monitor ${monitorId} removed` };
   },
 };
 
@@ -237,40 +216,30 @@ const webhookTest: Command = {
   options: { monitor: { type: 'string' } },
   async run(ctx, values) {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const monitor = await loadMonitor(ctx, monitorId);
-    if (!monitor.webhook) throw new Error(`monitor ${monitorId} has no webhook; set one with "webhook set"`);
-    const payload = {
-      event: 'monitor.test' as const,
-      monitor: {
-        id: monitor.id,
-        targetUsername: monitor.targetUsername,
-        keywords: monitor.keywords.length ? monitor.keywords : null,
-      },
-      test: true as const,
-    };
-    const messageId = await publish(ctx, 'monitor.test', payload, { accountId: monitor.accountId });
+    const q = await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.sendTest(a, monitorId));
     return {
-      json: { message_id: messageId, delivery_id: messageId, monitor_id: monitorId },
-      text: `test ping queued: message ${messageId} (X-Service-Delivery); see "deliveries --monitor ${monitorId}"`,
+      json: { message_id: q.messageId, delivery_id: q.deliveryId, monitor_id: monitorId },
+      text: `test ping queued: message ${q.messageId} (X-Service-Delivery); see "deliveries --monitor ${monitorId}"`,
     };
   },
 };
 
+function page(values: OptionValues): { limit: number; cursor?: string } {
+  const limit = optionalInt(values, 'limit', 1, 500) ?? 20;
+  const cursor = optionalString(values, 'cursor');
+  return cursor !== undefined ? { limit, cursor } : { limit };
+}
+
 const deliveries: Command = {
   name: 'deliveries',
   summary: "a monitor's webhook delivery attempts, newest first",
-  usage: 'usage: npm run cli -- deliveries --monitor ID [--limit N (1-500, default 20)] [--json]',
-  options: { monitor: { type: 'string' }, limit: { type: 'string' } },
-  async run(ctx, values) {
+  usage: 'usage: npm run cli -- deliveries --monitor ID [--limit N (1-500, default 20)] [--cursor C] [--json]',
+  options: { monitor: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } },
+  async run(ctx, values): Promise<CommandResult> {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const limit = optionalInt(values, 'limit', 1, 500) ?? 20;
-    await loadMonitor(ctx, monitorId);
-    const rows = await ctx.db().deliveryAttempt.findMany({
-      where: { monitorId },
-      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-      take: limit,
-    });
-    const data = rows.map((r) => ({
+    const p = page(values);
+    const result = await forMonitor(ctx, monitorId, (a) => useCases(ctx).deliveries.list(a, monitorId, p));
+    const data = result.items.map((r) => ({
       id: r.id,
       event: r.event,
       delivery_id: r.deliveryId,
@@ -283,19 +252,46 @@ const deliveries: Command = {
       response_snippet: r.responseSnippet,
       created_at: r.createdAt.toISOString(),
     }));
-    const text = data.length
-      ? data
-          .map(
-            (d) =>
-              `${d.created_at}  ${d.outcome.padEnd(9)} ${String(d.status_code ?? '-').padStart(3)} ${String(
-                d.latency_ms ?? '-',
-              ).padStart(6)} ms  ${d.event.padEnd(12)} attempt ${d.id}  delivery ${d.delivery_id}${
-                d.error ? `  error: ${d.error}` : ''
-              }`,
-          )
-          .join('\n')
-      : `no delivery attempts for monitor ${monitorId}`;
-    return { json: { data, meta: { count: data.length } }, text };
+    const lines = data.map(
+      (d) =>
+        `${d.created_at}  ${d.outcome.padEnd(9)} ${String(d.status_code ?? '-').padStart(3)} ${String(
+          d.latency_ms ?? '-',
+        ).padStart(6)} ms  ${d.event.padEnd(12)} attempt ${d.id}  delivery ${d.delivery_id}${
+          d.error ? `  error: ${d.error}` : ''
+        }`,
+    );
+    if (result.nextCursor) lines.push(`(older: --cursor ${result.nextCursor})`);
+    return {
+      json: { data, meta: { count: data.length }, next_cursor: result.nextCursor },
+      text: data.length ? lines.join('\n') : `no delivery attempts for monitor ${monitorId}`,
+    };
+  },
+};
+
+const hits: Command = {
+  name: 'hits',
+  summary: "a monitor's hits, newest first, with links to the posts",
+  usage: 'usage: npm run cli -- hits --monitor ID [--limit N (1-500, default 20)] [--cursor C] [--json]',
+  options: { monitor: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } },
+  async run(ctx, values): Promise<CommandResult> {
+    const monitorId = requireUuid(values, 'monitor', 'a monitor');
+    const p = page(values);
+    const result = await forMonitor(ctx, monitorId, (a) => useCases(ctx).hits.list(a, monitorId, p));
+    const data = result.items.map((h) => ({
+      id: h.id,
+      tweet_id: h.tweetId,
+      text: h.text,
+      author_username: h.authorUsername,
+      tweet_created_at: h.tweetCreatedAt.toISOString(),
+      detected_at: h.detectedAt.toISOString(),
+      post_url: h.postUrl,
+    }));
+    const lines = data.map((h) => `${h.detected_at}  @${h.author_username}  ${h.post_url}  ${h.text.slice(0, 80)}`);
+    if (result.nextCursor) lines.push(`(older: --cursor ${result.nextCursor})`);
+    return {
+      json: { data, meta: { count: data.length }, next_cursor: result.nextCursor },
+      text: data.length ? lines.join('\n') : `no hits for monitor ${monitorId}`,
+    };
   },
 };
 
@@ -306,33 +302,26 @@ const redeliver: Command = {
   options: { attempt: { type: 'string' } },
   async run(ctx, values) {
     const attemptId = requireUuid(values, 'attempt', 'a delivery attempt');
-    const attempt = await ctx.db().deliveryAttempt.findUnique({
-      where: { id: attemptId },
-      select: {
-        id: true,
-        event: true,
-        deliveryId: true,
-        hitId: true,
-        monitor: { select: { id: true, accountId: true } },
-      },
-    });
-    if (!attempt) throw new Error(`no delivery attempt with id ${attemptId}`);
-    if (attempt.event === 'monitor.hit' && !attempt.hitId) {
-      throw new Error(`the hit of attempt ${attemptId} no longer exists; nothing to redeliver`);
-    }
-    const messageId = await publish(ctx, 'webhook.redeliver', { attemptId }, { accountId: attempt.monitor.accountId });
+    const uc = useCases(ctx);
+    const q = await call(async () => uc.deliveries.redeliver(await uc.admin.ownerOfDelivery(attemptId), attemptId));
     return {
-      json: { message_id: messageId, attempt_id: attemptId, delivery_id: attempt.deliveryId },
-      text: `redelivery queued: message ${messageId}; delivery ${attempt.deliveryId} of monitor ${attempt.monitor.id} will be sent again`,
+      json: { message_id: q.messageId, attempt_id: attemptId, delivery_id: q.deliveryId },
+      text: `redelivery queued: message ${q.messageId}; delivery ${q.deliveryId} of monitor ${q.monitorId} will be sent again`,
     };
   },
 };
 
 export const monitorCommands: Command[] = [
   monitorCreate,
+  monitorList,
+  statusCommand('pause'),
+  statusCommand('resume'),
+  monitorDelete,
   webhookSet,
   webhookTest,
   webhookRotate,
+  webhookRemove,
   deliveries,
+  hits,
   redeliver,
 ];

@@ -1,0 +1,131 @@
+/**
+ * The CLI's side of @sts/usecases: one UseCases per invocation, built from the CLI's environment
+ * (PLAN_*, SECRETS_ENCRYPTION_KEY, AMQP_URL, REDIS_URL / REDIS_KEY_PREFIX), and the mapping of the
+ * use-cases' errors to the CLI's (a bad flag → usage error, exit 2; the rest → exit 1).
+ */
+import { Redis } from 'ioredis';
+import { createLogger } from '@sts/common';
+import { AmqpClient } from '@sts/messaging';
+import {
+  ConflictError,
+  createUseCases,
+  NotFoundError,
+  planConfigFromEnv,
+  secretBoxFromEnv,
+  UseCaseError,
+  ValidationError,
+  type Publisher,
+  type UseCases,
+} from '@sts/usecases';
+import { ZodError } from 'zod';
+import { CliUsageError, type CliContext } from './command';
+
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/** Publishes over a connection opened for this one message (a CLI run publishes at most once). */
+function oneShotPublisher(ctx: CliContext): Publisher {
+  return {
+    async publish(routingKey, payload, opts) {
+      const logger = createLogger({ service: 'admin-cli', level: 'error', stream: process.stderr });
+      const amqp = new AmqpClient({
+        url: ctx.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+        logger,
+        name: 'admin-cli',
+        publishTimeoutMs: 10_000,
+      });
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          amqp.start(),
+          new Promise((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`cannot reach RabbitMQ (AMQP_URL) within ${CONNECT_TIMEOUT_MS / 1000} s`)),
+              CONNECT_TIMEOUT_MS,
+            );
+          }),
+        ]);
+        await amqp.publish(routingKey, payload, opts);
+      } finally {
+        clearTimeout(timer);
+        await amqp.stop();
+      }
+    },
+  };
+}
+
+/** Deletes a key's cached lookup in Redis so a revocation is immediate; the gateway's TTLs bound it anyway. */
+function redisEvictor(ctx: CliContext): (keyHash: string) => Promise<boolean> {
+  return async (keyHash) => {
+    const redis = new Redis(ctx.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
+      keyPrefix: ctx.env.REDIS_KEY_PREFIX ?? 'sts:',
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 2000,
+      retryStrategy: () => null,
+    });
+    redis.on('error', () => undefined);
+    try {
+      await redis.connect();
+      await redis.del(`apikey:${keyHash}`);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      redis.disconnect();
+    }
+  };
+}
+
+const built = new WeakMap<CliContext, UseCases>();
+
+export function useCases(ctx: CliContext): UseCases {
+  let uc = built.get(ctx);
+  if (!uc) {
+    let config: ReturnType<typeof planConfigFromEnv>;
+    try {
+      config = planConfigFromEnv(ctx.env);
+    } catch (err) {
+      if (err instanceof ZodError) {
+        const issue = err.issues[0];
+        throw new Error(`${issue?.path.join('.') ?? 'PLAN_*'}: ${issue?.message ?? 'invalid'}`);
+      }
+      throw err;
+    }
+    uc = createUseCases({
+      db: ctx.db(),
+      ...config,
+      secretBox: secretBoxFromEnv(ctx.env.SECRETS_ENCRYPTION_KEY),
+      publisher: oneShotPublisher(ctx),
+      evictApiKey: redisEvictor(ctx),
+    });
+    built.set(ctx, uc);
+  }
+  return uc;
+}
+
+const kebab = (field: string) => field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+
+export interface ErrorMapping {
+  /** use-case field → flag name, where they differ (e.g. { webhookUrl: 'url' }) */
+  flags?: Record<string, string>;
+  /** NotFound and Conflict are usage errors too (exit 2): for commands whose ids are flags to fix */
+  strict?: boolean;
+}
+
+/** Runs a use-case call, turning its errors into the CLI's. */
+export async function call<T>(fn: () => Promise<T>, mapping: ErrorMapping = {}): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof ValidationError) {
+      const flag = mapping.flags?.[err.field] ?? kebab(err.field);
+      // "must …" / "is …" read as a sentence after the flag; anything else follows a colon
+      throw new CliUsageError(`--${flag}${/^(must|is) /.test(err.message) ? ' ' : ': '}${err.message}`);
+    }
+    if (mapping.strict && (err instanceof NotFoundError || err instanceof ConflictError)) {
+      throw new CliUsageError(err.message);
+    }
+    if (err instanceof UseCaseError) throw new Error(err.message);
+    throw err;
+  }
+}

@@ -1,0 +1,522 @@
+/**
+ * Keys, monitors, webhooks, the delivery log, redelivery and hit history on real PostgreSQL and
+ * RabbitMQ: account isolation, plan limits, secrets shown once and stored encrypted, paging
+ * cursors, and bad input refused with a named error and nothing saved.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createLogger } from '@sts/common';
+import { createSecretBox, hashApiKey, monitorLimitsFromEnv, planEnv, planMonitorEnv, plansFromEnv } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { AmqpClient, type Envelope } from '@sts/messaging';
+import { createTestDatabase, createTestVhost, waitFor } from '@sts/testing';
+import { z } from 'zod';
+import {
+  ConflictError,
+  createUseCases,
+  NotConfiguredError,
+  NotFoundError,
+  PlanLimitError,
+  secretBoxFromEnv,
+  ValidationError,
+  type UseCases,
+} from './index';
+
+const KEY = randomBytes(32).toString('hex');
+const logger = createLogger({ service: 'usecases-test', level: 'error' });
+
+async function rejection(p: Promise<unknown>): Promise<Error & Record<string, unknown>> {
+  try {
+    await p;
+  } catch (err) {
+    return err as Error & Record<string, unknown>;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('keys, monitors, webhooks, deliveries and hits', () => {
+  let handle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let amqp: AmqpClient;
+  let listener: AmqpClient;
+  let uc: UseCases;
+  const seen: Envelope<'monitor.test' | 'webhook.redeliver'>[] = [];
+  const evicted: string[] = [];
+  let free: string; // a Free account
+  let starter: string; // a Starter account
+  let other: string; // another Starter account: its ids must be invisible to `starter`
+
+  beforeAll(async () => {
+    handle = await createTestDatabase();
+    db = createDbClient({ url: handle.url, poolSize: 4 });
+    const vhost = await createTestVhost();
+    amqp = new AmqpClient({ url: vhost.url, logger, name: 'usecases-test' });
+    await amqp.start();
+    listener = new AmqpClient({ url: vhost.url, logger, name: 'usecases-test-listener' });
+    await listener.start();
+    await listener.consume({
+      queue: 'usecases-test',
+      bindings: ['monitor.test', 'webhook.redeliver'],
+      handler: (e) => {
+        seen.push(e);
+        return Promise.resolve('ack' as const);
+      },
+    });
+    const env = z.object({ ...planEnv, ...planMonitorEnv }).parse({});
+    uc = createUseCases({
+      db,
+      plans: plansFromEnv(env),
+      monitorLimits: monitorLimitsFromEnv(env),
+      secretBox: secretBoxFromEnv(KEY),
+      publisher: amqp,
+      evictApiKey: (hash) => {
+        evicted.push(hash);
+        return Promise.resolve(true);
+      },
+      scrypt: { logN: 10, r: 8, p: 1 },
+    });
+    free = (await uc.admin.createAccount({ email: 'free@example.com' })).id;
+    starter = (await uc.admin.createAccount({ email: 'starter@example.com', plan: 'starter' })).id;
+    other = (await uc.admin.createAccount({ email: 'other@example.com', plan: 'starter' })).id;
+  });
+
+  afterAll(async () => {
+    await listener.stop();
+    await amqp.stop();
+    await db.$disconnect();
+    await handle.drop();
+  });
+
+  describe('API keys', () => {
+    it('creates a key shown once (only its hash stored), lists without it, revokes within the account', async () => {
+      const k = await uc.keys.create(starter, { name: '  ci   runner ' });
+      expect(k.key).toMatch(/^sts_/);
+      expect(k).toMatchObject({ name: 'ci runner', revokedAt: null, lastUsedAt: null });
+      const row = await db.apiKey.findUniqueOrThrow({ where: { id: k.id } });
+      expect(row.keyHash).toBe(hashApiKey(k.key));
+      expect(JSON.stringify(row)).not.toContain(k.key);
+      const listed = await uc.keys.list(starter);
+      expect(listed.map((x) => x.id)).toContain(k.id);
+      expect(JSON.stringify(listed)).not.toContain(k.key);
+      expect(Object.keys(listed[0]!).sort()).toEqual(['createdAt', 'id', 'lastUsedAt', 'name', 'prefix', 'revokedAt']);
+
+      // another account cannot see or revoke it
+      expect(await uc.keys.list(other)).toEqual([]);
+      expect(await rejection(uc.keys.revoke(other, k.id))).toMatchObject({ code: 'not_found', kind: 'apiKey' });
+      expect((await db.apiKey.findUniqueOrThrow({ where: { id: k.id } })).revokedAt).toBeNull();
+
+      const revoked = await uc.keys.revoke(starter, k.id);
+      expect(revoked).toMatchObject({ id: k.id, cacheEvicted: true });
+      expect(revoked.revokedAt).toBeInstanceOf(Date);
+      expect(evicted).toContain(row.keyHash);
+      // idempotent: the first revocation time stays
+      expect((await uc.keys.revoke(starter, k.id)).revokedAt).toEqual(revoked.revokedAt);
+      expect(await rejection(uc.keys.revoke(starter, 'not-a-uuid'))).toBeInstanceOf(NotFoundError);
+    });
+
+    it('refuses a too-long name with the field named, saving nothing', async () => {
+      const before = await db.apiKey.count();
+      const err = await rejection(uc.keys.create(starter, { name: 'x'.repeat(61) }));
+      expect(err).toBeInstanceOf(ValidationError);
+      expect(err.field).toBe('name');
+      expect(await db.apiKey.count()).toBe(before);
+    });
+  });
+
+  describe('monitors', () => {
+    it('creates a monitor with a webhook: the secret is returned once and stored encrypted, monitor id bound in', async () => {
+      const { monitor, secret } = await uc.monitors.create(starter, {
+        target: '@NASA',
+        keywords: 'launch, moon  landing,Launch',
+        intervalSec: 120,
+        webhookUrl: 'https://example.com/hooks/sts',
+      });
+      expect(secret).toMatch(/^whsec_/);
+      expect(monitor).toMatchObject({
+        targetUsername: 'NASA',
+        keywords: ['launch', 'moon landing'],
+        status: 'active',
+        intervalSec: 120,
+        hitCount: 0,
+        lastCheckAt: null,
+        webhook: { url: 'https://example.com/hooks/sts', kind: 'native', label: 'Webhook', isBroken: false },
+      });
+      expect(JSON.stringify(monitor)).not.toContain(secret!);
+      const hook = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: monitor.id } });
+      expect(hook.secretCiphertext).not.toContain(secret!);
+      const box = createSecretBox(KEY);
+      expect(box.decrypt(hook.secretCiphertext, monitor.id)).toBe(secret);
+      expect(() => box.decrypt(hook.secretCiphertext, randomUUID())).toThrow();
+      // reading it back never shows the secret
+      expect(JSON.stringify(await uc.monitors.get(starter, monitor.id))).not.toContain(secret!);
+      expect(JSON.stringify(await uc.monitors.list(starter))).not.toContain(secret!);
+      await uc.monitors.remove(starter, monitor.id);
+    });
+
+    it('enforces the plan monitor limit with the limit and the upgrade path named (paused monitors count)', async () => {
+      const first = await uc.monitors.create(free, { target: 'jack' });
+      expect(first.secret).toBeNull();
+      expect(first.monitor.intervalSec).toBe(300); // the Free plan's interval
+      await uc.monitors.pause(free, first.monitor.id);
+      const err = await rejection(uc.monitors.create(free, { target: 'nasa' }));
+      expect(err).toBeInstanceOf(PlanLimitError);
+      expect(err).toMatchObject({ code: 'plan_limit', limit: 1, plan: 'free' });
+      expect(err.message).toMatch(/Free plan allows 1 monitor;.*Starter \(3 monitors\).*trial/);
+      expect(await db.monitor.count({ where: { accountId: free } })).toBe(1);
+
+      // Starter: 3, also when the creates race each other
+      const results = await Promise.allSettled(
+        ['a1', 'a2', 'a3', 'a4', 'a5'].map((t) => uc.monitors.create(other, { target: t })),
+      );
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
+      for (const r of results.filter((x) => x.status === 'rejected')) {
+        expect(r.reason).toMatchObject({ code: 'plan_limit', limit: 3, plan: 'starter' });
+      }
+      expect(await db.monitor.count({ where: { accountId: other } })).toBe(3);
+      // deleting one makes room
+      const [m] = await uc.monitors.list(other);
+      await uc.monitors.remove(other, m!.id);
+      await uc.monitors.create(other, { target: 'a6' });
+    });
+
+    it('another account’s monitor id is NotFound for every monitor and webhook call, and nothing changes', async () => {
+      const [theirs] = await uc.monitors.list(other);
+      const id = theirs!.id;
+      const calls: [string, () => Promise<unknown>][] = [
+        ['get', () => uc.monitors.get(starter, id)],
+        ['update', () => uc.monitors.update(starter, id, { keywords: 'x' })],
+        ['pause', () => uc.monitors.pause(starter, id)],
+        ['resume', () => uc.monitors.resume(starter, id)],
+        ['remove', () => uc.monitors.remove(starter, id)],
+        ['webhooks.set', () => uc.webhooks.set(starter, id, 'https://example.com/steal')],
+        ['webhooks.rotate', () => uc.webhooks.rotate(starter, id)],
+        ['webhooks.remove', () => uc.webhooks.remove(starter, id)],
+        ['webhooks.sendTest', () => uc.webhooks.sendTest(starter, id)],
+        ['deliveries.list', () => uc.deliveries.list(starter, id)],
+        ['hits.list', () => uc.hits.list(starter, id)],
+      ];
+      for (const [name, call] of calls) {
+        const err = await rejection(call());
+        expect([name, err.constructor]).toEqual([name, NotFoundError]);
+        expect(err.message).toBe(`no monitor with id ${id}`);
+      }
+      expect(await uc.monitors.get(other, id)).toEqual(theirs);
+      expect(await db.webhookEndpoint.count({ where: { monitorId: id } })).toBe(0);
+      expect(await rejection(uc.monitors.get(starter, 'garbage'))).toBeInstanceOf(NotFoundError);
+    });
+
+    it.each([
+      [{ target: 'not a user!' }, 'target', /must be a username/],
+      [{ target: '' }, 'target', /required/],
+      [{ target: 'NASA', keywords: '!!!' }, 'keywords', /keyword "!!!" has no letters or digits/],
+      [{ target: 'NASA', intervalSec: 30 }, 'intervalSec', /at least 60 seconds on the Starter plan/],
+      [{ target: 'NASA', intervalSec: 86_401 }, 'intervalSec', /up to 86400/],
+      [{ target: 'NASA', webhookUrl: 'http://example.com/h' }, 'webhookUrl', /must use https \(got http\)/],
+      [{ target: 'NASA', webhookUrl: 'not a url' }, 'webhookUrl', /not a valid URL/],
+      [{ target: 'NASA', webhookUrl: 'https://u:p@example.com/h' }, 'webhookUrl', /credentials/],
+    ])('create refuses %j with field %s named; nothing saved', async (input, field, message) => {
+      const before = [await db.monitor.count(), await db.webhookEndpoint.count()];
+      const err = await rejection(uc.monitors.create(starter, input));
+      expect(err).toBeInstanceOf(ValidationError);
+      expect(err.field).toBe(field);
+      expect(err.message).toMatch(message);
+      expect([await db.monitor.count(), await db.webhookEndpoint.count()]).toEqual(before);
+    });
+
+    it('the Free plan’s interval floor names the Starter interval', async () => {
+      const [m] = await uc.monitors.list(free);
+      const err = await rejection(uc.monitors.update(free, m!.id, { intervalSec: 60 }));
+      expect(err.message).toBe('must be at least 300 seconds on the Free plan (Starter checks every 60 s)');
+    });
+
+    it('without an encryption key a monitor with a webhook is refused before anything is written', async () => {
+      const env = z.object({ ...planEnv, ...planMonitorEnv }).parse({});
+      const nokey = createUseCases({
+        db,
+        plans: plansFromEnv(env),
+        monitorLimits: monitorLimitsFromEnv(env),
+        secretBox: secretBoxFromEnv(undefined),
+      });
+      const before = await db.monitor.count();
+      const err = await rejection(nokey.monitors.create(starter, { target: 'x', webhookUrl: 'https://example.com/' }));
+      expect(err).toBeInstanceOf(NotConfiguredError);
+      expect(err.message).toMatch(/SECRETS_ENCRYPTION_KEY is not set/);
+      expect(await db.monitor.count()).toBe(before);
+      const bad = createUseCases({
+        db,
+        plans: plansFromEnv(env),
+        monitorLimits: monitorLimitsFromEnv(env),
+        secretBox: secretBoxFromEnv('short'),
+      });
+      expect(
+        (await rejection(bad.monitors.create(starter, { target: 'x', webhookUrl: 'https://e.com/' }))).message,
+      ).toMatch(/must be 32 bytes/);
+      // a monitor without webhook needs no key, and sendTest needs a publisher
+      const { monitor } = await nokey.monitors.create(starter, { target: 'nokey' });
+      await uc.webhooks.set(starter, monitor.id, 'https://example.com/nokey');
+      expect(await rejection(nokey.webhooks.sendTest(starter, monitor.id))).toBeInstanceOf(NotConfiguredError);
+      await nokey.monitors.remove(starter, monitor.id);
+    });
+
+    it('edits, pauses, resumes and deletes (with its webhook, hits and log)', async () => {
+      const { monitor } = await uc.monitors.create(starter, { target: 'jack', webhookUrl: 'https://example.com/e' });
+      const edited = await uc.monitors.update(starter, monitor.id, {
+        target: '@Jill',
+        keywords: ['a', 'b c'],
+        intervalSec: 600,
+      });
+      expect(edited).toMatchObject({ targetUsername: 'Jill', keywords: ['a', 'b c'], intervalSec: 600 });
+      expect((await db.monitor.findUniqueOrThrow({ where: { id: monitor.id } })).targetKey).toBe('jill');
+      // only given fields change; bad input changes nothing
+      expect(await uc.monitors.update(starter, monitor.id, { keywords: null })).toMatchObject({
+        targetUsername: 'Jill',
+        keywords: [],
+        intervalSec: 600,
+      });
+      expect((await rejection(uc.monitors.update(starter, monitor.id, { target: 'bad name' }))).field).toBe('target');
+      expect((await uc.monitors.get(starter, monitor.id)).targetUsername).toBe('Jill');
+
+      expect((await uc.monitors.pause(starter, monitor.id)).status).toBe('paused');
+      expect((await db.monitor.findUniqueOrThrow({ where: { id: monitor.id } })).isActive).toBe(false);
+      expect((await uc.monitors.resume(starter, monitor.id)).status).toBe('active');
+
+      await db.hit.create({
+        data: {
+          monitorId: monitor.id,
+          tweetId: '1',
+          tweetText: 't',
+          tweetAuthorId: '1',
+          tweetAuthorUsername: 'Jill',
+          tweetCreatedAt: new Date(),
+        },
+      });
+      expect((await uc.monitors.get(starter, monitor.id)).hitCount).toBe(1);
+      await uc.monitors.remove(starter, monitor.id);
+      expect(await rejection(uc.monitors.get(starter, monitor.id))).toBeInstanceOf(NotFoundError);
+      expect(await db.hit.count({ where: { monitorId: monitor.id } })).toBe(0);
+      expect(await db.webhookEndpoint.count({ where: { monitorId: monitor.id } })).toBe(0);
+    });
+  });
+
+  describe('webhooks', () => {
+    let monitorId: string;
+    beforeAll(async () => {
+      monitorId = (await uc.monitors.create(starter, { target: 'NASA', keywords: 'launch' })).monitor.id;
+    });
+
+    it('set: Discord and Slack are recognised, labelled and their tokens masked; the secret comes once', async () => {
+      const d = await uc.webhooks.set(starter, monitorId, 'https://discord.com/api/webhooks/9/tok-en');
+      expect(d.webhook).toMatchObject({
+        kind: 'discord',
+        label: 'Discord',
+        url: 'https://discord.com/api/webhooks/9/tok-en',
+      });
+      expect(d.webhook.shownUrl).not.toContain('tok-en');
+      const s = await uc.webhooks.set(starter, monitorId, 'https://hooks.slack.com/services/T1/B2/abc');
+      expect(s.webhook).toMatchObject({ kind: 'slack', label: 'Slack' });
+      expect(s.webhook.shownUrl).not.toContain('/abc');
+      expect(s.secret).not.toBe(d.secret);
+      const row = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(createSecretBox(KEY).decrypt(row.secretCiphertext, monitorId)).toBe(s.secret);
+    });
+
+    it('set clears a broken flag; bad URLs are refused with nothing changed', async () => {
+      await db.webhookEndpoint.update({ where: { monitorId }, data: { isBroken: true, brokenReason: 'Discord 404' } });
+      expect((await uc.monitors.get(starter, monitorId)).webhook).toMatchObject({
+        isBroken: true,
+        brokenReason: 'Discord 404',
+      });
+      const before = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      const err = await rejection(uc.webhooks.set(starter, monitorId, 'ftp://example.com/'));
+      expect(err).toMatchObject({ code: 'invalid_input', field: 'webhookUrl' });
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).toEqual(before);
+      const ok = await uc.webhooks.set(starter, monitorId, 'https://example.com/a');
+      expect(ok.webhook).toMatchObject({ isBroken: false, brokenReason: null, kind: 'native' });
+    });
+
+    it('rotate: a new secret, returned once, replaces the old one', async () => {
+      const before = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      const old = createSecretBox(KEY).decrypt(before.secretCiphertext, monitorId);
+      const r = await uc.webhooks.rotate(starter, monitorId);
+      expect(r.secret).toMatch(/^whsec_/);
+      expect(r.secret).not.toBe(old);
+      const after = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(createSecretBox(KEY).decrypt(after.secretCiphertext, monitorId)).toBe(r.secret);
+      expect(r.webhook.secretRotatedAt).toBeInstanceOf(Date);
+    });
+
+    it('sendTest publishes monitor.test to RabbitMQ on every plan, Free included', async () => {
+      const q = await uc.webhooks.sendTest(starter, monitorId);
+      expect(q.deliveryId).toBe(q.messageId);
+      const msg = await waitFor(() => seen.find((e) => e.messageId === q.messageId), 20_000);
+      expect(msg.routingKey).toBe('monitor.test');
+      expect(msg.headers).toEqual({ accountId: starter });
+      expect(msg.payload).toEqual({
+        event: 'monitor.test',
+        monitor: { id: monitorId, targetUsername: 'NASA', keywords: ['launch'] },
+        test: true,
+      });
+      const [freeMonitor] = await uc.monitors.list(free);
+      await uc.webhooks.set(free, freeMonitor!.id, 'https://example.com/free');
+      const fq = await uc.webhooks.sendTest(free, freeMonitor!.id);
+      await waitFor(() => seen.find((e) => e.messageId === fq.messageId), 20_000);
+    });
+
+    it('remove: then rotate and sendTest say there is no webhook', async () => {
+      await uc.webhooks.remove(starter, monitorId);
+      expect((await uc.monitors.get(starter, monitorId)).webhook).toBeNull();
+      for (const call of [
+        () => uc.webhooks.rotate(starter, monitorId),
+        () => uc.webhooks.sendTest(starter, monitorId),
+      ]) {
+        const err = await rejection(call());
+        expect(err).toBeInstanceOf(ConflictError);
+        expect(err).toMatchObject({ reason: 'no_webhook', field: 'webhookUrl' });
+      }
+    });
+  });
+
+  describe('delivery log, redelivery and hits', () => {
+    let monitorId: string;
+    const attempts: string[] = [];
+    const hitIds: string[] = [];
+    const base = Date.parse('2026-11-20T10:00:00.000Z');
+
+    beforeAll(async () => {
+      const [m] = await uc.monitors.list(other);
+      monitorId = m!.id;
+      // 12 hits and 30 attempts; several share a timestamp, so paging must break ties by id
+      for (let i = 0; i < 12; i++) {
+        const h = await db.hit.create({
+          data: {
+            monitorId,
+            tweetId: String(1_790_000_000_000_000_000n + BigInt(i)),
+            tweetText: `post ${i}`,
+            tweetAuthorId: '7',
+            tweetAuthorUsername: 'a_1',
+            tweetCreatedAt: new Date(base),
+            detectedAt: new Date(base + Math.floor(i / 3) * 1000),
+          },
+        });
+        hitIds.push(h.id);
+      }
+      for (let i = 0; i < 30; i++) {
+        const a = await db.deliveryAttempt.create({
+          data: {
+            monitorId,
+            hitId: i % 2 === 0 ? hitIds[i % 12]! : null,
+            event: i % 2 === 0 ? 'monitor.hit' : 'monitor.test',
+            deliveryId: `d-${i}`,
+            url: 'https://example.com/d',
+            outcome: i % 3 === 0 ? 'failed' : 'delivered',
+            statusCode: i % 3 === 0 ? 500 : 200,
+            latencyMs: 10 + i,
+            error: i % 3 === 0 ? 'receiver answered HTTP 500' : null,
+            responseSnippet: 'ok',
+            createdAt: new Date(base + Math.floor(i / 4) * 1000),
+          },
+        });
+        attempts.push(a.id);
+      }
+    });
+
+    it('pages the delivery log newest first with an opaque cursor, each row once', async () => {
+      const seenIds: string[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const page = await uc.deliveries.list(other, monitorId, { limit: 7, ...(cursor ? { cursor } : {}) });
+        seenIds.push(...page.items.map((d) => d.id));
+        cursor = page.nextCursor ?? undefined;
+        pages++;
+        if (cursor) expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
+      } while (cursor);
+      expect(pages).toBe(5);
+      expect(new Set(seenIds).size).toBe(30);
+      const expected = await db.deliveryAttempt.findMany({
+        where: { monitorId },
+        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+        select: { id: true },
+      });
+      expect(seenIds).toEqual(expected.map((e) => e.id));
+      const first = (await uc.deliveries.list(other, monitorId, { limit: 1 })).items[0]!;
+      expect(Object.keys(first).sort()).toEqual(
+        [
+          'createdAt',
+          'deliveryId',
+          'error',
+          'event',
+          'hitId',
+          'id',
+          'latencyMs',
+          'outcome',
+          'responseSnippet',
+          'statusCode',
+          'url',
+        ].sort(),
+      );
+      // a made-up cursor or limit is a named error
+      expect(await rejection(uc.deliveries.list(other, monitorId, { cursor: 'bm9wZQ' }))).toMatchObject({
+        field: 'cursor',
+      });
+      expect(await rejection(uc.deliveries.list(other, monitorId, { limit: 0 }))).toMatchObject({ field: 'limit' });
+    });
+
+    it('pages the hit history newest first with the post URL', async () => {
+      const p1 = await uc.hits.list(other, monitorId, { limit: 5 });
+      const p2 = await uc.hits.list(other, monitorId, { limit: 5, cursor: p1.nextCursor! });
+      const p3 = await uc.hits.list(other, monitorId, { limit: 5, cursor: p2.nextCursor! });
+      expect([p1.items.length, p2.items.length, p3.items.length, p3.nextCursor]).toEqual([5, 5, 2, null]);
+      const all = [...p1.items, ...p2.items, ...p3.items];
+      expect(new Set(all.map((h) => h.id)).size).toBe(12);
+      for (let i = 1; i < all.length; i++) {
+        expect(all[i - 1]!.detectedAt.getTime()).toBeGreaterThanOrEqual(all[i]!.detectedAt.getTime());
+      }
+      expect(all[0]!.postUrl).toBe(`https://x.com/a_1/status/${all[0]!.tweetId}`);
+      expect(all[0]).toMatchObject({ authorUsername: 'a_1', text: expect.stringMatching(/^post /) });
+    });
+
+    it('redeliver publishes webhook.redeliver with the attempt; other accounts get NotFound', async () => {
+      const attemptId = attempts[0]!;
+      const q = await uc.deliveries.redeliver(other, attemptId);
+      expect(q).toMatchObject({ attemptId, deliveryId: 'd-0', monitorId });
+      const msg = await waitFor(() => seen.find((e) => e.messageId === q.messageId), 20_000);
+      expect(msg.routingKey).toBe('webhook.redeliver');
+      expect(msg.payload).toEqual({ attemptId });
+      expect(msg.headers).toEqual({ accountId: other });
+
+      const before = seen.length;
+      for (const call of [
+        () => uc.deliveries.redeliver(starter, attemptId),
+        () => uc.deliveries.get(starter, attemptId),
+      ]) {
+        const err = await rejection(call());
+        expect(err).toBeInstanceOf(NotFoundError);
+        expect(err).toMatchObject({ kind: 'delivery', message: `no delivery attempt with id ${attemptId}` });
+      }
+      expect(await rejection(uc.deliveries.redeliver(other, randomUUID()))).toBeInstanceOf(NotFoundError);
+      expect((await uc.deliveries.get(other, attemptId)).monitorId).toBe(monitorId);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(seen.length).toBe(before);
+    });
+
+    it('redeliver of a hit delivery whose hit was deleted is a clear conflict', async () => {
+      const a = await db.deliveryAttempt.create({
+        data: {
+          monitorId,
+          hitId: null,
+          event: 'monitor.hit',
+          deliveryId: 'gone',
+          url: 'https://e.com/',
+          outcome: 'failed',
+        },
+      });
+      expect(await rejection(uc.deliveries.redeliver(other, a.id))).toMatchObject({ reason: 'hit_gone' });
+    });
+
+    it('admin lookups find the owner of a monitor or an attempt', async () => {
+      expect(await uc.admin.ownerOfMonitor(monitorId)).toBe(other);
+      expect(await uc.admin.ownerOfDelivery(attempts[1]!)).toBe(other);
+      expect(await rejection(uc.admin.ownerOfMonitor(randomUUID()))).toBeInstanceOf(NotFoundError);
+    });
+  });
+});
