@@ -1,15 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import type { Logger } from '@sts/common';
-import {
-  ConflictError,
-  InvalidCredentialsError,
-  NotConfiguredError,
-  NotFoundError,
-  PlanLimitError,
-  UnavailableError,
-  UseCaseError,
-  ValidationError,
-} from '@sts/usecases';
+import { httpStatusOf, NotFoundError, UseCaseError } from '@sts/usecases';
 import { ThrottledError } from '../adapters/throttle';
 import { errorPage } from '../views/auth';
 import { pageContext, CsrfError } from './session';
@@ -27,18 +18,7 @@ export function describe(err: unknown): Shown {
   if (err instanceof NotFoundError)
     return { status: 404, title: 'Not found', message: 'There is nothing here, or it belongs to another account.' };
   if (err instanceof UseCaseError) {
-    const status =
-      err instanceof ValidationError
-        ? 400
-        : err instanceof ConflictError
-          ? 409
-          : err instanceof PlanLimitError
-            ? 403
-            : err instanceof InvalidCredentialsError
-              ? 401
-              : err instanceof NotConfiguredError || err instanceof UnavailableError
-                ? 503
-                : 400;
+    const status = httpStatusOf(err);
     return { status, title: status === 503 ? 'Temporarily unavailable' : 'That did not work', message: err.message };
   }
   const status =
