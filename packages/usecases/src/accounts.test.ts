@@ -245,6 +245,7 @@ describe('accounts, plans and overview', () => {
       ]);
       expect(o.daily.reduce((n, d) => n + d.used, 0)).toBe(42);
       expect(o.monitors).toEqual({ count: 0, limit: 1 });
+      expect(o.plan).toMatchObject({ name: 'free', liveWebhooks: false, maxMonitors: 1 });
       expect(o.account.email).toBe('usage@example.com');
     });
   });

@@ -8,6 +8,7 @@ import { decodeCursor, encodeCursor, olderThan, pageLimit } from './cursor';
 import { idOrNotFound, type Ctx } from './context';
 import { ConflictError, NotFoundError } from './errors';
 import type { DeliveryView, HitView, Page, PageRequest, Queued } from './types';
+import { maskWebhookUrl } from './webhookUrl';
 
 const deliverySelect = {
   id: true,
@@ -81,14 +82,15 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
         take: take + 1,
         select: deliverySelect,
       });
-      const items = rows.slice(0, take);
+      // Discord and Slack URLs carry their token: the log shows them masked
+      const items = rows.slice(0, take).map((r) => ({ ...r, url: maskWebhookUrl(r.url) }));
       const last = items.at(-1);
       return { items, nextCursor: rows.length > take && last ? encodeCursor(last.createdAt, last.id) : null };
     },
 
     async get(accountId, attemptId) {
       const { monitor: _m, ...view } = await loadAttempt(accountId, attemptId);
-      return view;
+      return { ...view, url: maskWebhookUrl(view.url) };
     },
 
     async redeliver(accountId, attemptId) {

@@ -8,11 +8,13 @@ import { createLogger } from '@sts/common';
 import { createSecretBox, hashApiKey, monitorLimitsFromEnv, planEnv, planMonitorEnv, plansFromEnv } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
-import { createTestDatabase, createTestVhost, waitFor } from '@sts/testing';
+import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
+import { Redis } from 'ioredis';
 import { z } from 'zod';
 import {
   ConflictError,
   createUseCases,
+  evictApiKeyVia,
   NotConfiguredError,
   NotFoundError,
   PlanLimitError,
@@ -40,7 +42,8 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
   let listener: AmqpClient;
   let uc: UseCases;
   const seen: Envelope<'monitor.test' | 'webhook.redeliver'>[] = [];
-  const evicted: string[] = [];
+  let redisHandle: ReturnType<typeof createTestRedis>;
+  let redis: Redis;
   let free: string; // a Free account
   let starter: string; // a Starter account
   let other: string; // another Starter account: its ids must be invisible to `starter`
@@ -48,6 +51,8 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
   beforeAll(async () => {
     handle = await createTestDatabase();
     db = createDbClient({ url: handle.url, poolSize: 4 });
+    redisHandle = createTestRedis();
+    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
     const vhost = await createTestVhost();
     amqp = new AmqpClient({ url: vhost.url, logger, name: 'usecases-test' });
     await amqp.start();
@@ -68,10 +73,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       monitorLimits: monitorLimitsFromEnv(env),
       secretBox: secretBoxFromEnv(KEY),
       publisher: amqp,
-      evictApiKey: (hash) => {
-        evicted.push(hash);
-        return Promise.resolve(true);
-      },
+      evictApiKey: evictApiKeyVia(redis),
       scrypt: { logN: 10, r: 8, p: 1 },
     });
     free = (await uc.admin.createAccount({ email: 'free@example.com' })).id;
@@ -82,6 +84,8 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
   afterAll(async () => {
     await listener.stop();
     await amqp.stop();
+    redis.disconnect();
+    await redisHandle.cleanup();
     await db.$disconnect();
     await handle.drop();
   });
@@ -104,10 +108,12 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect(await rejection(uc.keys.revoke(other, k.id))).toMatchObject({ code: 'not_found', kind: 'apiKey' });
       expect((await db.apiKey.findUniqueOrThrow({ where: { id: k.id } })).revokedAt).toBeNull();
 
+      // the gateways' cached lookup of the key (apikey:<sha256>) goes at once
+      await redis.set(`apikey:${row.keyHash}`, JSON.stringify({ accountId: starter }));
       const revoked = await uc.keys.revoke(starter, k.id);
       expect(revoked).toMatchObject({ id: k.id, cacheEvicted: true });
       expect(revoked.revokedAt).toBeInstanceOf(Date);
-      expect(evicted).toContain(row.keyHash);
+      expect(await redis.get(`apikey:${row.keyHash}`)).toBeNull();
       // idempotent: the first revocation time stays
       expect((await uc.keys.revoke(starter, k.id)).revokedAt).toEqual(revoked.revokedAt);
       expect(await rejection(uc.keys.revoke(starter, 'not-a-uuid'))).toBeInstanceOf(NotFoundError);
@@ -188,6 +194,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
         ['resume', () => uc.monitors.resume(starter, id)],
         ['remove', () => uc.monitors.remove(starter, id)],
         ['webhooks.set', () => uc.webhooks.set(starter, id, 'https://example.com/steal')],
+        ['webhooks.set (bad URL)', () => uc.webhooks.set(starter, id, 'http://bad')],
         ['webhooks.rotate', () => uc.webhooks.rotate(starter, id)],
         ['webhooks.remove', () => uc.webhooks.remove(starter, id)],
         ['webhooks.sendTest', () => uc.webhooks.sendTest(starter, id)],
@@ -497,6 +504,24 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect((await uc.deliveries.get(other, attemptId)).monitorId).toBe(monitorId);
       await new Promise((r) => setTimeout(r, 300));
       expect(seen.length).toBe(before);
+    });
+
+    it('the log masks the token of a Discord or Slack URL', async () => {
+      const a = await db.deliveryAttempt.create({
+        data: {
+          monitorId,
+          event: 'monitor.test',
+          deliveryId: 'discord',
+          url: 'https://discord.com/api/webhooks/12/very-secret-token',
+          outcome: 'delivered',
+          createdAt: new Date(base + 3_600_000),
+        },
+      });
+      const [row] = (await uc.deliveries.list(other, monitorId, { limit: 1 })).items;
+      expect(row!.id).toBe(a.id);
+      expect(row!.url).toBe('https://discord.com/api/webhooks/12/…');
+      expect((await uc.deliveries.get(other, a.id)).url).not.toContain('very-secret-token');
+      await db.deliveryAttempt.delete({ where: { id: a.id } });
     });
 
     it('redeliver of a hit delivery whose hit was deleted is a clear conflict', async () => {

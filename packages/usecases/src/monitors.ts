@@ -262,8 +262,9 @@ export function monitorUseCases(ctx: Ctx): {
 
   const webhooks: WebhookUseCases = {
     async set(accountId, monitorId, rawUrl) {
-      const hook = await checkWebhookUrl(rawUrl);
+      // the monitor first: another account's id is NotFound whatever the URL
       const m = await load(accountId, monitorId);
+      const hook = await checkWebhookUrl(rawUrl);
       const secret = generateWebhookSecret();
       const fields = {
         url: hook.url,

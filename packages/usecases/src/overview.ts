@@ -79,6 +79,7 @@ export function overviewUseCases(ctx: Ctx): {
       },
       daily,
       monitors: { count: monitorCount, limit: monitorLimits[plan] },
+      plan: facts(plan),
     };
   }
 

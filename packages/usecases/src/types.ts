@@ -76,6 +76,8 @@ export interface Overview {
   /** one entry per UTC day of the month up to today, oldest first, zeros included */
   daily: { day: string; used: number }[];
   monitors: { count: number; limit: number };
+  /** the facts of the plan in force (liveWebhooks: whether monitor.hit webhooks go out) */
+  plan: PlanFacts;
 }
 
 export interface PlanFacts {
@@ -166,6 +168,7 @@ export interface DeliveryView {
   statusCode: number | null;
   latencyMs: number | null;
   error: string | null;
+  /** the URL the attempt went to; Discord/Slack tokens masked */
   url: string;
   responseSnippet: string | null;
   createdAt: Date;

@@ -20,6 +20,15 @@ export function shownWebhookUrl(url: string, kind: WebhookKindName): string {
   return url;
 }
 
+/** A stored URL for display when its kind is not at hand (delivery log rows): tokens masked. */
+export function maskWebhookUrl(url: string): string {
+  try {
+    return shownWebhookUrl(url, classifyWebhookUrl(url).kind);
+  } catch {
+    return url;
+  }
+}
+
 /** ValidationError('webhookUrl') when the URL may not be saved. */
 export function checkWebhookUrl(raw: unknown): Promise<{ url: string; kind: WebhookKindName }> {
   if (typeof raw !== 'string') return Promise.reject(new ValidationError('webhookUrl', 'webhook URL is empty'));
