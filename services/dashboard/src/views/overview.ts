@@ -16,7 +16,7 @@ export function usageChart(daily: Overview['daily']): SafeHtml {
     c.busiest ? `; busiest day ${c.busiest.day} with ${formatNumber(c.busiest.used)}` : ''
   }.`;
   return html`<figure class="chart">
-      <svg viewBox="0 0 ${w} ${h}" role="img" aria-labelledby="chart-title chart-desc" preserveAspectRatio="none">
+      <svg viewBox="0 0 ${w} ${h}" role="img" aria-labelledby="chart-title chart-desc">
         <title id="chart-title">API calls per day this month</title>
         <desc id="chart-desc">${summary}</desc>
         <g transform="translate(${pad.left} ${pad.top})">
