@@ -30,7 +30,7 @@ export function keysPage(
           live.length === 0
             ? html`<p>No active keys yet.</p>`
             : html`<div class="table-wrap">
-                <table>
+                <table class="stack">
                   <thead>
                     <tr>
                       <th scope="col">Name</th>
@@ -44,11 +44,11 @@ export function keysPage(
                     ${live.map(
                       (k) =>
                         html`<tr data-key-id="${k.id}">
-                          <td>${k.name || html`<span class="muted">unnamed</span>`}</td>
-                          <td><code>${k.prefix}…</code></td>
-                          <td>${formatTime(k.createdAt)}</td>
-                          <td>${formatTime(k.lastUsedAt)}</td>
-                          <td>
+                          <td data-label="Name">${k.name || html`<span class="muted">unnamed</span>`}</td>
+                          <td data-label="Prefix"><code>${k.prefix}…</code></td>
+                          <td data-label="Created">${formatTime(k.createdAt)}</td>
+                          <td data-label="Last used">${formatTime(k.lastUsedAt)}</td>
+                          <td data-label="">
                             <form
                               method="post"
                               action="/keys/${k.id}/revoke"

@@ -29,7 +29,7 @@ export function deliveryRows(ctx: PageContext, page: Page<DeliveryView>): SafeHt
   if (page.items.length === 0)
     return html`<p class="empty">No deliveries yet. Use Test webhook on the settings tab to send one.</p>`;
   return html`<div class="table-wrap">
-    <table class="log">
+    <table class="log stack">
       <thead>
         <tr>
           <th scope="col">Time</th>
@@ -45,17 +45,19 @@ export function deliveryRows(ctx: PageContext, page: Page<DeliveryView>): SafeHt
         ${page.items.map(
           (d) =>
             html`<tr data-delivery="${d.deliveryId}">
-              <td>${formatTime(d.createdAt)}</td>
-              <td><code>${d.event}</code></td>
-              <td><code class="wrap">${d.deliveryId}</code></td>
-              <td>${outcome(d)}</td>
-              <td>${d.latencyMs !== null ? `${d.latencyMs} ms` : '—'}</td>
-              <td class="wrap">
-                ${d.error ? html`<span class="error-text">${d.error}</span>` : ''}${
-                  d.responseSnippet ? html`<code class="snippet">${d.responseSnippet}</code>` : d.error ? '' : '—'
-                }
+              <td data-label="Time">${formatTime(d.createdAt)}</td>
+              <td data-label="Event"><code>${d.event}</code></td>
+              <td data-label="Delivery id"><code class="wrap">${d.deliveryId}</code></td>
+              <td data-label="Status">${outcome(d)}</td>
+              <td data-label="Latency">${d.latencyMs !== null ? `${d.latencyMs} ms` : '—'}</td>
+              <td data-label="Error / response" class="wrap">
+                <div>
+                  ${d.error ? html`<span class="error-text">${d.error}</span>` : ''}${
+                    d.responseSnippet ? html`<code class="snippet">${d.responseSnippet}</code>` : d.error ? '' : '—'
+                  }
+                </div>
               </td>
-              <td>
+              <td data-label="">
                 <form method="post" action="/deliveries/${d.id}/redeliver">
                   ${csrfField(ctx)}<button type="submit" class="btn small">
                     Redeliver<span class="sr-only"> ${d.deliveryId}</span>
@@ -73,7 +75,7 @@ export function hitRows(page: Page<HitView>): SafeHtml {
   if (page.items.length === 0)
     return html`<p class="empty">No hits yet. New posts of the target that match the keywords show up here.</p>`;
   return html`<div class="table-wrap">
-    <table class="log">
+    <table class="log stack">
       <thead>
         <tr>
           <th scope="col">Detected</th>
@@ -86,10 +88,10 @@ export function hitRows(page: Page<HitView>): SafeHtml {
         ${page.items.map(
           (h) =>
             html`<tr data-hit="${h.tweetId}">
-              <td>${formatTime(h.detectedAt)}</td>
-              <td>@${h.authorUsername}</td>
-              <td class="wrap"><a href="${h.postUrl}" rel="noopener noreferrer">${h.text}</a></td>
-              <td>${formatTime(h.tweetCreatedAt)}</td>
+              <td data-label="Detected">${formatTime(h.detectedAt)}</td>
+              <td data-label="Author">@${h.authorUsername}</td>
+              <td data-label="Post" class="wrap"><a href="${h.postUrl}" rel="noopener noreferrer">${h.text}</a></td>
+              <td data-label="Posted">${formatTime(h.tweetCreatedAt)}</td>
             </tr>`,
         )}
       </tbody>

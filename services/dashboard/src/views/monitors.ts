@@ -46,7 +46,7 @@ export function monitorsPage(
             </p>
           </div>`
         : html`<div class="table-wrap">
-            <table>
+            <table class="stack">
               <thead>
                 <tr>
                   <th scope="col">Target</th>
@@ -61,12 +61,14 @@ export function monitorsPage(
                 ${monitors.map(
                   (m) =>
                     html`<tr>
-                      <td><a href="/monitors/${m.id}">@${m.targetUsername}</a></td>
-                      <td>${keywords(m)}</td>
-                      <td>${status(m)}</td>
-                      <td>${formatTime(m.lastCheckAt)}</td>
-                      <td>${m.lastError ? html`<span class="error-text">${m.lastError}</span>` : '—'}</td>
-                      <td>${m.hitCount}</td>
+                      <td data-label="Target"><a href="/monitors/${m.id}">@${m.targetUsername}</a></td>
+                      <td data-label="Keywords">${keywords(m)}</td>
+                      <td data-label="Status">${status(m)}</td>
+                      <td data-label="Last check">${formatTime(m.lastCheckAt)}</td>
+                      <td data-label="Last error">
+                        ${m.lastError ? html`<span class="error-text">${m.lastError}</span>` : '—'}
+                      </td>
+                      <td data-label="Hits">${m.hitCount}</td>
                     </tr>`,
                 )}
               </tbody>
