@@ -208,12 +208,10 @@ async function submit(button: string): Promise<number> {
 
 async function axeCheck(name: string): Promise<void> {
   await page.evaluate(AXE);
-  const result = await page.evaluate(async () => {
-    const w = window as unknown as {
-      axe: { run(ctx: Document): Promise<{ violations: { id: string; impact: string; nodes: unknown[] }[] }> };
-    };
-    return (await w.axe.run(document)).violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length }));
-  });
+  // (strings: this file is compiled without the DOM types; they run in the page)
+  const result = await page.evaluate<{ id: string; impact: string; nodes: number; help: string }[]>(
+    'axe.run(document).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help })))',
+  );
   const bad = result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
   expect({ page: name, violations: bad }).toEqual({ page: name, violations: [] });
 }
@@ -231,7 +229,7 @@ async function mainPage(name: string): Promise<void> {
   await axeCheck(name);
   await shoot(name);
   await page.setViewportSize({ width: 390, height: 844 });
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
   await page.setViewportSize({ width: 1280, height: 800 });
   expect({ page: name, overflow: overflow > 1 }).toEqual({ page: name, overflow: false });
 }
