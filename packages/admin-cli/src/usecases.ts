@@ -97,6 +97,7 @@ export function useCases(ctx: CliContext): UseCases {
       secretBox: secretBoxFromEnv(ctx.env.SECRETS_ENCRYPTION_KEY),
       publisher: oneShotPublisher(ctx),
       evictApiKey: redisEvictor(ctx),
+      // webhookUrlCheck: the save-time address check (@sts/core checkWebhookUrlForSave) plugs in here
     });
     built.set(ctx, uc);
   }

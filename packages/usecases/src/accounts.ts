@@ -75,8 +75,10 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
       // longer than any password can be: checked against the dummy (same work), never a match
       const tooLong = given.length > PASSWORD_MAX;
       const password = tooLong ? given.slice(0, PASSWORD_MAX) : given;
+      // made on the first sign-in whatever its outcome, so that one is not slower for unknown emails only
+      const dummy = await dummyHash();
       const a = email ? await db.account.findUnique({ where: { email }, select: accountSelect }) : null;
-      const ok = await verifyPassword(password, (!tooLong && a?.passwordHash) || (await dummyHash()));
+      const ok = await verifyPassword(password, (!tooLong && a?.passwordHash) || dummy);
       if (!a || !a.passwordHash || tooLong || !ok) throw new InvalidCredentialsError();
       if (needsRehash(a.passwordHash, ctx.scrypt)) {
         await db.account.update({

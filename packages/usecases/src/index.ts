@@ -20,7 +20,13 @@ import { createCtx } from './context';
 import { NotConfiguredError } from './errors';
 import { keyUseCases, type KeyAdminUseCases, type KeyUseCases } from './keys';
 import { logUseCases, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
-import { monitorUseCases, type MonitorAdminUseCases, type MonitorUseCases, type WebhookUseCases } from './monitors';
+import {
+  monitorUseCases,
+  webhookUseCases,
+  type MonitorAdminUseCases,
+  type MonitorUseCases,
+  type WebhookUseCases,
+} from './monitors';
 import { overviewUseCases, type PlanUseCases } from './overview';
 import type { Overview, UseCaseOptions } from './types';
 
@@ -35,7 +41,14 @@ export { checkTarget, checkKeywords, MAX_INTERVAL_SEC } from './monitors';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
 export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
-export { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
+export {
+  checkWebhookUrl,
+  maskWebhookUrl,
+  shownWebhookUrl,
+  WEBHOOK_LABEL,
+  type CheckedUrl,
+  type WebhookUrlCheck,
+} from './webhookUrl';
 
 export type AdminUseCases = AccountAdminUseCases & KeyAdminUseCases & MonitorAdminUseCases & LogAdminUseCases;
 
@@ -65,7 +78,7 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
     plans: o.plans,
     keys: k.keys,
     monitors: m.monitors,
-    webhooks: m.webhooks,
+    webhooks: webhookUseCases(ctx),
     deliveries: logs.deliveries,
     hits: logs.hits,
     admin: { ...a.admin, ...k.admin, ...m.admin, ...logs.admin },

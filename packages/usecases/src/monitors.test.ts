@@ -5,7 +5,16 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import { createSecretBox, hashApiKey, monitorLimitsFromEnv, planEnv, planMonitorEnv, plansFromEnv } from '@sts/core';
+import {
+  classifyWebhookUrl,
+  createSecretBox,
+  hashApiKey,
+  WebhookUrlError,
+  monitorLimitsFromEnv,
+  planEnv,
+  planMonitorEnv,
+  plansFromEnv,
+} from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
@@ -262,6 +271,41 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       await uc.webhooks.set(starter, monitor.id, 'https://example.com/nokey');
       expect(await rejection(nokey.webhooks.sendTest(starter, monitor.id))).toBeInstanceOf(NotConfiguredError);
       await nokey.monitors.remove(starter, monitor.id);
+    });
+
+    it('uses the injected save-time URL check: its refusal is a field error, its warnings come back', async () => {
+      const env = z.object({ ...planEnv, ...planMonitorEnv }).parse({});
+      const checked: string[] = [];
+      const strict = createUseCases({
+        db,
+        plans: plansFromEnv(env),
+        monitorLimits: monitorLimitsFromEnv(env),
+        secretBox: secretBoxFromEnv(KEY),
+        webhookUrlCheck: (raw) => {
+          checked.push(raw);
+          if (raw.includes('internal')) {
+            return Promise.reject(
+              new WebhookUrlError('webhook URL host internal.test resolves only to non-public addresses'),
+            );
+          }
+          return Promise.resolve({ ...classifyWebhookUrl(raw), warnings: ['could not resolve maybe.test'] });
+        },
+      });
+      const before = await db.monitor.count();
+      const err = await rejection(
+        strict.monitors.create(starter, { target: 'x', webhookUrl: 'https://internal.test/h' }),
+      );
+      expect(err).toMatchObject({ code: 'invalid_input', field: 'webhookUrl' });
+      expect(err.message).toMatch(/resolves only to non-public addresses/);
+      expect(await db.monitor.count()).toBe(before);
+      const made = await strict.monitors.create(starter, { target: 'x', webhookUrl: 'https://maybe.test/h' });
+      expect(made.warnings).toEqual(['could not resolve maybe.test']);
+      const set = await strict.webhooks.set(starter, made.monitor.id, 'https://maybe.test/other');
+      expect(set.warnings).toEqual(['could not resolve maybe.test']);
+      expect(checked).toEqual(['https://internal.test/h', 'https://maybe.test/h', 'https://maybe.test/other']);
+      // without a check of its own: no warnings
+      expect((await uc.webhooks.set(starter, made.monitor.id, 'https://example.com/x')).warnings).toEqual([]);
+      await strict.monitors.remove(starter, made.monitor.id);
     });
 
     it('edits, pauses, resumes and deletes (with its webhook, hits and log)', async () => {

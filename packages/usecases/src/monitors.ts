@@ -95,7 +95,10 @@ export interface MonitorUseCases {
   list(accountId: string): Promise<MonitorView[]>;
   get(accountId: string, monitorId: string): Promise<MonitorView>;
   /** PlanLimitError at the plan's monitor limit; `secret` is set (once) when a webhook URL was given */
-  create(accountId: string, input: MonitorInput): Promise<{ monitor: MonitorView; secret: string | null }>;
+  create(
+    accountId: string,
+    input: MonitorInput,
+  ): Promise<{ monitor: MonitorView; secret: string | null; warnings: string[] }>;
   /** only the fields given change */
   update(accountId: string, monitorId: string, edit: MonitorEdit): Promise<MonitorView>;
   pause(accountId: string, monitorId: string): Promise<MonitorView>;
@@ -119,56 +122,48 @@ export interface MonitorAdminUseCases {
   ownerOfMonitor(monitorId: string): Promise<string>;
 }
 
-export function monitorUseCases(ctx: Ctx): {
-  monitors: MonitorUseCases;
-  webhooks: WebhookUseCases;
-  admin: MonitorAdminUseCases;
-} {
+const notFound = (monitorId: string) => new NotFoundError('monitor', `no monitor with id ${monitorId}`);
+
+/** The account's monitor, or NotFound (also for another account's id or a malformed one). */
+async function loadMonitor(ctx: Ctx, accountId: string, monitorId: string): Promise<MonitorRow> {
+  const message = `no monitor with id ${monitorId}`;
+  const id = idOrNotFound(monitorId, 'monitor', message);
+  const m = await ctx.db.monitor.findFirst({
+    where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
+    select: monitorSelect,
+  });
+  if (!m) throw notFound(monitorId);
+  return m;
+}
+
+function checkInterval(ctx: Ctx, raw: number | undefined, plan: PlanName): number | undefined {
+  if (raw === undefined) return undefined;
+  const min = ctx.opts.plans[plan].pollIntervalSec;
+  if (!Number.isInteger(raw) || raw > MAX_INTERVAL_SEC) {
+    throw new ValidationError('intervalSec', `must be a whole number of seconds up to ${MAX_INTERVAL_SEC}`);
+  }
+  if (raw < min) {
+    const starter = ctx.opts.plans.starter.pollIntervalSec;
+    const hint = plan === 'free' && starter < min ? ` (Starter checks every ${starter} s)` : '';
+    throw new ValidationError('intervalSec', `must be at least ${min} seconds on the ${PLAN_LABEL[plan]} plan${hint}`);
+  }
+  return raw;
+}
+
+function limitMessage(ctx: Ctx, plan: PlanName, limit: number): string {
+  const s = (n: number) => `${n} monitor${n === 1 ? '' : 's'}`;
+  if (plan === 'free') {
+    return (
+      `the Free plan allows ${s(limit)}; delete one, or upgrade to Starter ` +
+      `(${s(ctx.opts.monitorLimits.starter)}) — the 30-day Starter trial is on the Plan page`
+    );
+  }
+  return `the Starter plan allows ${s(limit)}; delete a monitor to add another`;
+}
+
+export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: MonitorAdminUseCases } {
   const { db } = ctx;
-  const notFound = (monitorId: string) => new NotFoundError('monitor', `no monitor with id ${monitorId}`);
-
-  async function load(accountId: string, monitorId: string): Promise<MonitorRow> {
-    const message = `no monitor with id ${monitorId}`;
-    const id = idOrNotFound(monitorId, 'monitor', message);
-    const m = await db.monitor.findFirst({
-      where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
-      select: monitorSelect,
-    });
-    if (!m) throw notFound(monitorId);
-    return m;
-  }
-
-  function checkInterval(raw: number | undefined, plan: PlanName): number | undefined {
-    if (raw === undefined) return undefined;
-    const min = ctx.opts.plans[plan].pollIntervalSec;
-    if (!Number.isInteger(raw) || raw > MAX_INTERVAL_SEC) {
-      throw new ValidationError('intervalSec', `must be a whole number of seconds up to ${MAX_INTERVAL_SEC}`);
-    }
-    if (raw < min) {
-      const starter = ctx.opts.plans.starter.pollIntervalSec;
-      const hint = plan === 'free' && starter < min ? ` (Starter checks every ${starter} s)` : '';
-      throw new ValidationError(
-        'intervalSec',
-        `must be at least ${min} seconds on the ${PLAN_LABEL[plan]} plan${hint}`,
-      );
-    }
-    return raw;
-  }
-
-  function limitMessage(plan: PlanName, limit: number): string {
-    const s = (n: number) => `${n} monitor${n === 1 ? '' : 's'}`;
-    if (plan === 'free') {
-      return (
-        `the Free plan allows ${s(limit)}; delete one, or upgrade to Starter ` +
-        `(${s(ctx.opts.monitorLimits.starter)}) — the 30-day Starter trial is on the Plan page`
-      );
-    }
-    return `the Starter plan allows ${s(limit)}; delete a monitor to add another`;
-  }
-
-  function encrypt(secret: string, monitorId: string): string {
-    return ctx.secretBox().encrypt(secret, monitorId);
-  }
+  const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
 
   async function setStatus(accountId: string, monitorId: string, isActive: boolean): Promise<MonitorView> {
     const m = await load(accountId, monitorId);
@@ -196,18 +191,19 @@ export function monitorUseCases(ctx: Ctx): {
       const keywords = checkKeywords(input.keywords);
       const account = await loadAccount(ctx, accountId);
       const plan = planOf(ctx, account);
-      const interval = checkInterval(input.intervalSec, plan) ?? ctx.opts.plans[plan].pollIntervalSec;
-      const hook = input.webhookUrl !== undefined ? await checkWebhookUrl(input.webhookUrl) : undefined;
+      const interval = checkInterval(ctx, input.intervalSec, plan) ?? ctx.opts.plans[plan].pollIntervalSec;
+      const hook =
+        input.webhookUrl !== undefined ? await checkWebhookUrl(input.webhookUrl, ctx.opts.webhookUrlCheck) : undefined;
       const id = randomUUID();
       const secret = hook ? generateWebhookSecret() : null;
       // before the transaction: a missing encryption key fails here, with nothing written
-      const secretCiphertext = secret ? encrypt(secret, id) : null;
+      const secretCiphertext = secret ? ctx.secretBox().encrypt(secret, id) : null;
       const limit = ctx.opts.monitorLimits[plan];
       await db.$transaction(async (tx) => {
         // serialises creates per account, so the count below cannot be raced past the limit
         await tx.$queryRaw`SELECT id FROM accounts WHERE id = ${account.id}::uuid FOR UPDATE`;
         const count = await tx.monitor.count({ where: { accountId: account.id } });
-        if (count >= limit) throw new PlanLimitError(limitMessage(plan, limit), limit, plan);
+        if (count >= limit) throw new PlanLimitError(limitMessage(ctx, plan, limit), limit, plan);
         await tx.monitor.create({
           data: {
             id,
@@ -222,7 +218,7 @@ export function monitorUseCases(ctx: Ctx): {
           },
         });
       });
-      return { monitor: toMonitorView(await load(account.id, id)), secret };
+      return { monitor: toMonitorView(await load(account.id, id)), secret, warnings: hook?.warnings ?? [] };
     },
 
     async update(accountId, monitorId, edit) {
@@ -230,7 +226,7 @@ export function monitorUseCases(ctx: Ctx): {
       const target = edit.target !== undefined ? checkTarget(edit.target) : undefined;
       const keywords = edit.keywords !== undefined ? checkKeywords(edit.keywords) : undefined;
       const account = await loadAccount(ctx, accountId);
-      const interval = checkInterval(edit.intervalSec, planOf(ctx, account));
+      const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
       await db.monitor.update({
         where: { id: m.id },
         data: {
@@ -252,6 +248,23 @@ export function monitorUseCases(ctx: Ctx): {
     },
   };
 
+  const admin: MonitorAdminUseCases = {
+    async ownerOfMonitor(monitorId) {
+      const id = idOrNotFound(monitorId, 'monitor', `no monitor with id ${monitorId}`);
+      const m = await db.monitor.findUnique({ where: { id }, select: { accountId: true } });
+      if (!m) throw notFound(monitorId);
+      return m.accountId;
+    },
+  };
+
+  return { monitors, admin };
+}
+
+export function webhookUseCases(ctx: Ctx): WebhookUseCases {
+  const { db } = ctx;
+  const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
+  const encrypt = (secret: string, monitorId: string) => ctx.secretBox().encrypt(secret, monitorId);
+
   async function withWebhook(accountId: string, monitorId: string) {
     const m = await load(accountId, monitorId);
     if (!m.webhook) {
@@ -260,11 +273,11 @@ export function monitorUseCases(ctx: Ctx): {
     return { ...m, webhook: m.webhook };
   }
 
-  const webhooks: WebhookUseCases = {
+  return {
     async set(accountId, monitorId, rawUrl) {
       // the monitor first: another account's id is NotFound whatever the URL
       const m = await load(accountId, monitorId);
-      const hook = await checkWebhookUrl(rawUrl);
+      const hook = await checkWebhookUrl(rawUrl, ctx.opts.webhookUrlCheck);
       const secret = generateWebhookSecret();
       const fields = {
         url: hook.url,
@@ -278,7 +291,7 @@ export function monitorUseCases(ctx: Ctx): {
         create: { monitorId: m.id, ...fields },
         update: { ...fields, secretRotatedAt: ctx.now() },
       });
-      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret };
+      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: hook.warnings };
     },
 
     async rotate(accountId, monitorId) {
@@ -288,7 +301,7 @@ export function monitorUseCases(ctx: Ctx): {
         where: { monitorId: m.id },
         data: { secretCiphertext: encrypt(secret, m.id), secretRotatedAt: ctx.now() },
       });
-      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret };
+      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: [] };
     },
 
     async remove(accountId, monitorId) {
@@ -308,15 +321,4 @@ export function monitorUseCases(ctx: Ctx): {
       return { messageId, deliveryId: messageId };
     },
   };
-
-  const admin: MonitorAdminUseCases = {
-    async ownerOfMonitor(monitorId) {
-      const id = idOrNotFound(monitorId, 'monitor', `no monitor with id ${monitorId}`);
-      const m = await db.monitor.findUnique({ where: { id }, select: { accountId: true } });
-      if (!m) throw notFound(monitorId);
-      return m.accountId;
-    },
-  };
-
-  return { monitors, webhooks, admin };
 }

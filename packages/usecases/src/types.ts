@@ -6,6 +6,7 @@ import type { MonitorLimits, PlanName, Plans, SecretBox, WebhookKindName } from 
 import type { Db } from '@sts/db';
 import type { HeadersOf, PayloadOf } from '@sts/messaging';
 import type { ScryptParams } from './password';
+import type { WebhookUrlCheck } from './webhookUrl';
 
 export type PublishedKey = 'monitor.test' | 'webhook.redeliver';
 
@@ -43,6 +44,12 @@ export interface UseCaseOptions {
   trialDays?: number;
   /** scrypt cost; default DEFAULT_SCRYPT (tests may lower it) */
   scrypt?: ScryptParams;
+  /**
+   * The save-time webhook URL rule; default @sts/core classifyWebhookUrl. Give
+   * `(raw) => checkWebhookUrlForSave(raw, policy)` to check addresses too. It throws
+   * WebhookUrlError for a refused URL (→ ValidationError 'webhookUrl') and may return warnings.
+   */
+  webhookUrlCheck?: WebhookUrlCheck;
 }
 
 export interface AccountView {
@@ -155,6 +162,8 @@ export interface WebhookWithSecret {
   webhook: WebhookView;
   /** the signing secret in plaintext: returned this once, stored encrypted */
   secret: string;
+  /** about the URL: saved, but worth showing (e.g. its name did not resolve); [] mostly */
+  warnings: string[];
 }
 
 export interface DeliveryView {

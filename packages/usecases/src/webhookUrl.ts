@@ -1,8 +1,10 @@
 /**
  * The save-time webhook URL rule, in one place for the dashboard and the CLI. Async on purpose:
- * @sts/core is getting `checkWebhookUrlForSave` (a DNS check that the host resolves to public
- * addresses); when it lands, it replaces the classifyWebhookUrl call below and nothing else
- * changes. Today: HTTPS, no credentials, ≤ 2048 characters; Discord and Slack recognised.
+ * the rule is `UseCaseOptions.webhookUrlCheck` when given — meant for @sts/core's
+ * `checkWebhookUrlForSave(raw, policy)` (public addresses, ports, what the name resolves to;
+ * it may add warnings) — else @sts/core's classifyWebhookUrl: HTTPS, no credentials,
+ * ≤ 2048 characters; Discord and Slack recognised. Either way a WebhookUrlError becomes
+ * ValidationError('webhookUrl') with its message.
  */
 import { classifyWebhookUrl, WebhookUrlError, type WebhookKindName } from '@sts/core';
 import { ValidationError } from './errors';
@@ -29,13 +31,25 @@ export function maskWebhookUrl(url: string): string {
   }
 }
 
+export interface CheckedUrl {
+  url: string;
+  kind: WebhookKindName;
+  /** saved anyway, but worth telling the user (e.g. the name could not be resolved) */
+  warnings?: string[];
+}
+
+export type WebhookUrlCheck = (raw: string) => Promise<CheckedUrl>;
+
+const classify: WebhookUrlCheck = (raw) => Promise.resolve(classifyWebhookUrl(raw));
+
 /** ValidationError('webhookUrl') when the URL may not be saved. */
-export function checkWebhookUrl(raw: unknown): Promise<{ url: string; kind: WebhookKindName }> {
-  if (typeof raw !== 'string') return Promise.reject(new ValidationError('webhookUrl', 'webhook URL is empty'));
+export async function checkWebhookUrl(raw: unknown, check: WebhookUrlCheck = classify): Promise<Required<CheckedUrl>> {
+  if (typeof raw !== 'string') throw new ValidationError('webhookUrl', 'webhook URL is empty');
   try {
-    return Promise.resolve(classifyWebhookUrl(raw));
+    const r = await check(raw);
+    return { url: r.url, kind: r.kind, warnings: r.warnings ?? [] };
   } catch (err) {
-    if (err instanceof WebhookUrlError) return Promise.reject(new ValidationError('webhookUrl', err.message));
-    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    if (err instanceof WebhookUrlError) throw new ValidationError('webhookUrl', err.message);
+    throw err;
   }
 }

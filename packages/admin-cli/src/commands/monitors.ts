@@ -94,7 +94,7 @@ const monitorCreate: Command = {
     const keywords = optionalString(values, 'keywords');
     const intervalSec = optionalInt(values, 'interval', 10, 86_400);
     const webhookUrl = optionalString(values, 'webhook-url');
-    const { monitor, secret } = await call(
+    const { monitor, secret, warnings } = await call(
       () =>
         useCases(ctx).monitors.create(accountId, {
           target,
@@ -112,8 +112,12 @@ const monitorCreate: Command = {
     if (monitor.webhook && secret) {
       lines.push(`webhook: ${monitor.webhook.shownUrl} (${monitor.webhook.kind})`);
       lines.push(`signing secret (shown once, store it now): ${secret}`);
+      lines.push(...warnings.map((w) => `warning: ${w}`));
     }
-    return { json: { id: monitor.id, ...(secret ? { secret } : {}) }, text: lines.join('\n') };
+    return {
+      json: { id: monitor.id, ...(secret ? { secret } : {}), ...(warnings.length ? { warnings } : {}) },
+      text: lines.join('\n'),
+    };
   },
 };
 
@@ -166,14 +170,26 @@ const webhookSet: Command = {
   async run(ctx, values) {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
     const url = requireString(values, 'url');
-    const { webhook, secret } = await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.set(a, monitorId, url), {
-      webhookUrl: 'url',
-    });
+    const { webhook, secret, warnings } = await forMonitor(
+      ctx,
+      monitorId,
+      (a) => useCases(ctx).webhooks.set(a, monitorId, url),
+      {
+        webhookUrl: 'url',
+      },
+    );
     return {
-      json: { monitor_id: monitorId, url: webhook.shownUrl, kind: webhook.kind, secret },
+      json: {
+        monitor_id: monitorId,
+        url: webhook.shownUrl,
+        kind: webhook.kind,
+        secret,
+        ...(warnings.length ? { warnings } : {}),
+      },
       text: [
         `webhook of monitor ${monitorId}: ${webhook.shownUrl} (${webhook.kind})`,
         `signing secret (shown once, store it now): ${secret}`,
+        ...warnings.map((w) => `warning: ${w}`),
       ].join('\n'),
     };
   },

@@ -75,23 +75,25 @@ describe('leased quota', () => {
     expect(Math.max(...ok.map((r) => r.monthUsed))).toBe(50);
   });
 
-  it('successes are written to usage_daily by UTC day, together with usage_monthly', async () => {
+  it('successes are written to usage_daily under the UTC day of the write, together with usage_monthly', async () => {
     const id = await account();
     const other = await account();
-    let t = Date.parse('2026-11-05T23:59:59.500Z');
+    let t = Date.parse('2026-11-05T23:59:59.000Z');
     const { s } = store({ now: () => t });
     const day = async (d: string) =>
       (await db.usageDaily.findUnique({ where: { accountId_day: { accountId: id, day: new Date(d) } } }))?.used ?? 0;
     for (let i = 0; i < 5; i++) expect((await admit(s, id, 1000)).outcome).toBe('ok');
     for (let i = 0; i < 3; i++) s.succeeded(id, PERIOD);
-    t += 1000; // past midnight UTC: the next successes count for the 6th
+    await s.flush();
+    expect([await day('2026-11-05'), await dbUsed(id)]).toEqual([3, 3]);
+    t += 2000; // past midnight UTC: the next write counts for the 6th
     s.succeeded(id, PERIOD);
     s.succeeded(id, PERIOD);
     expect((await admit(s, other, 1000)).outcome).toBe('ok');
     s.succeeded(other, PERIOD);
     await s.flush();
     expect([await day('2026-11-05'), await day('2026-11-06'), await dbUsed(id)]).toEqual([3, 2, 5]);
-    // a second flush adds to the same rows
+    // a later write the same day adds to the same row
     expect((await admit(s, id, 1000)).outcome).toBe('ok');
     s.succeeded(id, PERIOD);
     await s.flush();
@@ -99,9 +101,29 @@ describe('leased quota', () => {
     expect(await db.usageDaily.findMany({ where: { accountId: other }, select: { day: true, used: true } })).toEqual([
       { day: new Date('2026-11-06'), used: 1 },
     ]);
-    // monthly and daily always agree: they are written in one statement
+    // the month's count and the sum of its days agree: one statement writes both
     const daily = await db.usageDaily.aggregate({ where: { accountId: id }, _sum: { used: true } });
     expect(daily._sum.used).toBe(await dbUsed(id));
+  });
+
+  it('a write that fails changes neither table and keeps both counts for the next flush', async () => {
+    const id = await account();
+    const { s } = store({ now: () => Date.parse('2026-11-07T08:00:00.000Z') });
+    for (let i = 0; i < 4; i++) expect((await admit(s, id, 1000)).outcome).toBe('ok');
+    for (let i = 0; i < 4; i++) s.succeeded(id, PERIOD);
+    // usage_daily missing for a moment: the one statement fails as a whole
+    await db.$executeRawUnsafe('ALTER TABLE usage_daily RENAME TO usage_daily_away');
+    try {
+      await expect(s.flush()).rejects.toThrow();
+      expect(await dbUsed(id)).toBe(0);
+    } finally {
+      await db.$executeRawUnsafe('ALTER TABLE usage_daily_away RENAME TO usage_daily');
+    }
+    await s.flush();
+    const day = await db.usageDaily.findUnique({
+      where: { accountId_day: { accountId: id, day: new Date('2026-11-07') } },
+    });
+    expect([await dbUsed(id), day?.used]).toEqual([4, 4]);
   });
 
   it('two processes sharing Redis admit exactly the quota between them', async () => {

@@ -16,14 +16,18 @@
  *
  * Redis: `quota:<account>:<period>` is a hash {u: units used or held, e: epoch},
  * `rate:<account>:<minute>` a counter that expires after two minutes. Successful calls are written
- * through to PostgreSQL in batches: to usage_monthly and, in the same statement, to usage_daily
- * (per UTC day of the success, for the dashboard's chart). When the month hash is missing (restart,
+ * through to PostgreSQL (usage_monthly) in batches. When the month hash is missing (restart,
  * flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
  * cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
  * + its calls in flight + its unused credit, with a new epoch. Credit goes back only into the
  * counter of the epoch it was leased from, so units another process's rebuild did not count are
  * never subtracted. Rebuilds and write-throughs are serialised, so a batch in transit is counted
  * once.
+ *
+ * The SQL statement that writes a batch to usage_monthly also adds it to usage_daily under the
+ * UTC day of the write (the dashboard's chart), so the month's count and the sum of its days always
+ * agree and the hot path does no extra work. A batch is at most a flush interval old: only calls of the last second
+ * before midnight can land on the next day.
  *
  * The usage figures handed back (for X-Quota-Remaining / X-RateLimit-Remaining) are this process's
  * view: the counters at its last lease minus its unused credit; other replicas' calls since then
@@ -110,7 +114,7 @@ export interface QuotaStoreOptions {
   idleReturnMs?: number;
   /** largest block; default 1000 */
   maxBlock?: number;
-  /** clock for the usage_daily day of a success; default Date.now */
+  /** clock for the usage_daily day of a write; default Date.now */
   now?: () => number;
 }
 
@@ -179,21 +183,6 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   const leases = new Map<string, Lease>();
   // "account|period" → successful calls not yet in PostgreSQL
   let pending = new Map<string, number>();
-  // "account|YYYY-MM-DD" → the same calls by UTC day (usage_daily), flushed with `pending`
-  let pendingDaily = new Map<string, number>();
-  const clock = opts.now ?? Date.now;
-  // the current UTC day, recomputed only when it ends (succeeded() is on the hot path)
-  let day = '';
-  let dayEnds = 0;
-  const today = (): string => {
-    const t = clock();
-    if (t >= dayEnds) {
-      const d = new Date(t);
-      day = d.toISOString().slice(0, 10);
-      dayEnds = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1);
-    }
-    return day;
-  };
   // "account|period" → units taken by calls that have not finished
   const inflight = new Map<string, number>();
   let closed = false;
@@ -356,29 +345,28 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   );
   sweeper.unref();
 
-  function columns(batch: Map<string, number>): [string[], string[], number[]] {
-    const cols: [string[], string[], number[]] = [[], [], []];
+  async function writeBatch(batch: Map<string, number>): Promise<void> {
+    const accountIds: string[] = [];
+    const periods: string[] = [];
+    const counts: number[] = [];
     for (const [k, n] of batch) {
-      const [accountId, when] = k.split('|') as [string, string];
-      cols[0].push(accountId);
-      cols[1].push(when);
-      cols[2].push(n);
+      const [accountId, period] = k.split('|') as [string, string];
+      accountIds.push(accountId);
+      periods.push(period);
+      counts.push(n);
     }
-    return cols;
-  }
-
-  /** one statement: both tables change together or not at all */
-  async function writeBatch(batch: Map<string, number>, daily: Map<string, number>): Promise<void> {
-    const [accountIds, periods, counts] = columns(batch);
-    const [dayAccountIds, days, dayCounts] = columns(daily);
+    const day = new Date((opts.now ?? Date.now)()).toISOString().slice(0, 10);
+    // one statement: both tables change together or not at all
     await db.$executeRaw`
-      WITH monthly AS (
+      WITH batch AS (
+        SELECT a, p, n FROM unnest(${accountIds}::uuid[], ${periods}::text[], ${counts}::int[]) AS t(a, p, n)
+      ), monthly AS (
         INSERT INTO usage_monthly (account_id, period, used, updated_at)
-        SELECT a, p, n, now() FROM unnest(${accountIds}::uuid[], ${periods}::text[], ${counts}::int[]) AS t(a, p, n)
+        SELECT a, p, n, now() FROM batch
         ON CONFLICT (account_id, period) DO UPDATE SET used = usage_monthly.used + EXCLUDED.used, updated_at = now()
       )
       INSERT INTO usage_daily (account_id, day, used, updated_at)
-      SELECT a, d, n, now() FROM unnest(${dayAccountIds}::uuid[], ${days}::date[], ${dayCounts}::int[]) AS t(a, d, n)
+      SELECT a, ${day}::date, sum(n), now() FROM batch GROUP BY a
       ON CONFLICT (account_id, day) DO UPDATE SET used = usage_daily.used + EXCLUDED.used, updated_at = now()`;
   }
 
@@ -386,15 +374,12 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     serialised(async () => {
       if (pending.size === 0) return;
       const batch = pending;
-      const daily = pendingDaily;
       pending = new Map();
-      pendingDaily = new Map();
       try {
-        await writeBatch(batch, daily);
+        await writeBatch(batch);
       } catch (err) {
         // keep the counts for the next flush
         for (const [k, n] of batch) add(pending, k, n);
-        for (const [k, n] of daily) add(pendingDaily, k, n);
         throw err;
       }
     });
@@ -437,7 +422,6 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       const k = l?.period === period ? l.key : `${accountId}|${period}`;
       add(inflight, k, -1);
       add(pending, k, 1);
-      add(pendingDaily, `${accountId}|${today()}`, 1);
     },
     flush,
     async close() {
