@@ -182,6 +182,34 @@ describe('dashboard over HTTP', () => {
     expect(malformed.status).toBeLessThan(500);
   });
 
+  it('labels a Discord webhook and never shows its token; the verification snippet is on the page', async () => {
+    const c = client();
+    const page = await c.req('/signup');
+    await c.req('/signup', {
+      _csrf: c.csrf(page.text),
+      email: 'discord@example.com',
+      password: 'a good long password',
+    });
+    const token = c.csrf((await c.req('/monitors/new')).text);
+    const discord = 'https://discord.com/api/webhooks/123456789012345678/SeCrEtToKeN-abcdefghijklmnop';
+    const created = await c.req('/monitors', {
+      _csrf: token,
+      target: 'someone',
+      keywords: '',
+      intervalSec: '',
+      webhookUrl: discord,
+    });
+    expect(created.status).toBe(303);
+    const shown = await c.req(created.location ?? '');
+    expect(shown.text).toMatch(/<span class="badge kind">Discord<\/span>/);
+    expect(shown.text).toContain('https://discord.com/api/webhooks/123456789012345678/…');
+    expect(shown.text).toMatch(/whsec_/); // the signing secret, once
+    expect(shown.text).toContain('verify({ secret: process.env.WEBHOOK_SECRET, body: rawBody, headers: req.headers })');
+    const again = await c.req(created.location ?? '');
+    expect(again.text).not.toContain('SeCrEtToKeN');
+    expect(again.text).not.toMatch(/whsec_/);
+  });
+
   it('names every bad setting at start', () => {
     let err: unknown;
     try {

@@ -245,6 +245,11 @@ describe('dashboard in a browser', () => {
   it('signs up (Free), rejects bad input and a wrong password, throttles sign-in with 429', async () => {
     expect(await go('/signup')).toBe(200);
     await mainPage('signup');
+    // keyboard: the first Tab lands on the skip link, which moves focus to the page's content
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Skip to content');
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate<string>('document.activeElement.id')).toBe('main');
     await page.getByLabel('Email').fill('not-an-email');
     await page.getByLabel('Password').fill('short');
     expect(await submit('Sign up')).toBe(422);
