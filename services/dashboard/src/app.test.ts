@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { createDbClient } from '@sts/db';
 import { ConfigError } from '@sts/common';
 import { createTestDatabase, createTestRedis, createTestVhost } from '@sts/testing';
 import { parseDashboardEnv } from './env';
@@ -208,6 +209,46 @@ describe('dashboard over HTTP', () => {
     const again = await c.req(created.location ?? '');
     expect(again.text).not.toContain('SeCrEtToKeN');
     expect(again.text).not.toMatch(/whsec_/);
+  });
+
+  it('pages the hit history with cursors, newest first; the fragment is the table only', async () => {
+    const c = client();
+    const page = await c.req('/signup');
+    await c.req('/signup', { _csrf: c.csrf(page.text), email: 'pages@example.com', password: 'a good long password' });
+    const token = c.csrf((await c.req('/monitors/new')).text);
+    const created = await c.req('/monitors', { _csrf: token, target: 'pager', keywords: '', intervalSec: '' });
+    const monitorId = (created.location ?? '').split('/').pop() ?? '';
+    const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+    try {
+      const t0 = Date.parse('2026-01-01T00:00:00Z');
+      await db.hit.createMany({
+        data: Array.from({ length: 27 }, (_, i) => ({
+          monitorId,
+          tweetId: String(1000 + i),
+          tweetText: `post number ${i}`,
+          tweetAuthorId: '1',
+          tweetAuthorUsername: 'pager',
+          tweetCreatedAt: new Date(t0 + i * 1000),
+          detectedAt: new Date(t0 + i * 1000),
+        })),
+      });
+    } finally {
+      await db.$disconnect();
+    }
+    const ids = (html: string) => [...html.matchAll(/data-hit="(\d+)"/g)].map((m) => Number(m[1]));
+    const first = await c.req(`/monitors/${monitorId}/hits`);
+    expect(ids(first.text)).toEqual(Array.from({ length: 25 }, (_, i) => 1026 - i));
+    expect(first.text).toContain('data-live-src=');
+    const older = /href="([^"]+)" rel="next"/.exec(first.text)?.[1]?.replace(/&amp;/g, '&') ?? '';
+    expect(older).toMatch(/\?cursor=/);
+    const second = await c.req(older);
+    expect(ids(second.text)).toEqual([1001, 1000]);
+    expect(second.text).not.toContain('rel="next"');
+    expect(second.text).not.toContain('data-live-src='); // older pages do not refresh
+    const fragment = await c.req(`/monitors/${monitorId}/hits?fragment=1`);
+    expect(fragment.text.trimStart()).toMatch(/^<div class="table-wrap">/);
+    expect(fragment.text).not.toContain('<html');
+    expect(ids(fragment.text)).toHaveLength(25);
   });
 
   it('names every bad setting at start', () => {
