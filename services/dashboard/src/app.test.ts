@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createDbClient } from '@sts/db';
 import { ConfigError } from '@sts/common';
-import { createTestDatabase, createTestRedis, createTestVhost } from '@sts/testing';
+import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { parseDashboardEnv } from './env';
 import { start, type RunningDashboard } from './main';
 
@@ -81,8 +81,10 @@ describe('dashboard over HTTP', () => {
   it('serves health, readiness and metrics on the ops port only', async () => {
     const ops = `http://127.0.0.1:${dash.opsPort}`;
     expect((await fetch(`${ops}/healthz`)).status).toBe(200);
-    const ready = await fetch(`${ops}/readyz`);
-    expect(ready.status).toBe(200);
+    const ready = await waitFor(async () => {
+      const res = await fetch(`${ops}/readyz`);
+      return res.status === 200 ? res : null;
+    }, 15_000);
     expect(await ready.json()).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'ok', rabbitmq: 'ok' } });
     expect(await (await fetch(`${ops}/metrics`)).text()).toMatch(/service="dashboard"/);
     for (const path of ['/healthz', '/readyz', '/metrics']) {
@@ -249,6 +251,30 @@ describe('dashboard over HTTP', () => {
     expect(fragment.text.trimStart()).toMatch(/^<div class="table-wrap">/);
     expect(fragment.text).not.toContain('<html');
     expect(ids(fragment.text)).toHaveLength(25);
+  });
+
+  it('starts and serves pages while RabbitMQ is unreachable; readiness says so', async () => {
+    const down = await start({
+      DATABASE_URL: dbHandle.url,
+      REDIS_URL: redisHandle.url,
+      REDIS_KEY_PREFIX: redisHandle.prefix,
+      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1/',
+      DASHBOARD_PORT: '0',
+      DASHBOARD_HOST: '127.0.0.1',
+      OPS_PORT: '0',
+      SESSION_SECRET: randomBytes(32).toString('base64url'),
+      LOG_LEVEL: 'error',
+    });
+    try {
+      expect((await fetch(`http://127.0.0.1:${down.port}/signin`)).status).toBe(200);
+      const ready = await fetch(`http://127.0.0.1:${down.opsPort}/readyz`);
+      expect(ready.status).toBe(503);
+      const body = (await ready.json()) as { checks: Record<string, string> };
+      expect(body.checks.postgres).toBe('ok');
+      expect(body.checks.rabbitmq).toMatch(/not connected/);
+    } finally {
+      await down.stop();
+    }
   });
 
   it('names every bad setting at start', () => {

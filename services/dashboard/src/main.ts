@@ -65,7 +65,13 @@ export async function start(source: NodeJS.ProcessEnv = process.env): Promise<Ru
   let ops: Awaited<ReturnType<typeof startOpsServer>> | undefined;
   try {
     await redis.connect();
-    await amqp.start();
+    // Not awaited (start() retries until connected): while RabbitMQ is down the pages work,
+    // /readyz says rabbitmq is not connected, and only Test webhook / Redeliver answer 503.
+    amqp
+      .start()
+      .catch((err: unknown) =>
+        logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
+      );
     ops = await startOpsServer({
       port: env.OPS_PORT,
       registry,
