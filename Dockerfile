@@ -14,10 +14,12 @@ COPY packages/api-contract/package.json packages/api-contract/
 COPY packages/social/package.json packages/social/
 COPY packages/testing/package.json packages/testing/
 COPY packages/admin-cli/package.json packages/admin-cli/
+COPY packages/usecases/package.json packages/usecases/
 COPY services/gateway/package.json services/gateway/
 COPY services/read-api/package.json services/read-api/
 COPY services/poller/package.json services/poller/
 COPY services/webhook-dispatcher/package.json services/webhook-dispatcher/
+COPY services/dashboard/package.json services/dashboard/
 RUN npx -y pnpm@10.34.9 install --frozen-lockfile
 COPY . .
 # generates the Prisma client (no database needed)

@@ -71,6 +71,35 @@ const env = {
   ...Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined && v !== '')),
 };
 
+// --- dashboard (services/dashboard) -------------------------------------------------------------
+// Its session-signing secret and the demo login's password are generated once and kept in
+// .tmp/dev.env like the secrets above (the environment still wins); the demo account gets the
+// password after the seed, below, and the URL and login are printed at the end.
+const dashboard = (() => {
+  const file = path.join(root, '.tmp', 'dev.env');
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  const has = (name) => new RegExp(`^${name}=.+$`, 'm').test(text);
+  const extra = {
+    SESSION_SECRET: () => randomBytes(32).toString('base64url'),
+    DEMO_DASHBOARD_PASSWORD: () => randomBytes(9).toString('base64url'),
+  };
+  let added = '';
+  for (const [name, make] of Object.entries(extra)) if (!has(name)) added += `${name}=${make()}\n`;
+  if (added) {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, (text && !text.endsWith('\n') ? `${text}\n` : text) + added, { mode: 0o600 });
+  }
+  const saved = Object.fromEntries(
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('='))
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
+  for (const name of Object.keys(extra)) env[name] ||= saved[name];
+  return { url: `http://127.0.0.1:${env.DASHBOARD_PORT ?? 3001}`, email: '' };
+})();
+// --- end dashboard ---------------------------------------------------------------------------------
+
 function runOnce(label, args) {
   const r = spawnSync(process.execPath, [...tsx, ...args], { cwd: root, env, encoding: 'utf8' });
   if (r.status !== 0) {
@@ -91,6 +120,21 @@ try {
 } catch {
   console.error('start: the seed printed no JSON');
 }
+
+// --- dashboard: the demo account's dashboard password -----------------------------------------------
+if (seed.account_id) {
+  try {
+    dashboard.email = JSON.parse(
+      runOnce('dashboard demo login', ['services/dashboard/src/demoLogin.ts', seed.account_id])
+        .trim()
+        .split('\n')
+        .pop(),
+    ).email;
+  } catch {
+    console.error('start: the dashboard demo login printed no JSON');
+  }
+}
+// --- end dashboard ---------------------------------------------------------------------------------
 
 const services = [
   ['read-api', 'services/read-api/src/main.ts'],
@@ -156,3 +200,10 @@ if (seed.key) {
     `start: try  curl -H "Authorization: Bearer ${seed.key}" ${gateway}/api/v1/users/${seed.usernames?.[0] ?? 'demo_news'}`,
   );
 }
+// --- dashboard: where to sign in ------------------------------------------------------------------
+console.log(`start: dashboard: ${dashboard.url}`);
+if (dashboard.email)
+  console.log(
+    `start: dashboard demo login: ${dashboard.email} / ${env.DEMO_DASHBOARD_PASSWORD} (kept in .tmp/dev.env)`,
+  );
+// --- end dashboard ---------------------------------------------------------------------------------

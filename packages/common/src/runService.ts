@@ -197,3 +197,66 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
     line('info', definition.startedMessage ?? `${name} started`, { ...running.info, opsPort: ops.port });
   })();
 }
+
+/** A service started in this process by startInProcess(). */
+export interface InProcessService {
+  /** the started line's fields (e.g. `port`) */
+  info: Record<string, unknown>;
+  opsPort: number;
+  /** stops the service (its stop()), then its ops server */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a ServiceDefinition inside this process, with its ops server, as runService does but
+ * without signal handlers or process exits: for tests and tools that run several services in one
+ * process. `source` is the environment to parse (a ConfigError is thrown, not turned into exit 2).
+ */
+export async function startInProcess<E extends RunEnv>(
+  definition: ServiceDefinition<E>,
+  source: NodeJS.ProcessEnv,
+): Promise<InProcessService> {
+  const env = definition.loadEnv(source);
+  const logger = createLogger({ service: definition.name, level: env.LOG_LEVEL });
+  const registry = createMetricsRegistry(definition.name);
+  const abort = new AbortController();
+  const checks: Record<string, ReadinessCheck> = {};
+  let phase: ServicePhase = 'starting';
+  const ops = await startOpsServer({
+    port: env.OPS_PORT,
+    host: env.OPS_HOST,
+    registry,
+    checks,
+    phase: () => phase,
+    onCheckFailed: (check, error) => logger.warn('readiness check failed', { check, error }),
+  });
+  let running: StartedService;
+  try {
+    running = await definition.start(env, {
+      logger,
+      registry,
+      stopSignal: abort.signal,
+      untilStopped: (promise) => promise,
+    });
+  } catch (err) {
+    await ops.close();
+    throw err;
+  }
+  Object.assign(checks, running.checks);
+  phase = 'ready';
+  let stopping: Promise<void> | undefined;
+  return {
+    info: running.info ?? {},
+    opsPort: ops.port,
+    stop: () =>
+      (stopping ??= (async () => {
+        phase = 'stopping';
+        abort.abort();
+        try {
+          await running.stop();
+        } finally {
+          await ops.close();
+        }
+      })()),
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * The dashboard's express app: security headers, static assets, form parsing, sessions, CSRF,
+ * then the routers (thin: they call @sts/usecases and render views), then one error middleware.
+ */
+import path from 'node:path';
+import express, { type Express } from 'express';
+import helmet from 'helmet';
+import type { Redis } from 'ioredis';
+import type { Logger } from '@sts/common';
+import type { UseCases } from '@sts/usecases';
+import type { SignInThrottle } from './adapters/throttle';
+import { accountRouter } from './http/account';
+import { authRouter } from './http/auth';
+import { errorMiddleware, notFound } from './http/errors';
+import { monitorRouter } from './http/monitors';
+import { csrfProtection, requireAccount, sessionMiddleware } from './http/session';
+
+export interface AppOptions {
+  useCases: UseCases;
+  redis: Redis;
+  throttle: SignInThrottle;
+  logger: Logger;
+  sessionSecrets: string[];
+  sessionPrefix: string;
+  sessionTtlSec: number;
+  cookieSecure: 'auto' | 'true' | 'false';
+  trustProxy: boolean | number | string[];
+  apiUrl: string;
+  liveRefreshMs: number;
+}
+
+export const PUBLIC_DIR = path.resolve(__dirname, '../public');
+
+export function createApp(o: AppOptions): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', o.trustProxy);
+  app.use(
+    helmet({
+      contentSecurityPolicy: {
+        useDefaults: false,
+        directives: {
+          defaultSrc: ["'self'"],
+          scriptSrc: ["'self'"],
+          styleSrc: ["'self'"],
+          imgSrc: ["'self'"],
+          fontSrc: ["'self'"],
+          connectSrc: ["'self'"],
+          objectSrc: ["'none'"],
+          baseUri: ["'none'"],
+          formAction: ["'self'"],
+          frameAncestors: ["'none'"],
+        },
+      },
+      referrerPolicy: { policy: 'same-origin' },
+    }),
+  );
+  app.use('/static', express.static(PUBLIC_DIR, { index: false, maxAge: '1h', fallthrough: true }));
+  app.use((_req, res, next) => {
+    // pages can hold a key or a signing secret shown once: never cached
+    res.set('Cache-Control', 'no-store');
+    next();
+  });
+  app.use(express.urlencoded({ extended: false, limit: '32kb', parameterLimit: 50 }));
+  app.use(
+    sessionMiddleware({
+      redis: o.redis,
+      prefix: o.sessionPrefix,
+      secrets: o.sessionSecrets,
+      ttlSec: o.sessionTtlSec,
+      secure: o.cookieSecure,
+    }),
+  );
+  app.use(csrfProtection);
+  app.use(authRouter(o.useCases, o.throttle));
+  app.use(requireAccount);
+  app.use(accountRouter(o.useCases, { apiUrl: o.apiUrl }));
+  app.use(monitorRouter(o.useCases, { liveRefreshMs: o.liveRefreshMs }));
+  app.use(notFound);
+  app.use(errorMiddleware(o.logger));
+  return app;
+}

@@ -1,0 +1,521 @@
+/**
+ * The dashboard in a real browser (playwright-core driving Debian's /usr/bin/chromium, never a
+ * downloaded one) against the real system: dashboard, gateway, poller and dispatcher in this
+ * process, read-api as a child process, PostgreSQL, Redis and RabbitMQ through @sts/testing, and
+ * a local HTTPS webhook receiver signed by the test CA that verifies signatures with
+ * @sts/signing. One browser for the file; the tests run in order and share the signed-in user.
+ *
+ * Every main page is checked with axe-core (no serious or critical violations) and screenshotted
+ * at 1280 and 390 px into .tmp/screenshots/.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { createLogger, startInProcess } from '@sts/common';
+import { createDbClient, type Db } from '@sts/db';
+import { AmqpClient } from '@sts/messaging';
+import { verify } from '@sts/signing';
+import { createSocialTweet, createSocialUser } from '@sts/social';
+import {
+  createTestDatabase,
+  createTestRedis,
+  createTestVhost,
+  REPO_ROOT,
+  spawnService,
+  startHttpsReceiver,
+  waitFor,
+  type HttpsReceiver,
+  type ReceivedRequest,
+  type ServiceProcess,
+} from '@sts/testing';
+import { createUseCases, planConfigFromEnv, secretBoxFromEnv, type UseCases } from '@sts/usecases';
+import { gatewayService } from '../../gateway/src/main';
+import { pollerService } from '../../poller/src/main';
+import { dispatcherService } from '../../webhook-dispatcher/src/main';
+import { start as startDashboard } from './testSupport';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = path.join(REPO_ROOT, '.tmp', 'screenshots');
+const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const TARGET = 'launchco';
+const EMAIL = 'journey@example.com';
+const PASSWORD = 'correct horse battery';
+
+jest.setTimeout(180_000);
+
+interface Stoppable {
+  stop(): Promise<void>;
+}
+
+let dbHandle: { url: string; drop(): Promise<void> };
+let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };
+let db: Db;
+let readApi: ServiceProcess;
+const running: Stoppable[] = [];
+let amqp: AmqpClient;
+let uc: UseCases;
+let receiver: HttpsReceiver;
+let context: BrowserContext;
+let page: Page;
+let base = '';
+let gatewayUrl = '';
+const cspErrors: string[] = [];
+
+/** the secret the receiver verifies with, per path ('/a' for the journey's account, '/b' for the other) */
+const receiverSecrets = new Map<string, string>();
+
+function verified(r: ReceivedRequest): boolean {
+  const secret = receiverSecrets.get(r.path);
+  if (!secret) return false;
+  try {
+    verify({ secret, body: r.rawBody, headers: r.headers });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const events = (event: string) =>
+  receiver.requests.filter((r) => r.path === '/a' && r.headers['x-service-event'] === event);
+
+beforeAll(async () => {
+  dbHandle = await createTestDatabase();
+  redisHandle = createTestRedis();
+  const vhost = await createTestVhost();
+  db = createDbClient({ url: dbHandle.url, poolSize: 3 });
+  const secretsKey = randomBytes(32).toString('base64');
+  const internalToken = randomBytes(24).toString('base64url');
+  const common = {
+    DATABASE_URL: dbHandle.url,
+    REDIS_URL: redisHandle.url,
+    REDIS_KEY_PREFIX: redisHandle.prefix,
+    AMQP_URL: vhost.url,
+    LOG_LEVEL: 'error',
+    PLAN_FREE_POLL_INTERVAL_SECONDS: '1',
+    PLAN_STARTER_POLL_INTERVAL_SECONDS: '1',
+  };
+  receiver = await startHttpsReceiver({
+    handler: (r) =>
+      verified(r) ? { status: 200, body: '{"ok":true}' } : { status: 401, body: '{"error":"bad signature"}' },
+  });
+  readApi = spawnService('services/read-api/src/main.ts', {
+    DATABASE_URL: dbHandle.url,
+    READ_API_PORT: '0',
+    READ_API_HOST: '127.0.0.1',
+    INTERNAL_TOKEN: internalToken,
+    LOG_LEVEL: 'error',
+  });
+  const readApiPort = (JSON.parse(await readApi.waitForLine(/read-api listening/, 60_000)) as { port: number }).port;
+  const gateway = await startInProcess(gatewayService, {
+    ...common,
+    OPS_PORT: '0',
+    GATEWAY_PORT: '0',
+    GATEWAY_HOST: '127.0.0.1',
+    READ_API_URL: `http://127.0.0.1:${readApiPort}`,
+    INTERNAL_TOKEN: internalToken,
+    USAGE_FLUSH_MS: '200',
+  });
+  running.push(gateway);
+  gatewayUrl = `http://127.0.0.1:${gateway.info.port as number}`;
+  running.push(await startInProcess(pollerService, { ...common, OPS_PORT: '0', POLL_INTERVAL_SECONDS: '1' }));
+  running.push(
+    await startInProcess(dispatcherService, {
+      ...common,
+      OPS_PORT: '0',
+      SECRETS_ENCRYPTION_KEY: secretsKey,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+    }),
+  );
+  const dashboard = await startDashboard({
+    ...common,
+    DASHBOARD_PORT: '0',
+    DASHBOARD_HOST: '127.0.0.1',
+    OPS_PORT: '0',
+    SESSION_SECRET: randomBytes(32).toString('base64url'),
+    SECRETS_ENCRYPTION_KEY: secretsKey,
+    SIGNIN_MAX_PER_EMAIL: '3',
+    LIVE_REFRESH_MS: '700',
+    API_PUBLIC_URL: gatewayUrl,
+  });
+  running.push(dashboard);
+  base = `http://127.0.0.1:${dashboard.port}`;
+  amqp = new AmqpClient({
+    url: vhost.url,
+    logger: createLogger({ service: 'browser-test', level: 'error' }),
+    name: 'browser-test',
+  });
+  await amqp.start();
+  uc = createUseCases({
+    db,
+    ...planConfigFromEnv(common),
+    secretBox: secretBoxFromEnv(secretsKey),
+    publisher: amqp,
+  });
+  await createSocialUser(db, { username: TARGET, name: 'Launch Co' });
+
+  rmSync(SHOTS, { recursive: true, force: true });
+  mkdirSync(SHOTS, { recursive: true });
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+  context = await chromium.launchPersistentContext(mkdtempSync(path.join(os.tmpdir(), 'dash-chromium-')), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+    viewport: { width: 1280, height: 800 },
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.on('dialog', (d) => void d.accept());
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) cspErrors.push(m.text());
+  });
+}, 180_000);
+
+afterAll(async () => {
+  await context?.close().catch(() => undefined);
+  for (const s of running.reverse()) await s.stop().catch(() => undefined);
+  readApi?.child.kill('SIGTERM');
+  await readApi?.exited;
+  await amqp?.stop().catch(() => undefined);
+  await receiver?.close();
+  await db?.$disconnect();
+  await redisHandle?.cleanup();
+  await dbHandle?.drop();
+});
+
+async function go(pathname: string): Promise<number> {
+  const res = await page.goto(base + pathname);
+  return res?.status() ?? 0;
+}
+
+async function submit(button: string): Promise<number> {
+  const [res] = await Promise.all([
+    page.waitForNavigation(),
+    page.getByRole('button', { name: button, exact: true }).first().click(),
+  ]);
+  return res?.status() ?? 0;
+}
+
+async function axeCheck(name: string): Promise<void> {
+  await page.evaluate(AXE);
+  // (strings: this file is compiled without the DOM types; they run in the page)
+  const result = await page.evaluate<{ id: string; impact: string; nodes: number; help: string }[]>(
+    'axe.run(document).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help })))',
+  );
+  const bad = result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  expect({ page: name, violations: bad }).toEqual({ page: name, violations: [] });
+}
+
+async function shoot(name: string): Promise<void> {
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: width === 390 ? 844 : 800 });
+    await page.screenshot({ path: path.join(SHOTS, `${name}-${width}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+/** axe + screenshots + "no horizontal scrolling at 390 px" for one main page */
+async function mainPage(name: string): Promise<void> {
+  await axeCheck(name);
+  await shoot(name);
+  await page.setViewportSize({ width: 390, height: 844 });
+  const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
+  await page.setViewportSize({ width: 1280, height: 800 });
+  expect({ page: name, overflow: overflow > 1 }).toEqual({ page: name, overflow: false });
+}
+
+async function fieldError(name: string): Promise<string> {
+  return (await page.locator(`#f-${name}-error`).textContent()) ?? '';
+}
+
+let monitorId = '';
+let secret = '';
+
+describe('dashboard in a browser', () => {
+  it('signs up (Free), rejects bad input and a wrong password, throttles sign-in with 429', async () => {
+    expect(await go('/signup')).toBe(200);
+    await mainPage('signup');
+    // keyboard: the first Tab lands on the skip link, which moves focus to the page's content
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Skip to content');
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate<string>('document.activeElement.id')).toBe('main');
+    await page.getByLabel('Email').fill('not-an-email');
+    await page.getByLabel('Password').fill('short');
+    expect(await submit('Sign up')).toBe(422);
+    expect(await page.locator('.field-error').count()).toBeGreaterThan(0);
+    expect(await db.account.count()).toBe(0);
+    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByLabel('Password').fill(PASSWORD);
+    expect(await submit('Sign up')).toBe(200);
+    expect(page.url()).toBe(`${base}/`);
+    expect(await page.getByTestId('plan').textContent()).toBe('Free');
+
+    await submit('Sign out');
+    expect(page.url()).toBe(`${base}/signin`);
+    await mainPage('signin');
+    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByLabel('Password').fill('wrong password!');
+    expect(await submit('Sign in')).toBe(401);
+    await expect(page.getByRole('alert').textContent()).resolves.toContain('Wrong email or password');
+    expect(await go('/')).toBe(200);
+    expect(page.url()).toBe(`${base}/signin`); // still signed out
+
+    // SIGNIN_MAX_PER_EMAIL=3 in this test: the fourth attempt for one email is throttled
+    for (let i = 0; i < 3; i++) {
+      await page.getByLabel('Email').fill('victim@example.com');
+      await page.getByLabel('Password').fill('guess number ' + i);
+      expect(await submit('Sign in')).toBe(401);
+    }
+    await page.getByLabel('Email').fill('victim@example.com');
+    await page.getByLabel('Password').fill('guess number 4');
+    const [throttled] = await Promise.all([
+      page.waitForNavigation(),
+      page.getByRole('button', { name: 'Sign in', exact: true }).click(),
+    ]);
+    expect(throttled?.status()).toBe(429);
+    expect(Number(await throttled?.headerValue('retry-after'))).toBeGreaterThan(0);
+
+    expect(await go('/signin')).toBe(200);
+    await page.getByLabel('Email').fill(EMAIL);
+    await page.getByLabel('Password').fill(PASSWORD);
+    expect(await submit('Sign in')).toBe(200);
+    expect(await page.getByTestId('plan').textContent()).toBe('Free');
+  });
+
+  it('creates an API key shown once, calls the gateway with it and sees the usage on the overview', async () => {
+    expect(await go('/keys')).toBe(200);
+    await page.getByLabel('Name (optional)').fill('laptop');
+    expect(await submit('Create key')).toBe(200);
+    const key = ((await page.locator('#shown-secret').textContent()) ?? '').trim();
+    expect(key).toMatch(/^sts_/);
+    await expect(page.locator('[data-copy]').isVisible()).resolves.toBe(true);
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${gatewayUrl}/api/v1/users/${TARGET}`, { headers: { authorization: `Bearer ${key}` } });
+      expect(res.status).toBe(200);
+    }
+    await go('/keys');
+    expect(await page.locator('#shown-secret').count()).toBe(0); // shown once
+    await expect(page.locator('tbody tr').first().textContent()).resolves.toContain('laptop');
+    await mainPage('keys');
+    await waitFor(async () => {
+      await go('/');
+      return Number((await page.getByTestId('usage-used').textContent())?.replace(/,/g, '')) >= 3;
+    }, 20_000);
+    await expect(page.locator('svg[role="img"] rect.bar').count()).resolves.toBeGreaterThan(0);
+    await expect(page.locator('#chart-desc').textContent()).resolves.toMatch(/3 calls this month/);
+    await mainPage('overview');
+  });
+
+  it('creates a monitor (bad input named next to its field, nothing saved), with a webhook and its secret shown once', async () => {
+    expect(await go('/monitors/new')).toBe(200);
+    await page.getByLabel('Account to watch').fill('not a user!');
+    await page.getByLabel('Webhook URL (optional)').fill('http://example.com/hook');
+    expect(await submit('Create monitor')).toBe(422);
+    expect(await fieldError('target')).toMatch(/username/);
+    expect(await db.monitor.count()).toBe(0);
+    await axeCheck('monitor-form-errors');
+    await page.getByLabel('Account to watch').fill(`@${TARGET}`);
+    await page.getByLabel('Keywords (optional)').fill('launch');
+    expect(await submit('Create monitor')).toBe(422);
+    expect(await fieldError('webhookUrl')).toMatch(/https/);
+    expect(await db.monitor.count()).toBe(0);
+    await page.getByLabel('Webhook URL (optional)').fill(`${receiver.url}/a`);
+    expect(await submit('Create monitor')).toBe(200);
+    monitorId = page.url().split('/').pop() ?? '';
+    secret = ((await page.locator('#shown-secret').textContent()) ?? '').trim();
+    expect(secret).toMatch(/^whsec_/);
+    receiverSecrets.set('/a', secret);
+    await expect(page.getByTestId('webhook-url').textContent()).resolves.toBe(`${receiver.url}/a`);
+    await expect(page.getByTestId('free-rule').isVisible()).resolves.toBe(true);
+    await go(`/monitors/${monitorId}`);
+    expect(await page.locator('#shown-secret').count()).toBe(0);
+    await mainPage('monitor');
+  });
+
+  it('sends a test webhook on Free; the attempt shows in the live delivery log with status and latency', async () => {
+    await go(`/monitors/${monitorId}`);
+    await submit('Test webhook');
+    expect(page.url()).toBe(`${base}/monitors/${monitorId}/deliveries`);
+    // no reload: the live refresh brings the row in
+    const row = page.locator('tr[data-delivery]').filter({ hasText: 'monitor.test' });
+    await row.first().waitFor({ timeout: 20_000 });
+    await expect(row.first().locator('.badge').textContent()).resolves.toBe('200');
+    await expect(row.first().textContent()).resolves.toMatch(/\d+ ms/);
+    const tests = events('monitor.test');
+    expect(tests).toHaveLength(1);
+    expect(verified(tests[0]!)).toBe(true);
+  });
+
+  it('Free plan: a matching post becomes a hit but is not delivered live; the monitor limit is shown', async () => {
+    await waitFor(
+      async () => (await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })).lastCheckAt !== null,
+      20_000,
+    );
+    const tweet = await createSocialTweet(db, { authorUsername: TARGET, text: 'Our launch is today' });
+    await go(`/monitors/${monitorId}/hits`);
+    const hit = page.locator(`tr[data-hit="${tweet.id}"]`);
+    await hit.waitFor({ timeout: 20_000 });
+    await expect(hit.locator('a').getAttribute('href')).resolves.toBe(`https://x.com/${TARGET}/status/${tweet.id}`);
+    await axeCheck('hits');
+    await go(`/monitors/${monitorId}/deliveries`);
+    const skipped = page.locator('tr[data-delivery]').filter({ hasText: 'monitor.hit' });
+    await skipped.first().waitFor({ timeout: 20_000 });
+    await expect(skipped.first().locator('.badge').textContent()).resolves.toBe('skipped');
+    expect(events('monitor.hit')).toHaveLength(0);
+
+    await go('/monitors');
+    await expect(page.getByTestId('monitor-limit').textContent()).resolves.toMatch(
+      /1 of 1 monitor[\s\S]*Starter trial/,
+    );
+    await expect(page.locator('tbody tr').first().textContent()).resolves.toContain(`@${TARGET}`);
+    await mainPage('monitors');
+    // the form is still reachable by URL; the use-case refuses with the upgrade path
+    await go('/monitors/new');
+    await page.getByLabel('Account to watch').fill('someoneelse');
+    expect(await submit('Create monitor')).toBe(422);
+    await expect(page.getByRole('alert').textContent()).resolves.toMatch(/Starter/);
+    expect(await db.monitor.count()).toBe(1);
+  });
+
+  it('starts the Starter trial once; then a hit is delivered live and a redelivery keeps its X-Service-Delivery', async () => {
+    expect(await go('/plan')).toBe(200);
+    await expect(page.locator('main').textContent()).resolves.toMatch(/No card/);
+    await mainPage('plan');
+    await submit('Start the 30-day Starter trial');
+    await expect(page.locator('main').textContent()).resolves.toMatch(/Trial active until/);
+    expect(await page.getByRole('button', { name: /Start the .*trial/ }).count()).toBe(0);
+    await go('/');
+    expect(await page.getByTestId('plan').textContent()).toBe('Starter');
+
+    const tweet = await createSocialTweet(db, { authorUsername: TARGET, text: 'Second launch, live now' });
+    const [first] = await waitFor(() => {
+      const hits = events('monitor.hit');
+      return hits.length >= 1 ? hits : null;
+    }, 30_000);
+    expect(verified(first!)).toBe(true);
+    expect(JSON.parse(first!.rawBody.toString('utf8'))).toMatchObject({
+      event: 'monitor.hit',
+      tweet: { id: tweet.id },
+    });
+    const deliveryId = String(first!.headers['x-service-delivery']);
+
+    await go(`/monitors/${monitorId}/deliveries`);
+    const row = page.locator(`tr[data-delivery="${deliveryId}"]`);
+    await row.first().waitFor({ timeout: 20_000 });
+    await expect(row.first().locator('.badge').textContent()).resolves.toBe('200');
+    await Promise.all([
+      page.waitForNavigation(),
+      row
+        .first()
+        .getByRole('button', { name: /Redeliver/ })
+        .click(),
+    ]);
+    await expect(page.locator('.notice').textContent()).resolves.toContain(deliveryId);
+    const hits = await waitFor(() => {
+      const h = events('monitor.hit');
+      return h.length >= 2 ? h : null;
+    }, 30_000);
+    expect(hits.map((h) => h.headers['x-service-delivery'])).toEqual([deliveryId, deliveryId]);
+    expect(verified(hits[1]!)).toBe(true);
+    // both attempts with the same delivery id show in the log (live refresh, no reload)
+    await page.locator(`tr[data-delivery="${deliveryId}"]`).nth(1).waitFor({ timeout: 20_000 });
+    await go(`/monitors/${monitorId}/hits`);
+    await page.locator(`tr[data-hit="${tweet.id}"]`).waitFor({ timeout: 20_000 });
+    await mainPage('hits');
+  });
+
+  it('rotating the secret makes the old one fail at the receiver', async () => {
+    await go(`/monitors/${monitorId}`);
+    await submit('Rotate secret');
+    const rotated = ((await page.locator('#shown-secret').textContent()) ?? '').trim();
+    expect(rotated).toMatch(/^whsec_/);
+    expect(rotated).not.toBe(secret);
+    const before = events('monitor.test').length;
+    await go(`/monitors/${monitorId}`);
+    await submit('Test webhook'); // the receiver still verifies with the old secret
+    const [, failed] = await waitFor(() => {
+      const t = events('monitor.test');
+      return t.length > before ? [t, t[before]!] : null;
+    }, 20_000);
+    expect(verified(failed)).toBe(false);
+    const row = page.locator(`tr[data-delivery="${String(failed.headers['x-service-delivery'])}"]`);
+    await row.waitFor({ timeout: 20_000 });
+    await expect(row.locator('.badge').textContent()).resolves.toBe('401');
+    receiverSecrets.set('/a', rotated); // the receiver takes the new secret: deliveries verify again
+    expect(verified(failed)).toBe(true);
+    await mainPage('deliveries');
+  });
+
+  it('edits (bad input named, nothing saved), pauses and resumes a monitor; revokes a key with confirmation', async () => {
+    await go(`/monitors/${monitorId}/edit`);
+    await page.getByLabel('Check every (seconds)').fill('0');
+    await page.getByLabel('Keywords (optional)').fill('launch, ship');
+    expect(await submit('Save changes')).toBe(422);
+    expect(await fieldError('intervalSec')).toMatch(/\d/);
+    expect((await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })).keywords).toEqual(['launch']);
+    await page.getByLabel('Check every (seconds)').fill('');
+    expect(await submit('Save changes')).toBe(200);
+    await expect(page.locator('.facts').textContent()).resolves.toMatch(/launch, ship/);
+    await submit('Pause');
+    await expect(page.locator('.facts .badge').textContent()).resolves.toBe('Paused');
+    await submit('Resume');
+    await expect(page.locator('.facts .badge').textContent()).resolves.toBe('Active');
+
+    await go('/keys');
+    await page.getByLabel('Name (optional)').fill('to revoke');
+    await submit('Create key');
+    const key = ((await page.locator('#shown-secret').textContent()) ?? '').trim();
+    const call = () => fetch(`${gatewayUrl}/api/v1/users/${TARGET}`, { headers: { authorization: `Bearer ${key}` } });
+    expect((await call()).status).toBe(200);
+    let asked = '';
+    page.once('dialog', (d) => void (asked = d.message()));
+    await submit('Revoke to revoke');
+    expect(asked).toMatch(/Revoke the key/);
+    await expect(page.locator('.notice').textContent()).resolves.toMatch(/revoked/);
+    await waitFor(async () => (await call()).status === 401, 5_000);
+  });
+
+  it("another account's monitor, key and delivery ids are 404; a form posted without its CSRF token is 403", async () => {
+    const other = await uc.accounts.signUp({ email: 'other@example.com', password: 'another password' });
+    await uc.plans.startTrial(other.id);
+    const { monitor } = await uc.monitors.create(other.id, { target: TARGET, webhookUrl: `${receiver.url}/b` });
+    const key = await uc.keys.create(other.id, { name: 'theirs' });
+    await uc.webhooks.sendTest(other.id, monitor.id);
+    const attempt = await waitFor(() => db.deliveryAttempt.findFirst({ where: { monitorId: monitor.id } }), 20_000);
+
+    for (const url of [
+      `/monitors/${monitor.id}`,
+      `/monitors/${monitor.id}/deliveries`,
+      `/monitors/${monitor.id}/hits`,
+      `/monitors/${monitor.id}/edit`,
+    ]) {
+      expect({ url, status: await go(url) }).toEqual({ url, status: 404 });
+    }
+    await axeCheck('404');
+    await go('/keys');
+    const csrf = await page.locator('input[name="_csrf"]').first().inputValue();
+    const post = (url: string, form: Record<string, string>) =>
+      context.request.post(base + url, { form, maxRedirects: 0 });
+    expect((await post(`/keys/${key.id}/revoke`, { _csrf: csrf })).status()).toBe(404);
+    expect((await post(`/deliveries/${attempt.id}/redeliver`, { _csrf: csrf })).status()).toBe(404);
+    expect((await post(`/monitors/${monitor.id}/delete`, { _csrf: csrf })).status()).toBe(404);
+    expect((await db.apiKey.findUniqueOrThrow({ where: { id: key.id } })).revokedAt).toBeNull();
+    expect(await db.monitor.count({ where: { id: monitor.id } })).toBe(1);
+
+    const noToken = await post('/keys', { name: 'sneaky' });
+    expect(noToken.status()).toBe(403);
+    expect(await noToken.text()).toMatch(/Form expired/);
+    const wrongToken = await post('/keys', { name: 'sneaky', _csrf: 'x'.repeat(43) });
+    expect(wrongToken.status()).toBe(403);
+    expect(await db.apiKey.count({ where: { name: 'sneaky' } })).toBe(0);
+    expect(cspErrors).toEqual([]);
+  });
+});

@@ -1,0 +1,77 @@
+import { z } from 'zod';
+import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
+import { parseEncryptionKey } from '@sts/core';
+import { useCaseEnv } from '@sts/usecases';
+
+const int = (fallback: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(fallback);
+
+/**
+ * TRUST_PROXY is handed to express's `trust proxy`: "false" (default: the client address is the
+ * socket's, X-Forwarded-* ignored), "true" (trust every hop — only behind a proxy that strips
+ * them), a hop count ("1" behind one ingress/load balancer) or a comma list of addresses/subnets.
+ * It decides req.secure (→ the Secure cookie flag) and req.ip (→ the sign-in throttle).
+ */
+const trustProxy = z
+  .string()
+  .default('false')
+  .transform((v): boolean | number | string[] => {
+    if (v === 'true') return true;
+    if (v === 'false') return false;
+    if (/^\d+$/.test(v)) return Number(v);
+    return v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  });
+
+export const dashboardEnvSchema = z.object({
+  ...commonEnv,
+  ...useCaseEnv,
+  DASHBOARD_PORT: envFields.port(3001),
+  DASHBOARD_HOST: z.string().default('0.0.0.0'),
+  /** OPS_PORT (health, readiness and metrics: internal only, never the public port), STOP_DEADLINE_MS */
+  ...opsEnv(3101),
+  /** signs the session cookie; at least 32 characters; a comma list rotates (first signs, all verify) */
+  SESSION_SECRET: z
+    .string()
+    .min(32, 'must be at least 32 characters')
+    .transform((v) => v.split(',').map((s) => s.trim())),
+  /** Redis key prefix of sessions, after REDIS_KEY_PREFIX */
+  SESSION_KEY_PREFIX: z.string().default('dashboard:sess:'),
+  /** idle lifetime of a session (rolling) */
+  SESSION_TTL_SEC: int(8 * 3600, 60, 30 * 24 * 3600),
+  /** "auto" (Secure when the request came over TLS, see TRUST_PROXY), "true" or "false" */
+  COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
+  TRUST_PROXY: trustProxy,
+  /** sign-in attempts per email and per client address within SIGNIN_WINDOW_SEC (then 429) */
+  SIGNIN_MAX_PER_EMAIL: int(10, 1, 10_000),
+  SIGNIN_MAX_PER_ADDRESS: int(50, 1, 100_000),
+  SIGNIN_WINDOW_SEC: int(900, 1, 86_400),
+  /** the gateway's public address, shown in the API snippet on the keys page */
+  API_PUBLIC_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3000'),
+  /** webhook signing secrets are encrypted with it (same key as the dispatcher); optional until one is made */
+  SECRETS_ENCRYPTION_KEY: z
+    .string()
+    .optional()
+    .refine(
+      (v) => {
+        if (v === undefined) return true;
+        try {
+          parseEncryptionKey(v);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      { message: 'must be 32 bytes, as base64 or 64 hex digits' },
+    ),
+  /** refresh period of the live delivery log and hit history, in the browser */
+  LIVE_REFRESH_MS: int(5000, 500, 600_000),
+  DB_POOL_SIZE: int(5, 1, 100),
+});
+
+export type DashboardEnv = z.infer<typeof dashboardEnvSchema>;
+
+export function parseDashboardEnv(source: NodeJS.ProcessEnv = process.env): DashboardEnv {
+  return parseEnv(dashboardEnvSchema, source);
+}

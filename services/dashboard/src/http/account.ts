@@ -1,0 +1,72 @@
+import { Router } from 'express';
+import type { UseCases } from '@sts/usecases';
+import { keysPage } from '../views/keys';
+import { overviewPage } from '../views/overview';
+import { planPage } from '../views/plan';
+import { formErrors, str } from './forms';
+import { accountId, pageContext, setFlash } from './session';
+
+/** Overview, API keys and plan pages (signed in). */
+export function accountRouter(uc: UseCases, opts: { apiUrl: string }): Router {
+  const r = Router();
+
+  r.get('/', async (req, res) => {
+    const overview = await uc.overview(accountId(req));
+    res.type('html').send(overviewPage(pageContext(req), overview));
+  });
+
+  r.get('/keys', async (req, res) => {
+    const keys = await uc.keys.list(accountId(req));
+    res.type('html').send(keysPage(pageContext(req), keys, opts.apiUrl));
+  });
+
+  r.post('/keys', async (req, res) => {
+    const name = str(req, 'name');
+    try {
+      const created = await uc.keys.create(accountId(req), { name: name.trim() || undefined });
+      setFlash(req, {
+        secret: {
+          label: `API key ${created.name || created.prefix}`,
+          value: created.key,
+          hint: 'copy it now: it is not shown again.',
+        },
+      });
+      res.redirect(303, '/keys');
+    } catch (err) {
+      const errors = formErrors(err, ['name']);
+      if (!errors) throw err;
+      const keys = await uc.keys.list(accountId(req));
+      res
+        .status(422)
+        .type('html')
+        .send(keysPage(pageContext(req), keys, opts.apiUrl, { name, errors }));
+    }
+  });
+
+  r.post('/keys/:id/revoke', async (req, res) => {
+    const revoked = await uc.keys.revoke(accountId(req), req.params.id ?? '');
+    setFlash(req, { notice: `Key ${revoked.prefix}… revoked. It stops working at the gateway within seconds.` });
+    res.redirect(303, '/keys');
+  });
+
+  r.get('/plan', async (req, res) => {
+    const [overview, facts] = await Promise.all([uc.overview(accountId(req)), Promise.resolve(uc.plans.facts())]);
+    res.type('html').send(planPage(pageContext(req), overview, facts));
+  });
+
+  r.post('/plan/trial', async (req, res) => {
+    try {
+      const account = await uc.plans.startTrial(accountId(req));
+      setFlash(req, {
+        notice: `Your Starter trial runs until ${account.trialEndsAt?.toISOString().slice(0, 10) ?? ''}.`,
+      });
+    } catch (err) {
+      const errors = formErrors(err, []);
+      if (!errors) throw err;
+      setFlash(req, { error: errors._form });
+    }
+    res.redirect(303, '/plan');
+  });
+
+  return r;
+}

@@ -1,0 +1,198 @@
+import { Router, type Request } from 'express';
+import type { MonitorView, UseCases } from '@sts/usecases';
+import { deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
+import { monitorFormPage, monitorPage, monitorsPage, type MonitorFormValues } from '../views/monitors';
+import { formErrors, optionalInt, query, str } from './forms';
+import { accountId, pageContext, setFlash } from './session';
+
+const PLAN = { free: 'Free', starter: 'Starter' } as const;
+const MONITOR_FIELDS = ['target', 'keywords', 'intervalSec', 'webhookUrl'];
+
+function secretFlash(secret: string) {
+  return {
+    label: 'Signing secret',
+    value: secret,
+    hint: 'copy it into your receiver now: it is not shown again. Rotate to get a new one.',
+  };
+}
+
+/** Monitors, their webhook, delivery log and hit history (signed in). */
+export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Router {
+  const r = Router();
+  const planFacts = async (req: Request) => {
+    const overview = await uc.overview(accountId(req));
+    const plan = overview.account.effectivePlan;
+    return { overview, plan, facts: uc.plans.facts()[plan] };
+  };
+  const values = (req: Request): MonitorFormValues => ({
+    target: str(req, 'target'),
+    keywords: str(req, 'keywords'),
+    intervalSec: str(req, 'intervalSec'),
+    webhookUrl: str(req, 'webhookUrl'),
+  });
+  const showMonitor = async (req: Request, m: MonitorView, status = 200, form = {}) => {
+    const { facts } = await planFacts(req);
+    return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form) };
+  };
+
+  r.get('/monitors', async (req, res) => {
+    const [monitors, { overview, plan }] = await Promise.all([uc.monitors.list(accountId(req)), planFacts(req)]);
+    res.type('html').send(monitorsPage(pageContext(req), monitors, overview.monitors, PLAN[plan]));
+  });
+
+  r.get('/monitors/new', async (req, res) => {
+    const { facts } = await planFacts(req);
+    res.type('html').send(monitorFormPage(pageContext(req), { kind: 'new' }, {}, undefined, facts.pollIntervalSec));
+  });
+
+  r.post('/monitors', async (req, res) => {
+    const v = values(req);
+    try {
+      const { monitor, secret } = await uc.monitors.create(accountId(req), {
+        target: v.target ?? '',
+        keywords: v.keywords,
+        intervalSec: optionalInt(v.intervalSec ?? '', 'intervalSec'),
+        webhookUrl: v.webhookUrl?.trim() || undefined,
+      });
+      setFlash(req, {
+        notice: `Monitor of @${monitor.targetUsername} created.`,
+        ...(secret ? { secret: secretFlash(secret) } : {}),
+      });
+      res.redirect(303, `/monitors/${monitor.id}`);
+    } catch (err) {
+      const errors = formErrors(err, MONITOR_FIELDS);
+      if (!errors) throw err;
+      const { facts } = await planFacts(req);
+      res
+        .status(422)
+        .type('html')
+        .send(monitorFormPage(pageContext(req), { kind: 'new' }, v, errors, facts.pollIntervalSec));
+    }
+  });
+
+  r.get('/monitors/:id', async (req, res) => {
+    const m = await uc.monitors.get(accountId(req), req.params.id ?? '');
+    const shown = await showMonitor(req, m);
+    res.status(shown.status).type('html').send(shown.page);
+  });
+
+  r.get('/monitors/:id/edit', async (req, res) => {
+    const m = await uc.monitors.get(accountId(req), req.params.id ?? '');
+    const { facts } = await planFacts(req);
+    const v = { target: m.targetUsername, keywords: m.keywords.join(', '), intervalSec: String(m.intervalSec) };
+    res
+      .type('html')
+      .send(monitorFormPage(pageContext(req), { kind: 'edit', monitor: m }, v, undefined, facts.pollIntervalSec));
+  });
+
+  r.post('/monitors/:id', async (req, res) => {
+    const id = req.params.id ?? '';
+    const m = await uc.monitors.get(accountId(req), id);
+    const v = values(req);
+    try {
+      await uc.monitors.update(accountId(req), id, {
+        target: v.target,
+        keywords: v.keywords,
+        intervalSec: optionalInt(v.intervalSec ?? '', 'intervalSec'),
+      });
+      setFlash(req, { notice: 'Monitor saved.' });
+      res.redirect(303, `/monitors/${id}`);
+    } catch (err) {
+      const errors = formErrors(err, MONITOR_FIELDS);
+      if (!errors) throw err;
+      const { facts } = await planFacts(req);
+      res
+        .status(422)
+        .type('html')
+        .send(monitorFormPage(pageContext(req), { kind: 'edit', monitor: m }, v, errors, facts.pollIntervalSec));
+    }
+  });
+
+  for (const action of ['pause', 'resume'] as const) {
+    r.post(`/monitors/:id/${action}`, async (req, res) => {
+      const m = await uc.monitors[action](accountId(req), req.params.id ?? '');
+      setFlash(req, {
+        notice: action === 'pause' ? 'Monitor paused: no checks until you resume it.' : 'Monitor resumed.',
+      });
+      res.redirect(303, `/monitors/${m.id}`);
+    });
+  }
+
+  r.post('/monitors/:id/delete', async (req, res) => {
+    await uc.monitors.remove(accountId(req), req.params.id ?? '');
+    setFlash(req, { notice: 'Monitor deleted.' });
+    res.redirect(303, '/monitors');
+  });
+
+  r.post('/monitors/:id/webhook', async (req, res) => {
+    const id = req.params.id ?? '';
+    const m = await uc.monitors.get(accountId(req), id);
+    const url = str(req, 'webhookUrl').trim();
+    try {
+      const { webhook, secret } = await uc.webhooks.set(accountId(req), id, url);
+      setFlash(req, { notice: `${webhook.label} URL saved.`, secret: secretFlash(secret) });
+      res.redirect(303, `/monitors/${id}`);
+    } catch (err) {
+      const errors = formErrors(err, ['webhookUrl']);
+      if (!errors) throw err;
+      const shown = await showMonitor(req, m, 422, { url, errors });
+      res.status(shown.status).type('html').send(shown.page);
+    }
+  });
+
+  r.post('/monitors/:id/webhook/rotate', async (req, res) => {
+    const id = req.params.id ?? '';
+    const { secret } = await uc.webhooks.rotate(accountId(req), id);
+    setFlash(req, {
+      notice: 'Signing secret rotated. The old secret no longer signs deliveries.',
+      secret: secretFlash(secret),
+    });
+    res.redirect(303, `/monitors/${id}`);
+  });
+
+  r.post('/monitors/:id/webhook/delete', async (req, res) => {
+    const id = req.params.id ?? '';
+    await uc.monitors.get(accountId(req), id);
+    await uc.webhooks.remove(accountId(req), id);
+    setFlash(req, { notice: 'Webhook removed.' });
+    res.redirect(303, `/monitors/${id}`);
+  });
+
+  r.post('/monitors/:id/webhook/test', async (req, res) => {
+    const id = req.params.id ?? '';
+    const queued = await uc.webhooks.sendTest(accountId(req), id);
+    setFlash(req, {
+      notice: `Test ping queued (delivery ${queued.deliveryId}). It appears in the delivery log within seconds.`,
+    });
+    res.redirect(303, `/monitors/${id}/deliveries`);
+  });
+
+  r.get('/monitors/:id/deliveries', async (req, res) => {
+    const id = req.params.id ?? '';
+    const cursor = query(req, 'cursor');
+    const m = await uc.monitors.get(accountId(req), id); // another account's id: 404 before any cursor check
+    const page = await uc.deliveries.list(accountId(req), id, { cursor });
+    const ctx = pageContext(req);
+    if (query(req, 'fragment')) res.type('html').send(deliveryRows(ctx, page).value);
+    else res.type('html').send(deliveriesPage(ctx, m, page, cursor !== undefined, opts.liveRefreshMs));
+  });
+
+  r.get('/monitors/:id/hits', async (req, res) => {
+    const id = req.params.id ?? '';
+    const cursor = query(req, 'cursor');
+    const [m, page] = await Promise.all([
+      uc.monitors.get(accountId(req), id),
+      uc.hits.list(accountId(req), id, { cursor }),
+    ]);
+    if (query(req, 'fragment')) res.type('html').send(hitRows(page).value);
+    else res.type('html').send(hitsPage(pageContext(req), m, page, cursor !== undefined, opts.liveRefreshMs));
+  });
+
+  r.post('/deliveries/:id/redeliver', async (req, res) => {
+    const queued = await uc.deliveries.redeliver(accountId(req), req.params.id ?? '');
+    setFlash(req, { notice: `Redelivery queued with the same delivery id ${queued.deliveryId}.` });
+    res.redirect(303, `/monitors/${queued.monitorId}/deliveries`);
+  });
+
+  return r;
+}

@@ -1,0 +1,98 @@
+/**
+ * Composition root of the dashboard: validates the environment, builds PostgreSQL, Redis and
+ * the AMQP publisher, the use-cases (@sts/usecases) and the express app; serves the app on
+ * DASHBOARD_PORT. Run by runService (packages/common): signals, environment, /healthz, /readyz and
+ * /metrics on the internal OPS_PORT, exit codes; stopping lets requests in flight finish.
+ */
+import http from 'node:http';
+import { Redis } from 'ioredis';
+import { listenOn, runService, type ServiceDefinition } from '@sts/common';
+import { createDbClient, migrationsCheck } from '@sts/db';
+import { AmqpClient } from '@sts/messaging';
+import { createUseCases, evictApiKeyVia, secretBoxFromEnv } from '@sts/usecases';
+import { monitorLimitsFromEnv, plansFromEnv } from '@sts/core';
+import { createSignInThrottle } from './adapters/throttle';
+import { createApp } from './app';
+import { parseDashboardEnv, type DashboardEnv } from './env';
+
+export const dashboardService: ServiceDefinition<DashboardEnv> = {
+  name: 'dashboard',
+  startedMessage: 'dashboard listening',
+  loadEnv: parseDashboardEnv,
+  async start(env, { logger, untilStopped }) {
+    const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
+    const redis = new Redis(env.REDIS_URL, {
+      keyPrefix: env.REDIS_KEY_PREFIX,
+      maxRetriesPerRequest: 2,
+      lazyConnect: true,
+    });
+    redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
+    const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'dashboard' });
+    const useCases = createUseCases({
+      db,
+      plans: plansFromEnv(env),
+      monitorLimits: monitorLimitsFromEnv(env),
+      secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
+      publisher: amqp,
+      evictApiKey: evictApiKeyVia(redis),
+    });
+    const app = createApp({
+      useCases,
+      redis,
+      throttle: createSignInThrottle({
+        redis,
+        perEmail: env.SIGNIN_MAX_PER_EMAIL,
+        perAddress: env.SIGNIN_MAX_PER_ADDRESS,
+        windowSec: env.SIGNIN_WINDOW_SEC,
+      }),
+      logger,
+      sessionSecrets: env.SESSION_SECRET,
+      sessionPrefix: env.SESSION_KEY_PREFIX,
+      sessionTtlSec: env.SESSION_TTL_SEC,
+      cookieSecure: env.COOKIE_SECURE,
+      trustProxy: env.TRUST_PROXY,
+      apiUrl: env.API_PUBLIC_URL.replace(/\/$/, ''),
+      liveRefreshMs: env.LIVE_REFRESH_MS,
+    });
+    const server = http.createServer(app);
+    server.headersTimeout = 20_000;
+    server.requestTimeout = 30_000;
+    try {
+      await untilStopped(redis.connect());
+      // Not awaited (start() retries until connected): while RabbitMQ is down the pages work,
+      // /readyz says rabbitmq is not connected, and only Test webhook / Redeliver answer 503.
+      amqp
+        .start()
+        .catch((err: unknown) =>
+          logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
+        );
+      const port = await listenOn(server, env.DASHBOARD_PORT, env.DASHBOARD_HOST);
+      return {
+        info: { port },
+        checks: {
+          migrations: migrationsCheck(db),
+          postgres: async () => void (await db.$queryRaw`SELECT 1`),
+          redis: async () => void (await redis.ping()),
+          rabbitmq: () => amqp.check(),
+        },
+        async stop() {
+          await new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeIdleConnections();
+          });
+          await amqp.stop();
+          redis.disconnect();
+          await db.$disconnect();
+        },
+      };
+    } catch (err) {
+      server.close();
+      await amqp.stop().catch(() => undefined);
+      redis.disconnect();
+      await db.$disconnect();
+      throw err;
+    }
+  },
+};
+
+if (require.main === module) runService(dashboardService);

@@ -1,0 +1,253 @@
+import type { MonitorView, Overview } from '@sts/usecases';
+import { formatInterval, formatTime } from '../domain/format';
+import { field, formError, type FieldErrors } from './forms';
+import { html, type SafeHtml } from './html';
+import { csrfField, layout, type PageContext } from './layout';
+
+export interface MonitorFormValues {
+  target?: string;
+  keywords?: string;
+  intervalSec?: string;
+  webhookUrl?: string;
+}
+
+function status(m: MonitorView): SafeHtml {
+  return html`<span class="badge ${m.status}">${m.status === 'active' ? 'Active' : 'Paused'}</span>`;
+}
+
+function keywords(m: MonitorView): SafeHtml {
+  return m.keywords.length ? html`${m.keywords.join(', ')}` : html`<span class="muted">every post</span>`;
+}
+
+export function limitMessage(limits: Overview['monitors'], plan: string): SafeHtml {
+  return html`<p class="alert" role="status" data-testid="monitor-limit">
+    You are using ${limits.count} of ${limits.limit} monitor${limits.limit === 1 ? '' : 's'} on the ${plan} plan.
+    ${plan === 'Free' ? html`<a href="/plan">Start the Starter trial</a> for more monitors and live webhooks.` : html`Delete or reuse a monitor to add another.`}
+  </p>`;
+}
+
+export function monitorsPage(
+  ctx: PageContext,
+  monitors: MonitorView[],
+  limits: Overview['monitors'],
+  plan: string,
+): string {
+  const full = limits.count >= limits.limit;
+  return layout(
+    ctx,
+    'Monitors',
+    html`${full ? limitMessage(limits, plan) : html`<p><a class="btn primary" href="/monitors/new">New monitor</a></p>`}
+    ${
+      monitors.length === 0
+        ? html`<div class="card">
+            <p>
+              No monitors yet. A monitor watches one account's posts for keywords and sends each match (a hit) to your
+              webhook.
+            </p>
+          </div>`
+        : html`<div class="table-wrap">
+            <table class="stack">
+              <thead>
+                <tr>
+                  <th scope="col">Target</th>
+                  <th scope="col">Keywords</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Last check</th>
+                  <th scope="col">Last error</th>
+                  <th scope="col">Hits</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${monitors.map(
+                  (m) =>
+                    html`<tr>
+                      <td data-label="Target"><a href="/monitors/${m.id}">@${m.targetUsername}</a></td>
+                      <td data-label="Keywords">${keywords(m)}</td>
+                      <td data-label="Status">${status(m)}</td>
+                      <td data-label="Last check">${formatTime(m.lastCheckAt)}</td>
+                      <td data-label="Last error">
+                        ${m.lastError ? html`<span class="error-text">${m.lastError}</span>` : '—'}
+                      </td>
+                      <td data-label="Hits">${m.hitCount}</td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>
+          </div>`
+    }`,
+  );
+}
+
+export function monitorFormPage(
+  ctx: PageContext,
+  mode: { kind: 'new' } | { kind: 'edit'; monitor: MonitorView },
+  values: MonitorFormValues,
+  errors: FieldErrors | undefined,
+  minIntervalSec: number,
+): string {
+  const isNew = mode.kind === 'new';
+  const action = isNew ? '/monitors' : `/monitors/${mode.monitor.id}`;
+  return layout(
+    ctx,
+    isNew ? 'New monitor' : `Edit @${mode.monitor.targetUsername}`,
+    html`<form method="post" action="${action}" class="card narrow" novalidate>
+      ${csrfField(ctx)} ${formError(errors)}
+      ${field({ name: 'target', label: 'Account to watch', value: values.target, required: true, hint: 'A username, with or without @.', errors })}
+      ${field({ name: 'keywords', label: 'Keywords (optional)', value: values.keywords, hint: 'Comma-separated; "quoted phrases" allowed. Empty: every post.', errors })}
+      ${field({
+        name: 'intervalSec',
+        label: 'Check every (seconds)',
+        type: 'number',
+        value: values.intervalSec,
+        min: minIntervalSec,
+        max: 86400,
+        hint: `Your plan allows every ${formatInterval(minIntervalSec)} at the most. Empty: that.`,
+        errors,
+      })}
+      ${
+        isNew
+          ? field({
+              name: 'webhookUrl',
+              label: 'Webhook URL (optional)',
+              type: 'url',
+              value: values.webhookUrl,
+              hint: 'HTTPS on a public address. Discord and Slack webhook URLs work too.',
+              errors,
+            })
+          : ''
+      }
+      <div class="actions">
+        <button type="submit" class="btn primary">${isNew ? 'Create monitor' : 'Save changes'}</button>
+        <a href="${isNew ? '/monitors' : `/monitors/${mode.monitor.id}`}">Cancel</a>
+      </div>
+    </form>`,
+  );
+}
+
+const VERIFY_SNIPPET = `import { verify, WebhookVerificationError } from '@sts/signing';
+
+// rawBody: the exact bytes received (before JSON.parse)
+try {
+  verify({ secret: process.env.WEBHOOK_SECRET, body: rawBody, headers: req.headers });
+} catch (err) {
+  if (err instanceof WebhookVerificationError) return res.status(401).end();
+  throw err;
+}
+const event = JSON.parse(rawBody.toString('utf8'));`;
+
+function webhookSection(
+  ctx: PageContext,
+  m: MonitorView,
+  liveWebhooks: boolean,
+  errors?: FieldErrors,
+  url?: string,
+): SafeHtml {
+  const w = m.webhook;
+  return html`<section class="card" aria-labelledby="wh-h">
+    <h2 id="wh-h">Webhook</h2>
+    ${
+      w
+        ? html`<p>
+              <span class="badge kind">${w.label}</span>
+              <code class="wrap" data-testid="webhook-url">${w.shownUrl}</code>
+            </p>
+            ${w.isBroken ? html`<p class="alert">Deliveries are paused for this URL: ${w.brokenReason ?? 'it failed'}. Save the URL again to retry.</p>` : ''}
+            <p class="muted">
+              Signing secret last set ${formatTime(w.secretRotatedAt ?? w.createdAt)}. It is shown only when it is made.
+            </p>`
+        : html`<p>No webhook yet. Hits are still recorded and listed under Hit history.</p>`
+    }
+    ${
+      liveWebhooks
+        ? ''
+        : html`<p class="notice" data-testid="free-rule">
+            On the Free plan hits are recorded but <strong>not delivered live</strong>; you can save a URL and send test
+            pings. <a href="/plan">Start the Starter trial</a> for live delivery.
+          </p>`
+    }
+    <form method="post" action="/monitors/${m.id}/webhook" novalidate>
+      ${csrfField(ctx)} ${formError(errors)}
+      ${field({ name: 'webhookUrl', label: w ? 'Replace the URL' : 'Webhook URL', type: 'url', value: url ?? '', required: true, hint: 'HTTPS on a public address. Saving makes a new signing secret.', errors })}
+      <button type="submit" class="btn">Save URL</button>
+    </form>
+    ${
+      w
+        ? html`<div class="actions">
+              <form method="post" action="/monitors/${m.id}/webhook/test">
+                ${csrfField(ctx)}<button type="submit" class="btn">Test webhook</button>
+              </form>
+              <form
+                method="post"
+                action="/monitors/${m.id}/webhook/rotate"
+                data-confirm="Rotate the signing secret? The old one stops working at once."
+              >
+                ${csrfField(ctx)}<button type="submit" class="btn">Rotate secret</button>
+              </form>
+              <form
+                method="post"
+                action="/monitors/${m.id}/webhook/delete"
+                data-confirm="Remove the webhook? Hits are still recorded."
+              >
+                ${csrfField(ctx)}<button type="submit" class="btn danger">Remove webhook</button>
+              </form>
+            </div>
+            <details>
+              <summary>Verify the signature (Node, packages/signing)</summary>
+              <pre><code>${VERIFY_SNIPPET}</code></pre>
+              <p class="muted">
+                The signature is HMAC-SHA256 over <code>{X-Service-Timestamp}.{raw body}</code> with the whole secret as
+                key, sent as <code>X-Service-Signature: sha256=…</code>. Reject timestamps older than 5 minutes.
+              </p>
+            </details>`
+        : ''
+    }
+  </section>`;
+}
+
+export function monitorPage(
+  ctx: PageContext,
+  m: MonitorView,
+  liveWebhooks: boolean,
+  webhookForm: { url?: string; errors?: FieldErrors } = {},
+): string {
+  return layout(
+    ctx,
+    `@${m.targetUsername}`,
+    html`<nav class="subnav" aria-label="Monitor">
+        <a href="/monitors/${m.id}" aria-current="page">Settings</a>
+        <a href="/monitors/${m.id}/deliveries">Delivery log</a>
+        <a href="/monitors/${m.id}/hits">Hit history</a>
+      </nav>
+      <section class="card" aria-labelledby="mon-h">
+        <h2 id="mon-h">Monitor</h2>
+        <dl class="facts">
+          <dt>Status</dt>
+          <dd>${status(m)}</dd>
+          <dt>Keywords</dt>
+          <dd>${keywords(m)}</dd>
+          <dt>Checked every</dt>
+          <dd>${formatInterval(m.intervalSec)}</dd>
+          <dt>Last check</dt>
+          <dd>${formatTime(m.lastCheckAt)}</dd>
+          <dt>Last error</dt>
+          <dd>${m.lastError ?? '—'}</dd>
+          <dt>Hits</dt>
+          <dd>${m.hitCount}</dd>
+        </dl>
+        <div class="actions">
+          <a class="btn" href="/monitors/${m.id}/edit">Edit</a>
+          <form method="post" action="/monitors/${m.id}/${m.status === 'active' ? 'pause' : 'resume'}">
+            ${csrfField(ctx)}<button type="submit" class="btn">${m.status === 'active' ? 'Pause' : 'Resume'}</button>
+          </form>
+          <form
+            method="post"
+            action="/monitors/${m.id}/delete"
+            data-confirm="Delete the monitor of @${m.targetUsername}, its webhook, hits and delivery log?"
+          >
+            ${csrfField(ctx)}<button type="submit" class="btn danger">Delete</button>
+          </form>
+        </div>
+      </section>
+      ${webhookSection(ctx, m, liveWebhooks, webhookForm.errors, webhookForm.url)}`,
+  );
+}
