@@ -1,4 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
+import type { HostResolver } from '@sts/core';
 import type { Db } from '@sts/db';
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
@@ -15,6 +16,8 @@ export interface CliContext {
   env: NodeJS.ProcessEnv;
   /** registers cleanup run after the command (close connections) */
   onClose(fn: () => Promise<void>): void;
+  /** DNS for the save-time webhook URL check; default the system resolver (tests inject one) */
+  resolveHost?: HostResolver;
 }
 
 export interface CommandResult {

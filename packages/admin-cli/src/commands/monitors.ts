@@ -7,14 +7,16 @@
 import { randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
 import {
-  classifyWebhookUrl,
+  checkWebhookUrlForSave,
   createSecretBox,
   generateWebhookSecret,
   isValidUsername,
   KeywordError,
   parseKeywords,
   SecretBoxError,
+  webhookSavePolicyFromEnv,
   WebhookUrlError,
+  type CheckedWebhookUrl,
   type SecretBox,
 } from '@sts/core';
 import { AmqpClient, type HeadersOf, type PayloadOf } from '@sts/messaging';
@@ -45,11 +47,16 @@ function secretBox(ctx: CliContext): SecretBox {
   }
 }
 
-function webhookUrl(raw: string): { url: string; kind: 'native' | 'discord' | 'slack' } {
+/**
+ * The save-time URL check (@sts/core checkWebhookUrlForSave: https, public addresses, ports,
+ * what the name resolves to). A refused URL is a usage error and nothing is saved; a bad
+ * WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS is an error naming the variable.
+ */
+async function webhookUrl(ctx: CliContext, raw: string, option: string): Promise<CheckedWebhookUrl> {
   try {
-    return classifyWebhookUrl(raw);
+    return await checkWebhookUrlForSave(raw, webhookSavePolicyFromEnv(ctx.env, ctx.resolveHost));
   } catch (err) {
-    if (err instanceof WebhookUrlError) throw new CliUsageError(`--webhook-url: ${err.message}`);
+    if (err instanceof WebhookUrlError) throw new CliUsageError(`--${option}: ${err.message}`);
     throw err;
   }
 }
@@ -137,7 +144,7 @@ const monitorCreate: Command = {
     }
     const interval = optionalInt(values, 'interval', 10, 86_400);
     const rawUrl = optionalString(values, 'webhook-url');
-    const hook = rawUrl !== undefined ? webhookUrl(rawUrl) : undefined;
+    const hook = rawUrl !== undefined ? await webhookUrl(ctx, rawUrl, 'webhook-url') : undefined;
     const box = hook ? secretBox(ctx) : undefined;
 
     const db = ctx.db();
@@ -162,9 +169,10 @@ const monitorCreate: Command = {
     if (hook && secret) {
       lines.push(`webhook: ${shownUrl(hook.url, hook.kind)} (${hook.kind})`);
       lines.push(`signing secret (shown once, store it now): ${secret}`);
+      lines.push(...hook.warnings.map((w) => `warning: ${w}`));
     }
     return {
-      json: { id, ...(secret ? { secret } : {}) },
+      json: { id, ...(secret ? { secret } : {}), ...(hook?.warnings.length ? { warnings: hook.warnings } : {}) },
       text: lines.join('\n'),
     };
   },
@@ -177,13 +185,7 @@ const webhookSet: Command = {
   options: { monitor: { type: 'string' }, url: { type: 'string' } },
   async run(ctx, values) {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    let hook: { url: string; kind: 'native' | 'discord' | 'slack' };
-    try {
-      hook = classifyWebhookUrl(requireString(values, 'url'));
-    } catch (err) {
-      if (err instanceof WebhookUrlError) throw new CliUsageError(`--url: ${err.message}`);
-      throw err;
-    }
+    const hook = await webhookUrl(ctx, requireString(values, 'url'), 'url');
     const box = secretBox(ctx);
     await loadMonitor(ctx, monitorId);
     const secret = generateWebhookSecret();
@@ -195,10 +197,17 @@ const webhookSet: Command = {
       update: { ...fields, secretRotatedAt: new Date() },
     });
     return {
-      json: { monitor_id: monitorId, url: shownUrl(hook.url, hook.kind), kind: hook.kind, secret },
+      json: {
+        monitor_id: monitorId,
+        url: shownUrl(hook.url, hook.kind),
+        kind: hook.kind,
+        secret,
+        ...(hook.warnings.length ? { warnings: hook.warnings } : {}),
+      },
       text: [
         `webhook of monitor ${monitorId}: ${shownUrl(hook.url, hook.kind)} (${hook.kind})`,
         `signing secret (shown once, store it now): ${secret}`,
+        ...hook.warnings.map((w) => `warning: ${w}`),
       ].join('\n'),
     };
   },
