@@ -53,7 +53,7 @@ async function consumer(queue: string, outcome: { value: ConsumeOutcome }) {
   return seen;
 }
 
-async function publishHit(id = randomUUID()): Promise<string> {
+async function publishHit(id: string = randomUUID()): Promise<string> {
   await client.publish('monitor.hit', hitPayload(), {
     messageId: id,
     headers: { accountId: 'acc-1', hitId: id },

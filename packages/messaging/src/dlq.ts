@@ -8,7 +8,7 @@
  * republication (publisher confirms, `mandatory`, no basic.return); on any failure it goes back
  * to the DLQ (nack with requeue, or the channel closes and the broker returns it).
  */
-import type { Channel, ChannelModel, ConfirmChannel, GetMessage, Options } from 'amqplib';
+import { connect, type Channel, type ChannelModel, type ConfirmChannel, type GetMessage, type Options } from 'amqplib';
 import { DEAD_LETTER_EXCHANGE, EXCHANGE } from './contracts';
 import { consumerQueueArguments, deadLetterQueueArguments, deadLetterQueueName, declareExchanges } from './topology';
 
@@ -46,6 +46,39 @@ export interface DeadLetterInfo {
 
 export class DlqError extends Error {
   override name = 'DlqError';
+}
+
+/**
+ * A plain connection for these tools (the CLI), failing within `timeoutMs` with a message that
+ * names AMQP_URL but not its credentials. The caller closes it.
+ */
+export async function connectForTools(url: string, timeoutMs = 10_000): Promise<ChannelModel> {
+  let timer: NodeJS.Timeout | undefined;
+  const attempt = connect(url, { timeout: timeoutMs });
+  try {
+    const conn = await Promise.race([
+      attempt,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new DlqError(`cannot reach RabbitMQ (AMQP_URL) within ${timeoutMs / 1000} s`)),
+          timeoutMs,
+        );
+      }),
+    ]);
+    conn.on('error', () => undefined);
+    return conn;
+  } catch (err) {
+    attempt
+      .then(
+        (c) => c.close(),
+        () => undefined,
+      )
+      .catch(() => undefined);
+    if (err instanceof DlqError) throw err;
+    throw new DlqError(`cannot connect to RabbitMQ (AMQP_URL): ${(err as Error).message.replace(/\/\/[^@/]*@/, '//')}`);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function text(v: unknown): string | null {
@@ -304,7 +337,7 @@ async function differs(conn: ChannelModel, name: string, args: Record<string, un
 
 /** A message's properties for an identical copy (headers incl. x-death kept; not userId, which the broker checks). */
 function sameProperties(msg: GetMessage): Options.Publish {
-  const p = msg.properties as Record<string, unknown>;
+  const p = msg.properties as unknown as Record<string, unknown>;
   const out: Record<string, unknown> = { mandatory: true, persistent: true };
   for (const k of [
     'headers',

@@ -1,8 +1,9 @@
 import type { Command } from '../command';
 import { accountCommands } from './accounts';
+import { dlqCommands } from './dlq';
 import { monitorCommands } from './monitors';
 import { socialCommands } from './social';
 
 // Each file owns its commands: accounts.ts (account, key, plan, seed), social.ts (social user/tweet),
-// monitors.ts (monitor, webhook, deliveries, redeliver).
-export const allCommands: Command[] = [...accountCommands, ...socialCommands, ...monitorCommands];
+// monitors.ts (monitor, webhook, deliveries, redeliver), dlq.ts (dlq list|replay, queues migrate).
+export const allCommands: Command[] = [...accountCommands, ...socialCommands, ...monitorCommands, ...dlqCommands];
