@@ -113,6 +113,10 @@ function runOnce(label, args) {
 
 console.log('start: applying migrations');
 process.stdout.write(runOnce('migrations', ['packages/db/src/cli.ts', 'deploy']));
+// Consumer queues are quorum queues since the delivery work; a broker that still has the classic
+// queues of earlier versions gets them moved (idempotent, and nothing consumes them yet here).
+console.log('start: checking the RabbitMQ queues');
+process.stdout.write(runOnce('queues', ['packages/admin-cli/src/main.ts', 'queues', 'migrate']));
 console.log('start: seeding the demo account');
 let seed = {};
 try {

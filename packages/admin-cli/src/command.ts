@@ -1,5 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
-import { isUuid } from '@sts/core';
+import { isUuid, type HostResolver } from '@sts/core';
 import type { Db } from '@sts/db';
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
@@ -16,6 +16,8 @@ export interface CliContext {
   env: NodeJS.ProcessEnv;
   /** registers cleanup run after the command (close connections) */
   onClose(fn: () => Promise<void>): void;
+  /** DNS for the save-time webhook URL check; default the system resolver (tests inject one) */
+  resolveHost?: HostResolver;
 }
 
 export interface CommandResult {

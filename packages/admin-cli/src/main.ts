@@ -27,6 +27,7 @@ export async function runCli(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
   commands: Command[] = allCommands,
+  extras: Pick<CliContext, 'resolveHost'> = {},
 ): Promise<RunOutput> {
   const sorted = [...commands].sort((a, b) => b.name.split(' ').length - a.name.split(' ').length);
   const command = sorted.find((c) => {
@@ -57,6 +58,7 @@ export async function runCli(
       return db;
     },
     onClose: (fn) => closers.push(fn),
+    ...extras,
   };
   let json = false;
   try {

@@ -5,6 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
+import { checkWebhookUrlForSave, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
 import {
   ConflictError,
@@ -97,7 +98,9 @@ export function useCases(ctx: CliContext): UseCases {
       secretBox: secretBoxFromEnv(ctx.env.SECRETS_ENCRYPTION_KEY),
       publisher: oneShotPublisher(ctx),
       evictApiKey: redisEvictor(ctx),
-      // webhookUrlCheck: the save-time address check (@sts/core checkWebhookUrlForSave) plugs in here
+      // the save-time URL rule (HTTPS, public addresses, ports, what the name resolves to); a bad
+      // WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS is an error naming the variable
+      webhookUrlCheck: (raw) => checkWebhookUrlForSave(raw, webhookSavePolicyFromEnv(ctx.env, ctx.resolveHost)),
     });
     built.set(ctx, uc);
   }

@@ -1,3 +1,4 @@
+export * from './addressPolicy';
 export * from './apiKeys';
 export * from './ids';
 export * from './keywords';

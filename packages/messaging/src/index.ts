@@ -1,3 +1,4 @@
 export * from './contracts';
 export * from './client';
 export * from './topology';
+export * from './dlq';

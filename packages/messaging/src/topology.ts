@@ -23,11 +23,69 @@ function checkQueueName(queue: string): void {
 }
 
 /**
+ * Queue arguments of every consumer queue and its DLQ (RabbitMQ 3.10+). They are part of a
+ * queue's identity: every process must declare the same values, or RabbitMQ refuses the
+ * declaration with PRECONDITION_FAILED. Operators lower them per deployment with a policy
+ * (`delivery-limit`, `max-length`, `max-length-bytes`): RabbitMQ applies the smaller of the
+ * policy and the argument, and a policy changes a running queue without a redeclaration.
+ */
+export const QUEUE_TYPE = 'quorum';
+/**
+ * Deliveries of one message (first + returns: nack/reject with requeue, a consumer's channel or
+ * connection lost) before the quorum queue dead-letters it with reason `delivery_limit`. The
+ * client's own rule (a throw requeues a first delivery and dead-letters a redelivery) normally
+ * ends a poison message at the 2nd delivery; this limit catches what that rule cannot see, such
+ * as a message that crashes the consumer process each time. 20 leaves room for returns caused
+ * by reconnects and deliberate requeues (deferral) before a message is given up.
+ */
+export const DELIVERY_LIMIT = 20;
+/** Dead letters kept per DLQ; beyond that the OLDEST are dropped (`x-overflow: drop-head`). */
+export const DLQ_MAX_LENGTH = 10_000;
+/** ... and at most this many body bytes (64 MiB), oldest dropped first. */
+export const DLQ_MAX_LENGTH_BYTES = 64 * 1024 * 1024;
+
+/** The arguments `declareQueue` gives `<queue>` (exported for other languages' declarations and for tests). */
+export function consumerQueueArguments(queue: string): Record<string, string | number> {
+  return {
+    'x-queue-type': QUEUE_TYPE,
+    'x-delivery-limit': DELIVERY_LIMIT,
+    'x-dead-letter-exchange': DEAD_LETTER_EXCHANGE,
+    'x-dead-letter-routing-key': queue,
+    // at-least-once dead-lettering: a dead letter leaves the queue only once the DLQ confirmed it
+    // (it needs reject-publish overflow, which only matters if a policy sets a max length)
+    'x-dead-letter-strategy': 'at-least-once',
+    'x-overflow': 'reject-publish',
+  };
+}
+
+/**
+ * The arguments `declareQueue` gives `<queue>.dlq`. A CLASSIC queue on purpose: a quorum queue
+ * (RabbitMQ 3.10) puts a message returned with nack+requeue at the back, so inspecting a DLQ
+ * (`dlq list`, which fetches and returns) would reorder it on every look; a classic queue returns
+ * it to its place. Lazy: dead letters live on disk, not in memory. The price: in a cluster a
+ * classic DLQ lives on one node (dead letters are for inspection; the live path is quorum).
+ */
+export function deadLetterQueueArguments(): Record<string, string | number> {
+  return {
+    'x-queue-type': 'classic',
+    'x-queue-mode': 'lazy',
+    'x-max-length': DLQ_MAX_LENGTH,
+    'x-max-length-bytes': DLQ_MAX_LENGTH_BYTES,
+    'x-overflow': 'drop-head',
+  };
+}
+
+/**
  * Declares (idempotently) a consumer queue and its dead-letter queue, and binds the queue to
  * `monitor.events` with the given routing keys:
- * - `<queue>`: durable, `x-dead-letter-exchange: monitor.events.dlx`, `x-dead-letter-routing-key: <queue>`;
- * - `<queue>.dlq`: durable, bound to `monitor.events.dlx` with routing key `<queue>`.
+ * - `<queue>`: durable quorum queue with `consumerQueueArguments` (delivery limit, dead letters to
+ *   `monitor.events.dlx` with routing key `<queue>`, at-least-once);
+ * - `<queue>.dlq`: durable classic (lazy) queue bounded by `deadLetterQueueArguments`, bound to
+ *   `monitor.events.dlx` with routing key `<queue>`.
  * Also declares the exchanges, so another internal service can call this on its own channel.
+ * A classic queue of the same name from an earlier version makes this fail with
+ * PRECONDITION_FAILED (inequivalent arg 'x-queue-type'): move it with `migrateToQuorum` (dlq.ts,
+ * `npm run cli -- queues migrate`).
  */
 export async function declareQueue(channel: Channel, queue: string, bindings: RoutingKey[]): Promise<void> {
   checkQueueName(queue);
@@ -38,11 +96,8 @@ export async function declareQueue(channel: Channel, queue: string, bindings: Ro
   }
   await declareExchanges(channel);
   const dlq = deadLetterQueueName(queue);
-  await channel.assertQueue(dlq, { durable: true });
+  await channel.assertQueue(dlq, { durable: true, arguments: deadLetterQueueArguments() });
   await channel.bindQueue(dlq, DEAD_LETTER_EXCHANGE, queue);
-  await channel.assertQueue(queue, {
-    durable: true,
-    arguments: { 'x-dead-letter-exchange': DEAD_LETTER_EXCHANGE, 'x-dead-letter-routing-key': queue },
-  });
+  await channel.assertQueue(queue, { durable: true, arguments: consumerQueueArguments(queue) });
   for (const key of new Set(bindings)) await channel.bindQueue(queue, EXCHANGE, key);
 }

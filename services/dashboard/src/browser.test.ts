@@ -138,6 +138,9 @@ beforeAll(async () => {
     SIGNIN_MAX_PER_EMAIL: '3',
     LIVE_REFRESH_MS: '700',
     API_PUBLIC_URL: gatewayUrl,
+    // the local receiver: a private name on a port other than 443, allowed for this test only
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+    WEBHOOK_ALLOWED_PORTS: new URL(receiver.url).port,
   });
   running.push(dashboard);
   base = `http://127.0.0.1:${dashboard.port}`;

@@ -65,6 +65,10 @@ export const dashboardEnvSchema = z.object({
       },
       { message: 'must be 32 bytes, as base64 or 64 hex digits' },
     ),
+  /** save-time webhook URL rule (@sts/core checkWebhookUrlForSave): ports besides 443, and host
+   * names exempt from the public-address rule (local development and tests only) */
+  WEBHOOK_ALLOWED_PORTS: z.string().default(''),
+  WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().default(''),
   /** refresh period of the live delivery log and hit history, in the browser */
   LIVE_REFRESH_MS: int(5000, 500, 600_000),
   DB_POOL_SIZE: int(5, 1, 100),

@@ -10,7 +10,7 @@ import { listenOn, runService, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createUseCases, evictApiKeyVia, secretBoxFromEnv } from '@sts/usecases';
-import { monitorLimitsFromEnv, plansFromEnv } from '@sts/core';
+import { checkWebhookUrlForSave, monitorLimitsFromEnv, plansFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
 import { createSignInThrottle } from './adapters/throttle';
 import { createApp } from './app';
 import { parseDashboardEnv, type DashboardEnv } from './env';
@@ -28,6 +28,11 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
     });
     redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'dashboard' });
+    // a bad WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS fails the start, naming the variable
+    const urlPolicy = webhookSavePolicyFromEnv({
+      WEBHOOK_ALLOWED_PORTS: env.WEBHOOK_ALLOWED_PORTS,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
+    });
     const useCases = createUseCases({
       db,
       plans: plansFromEnv(env),
@@ -35,6 +40,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
+      webhookUrlCheck: (raw) => checkWebhookUrlForSave(raw, urlPolicy),
     });
     const app = createApp({
       useCases,

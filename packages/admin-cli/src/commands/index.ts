@@ -1,9 +1,17 @@
 import type { Command } from '../command';
 import { accountCommands } from './accounts';
 import { demoCommands } from './demo';
+import { dlqCommands } from './dlq';
 import { monitorCommands } from './monitors';
 import { socialCommands } from './social';
 
 // Each file owns its commands: accounts.ts (account, key, plan, seed), social.ts (social user/tweet),
-// monitors.ts (monitor, webhook, deliveries, redeliver), demo.ts (the demo tweet generator).
-export const allCommands: Command[] = [...accountCommands, ...socialCommands, ...monitorCommands, ...demoCommands];
+// monitors.ts (monitor, webhook, deliveries, redeliver), demo.ts (the demo tweet generator),
+// dlq.ts (dlq list|replay, queues migrate).
+export const allCommands: Command[] = [
+  ...accountCommands,
+  ...socialCommands,
+  ...monitorCommands,
+  ...demoCommands,
+  ...dlqCommands,
+];

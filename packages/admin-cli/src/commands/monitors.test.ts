@@ -5,6 +5,20 @@ import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createTestDatabase, createTestVhost, waitFor } from '@sts/testing';
 import { runCli } from '../main';
+import { allCommands } from './index';
+
+/** DNS for the save-time URL check, local (no network): unknown names fail like ENOTFOUND. */
+const DNS: Record<string, string[]> = {
+  'example.com': ['93.184.215.14'],
+  'discord.com': ['162.159.128.233'],
+  'hooks.slack.com': ['34.224.17.240'],
+  'intranet.example': ['10.20.30.40', 'fd00::1'],
+  localhost: ['127.0.0.1', '::1'],
+};
+const resolveHost = (host: string) =>
+  DNS[host]
+    ? Promise.resolve(DNS[host])
+    : Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' }));
 
 const KEY = randomBytes(32).toString('hex');
 const logger = createLogger({ service: 'cli-test', level: 'error' });
@@ -18,7 +32,7 @@ describe('monitor and webhook commands', () => {
   let listener: AmqpClient;
   const seen: Envelope<'monitor.test' | 'webhook.redeliver'>[] = [];
 
-  const cli = (...argv: string[]) => runCli(argv, env);
+  const cli = (...argv: string[]) => runCli(argv, env, allCommands, { resolveHost });
   const json = async (...argv: string[]) => {
     const r = await cli(...argv, '--json');
     if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}`);
@@ -171,15 +185,121 @@ describe('monitor and webhook commands', () => {
       const r = await runCli(
         ['monitor', 'create', '--account', accountId, '--target', 'NASA', '--webhook-url', 'https://example.com/h'],
         { DATABASE_URL: testDb.url },
+        allCommands,
+        { resolveHost },
       );
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/SECRETS_ENCRYPTION_KEY is not set/);
       const bad = await runCli(
         ['monitor', 'create', '--account', accountId, '--target', 'NASA', '--webhook-url', 'https://example.com/h'],
         { DATABASE_URL: testDb.url, SECRETS_ENCRYPTION_KEY: 'short' },
+        allCommands,
+        { resolveHost },
       );
       expect(bad.code).toBe(1);
       expect(bad.stderr).toMatch(/SECRETS_ENCRYPTION_KEY must be 32 bytes/);
+    });
+  });
+
+  describe('save-time webhook URL checks (nothing saved on refusal)', () => {
+    const create = (url: string, extraEnv: NodeJS.ProcessEnv = {}) =>
+      runCli(
+        ['monitor', 'create', '--account', accountId, '--target', 'NASA', '--webhook-url', url, '--json'],
+        { ...env, ...extraEnv },
+        allCommands,
+        { resolveHost },
+      );
+
+    it.each([
+      ['http://example.com/h', /--webhook-url: webhook URL must use https \(got http\)/],
+      ['https://127.0.0.1/h', /host 127\.0\.0\.1 is not a public address \(loopback\)/],
+      ['https://2130706433/h', /host 127\.0\.0\.1 is not a public address \(loopback\)/],
+      ['https://0x7f.1/h', /host 127\.0\.0\.1 is not a public address/],
+      ['https://017700000001/h', /host 127\.0\.0\.1 is not a public address/],
+      ['https://10.0.0.1/h', /private/],
+      ['https://169.254.169.254/h', /link-local/],
+      ['https://100.64.1.1/h', /carrier-grade NAT/],
+      ['https://[::1]/h', /::1 is not a public address \(loopback\)/],
+      ['https://[::ffff:127.0.0.1]/h', /embeds 127\.0\.0\.1/],
+      ['https://[64:ff9b::10.0.0.1]/h', /embeds 10\.0\.0\.1/],
+      ['https://[fd00::1]/h', /unique-local/],
+      ['https://[fe80::1]/h', /link-local/],
+      ['https://example.com:8443/h', /--webhook-url: webhook URL port 8443 is not allowed: only 443/],
+      ['https://intranet.example/h', /host intranet\.example resolves only to non-public addresses: 10\.20\.30\.40/],
+      ['https://localhost/h', /host localhost resolves only to non-public addresses/],
+    ])('monitor create refuses %s with a usage error, nothing saved', async (url, message) => {
+      const monitors = await db.monitor.count();
+      const hooks = await db.webhookEndpoint.count();
+      const r = await create(url);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect((JSON.parse(r.stdout) as { error: string }).error).toMatch(message);
+      expect(await db.monitor.count()).toBe(monitors);
+      expect(await db.webhookEndpoint.count()).toBe(hooks);
+    });
+
+    it('webhook set refuses the same URLs and keeps the stored webhook', async () => {
+      const made = await json(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'NASA',
+        '--webhook-url',
+        'https://example.com/keep',
+      );
+      const monitorId = made.id as string;
+      const before = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      for (const url of [
+        'https://2130706433/',
+        'https://[::ffff:7f00:1]/',
+        'https://example.com:8080/',
+        'https://intranet.example/',
+      ]) {
+        const r = await cli('webhook', 'set', '--monitor', monitorId, '--url', url);
+        expect(r.code).toBe(2);
+        expect(r.stderr).toMatch(/^--url: webhook URL /);
+      }
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).toEqual(before);
+    });
+
+    it('WEBHOOK_ALLOWED_PORTS and WEBHOOK_ALLOW_PRIVATE_HOSTS (names only) open exactly what they name', async () => {
+      const dev = { WEBHOOK_ALLOWED_PORTS: '8443', WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost' };
+      let r = await create('https://localhost:8443/h', dev);
+      expect(r.code).toBe(0);
+      const id = (JSON.parse(r.stdout) as { id: string }).id;
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: id } })).toMatchObject({
+        url: 'https://localhost:8443/h',
+      });
+      r = await create('https://127.0.0.1:8443/h', dev);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/127\.0\.0\.1 is not a public address/);
+      r = await create('https://localhost:9000/h', dev);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/port 9000 is not allowed: only 443, 8443/);
+      // an IP literal in the allow list is a configuration error (exit 1), nothing saved
+      const monitors = await db.monitor.count();
+      r = await create('https://example.com/h', { WEBHOOK_ALLOW_PRIVATE_HOSTS: '127.0.0.1' });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/WEBHOOK_ALLOW_PRIVATE_HOSTS takes host names only; "127\.0\.0\.1" is an IP address/);
+      r = await create('https://example.com/h', { WEBHOOK_ALLOWED_PORTS: 'eighty' });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/WEBHOOK_ALLOWED_PORTS must be a comma list of ports/);
+      expect(await db.monitor.count()).toBe(monitors);
+    });
+
+    it('saves with a warning when the name cannot be resolved', async () => {
+      const r = await create('https://not-yet-live.example/h');
+      expect(r.code).toBe(0);
+      const out = JSON.parse(r.stdout) as { id: string; warnings: string[] };
+      expect(out.warnings).toEqual([expect.stringMatching(/could not resolve not-yet-live\.example \(ENOTFOUND\)/)]);
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: out.id } })).toMatchObject({
+        url: 'https://not-yet-live.example/h',
+      });
+      const text = await cli('webhook', 'set', '--monitor', out.id, '--url', 'https://still-not-live.example/x');
+      expect(text.code).toBe(0);
+      expect(text.stdout).toMatch(/warning: could not resolve still-not-live\.example/);
     });
   });
 

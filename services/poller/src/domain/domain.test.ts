@@ -115,14 +115,15 @@ describe('matching', () => {
       tweet('my CAT sleeps'),
       tweet('our new  \n release'),
       tweet('new and release'),
-      tweet('au CAFE ce matin'),
+      tweet('au CAFÉ ce matin'),
+      tweet('un cafe noir'), // accents are kept (core keywords.ts): cafe ≠ café
       tweet('cafeteria'),
     ];
     const hits = findHits(tweets, monitors).map((h) => `${h.monitor.id}:${h.tweet.text}`);
     expect(hits.filter((h) => !h.startsWith('all:'))).toEqual([
       'cat:my CAT sleeps',
       'phrase:our new  \n release',
-      'accent:au CAFE ce matin',
+      'accent:au CAFÉ ce matin',
     ]);
     expect(hits.filter((h) => h.startsWith('all:'))).toHaveLength(tweets.length);
   });
