@@ -9,6 +9,8 @@
 export const CRLF = '\r\n';
 const CRLFCRLF = Buffer.from('\r\n\r\n');
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** a trailer field line: token ":" then visible characters, SP, HTAB (and obs-text) only */
+const TRAILER_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*$/;
 
 export class WireError extends Error {
   override name = 'WireError';
@@ -42,9 +44,9 @@ export interface Head {
  * Parses a message head (latin1 text up to, not including, the blank line) in one pass. Throws
  * WireError(400) on a control character, a bare CR or LF, or a field line that is not
  * `token ":" OWS value OWS` (so obsolete line folding is refused too). With `keep`, only those
- * fields are stored; every line is still checked.
+ * fields are stored; every line is still checked. A field of `single` sent twice is a 400 too.
  */
-export function parseHead(text: string, keep?: ReadonlySet<string>): Head {
+export function parseHead(text: string, keep?: ReadonlySet<string>, single?: ReadonlySet<string>): Head {
   if (BAD_CHAR.test(text)) throw new WireError(400, 'INVALID_REQUEST', 'control character in the message head');
   if (BARE_CR_LF.test(text)) throw new WireError(400, 'INVALID_REQUEST', 'bare CR or LF in the message head');
   let eol = text.indexOf(CRLF);
@@ -67,7 +69,9 @@ export function parseHead(text: string, keep?: ReadonlySet<string>): Head {
       while (e > s && (text.charCodeAt(e - 1) === 32 || text.charCodeAt(e - 1) === 9)) e--;
       const value = text.slice(s, e);
       const prev = headers[key];
-      headers[key] = prev === undefined ? value : `${prev}, ${value}`;
+      if (prev === undefined) headers[key] = value;
+      else if (single?.has(key)) throw new WireError(400, 'INVALID_REQUEST', `more than one ${name} header`);
+      else headers[key] = `${prev}, ${value}`;
     }
     pos = end + 2;
   }
@@ -161,8 +165,7 @@ export class ChunkedDecoder {
         this.trailerBytes += line.length + 2;
         if (this.trailerBytes > 8192) throw new WireError(431, 'HEADERS_TOO_LARGE', 'chunked trailer too large');
         if (line === '') this.done = true;
-        else if (line.includes('\r') || line.includes('\n') || line.indexOf(':') <= 0)
-          throw new WireError(400, 'INVALID_REQUEST', 'malformed chunked trailer');
+        else if (!TRAILER_LINE.test(line)) throw new WireError(400, 'INVALID_REQUEST', 'malformed chunked trailer');
         continue;
       }
       const m = /^([0-9A-Fa-f]{1,8})[ \t]*(?:;[\t\x20-\x7e]*)?$/.exec(line);
