@@ -107,12 +107,14 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/(\d)\.(\d)$/;
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/;
 const CLOSE_TOKEN = /(?:^|,)\s*close\s*(?:,|$)/;
+/** an HTAB in a framing field's line (llhttp refuses `5<HTAB>` and does not read `chunked<HTAB>` as chunked) */
+const FRAMING_TAB = /^(?:transfer-encoding|content-length):[^\r\n]*\t/im;
 /**
- * Methods passed to the handler: the ones of RFC 9110 (CONNECT is refused by the origin-form
- * rule). llhttp knows more (WebDAV, …); none of them is an API method here, and an unknown one
- * is a 501 rather than something a later hop might read differently.
+ * Methods passed to the handler: the ones of RFC 9110 but CONNECT (a tunnel, which llhttp stops
+ * parsing at). llhttp knows more (WebDAV, …); none of them is an API method here, and an unknown
+ * one is a 501 rather than something a later hop might read differently.
  */
-const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH', 'TRACE', 'CONNECT']);
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH', 'TRACE']);
 /** header fields that must not be repeated (RFC 9112 §3.2: a request with several Host fields is a 400) */
 const SINGLE_FIELDS: ReadonlySet<string> = new Set(['host']);
 const STATUS_LINES: string[] = [];
@@ -178,7 +180,14 @@ function readRequestHead(text: string, sh: Shared): RequestHead {
   const headers = head.headers;
   if (minor === '1' && headers.host === undefined) throw new WireError(400, 'INVALID_REQUEST', 'missing Host header');
   const connection = headers.connection;
-  const keepAlive = minor === '1' && !(connection !== undefined && CLOSE_TOKEN.test(connection.toLowerCase()));
+  // an Upgrade request (not supported: answered as a plain request) ends the connection, since
+  // llhttp would read what follows it as the other protocol, not as requests
+  const keepAlive =
+    minor === '1' &&
+    headers.upgrade === undefined &&
+    !(connection !== undefined && CLOSE_TOKEN.test(connection.toLowerCase()));
+  if ((headers['transfer-encoding'] !== undefined || headers['content-length'] !== undefined) && FRAMING_TAB.test(text))
+    throw new WireError(400, 'INVALID_REQUEST', 'a tab in Content-Length or Transfer-Encoding');
   const framing = bodyFraming(headers);
   if (framing.kind === 'length' && framing.length > sh.maxBody)
     throw new WireError(413, 'PAYLOAD_TOO_LARGE', `request body larger than ${sh.maxBody} bytes`);
@@ -369,16 +378,14 @@ class Connection {
     const head = readRequestHead(buf.toString('latin1', 0, end), this.sh);
     this.consume(end + 4);
     this.head = head;
+    const expect = head.headers.expect;
+    if (expect !== undefined && expect.toLowerCase() !== '100-continue')
+      throw new WireError(417, 'EXPECTATION_FAILED', `unsupported Expect: ${expect.slice(0, 40)}`);
     if (head.framing.kind === 'none') {
       this.dispatch(null);
       return true;
     }
-    const expect = head.headers.expect;
-    if (expect !== undefined) {
-      if (expect.toLowerCase() !== '100-continue')
-        throw new WireError(417, 'EXPECTATION_FAILED', `unsupported Expect: ${expect.slice(0, 40)}`);
-      if (this.buffered === 0) this.socket.write('HTTP/1.1 100 Continue\r\n\r\n');
-    }
+    if (expect !== undefined && this.buffered === 0) this.socket.write('HTTP/1.1 100 Continue\r\n\r\n');
     this.decoder = head.framing.kind === 'chunked' ? new ChunkedDecoder(this.sh.maxBody) : null;
     this.state = State.Body;
     return true;
@@ -545,6 +552,7 @@ function sharedState(options: HttpServerOptions): Shared {
           'transfer-encoding',
           'connection',
           'expect',
+          'upgrade',
           'x-request-id',
         ])
       : undefined,
