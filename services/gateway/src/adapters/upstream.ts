@@ -184,8 +184,9 @@ interface Call {
 class Conn {
   /** calls written (or to be written once connected), in order; the first is being answered */
   readonly queue: Call[] = [];
-  /** a complete answer not handed over yet: the next answer's head must show the framing held */
-  held: { call: Call; answer: UpstreamAnswer } | null = null;
+  /** a call with a complete answer not handed over yet: the next answer's head must show the framing held */
+  held: Call | null = null;
+  heldAnswer: UpstreamAnswer | null = null;
   /** answers completed on this socket: read-api was there */
   answered = 0;
   connected = false;
@@ -298,7 +299,7 @@ function fail(p: Pool, call: Call, err: UpstreamFailure): void {
   const conn = call.conn;
   call.conn = null;
   if (conn) {
-    if (conn.held?.call === call) conn.held = null;
+    if (conn.held === call) conn.held = conn.heldAnswer = null;
     const i = conn.queue.indexOf(call);
     if (i !== -1) conn.queue.splice(i, 1);
     if (i === 0) conn.nextAnswer(); // what arrived was this call's
@@ -319,10 +320,10 @@ function abandon(p: Pool, conn: Conn, err: UpstreamFailure): void {
   const i = p.idle.indexOf(conn);
   if (i !== -1) p.idle.splice(i, 1);
   const held = conn.held;
-  conn.held = null;
+  conn.held = conn.heldAnswer = null;
   if (held !== null) {
-    held.call.conn = null;
-    if (settle(p, held.call)) held.call.reject(err);
+    held.conn = null;
+    if (settle(p, held)) held.reject(err);
   }
   const calls = conn.queue.splice(0);
   const now = Date.now();
@@ -351,7 +352,7 @@ function lost(p: Pool, conn: Conn, err: NodeJS.ErrnoException | null): void {
     // the connection ended right after a complete answer: hand it over, unless its body holds the
     // next call's answer (a length too long by exactly the rest: the next answer echoes its id)
     const id = conn.queue[0]?.requestId;
-    if (id == null || !holdsHead(conn.held.answer.body, id)) handOver(p, conn);
+    if (id == null || !holdsHead(conn.heldAnswer!.body, id)) handOver(p, conn);
   }
   abandon(p, conn, err === null ? connectionLost() : classify(err));
 }
@@ -500,10 +501,11 @@ function release(p: Pool, conn: Conn): void {
 
 /** hands the held answer to its caller */
 function handOver(p: Pool, conn: Conn): void {
-  const held = conn.held!;
-  conn.held = null;
-  held.call.conn = null;
-  if (settle(p, held.call)) held.call.resolve(held.answer);
+  const call = conn.held!;
+  const answer = conn.heldAnswer!;
+  conn.held = conn.heldAnswer = null;
+  call.conn = null;
+  if (settle(p, call)) call.resolve(answer);
 }
 
 /**
@@ -517,7 +519,8 @@ function complete(p: Pool, conn: Conn, body: Buffer, rest: Buffer): void {
   conn.answered++;
   conn.nextAnswer();
   if (call.route !== null) noteTime(p, call.route, answer.headers['server-timing']);
-  conn.held = { call, answer };
+  conn.held = call;
+  conn.heldAnswer = answer;
   if (conn.queue.length > 0 && conn.keepAlive) return;
   if (rest.length > 0) throw new OutOfStep('bytes after the last answer asked for');
   handOver(p, conn);
