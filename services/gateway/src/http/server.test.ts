@@ -472,6 +472,25 @@ describe('gateway HTTP server', () => {
     s.destroy();
   }, 90_000);
 
+  it('a client that takes none of its answers for the keep-alive timeout is cut', async () => {
+    const big = Buffer.alloc(32 * 1024, 'x');
+    server = createHttpServer({
+      handler: (_req, res) => res.send(200, '', big),
+      keepAliveTimeoutMs: 500,
+    });
+    port = await server.listen(0, '127.0.0.1');
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => undefined);
+    await new Promise((r) => s.once('connect', r));
+    s.pause();
+    s.write('GET / HTTP/1.1\r\nHost: h\r\n\r\n'.repeat(2000));
+    for (let i = 0; i < 100 && server.pausedConnections === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(server.pausedConnections).toBe(1);
+    for (let i = 0; i < 100 && server.pausedConnections === 1; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(server.pausedConnections).toBe(0); // closed: nothing of it is held any more
+    s.destroy();
+  });
+
   it('stops reading a connection whose buffered input is over the bound while a request is handled', async () => {
     let release: (() => void) | undefined;
     await start();

@@ -312,9 +312,10 @@ class Connection {
 
   /** no byte either way for keepAliveTimeoutMs */
   private onTimeout(): void {
-    if (this.state === State.Busy || this.waitingDrain) return; // the handler has its own deadlines; a slow reader has the kernel's
-    if (this.startedAt !== 0 && this.state !== State.Closed) this.fail(timeoutError());
-    else this.socket.destroy();
+    if (this.state === State.Busy) return; // the handler has its own deadlines
+    // idle, ended, or waiting for drain (the client has taken none of its answers for that long): cut
+    if (this.startedAt === 0 || this.state === State.Closed || this.waitingDrain) this.socket.destroy();
+    else this.fail(timeoutError());
   }
 
   /** called by the sweep: a request begun but not complete within requestTimeoutMs is a 408 */
