@@ -64,9 +64,13 @@ function call(
   });
 }
 
-/** A local HTTP server standing in for read-api where it must misbehave on purpose. */
+/** A local HTTP server standing in for read-api where it must misbehave on purpose (it echoes x-request-id, as read-api does). */
 async function standIn(handler: http.RequestListener) {
-  const server = http.createServer(handler);
+  const server = http.createServer((req, res) => {
+    const id = req.headers['x-request-id'];
+    if (id !== undefined) res.setHeader('x-request-id', id);
+    handler(req, res);
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,

@@ -49,6 +49,22 @@ function sha256(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
+/** the JSON error for a request node:http could not read (written raw: there is no ServerResponse) */
+function clientErrorAnswer(err: NodeJS.ErrnoException): string {
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const body = JSON.stringify({
+    error:
+      status === 431
+        ? 'request headers are too large'
+        : status === 408
+          ? 'request timed out'
+          : 'malformed HTTP request',
+    code: status === 408 ? 'REQUEST_TIMEOUT' : 'INVALID_REQUEST',
+    request_id: randomUUID(),
+  });
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
 export function createReadApi(options: ReadApiOptions): ReadApi {
   const { db, source, logger } = options;
   if (!options.internalToken || options.internalToken.length < 16) {
@@ -69,6 +85,8 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   let closing = false;
   /** API requests received and not yet answered, per connection (the gateway pipelines GETs) */
   const pendingOn = new WeakMap<Socket, number>();
+  /** the error answer a connection gets (then it closes) once its pending answers are out */
+  const owedError = new WeakMap<Socket, string>();
 
   function tokenOk(value: string | string[] | undefined): boolean {
     if (typeof value !== 'string') return false;
@@ -96,11 +114,19 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
     };
     // while closing, the connection's last pending answer says so; answers to requests pipelined
     // behind it must still go out first (node:http drops them once a close-marked answer is sent)
-    const socket = res.socket;
+    // the request's socket: res.socket is null while an answer waits behind earlier ones
+    const socket: Socket | null = res.req.socket;
     const left = socket ? (pendingOn.get(socket) ?? 1) - 1 : 0;
     if (socket) pendingOn.set(socket, left);
     if (closing && left <= 0) out.connection = 'close';
     res.writeHead(status, out).end(json);
+    if (left <= 0 && socket) {
+      const owed = owedError.get(socket);
+      // node:http writes answers in request order: when the last one owed is finished, those
+      // before it have been written (and any still buffered behind it are flushed by node:http
+      // on this same 'finish', before this listener runs)
+      if (owed !== undefined) res.once('finish', () => socket.end(owed));
+    }
   }
 
   async function handleApi(req: http.IncomingMessage, res: http.ServerResponse, url: string): Promise<void> {
@@ -164,25 +190,17 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   server.headersTimeout = 66_000;
   server.requestTimeout = 120_000;
   // malformed HTTP (bad request line, oversized headers): a JSON 4xx, never Node's bare answer
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (owedError.has(socket)) return; // already answering this connection's error
     if (err.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
       return;
     }
-    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-    const body = JSON.stringify({
-      error:
-        status === 431
-          ? 'request headers are too large'
-          : status === 408
-            ? 'request timed out'
-            : 'malformed HTTP request',
-      code: status === 408 ? 'REQUEST_TIMEOUT' : 'INVALID_REQUEST',
-      request_id: randomUUID(),
-    });
-    socket.end(
-      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
+    const answer = clientErrorAnswer(err);
+    // requests read before the bad one still get their answers first, in order (the gateway
+    // pipelines calls of several clients on one connection): the error goes out after the last
+    if ((pendingOn.get(socket) ?? 0) > 0) owedError.set(socket, answer);
+    else socket.end(answer);
   });
 
   return {

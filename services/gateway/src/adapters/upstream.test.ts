@@ -285,11 +285,11 @@ describe('upstream client', () => {
     );
   });
 
-  it('does not reuse a socket whose answer was followed by unexpected bytes', async () => {
+  it('fails an answer followed by unexpected bytes (its length may be too short) and does not reuse the socket', async () => {
     const srv = await rawServer((_n, _r, s) => s.write(ok('{}') + 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}'));
     const c = client(srv.url);
-    expect((await c.forward('GET', '/', '', null)).status).toBe(200);
-    expect((await c.forward('GET', '/', '', null)).status).toBe(200);
+    expect((await failure(c.forward('GET', '/', '', null))).kind).toBe('failed');
+    expect((await failure(c.forward('GET', '/', '', null))).kind).toBe('failed');
     expect(srv.connections).toBe(2);
   });
 
@@ -503,6 +503,102 @@ describe('upstream client', () => {
       expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
       expect(((results[1] as PromiseRejectedResult).reason as UpstreamFailure).kind).toBe('failed');
       expect(srv.requests[1]!.map(idOf)).toEqual(['c2', 'c3']);
+    });
+
+    describe('a hostile upstream never hands one call bytes of another', () => {
+      const rid = (req: string) => /x-request-id: (\S+)/i.exec(req)?.[1] ?? '';
+      /** an answer echoing the request id (like read-api), body `{"id": …}` */
+      const answer = (req: string, opts: { id?: string; lengthDelta?: number } = {}) => {
+        const body = JSON.stringify({ id: idOf(req), pad: 'p'.repeat(30) });
+        return (
+          `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Request-Id: ${opts.id ?? rid(req)}\r\n` +
+          `Content-Length: ${Buffer.byteLength(body) + (opts.lengthDelta ?? 0)}\r\n\r\n${body}`
+        );
+      };
+      const call = (c: UpstreamClient, id: string) => c.forward('GET', `/${id}`, `x-request-id: ${id}\r\n`, null, id);
+      /** every fulfilled answer carries its own call's id only */
+      const ownBytesOnly = (results: PromiseSettledResult<{ body: Buffer }>[], want: string[]) =>
+        results.forEach((r, i) => {
+          if (r.status !== 'fulfilled') return;
+          const text = r.value.body.toString();
+          expect(JSON.parse(text)).toMatchObject({ id: want[i] });
+          for (const other of want) if (other !== want[i]) expect(text).not.toContain(other);
+        });
+
+      it('a wrong x-request-id drops the socket: the calls without an answer fail, nothing is sent again', async () => {
+        const srv = await rawServer((n, req, socket) =>
+          socket.write(answer(req, n === 3 ? { id: 'someone-else' } : {})),
+        );
+        const c = pclient(srv.url);
+        const want = ids(5, 'm');
+        const results = await Promise.allSettled(want.map((id) => call(c, id)));
+        // m0 was handed over once m1's head was in step; m1 waited for m2's head, which was not
+        expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'rejected']);
+        for (const r of results.slice(1))
+          expect(((r as PromiseRejectedResult).reason as UpstreamFailure).message).toMatch(/out of step/);
+        ownBytesOnly(results, want);
+        expect(srv.connections).toBe(1);
+        expect(c.openSockets).toBe(0);
+      });
+
+      it('an answer without the x-request-id it was asked for fails (an error page of the server, say)', async () => {
+        const srv = await rawServer((_n, _req, socket) => socket.write(ok('{"error":"x"}')));
+        const c = pclient(srv.url);
+        expect((await failure(call(c, 'solo'))).kind).toBe('failed');
+      });
+
+      it.each([
+        ['too short', -7],
+        ['too long', 25],
+      ])(
+        'a Content-Length %s fails the calls on that socket and never hands over a neighbour’s bytes',
+        async (_n, delta) => {
+          const srv = await rawServer((n, req, socket) =>
+            socket.write(answer(req, srv.connections === 1 && n === 2 ? { lengthDelta: delta } : {})),
+          );
+          const c = pclient(srv.url, { timeoutMs: 1000 });
+          const want = ids(4, 'f');
+          const results = await Promise.allSettled(want.map((id) => call(c, id)));
+          ownBytesOnly(results, want);
+          // f1 (the forged length) and f2 (whose head it disturbed) never get an answer
+          expect(results[1]!.status).toBe('rejected');
+          expect(results[2]!.status).toBe('rejected');
+          expect(results[0]!.status).toBe('fulfilled');
+        },
+      );
+
+      it('a last answer too long waits for bytes that never come (504), and one too long by exactly its neighbour then closed fails', async () => {
+        const alone = await rawServer((_n, req, socket) => socket.write(answer(req, { lengthDelta: 10 })));
+        expect((await failure(call(client(alone.url, { timeoutMs: 300 }), 'a0'))).kind).toBe('timeout');
+
+        let swallowed = 0;
+        const srv = await rawServer((n, req, socket) => {
+          if (srv.connections > 1) socket.write(answer(req));
+          else if (n === 1) {
+            const next = answer(req.replace(/x0/g, 'x1'));
+            swallowed = Buffer.byteLength(next);
+            socket.write(answer(req, { lengthDelta: swallowed }));
+            socket.end(next);
+          }
+        });
+        const c = pclient(srv.url);
+        const results = await Promise.allSettled(['x0', 'x1'].map((id) => call(c, id)));
+        expect(swallowed).toBeGreaterThan(0);
+        expect(results[0]!.status).toBe('rejected');
+        ownBytesOnly(results, ['x0', 'x1']);
+      });
+
+      it('a call whose caller has gone before it is written is not sent', async () => {
+        const srv = await rawServer((_n, req, socket) => socket.write(answer(req)));
+        const c = pclient(srv.url);
+        const caller = { closed: false };
+        const p = c.forward('GET', '/g0', 'x-request-id: g0\r\n', null, 'g0', caller);
+        const kept = call(c, 'g1');
+        caller.closed = true; // the client went away in the same turn
+        expect((await failure(p)).kind).toBe('cancelled');
+        expect(JSON.parse((await kept).body.toString())).toMatchObject({ id: 'g1' });
+        expect(srv.requests.flat().map(idOf)).toEqual(['g1']);
+      });
     });
 
     it('calls stuck behind a call that read-api never answers time out with it (the price of sharing a socket)', async () => {

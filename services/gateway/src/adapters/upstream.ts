@@ -19,9 +19,22 @@
  * Answers are small JSON documents, so the body is collected whole and handed back. Deadlines are
  * checked by one sweep timer instead of a timer per call.
  *
+ * Answers are matched to calls by order, so an answer framed wrongly would hand one client's bytes
+ * to another. Three checks keep the framing honest:
+ * - every answer must echo the call's `x-request-id` (when the call has one): a mismatch means the
+ *   socket is out of step, and it is dropped;
+ * - an answer with calls behind it on the same socket is held until the next answer's head has
+ *   been read and checked: a Content-Length too long swallows the start of the next answer (whose
+ *   head then never matches), one too short leaves bytes that do not form the next head; either
+ *   way the held answer is failed, never handed over;
+ * - bytes after the last answer asked for fail that answer too (a Content-Length too short).
+ * Such a socket's calls without an answer fail (502) and are not sent again: read-api is not
+ * framing its answers as we read them.
+ *
  * Failures are classified for the caller: `unavailable` (nothing listening: refused, reset, no
  * route) → 503, `timeout` (no connection or no complete answer in time) → 504, `failed` (a broken
- * answer) → 502. When a socket that read-api had already answered on is lost, its safe calls
+ * answer) → 502, `cancelled` (the caller's client went away before the call was written; it was
+ * not sent). When a socket that read-api had already answered on is lost, its safe calls
  * that got no byte of their answer (the server closed a kept-alive socket as we sent, or closed
  * after answering earlier calls of a batch) are sent once more on a new socket, within their own
  * deadline; nothing else is retried.
@@ -30,7 +43,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { bodyFraming, ChunkedDecoder, headEnd, NO_BODY, parseHead, WireError, type Framing } from '../http/wire';
 
-export type UpstreamFailureKind = 'unavailable' | 'timeout' | 'failed';
+export type UpstreamFailureKind = 'unavailable' | 'timeout' | 'failed' | 'cancelled';
 
 export class UpstreamFailure extends Error {
   override name = 'UpstreamFailure';
@@ -50,12 +63,25 @@ export interface UpstreamAnswer {
   body: Buffer;
 }
 
+/** the caller's client: once it is `closed`, a call not written yet is not sent (it fails as `cancelled`) */
+export interface UpstreamCaller {
+  readonly closed: boolean;
+}
+
 export interface UpstreamClient {
   /**
    * Sends one call. `headers` are complete header lines (`name: value\r\n`) without Host and
-   * Content-Length, which are added here; `body` null sends none.
+   * Content-Length, which are added here; `body` null sends none. `requestId`: the x-request-id
+   * sent in `headers`, which the answer must echo (else the socket is dropped as out of step).
    */
-  forward(method: string, target: string, headers: string, body: Buffer | null): Promise<UpstreamAnswer>;
+  forward(
+    method: string,
+    target: string,
+    headers: string,
+    body: Buffer | null,
+    requestId?: string,
+    caller?: UpstreamCaller,
+  ): Promise<UpstreamAnswer>;
   /** closes every socket; call once in-flight calls are done */
   close(): void;
   /** sockets open now (for tests and metrics) */
@@ -106,6 +132,8 @@ const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
 /** most routes whose answer time is remembered (the gateway passes any /api/v1/ path on) */
 const MAX_ROUTES = 256;
+/** longest answer head accepted */
+const MAX_ANSWER_HEAD = 64 * 1024;
 
 /** a route's shape: the method, the first three path segments and how many there are (`GET api/v1/users 5`) */
 export function routeOf(method: string, target: string): string {
@@ -129,6 +157,13 @@ function classify(err: NodeJS.ErrnoException): UpstreamFailure {
 const connectionLost = () =>
   classify(Object.assign(new Error('connection closed before the answer'), { code: 'ECONNRESET' }));
 
+/** read-api's answers and our calls are out of step on a socket: it is not trusted any more */
+class OutOfStep extends UpstreamFailure {
+  constructor(message: string) {
+    super('failed', `read-api answers out of step: ${message}`);
+  }
+}
+
 interface Call {
   method: string;
   request: string;
@@ -137,6 +172,8 @@ interface Call {
   safe: boolean;
   /** routeOf the call, when it may be pipelined */
   route: string | null;
+  requestId: string | null;
+  caller: UpstreamCaller | null;
   deadline: number;
   retried: boolean;
   resolve: (a: UpstreamAnswer) => void;
@@ -147,6 +184,9 @@ interface Call {
 class Conn {
   /** calls written (or to be written once connected), in order; the first is being answered */
   readonly queue: Call[] = [];
+  /** a call with a complete answer not handed over yet: the next answer's head must show the framing held */
+  held: Call | null = null;
+  heldAnswer: UpstreamAnswer | null = null;
   /** answers completed on this socket: read-api was there */
   answered = 0;
   connected = false;
@@ -178,372 +218,503 @@ class Conn {
   }
 }
 
-export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
+/** the settings and the state of one client, shared by the functions below */
+interface Pool {
+  readonly secure: boolean;
+  readonly hostname: string;
+  readonly port: number;
+  readonly hostHeader: string;
+  readonly timeoutMs: number;
+  readonly maxSockets: number;
+  readonly depth: number;
+  readonly pipelineMaxMs: number;
+  readonly idleSocketMs: number;
+  readonly connectTimeoutMs: number;
+  readonly maxAnswer: number;
+  readonly keep: ReadonlySet<string> | undefined;
+  /** reads of plain sockets land here: no Buffer and no stream 'data' event per read */
+  readonly readBuffer: Buffer;
+  readonly idle: Conn[];
+  readonly all: Set<Conn>;
+  /** calls without a socket yet: this turn's, and those waiting for a free socket */
+  readonly waiting: Call[];
+  readonly active: Set<Call>;
+  /** read-api's time per answer, by route (moving average, ms) */
+  readonly routeMs: Map<string, number>;
+  pumpScheduled: boolean;
+  closed: boolean;
+}
+
+function createPool(opts: UpstreamOptions): Pool {
   const base = new URL(opts.url);
   const secure = base.protocol === 'https:';
-  const hostname = base.hostname.replace(/^\[|\]$/g, '');
-  const port = base.port === '' ? (secure ? 443 : 80) : Number(base.port);
-  const hostHeader = base.host;
-  const maxSockets = opts.maxSockets ?? 128;
-  const depth = Math.max(1, opts.pipelineDepth ?? 8);
-  const pipelineMaxMs = opts.pipelineMaxMs ?? 2;
-  const idleSocketMs = opts.idleSocketMs ?? 30_000;
-  const connectTimeoutMs = opts.connectTimeoutMs ?? Math.min(opts.timeoutMs, 2000);
-  const maxAnswer = opts.maxAnswerBytes ?? 8 * 1024 * 1024;
-  const keep = opts.keepHeaders
-    ? new Set([...opts.keepHeaders, 'content-length', 'transfer-encoding', 'connection', 'server-timing'])
-    : undefined;
+  return {
+    secure,
+    hostname: base.hostname.replace(/^\[|\]$/g, ''),
+    port: base.port === '' ? (secure ? 443 : 80) : Number(base.port),
+    hostHeader: base.host,
+    timeoutMs: opts.timeoutMs,
+    maxSockets: opts.maxSockets ?? 128,
+    depth: Math.max(1, opts.pipelineDepth ?? 8),
+    pipelineMaxMs: opts.pipelineMaxMs ?? 2,
+    idleSocketMs: opts.idleSocketMs ?? 30_000,
+    connectTimeoutMs: opts.connectTimeoutMs ?? Math.min(opts.timeoutMs, 2000),
+    maxAnswer: opts.maxAnswerBytes ?? 8 * 1024 * 1024,
+    keep: opts.keepHeaders
+      ? new Set([
+          ...opts.keepHeaders,
+          'content-length',
+          'transfer-encoding',
+          'connection',
+          'server-timing',
+          'x-request-id',
+        ])
+      : undefined,
+    readBuffer: Buffer.allocUnsafe(64 * 1024),
+    idle: [],
+    all: new Set(),
+    waiting: [],
+    active: new Set(),
+    routeMs: new Map(),
+    pumpScheduled: false,
+    closed: false,
+  };
+}
 
-  const readBuffer = Buffer.allocUnsafe(64 * 1024);
-  const idle: Conn[] = [];
-  const all = new Set<Conn>();
-  /** calls without a socket yet: this turn's, and those waiting for a free socket */
-  const waiting: Call[] = [];
-  const active = new Set<Call>();
-  /** read-api's time per answer, by route (moving average, ms) */
-  const routeMs = new Map<string, number>();
-  let pumpScheduled = false;
-  let closed = false;
+// ---------------------------------------------------------------------------------------------
+// settling calls and giving up sockets
 
-  // one timer checks every deadline: calls' and connections being opened
-  const sweeper = setInterval(() => {
-    if (active.size === 0) return;
-    const now = Date.now();
-    for (const call of active) {
-      if (now < call.deadline) continue;
-      const conn = call.conn;
-      if (conn && !conn.connected)
-        fail(call, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
-      else fail(call, new UpstreamFailure('timeout', 'read-api did not answer in time'));
-    }
-    for (const conn of all)
-      if (!conn.connected && now >= conn.connectDeadline && conn.queue.length > 0)
-        fail(conn.queue[0]!, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
-  }, 25);
-  sweeper.unref();
-
-  function settle(call: Call): boolean {
-    if (!active.delete(call)) return false;
-    if (call.conn === null) {
-      const i = waiting.indexOf(call);
-      if (i !== -1) waiting.splice(i, 1);
-    }
-    return true;
+function settle(p: Pool, call: Call): boolean {
+  if (!p.active.delete(call)) return false;
+  if (call.conn === null) {
+    const i = p.waiting.indexOf(call);
+    if (i !== -1) p.waiting.splice(i, 1);
   }
+  return true;
+}
 
-  /** fails `call`; its socket (which may still bring its answer) is given up, with `err` for the others on it */
-  function fail(call: Call, err: UpstreamFailure): void {
-    if (!settle(call)) return;
-    const conn = call.conn;
+/** fails `call`; its socket (which may still bring its answer) is given up, with `err` for the others on it */
+function fail(p: Pool, call: Call, err: UpstreamFailure): void {
+  if (!settle(p, call)) return;
+  const conn = call.conn;
+  call.conn = null;
+  if (conn) {
+    if (conn.held === call) conn.held = conn.heldAnswer = null;
+    const i = conn.queue.indexOf(call);
+    if (i !== -1) conn.queue.splice(i, 1);
+    if (i === 0) conn.nextAnswer(); // what arrived was this call's
+    abandon(p, conn, err);
+  }
+  call.reject(err);
+}
+
+/**
+ * The socket is gone or cannot be trusted: forget and destroy it. Its calls are sent again on
+ * another socket where that is safe (see the file comment), else failed with `err`. A held answer
+ * fails too: without the next head, its framing is not proven.
+ */
+function abandon(p: Pool, conn: Conn, err: UpstreamFailure): void {
+  const known = p.all.delete(conn);
+  conn.socket.destroy();
+  if (!known) return;
+  const i = p.idle.indexOf(conn);
+  if (i !== -1) p.idle.splice(i, 1);
+  const held = conn.held;
+  conn.held = conn.heldAnswer = null;
+  if (held !== null) {
+    held.conn = null;
+    if (settle(p, held)) held.reject(err);
+  }
+  const calls = conn.queue.splice(0);
+  const now = Date.now();
+  const retry = !(err instanceof OutOfStep) && !p.closed && conn.answered > 0;
+  calls.forEach((call, n) => {
     call.conn = null;
-    if (conn) {
-      const i = conn.queue.indexOf(call);
-      if (i !== -1) conn.queue.splice(i, 1);
-      if (i === 0) conn.nextAnswer(); // what arrived was this call's
-      abandon(conn, err);
-    }
-    call.reject(err);
-  }
+    const untouched = n > 0 || !conn.gotBytes;
+    if (retry && call.safe && !call.retried && untouched && now < call.deadline) {
+      call.retried = true;
+      p.waiting.push(call);
+    } else if (settle(p, call)) call.reject(err);
+  });
+  pump(p);
+}
 
-  /**
-   * The socket is gone or cannot be trusted: forget and destroy it. Its calls are sent again on
-   * another socket where that is safe (see the file comment), else failed with `err`.
-   */
-  function abandon(conn: Conn, err: UpstreamFailure): void {
-    const known = all.delete(conn);
+/** the socket closed or failed */
+function lost(p: Pool, conn: Conn, err: NodeJS.ErrnoException | null): void {
+  if (!p.all.has(conn)) {
     conn.socket.destroy();
-    if (!known) return;
-    const i = idle.indexOf(conn);
-    if (i !== -1) idle.splice(i, 1);
-    const calls = conn.queue.splice(0);
-    const now = Date.now();
-    calls.forEach((call, n) => {
-      call.conn = null;
-      const untouched = n > 0 || !conn.gotBytes;
-      if (!closed && call.safe && !call.retried && conn.answered > 0 && untouched && now < call.deadline) {
-        call.retried = true;
-        waiting.push(call);
-      } else if (settle(call)) call.reject(err);
-    });
-    pump();
+    return;
   }
+  if (conn.queue.length > 0 && conn.untilClose !== null && err === null)
+    // an answer delimited by the end of the connection
+    complete(p, conn, Buffer.concat(conn.untilClose, conn.untilCloseBytes), Buffer.alloc(0));
+  else if (conn.held !== null && conn.buf === null && !conn.gotBytes) {
+    // the connection ended right after a complete answer: hand it over, unless its body holds the
+    // next call's answer (a length too long by exactly the rest: the next answer echoes its id)
+    const id = conn.queue[0]?.requestId;
+    if (id == null || !holdsHead(conn.heldAnswer!.body, id)) handOver(p, conn);
+  }
+  abandon(p, conn, err === null ? connectionLost() : classify(err));
+}
 
-  function open(): Conn {
-    const socket = secure
-      ? tls.connect({
-          host: hostname,
-          port,
-          servername: net.isIP(hostname) ? undefined : hostname,
-          ALPNProtocols: ['http/1.1'],
-        })
-      : net.connect({
-          host: hostname,
-          port,
-          // reads land in one shared buffer: no Buffer and no stream 'data' event per read
-          onread: {
-            buffer: readBuffer,
-            callback: (n: number, buf: Uint8Array) => {
-              onData(conn, (buf as Buffer).subarray(0, n), true);
-              return true;
-            },
+/** `body` contains an answer head echoing `requestId` (rare path: a connection lost after a held answer) */
+function holdsHead(body: Buffer, requestId: string): boolean {
+  const text = body.toString('latin1');
+  const at = text.toLowerCase().indexOf(`\r\nx-request-id:`);
+  return at !== -1 && text.includes(requestId, at);
+}
+
+// ---------------------------------------------------------------------------------------------
+// sockets and writes
+
+function open(p: Pool): Conn {
+  const socket = p.secure
+    ? tls.connect({
+        host: p.hostname,
+        port: p.port,
+        servername: net.isIP(p.hostname) ? undefined : p.hostname,
+        ALPNProtocols: ['http/1.1'],
+      })
+    : net.connect({
+        host: p.hostname,
+        port: p.port,
+        onread: {
+          buffer: p.readBuffer,
+          callback: (n: number, buf: Uint8Array) => {
+            onData(p, conn, (buf as Buffer).subarray(0, n), true);
+            return true;
           },
-        });
-    const conn = new Conn(socket, connectTimeoutMs);
-    all.add(conn);
-    socket.setNoDelay(true);
-    socket.on(secure ? 'secureConnect' : 'connect', () => {
-      conn.connected = true;
-      if (conn.queue.length > 0) write(conn, conn.queue);
-    });
-    if (secure) socket.on('data', (chunk: Buffer) => onData(conn, chunk, false));
-    // idle for idleSocketMs: close it (a call's own deadline is the sweeper's business)
-    socket.setTimeout(idleSocketMs);
-    socket.on('timeout', () => {
-      if (conn.queue.length === 0) socket.destroy();
-    });
-    socket.on('error', (err: NodeJS.ErrnoException) => lost(conn, err));
-    socket.on('end', () => lost(conn, null));
-    socket.on('close', () => lost(conn, null));
-    return conn;
-  }
+        },
+      });
+  const conn = new Conn(socket, p.connectTimeoutMs);
+  p.all.add(conn);
+  socket.setNoDelay(true);
+  socket.on(p.secure ? 'secureConnect' : 'connect', () => {
+    conn.connected = true;
+    if (conn.queue.length > 0) write(conn, conn.queue);
+  });
+  if (p.secure) socket.on('data', (chunk: Buffer) => onData(p, conn, chunk, false));
+  // idle for idleSocketMs: close it (a call's own deadline is the sweeper's business)
+  socket.setTimeout(p.idleSocketMs);
+  socket.on('timeout', () => {
+    if (conn.queue.length === 0) socket.destroy();
+  });
+  socket.on('error', (err: NodeJS.ErrnoException) => lost(p, conn, err));
+  socket.on('end', () => lost(p, conn, null));
+  socket.on('close', () => lost(p, conn, null));
+  return conn;
+}
 
-  /** the socket closed or failed */
-  function lost(conn: Conn, err: NodeJS.ErrnoException | null): void {
-    if (!all.has(conn)) {
-      conn.socket.destroy();
-      return;
+/** writes `calls` (already in conn.queue) in one write */
+function write(conn: Conn, calls: readonly Call[]): void {
+  if (calls.length === 1) {
+    const call = calls[0]!;
+    if (call.body === null || call.body.length === 0) conn.socket.write(call.request, 'latin1');
+    else {
+      const out = Buffer.allocUnsafe(call.request.length + call.body.length);
+      out.write(call.request, 0, 'latin1');
+      call.body.copy(out, call.request.length);
+      conn.socket.write(out);
     }
-    if (conn.queue.length > 0 && conn.untilClose !== null && err === null)
-      // an answer delimited by the end of the connection
-      answerHead(conn, Buffer.concat(conn.untilClose, conn.untilCloseBytes));
-    abandon(conn, err === null ? connectionLost() : classify(err));
+    return;
   }
+  let text = '';
+  for (const call of calls) text += call.request; // pipelined calls have no body
+  conn.socket.write(text, 'latin1');
+}
 
-  /** the first call on `conn` has its whole answer (status and headers read, `body`): hand it over */
-  function answerHead(conn: Conn, body: Buffer): void {
-    const call = conn.queue.shift()!;
-    const answer: UpstreamAnswer = { status: conn.status, headers: conn.headers!, body };
-    call.conn = null;
-    conn.answered++;
-    conn.nextAnswer();
-    if (call.route !== null) noteTime(call.route, answer.headers['server-timing']);
-    if (settle(call)) call.resolve(answer);
-  }
+/** safe, of a route read-api is known to answer fast */
+function groupable(p: Pool, call: Call): boolean {
+  return call.route !== null && (p.routeMs.get(call.route) ?? Infinity) <= p.pipelineMaxMs;
+}
 
-  /** writes `calls` (already in conn.queue) in one write */
-  function write(conn: Conn, calls: readonly Call[]): void {
-    if (calls.length === 1) {
-      const call = calls[0]!;
-      if (call.body === null || call.body.length === 0) conn.socket.write(call.request, 'latin1');
-      else {
-        const out = Buffer.allocUnsafe(call.request.length + call.body.length);
-        out.write(call.request, 0, 'latin1');
-        call.body.copy(out, call.request.length);
-        conn.socket.write(out);
+/** remembers how long read-api took for a route, from its Server-Timing `dur` */
+function noteTime(p: Pool, route: string, timing: string | undefined): void {
+  const at = timing === undefined ? -1 : timing.indexOf('dur=');
+  if (at === -1) return;
+  const ms = parseFloat(timing!.slice(at + 4));
+  if (!(ms >= 0)) return;
+  const prev = p.routeMs.get(route);
+  if (prev === undefined && p.routeMs.size >= MAX_ROUTES) p.routeMs.clear();
+  p.routeMs.set(route, prev === undefined ? ms : prev + 0.2 * (ms - prev));
+}
+
+/**
+ * The next calls for one socket, taken from the front of `waiting`: one call, or up to `depth`
+ * groupable ones. Calls whose client has gone are dropped on the way (never written).
+ */
+function takeGroup(p: Pool): Call[] {
+  const { waiting } = p;
+  const group: Call[] = [];
+  let i = 0;
+  for (; i < waiting.length && group.length < p.depth; i++) {
+    const call = waiting[i]!;
+    if (call.caller !== null && call.caller.closed) {
+      if (p.active.delete(call)) call.reject(new UpstreamFailure('cancelled', 'the client went away; not sent'));
+    } else if (group.length === 0) {
+      group.push(call);
+      if (!groupable(p, call)) {
+        i++;
+        break;
       }
+    } else if (groupable(p, call)) group.push(call);
+    else break;
+  }
+  waiting.splice(0, i);
+  return group;
+}
+
+/** gives `conn` (idle) the next calls that wait */
+function send(conn: Conn, calls: Call[]): void {
+  for (const call of calls) {
+    call.conn = conn;
+    conn.queue.push(call);
+  }
+  if (conn.connected) write(conn, calls);
+}
+
+/** hands waiting calls to idle or new sockets while there are any */
+function pump(p: Pool): void {
+  p.pumpScheduled = false;
+  while (p.waiting.length > 0) {
+    const conn = p.idle.pop() ?? (p.all.size < p.maxSockets && !p.closed ? open(p) : null);
+    if (conn === null) return;
+    const group = takeGroup(p);
+    if (group.length > 0) send(conn, group);
+    else p.idle.push(conn); // every call left had been given up by its client
+  }
+}
+
+/** every call on `conn` is answered */
+function release(p: Pool, conn: Conn): void {
+  if (p.closed || !conn.keepAlive) {
+    abandon(p, conn, connectionLost());
+    return;
+  }
+  const group = p.waiting.length > 0 ? takeGroup(p) : null;
+  if (group !== null && group.length > 0) send(conn, group);
+  else p.idle.push(conn);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reading answers
+
+/** hands the held answer to its caller */
+function handOver(p: Pool, conn: Conn): void {
+  const call = conn.held!;
+  const answer = conn.heldAnswer!;
+  conn.held = conn.heldAnswer = null;
+  call.conn = null;
+  if (settle(p, call)) call.resolve(answer);
+}
+
+/**
+ * The first call on `conn` has its whole answer (status and headers read, `body`; `rest`: the
+ * bytes after it). With calls behind it, it is held until the next head proves the framing; else
+ * handed over at once unless bytes follow it.
+ */
+function complete(p: Pool, conn: Conn, body: Buffer, rest: Buffer): void {
+  const call = conn.queue.shift()!;
+  const answer: UpstreamAnswer = { status: conn.status, headers: conn.headers!, body };
+  conn.answered++;
+  conn.nextAnswer();
+  if (call.route !== null) noteTime(p, call.route, answer.headers['server-timing']);
+  conn.held = call;
+  conn.heldAnswer = answer;
+  if (conn.queue.length > 0 && conn.keepAlive) return;
+  if (rest.length > 0) throw new OutOfStep('bytes after the last answer asked for');
+  handOver(p, conn);
+}
+
+/**
+ * Reads one answer head from `buf` for `call` (the first call on `conn`): the bytes after it, or
+ * null when the head is not complete (kept in conn.buf) or the answer runs to the close.
+ */
+function readAnswerHead(p: Pool, conn: Conn, call: Call, buf: Buffer, own: (b: Buffer) => Buffer): Buffer | null {
+  for (;;) {
+    const end = headEnd(buf);
+    if (end === -1) {
+      if (buf.length > MAX_ANSWER_HEAD) throw new WireError(502, 'BAD_GATEWAY', 'answer head too large');
+      conn.buf = own(buf);
+      return null;
+    }
+    const head = parseHead(buf.toString('latin1', 0, end), p.keep);
+    buf = buf.subarray(end + 4);
+    const m = STATUS_LINE.exec(head.start);
+    if (!m) throw new WireError(502, 'BAD_GATEWAY', 'malformed status line');
+    const status = Number(m[2]);
+    const headers = head.headers;
+    if (status >= 100 && status < 200) continue; // 100 Continue, 103 Early Hints
+    if (call.requestId !== null && headers['x-request-id'] !== call.requestId)
+      throw new OutOfStep('an answer did not echo its call’s x-request-id');
+    // this head is in step: the answer before it was framed as read-api meant it
+    if (conn.held !== null) handOver(p, conn);
+    conn.status = status;
+    conn.headers = headers;
+    const connection = headers.connection?.toLowerCase();
+    conn.keepAlive = m[1] === '1' ? !(connection !== undefined && connection.includes('close')) : false;
+    if (call.method === 'HEAD' || status === 204 || status === 304) conn.framing = NO_BODY;
+    else {
+      conn.framing = bodyFraming(headers);
+      if (conn.framing.kind === 'none' && headers['content-length'] === undefined) {
+        // no length: the answer ends with the connection, so it must be the last one asked for
+        if (conn.queue.length > 1) throw new OutOfStep('an answer without a length had calls behind it');
+        conn.keepAlive = false;
+        conn.untilClose = buf.length > 0 ? [own(buf)] : [];
+        conn.untilCloseBytes = buf.length;
+        conn.buf = null;
+        return null;
+      }
+      if (conn.framing.kind === 'length' && conn.framing.length > p.maxAnswer)
+        throw new WireError(502, 'BAD_GATEWAY', 'answer too large');
+    }
+    conn.decoder = conn.framing.kind === 'chunked' ? new ChunkedDecoder(p.maxAnswer) : null;
+    return buf;
+  }
+}
+
+/**
+ * `borrowed`: `chunk` is a view of the shared read buffer, valid only during this call — what is
+ * kept beyond it (a partial answer, the bodies handed to callers) is copied.
+ */
+function onData(p: Pool, conn: Conn, chunk: Buffer, borrowed: boolean): void {
+  let call = conn.queue[0];
+  if (call === undefined) {
+    // nothing was asked: a server must not talk now; the socket cannot be trusted
+    abandon(p, conn, conn.held === null ? connectionLost() : new OutOfStep('bytes after the last answer asked for'));
+    return;
+  }
+  conn.gotBytes = true;
+  // answers spread over several reads (rare: read-api's are small) take the copying path
+  if (borrowed && (conn.buf !== null || conn.untilClose !== null)) {
+    chunk = Buffer.from(chunk);
+    borrowed = false;
+  }
+  const own = (b: Buffer) => (borrowed ? Buffer.from(b) : b);
+  try {
+    if (conn.untilClose !== null) {
+      conn.untilCloseBytes += chunk.length;
+      if (conn.untilCloseBytes > p.maxAnswer) throw new WireError(502, 'BAD_GATEWAY', 'answer too large');
+      conn.untilClose.push(chunk);
       return;
     }
-    let text = '';
-    for (const call of calls) text += call.request; // pipelined calls have no body
-    conn.socket.write(text, 'latin1');
-  }
-
-  /** safe, of a route read-api is known to answer fast */
-  function groupable(call: Call): boolean {
-    return call.route !== null && (routeMs.get(call.route) ?? Infinity) <= pipelineMaxMs;
-  }
-
-  /** remembers how long read-api took for a route, from its Server-Timing `dur` */
-  function noteTime(route: string, timing: string | undefined): void {
-    const at = timing === undefined ? -1 : timing.indexOf('dur=');
-    if (at === -1) return;
-    const ms = parseFloat(timing!.slice(at + 4));
-    if (!(ms >= 0)) return;
-    const prev = routeMs.get(route);
-    if (prev === undefined && routeMs.size >= MAX_ROUTES) routeMs.clear();
-    routeMs.set(route, prev === undefined ? ms : prev + 0.2 * (ms - prev));
-  }
-
-  /** the next calls for one socket, taken from the front of `waiting`: one call, or up to `depth` groupable ones */
-  function takeGroup(): Call[] {
-    if (!groupable(waiting[0]!)) return waiting.splice(0, 1);
-    let n = 1;
-    while (n < depth && n < waiting.length && groupable(waiting[n]!)) n++;
-    return waiting.splice(0, n);
-  }
-
-  /** gives `conn` (idle) the next calls that wait */
-  function send(conn: Conn, calls: Call[]): void {
-    for (const call of calls) {
-      call.conn = conn;
-      conn.queue.push(call);
-    }
-    if (conn.connected) write(conn, calls);
-  }
-
-  /** hands waiting calls to idle or new sockets while there are any */
-  function pump(): void {
-    pumpScheduled = false;
-    while (waiting.length > 0) {
-      const conn = idle.pop() ?? (all.size < maxSockets && !closed ? open() : null);
-      if (conn === null) return;
-      send(conn, takeGroup());
-    }
-  }
-
-  /** every call on `conn` is answered */
-  function release(conn: Conn): void {
-    if (closed || !conn.keepAlive) {
-      abandon(conn, connectionLost());
-      return;
-    }
-    if (waiting.length > 0) send(conn, takeGroup());
-    else idle.push(conn);
-  }
-
-  /**
-   * `borrowed`: `chunk` is a view of the shared read buffer, valid only during this call — what is
-   * kept beyond it (a partial answer, the bodies handed to callers) is copied.
-   */
-  function onData(conn: Conn, chunk: Buffer, borrowed: boolean): void {
-    let call = conn.queue[0];
-    if (call === undefined) {
-      // nothing was asked: a server must not talk now; the socket cannot be trusted
-      abandon(conn, connectionLost());
-      return;
-    }
-    conn.gotBytes = true;
-    // answers spread over several reads (rare: read-api's are small) take the copying path
-    if (borrowed && (conn.buf !== null || conn.untilClose !== null)) {
-      chunk = Buffer.from(chunk);
-      borrowed = false;
-    }
-    const own = (b: Buffer) => (borrowed ? Buffer.from(b) : b);
-    try {
-      if (conn.untilClose !== null) {
-        conn.untilCloseBytes += chunk.length;
-        if (conn.untilCloseBytes > maxAnswer) throw new WireError(502, 'BAD_GATEWAY', 'answer too large');
-        conn.untilClose.push(chunk);
+    let buf: Buffer | null = conn.buf === null ? chunk : Buffer.concat([conn.buf, chunk]);
+    for (;;) {
+      if (conn.headers === null) {
+        buf = readAnswerHead(p, conn, call, buf, own);
+        if (buf === null) return;
+      }
+      let body: Buffer;
+      if (conn.framing.kind === 'none') body = Buffer.alloc(0);
+      else if (conn.framing.kind === 'length') {
+        if (buf.length < conn.framing.length) {
+          conn.buf = own(buf);
+          return;
+        }
+        body = own(buf.length === conn.framing.length ? buf : buf.subarray(0, conn.framing.length));
+        buf = buf.subarray(conn.framing.length);
+      } else {
+        // the decoder keeps views of what it is fed
+        if (borrowed) {
+          buf = Buffer.from(buf);
+          borrowed = false;
+        }
+        buf = buf.subarray(conn.decoder!.feed(buf));
+        if (!conn.decoder!.done) {
+          conn.buf = buf.length > 0 ? buf : null;
+          return;
+        }
+        body = conn.decoder!.body;
+      }
+      complete(p, conn, body, buf);
+      const next = conn.queue[0];
+      if (!conn.keepAlive) {
+        // read-api closes after this answer: the calls behind it go to another socket
+        if (buf.length > 0) throw new OutOfStep('bytes after an answer that closes the connection');
+        if (conn.held !== null) handOver(p, conn);
+        abandon(p, conn, connectionLost());
         return;
       }
-      let buf = conn.buf === null ? chunk : Buffer.concat([conn.buf, chunk]);
-      for (;;) {
-        if (conn.headers === null) {
-          const end = headEnd(buf);
-          if (end === -1) {
-            if (buf.length > 64 * 1024) throw new WireError(502, 'BAD_GATEWAY', 'answer head too large');
-            conn.buf = own(buf);
-            return;
-          }
-          const head = parseHead(buf.toString('latin1', 0, end), keep);
-          buf = buf.subarray(end + 4);
-          const m = STATUS_LINE.exec(head.start);
-          if (!m) throw new WireError(502, 'BAD_GATEWAY', 'malformed status line');
-          const status = Number(m[2]);
-          const headers = head.headers;
-          if (status >= 100 && status < 200) continue; // 100 Continue, 103 Early Hints
-          conn.status = status;
-          conn.headers = headers;
-          const connection = headers.connection?.toLowerCase();
-          conn.keepAlive = m[1] === '1' ? !(connection !== undefined && connection.includes('close')) : false;
-          if (call.method === 'HEAD' || status === 204 || status === 304) conn.framing = NO_BODY;
-          else {
-            conn.framing = bodyFraming(headers);
-            if (conn.framing.kind === 'none' && headers['content-length'] === undefined) {
-              // no length: the answer ends with the connection
-              conn.keepAlive = false;
-              conn.untilClose = buf.length > 0 ? [own(buf)] : [];
-              conn.untilCloseBytes = buf.length;
-              conn.buf = null;
-              return;
-            }
-            if (conn.framing.kind === 'length' && conn.framing.length > maxAnswer)
-              throw new WireError(502, 'BAD_GATEWAY', 'answer too large');
-          }
-          conn.decoder = conn.framing.kind === 'chunked' ? new ChunkedDecoder(maxAnswer) : null;
-        }
-        let body: Buffer;
-        if (conn.framing.kind === 'none') body = Buffer.alloc(0);
-        else if (conn.framing.kind === 'length') {
-          if (buf.length < conn.framing.length) {
-            conn.buf = own(buf);
-            return;
-          }
-          body = own(buf.length === conn.framing.length ? buf : buf.subarray(0, conn.framing.length));
-          buf = buf.subarray(conn.framing.length);
-        } else {
-          // the decoder keeps views of what it is fed
-          if (borrowed) {
-            buf = Buffer.from(buf);
-            borrowed = false;
-          }
-          const used = conn.decoder!.feed(buf);
-          buf = buf.subarray(used);
-          if (!conn.decoder!.done) {
-            conn.buf = buf.length > 0 ? buf : null;
-            return;
-          }
-          body = conn.decoder!.body;
-        }
-        answerHead(conn, body);
-        const next = conn.queue[0];
-        if (!conn.keepAlive) {
-          // read-api closes after this answer: the calls behind it go to another socket
-          abandon(conn, connectionLost());
-          return;
-        }
-        if (next === undefined) {
-          // bytes beyond the last answer asked for: the server and we disagree on framing
-          if (buf.length > 0) abandon(conn, connectionLost());
-          else release(conn);
-          return;
-        }
-        call = next;
-        if (buf.length === 0) return;
-        conn.gotBytes = true;
+      if (next === undefined) {
+        release(p, conn);
+        return;
       }
-    } catch (err) {
-      fail(call, classify(err as NodeJS.ErrnoException));
+      call = next;
+      if (buf.length === 0) return;
+      conn.gotBytes = true;
     }
+  } catch (err) {
+    const e = classify(err as NodeJS.ErrnoException);
+    if (conn.queue[0] === call) fail(p, call, e);
+    else abandon(p, conn, e);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** one timer checks every deadline: calls' and connections being opened */
+function sweep(p: Pool): void {
+  if (p.active.size === 0) return;
+  const now = Date.now();
+  for (const call of p.active) {
+    if (now < call.deadline) continue;
+    const conn = call.conn;
+    if (conn && !conn.connected)
+      fail(p, call, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
+    else fail(p, call, new UpstreamFailure('timeout', 'read-api did not answer in time'));
+  }
+  for (const conn of p.all)
+    if (!conn.connected && now >= conn.connectDeadline && conn.queue.length > 0)
+      fail(p, conn.queue[0]!, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
+}
+
+export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
+  const p = createPool(opts);
+  const sweeper = setInterval(() => sweep(p), 25);
+  sweeper.unref();
+  const runPump = () => pump(p);
 
   return {
     get openSockets() {
-      return all.size;
+      return p.all.size;
     },
-    forward(method, target, headers, body) {
-      if (closed) return Promise.reject(new UpstreamFailure('unavailable', 'the upstream client is closed'));
+    forward(method, target, headers, body, requestId, caller) {
+      if (p.closed) return Promise.reject(new UpstreamFailure('unavailable', 'the upstream client is closed'));
       const safe = body === null && SAFE.has(method);
       return new Promise<UpstreamAnswer>((resolve, reject) => {
         const request =
-          `${method} ${target} HTTP/1.1\r\nhost: ${hostHeader}\r\n${headers}` +
+          `${method} ${target} HTTP/1.1\r\nhost: ${p.hostHeader}\r\n${headers}` +
           (body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`);
         const call: Call = {
           method,
           request,
           body,
           safe,
-          route: safe && depth > 1 ? routeOf(method, target) : null,
-          deadline: Date.now() + opts.timeoutMs,
+          route: safe && p.depth > 1 ? routeOf(method, target) : null,
+          requestId: requestId ?? null,
+          caller: caller ?? null,
+          deadline: Date.now() + p.timeoutMs,
           retried: false,
           resolve,
           reject,
           conn: null,
         };
-        active.add(call);
-        waiting.push(call);
+        p.active.add(call);
+        p.waiting.push(call);
         // written at the end of this event-loop turn, together with the turn's other calls
-        if (!pumpScheduled) {
-          pumpScheduled = true;
-          setImmediate(pump);
+        if (!p.pumpScheduled) {
+          p.pumpScheduled = true;
+          setImmediate(runPump);
         }
       });
     },
     close() {
-      closed = true;
+      p.closed = true;
       clearInterval(sweeper);
-      for (const conn of [...all]) abandon(conn, new UpstreamFailure('unavailable', 'the upstream client is closed'));
-      for (const call of [...active]) fail(call, new UpstreamFailure('unavailable', 'the upstream client is closed'));
+      for (const conn of [...p.all])
+        abandon(p, conn, new UpstreamFailure('unavailable', 'the upstream client is closed'));
+      for (const call of [...p.active])
+        fail(p, call, new UpstreamFailure('unavailable', 'the upstream client is closed'));
     },
   };
 }

@@ -8,11 +8,12 @@
  * last-used times are written to PostgreSQL in batches by the gateway's flush timer.
  */
 import {
+  ApiError,
+  MethodNotAllowedError,
   ServiceUnavailableError,
   toErrorResponse,
   UnauthorizedError,
   UpstreamError,
-  type ApiError,
   type Logger,
 } from '@sts/common';
 import { hashApiKey, isWellFormedApiKey, type PlanLimits, type Plans } from '@sts/core';
@@ -51,6 +52,46 @@ export const FORWARD_RESPONSE = [
   'last-modified',
 ] as const;
 const WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/**
+ * Longest value of each client header passed to read-api. With the target's bound (8 KiB, the
+ * server's 414) and the gateway's own headers, a forwarded head stays under 12 KiB, below
+ * read-api's 16 KiB head limit (node:http's maxHeaderSize): no client can make read-api refuse a
+ * head the gateway built (which would also fail the calls pipelined with it).
+ */
+export const FORWARD_MAX_BYTES: Readonly<Record<string, number>> = {
+  accept: 1024,
+  'user-agent': 1024,
+  'content-type': 256,
+};
+const TWEETS_PATHS = new Set(['/api/v1/tweets', '/api/v1/tweets/']);
+const ALLOW_READ = ['GET', 'HEAD', 'OPTIONS'];
+const ALLOW_TWEETS = ['GET', 'HEAD', 'OPTIONS', 'POST'];
+
+/** null when the gateway passes `method` on for `path`: GET, HEAD, OPTIONS anywhere, POST to /api/v1/tweets */
+function methodRefusal(method: string, path: string): ApiError | null {
+  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return null;
+  const tweets = TWEETS_PATHS.has(path);
+  if (method === 'POST' && tweets) return null;
+  return new MethodNotAllowedError(
+    method,
+    path.length > 100 ? `${path.slice(0, 100)}…` : path,
+    tweets ? ALLOW_TWEETS : ALLOW_READ,
+  );
+}
+
+/** null when every forwarded client header is within its bound, else the 431 naming it */
+function headerRefusal(headers: Record<string, string>): ApiError | null {
+  for (const name in FORWARD_MAX_BYTES) {
+    const v = headers[name];
+    if (v !== undefined && v.length > FORWARD_MAX_BYTES[name]!)
+      return new ApiError(
+        431,
+        'HEADERS_TOO_LARGE',
+        `the ${name} header is longer than ${FORWARD_MAX_BYTES[name]} bytes`,
+      );
+  }
+  return null;
+}
 
 /** a call admitted against the quota, on its way to read-api */
 interface Admitted {
@@ -121,6 +162,9 @@ function createKeyHasher(maxEntries = 50_000): (key: string) => string | null {
   };
 }
 
+// Longer than ~120 lines as a whole: it is a factory of closures over the same deps (one per step
+// of a call: refuse, admit, forward, answered, unanswered), each short; splitting it into modules
+// would only pass the deps around.
 export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   const { keys, quota, plans, upstream, logger, count } = deps;
   const windowAt = createWindowClock();
@@ -128,6 +172,11 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   const hashOf = createKeyHasher();
   const debug = logger.isLevelEnabled('debug');
   const internal = `x-internal-token: ${deps.internalToken}\r\n`;
+
+  /** the client went away before its call was forwarded: the server drops this answer (and counts it done) */
+  function gone(res: HttpResponder): void {
+    res.send(499, '', null);
+  }
 
   function refuse(res: HttpResponder, err: unknown, requestId: string): void {
     count(sendError(res, err, requestId));
@@ -173,6 +222,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   function unanswered(call: Admitted, err: unknown): void {
     const { req, res, identity, limits, admitted, win, nowEpoch } = call;
     quota.release(identity.accountId, win.period, win.minute);
+    if (err instanceof UpstreamFailure && err.kind === 'cancelled') return gone(res); // not sent, not charged
     const apiErr = upstreamError(err);
     logger.warn('read-api call failed', {
       requestId: req.requestId,
@@ -185,7 +235,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
 
   // forwards an admitted call with the internal headers (client-sent x-internal-* / x-account-* never pass)
   function forward(call: Admitted, fail: (err: unknown) => void): void {
-    const { req, identity } = call;
+    const { req, res, identity } = call;
     const { method, headers } = req;
     let out = `${internal}x-account-id: ${identity.accountId}\r\nx-account-plan: ${identity.plan}\r\nx-request-id: ${req.requestId}\r\n`;
     for (const name of FORWARD_REQUEST) {
@@ -198,7 +248,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
         const v = headers[name];
         if (v !== undefined) out += `${name}: ${v}\r\n`;
       }
-    upstream.forward(method, req.target, out, withBody ? req.body : null).then(
+    upstream.forward(method, req.target, out, withBody ? req.body : null, req.requestId, res).then(
       (answer) => {
         try {
           answered(call, answer);
@@ -223,6 +273,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     fail: (err: unknown) => void,
   ): void {
     if (identity === null) return refuse(res, new UnauthorizedError('unknown or revoked API key'), req.requestId);
+    if (res.closed) return gone(res); // the client went away while its key was looked up: nothing to admit
     // per-minute limit and monthly quota, from this process's leased units
     const at = deps.now();
     const nowEpoch = Math.floor(at / 1000);
@@ -230,6 +281,11 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     const limits = plans[identity.plan];
     const decide = (admitted: Admission) => {
       keys.touch(identity.keyId);
+      if (admitted.outcome === 'ok' && res.closed) {
+        // the client is gone: not forwarded, not charged
+        quota.release(identity.accountId, win.period, win.minute);
+        return gone(res);
+      }
       if (admitted.outcome !== 'ok') {
         const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
         count(sendError(res, error, req.requestId, headerLines(headers)));
@@ -245,6 +301,9 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
 
   return function handleApi(req, res, fail) {
     const { requestId } = req;
+    // refused before the key is even read: these never reach read-api and cost no quota
+    const refusal = methodRefusal(req.method, req.path) ?? headerRefusal(req.headers);
+    if (refusal !== null) return refuse(res, refusal, requestId);
     // the key: shape and checksum first, so malformed keys never reach a cache or the database
     const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
     if (key === '')

@@ -3,7 +3,13 @@
  * smuggling-shaped input, timeouts and shutdown.
  */
 import net from 'node:net';
-import { createHttpServer, type HttpRequest, type HttpServer, type HttpServerOptions } from './server';
+import {
+  createHttpServer,
+  type HttpRequest,
+  type HttpResponder,
+  type HttpServer,
+  type HttpServerOptions,
+} from './server';
 
 interface Answer {
   status: number;
@@ -387,5 +393,192 @@ describe('gateway HTTP server', () => {
       }),
     ).rejects.toThrow(/ECONNREFUSED/);
     // afterEach closes again: must be harmless
+  });
+
+  it.each([
+    ['a request written with bare LF line ends', 'GET /x HTTP/1.1\nHost: h\n\n', 400, 'INVALID_REQUEST'],
+    ['a bare CR in a head not complete yet', 'GET /x HTTP/1.1\r\nHost: h\rX', 400, 'INVALID_REQUEST'],
+    ['two Host headers', 'GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', 400, 'INVALID_REQUEST'],
+    ['a method llhttp does not know', 'FOO /x HTTP/1.1\r\nHost: h\r\n\r\n', 501, 'NOT_IMPLEMENTED'],
+    ['a target over 8 KiB', `GET /${'a'.repeat(8200)} HTTP/1.1\r\nHost: h\r\n\r\n`, 414, 'URI_TOO_LONG'],
+  ])('refuses %s at once (no waiting for a timeout) and closes', async (_name, raw, status, code) => {
+    await start({ requestTimeoutMs: 20_000 });
+    const c = await client();
+    c.write(raw);
+    const a = await c.next(5000);
+    expect(a!.status).toBe(status);
+    expect(JSON.parse(a!.body).code).toBe(code);
+    expect(await c.waitClosed()).toBe(true);
+    expect(seen).toHaveLength(0);
+  });
+
+  it('collects a body arriving in many small reads intact', async () => {
+    await start();
+    const c = await client();
+    const body = Buffer.alloc(40_000, 'b');
+    body.write('start', 0);
+    body.write('end', body.length - 3);
+    c.write(`POST /slow HTTP/1.1\r\nHost: h\r\nContent-Length: ${body.length}\r\n\r\n`);
+    for (let i = 0; i < body.length; i += 100) {
+      c.write(body.subarray(i, i + 100));
+      if (i % 2000 === 0) await new Promise((r) => setTimeout(r, 1));
+    }
+    const a = await c.next(10_000);
+    expect(a!.status).toBe(200);
+    expect(seen[0]!.body!.equals(body)).toBe(true);
+  });
+
+  it('a slow body is appended into a growing buffer, not re-copied whole on every read', async () => {
+    await start();
+    const c = await client();
+    c.socket.setNoDelay(true);
+    const body = Buffer.alloc(30_000, 'z');
+    c.write(`POST /slow HTTP/1.1\r\nHost: h\r\nContent-Length: ${body.length}\r\n\r\n`);
+    await new Promise((r) => setTimeout(r, 20));
+    // count the buffers of a kilobyte or more made while the body trickles in (60 reads or so)
+    const spy = jest.spyOn(Buffer, 'allocUnsafe');
+    try {
+      for (let i = 0; i < body.length; i += 500) {
+        c.write(body.subarray(i, i + 500));
+        await new Promise((r) => setTimeout(r, 3));
+      }
+      const a = await c.next(10_000);
+      expect(a!.status).toBe(200);
+      const big = spy.mock.calls.filter(([size]) => size >= 1000).length;
+      // doubling from 4 KiB to 30 KB: a handful (re-copying per read: one per read, ~60)
+      expect(big).toBeLessThanOrEqual(8);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(seen[0]!.body!.equals(body)).toBe(true);
+  });
+
+  it('a client that pipelines without reading holds bounded memory: parsing pauses on unsent output and resumes on drain', async () => {
+    const big = Buffer.alloc(32 * 1024, 'x');
+    let handled = 0;
+    server = createHttpServer({
+      handler: (_req, res) => {
+        handled++;
+        res.send(200, 'content-type: text/plain\r\n', big);
+      },
+    });
+    port = await server.listen(0, '127.0.0.1');
+    const n = 8000;
+    // a plain socket (the RawClient would concatenate 250 MiB)
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => undefined);
+    await new Promise((r) => s.once('connect', r));
+    s.pause(); // never read
+    s.write('GET /api/v1/openapi.json HTTP/1.1\r\nHost: h\r\n\r\n'.repeat(n));
+    // wait until the server stops handling (the kernel buffers of both ends fill first)
+    let last = -1;
+    for (let i = 0; i < 100 && handled !== last; i++) {
+      last = handled;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    // unbounded, all 8000 answers (250 MiB) would be produced; the loopback buffers hold a few MiB
+    expect(handled).toBeLessThan(n / 4);
+    expect(server.pausedConnections).toBe(1);
+    const rss = process.memoryUsage().rss;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(handled).toBe(last);
+    expect(process.memoryUsage().rss - rss).toBeLessThan(100 * 1024 * 1024);
+    // the client reads: every answer comes and the connection is not paused any more
+    let bytes = 0;
+    s.on('data', (d: Buffer) => {
+      bytes += d.length;
+    });
+    s.resume();
+    for (let i = 0; i < 600 && bytes < n * big.length; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(handled).toBe(n);
+    expect(bytes).toBeGreaterThan(n * big.length);
+    expect(bytes).toBeLessThan(n * (big.length + 120));
+    expect(server.pausedConnections).toBe(0);
+    s.destroy();
+  }, 90_000);
+
+  it('a client that takes none of its answers for the keep-alive timeout is cut', async () => {
+    const big = Buffer.alloc(32 * 1024, 'x');
+    server = createHttpServer({
+      handler: (_req, res) => res.send(200, '', big),
+      keepAliveTimeoutMs: 500,
+    });
+    port = await server.listen(0, '127.0.0.1');
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => undefined);
+    await new Promise((r) => s.once('connect', r));
+    s.pause();
+    s.write('GET / HTTP/1.1\r\nHost: h\r\n\r\n'.repeat(2000));
+    for (let i = 0; i < 100 && server.pausedConnections === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(server.pausedConnections).toBe(1);
+    for (let i = 0; i < 100 && server.pausedConnections === 1; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(server.pausedConnections).toBe(0); // closed: nothing of it is held any more
+    s.destroy();
+  });
+
+  it('stops reading a connection whose buffered input is over the bound while a request is handled', async () => {
+    let release: (() => void) | undefined;
+    await start();
+    server.close(0).catch(() => undefined);
+    server = createHttpServer({
+      handler: (_req, res) => {
+        release = () => res.send(200, '', 'ok');
+      },
+    });
+    port = await server.listen(0, '127.0.0.1');
+    const c = await client();
+    c.write('GET /hold HTTP/1.1\r\nHost: h\r\n\r\n');
+    c.write('GET /next HTTP/1.1\r\nHost: h\r\n\r\n'.repeat(20_000)); // 720 KB, more than head + body limits
+    for (let i = 0; i < 100 && server.pausedConnections === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(server.pausedConnections).toBe(1);
+    release!();
+    const a = await c.next();
+    expect(a!.status).toBe(200);
+  });
+
+  it('a client that shuts its write side after pipelined requests gets every answer, then the end', async () => {
+    await start();
+    const c = await client();
+    c.socket.end(
+      'GET /one HTTP/1.1\r\nHost: h\r\nX-Delay: 100\r\n\r\nGET /two HTTP/1.1\r\nHost: h\r\n\r\nGET /three HTTP/1.1\r\nHost: h\r\n\r\n',
+    );
+    const paths = [];
+    for (let i = 0; i < 3; i++) paths.push(JSON.parse((await c.next())!.body).path as string);
+    expect(paths).toEqual(['/one', '/two', '/three']);
+    expect(await c.waitClosed()).toBe(true);
+    expect(c.rest).toBe('');
+  });
+
+  it('a half-closed client with an incomplete request is ended without an answer; an HTTP/1.0 one gets its answer', async () => {
+    await start();
+    const partial = await client();
+    partial.socket.end('GET /x HTTP/1.1\r\nHost');
+    expect(await partial.waitClosed()).toBe(true);
+    expect(partial.rest).toBe('');
+    expect(seen).toHaveLength(0);
+    const old = await client();
+    old.socket.end('GET /old HTTP/1.0\r\n\r\n');
+    expect((await old.next())!.status).toBe(200);
+    expect(await old.waitClosed()).toBe(true);
+  });
+
+  it('a client gone before its answer: the responder says closed', async () => {
+    let res: HttpResponder | undefined;
+    await start();
+    server.close(0).catch(() => undefined);
+    server = createHttpServer({
+      handler: (_req, r) => {
+        res = r;
+      },
+    });
+    port = await server.listen(0, '127.0.0.1');
+    const c = await client();
+    c.write('GET /x HTTP/1.1\r\nHost: h\r\n\r\n');
+    for (let i = 0; i < 100 && res === undefined; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(res!.closed).toBe(false);
+    c.socket.resetAndDestroy();
+    for (let i = 0; i < 100 && !res!.closed; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(res!.closed).toBe(true);
+    res!.send(200, '', 'late'); // harmless
   });
 });

@@ -9,6 +9,16 @@
 export const CRLF = '\r\n';
 const CRLFCRLF = Buffer.from('\r\n\r\n');
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/**
+ * a chunk-size line: hex digits, then chunk extensions `;name` or `;name=value` (token or quoted
+ * string), no whitespace anywhere (RFC 9112 allows BWS; llhttp does not, and neither do we)
+ */
+const CHUNK_LINE =
+  /^([0-9A-Fa-f]{1,8})(?:;[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:=(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+|"(?:[\t\x20\x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t\x20-\x7e\x80-\xff])*"))?)*$/;
+/** trailer fields that would change framing or routing if anyone merged them: refused */
+const FRAMING_TRAILER = /^(?:content-length|transfer-encoding|host|trailer|connection|expect|upgrade)[ \t]*:/i;
+/** a trailer field line: token ":" then visible characters, SP, HTAB (and obs-text) only */
+const TRAILER_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*$/;
 
 export class WireError extends Error {
   override name = 'WireError';
@@ -42,9 +52,9 @@ export interface Head {
  * Parses a message head (latin1 text up to, not including, the blank line) in one pass. Throws
  * WireError(400) on a control character, a bare CR or LF, or a field line that is not
  * `token ":" OWS value OWS` (so obsolete line folding is refused too). With `keep`, only those
- * fields are stored; every line is still checked.
+ * fields are stored; every line is still checked. A field of `single` sent twice is a 400 too.
  */
-export function parseHead(text: string, keep?: ReadonlySet<string>): Head {
+export function parseHead(text: string, keep?: ReadonlySet<string>, single?: ReadonlySet<string>): Head {
   if (BAD_CHAR.test(text)) throw new WireError(400, 'INVALID_REQUEST', 'control character in the message head');
   if (BARE_CR_LF.test(text)) throw new WireError(400, 'INVALID_REQUEST', 'bare CR or LF in the message head');
   let eol = text.indexOf(CRLF);
@@ -67,7 +77,9 @@ export function parseHead(text: string, keep?: ReadonlySet<string>): Head {
       while (e > s && (text.charCodeAt(e - 1) === 32 || text.charCodeAt(e - 1) === 9)) e--;
       const value = text.slice(s, e);
       const prev = headers[key];
-      headers[key] = prev === undefined ? value : `${prev}, ${value}`;
+      if (prev === undefined) headers[key] = value;
+      else if (single?.has(key)) throw new WireError(400, 'INVALID_REQUEST', `more than one ${name} header`);
+      else headers[key] = `${prev}, ${value}`;
     }
     pos = end + 2;
   }
@@ -81,8 +93,9 @@ const CHUNKED: Framing = Object.freeze({ kind: 'chunked' });
 export type Framing = { kind: 'none' } | { kind: 'length'; length: number } | { kind: 'chunked' };
 
 /**
- * How a message body is delimited, from Content-Length / Transfer-Encoding. Both at once, a list
- * of differing lengths, or a transfer coding other than "chunked" are refused.
+ * How a message body is delimited, from Content-Length / Transfer-Encoding. Both at once, a
+ * Content-Length that is not one number (a list, a repeated field), or a transfer coding other
+ * than "chunked" are refused.
  */
 export function bodyFraming(headers: Record<string, string>): Framing {
   const te = headers['transfer-encoding'];
@@ -95,14 +108,15 @@ export function bodyFraming(headers: Record<string, string>): Framing {
     return CHUNKED;
   }
   if (cl === undefined) return NO_BODY;
-  let length = -1;
-  for (const part of cl.split(',')) {
-    const v = part.trim();
-    if (!/^\d{1,15}$/.test(v)) throw new WireError(400, 'INVALID_REQUEST', 'invalid Content-Length');
-    const n = Number(v);
-    if (length !== -1 && n !== length) throw new WireError(400, 'INVALID_REQUEST', 'conflicting Content-Length values');
-    length = n;
-  }
+  // one value of digits only: a list (even of equal values) or a repeated field is refused, as
+  // llhttp (node:http, read-api) refuses it, so the two ends of a hop never frame a body differently
+  if (!/^\d{1,15}$/.test(cl))
+    throw new WireError(
+      400,
+      'INVALID_REQUEST',
+      cl.includes(',') ? 'conflicting Content-Length values' : 'invalid Content-Length',
+    );
+  const length = Number(cl);
   return length === 0 ? NO_BODY : { kind: 'length', length };
 }
 
@@ -161,11 +175,11 @@ export class ChunkedDecoder {
         this.trailerBytes += line.length + 2;
         if (this.trailerBytes > 8192) throw new WireError(431, 'HEADERS_TOO_LARGE', 'chunked trailer too large');
         if (line === '') this.done = true;
-        else if (line.includes('\r') || line.includes('\n') || line.indexOf(':') <= 0)
+        else if (!TRAILER_LINE.test(line) || FRAMING_TRAILER.test(line))
           throw new WireError(400, 'INVALID_REQUEST', 'malformed chunked trailer');
         continue;
       }
-      const m = /^([0-9A-Fa-f]{1,8})[ \t]*(?:;[\t\x20-\x7e]*)?$/.exec(line);
+      const m = CHUNK_LINE.exec(line);
       if (!m) throw new WireError(400, 'INVALID_REQUEST', 'malformed chunk size');
       const n = parseInt(m[1]!, 16);
       if (n === 0) {
