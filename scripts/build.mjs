@@ -37,6 +37,7 @@ export function entries() {
     'webhook-dispatcher': 'services/webhook-dispatcher/src/main.ts',
     dashboard: 'services/dashboard/src/main.ts',
     migrate: 'packages/db/src/cli.ts',
+    demo: 'services/poller/src/demo.ts',
     cli: 'packages/admin-cli/src/main.ts',
   };
   return Object.fromEntries(Object.entries(all).filter(([, file]) => existsSync(path.join(root, file))));
@@ -54,7 +55,11 @@ export async function buildAll({ outdir = path.join(root, 'dist'), only } = {}) 
     platform: 'node',
     target: 'node20',
     format: 'cjs',
-    sourcemap: true,
+    // minified with a source map (without the sources) so stack traces point at the TypeScript
+    // files when the service runs with --enable-source-maps (the entry point passes it)
+    minify: true,
+    sourcemap: 'linked',
+    sourcesContent: false,
     // keeps class and function names (error names in logs, Prisma's error classes)
     keepNames: true,
     external: EXTERNAL,

@@ -1,0 +1,26 @@
+// Docker HEALTHCHECK of the image: GET /healthz on the ops port of the service this container
+// runs. The service is read from PID 1's command line (tini -- /app/docker-entrypoint.sh <service>),
+// the port from OPS_PORT or the service's default ops port. Exit 0 healthy, 1 not; commands that
+// are not long-running services (migrate, cli, demo) are always healthy.
+'use strict';
+const { readFileSync } = require('node:fs');
+
+/** default OPS_PORT of each service (keep in step with each service's env.ts) */
+const OPS_PORTS = { gateway: 3100, dashboard: 3101, 'read-api': 3102, poller: 3003, 'webhook-dispatcher': 3004 };
+
+function service() {
+  try {
+    const args = readFileSync('/proc/1/cmdline', 'utf8').split('\0');
+    return args.find((a) => Object.prototype.hasOwnProperty.call(OPS_PORTS, a));
+  } catch {
+    return undefined;
+  }
+}
+
+const name = service();
+if (!name) process.exit(0);
+const port = Number(process.env.OPS_PORT || OPS_PORTS[name]);
+fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2500) }).then(
+  (res) => process.exit(res.ok ? 0 : 1),
+  () => process.exit(1),
+);
