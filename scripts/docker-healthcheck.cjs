@@ -1,4 +1,5 @@
-// Docker HEALTHCHECK of the image: GET /healthz on the ops port of the service this container
+// Docker HEALTHCHECK of the image: GET /healthz (or the path given as the first argument, e.g.
+// /readyz) on the ops port of the service this container
 // runs. The service is read from PID 1's command line (tini -- /app/docker-entrypoint.sh <service>),
 // the port from OPS_PORT or the service's default ops port. Exit 0 healthy, 1 not; commands that
 // are not long-running services (migrate, cli, demo) are always healthy.
@@ -20,7 +21,8 @@ function service() {
 const name = service();
 if (!name) process.exit(0);
 const port = Number(process.env.OPS_PORT || OPS_PORTS[name]);
-fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2500) }).then(
+const probePath = process.argv[2] || '/healthz';
+fetch(`http://127.0.0.1:${port}${probePath}`, { signal: AbortSignal.timeout(2500) }).then(
   (res) => process.exit(res.ok ? 0 : 1),
   () => process.exit(1),
 );
