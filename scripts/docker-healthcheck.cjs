@@ -6,7 +6,7 @@
 'use strict';
 const { readFileSync } = require('node:fs');
 
-/** default OPS_PORT of each service (keep in step with each service's env.ts) */
+/** default OPS_PORT of each service (keep in step with each service's env.ts; OPS_PORT overrides) */
 const OPS_PORTS = { gateway: 3100, dashboard: 3101, 'read-api': 3102, poller: 3003, 'webhook-dispatcher': 3004 };
 
 function service() {
@@ -18,7 +18,9 @@ function service() {
   }
 }
 
-const name = service();
+// `docker-healthcheck.cjs [path] [service]`: compose names the service; the image's HEALTHCHECK
+// (one image for every service) finds it from PID 1's command line
+const name = process.argv[3] || service();
 if (!name) process.exit(0);
 const port = Number(process.env.OPS_PORT || OPS_PORTS[name]);
 const probePath = process.argv[2] || '/healthz';

@@ -139,8 +139,20 @@ describe('production bundles', () => {
       });
       expect(res.status).toBe(404);
       expect(((await res.json()) as { code: string }).code).toBe('USER_NOT_FOUND');
+      // the image's HEALTHCHECK script, as compose runs it: healthy now, unhealthy once stopped
+      const check = (probe: string) =>
+        new Promise<number | null>((resolve) => {
+          const c = spawn(process.execPath, [path.join(image, 'docker-healthcheck.cjs'), probe, 'read-api'], {
+            env: { PATH: process.env.PATH ?? '', OPS_PORT: String(opsPort) },
+            stdio: 'ignore',
+          });
+          c.on('exit', (code) => resolve(code));
+        });
+      expect(await check('/healthz')).toBe(0);
+      expect(await check('/readyz')).toBe(0);
       p.child.kill('SIGTERM');
       expect(await p.exited).toBe(0);
+      expect(await check('/healthz')).toBe(1);
     } finally {
       p.child.kill('SIGKILL');
     }

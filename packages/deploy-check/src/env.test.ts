@@ -107,7 +107,13 @@ describe('environment in compose', () => {
       });
       const parsed = svc.schema.parse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
       expect(parsed.OPS_PORT).toBe(Number(env.OPS_PORT));
-      expect(compose[svc.name]!.healthcheck?.test).toEqual(['CMD', 'node', '/app/docker-healthcheck.cjs', '/readyz']);
+      expect(compose[svc.name]!.healthcheck?.test).toEqual([
+        'CMD',
+        'node',
+        '/app/docker-healthcheck.cjs',
+        '/readyz',
+        svc.name,
+      ]);
     }
   });
 
