@@ -155,6 +155,10 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
     expect(trigger.metadata.queueName).toBe(DISPATCHER_QUEUE);
     const auth = byKind('TriggerAuthentication').find((t) => t.metadata.name === trigger.authenticationRef.name);
     expect(auth?.spec.secretTargetRef).toContainEqual({ parameter: 'host', name: 'sts-secrets', key: 'AMQP_URL' });
+    // the autoscalers own the replica count: a Deployment value would reset it on every apply
+    for (const name of ['dashboard', 'gateway', 'read-api', 'webhook-dispatcher']) {
+      expect({ name, replicas: deployments(objects).get(name)!.spec.replicas }).toEqual({ name, replicas: undefined });
+    }
   });
 
   it('denies by default and lets only the ingress controller reach gateway and dashboard', () => {
