@@ -202,3 +202,33 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
     expect(selected.map((s) => s.metadata.name).sort()).toEqual(SERVICES.map((s) => `${s}-ops`).sort());
   });
 });
+
+describeK8s('the schema validation', () => {
+  it('rejects unknown fields and wrong types, naming the object', () => {
+    if (!kubectl)
+      throw new Error('kubectl is not installed (.ci/run sets STS_SKIP_KUBECTL=1 to skip when it is missing)');
+    const { objects } = renderOverlay(kubectl, 'dev');
+    const dep = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'gateway')!;
+    dep.spec.template.spec.containers[0].readinesProbe = dep.spec.template.spec.containers[0].readinessProbe;
+    const so = objects.find((o) => o.kind === 'ScaledObject')!;
+    so.spec.cooldownPeriodSeconds = 10;
+    const pdb = objects.find((o) => o.kind === 'PodDisruptionBudget')!;
+    pdb.spec.maxUnavailable = { much: 1 };
+    const dir = mkdtempSync(path.join(tmpdir(), 'sts-k8s-bad-'));
+    try {
+      const file = path.join(dir, 'bad.yaml');
+      writeFileSync(file, objects.map((o) => JSON.stringify(o)).join('\n---\n'));
+      let out = '';
+      try {
+        execFileSync(process.execPath, [path.join(__dirname, 'validate-k8s.mjs'), file], { encoding: 'utf8' });
+      } catch (err) {
+        out = String((err as { stdout?: string }).stdout);
+      }
+      expect(out).toMatch(/Deployment\/gateway: .*'"readinesProbe"' does not exist/);
+      expect(out).toMatch(/ScaledObject\/webhook-dispatcher: .*'"cooldownPeriodSeconds"' does not exist/);
+      expect(out).toMatch(/PodDisruptionBudget\/\S+: .*maxUnavailable/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
