@@ -47,6 +47,14 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'X_TIMEOUT_MS',
   'POLLER_PORT',
   'DISPATCHER_PORT',
+  'OPS_HOST',
+  'SESSION_KEY_PREFIX',
+  'SESSION_TTL_SEC',
+  'COOKIE_SECURE',
+  'SIGNIN_MAX_PER_EMAIL',
+  'SIGNIN_MAX_PER_ADDRESS',
+  'SIGNIN_WINDOW_SEC',
+  'LIVE_REFRESH_MS',
 ]);
 
 /** Placeholder values for the Secret template's keys, so the rendered env can be parsed. */

@@ -91,22 +91,26 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
     }
   });
 
-  it('gives each service a grace period ≥ preStop + its longest drain', () => {
+  it('gives each service a grace period ≥ preStop + its stop deadline, and the deadline ≥ its drain', () => {
     const config = byKind('ConfigMap')[0]!.data!;
-    const drainSeconds: Record<string, number> = {
-      gateway: Number(config.SHUTDOWN_GRACE_MS) / 1000,
-      dashboard: Number(config.SHUTDOWN_GRACE_MS) / 1000,
-      'read-api': Number(config.SHUTDOWN_GRACE_MS) / 1000,
-      poller: Number(config.POLL_TIMEOUT_MS) / 1000,
-      'webhook-dispatcher': Number(config.DISPATCH_SHUTDOWN_GRACE_MS) / 1000,
+    const drainMs: Record<string, number> = {
+      gateway: Number(config.SHUTDOWN_GRACE_MS),
+      dashboard: Number(config.SHUTDOWN_GRACE_MS),
+      'read-api': Number(config.SHUTDOWN_GRACE_MS),
+      poller: Number(config.POLL_TIMEOUT_MS),
+      'webhook-dispatcher': Number(config.DISPATCH_SHUTDOWN_GRACE_MS),
     };
     for (const [name, dep] of deployments(objects)) {
       const spec = dep.spec.template.spec;
-      const preStop = spec.containers[0].lifecycle.preStop.exec.command as string[];
+      const c = spec.containers[0];
+      const own = (c.env as { name: string; value: string }[]).find((e) => e.name === 'STOP_DEADLINE_MS');
+      const deadlineMs = Number(own?.value ?? config.STOP_DEADLINE_MS);
+      expect({ name, deadlineCoversDrain: deadlineMs >= drainMs[name]! }).toEqual({ name, deadlineCoversDrain: true });
+      const preStop = c.lifecycle.preStop.exec.command as string[];
       expect(preStop[0]).toBe('sleep');
-      const need = Number(preStop[1]) + drainSeconds[name]!;
+      const need = Number(preStop[1]) + deadlineMs / 1000;
       expect(Number.isFinite(need)).toBe(true);
-      expect(spec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(need);
+      expect({ name, grace: spec.terminationGracePeriodSeconds >= need }).toEqual({ name, grace: true });
     }
     expect(deployments(objects).get('webhook-dispatcher')!.spec.template.spec.terminationGracePeriodSeconds).toBe(35);
   });
