@@ -28,6 +28,7 @@ COPY packages/messaging/package.json packages/messaging/
 COPY packages/signing/package.json packages/signing/
 COPY packages/social/package.json packages/social/
 COPY packages/testing/package.json packages/testing/
+COPY packages/usecases/package.json packages/usecases/
 COPY services/dashboard/package.json services/dashboard/
 COPY services/gateway/package.json services/gateway/
 COPY services/poller/package.json services/poller/

@@ -8,8 +8,8 @@
 //   node scripts/build.mjs [--outdir dist] [--entry read-api ...]
 //
 // Output: dist/bin/<entry>.js (+ .js.map), dist/prisma/migrations (the SQL the migration runner
-// reads: it resolves `../prisma/migrations` from its own file, dist/bin/), and
-// dist/package.json ({"type":"commonjs"}). Prints one line per entry with its size.
+// reads: it resolves `../prisma/migrations` from its own file, dist/bin/), dist/public (the
+// dashboard's static files, resolved the same way) and dist/package.json ({"type":"commonjs"}). Prints one line per entry with its size.
 import { build } from 'esbuild';
 import { cpSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -69,6 +69,12 @@ export async function buildAll({ outdir = path.join(root, 'dist'), only } = {}) 
   cpSync(path.join(root, 'packages/db/prisma/migrations'), path.join(outdir, 'prisma/migrations'), {
     recursive: true,
   });
+  // the dashboard serves its static files from `../public` of its own file (PUBLIC_DIR in
+  // services/dashboard/src/app.ts), i.e. dist/public beside dist/bin
+  const dashboardPublic = path.join(root, 'services/dashboard/public');
+  if (selected.some(([name]) => name === 'dashboard') && existsSync(dashboardPublic)) {
+    cpSync(dashboardPublic, path.join(outdir, 'public'), { recursive: true });
+  }
   writeFileSync(path.join(outdir, 'package.json'), `${JSON.stringify({ type: 'commonjs' })}\n`);
   return selected.map(([name]) => {
     const file = path.join(outdir, 'bin', `${name}.js`);

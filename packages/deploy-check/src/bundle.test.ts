@@ -9,7 +9,7 @@
  * It also prints the bytes the image adds to its base (the figures in k8s/README.md).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -92,6 +92,9 @@ describe('production bundles', () => {
       expect(bins).toContain(`${s}.js`);
     expect(bins).toEqual(expect.arrayContaining(['migrate.js', 'cli.js']));
     expect(readdirSync(path.join(image, 'dist/prisma/migrations')).length).toBeGreaterThan(0);
+    // the dashboard's static files, where its bundle looks for them (PUBLIC_DIR = ../public)
+    if (existsSync(path.join(REPO_ROOT, 'services/dashboard/public')))
+      expect(readdirSync(path.join(image, 'dist/public')).length).toBeGreaterThan(0);
     // what the run stage copies on top of the base image
     const bytes = (dir: string): number =>
       readdirSync(dir, { withFileTypes: true }).reduce(
