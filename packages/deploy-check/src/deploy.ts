@@ -1,0 +1,163 @@
+/**
+ * What the deployment checks read: the rendered overlays (kubectl kustomize), the compose file,
+ * the Secret template, and each service's zod env schema.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
+import type { z } from 'zod';
+
+export const REPO_ROOT = path.resolve(__dirname, '../../..');
+export const OVERLAYS = ['dev', 'prod'];
+
+/** The public port variable of each service that has one (the Service `http` port). */
+export const PUBLIC_PORT_VAR: Record<string, string> = {
+  gateway: 'GATEWAY_PORT',
+  dashboard: 'DASHBOARD_PORT',
+  'read-api': 'READ_API_PORT',
+};
+
+/**
+ * Variables that may stay unset in compose and k8s because their default is right in production
+ * (tuning knobs, bind hosts, test-only switches). Anything else a service reads must be set
+ * explicitly. WEBHOOK_ALLOW_PRIVATE_HOSTS must stay unset in production (it disables the
+ * private-address check). Listed in k8s/README.md ("Configuration").
+ */
+export const OPTIONAL_WITH_DEFAULTS = new Set([
+  'GATEWAY_HOST',
+  'READ_API_HOST',
+  'DASHBOARD_HOST',
+  'UPSTREAM_TIMEOUT_MS',
+  'UPSTREAM_CONNECT_TIMEOUT_MS',
+  'UPSTREAM_MAX_SOCKETS',
+  'UPSTREAM_PIPELINE_DEPTH',
+  'UPSTREAM_PIPELINE_MAX_MS',
+  'KEY_CACHE_TTL_MS',
+  'USAGE_FLUSH_MS',
+  'USER_CACHE_TTL_MS',
+  'DB_POOL_SIZE',
+  'DISPATCH_DB_POOL_SIZE',
+  'DISPATCH_PREFETCH',
+  'WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT',
+  'WEBHOOK_ALLOW_PRIVATE_HOSTS',
+  'WEBHOOK_ALLOWED_PORTS',
+  'POLL_INTERVAL_SECONDS',
+  'POLL_CONCURRENCY',
+  'POLL_BATCH_SIZE',
+  'X_TIMEOUT_MS',
+  'POLLER_PORT',
+  'DISPATCHER_PORT',
+  'OPS_HOST',
+  'SESSION_KEY_PREFIX',
+  'SESSION_TTL_SEC',
+  'COOKIE_SECURE',
+  'SIGNIN_MAX_PER_EMAIL',
+  'SIGNIN_MAX_PER_ADDRESS',
+  'SIGNIN_WINDOW_SEC',
+  'LIVE_REFRESH_MS',
+]);
+
+/** Placeholder values for the Secret template's keys, so the rendered env can be parsed. */
+export const SECRET_PLACEHOLDERS: Record<string, string> = {
+  DATABASE_URL: 'postgresql://sts:secret@postgres.example:5432/sts',
+  REDIS_URL: 'redis://:secret@redis.example:6379',
+  AMQP_URL: 'amqp://sts:secret@rabbitmq.example:5672/sts',
+  INTERNAL_TOKEN: 'placeholder-internal-token-0123456789',
+  SECRETS_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
+  SESSION_SECRET: 'placeholder-session-secret-0123456789abcdefghijklmnopqrstuvwxyz',
+  X_BEARER_TOKEN: '',
+};
+
+export interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- rendered YAML, checked field by field by the tests
+  spec?: any;
+  data?: Record<string, string>;
+}
+
+/** kubectl, or null when it is not installed (KUBECTL overrides the path). */
+export function kubectlPath(): string | null {
+  const candidates = [process.env.KUBECTL, '/usr/bin/kubectl', '/usr/local/bin/kubectl'].filter(Boolean) as string[];
+  for (const c of candidates) if (existsSync(c)) return c;
+  try {
+    return execFileSync('sh', ['-c', 'command -v kubectl'], { encoding: 'utf8' }).trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+export function renderOverlay(kubectl: string, overlay: string): { yaml: string; objects: K8sObject[] } {
+  const yaml = execFileSync(kubectl, ['kustomize', path.join(REPO_ROOT, 'k8s/overlays', overlay)], {
+    encoding: 'utf8',
+    maxBuffer: 32 * 1024 * 1024,
+  });
+  const objects = parseAllDocuments(yaml)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+  return { yaml, objects };
+}
+
+/** KEY=value lines of an env file (comments and blanks skipped). */
+export function readEnvFile(file: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const t = line.trim();
+    if (!t || t.startsWith('#')) continue;
+    const i = t.indexOf('=');
+    if (i > 0) out[t.slice(0, i)] = t.slice(i + 1);
+  }
+  return out;
+}
+
+/** The compose file with its `<<` merge keys resolved. */
+export function readCompose(): { raw: unknown; services: Record<string, ComposeService> } {
+  const raw = parse(readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+    services: Record<string, ComposeService>;
+  };
+  return { raw, services: raw.services };
+}
+
+export interface ComposeService {
+  command?: string[];
+  environment?: Record<string, string | number | null>;
+  healthcheck?: { test: string[] };
+  depends_on?: Record<string, { condition: string }>;
+  ports?: string[];
+  restart?: string;
+}
+
+/** `${VAR:-default}` / `${VAR}` as compose resolves them with an empty environment. */
+export function composeValue(v: unknown): string {
+  return String(v).replace(/\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}/g, (_m, _name: string, def?: string) => def ?? '');
+}
+
+export interface ServiceEnv {
+  name: string;
+  schema: z.ZodObject;
+}
+
+/** Every service with a src/env.ts, with the zod object schema it exports (…EnvSchema). */
+export async function serviceEnvSchemas(): Promise<ServiceEnv[]> {
+  const dir = path.join(REPO_ROOT, 'services');
+  const out: ServiceEnv[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const file = path.join(dir, name, 'src/env.ts');
+    if (!existsSync(file)) continue;
+    const mod = (await import(file)) as Record<string, unknown>;
+    const entry = Object.entries(mod).find(
+      ([k, v]) => /EnvSchema$/.test(k) && typeof v === 'object' && v !== null && 'shape' in v,
+    );
+    if (!entry) throw new Error(`services/${name}/src/env.ts exports no …EnvSchema zod object`);
+    out.push({ name, schema: entry[1] as z.ZodObject });
+  }
+  return out;
+}
+
+/** True when the variable may be left unset (it has a default or is optional). */
+export function hasDefault(schema: z.ZodObject, key: string): boolean {
+  const field = schema.shape[key] as z.ZodType | undefined;
+  return field ? field.safeParse(undefined).success : false;
+}
