@@ -1,9 +1,15 @@
 /**
- * The `local` provider: users and tweets stored in PostgreSQL (social_users, social_tweets).
- * Timelines and search are newest first, paged by keyset on (created_at, id as a number) with
- * opaque cursors; search is full text over the generated `search` tsvector column (GIN index)
- * through websearch_to_tsquery('simple', q). Database errors are not wrapped: the caller decides
- * what an unreachable database means (read-api answers 503).
+ * The `local` provider: users and tweets stored in PostgreSQL (social_users, social_tweets, ids as
+ * bigint, carried as strings outside). Every query is index-bound (see packages/social/README.md):
+ * - timelines: keyset on (created_at, id) over (author_id, created_at DESC, id DESC);
+ * - search: full text over the generated `search` tsvector through websearch_to_tsquery('simple', q),
+ *   newest first. It first walks the (created_at DESC, id DESC) index over at most SEARCH_PROBE_ROWS
+ *   rows (the fast path for common terms); when that window holds fewer matches than the page
+ *   needs, it asks the GIN index for all matches after the cursor and sorts them (rare terms);
+ * - pollTweets: one author's tweets in (xid, id) order after the position, only below the snapshot
+ *   horizon, over (author_id, xid, id).
+ * Database errors are not wrapped: the caller decides what an unreachable database means (read-api
+ * answers 503).
  */
 import { Prisma, type Db } from '@sts/db';
 import { isValidTweetId, isValidUsername, snowflakeId } from '@sts/core';
@@ -12,6 +18,8 @@ import {
   InvalidCursorError,
   type Page,
   type PageRequest,
+  type PollPage,
+  type PollRequest,
   type SocialSource,
   type SocialTweet,
   type SocialUser,
@@ -26,10 +34,20 @@ export const TWEET_MAX_LENGTH = 280;
 export const USER_NAME_MAX_LENGTH = 50;
 export const USER_DESCRIPTION_MAX_LENGTH = 160;
 
+/**
+ * Rows of the time index the search's fast path examines before it switches to the GIN index.
+ * A term in at least ~1 tweet of SEARCH_PROBE_ROWS / (limit + 1) fills a page from this window
+ * (a few hundred heap rows, well under a millisecond); rarer terms cost this window plus the GIN
+ * lookup, which is cheap exactly because they are rare. Measured in bench/store.ts.
+ */
+export const SEARCH_PROBE_ROWS = 2000;
+
 const TWEET_ID = /^[1-9][0-9]{0,18}$/;
+const BIGINT_MAX = 9223372036854775807n;
+const XID8 = /^(0|[1-9][0-9]{0,19})$/;
 
 interface UserRow {
-  id: string;
+  id: bigint;
   username: string;
   name: string;
   description: string | null;
@@ -43,7 +61,7 @@ interface UserRow {
 
 function toUser(row: UserRow): SocialUser {
   return {
-    id: row.id,
+    id: String(row.id),
     username: row.username,
     name: row.name,
     description: row.description,
@@ -56,7 +74,7 @@ function toUser(row: UserRow): SocialUser {
   };
 }
 
-/** A social_tweets row joined with its author, as the raw queries below select it. */
+/** A social_tweets row joined with its author, as the raw queries below select it (ids as text). */
 interface TweetRow {
   id: string;
   author_id: string;
@@ -79,7 +97,8 @@ interface TweetRow {
 }
 
 const TWEET_COLUMNS = Prisma.sql`
-  t.id, t.author_id, t.text, t.lang, t.like_count, t.retweet_count, t.reply_count, t.quote_count, t.created_at,
+  t.id::text AS id, t.author_id::text AS author_id, t.text, t.lang, t.like_count, t.retweet_count, t.reply_count,
+  t.quote_count, t.created_at,
   u.username AS u_username, u.name AS u_name, u.description AS u_description,
   u.followers_count AS u_followers_count, u.following_count AS u_following_count,
   u.tweet_count AS u_tweet_count, u.verified AS u_verified,
@@ -114,12 +133,26 @@ function toTweet(row: TweetRow): SocialTweet {
   };
 }
 
-/** `AND (created_at, id) < cursor` in newest-first order; ids compare as numbers. */
-function keysetBefore(cursor: string | undefined, kind: string): Prisma.Sql {
-  if (cursor === undefined) return Prisma.empty;
-  const { at, id } = decodeKeyset(cursor, kind, TWEET_ID);
-  // the plain created_at bound lets the (…, created_at DESC, id DESC) indexes prune
-  return Prisma.sql`AND t.created_at <= ${at} AND (t.created_at, t.id::numeric) < (${at}::timestamptz, ${id}::numeric)`;
+function isTweetId(id: string): boolean {
+  return TWEET_ID.test(id) && BigInt(id) <= BIGINT_MAX;
+}
+
+interface Keyset {
+  at: Date;
+  id: string;
+}
+
+function decodePosition(cursor: string | undefined, kind: string): Keyset | null {
+  if (cursor === undefined) return null;
+  const k = decodeKeyset(cursor, kind, TWEET_ID);
+  if (!isTweetId(k.id)) throw new InvalidCursorError('cursor is not valid');
+  return k;
+}
+
+/** `AND (created_at, id) < cursor` in newest-first order, on the native columns the indexes cover. */
+function keysetBefore(k: Keyset | null, alias: Prisma.Sql = Prisma.sql`t`): Prisma.Sql {
+  if (k === null) return Prisma.empty;
+  return Prisma.sql`AND (${alias}.created_at, ${alias}.id) < (${k.at}::timestamptz, ${k.id}::bigint)`;
 }
 
 function pageOf(rows: TweetRow[], limit: number, kind: string): Page<SocialTweet> {
@@ -133,11 +166,47 @@ function checkLimit(limit: number): number {
   return Math.min(limit, 1000);
 }
 
+/** A local poll position: "l.<xid>.<tweet id>"; null for none or another provider's position. */
+function decodePollPosition(position: string | null): { xid: bigint; id: bigint } | null {
+  if (position === null || !position.startsWith('l.')) return null;
+  const [xid, id, ...rest] = position.slice(2).split('.');
+  if (
+    rest.length > 0 ||
+    xid === undefined ||
+    id === undefined ||
+    !XID8.test(xid) ||
+    !/^(0|[1-9][0-9]{0,18})$/.test(id)
+  ) {
+    throw new InvalidCursorError('poll position is not valid');
+  }
+  const p = { xid: BigInt(xid), id: BigInt(id) };
+  if (p.id > BIGINT_MAX) throw new InvalidCursorError('poll position is not valid');
+  return p;
+}
+
+function encodePollPosition(xid: bigint, id: bigint): string {
+  return `l.${xid}.${id}`;
+}
+
 export function createLocalSource({ db }: { db: Db }): SocialSource {
   async function findUser(username: string): Promise<SocialUser | null> {
     if (!isValidUsername(username)) return null;
     const row = await db.socialUser.findUnique({ where: { usernameKey: username.toLowerCase() } });
     return row ? toUser(row) : null;
+  }
+
+  /** The newest `limit + 1` matches after `k`, from the GIN index (all matches sorted: rare terms). */
+  function searchByIndex(q: string, k: Keyset | null, limit: number): Promise<TweetRow[]> {
+    // MATERIALIZED keeps the planner from walking the time index instead (its estimate for a rare
+    // term is far too high); the bitmap scan over GIN yields exactly the matches
+    return db.$queryRaw<TweetRow[]>`
+      WITH m AS MATERIALIZED (
+        SELECT t.id, t.created_at FROM social_tweets t
+        WHERE t.search @@ websearch_to_tsquery('simple', ${q}) ${keysetBefore(k)}
+      ), top AS (SELECT id FROM m ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
+      SELECT ${TWEET_COLUMNS}
+      FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
+      ORDER BY t.created_at DESC, t.id DESC`;
   }
 
   return {
@@ -147,14 +216,14 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
 
     async getUserTimeline(username: string, page: PageRequest): Promise<Page<SocialTweet> | null> {
       const limit = checkLimit(page.limit);
-      const after = keysetBefore(page.cursor, 'tl');
+      const k = decodePosition(page.cursor, 'tl');
       const user = await findUser(username);
       if (!user) return null;
       const rows = await db.$queryRaw<TweetRow[]>`
         SELECT ${TWEET_COLUMNS}
         FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.author_id = ${user.id} ${after}
-        ORDER BY t.created_at DESC, t.id::numeric DESC
+        WHERE t.author_id = ${user.id}::bigint ${keysetBefore(k)}
+        ORDER BY t.created_at DESC, t.id DESC
         LIMIT ${limit + 1}`;
       return pageOf(rows, limit, 'tl');
     },
@@ -164,47 +233,83 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
       const rows = await db.$queryRaw<TweetRow[]>`
         SELECT ${TWEET_COLUMNS}
         FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.id = ${id}`;
+        WHERE t.id = ${id}::bigint`;
       return rows[0] ? toTweet(rows[0]) : null;
     },
 
     async search(query: string, page: PageRequest): Promise<Page<SocialTweet>> {
       const limit = checkLimit(page.limit);
-      const after = keysetBefore(page.cursor, 'sr');
+      const k = decodePosition(page.cursor, 'sr');
       // NUL cannot be sent to PostgreSQL; it carries no search meaning anyway
       const q = query.replace(/\0/g, ' ').trim();
       if (!q) return { items: [], nextCursor: null };
+      // fast path: the matches among the newest SEARCH_PROBE_ROWS rows after the cursor (time index)
+      const probe = Math.max(SEARCH_PROBE_ROWS, 4 * (limit + 1));
       const rows = await db.$queryRaw<TweetRow[]>`
+        WITH w AS (
+          SELECT t.id, t.created_at, t.search FROM social_tweets t
+          WHERE true ${keysetBefore(k)}
+          ORDER BY t.created_at DESC, t.id DESC
+          LIMIT ${probe}
+        ), top AS (
+          SELECT id FROM w WHERE w.search @@ websearch_to_tsquery('simple', ${q})
+          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
+        )
         SELECT ${TWEET_COLUMNS}
-        FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.search @@ websearch_to_tsquery('simple', ${q}) ${after}
-        ORDER BY t.created_at DESC, t.id::numeric DESC
-        LIMIT ${limit + 1}`;
-      return pageOf(rows, limit, 'sr');
+        FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
+        ORDER BY t.created_at DESC, t.id DESC`;
+      // the window is the newest rows after the cursor, so its matches are the newest matches;
+      // a full page from it is the answer. Otherwise the GIN index finds the rest.
+      if (rows.length > limit) return pageOf(rows, limit, 'sr');
+      return pageOf(await searchByIndex(q, k, limit), limit, 'sr');
     },
 
-    async getTweetsSince(username: string, sinceId: string | null, limit: number): Promise<SocialTweet[] | null> {
-      const n = checkLimit(limit);
-      if (sinceId !== null && !isValidTweetId(sinceId)) throw new InvalidCursorError('sinceId must be a numeric id');
+    async pollTweets(username: string, request: PollRequest): Promise<PollPage | null> {
+      const n = checkLimit(request.limit);
+      let from = decodePollPosition(request.position);
       const user = await findUser(username);
       if (!user) return null;
-      if (sinceId === null) {
-        // no starting point: the newest `limit` tweets, returned oldest first
-        const rows = await db.$queryRaw<TweetRow[]>`
-          SELECT ${TWEET_COLUMNS}
-          FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-          WHERE t.author_id = ${user.id}
-          ORDER BY t.id::numeric DESC
-          LIMIT ${n}`;
-        return rows.reverse().map(toTweet);
+      if (from === null) {
+        // no position: start just before the oldest transaction that wrote a tweet created since
+        // notBefore (the timeline index finds those rows; the poll order is (xid, id)), or at the
+        // horizon when there is none: rows of transactions still open are all at or above it
+        const [first] = await db.$queryRaw<{ xid: string }[]>`
+          SELECT least(
+            (SELECT min(t.xid::text::numeric) FROM social_tweets t
+             WHERE t.author_id = ${user.id}::bigint AND t.created_at >= ${request.notBefore}),
+            pg_snapshot_xmin(pg_current_snapshot())::text::numeric)::text AS xid`;
+        const start = BigInt(first!.xid) - 1n;
+        from = { xid: start < 0n ? 0n : start, id: BIGINT_MAX };
       }
-      const rows = await db.$queryRaw<TweetRow[]>`
-        SELECT ${TWEET_COLUMNS}
-        FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.author_id = ${user.id} AND t.id::numeric > ${sinceId}::numeric
-        ORDER BY t.id::numeric ASC
-        LIMIT ${n}`;
-      return rows.map(toTweet);
+      // Only rows of transactions below the snapshot horizon are read: every transaction older
+      // than it has ended, so no row can still appear behind the returned position. Horizon and
+      // rows come from one statement (one snapshot).
+      const rows = await db.$queryRaw<(Partial<TweetRow> & { horizon: string; xid: string | null })[]>`
+        WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
+        SELECT h.horizon::text AS horizon, r.* FROM h LEFT JOIN LATERAL (
+          SELECT ${TWEET_COLUMNS}, t.xid::text AS xid
+          FROM social_tweets t JOIN social_users u ON u.id = t.author_id
+          WHERE t.author_id = ${user.id}::bigint
+            AND (t.xid, t.id) > (${String(from.xid)}::xid8, ${String(from.id)}::bigint)
+            AND t.xid < h.horizon
+            AND t.created_at >= ${request.notBefore}
+          ORDER BY t.xid, t.id
+          LIMIT ${n}
+        ) r ON true`;
+      const found = rows.filter((r) => r.xid !== null) as (TweetRow & { xid: string })[];
+      const last = found[found.length - 1];
+      if (found.length >= n && last) {
+        return {
+          tweets: found.map(toTweet),
+          position: encodePollPosition(BigInt(last.xid), BigInt(last.id)),
+          more: true,
+        };
+      }
+      // everything below the horizon has been read: the next call starts at the horizon
+      const horizon = BigInt(rows[0]!.horizon);
+      const position =
+        horizon - 1n >= from.xid ? encodePollPosition(horizon - 1n, BIGINT_MAX) : encodePollPosition(from.xid, from.id);
+      return { tweets: found.map(toTweet), position, more: false };
     },
   };
 }
@@ -269,7 +374,12 @@ export async function createSocialUser(db: Db, input: SocialUserInput): Promise<
   const createdAt = input.createdAt ?? new Date();
   const row = await db.socialUser.upsert({
     where: { usernameKey: input.username.toLowerCase() },
-    create: { ...fields, id: input.id ?? snowflakeId(createdAt), usernameKey: input.username.toLowerCase(), createdAt },
+    create: {
+      ...fields,
+      id: BigInt(input.id ?? snowflakeId(createdAt)),
+      usernameKey: input.username.toLowerCase(),
+      createdAt,
+    },
     update: fields,
   });
   return toUser(row);
@@ -309,7 +419,7 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
     if (!author) throw new SocialInputError(`unknown author "${input.authorUsername}"`);
     const row = await tx.socialTweet.create({
       data: {
-        id: input.id ?? snowflakeId(createdAt),
+        id: BigInt(input.id ?? snowflakeId(createdAt)),
         authorId: author.id,
         text: input.text,
         lang: input.lang ?? null,
@@ -335,9 +445,9 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
       data: { tweetCount: { increment: 1 } },
     });
     return {
-      id: row.id,
+      id: String(row.id),
       text: row.text,
-      authorId: author.id,
+      authorId: String(author.id),
       author: toUser(updated),
       createdAt: row.createdAt,
       lang: row.lang,

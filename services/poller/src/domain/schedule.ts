@@ -66,6 +66,13 @@ export function startingSinceId(cursorId: string | null, monitorsCreatedAt: read
   return compareIds(cursorId, floor) >= 0 ? cursorId : floor;
 }
 
+/** The poll's notBefore: the creation of the target's oldest active monitor (epoch when none). */
+export function oldestCreation(monitorsCreatedAt: readonly Date[]): Date {
+  let oldest = Infinity;
+  for (const d of monitorsCreatedAt) oldest = Math.min(oldest, d.getTime());
+  return new Date(Number.isFinite(oldest) ? oldest : 0);
+}
+
 /** The larger of two numeric-string ids. */
 export function maxId(a: string | null, b: string): string {
   return a === null || compareIds(b, a) > 0 ? b : a;
