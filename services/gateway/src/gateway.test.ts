@@ -429,7 +429,7 @@ describe('gateway', () => {
         expect.objectContaining({
           id: monitor.id,
           keywords: ['gateways'],
-          recent_hits: [expect.objectContaining({ tweet_id: tweet.id })],
+          recent_hits: [expect.objectContaining({ tweet_id: String(tweet.id) })],
         }),
         expect.objectContaining({ target_username: 'bob', keywords: null }),
       ]),
