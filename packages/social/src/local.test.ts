@@ -177,6 +177,28 @@ describe('local social source', () => {
     }
   });
 
+  it('search answers the same whichever path serves a page (time-index window or GIN index)', async () => {
+    const collect = async (src: SocialSource, q: string, limit: number) => {
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      for (let n = 0; n < 100; n++) {
+        const page = await src.search(q, { limit, cursor });
+        seen.push(...page.items.map((t) => t.id));
+        cursor = page.nextCursor ?? undefined;
+        if (!cursor) return seen;
+      }
+      throw new Error('paging did not end');
+    };
+    const expected = [...bobTweets.filter((t) => t.text.includes('launch day'))].sort(newestFirst).map((t) => t.id);
+    for (const probeRows of [1, 3, 7, 12, 2000]) {
+      const src = createLocalSource({ db, searchProbeRows: probeRows });
+      for (const limit of [1, 2, 4, 20]) {
+        expect((await collect(src, 'launch day', limit)).filter((id) => expected.includes(id))).toEqual(expected);
+        expect(await collect(src, '"launch day"', limit)).toEqual(expected);
+      }
+    }
+  });
+
   it('pollTweets reads a target in write order in pages, resumes at its position, and honours notBefore', async () => {
     const poll = (position: string | null, limit: number, notBefore = new Date(0)) =>
       source.pollTweets('bob', { position, notBefore, limit, firstPage: position === null });
@@ -273,6 +295,29 @@ describe('local social source', () => {
       expect(got).toEqual(['slow writer', 'fast writer']);
     } finally {
       await slow.end();
+    }
+  });
+
+  it('pollTweets is not held back by a transaction open in another database of the cluster', async () => {
+    await createSocialUser(db, { username: 'neighbour', name: 'N' });
+    const other = await createTestDatabase();
+    const c = new Client({ connectionString: other.url });
+    await c.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query('SELECT pg_current_xact_id()'); // holds a transaction id, in the other database
+      const t = await createSocialTweet(db, { authorUsername: 'neighbour', text: 'not held back' });
+      const page = await source.pollTweets('neighbour', {
+        position: null,
+        notBefore: new Date(0),
+        limit: 10,
+        firstPage: true,
+      });
+      expect(page!.tweets.map((x) => x.id)).toEqual([t.id]);
+      await c.query('ROLLBACK');
+    } finally {
+      await c.end();
+      await other.drop();
     }
   });
 

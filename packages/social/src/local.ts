@@ -3,11 +3,11 @@
  * bigint, carried as strings outside). Every query is index-bound (see packages/social/README.md):
  * - timelines: keyset on (created_at, id) over (author_id, created_at DESC, id DESC);
  * - search: full text over the generated `search` tsvector through websearch_to_tsquery('simple', q),
- *   newest first. It first walks the (created_at DESC, id DESC) index over at most SEARCH_PROBE_ROWS
- *   rows (the fast path for common terms); when that window holds fewer matches than the page
- *   needs, it asks the GIN index for all matches after the cursor and sorts them (rare terms);
+ *   newest first, in one statement: it walks the (created_at DESC, id DESC) index over at most
+ *   SEARCH_PROBE_ROWS rows (the fast path for common terms); when that window holds fewer matches
+ *   than the page needs, the GIN index gives all matches after the cursor, sorted (rare terms);
  * - pollTweets: one author's tweets in (xid, id) order after the position, only below the snapshot
- *   horizon, over (author_id, xid, id).
+ *   horizon (HORIZON), over (author_id, xid, id).
  * Database errors are not wrapped: the caller decides what an unreachable database means (read-api
  * answers 503).
  */
@@ -96,13 +96,24 @@ interface TweetRow {
   u_created_at: Date;
 }
 
-const TWEET_COLUMNS = Prisma.sql`
+const TWEET_FIELDS = Prisma.sql`
   t.id::text AS id, t.author_id::text AS author_id, t.text, t.lang, t.like_count, t.retweet_count, t.reply_count,
-  t.quote_count, t.created_at,
+  t.quote_count, t.created_at`;
+
+const AUTHOR_FIELDS = Prisma.sql`
   u.username AS u_username, u.name AS u_name, u.description AS u_description,
   u.followers_count AS u_followers_count, u.following_count AS u_following_count,
   u.tweet_count AS u_tweet_count, u.verified AS u_verified,
   u.profile_image_url AS u_profile_image_url, u.created_at AS u_created_at`;
+
+const TWEET_COLUMNS = Prisma.sql`${TWEET_FIELDS}, ${AUTHOR_FIELDS}`;
+
+/** Rows of a user joined with their tweets (LEFT JOIN LATERAL): none = no such user, id null = no tweet. */
+type UserTweetRow = Omit<TweetRow, 'id'> & { id: string | null };
+
+function tweetsOf<T extends UserTweetRow>(rows: T[]): (T & TweetRow)[] {
+  return rows.filter((r): r is T & TweetRow => r.id !== null);
+}
 
 function toTweet(row: TweetRow): SocialTweet {
   const author: SocialUser = {
@@ -184,29 +195,38 @@ function decodePollPosition(position: string | null): { xid: bigint; id: bigint 
   return p;
 }
 
+/**
+ * The poller's horizon: the oldest transaction this statement's snapshot cannot see that may have
+ * written to this database (its snapshot's xmax when there is none). Every tweet of a transaction
+ * below it is either visible to the statement or never will be (rolled back), so a position below
+ * the horizon never passes a tweet that can still appear. Like pg_snapshot_xmin(pg_current_snapshot())
+ * but ignoring transactions still open in OTHER databases of the cluster (they cannot write here):
+ * an in-progress xid counts unless the activity view shows it running in another database; one
+ * that ended meanwhile, or that the view does not show (prepared, no permission), counts.
+ */
+const HORIZON = Prisma.sql`(
+  SELECT coalesce(min(x.xid), min(pg_snapshot_xmax(s.snap)))
+  FROM (SELECT pg_current_snapshot() AS snap) s
+  LEFT JOIN LATERAL pg_snapshot_xip(s.snap) AS x(xid) ON NOT EXISTS (
+    SELECT 1 FROM pg_stat_get_activity(NULL) a
+    WHERE a.backend_xid = x.xid::xid
+      AND a.datid <> (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())))`;
+
 function encodePollPosition(xid: bigint, id: bigint): string {
   return `l.${xid}.${id}`;
 }
 
-export function createLocalSource({ db }: { db: Db }): SocialSource {
+export interface LocalSourceOptions {
+  db: Db;
+  /** rows of the search's fast path; default SEARCH_PROBE_ROWS (tests set it small to mix the paths) */
+  searchProbeRows?: number;
+}
+
+export function createLocalSource({ db, searchProbeRows }: LocalSourceOptions): SocialSource {
   async function findUser(username: string): Promise<SocialUser | null> {
     if (!isValidUsername(username)) return null;
     const row = await db.socialUser.findUnique({ where: { usernameKey: username.toLowerCase() } });
     return row ? toUser(row) : null;
-  }
-
-  /** The newest `limit + 1` matches after `k`, from the GIN index (all matches sorted: rare terms). */
-  function searchByIndex(q: string, k: Keyset | null, limit: number): Promise<TweetRow[]> {
-    // MATERIALIZED keeps the planner from walking the time index instead (its estimate for a rare
-    // term is far too high); the bitmap scan over GIN yields exactly the matches
-    return db.$queryRaw<TweetRow[]>`
-      WITH m AS MATERIALIZED (
-        SELECT t.id, t.created_at FROM social_tweets t
-        WHERE t.search @@ websearch_to_tsquery('simple', ${q}) ${keysetBefore(k)}
-      ), top AS (SELECT id FROM m ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
-      SELECT ${TWEET_COLUMNS}
-      FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
-      ORDER BY t.created_at DESC, t.id DESC`;
   }
 
   return {
@@ -217,15 +237,19 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
     async getUserTimeline(username: string, page: PageRequest): Promise<Page<SocialTweet> | null> {
       const limit = checkLimit(page.limit);
       const k = decodePosition(page.cursor, 'tl');
-      const user = await findUser(username);
-      if (!user) return null;
-      const rows = await db.$queryRaw<TweetRow[]>`
-        SELECT ${TWEET_COLUMNS}
-        FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.author_id = ${user.id}::bigint ${keysetBefore(k)}
-        ORDER BY t.created_at DESC, t.id DESC
-        LIMIT ${limit + 1}`;
-      return pageOf(rows, limit, 'tl');
+      if (!isValidUsername(username)) return null;
+      // one round trip: the user (no row: unknown) and their page of tweets
+      const rows = await db.$queryRaw<UserTweetRow[]>`
+        SELECT ${AUTHOR_FIELDS}, r.* FROM social_users u
+        LEFT JOIN LATERAL (
+          SELECT ${TWEET_FIELDS} FROM social_tweets t
+          WHERE t.author_id = u.id ${keysetBefore(k)}
+          ORDER BY t.created_at DESC, t.id DESC
+          LIMIT ${limit + 1}
+        ) r ON true
+        WHERE u.username_key = ${username.toLowerCase()}`;
+      if (rows.length === 0) return null;
+      return pageOf(tweetsOf(rows), limit, 'tl');
     },
 
     async getTweet(id: string): Promise<SocialTweet | null> {
@@ -243,32 +267,44 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
       // NUL cannot be sent to PostgreSQL; it carries no search meaning anyway
       const q = query.replace(/\0/g, ' ').trim();
       if (!q) return { items: [], nextCursor: null };
-      // fast path: the matches among the newest SEARCH_PROBE_ROWS rows after the cursor (time index)
-      const probe = Math.max(SEARCH_PROBE_ROWS, 4 * (limit + 1));
+      // One statement, two strategies (see packages/social/README.md):
+      // - fast: the matches among the newest SEARCH_PROBE_ROWS rows after the cursor, walking the
+      //   time index. The window is contiguous, so its matches are the newest matches: when it holds
+      //   a full page (limit + 1), that is the answer (common terms);
+      // - slow: otherwise every match after the cursor from the GIN index (a bitmap scan, cheap
+      //   exactly when the term is rare), sorted. Its One-Time Filter skips it when `fast` is full;
+      //   MATERIALIZED keeps the planner from walking the time index instead (its estimate for a
+      //   rare term is far too high).
+      const probe = searchProbeRows ?? Math.max(SEARCH_PROBE_ROWS, 4 * (limit + 1));
       const rows = await db.$queryRaw<TweetRow[]>`
         WITH w AS (
           SELECT t.id, t.created_at, t.search FROM social_tweets t
           WHERE true ${keysetBefore(k)}
           ORDER BY t.created_at DESC, t.id DESC
           LIMIT ${probe}
-        ), top AS (
-          SELECT id FROM w WHERE w.search @@ websearch_to_tsquery('simple', ${q})
+        ), fast AS MATERIALIZED (
+          SELECT id, created_at FROM w WHERE w.search @@ websearch_to_tsquery('simple', ${q})
           ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
+        ), slow AS MATERIALIZED (
+          SELECT t.id, t.created_at FROM social_tweets t
+          WHERE t.search @@ websearch_to_tsquery('simple', ${q}) ${keysetBefore(k)}
+        ), top AS (
+          SELECT id FROM fast WHERE (SELECT count(*) FROM fast) > ${limit}
+          UNION ALL
+          (SELECT id FROM slow WHERE (SELECT count(*) FROM fast) <= ${limit}
+           ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
         )
         SELECT ${TWEET_COLUMNS}
         FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
         ORDER BY t.created_at DESC, t.id DESC`;
-      // the window is the newest rows after the cursor, so its matches are the newest matches;
-      // a full page from it is the answer. Otherwise the GIN index finds the rest.
-      if (rows.length > limit) return pageOf(rows, limit, 'sr');
-      return pageOf(await searchByIndex(q, k, limit), limit, 'sr');
+      return pageOf(rows, limit, 'sr');
     },
 
     async pollTweets(username: string, request: PollRequest): Promise<PollPage | null> {
       const n = checkLimit(request.limit);
       let from = decodePollPosition(request.position);
-      const user = await findUser(username);
-      if (!user) return null;
+      if (!isValidUsername(username)) return null;
+      const key = username.toLowerCase();
       if (from === null) {
         // no position: start just before the oldest transaction that wrote a tweet created since
         // notBefore (the timeline index finds those rows; the poll order is (xid, id)), or at the
@@ -276,27 +312,32 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
         const [first] = await db.$queryRaw<{ xid: string }[]>`
           SELECT least(
             (SELECT min(t.xid::text::numeric) FROM social_tweets t
-             WHERE t.author_id = ${user.id}::bigint AND t.created_at >= ${request.notBefore}),
-            pg_snapshot_xmin(pg_current_snapshot())::text::numeric)::text AS xid`;
-        const start = BigInt(first!.xid) - 1n;
+             WHERE t.author_id = u.id AND t.created_at >= ${request.notBefore}),
+            ${HORIZON}::text::numeric)::text AS xid
+          FROM social_users u WHERE u.username_key = ${key}`;
+        if (!first) return null;
+        const start = BigInt(first.xid) - 1n;
         from = { xid: start < 0n ? 0n : start, id: BIGINT_MAX };
       }
       // Only rows of transactions below the snapshot horizon are read: every transaction older
-      // than it has ended, so no row can still appear behind the returned position. Horizon and
-      // rows come from one statement (one snapshot).
-      const rows = await db.$queryRaw<(Partial<TweetRow> & { horizon: string; xid: string | null })[]>`
-        WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
-        SELECT h.horizon::text AS horizon, r.* FROM h LEFT JOIN LATERAL (
-          SELECT ${TWEET_COLUMNS}, t.xid::text AS xid
-          FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-          WHERE t.author_id = ${user.id}::bigint
+      // than it has ended, so no row can still appear behind the returned position. Horizon, user
+      // and rows come from one statement (one snapshot, one round trip).
+      const rows = await db.$queryRaw<(UserTweetRow & { horizon: string; xid: string | null })[]>`
+        WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon)
+        SELECT h.horizon::text AS horizon, ${AUTHOR_FIELDS}, r.*
+        FROM h JOIN social_users u ON u.username_key = ${key}
+        LEFT JOIN LATERAL (
+          SELECT ${TWEET_FIELDS}, t.xid::text AS xid
+          FROM social_tweets t
+          WHERE t.author_id = u.id
             AND (t.xid, t.id) > (${String(from.xid)}::xid8, ${String(from.id)}::bigint)
             AND t.xid < h.horizon
             AND t.created_at >= ${request.notBefore}
           ORDER BY t.xid, t.id
           LIMIT ${n}
         ) r ON true`;
-      const found = rows.filter((r) => r.xid !== null) as (TweetRow & { xid: string })[];
+      if (rows.length === 0) return null;
+      const found = tweetsOf(rows) as (TweetRow & { xid: string })[];
       const last = found[found.length - 1];
       if (found.length >= n && last) {
         return {
