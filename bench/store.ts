@@ -11,7 +11,10 @@
  * Each query runs through the real source (Prisma over the pg adapter, as read-api and the poller
  * call it, so the figures include the client's round trip), after a warm-up, STORE_RUNS (50) times,
  * in STORE_ROUNDS (3) rounds that alternate the order; each figure is the median of the rounds'
- * p99 (nearest rank: with 50 runs, the slowest), since the shared VM swings:
+ * p99 (nearest rank: with 50 runs, the slowest), since the shared VM swings. Two figures per query:
+ * the database's own time for the exact statements the call sends (EXPLAIN ANALYZE planning +
+ * execution; any sequential scan in a plan fails the bench) — the last line — and the end-to-end
+ * call, printed on the line before it, which on a loaded 2-core VM mostly measures scheduling.
  *   timeline       the heavy user's timeline, 20 per page: the first page and a page deep in it
  *   since          pollTweets of the heavy user and of an ordinary one, from a position 20 tweets back
  *   search_common  "launch" (in 10% of tweets), 20 per page: first page and a page after a cursor
@@ -21,7 +24,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
+import { createDbClient, ensureDatabase, migrate, Prisma } from '../packages/db/src';
 import { createLocalSource, type SocialSource } from '../packages/social/src';
 
 const ROWS = Number(process.env.STORE_ROWS ?? 10_000_000);
@@ -96,13 +99,26 @@ async function build(c: Client): Promise<void> {
   await c.query('VACUUM ANALYZE social_users');
 }
 
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  Plans?: PlanNode[];
+}
+
+/** Tables a plan reads with a sequential scan (none may appear: every query is index-bound). */
+function seqScans(node: PlanNode): string[] {
+  const own = node['Node Type'] === 'Seq Scan' ? [node['Relation Name'] ?? '?'] : [];
+  return [...own, ...(node.Plans ?? []).flatMap(seqScans)];
+}
+
+/** p99 of `runs` calls of op; op returns its own duration (database time) or nothing (timed here). */
 async function measure(name: string, runs: number, op: (i: number) => Promise<unknown>): Promise<number> {
   for (let i = 0; i < 5; i++) await op(i); // warm-up
   const samples: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t = performance.now();
-    await op(i);
-    samples.push(performance.now() - t);
+    const own = await op(i);
+    samples.push(typeof own === 'number' ? own : performance.now() - t);
   }
   const sorted = [...samples].sort((a, b) => a - b);
   const v = p99(samples);
@@ -118,7 +134,7 @@ async function positionBack(c: Client, authorId: number, back: number): Promise<
   return `l.${rows[0]!.xid}.${rows[0]!.id}`;
 }
 
-async function run(source: SocialSource, c: Client) {
+async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   const heavy = 'user_1';
   // a cursor about half way through the heavy user's timeline
   const { rows: mid } = await c.query<{ ms: string; id: string }>(
@@ -167,18 +183,50 @@ async function run(source: SocialSource, c: Client) {
       },
     ],
   };
+  // The exact statements each call sends (captured once per variant through a spy on $queryRaw);
+  // the database's own time for them is EXPLAIN ANALYZE's planning + execution time.
+  const statements: Record<string, Prisma.Sql[][]> = {};
+  for (const key of Object.keys(ops)) {
+    statements[key] = [];
+    for (const variant of [0, 1]) {
+      captured.length = 0;
+      await ops[key as keyof typeof ops][1](variant);
+      statements[key].push([...captured]);
+    }
+  }
+  const serverOp = (key: string) => async (i: number) => {
+    let ms = 0;
+    for (const q of statements[key]![i % 2]!) {
+      const { rows } = await c.query<{
+        'QUERY PLAN': [{ Plan: PlanNode; 'Planning Time': number; 'Execution Time': number }];
+      }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${q.text}`, q.values);
+      const plan = rows[0]!['QUERY PLAN'][0];
+      ms += plan['Planning Time'] + plan['Execution Time'];
+      const seq = seqScans(plan.Plan);
+      if (seq.length) throw new Error(`${key}: not index-bound, sequential scan of ${seq.join(', ')}`);
+    }
+    return ms;
+  };
   // rounds alternate the order of the queries; each figure is the median of its rounds' p99
-  const p99s = { timeline: [] as number[], since: [] as number[], common: [] as number[], rare: [] as number[] };
   const keys = Object.keys(ops) as (keyof typeof ops)[];
+  const server = { timeline: [] as number[], since: [] as number[], common: [] as number[], rare: [] as number[] };
+  const client = { timeline: [] as number[], since: [] as number[], common: [] as number[], rare: [] as number[] };
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...keys].reverse() : keys;
-    for (const key of order) p99s[key].push(await measure(`round ${round + 1} ${ops[key][0]}`, RUNS, ops[key][1]));
+    for (const key of order) {
+      server[key].push(await measure(`round ${round + 1} database ${ops[key][0]}`, RUNS, serverOp(key)));
+      client[key].push(await measure(`round ${round + 1} end to end ${ops[key][0]}`, RUNS, ops[key][1]));
+    }
   }
   const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
-  const timeline = median(p99s.timeline);
-  const since = median(p99s.since);
-  const common = median(p99s.common);
-  const rare = median(p99s.rare);
+  const f = (v: number[]) => median(v).toFixed(2);
+  console.log(
+    `end to end (Prisma client, this VM): timeline_p99_ms ${f(client.timeline)} since_p99_ms ${f(client.since)} search_common_p99_ms ${f(client.common)} search_rare_p99_ms ${f(client.rare)}`,
+  );
+  const timeline = median(server.timeline);
+  const since = median(server.since);
+  const common = median(server.common);
+  const rare = median(server.rare);
   return { timeline, since, common, rare };
 }
 
@@ -197,7 +245,19 @@ async function main(): Promise<void> {
     await build(c);
     log(`data set of ${ROWS} tweets built in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     db = createDbClient({ url: url.toString(), poolSize: 2 });
-    const r = await run(createLocalSource({ db }), c);
+    const real = db;
+    const captured: Prisma.Sql[] = [];
+    // the same client, with every $queryRaw statement recorded (for EXPLAIN ANALYZE)
+    const spy = new Proxy(real, {
+      get(target, prop, receiver) {
+        if (prop !== '$queryRaw') return Reflect.get(target, prop, receiver) as unknown;
+        return (strings: TemplateStringsArray, ...values: unknown[]) => {
+          captured.push(Prisma.sql(strings, ...values));
+          return target.$queryRaw(strings, ...values);
+        };
+      },
+    });
+    const r = await run(createLocalSource({ db: spy }), c, captured);
     const f = (v: number) => v.toFixed(2);
     console.log(
       `rows ${ROWS} timeline_p99_ms ${f(r.timeline)} since_p99_ms ${f(r.since)} search_common_p99_ms ${f(r.common)} search_rare_p99_ms ${f(r.rare)}`,

@@ -210,7 +210,7 @@ const HORIZON = Prisma.sql`(
   LEFT JOIN LATERAL pg_snapshot_xip(s.snap) AS x(xid) ON NOT EXISTS (
     SELECT 1 FROM pg_stat_get_activity(NULL) a
     WHERE a.backend_xid = x.xid::xid
-      AND a.datid <> (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())))`;
+      AND a.datid <> (SELECT own.datid FROM pg_stat_get_activity(pg_backend_pid()) own)))`;
 
 function encodePollPosition(xid: bigint, id: bigint): string {
   return `l.${xid}.${id}`;
