@@ -74,6 +74,7 @@ async function build(c: Client): Promise<void> {
             'tweet w' || (hashint4(i * 3)::bigint & 4095) || ' w' || (hashint4(i * 7)::bigint & 4095)
               || ' w' || (hashint4(i * 11)::bigint & 4095)
               || CASE WHEN i % 10 = 3 THEN ' launch' ELSE '' END
+              || CASE WHEN i % 100 = 41 THEN ' ripple' ELSE '' END
               || CASE WHEN i % ($1 / 10) = 777 THEN ' zebrafish' ELSE '' END,
             'en',
             to_timestamp(($2::bigint - ($1 - i) * 50) / 1000.0),
@@ -133,6 +134,8 @@ async function positionBack(c: Client, authorId: number, back: number): Promise<
   return `l.${rows[0]!.xid}.${rows[0]!.id}`;
 }
 
+type Key = 'timeline' | 'since' | 'common' | 'mid1' | 'mid2' | 'rare';
+
 async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   const heavy = 'user_1';
   // a cursor about half way through the heavy user's timeline
@@ -147,7 +150,7 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   const ordinaryAt = await positionBack(c, 500, 20);
   const notBefore = new Date(0);
 
-  const ops: Record<'timeline' | 'since' | 'common' | 'rare', [string, (i: number) => Promise<void>]> = {
+  const ops: Record<Key, [string, (i: number) => Promise<void>]> = {
     timeline: [
       'timeline (heavy user, first page / deep page)',
       async (i) => {
@@ -172,6 +175,20 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
       async (i) => {
         const page = await source.search('launch', { limit: 20, cursor: i % 2 ? searchCursor : undefined });
         if (page.items.length !== 20) throw new Error('search common: short page');
+      },
+    ],
+    mid1: [
+      'search middling ("ripple", 1% of tweets; not in the last line)',
+      async () => {
+        const page = await source.search('ripple', { limit: 20 });
+        if (page.items.length !== 20) throw new Error('search middling: short page');
+      },
+    ],
+    mid2: [
+      'search middling ("w17", ~0.07% of tweets; not in the last line)',
+      async () => {
+        const page = await source.search('w17', { limit: 20 });
+        if (page.items.length !== 20) throw new Error('search middling: short page');
       },
     ],
     rare: [
@@ -208,8 +225,9 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   };
   // rounds alternate the order of the queries; each figure is the median of its rounds' p99
   const keys = Object.keys(ops) as (keyof typeof ops)[];
-  const server = { timeline: [] as number[], since: [] as number[], common: [] as number[], rare: [] as number[] };
-  const client = { timeline: [] as number[], since: [] as number[], common: [] as number[], rare: [] as number[] };
+  const series = (): Record<Key, number[]> => ({ timeline: [], since: [], common: [], mid1: [], mid2: [], rare: [] });
+  const server = series();
+  const client = series();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...keys].reverse() : keys;
     for (const key of order) {
@@ -221,6 +239,9 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   const f = (v: number[]) => median(v).toFixed(2);
   console.log(
     `end to end (Prisma client, this VM): timeline_p99_ms ${f(client.timeline)} since_p99_ms ${f(client.since)} search_common_p99_ms ${f(client.common)} search_rare_p99_ms ${f(client.rare)}`,
+  );
+  console.log(
+    `middling terms (database p99): ripple_1pct_ms ${f(server.mid1)} w17_0.07pct_ms ${f(server.mid2)}; end to end ${f(client.mid1)} / ${f(client.mid2)}`,
   );
   const timeline = median(server.timeline);
   const since = median(server.since);
