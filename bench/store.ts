@@ -210,6 +210,17 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
       statements[key].push([...captured]);
     }
   }
+  if (process.env.STORE_EXPLAIN) {
+    // STORE_EXPLAIN=1: print each statement's plan once
+    for (const [key, variants] of Object.entries(statements)) {
+      const q = variants[0]![0]!;
+      const { rows } = await c.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN (ANALYZE, COSTS OFF) ${q.text}`,
+        q.values,
+      );
+      console.log(`--- ${key}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
+    }
+  }
   const serverOp = (key: string) => async (i: number) => {
     let ms = 0;
     for (const q of statements[key]![i % 2]!) {

@@ -40,7 +40,7 @@ export const USER_DESCRIPTION_MAX_LENGTH = 160;
  * (a few hundred heap rows, well under a millisecond); rarer terms cost this window plus the GIN
  * lookup, which is cheap exactly because they are rare. Measured in bench/store.ts.
  */
-export const SEARCH_PROBE_ROWS = 2000;
+export const SEARCH_PROBE_ROWS = 1000;
 /** The longest second walk (terms of middling frequency; see search). */
 const MID_PROBE_MAX = 50_000;
 
