@@ -214,10 +214,7 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
     // STORE_EXPLAIN=1: print each statement's plan once
     for (const [key, variants] of Object.entries(statements)) {
       const q = variants[0]![0]!;
-      const { rows } = await c.query<{ 'QUERY PLAN': string }>(
-        `EXPLAIN (ANALYZE, COSTS OFF) ${q.text}`,
-        q.values,
-      );
+      const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF) ${q.text}`, q.values);
       console.log(`--- ${key}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
     }
   }
@@ -296,10 +293,14 @@ async function main(): Promise<void> {
   } finally {
     await db?.$disconnect();
     await c.end().catch(() => undefined);
-    const a = new Client({ connectionString: admin });
-    await a.connect();
-    await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await a.end();
+    if (process.env.STORE_KEEP) {
+      log(`STORE_KEEP: database ${name} kept; drop it when done`);
+    } else {
+      const a = new Client({ connectionString: admin });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await a.end();
+    }
   }
 }
 

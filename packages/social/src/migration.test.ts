@@ -97,6 +97,11 @@ describe('social ids bigint migration on a populated database', () => {
     expect(r.applied).toEqual(
       expect.arrayContaining(['20261123100000_social_ids_bigint', '20261123100100_tweet_commit_xid']),
     );
+    // JIT is off for new sessions of the migrated database
+    const settings = await pg.query<{ setconfig: string[] }>(
+      `SELECT setconfig FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) AND setrole = 0`,
+    );
+    expect(settings.rows[0]?.setconfig).toContain('jit=off');
     const types = await pg.query<{ column_name: string; data_type: string }>(
       `SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'social_tweets' AND column_name IN ('id', 'author_id', 'xid') ORDER BY column_name`,
     );
