@@ -214,7 +214,7 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
     // STORE_EXPLAIN=1: print each statement's plan once
     for (const [key, variants] of Object.entries(statements)) {
       const q = variants[0]![0]!;
-      const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF) ${q.text}`, q.values);
+      const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE) ${q.text}`, q.values);
       console.log(`--- ${key}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
     }
   }
