@@ -63,7 +63,7 @@ export async function measurePollerCycle(): Promise<{
       getUserTimeline: () => Promise.resolve(null),
       getTweet: () => Promise.resolve(null),
       search: () => Promise.resolve({ items: [], nextCursor: null }),
-      getTweetsSince: (username) => {
+      pollTweets: (username) => {
         calls++;
         const tweet: SocialTweet = {
           id: snowflakeId(),
@@ -74,7 +74,7 @@ export async function measurePollerCycle(): Promise<{
           lang: 'en',
           metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
         };
-        return Promise.resolve([tweet]);
+        return Promise.resolve({ tweets: [tweet], position: `x.${tweet.id}`, more: false });
       },
     };
     const poller = createPoller({

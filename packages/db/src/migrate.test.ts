@@ -124,11 +124,11 @@ describe('migrations', () => {
     try {
       const account = await prisma.account.create({ data: { email: `a-${Date.now()}@example.com` } });
       expect(account.plan).toBe('free');
-      await prisma.socialUser.create({ data: { id: '42', username: 'Alice', usernameKey: 'alice', name: 'Alice' } });
-      await prisma.socialTweet.create({ data: { id: '1000', authorId: '42', text: 'Hello full text world' } });
+      await prisma.socialUser.create({ data: { id: 42n, username: 'Alice', usernameKey: 'alice', name: 'Alice' } });
+      await prisma.socialTweet.create({ data: { id: 1000n, authorId: 42n, text: 'Hello full text world' } });
       const found = await prisma.$queryRaw<
         { id: string }[]
-      >`SELECT id FROM social_tweets WHERE search @@ websearch_to_tsquery('simple', 'text world')`;
+      >`SELECT id::text AS id FROM social_tweets WHERE search @@ websearch_to_tsquery('simple', 'text world')`;
       expect(found.map((r) => r.id)).toEqual(['1000']);
       await expect(
         prisma.hit.createMany({

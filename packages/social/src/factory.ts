@@ -15,6 +15,8 @@ export interface SocialSourceConfig {
   X_BEARER_TOKEN?: string | undefined;
   /** per X API request; default 10 000 */
   X_TIMEOUT_MS?: number | undefined;
+  /** X: the window a poll re-reads behind its position (the poller's setting); default 30 */
+  POLL_OVERLAP_SECONDS?: number | undefined;
 }
 
 export interface SocialSourceDeps {
@@ -59,6 +61,7 @@ export function createSocialSource(config: SocialSourceConfig, deps: SocialSourc
       baseUrl: config.X_API_BASE_URL ?? 'https://api.x.com',
       bearerToken: config.X_BEARER_TOKEN,
       timeoutMs: config.X_TIMEOUT_MS ?? 10_000,
+      overlapMs: (config.POLL_OVERLAP_SECONDS ?? 30) * 1000,
     });
   }
   throw new Error(`unknown SOCIAL_SOURCE "${String(kind)}" (expected local or x)`);

@@ -1,5 +1,7 @@
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase } from '@sts/testing';
+import { Client } from 'pg';
+import { snowflakeId } from '@sts/core';
+import { createTestDatabase, waitFor } from '@sts/testing';
 import { encodeCursor } from './cursor';
 import { createSocialSource } from './factory';
 import { createLocalSource, createSocialTweet, createSocialUser, SocialInputError } from './local';
@@ -87,8 +89,8 @@ describe('local social source', () => {
     // 280 emoji are 280 characters, though 560 UTF-16 units
     const emoji = await createSocialTweet(db, { authorUsername: 'alice_1', text: '🚀'.repeat(280) });
     expect(emoji.text).toHaveLength(560);
-    await db.socialTweet.delete({ where: { id: emoji.id } });
-    await db.socialUser.update({ where: { id: emoji.authorId }, data: { tweetCount: { decrement: 1 } } });
+    await db.socialTweet.delete({ where: { id: BigInt(emoji.id) } });
+    await db.socialUser.update({ where: { id: BigInt(emoji.authorId) }, data: { tweetCount: { decrement: 1 } } });
     await expect(createSocialUser(db, { username: 'bad-name', name: 'x' })).rejects.toThrow(/username/);
     await expect(createSocialUser(db, { username: 'okname', name: ' ' })).rejects.toThrow(/name/);
   });
@@ -175,26 +177,150 @@ describe('local social source', () => {
     }
   });
 
-  it('getTweetsSince returns newer tweets oldest first, comparing ids as numbers', async () => {
-    const byId = [...bobTweets].sort((a, b) => Number(BigInt(a.id) - BigInt(b.id)));
-    const since = byId[39]!.id;
-    const newer = await source.getTweetsSince('bob', since, 100);
-    expect(newer!.map((t) => t.id)).toEqual(byId.slice(40).map((t) => t.id));
-    const two = await source.getTweetsSince('bob', since, 2);
-    expect(two!.map((t) => t.id)).toEqual(byId.slice(40, 42).map((t) => t.id));
-    // no starting point: the newest `limit`, oldest first
-    const latest = await source.getTweetsSince('bob', null, 3);
-    expect(latest!.map((t) => t.id)).toEqual(byId.slice(-3).map((t) => t.id));
-    expect(await source.getTweetsSince('bob', byId[44]!.id, 10)).toEqual([]);
-    expect(await source.getTweetsSince('ghost', null, 10)).toBeNull();
-    await expect(source.getTweetsSince('bob', 'abc', 10)).rejects.toBeInstanceOf(InvalidCursorError);
+  it('search answers the same whichever path serves a page (time-index window or GIN index)', async () => {
+    const collect = async (src: SocialSource, q: string, limit: number) => {
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      for (let n = 0; n < 100; n++) {
+        const page = await src.search(q, { limit, cursor });
+        seen.push(...page.items.map((t) => t.id));
+        cursor = page.nextCursor ?? undefined;
+        if (!cursor) return seen;
+      }
+      throw new Error('paging did not end');
+    };
+    const expected = [...bobTweets.filter((t) => t.text.includes('launch day'))].sort(newestFirst).map((t) => t.id);
+    // row count statistics: the choice of the middle path uses the table's estimated size
+    await db.$executeRaw`ANALYZE social_tweets`;
+    for (const probeRows of [1, 3, 7, 12, 2000]) {
+      const src = createLocalSource({ db, searchProbeRows: probeRows });
+      for (const limit of [1, 2, 4, 20]) {
+        expect((await collect(src, 'launch day', limit)).filter((id) => expected.includes(id))).toEqual(expected);
+        expect(await collect(src, '"launch day"', limit)).toEqual(expected);
+      }
+    }
+  });
 
-    // a shorter id is a smaller number even though "9" > "10…" as text
+  it('pollTweets reads a target in write order in pages, resumes at its position, and honours notBefore', async () => {
+    const poll = (position: string | null, limit: number, notBefore = new Date(0)) =>
+      source.pollTweets('bob', { position, notBefore, limit, firstPage: position === null });
+    // bob's tweets were written one transaction each, in array order
+    const all = await poll(null, 100);
+    expect(all!.tweets.map((t) => t.id)).toEqual(bobTweets.map((t) => t.id));
+    expect(all!.more).toBe(false);
+    expect(all!.position).toMatch(/^l\.[0-9]+\.[0-9]+$/);
+    expect((await poll(all!.position, 100))!.tweets).toEqual([]);
+    // pages of 7: the same tweets, none twice; `more` until a short page
+    const paged: string[] = [];
+    let position: string | null = null;
+    for (let i = 0; i < 20; i++) {
+      const page = await poll(position, 7);
+      paged.push(...page!.tweets.map((t) => t.id));
+      position = page!.position;
+      if (!page!.more) break;
+    }
+    expect(paged).toEqual(bobTweets.map((t) => t.id));
+    // notBefore drops older tweets (the oldest monitor's creation)
+    const since = new Date(base + 8 * 60_000);
+    expect((await poll(null, 100, since))!.tweets.map((t) => t.id)).toEqual(bobTweets.slice(40).map((t) => t.id));
+    expect(
+      await source.pollTweets('ghost', { position: null, notBefore: new Date(0), limit: 5, firstPage: true }),
+    ).toBeNull();
+    for (const bad of ['l.abc.1', 'l.1', 'l.1.2.3', 'l.01.2', 'l.1.99999999999999999999']) {
+      await expect(poll(bad, 5)).rejects.toBeInstanceOf(InvalidCursorError);
+    }
+    // another provider's position counts as none
+    expect((await poll('x.123', 100))!.tweets).toHaveLength(45);
+
+    // ids compare as numbers (as bigint), not as text: 9 < 10 < 100
     await createSocialUser(db, { username: 'numeric', name: 'N' });
     await createSocialTweet(db, { authorUsername: 'numeric', text: 'nine', id: '9' });
     await createSocialTweet(db, { authorUsername: 'numeric', text: 'ten', id: '10' });
     await createSocialTweet(db, { authorUsername: 'numeric', text: 'hundred', id: '100' });
-    expect((await source.getTweetsSince('numeric', '9', 10))!.map((t) => t.text)).toEqual(['ten', 'hundred']);
+    const numeric = await source.pollTweets('numeric', {
+      position: null,
+      notBefore: new Date(0),
+      limit: 10,
+      firstPage: true,
+    });
+    expect(numeric!.tweets.map((t) => t.text)).toEqual(['nine', 'ten', 'hundred']);
+    expect(await source.getTweet('100')).toMatchObject({ text: 'hundred' });
+    expect(await source.getTweet('9223372036854775807')).toBeNull();
+  });
+
+  it('pollTweets never moves past a tweet whose transaction is still open', async () => {
+    await createSocialUser(db, { username: 'latecomer', name: 'L' });
+    const start = await source.pollTweets('latecomer', {
+      position: null,
+      notBefore: new Date(0),
+      limit: 10,
+      firstPage: true,
+    });
+    expect(start!.tweets).toEqual([]);
+    // a slow writer takes its transaction id first, a fast one commits meanwhile
+    const slow = new Client({ connectionString: testDb.url });
+    await slow.connect();
+    try {
+      await slow.query('BEGIN');
+      const author = await slow.query<{ id: string }>(
+        `SELECT id::text AS id FROM social_users WHERE username_key = 'latecomer'`,
+      );
+      await slow.query(`INSERT INTO social_tweets (id, author_id, text) VALUES ($1, $2, 'slow writer')`, [
+        snowflakeId(),
+        author.rows[0]!.id,
+      ]);
+      const fast = await createSocialTweet(db, { authorUsername: 'latecomer', text: 'fast writer' });
+      const during = await source.pollTweets('latecomer', {
+        position: start!.position,
+        notBefore: new Date(0),
+        limit: 10,
+        firstPage: true,
+      });
+      // the fast tweet is committed and visible, but behind the open transaction: not read yet
+      expect(during!.tweets).toEqual([]);
+      expect(await source.getTweet(fast.id)).not.toBeNull();
+      await slow.query('COMMIT');
+      // once the slow writer committed (and any other open transaction of the cluster ended), both come
+      let position = during!.position;
+      const got: string[] = [];
+      await waitFor(async () => {
+        const page = await source.pollTweets('latecomer', {
+          position,
+          notBefore: new Date(0),
+          limit: 10,
+          firstPage: false,
+        });
+        got.push(...page!.tweets.map((t) => t.text));
+        position = page!.position;
+        return got.length >= 2;
+      }, 30_000);
+      expect(got).toEqual(['slow writer', 'fast writer']);
+    } finally {
+      await slow.end();
+    }
+  });
+
+  it('pollTweets is not held back by a transaction open in another database of the cluster', async () => {
+    await createSocialUser(db, { username: 'neighbour', name: 'N' });
+    const other = await createTestDatabase();
+    const c = new Client({ connectionString: other.url });
+    await c.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query('SELECT pg_current_xact_id()'); // holds a transaction id, in the other database
+      const t = await createSocialTweet(db, { authorUsername: 'neighbour', text: 'not held back' });
+      const page = await source.pollTweets('neighbour', {
+        position: null,
+        notBefore: new Date(0),
+        limit: 10,
+        firstPage: true,
+      });
+      expect(page!.tweets.map((x) => x.id)).toEqual([t.id]);
+      await c.query('ROLLBACK');
+    } finally {
+      await c.end();
+      await other.drop();
+    }
   });
 
   it('createSocialSource picks local by default and x on request', () => {

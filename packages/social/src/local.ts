@@ -1,9 +1,15 @@
 /**
- * The `local` provider: users and tweets stored in PostgreSQL (social_users, social_tweets).
- * Timelines and search are newest first, paged by keyset on (created_at, id as a number) with
- * opaque cursors; search is full text over the generated `search` tsvector column (GIN index)
- * through websearch_to_tsquery('simple', q). Database errors are not wrapped: the caller decides
- * what an unreachable database means (read-api answers 503).
+ * The `local` provider: users and tweets stored in PostgreSQL (social_users, social_tweets, ids as
+ * bigint, carried as strings outside). Every query is index-bound (see packages/social/README.md):
+ * - timelines: keyset on (created_at, id) over (author_id, created_at DESC, id DESC);
+ * - search: full text over the generated `search` tsvector through websearch_to_tsquery('simple', q),
+ *   newest first, in one statement: it walks the (created_at DESC, id DESC) index over at most
+ *   SEARCH_PROBE_ROWS rows (the fast path for common terms); when that window holds fewer matches
+ *   than the page needs, the GIN index gives all matches after the cursor, sorted (rare terms);
+ * - pollTweets: one author's tweets in (xid, id) order after the position, only below the snapshot
+ *   horizon (HORIZON), over (author_id, xid, id).
+ * Database errors are not wrapped: the caller decides what an unreachable database means (read-api
+ * answers 503).
  */
 import { Prisma, type Db } from '@sts/db';
 import { isValidTweetId, isValidUsername, snowflakeId } from '@sts/core';
@@ -12,6 +18,8 @@ import {
   InvalidCursorError,
   type Page,
   type PageRequest,
+  type PollPage,
+  type PollRequest,
   type SocialSource,
   type SocialTweet,
   type SocialUser,
@@ -26,12 +34,24 @@ export const TWEET_MAX_LENGTH = 280;
 export const USER_NAME_MAX_LENGTH = 50;
 export const USER_DESCRIPTION_MAX_LENGTH = 160;
 
-const TWEET_ID = /^[1-9][0-9]{0,18}$/;
+/**
+ * Rows of the time index the search's fast path examines before it switches to the GIN index.
+ * A term in at least ~1 tweet of SEARCH_PROBE_ROWS / (limit + 1) fills a page from this window
+ * (a few hundred heap rows, well under a millisecond); rarer terms cost this window plus the GIN
+ * lookup, which is cheap exactly because they are rare. Measured in bench/store.ts.
+ */
+export const SEARCH_PROBE_ROWS = 1000;
+/** The longest second walk (terms of middling frequency; see search). */
+const MID_PROBE_MAX = 50_000;
 
-/** A social_users row (or any record with the SocialUser fields) as the SocialUser it carries, without the store's own columns. */
-function toUser(row: SocialUser): SocialUser {
+const TWEET_ID = /^[1-9][0-9]{0,18}$/;
+const BIGINT_MAX = 9223372036854775807n;
+const XID8 = /^(0|[1-9][0-9]{0,19})$/;
+
+/** A social_users row (the SocialUser fields, its id a bigint) as the SocialUser it carries, without the store's own columns. */
+function toUser(row: Omit<SocialUser, 'id'> & { id: bigint }): SocialUser {
   return {
-    id: row.id,
+    id: String(row.id),
     username: row.username,
     name: row.name,
     description: row.description,
@@ -44,7 +64,7 @@ function toUser(row: SocialUser): SocialUser {
   };
 }
 
-/** A social_tweets row joined with its author, as the raw queries below select it. */
+/** A social_tweets row joined with its author, as the raw queries below select it (ids as text). */
 interface TweetRow {
   id: string;
   author_id: string;
@@ -66,12 +86,24 @@ interface TweetRow {
   u_created_at: Date;
 }
 
-const TWEET_COLUMNS = Prisma.sql`
-  t.id, t.author_id, t.text, t.lang, t.like_count, t.retweet_count, t.reply_count, t.quote_count, t.created_at,
+const TWEET_FIELDS = Prisma.sql`
+  t.id::text AS id, t.author_id::text AS author_id, t.text, t.lang, t.like_count, t.retweet_count, t.reply_count,
+  t.quote_count, t.created_at`;
+
+const AUTHOR_FIELDS = Prisma.sql`
   u.username AS u_username, u.name AS u_name, u.description AS u_description,
   u.followers_count AS u_followers_count, u.following_count AS u_following_count,
   u.tweet_count AS u_tweet_count, u.verified AS u_verified,
   u.profile_image_url AS u_profile_image_url, u.created_at AS u_created_at`;
+
+const TWEET_COLUMNS = Prisma.sql`${TWEET_FIELDS}, ${AUTHOR_FIELDS}`;
+
+/** Rows of a user joined with their tweets (LEFT JOIN LATERAL): none = no such user, id null = no tweet. */
+type UserTweetRow = Omit<TweetRow, 'id'> & { id: string | null };
+
+function tweetsOf<T extends UserTweetRow>(rows: T[]): (T & TweetRow)[] {
+  return rows.filter((r): r is T & TweetRow => r.id !== null);
+}
 
 function toTweet(row: TweetRow): SocialTweet {
   const author: SocialUser = {
@@ -102,12 +134,26 @@ function toTweet(row: TweetRow): SocialTweet {
   };
 }
 
-/** `AND (created_at, id) < cursor` in newest-first order; ids compare as numbers. */
-function keysetBefore(cursor: string | undefined, kind: string): Prisma.Sql {
-  if (cursor === undefined) return Prisma.empty;
-  const { at, id } = decodeKeyset(cursor, kind, TWEET_ID);
-  // the plain created_at bound lets the (…, created_at DESC, id DESC) indexes prune
-  return Prisma.sql`AND t.created_at <= ${at} AND (t.created_at, t.id::numeric) < (${at}::timestamptz, ${id}::numeric)`;
+function isTweetId(id: string): boolean {
+  return TWEET_ID.test(id) && BigInt(id) <= BIGINT_MAX;
+}
+
+interface Keyset {
+  at: Date;
+  id: string;
+}
+
+function decodePosition(cursor: string | undefined, kind: string): Keyset | null {
+  if (cursor === undefined) return null;
+  const k = decodeKeyset(cursor, kind, TWEET_ID);
+  if (!isTweetId(k.id)) throw new InvalidCursorError('cursor is not valid');
+  return k;
+}
+
+/** `AND (created_at, id) < cursor` in newest-first order, on the native columns the indexes cover. */
+function keysetBefore(k: Keyset | null, alias: Prisma.Sql = Prisma.sql`t`): Prisma.Sql {
+  if (k === null) return Prisma.empty;
+  return Prisma.sql`AND (${alias}.created_at, ${alias}.id) < (${k.at}::timestamptz, ${k.id}::bigint)`;
 }
 
 function pageOf(rows: TweetRow[], limit: number, kind: string): Page<SocialTweet> {
@@ -121,7 +167,52 @@ function checkLimit(limit: number): number {
   return Math.min(limit, 1000);
 }
 
-export function createLocalSource({ db }: { db: Db }): SocialSource {
+/** A local poll position: "l.<xid>.<tweet id>"; null for none or another provider's position. */
+function decodePollPosition(position: string | null): { xid: bigint; id: bigint } | null {
+  if (position === null || !position.startsWith('l.')) return null;
+  const [xid, id, ...rest] = position.slice(2).split('.');
+  if (
+    rest.length > 0 ||
+    xid === undefined ||
+    id === undefined ||
+    !XID8.test(xid) ||
+    !/^(0|[1-9][0-9]{0,18})$/.test(id)
+  ) {
+    throw new InvalidCursorError('poll position is not valid');
+  }
+  const p = { xid: BigInt(xid), id: BigInt(id) };
+  if (p.id > BIGINT_MAX) throw new InvalidCursorError('poll position is not valid');
+  return p;
+}
+
+/**
+ * The poller's horizon: the oldest transaction this statement's snapshot cannot see that may have
+ * written to this database (its snapshot's xmax when there is none). Every tweet of a transaction
+ * below it is either visible to the statement or never will be (rolled back), so a position below
+ * the horizon never passes a tweet that can still appear. Like pg_snapshot_xmin(pg_current_snapshot())
+ * but ignoring transactions still open in OTHER databases of the cluster (they cannot write here):
+ * an in-progress xid counts unless the activity view shows it running in another database; one
+ * that ended meanwhile, or that the view does not show (prepared, no permission), counts.
+ */
+const HORIZON = Prisma.sql`(
+  SELECT coalesce(min(x.xid), min(pg_snapshot_xmax(s.snap)))
+  FROM (SELECT pg_current_snapshot() AS snap) s
+  LEFT JOIN LATERAL pg_snapshot_xip(s.snap) AS x(xid) ON NOT EXISTS (
+    SELECT 1 FROM pg_stat_get_activity(NULL) a
+    WHERE a.backend_xid = x.xid::xid
+      AND a.datid <> (SELECT own.datid FROM pg_stat_get_activity(pg_backend_pid()) own)))`;
+
+function encodePollPosition(xid: bigint, id: bigint): string {
+  return `l.${xid}.${id}`;
+}
+
+export interface LocalSourceOptions {
+  db: Db;
+  /** rows of the search's fast path; default SEARCH_PROBE_ROWS (tests set it small to mix the paths) */
+  searchProbeRows?: number;
+}
+
+export function createLocalSource({ db, searchProbeRows }: LocalSourceOptions): SocialSource {
   async function findUser(username: string): Promise<SocialUser | null> {
     if (!isValidUsername(username)) return null;
     const row = await db.socialUser.findUnique({ where: { usernameKey: username.toLowerCase() } });
@@ -135,16 +226,20 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
 
     async getUserTimeline(username: string, page: PageRequest): Promise<Page<SocialTweet> | null> {
       const limit = checkLimit(page.limit);
-      const after = keysetBefore(page.cursor, 'tl');
-      const user = await findUser(username);
-      if (!user) return null;
-      const rows = await db.$queryRaw<TweetRow[]>`
-        SELECT ${TWEET_COLUMNS}
-        FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.author_id = ${user.id} ${after}
-        ORDER BY t.created_at DESC, t.id::numeric DESC
-        LIMIT ${limit + 1}`;
-      return pageOf(rows, limit, 'tl');
+      const k = decodePosition(page.cursor, 'tl');
+      if (!isValidUsername(username)) return null;
+      // one round trip: the user (no row: unknown) and their page of tweets
+      const rows = await db.$queryRaw<UserTweetRow[]>`
+        SELECT ${AUTHOR_FIELDS}, r.* FROM social_users u
+        LEFT JOIN LATERAL (
+          SELECT ${TWEET_FIELDS} FROM social_tweets t
+          WHERE t.author_id = u.id ${keysetBefore(k)}
+          ORDER BY t.created_at DESC, t.id DESC
+          LIMIT ${limit + 1}
+        ) r ON true
+        WHERE u.username_key = ${username.toLowerCase()}`;
+      if (rows.length === 0) return null;
+      return pageOf(tweetsOf(rows), limit, 'tl');
     },
 
     async getTweet(id: string): Promise<SocialTweet | null> {
@@ -152,47 +247,117 @@ export function createLocalSource({ db }: { db: Db }): SocialSource {
       const rows = await db.$queryRaw<TweetRow[]>`
         SELECT ${TWEET_COLUMNS}
         FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.id = ${id}`;
+        WHERE t.id = ${id}::bigint`;
       return rows[0] ? toTweet(rows[0]) : null;
     },
 
     async search(query: string, page: PageRequest): Promise<Page<SocialTweet>> {
       const limit = checkLimit(page.limit);
-      const after = keysetBefore(page.cursor, 'sr');
+      const k = decodePosition(page.cursor, 'sr');
       // NUL cannot be sent to PostgreSQL; it carries no search meaning anyway
       const q = query.replace(/\0/g, ' ').trim();
       if (!q) return { items: [], nextCursor: null };
+      // One statement, three bounded strategies (see packages/social/README.md):
+      // - fast: the k matches among the newest `probe` rows after the cursor, walking the time
+      //   index. The window is contiguous, so its matches are the newest matches: a full page
+      //   (k = limit + 1) is the answer (common terms);
+      // - mid: a term of middling frequency (k/probe) where walking on is cheaper than fetching all
+      //   its matches: a walk needs about (limit + 1) * probe / k rows, the GIN index returns about
+      //   k / probe * total rows, each dearer than a walked row. When the walk is the cheaper by the
+      //   estimate (2 k² total > (limit + 1) probe², the factor 2 from measurements), the same walk
+      //   over twice the rows it should need (at most MID_PROBE_MAX);
+      // - slow: otherwise every match after the cursor from the GIN index (a bitmap scan, cheap
+      //   exactly when the term is rare), sorted.
+      // One-Time Filters skip mid and slow when not needed; MATERIALIZED keeps the planner from
+      // walking the time index for `slow` (its estimate for a rare term is far too high).
+      const probe = searchProbeRows ?? Math.max(SEARCH_PROBE_ROWS, 4 * (limit + 1));
+      const tsq = Prisma.sql`websearch_to_tsquery('simple', ${q})`;
+      const walk = (rows: Prisma.Sql) => Prisma.sql`
+        SELECT t.id, t.created_at, t.search FROM social_tweets t
+        WHERE true ${keysetBefore(k)} ORDER BY t.created_at DESC, t.id DESC LIMIT ${rows}`;
       const rows = await db.$queryRaw<TweetRow[]>`
+        WITH fast AS MATERIALIZED (
+          SELECT id, created_at FROM (${walk(Prisma.sql`${probe}`)}) w WHERE w.search @@ ${tsq}
+          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
+        ), est AS MATERIALIZED (
+          SELECT count(*)::float8 AS k,
+                 (SELECT greatest(c.reltuples, 1)::float8 FROM pg_class c WHERE c.oid = 'social_tweets'::regclass) AS total
+          FROM fast
+        ), mid AS MATERIALIZED (
+          SELECT id, created_at FROM (${walk(
+            Prisma.sql`(SELECT least(${MID_PROBE_MAX}, ceil(2.0 * ${limit + 1} * ${probe} / greatest(est.k, 1)))::bigint FROM est)`,
+          )}) w
+          WHERE (SELECT est.k BETWEEN 1 AND ${limit} AND 2 * est.k * est.k * est.total > ${(limit + 1) * probe * probe}::float8 FROM est)
+            AND w.search @@ ${tsq}
+          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
+        ), slow AS MATERIALIZED (
+          SELECT t.id, t.created_at FROM social_tweets t
+          WHERE t.search @@ ${tsq} ${keysetBefore(k)}
+        ), top AS (
+          SELECT id FROM fast WHERE (SELECT count(*) FROM fast) > ${limit}
+          UNION ALL
+          SELECT id FROM mid WHERE (SELECT count(*) FROM mid) > ${limit}
+          UNION ALL
+          (SELECT id FROM slow WHERE (SELECT count(*) FROM fast) <= ${limit} AND (SELECT count(*) FROM mid) <= ${limit}
+           ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
+        )
         SELECT ${TWEET_COLUMNS}
-        FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.search @@ websearch_to_tsquery('simple', ${q}) ${after}
-        ORDER BY t.created_at DESC, t.id::numeric DESC
-        LIMIT ${limit + 1}`;
+        FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
+        ORDER BY t.created_at DESC, t.id DESC`;
       return pageOf(rows, limit, 'sr');
     },
 
-    async getTweetsSince(username: string, sinceId: string | null, limit: number): Promise<SocialTweet[] | null> {
-      const n = checkLimit(limit);
-      if (sinceId !== null && !isValidTweetId(sinceId)) throw new InvalidCursorError('sinceId must be a numeric id');
-      const user = await findUser(username);
-      if (!user) return null;
-      if (sinceId === null) {
-        // no starting point: the newest `limit` tweets, returned oldest first
-        const rows = await db.$queryRaw<TweetRow[]>`
-          SELECT ${TWEET_COLUMNS}
-          FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-          WHERE t.author_id = ${user.id}
-          ORDER BY t.id::numeric DESC
-          LIMIT ${n}`;
-        return rows.reverse().map(toTweet);
+    async pollTweets(username: string, request: PollRequest): Promise<PollPage | null> {
+      const n = checkLimit(request.limit);
+      let from = decodePollPosition(request.position);
+      if (!isValidUsername(username)) return null;
+      const key = username.toLowerCase();
+      if (from === null) {
+        // no position: start just before the oldest transaction that wrote a tweet created since
+        // notBefore (the timeline index finds those rows; the poll order is (xid, id)), or at the
+        // horizon when there is none: rows of transactions still open are all at or above it
+        const [first] = await db.$queryRaw<{ xid: string }[]>`
+          SELECT least(
+            (SELECT min(t.xid::text::numeric) FROM social_tweets t
+             WHERE t.author_id = u.id AND t.created_at >= ${request.notBefore}),
+            ${HORIZON}::text::numeric)::text AS xid
+          FROM social_users u WHERE u.username_key = ${key}`;
+        if (!first) return null;
+        const start = BigInt(first.xid) - 1n;
+        from = { xid: start < 0n ? 0n : start, id: BIGINT_MAX };
       }
-      const rows = await db.$queryRaw<TweetRow[]>`
-        SELECT ${TWEET_COLUMNS}
-        FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-        WHERE t.author_id = ${user.id} AND t.id::numeric > ${sinceId}::numeric
-        ORDER BY t.id::numeric ASC
-        LIMIT ${n}`;
-      return rows.map(toTweet);
+      // Only rows of transactions below the snapshot horizon are read: every transaction older
+      // than it has ended, so no row can still appear behind the returned position. Horizon, user
+      // and rows come from one statement (one snapshot, one round trip).
+      const rows = await db.$queryRaw<(UserTweetRow & { horizon: string; xid: string | null })[]>`
+        WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon)
+        SELECT h.horizon::text AS horizon, ${AUTHOR_FIELDS}, r.*
+        FROM h JOIN social_users u ON u.username_key = ${key}
+        LEFT JOIN LATERAL (
+          SELECT ${TWEET_FIELDS}, t.xid::text AS xid
+          FROM social_tweets t
+          WHERE t.author_id = u.id
+            AND (t.xid, t.id) > (${String(from.xid)}::xid8, ${String(from.id)}::bigint)
+            AND t.xid < h.horizon
+            AND t.created_at >= ${request.notBefore}
+          ORDER BY t.xid, t.id
+          LIMIT ${n}
+        ) r ON true`;
+      if (rows.length === 0) return null;
+      const found = tweetsOf(rows) as (TweetRow & { xid: string })[];
+      const last = found[found.length - 1];
+      if (found.length >= n && last) {
+        return {
+          tweets: found.map(toTweet),
+          position: encodePollPosition(BigInt(last.xid), BigInt(last.id)),
+          more: true,
+        };
+      }
+      // everything below the horizon has been read: the next call starts at the horizon
+      const horizon = BigInt(rows[0]!.horizon);
+      const position =
+        horizon - 1n >= from.xid ? encodePollPosition(horizon - 1n, BIGINT_MAX) : encodePollPosition(from.xid, from.id);
+      return { tweets: found.map(toTweet), position, more: false };
     },
   };
 }
@@ -255,7 +420,12 @@ export async function createSocialUser(db: Db, input: SocialUserInput): Promise<
   const createdAt = input.createdAt ?? new Date();
   const row = await db.socialUser.upsert({
     where: { usernameKey: input.username.toLowerCase() },
-    create: { ...fields, id: input.id ?? snowflakeId(createdAt), usernameKey: input.username.toLowerCase(), createdAt },
+    create: {
+      ...fields,
+      id: BigInt(input.id ?? snowflakeId(createdAt)),
+      usernameKey: input.username.toLowerCase(),
+      createdAt,
+    },
     update: fields,
   });
   return toUser(row);
@@ -295,7 +465,7 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
     if (!author) throw new SocialInputError(`unknown author "${input.authorUsername}"`);
     const row = await tx.socialTweet.create({
       data: {
-        id: input.id ?? snowflakeId(createdAt),
+        id: BigInt(input.id ?? snowflakeId(createdAt)),
         authorId: author.id,
         text: input.text,
         lang: input.lang ?? null,
@@ -321,9 +491,9 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
       data: { tweetCount: { increment: 1 } },
     });
     return {
-      id: row.id,
+      id: String(row.id),
       text: row.text,
-      authorId: author.id,
+      authorId: String(author.id),
       author: toUser(updated),
       createdAt: row.createdAt,
       lang: row.lang,

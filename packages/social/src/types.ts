@@ -38,6 +38,24 @@ export interface PageRequest {
   cursor?: string | undefined;
 }
 
+export interface PollRequest {
+  /** the `position` the previous call returned; null: start at `notBefore` */
+  position: string | null;
+  /** tweets created before this matter to nobody (the oldest watching monitor's creation) */
+  notBefore: Date;
+  limit: number;
+  /** the first call of a poll; X re-reads its overlap window only then (so later pages progress) */
+  firstPage: boolean;
+}
+
+export interface PollPage {
+  tweets: SocialTweet[];
+  /** where the next call starts (opaque; "l.<xid>.<id>" local, "x.<id>" X) */
+  position: string;
+  /** more may be waiting after `position` now: call again */
+  more: boolean;
+}
+
 export interface SocialSource {
   readonly name: 'local' | 'x';
   getUser(username: string): Promise<SocialUser | null>;
@@ -47,13 +65,15 @@ export interface SocialSource {
   /** full-text search, newest first */
   search(query: string, page: PageRequest): Promise<Page<SocialTweet>>;
   /**
-   * For the poller: the user's tweets newer than `sinceId` (all recent ones when null), OLDEST
-   * first, at most `limit`. Null when the user does not exist.
-   * With a `sinceId` these are the `limit` OLDEST tweets after it (so a poller that advances to the
-   * last id it got never skips any); with null, the `limit` NEWEST tweets (a starting point).
-   * Ids compare as numbers. A `sinceId` that is not a numeric id throws InvalidCursorError.
+   * For the poller: the user's tweets after `request.position` in the source's own poll order,
+   * oldest first, at most `limit` (X may answer more: its overlap window). Null when the user does
+   * not exist. Store the returned `position` with what was recorded and pass it to the next call;
+   * call again at once while `more` is true. The position never moves past a tweet that can still
+   * become visible (local: the snapshot horizon; X: an overlap window re-read behind it, see each
+   * provider), so a tweet may come twice but is never skipped: callers deduplicate (hit key).
+   * A position of the other provider counts as none; a malformed one throws InvalidCursorError.
    */
-  getTweetsSince(username: string, sinceId: string | null, limit: number): Promise<SocialTweet[] | null>;
+  pollTweets(username: string, request: PollRequest): Promise<PollPage | null>;
 }
 
 /** The data source failed or timed out (502 / 504 at the API). */

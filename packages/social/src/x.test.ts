@@ -5,6 +5,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { snowflakeId } from '@sts/core';
 import { createXSource } from './x';
 import { InvalidCursorError, SocialSourceError, type SocialTweet } from './types';
 
@@ -67,6 +68,22 @@ const tweets: FakeTweet[] = Array.from({ length: 23 }, (_, i) => ({
   },
 }));
 const newestFirst = [...tweets].reverse();
+
+// a second user whose timeline a test changes (newest first), with snowflake ids of real times
+const LATE_USER: FakeUser = { ...users[0]!, id: '99887766', username: 'LateWriter', name: 'Late Writer' };
+users.push(LATE_USER);
+const lateTimeline: FakeTweet[] = [];
+function lateTweet(at: number, text: string): FakeTweet {
+  const id = snowflakeId(new Date(at));
+  return {
+    ...tweets[0]!,
+    id,
+    text,
+    author_id: LATE_USER.id,
+    created_at: new Date(at).toISOString(),
+    edit_history_tweet_ids: [id],
+  };
+}
 
 function notFound(resource: 'user' | 'tweet', parameter: string, value: string) {
   return {
@@ -168,7 +185,7 @@ describe('X API v2 source', () => {
         return send(200, u ? { data: u } : notFound('user', 'username', decodeURIComponent(m[1]!)));
       }
       if ((m = /^\/2\/users\/([0-9]+)\/tweets$/.exec(p))) {
-        const list = users.some((u) => u.id === m![1]) ? newestFirst : [];
+        const list = m[1] === LATE_USER.id ? lateTimeline : users.some((u) => u.id === m![1]) ? newestFirst : [];
         const r = pageList(list, url.searchParams, 'pagination_token', 5);
         return send(r.status, r.body);
       }
@@ -291,16 +308,75 @@ describe('X API v2 source', () => {
     await expect(source().search('api', { limit: 5, cursor: forged })).rejects.toBeInstanceOf(InvalidCursorError);
   });
 
-  it('getTweetsSince reads back to since_id and answers oldest first', async () => {
-    const since = tweets[2]!.id;
-    const all = await source().getTweetsSince('XDevelopers', since, 100);
-    expect(all!.map((t) => t.id)).toEqual(tweets.slice(3).map((t) => t.id));
-    const first = await source().getTweetsSince('XDevelopers', since, 4);
-    expect(first!.map((t) => t.id)).toEqual(tweets.slice(3, 7).map((t) => t.id));
-    expect(requests.some((r) => r.searchParams.get('since_id') === since)).toBe(true);
-    const latest = await source().getTweetsSince('XDevelopers', null, 2);
-    expect(latest!.map((t) => t.id)).toEqual(tweets.slice(-2).map((t) => t.id));
-    expect(await source().getTweetsSince('ghost', null, 2)).toBeNull();
+  it('pollTweets reads back to since_id oldest first and resumes at its position', async () => {
+    const notBefore = new Date(0);
+    const all = await source().pollTweets('XDevelopers', {
+      position: `x.${tweets[2]!.id}`,
+      notBefore,
+      limit: 100,
+      firstPage: false,
+    });
+    expect(all!.tweets.map((t) => t.id)).toEqual(tweets.slice(3).map((t) => t.id));
+    expect(all!.position).toBe(`x.${tweets[22]!.id}`);
+    expect(all!.more).toBe(false);
+    expect(requests.some((r) => r.searchParams.get('since_id') === tweets[2]!.id)).toBe(true);
+    const first = await source().pollTweets('XDevelopers', {
+      position: `x.${tweets[2]!.id}`,
+      notBefore,
+      limit: 4,
+      firstPage: false,
+    });
+    expect(first!.tweets.map((t) => t.id)).toEqual(tweets.slice(3, 7).map((t) => t.id));
+    expect(first!.position).toBe(`x.${tweets[6]!.id}`);
+    expect(first!.more).toBe(true);
+    // no position: from notBefore (a time is a snowflake id)
+    const fromTime = await source().pollTweets('XDevelopers', {
+      position: null,
+      notBefore,
+      limit: 100,
+      firstPage: true,
+    });
+    expect(fromTime!.tweets).toHaveLength(23);
+    expect(await source().pollTweets('ghost', { position: null, notBefore, limit: 2, firstPage: true })).toBeNull();
+    await expect(
+      source().pollTweets('XDevelopers', { position: 'x.abc', notBefore, limit: 2, firstPage: true }),
+    ).rejects.toBeInstanceOf(InvalidCursorError);
+  });
+
+  it("pollTweets re-reads an overlap window behind its position on a poll's first call: a tweet X shows late is read", async () => {
+    const now = Date.now();
+    const newer = lateTweet(now - 2_000, 'newer, visible at once');
+    const older = lateTweet(now - 10_000, 'older, visible late');
+    lateTimeline.push(newer);
+    const notBefore = new Date(now - 3600_000);
+    const src = createXSource({ baseUrl, bearerToken: TOKEN, timeoutMs: 2000, overlapMs: 30_000 });
+    const one = await src.pollTweets('LateWriter', { position: null, notBefore, limit: 100, firstPage: true });
+    expect(one!.tweets.map((t) => t.text)).toEqual(['newer, visible at once']);
+    lateTimeline.push(older); // X now shows an older tweet, behind the position
+    lateTimeline.sort((a, b) => (BigInt(b.id) > BigInt(a.id) ? 1 : -1));
+    // without the window (a later page of the same poll) it stays unseen
+    const later = await src.pollTweets('LateWriter', {
+      position: one!.position,
+      notBefore,
+      limit: 100,
+      firstPage: false,
+    });
+    expect(later!.tweets).toEqual([]);
+    // a poll's first call re-reads the window: the late tweet comes, the newer one again (one call)
+    requests.length = 0;
+    const two = await src.pollTweets('LateWriter', { position: one!.position, notBefore, limit: 100, firstPage: true });
+    expect(two!.tweets.map((t) => t.text)).toEqual(['older, visible late', 'newer, visible at once']);
+    expect(two!.position).toBe(one!.position);
+    expect(requests.filter((r) => r.pathname.endsWith('/tweets'))).toHaveLength(1);
+    // a window of 0 re-reads only the position's own millisecond: the late tweet stays unseen
+    const none = createXSource({ baseUrl, bearerToken: TOKEN, timeoutMs: 2000, overlapMs: 0 });
+    const blind = await none.pollTweets('LateWriter', {
+      position: one!.position,
+      notBefore,
+      limit: 100,
+      firstPage: true,
+    });
+    expect(blind!.tweets.map((t) => t.text)).toEqual(['newer, visible at once']);
   });
 
   it('maps 429, 5xx, HTML, bad credentials and time-outs to SocialSourceError', async () => {

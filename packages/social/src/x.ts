@@ -14,13 +14,15 @@
  * minimum page size (5 or 10) larger than the smallest `limit` this service accepts.
  */
 import axios, { type AxiosInstance } from 'axios';
-import { compareIds, isValidTweetId, isValidUsername } from '@sts/core';
+import { compareIds, isValidTweetId, isValidUsername, snowflakeBefore, snowflakeTime } from '@sts/core';
 import { decodeCursor, encodeCursor } from './cursor';
 import {
   InvalidCursorError,
   SocialSourceError,
   type Page,
   type PageRequest,
+  type PollPage,
+  type PollRequest,
   type SocialSource,
   type SocialTweet,
   type SocialUser,
@@ -32,8 +34,10 @@ export interface XSourceOptions {
   bearerToken: string;
   /** per request; default 10 000 ms */
   timeoutMs?: number;
-  /** at most this many pages are read by getTweetsSince to find the oldest new tweets; default 8 */
+  /** at most this many pages are read by pollTweets to find the oldest new tweets; default 8 */
   maxSincePages?: number;
+  /** pollTweets' first call of a poll re-reads this window behind the position; default 30 000 ms */
+  overlapMs?: number;
 }
 
 export const X_USER_FIELDS = 'created_at,description,profile_image_url,public_metrics,verified';
@@ -167,6 +171,14 @@ interface XCursor {
   offset: number;
 }
 
+/** An X poll position "x.<tweet id>"; null for none or another provider's position. */
+function decodeXPosition(position: string | null): string | null {
+  if (position === null || !position.startsWith('x.')) return null;
+  const id = position.slice(2);
+  if (id !== '0' && !isValidTweetId(id)) throw new InvalidCursorError('poll position is not valid');
+  return id;
+}
+
 function decodeXCursor(cursor: string | undefined, kind: string): XCursor {
   if (cursor === undefined) return { token: null, offset: 0 };
   const [token, offset] = decodeCursor(cursor, kind, 2) as [string, string];
@@ -189,6 +201,7 @@ export function createXSource(options: XSourceOptions): SocialSource {
     responseType: 'json',
   });
   const maxSincePages = options.maxSincePages ?? 8;
+  const overlapMs = options.overlapMs ?? 30_000;
 
   async function call<T>(
     path: string,
@@ -304,36 +317,33 @@ export function createXSource(options: XSourceOptions): SocialSource {
       return paged('xs', '/2/tweets/search/recent', page, 10, { query });
     },
 
-    async getTweetsSince(username: string, sinceId: string | null, limit: number): Promise<SocialTweet[] | null> {
-      if (sinceId !== null && !isValidTweetId(sinceId)) throw new InvalidCursorError('sinceId must be a numeric id');
+    async pollTweets(username: string, request: PollRequest): Promise<PollPage | null> {
+      const limit = request.limit;
+      if (!Number.isInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
+      const position = decodeXPosition(request.position);
       const user = await getUser(username);
       if (!user) return null;
-      const path = `/2/users/${encodeURIComponent(user.id)}/tweets`;
-      const base = {
-        expansions: 'author_id',
-        'tweet.fields': X_TWEET_FIELDS,
-        'user.fields': X_USER_FIELDS,
-      };
-      if (sinceId === null) {
-        // no starting point: the newest `limit` tweets, oldest first
-        const { status, body } = await call<XTweet[]>(path, {
-          ...base,
-          max_results: Math.min(Math.max(limit, 5), 100),
-        });
-        if (status !== 200) throw failed(status, body);
-        const users = body.includes?.users ?? [];
-        return (body.data ?? [])
-          .slice(0, limit)
-          .map((t) => mapXTweet(t, users, user))
-          .reverse();
+      // since_id: the position, or on a poll's first call the overlap window behind it (X makes
+      // tweets visible late; those already recorded are dropped by the hit key); never before
+      // notBefore. Ids are snowflakes, so a time is an id.
+      const floor = snowflakeBefore(request.notBefore);
+      let since = floor;
+      if (position !== null) {
+        const behind = request.firstPage
+          ? snowflakeBefore(new Date(snowflakeTime(position).getTime() - overlapMs))
+          : position;
+        if (compareIds(behind, since) > 0) since = behind;
       }
       // X pages newest first; read pages back to since_id so the oldest new tweets come first.
+      const path = `/2/users/${encodeURIComponent(user.id)}/tweets`;
       const collected: SocialTweet[] = [];
       let token: string | undefined;
       for (let pageNo = 0; pageNo < maxSincePages; pageNo++) {
         const { status, body } = await call<XTweet[]>(path, {
-          ...base,
-          since_id: sinceId,
+          expansions: 'author_id',
+          'tweet.fields': X_TWEET_FIELDS,
+          'user.fields': X_USER_FIELDS,
+          since_id: since === '0' ? undefined : since,
           max_results: 100,
           pagination_token: token,
         });
@@ -344,7 +354,11 @@ export function createXSource(options: XSourceOptions): SocialSource {
         if (!token) break;
       }
       collected.sort((a, b) => compareIds(a.id, b.id));
-      return collected.slice(0, limit);
+      const tweets = collected.slice(0, limit);
+      let next = position;
+      for (const t of tweets) if (next === null || compareIds(t.id, next) > 0) next = t.id;
+      // no tweet and no position: start at the floor next time
+      return { tweets, position: `x.${next ?? floor}`, more: collected.length > limit || token !== undefined };
     },
   };
 }

@@ -395,9 +395,9 @@ describe('gateway', () => {
     await db.hit.create({
       data: {
         monitorId: monitor.id,
-        tweetId: tweet.id,
+        tweetId: String(tweet.id),
         tweetText: tweet.text,
-        tweetAuthorId: tweet.authorId,
+        tweetAuthorId: String(tweet.authorId),
         tweetAuthorUsername: 'alice',
         tweetCreatedAt: tweet.createdAt,
       },
@@ -432,7 +432,7 @@ describe('gateway', () => {
         expect.objectContaining({
           id: monitor.id,
           keywords: ['gateways'],
-          recent_hits: [expect.objectContaining({ tweet_id: tweet.id })],
+          recent_hits: [expect.objectContaining({ tweet_id: String(tweet.id) })],
         }),
         expect.objectContaining({ target_username: 'bob', keywords: null }),
       ]),
@@ -537,7 +537,7 @@ describe('gateway', () => {
     }
     const all = (
       await db.socialTweet.findMany({ where: { author: { usernameKey: 'alice' } }, orderBy: { id: 'desc' } })
-    ).map((t) => t.id);
+    ).map((t) => String(t.id));
     expect(all).toHaveLength(25);
     expect(await pages('/api/v1/users/alice/tweets', 7)).toEqual(all);
     expect(await pages('/api/v1/search?q=gateways', 4)).toEqual(all);
@@ -550,9 +550,9 @@ describe('gateway', () => {
       await db.hit.create({
         data: {
           monitorId: monitor.id,
-          tweetId: t.id,
+          tweetId: String(t.id),
           tweetText: t.text,
-          tweetAuthorId: t.authorId,
+          tweetAuthorId: String(t.authorId),
           tweetAuthorUsername: 'alice',
           tweetCreatedAt: t.createdAt,
           detectedAt: new Date(Date.now() - i * 1000),

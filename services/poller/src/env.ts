@@ -17,6 +17,8 @@ export const pollerEnvSchema = z
     POLL_BATCH_SIZE: z.coerce.number().int().min(1).max(100).default(100),
     /** how long one target's poll may take before its lease lapses */
     POLL_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
+    /** X source: how far behind its position a poll re-reads (tweets X makes visible late) */
+    POLL_OVERLAP_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(10),
   })
   .superRefine(requireXToken);

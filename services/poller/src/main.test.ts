@@ -107,7 +107,10 @@ describe('poller main', () => {
       await waitFor(async () => (await db.hit.count({ where: { monitorId: monitor.id } })) === 1, 15_000);
       const metrics = await waitFor(async () => {
         const m = (await fetchText(port, '/metrics')).body;
-        return /poller_outbox_pending\{[^}]*\} 1\b/.test(m) ? m : null;
+        // the poll counter moves just after the hit's transaction commits: wait for both
+        return /poller_outbox_pending\{[^}]*\} 1\b/.test(m) && /poller_polls_total\{[^}]*outcome="ok"/.test(m)
+          ? m
+          : null;
       });
       expect(metrics).toMatch(/poller_polls_total\{[^}]*outcome="ok"[^}]*\} \d+/);
       expect(metrics).toMatch(/poller_hits_total\{[^}]*\} 1\b/);

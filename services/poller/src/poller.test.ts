@@ -66,19 +66,19 @@ describe('poller', () => {
   /** counts source calls, and the most calls for one user that were ever in flight at once */
   function countingSource(inner: SocialSource, delayMs = 0) {
     const active = new Map<string, number>();
-    const stats = { maxConcurrentPerTarget: 0, sinceIds: [] as (string | null)[] };
+    const stats = { maxConcurrentPerTarget: 0, positions: [] as (string | null)[] };
     const src: SocialSource = {
       ...inner,
       name: inner.name,
-      getTweetsSince: async (username, sinceId, limit) => {
+      pollTweets: async (username, request) => {
         calls.push(username);
-        stats.sinceIds.push(sinceId);
+        stats.positions.push(request.position);
         const key = username.toLowerCase();
         active.set(key, (active.get(key) ?? 0) + 1);
         stats.maxConcurrentPerTarget = Math.max(stats.maxConcurrentPerTarget, active.get(key)!);
         try {
           if (delayMs) await sleep(delayMs);
-          return await inner.getTweetsSince(username, sinceId, limit);
+          return await inner.pollTweets(username, request);
         } finally {
           active.set(key, active.get(key)! - 1);
         }
@@ -366,7 +366,7 @@ describe('poller', () => {
         detectedAt: detectedAt.toISOString(),
       },
     };
-    const cursor = { lastTweetId: t.id, lastTweetAt: t.createdAt };
+    const cursor = { lastTweetId: t.id, lastTweetAt: t.createdAt, position: null };
     expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toBe(1);
     expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toBe(0);
     expect(await hitsOf(m.id)).toHaveLength(1);
@@ -385,11 +385,21 @@ describe('poller', () => {
     const newer = await tweet(target, 'newer');
     const repo = createPollerRepository(db);
     const key = target.toLowerCase();
-    await repo.recordBatch(key, [], { lastTweetId: newer.id, lastTweetAt: newer.createdAt }, new Date());
-    await repo.recordBatch(key, [], { lastTweetId: older.id, lastTweetAt: older.createdAt }, new Date());
-    const c = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: key } });
+    const at = (id: string, position: string) => ({ lastTweetId: id, lastTweetAt: new Date(), position });
+    await repo.recordBatch(key, [], { ...at(newer.id, 'l.100.9'), lastTweetAt: newer.createdAt }, new Date());
+    await repo.recordBatch(key, [], { ...at(older.id, 'l.99.10'), lastTweetAt: older.createdAt }, new Date());
+    let c = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: key } });
     expect(c.lastTweetId).toBe(newer.id);
     expect(c.lastTweetAt!.getTime()).toBe(newer.createdAt.getTime());
+    // positions compare as numbers, field by field (100 > 99 though "99" > "100" as text)
+    expect(c.position).toBe('l.100.9');
+    await repo.recordBatch(key, [], at(newer.id, 'l.100.10'), new Date());
+    c = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: key } });
+    expect(c.position).toBe('l.100.10');
+    // another provider's position replaces it (SOCIAL_SOURCE changed)
+    await repo.recordBatch(key, [], at(newer.id, 'x.5'), new Date());
+    c = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: key } });
+    expect(c.position).toBe('x.5');
   });
 
   it('a new target starts at its monitor; a new monitor never fires on tweets older than itself', async () => {
@@ -460,7 +470,7 @@ describe('poller', () => {
     const failing: SocialSource = {
       ...source,
       name: 'local',
-      getTweetsSince: () => Promise.reject(new Error('upstream answered 503')),
+      pollTweets: () => Promise.reject(new Error('upstream answered 503')),
     };
     await makePoller(failing).runCycle({ force: true });
     const failed = await db.monitor.findUniqueOrThrow({ where: { id: ok.id } });
@@ -478,7 +488,7 @@ describe('poller', () => {
     const target = await newTarget();
     const m = await monitor(target);
     await tweet(target, 'eventually');
-    const hanging: SocialSource = { ...source, name: 'local', getTweetsSince: () => new Promise(() => undefined) };
+    const hanging: SocialSource = { ...source, name: 'local', pollTweets: () => new Promise(() => undefined) };
     await makePoller(hanging, { pollTimeoutMs: 200 }).runCycle({ force: true });
     expect((await db.monitor.findUniqueOrThrow({ where: { id: m.id } })).lastError).toMatch(
       /did not answer within 200 ms/,

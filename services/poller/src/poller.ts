@@ -1,16 +1,18 @@
 /**
  * The poller: every tick it finds the due targets (distinct lower-cased usernames of active
- * monitors), takes each one's lease, reads the tweets after the target's cursor from the social
- * source (one call per target and page, however many monitors watch it), matches them against
- * the monitors and records hits, events and the new cursor in one transaction per page.
+ * monitors), takes each one's lease, reads the tweets after the target's poll position from the
+ * social source (one call per target and page, however many monitors watch it), matches them
+ * against the monitors and records hits, events and the new position in one transaction per page.
+ * The source never moves the position past a tweet that can still appear (see the README,
+ * "Cursors"); a tweet read twice is one hit and one event (unique monitor + tweet).
  */
 import type { Logger } from '@sts/common';
 import { compareIds } from '@sts/core';
 import type { SocialSource, SocialTweet } from '@sts/social';
 import { compileMonitors, findHits, hitEvent } from './domain/hits';
-import { dueTargets, startingSinceId, type IntervalPolicy, type TargetState } from './domain/schedule';
+import { dueTargets, oldestCreation, type IntervalPolicy, type TargetState } from './domain/schedule';
 import type { LeaseStore } from './adapters/lease';
-import type { NewHit, PollerRepository } from './adapters/repository';
+import type { CursorState, NewHit, PollerRepository } from './adapters/repository';
 
 export type PollOutcome = 'ok' | 'error' | 'skipped';
 
@@ -118,30 +120,34 @@ export function createPoller(options: PollerOptions): Poller {
       if (stored?.lastPolledAt && stored.lastPolledAt.getTime() > seen) return 'skipped';
       const monitors = compileMonitors(await repository.monitorsFor(key));
       if (monitors.length === 0) return 'skipped';
-      const cursor = {
-        lastTweetId: startingSinceId(
-          stored?.lastTweetId ?? null,
-          monitors.map((m) => m.createdAt),
-        ),
+      // tweets created before the oldest active monitor match nothing. A cursor from before poll
+      // positions existed (position null, last_tweet_at set) resumes at its newest tweet's time.
+      let notBefore = oldestCreation(monitors.map((m) => m.createdAt));
+      if (!stored?.position && stored?.lastTweetAt && stored.lastTweetAt > notBefore) notBefore = stored.lastTweetAt;
+      const cursor: CursorState = {
+        lastTweetId: stored?.lastTweetId ?? null,
         lastTweetAt: stored?.lastTweetAt ?? null,
+        position: stored?.position ?? null,
       };
       let total = 0;
-      // page until the source has nothing newer; each page is its own transaction
+      let firstPage = true;
+      // page until the source has nothing more; each page is its own transaction
       for (;;) {
         const left = deadline - Date.now();
         if (left <= 0) throw new PollTimeout(`poll took longer than ${pollTimeoutMs} ms`);
-        const tweets = await withTimeout(
-          source.getTweetsSince(target.username, cursor.lastTweetId, batchSize),
+        const page = await withTimeout(
+          source.pollTweets(target.username, { position: cursor.position, notBefore, limit: batchSize, firstPage }),
           left,
           `the social source did not answer within ${pollTimeoutMs} ms`,
         );
         // past the deadline the lease may lapse soon: write nothing, the next poll redoes the page
         if (Date.now() > deadline) throw new PollTimeout(`poll took longer than ${pollTimeoutMs} ms`);
         const polledAt = now();
-        if (tweets === null) {
+        if (page === null) {
           await repository.recordFailure(key, `target user @${target.username} not found`, polledAt);
           return 'error';
         }
+        const tweets = page.tweets;
         const hits: NewHit[] = findHits(tweets, monitors).map((h) => ({
           monitorId: h.monitor.id,
           accountId: h.monitor.accountId,
@@ -158,8 +164,10 @@ export function createPoller(options: PollerOptions): Poller {
           cursor.lastTweetId = newest.id;
           cursor.lastTweetAt = newest.createdAt;
         }
+        cursor.position = page.position;
         total += await repository.recordBatch(key, hits, cursor, polledAt);
-        if (tweets.length < batchSize) break;
+        firstPage = false;
+        if (!page.more) break;
       }
       return total;
     } catch (err) {

@@ -162,7 +162,7 @@ describe('account, key, plan and seed commands', () => {
       expect(users).toHaveLength(out.usernames.length);
       for (const u of users) {
         expect(u.usernameKey).toBe(u.username.toLowerCase());
-        expect(u.id).toMatch(/^[1-9][0-9]*$/);
+        expect(String(u.id)).toMatch(/^[1-9][0-9]*$/);
         expect(u._count.tweets).toBeGreaterThanOrEqual(3);
       }
       const monitors = await freshDb.monitor.findMany({

@@ -222,7 +222,7 @@ const seed: Command = {
     }
     for (const [i, u] of DEMO_USERS.entries()) {
       const user = await createSocialUser(db, u);
-      if ((await db.socialTweet.count({ where: { authorId: user.id } })) === 0) {
+      if ((await db.socialTweet.count({ where: { authorId: BigInt(user.id) } })) === 0) {
         for (let j = 0; j < 3; j++) {
           await createSocialTweet(db, {
             authorUsername: u.username,

@@ -39,7 +39,7 @@ describe('social commands', () => {
     expect(r).toMatchObject({ code: 0, stderr: '' });
     const out = JSON.parse(r.stdout) as { id: string; username: string };
     expect(out).toEqual({ id: expect.stringMatching(/^[1-9][0-9]*$/), username: 'Dana' });
-    const row = await db.socialUser.findUnique({ where: { id: out.id } });
+    const row = await db.socialUser.findUnique({ where: { id: BigInt(out.id) } });
     expect(row).toMatchObject({
       username: 'Dana',
       usernameKey: 'dana',
@@ -51,7 +51,7 @@ describe('social commands', () => {
 
     const again = await runCli(['social', 'user', '--username', 'dana', '--name', 'Dana Two', '--json'], env);
     expect(JSON.parse(again.stdout)).toEqual({ id: out.id, username: 'dana' });
-    const updated = await db.socialUser.findUnique({ where: { id: out.id } });
+    const updated = await db.socialUser.findUnique({ where: { id: BigInt(out.id) } });
     expect(updated).toMatchObject({ name: 'Dana Two', followersCount: 42, verified: true });
     expect(await db.socialUser.count()).toBe(1);
 
@@ -64,7 +64,7 @@ describe('social commands', () => {
     const r = await runCli(['social', 'tweet', '--author', 'DANA', '--text', 'big news today', '--json'], env);
     expect(r.code).toBe(0);
     const { id } = JSON.parse(r.stdout) as { id: string };
-    const row = await db.socialTweet.findUnique({ where: { id }, include: { author: true } });
+    const row = await db.socialTweet.findUnique({ where: { id: BigInt(id) }, include: { author: true } });
     expect(row).toMatchObject({ text: 'big news today', author: { username: 'dana', tweetCount: 1 } });
     const emoji = await runCli(
       ['social', 'tweet', '--author', 'dana', '--text', '🚀'.repeat(280), '--lang', 'en'],

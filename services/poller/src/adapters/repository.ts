@@ -20,8 +20,11 @@ export interface NewHit extends Omit<HitRow, 'id'> {
 }
 
 export interface CursorState {
+  /** newest tweet (by id) examined; informational */
   lastTweetId: string | null;
   lastTweetAt: Date | null;
+  /** the source's poll position: where the next poll starts */
+  position: string | null;
 }
 
 export interface StoredCursor extends CursorState {
@@ -80,7 +83,7 @@ export function createPollerRepository(db: Db): PollerRepository {
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({
         where: { targetKey },
-        select: { lastTweetId: true, lastTweetAt: true, lastPolledAt: true },
+        select: { lastTweetId: true, lastTweetAt: true, position: true, lastPolledAt: true },
       });
       return row;
     },
@@ -112,11 +115,19 @@ export function createPollerRepository(db: Db): PollerRepository {
           await tx.outboxEvent.createMany({ data: rows });
           await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
         }
-        // forward only: keep the stored id when it is already past this batch's
+        // forward only: keep the stored id and position when already past this batch's. Positions
+        // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
         await tx.$executeRaw`
-          INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, last_polled_at, last_error, updated_at)
-          VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${polledAt}, NULL, now())
+          INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_error, updated_at)
+          VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, NULL, now())
           ON CONFLICT (target_key) DO UPDATE SET
+            position = CASE
+              WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
+              WHEN poll_cursors.position IS NULL
+                OR split_part(EXCLUDED.position, '.', 1) <> split_part(poll_cursors.position, '.', 1)
+                OR string_to_array(substr(EXCLUDED.position, 3), '.')::numeric[]
+                   > string_to_array(substr(poll_cursors.position, 3), '.')::numeric[]
+              THEN EXCLUDED.position ELSE poll_cursors.position END,
             last_tweet_id = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
                                  THEN EXCLUDED.last_tweet_id ELSE poll_cursors.last_tweet_id END,
             last_tweet_at = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric

@@ -1,7 +1,7 @@
 import { compareIds, snowflakeBefore, snowflakeId } from '@sts/core';
 import type { SocialTweet } from '@sts/social';
 import { compileMonitors, findHits, hitEvent, type WatchingMonitor } from './hits';
-import { dueTargets, intervalFor, startingSinceId, type IntervalPolicy, type TargetState } from './schedule';
+import { dueTargets, intervalFor, oldestCreation, type IntervalPolicy, type TargetState } from './schedule';
 
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 const now = new Date('2026-05-01T12:00:00.000Z');
@@ -84,21 +84,15 @@ describe('intervals', () => {
   });
 });
 
-describe('starting since-id', () => {
+describe('notBefore', () => {
   const created = new Date('2026-05-01T11:00:00.000Z');
-  it('a never-polled target starts where its oldest monitor was created', () => {
-    expect(startingSinceId(null, [new Date(created.getTime() + 5000), created])).toBe(snowflakeBefore(created));
-    // that since-id selects a tweet made in the monitor's millisecond and none before it
+  it('a poll starts where the oldest monitor was created', () => {
+    expect(oldestCreation([new Date(created.getTime() + 5000), created])).toEqual(created);
+    expect(oldestCreation([])).toEqual(new Date(0));
+    // as an X since_id it selects a tweet made in the monitor's millisecond and none before it
     const floor = snowflakeBefore(created);
     expect(compareIds(snowflakeId(created), floor)).toBeGreaterThan(0);
     expect(compareIds(snowflakeId(new Date(created.getTime() - 1)), floor)).toBeLessThan(0);
-  });
-
-  it('keeps a cursor that is past the oldest monitor, and jumps a stale one forward', () => {
-    const ahead = snowflakeId(new Date(created.getTime() + 60_000));
-    expect(startingSinceId(ahead, [created])).toBe(ahead);
-    const stale = snowflakeId(new Date(created.getTime() - 86_400_000));
-    expect(startingSinceId(stale, [created])).toBe(snowflakeBefore(created));
   });
 });
 

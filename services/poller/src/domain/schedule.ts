@@ -4,7 +4,7 @@
  * A target's interval comes from the plans of the accounts watching it: the shortest among them
  * (an account on an active trial counts as Starter). POLL_INTERVAL_SECONDS overrides the plans.
  */
-import { compareIds, effectivePlan, snowflakeBefore, type PlanLimits, type PlanName } from '@sts/core';
+import { compareIds, effectivePlan, type PlanLimits, type PlanName } from '@sts/core';
 
 export interface WatchingAccount {
   plan: PlanName;
@@ -49,21 +49,16 @@ export function dueTargets(targets: readonly TargetState[], policy: IntervalPoli
 }
 
 /**
- * The since-id of a target's poll: its cursor, but never earlier than the creation of its oldest
- * active monitor. Tweet ids are snowflakes (creation time in the high bits, for the local store and
- * X alike), so `snowflakeBefore(t)` selects exactly the tweets created at or after `t`.
- * - A target never polled starts where its oldest monitor was created: nothing posted after that
- *   is missed, nothing before it fires.
- * - A target whose cursor is stale (all its monitors were removed, then a new one came) skips the
- *   tweets that no monitor could match anyway instead of paging through them.
+ * The poll's notBefore: the creation of the target's oldest active monitor (epoch when none).
+ * Sources start a target without a position there and never return older tweets, so a target never
+ * polled starts where its oldest monitor was created (nothing posted after it is missed, nothing
+ * before it fires), and a stale position (all monitors removed, then a new one) does not page
+ * through tweets no monitor could match. For X a time is a since_id (`snowflakeBefore`).
  */
-export function startingSinceId(cursorId: string | null, monitorsCreatedAt: readonly Date[]): string | null {
-  if (monitorsCreatedAt.length === 0) return cursorId;
+export function oldestCreation(monitorsCreatedAt: readonly Date[]): Date {
   let oldest = Infinity;
   for (const d of monitorsCreatedAt) oldest = Math.min(oldest, d.getTime());
-  const floor = snowflakeBefore(new Date(oldest));
-  if (cursorId === null) return floor;
-  return compareIds(cursorId, floor) >= 0 ? cursorId : floor;
+  return new Date(Number.isFinite(oldest) ? oldest : 0);
 }
 
 /** The larger of two numeric-string ids. */
