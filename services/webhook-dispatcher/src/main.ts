@@ -7,7 +7,7 @@
 import { ConfigError, createLogger, createMetricsRegistry, startOpsServer } from '@sts/common';
 import { createDbClient } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createDispatcher, type Dispatcher } from './app';
+import { createDispatcher, dispatcherOptionsFromEnv, type Dispatcher } from './app';
 import { createPrismaRepository } from './adapters/repository';
 import { parseDispatcherEnv } from './env';
 
@@ -29,12 +29,8 @@ export async function start(source: NodeJS.ProcessEnv = process.env): Promise<Ru
     repository,
     messaging: amqp,
     logger,
-    secretsKey: env.SECRETS_ENCRYPTION_KEY,
-    timeoutMs: env.WEBHOOK_TIMEOUT_MS,
-    maxConcurrencyPerEndpoint: env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
-    allowPrivateHosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
-    prefetch: env.DISPATCH_PREFETCH,
     registry,
+    ...dispatcherOptionsFromEnv(env),
   });
   if (env.WEBHOOK_ALLOW_PRIVATE_HOSTS.length) {
     logger.warn('private-address check disabled for some hosts (WEBHOOK_ALLOW_PRIVATE_HOSTS)', {
@@ -44,13 +40,13 @@ export async function start(source: NodeJS.ProcessEnv = process.env): Promise<Ru
   const ops = await startOpsServer({
     port: env.DISPATCHER_PORT,
     registry,
-    checks: { database: () => repository.ping(), rabbitmq: () => amqp.check() },
+    checks: { database: () => repository.ping(), rabbitmq: () => amqp.check(), secrets: () => dispatcher.check() },
   });
   try {
     await amqp.start();
     await dispatcher.start();
   } catch (err) {
-    await amqp.stop().catch(() => undefined);
+    await Promise.all([dispatcher.stop(), amqp.stop().catch(() => undefined)]);
     dispatcher.close();
     await ops.close();
     await db.$disconnect();
@@ -62,7 +58,9 @@ export async function start(source: NodeJS.ProcessEnv = process.env): Promise<Ru
   const stop = () =>
     (stopping ??= (async () => {
       logger.info('webhook-dispatcher stopping: finishing deliveries in flight');
-      await amqp.stop(); // stops consuming and waits for the handlers in flight (each logs and acks)
+      // amqp.stop() cancels the consumer and waits for the handlers; dispatcher.stop() bounds them
+      // by DISPATCH_SHUTDOWN_GRACE_MS (unfinished deliveries are handed back unlogged)
+      await Promise.all([dispatcher.stop(), amqp.stop()]);
       dispatcher.close();
       await ops.close();
       await db.$disconnect();

@@ -24,6 +24,8 @@ export interface SendRequest {
   headers: Record<string, string>;
   /** the key of the per-endpoint concurrency limit (default: host:port of the URL) */
   endpointKey?: string;
+  /** aborting destroys the request (the dispatcher's shutdown grace period ran out) */
+  signal?: AbortSignal;
 }
 
 export interface SendResult {
@@ -214,6 +216,15 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
         (err as { reusedSocket?: boolean }).reusedSocket = req.reusedSocket;
         reject(err);
       });
+      const signal = request.signal;
+      if (signal) {
+        const abort = () => req.destroy(new Error('aborted: the dispatcher is stopping'));
+        if (signal.aborted) abort();
+        else {
+          signal.addEventListener('abort', abort, { once: true });
+          req.on('close', () => signal.removeEventListener('abort', abort));
+        }
+      }
       // one deadline for the whole delivery, also across the reconnect below
       clearTimeout(deadline.timer);
       deadline.timer = setTimeout(

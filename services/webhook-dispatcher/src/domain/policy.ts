@@ -85,3 +85,16 @@ export function redactWebhookUrl(raw: string, kind: WebhookKind): string {
   if (u.search) u.search = '?[REDACTED]';
   return u.toString().replace(/%5BREDACTED%5D/g, '[REDACTED]');
 }
+
+/**
+ * Whether a delivery id already has its final attempt in the log (a broker redelivery of it is then
+ * acknowledged without sending). A 429 attempt is not final: it was the platform's "later", and the
+ * dispatcher was still waiting to send it again when it stopped.
+ */
+export function finalOutcome(
+  logged: readonly { outcome: 'delivered' | 'failed' | 'skipped'; statusCode: number | null }[],
+): 'delivered' | 'failed' | 'skipped' | null {
+  const final = logged.filter((a) => !(a.outcome === 'failed' && a.statusCode === 429));
+  if (final.length === 0) return null;
+  return final.some((a) => a.outcome === 'delivered') ? 'delivered' : final[0]!.outcome;
+}
