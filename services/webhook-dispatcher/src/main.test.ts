@@ -130,6 +130,51 @@ describe('webhook-dispatcher process', () => {
     expect(p.output.some((l) => l.includes('webhook-dispatcher stopped'))).toBe(true);
   });
 
+  it('SIGTERM drains for at most DISPATCH_SHUTDOWN_GRACE_MS; an unfinished delivery is left for another replica, unlogged', async () => {
+    receiver.setResponder(() => ({ status: 200, delayMs: 60_000 }));
+    const p = await spawnDispatcher({ ...env(), DISPATCH_SHUTDOWN_GRACE_MS: '1500' });
+    running.push(p);
+    const hit = await createHit(db, monitor);
+    const id = await publishHit(hit);
+    await receiver.waitForRequests(1, 30_000);
+    const signalled = Date.now();
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+    // the receiver would have answered after 60 s; the process left after the 1.5 s grace
+    expect(Date.now() - signalled).toBeLessThan(15_000);
+    expect(p.output.some((l) => l.includes('left for another replica'))).toBe(true);
+    expect(await db.deliveryAttempt.count({ where: { deliveryId: id } })).toBe(0);
+
+    // another replica takes it: sent again with the same delivery id, logged once
+    receiver.setResponder(() => ({ status: 200 }));
+    await start();
+    await receiver.waitForRequests(2, 30_000);
+    expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([id, id]);
+    await waitFor(async () => (await db.deliveryAttempt.count({ where: { deliveryId: id } })) === 1, 30_000);
+    expect(await db.deliveryAttempt.findFirst({ where: { deliveryId: id } })).toMatchObject({ outcome: 'delivered' });
+  });
+
+  it('fails closed when the stored secrets cannot be decrypted: not ready, one error, messages stay queued', async () => {
+    const wrong = await spawnDispatcher({ ...env(), SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
+    running.push(wrong);
+    const port = opsPort(wrong);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await publishHit(await createHit(db, monitor)));
+    await waitFor(() => wrong.output.some((l) => l.includes('failed closed')), 30_000);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(JSON.stringify(await ready.json())).toMatch(/SECRETS_ENCRYPTION_KEY/);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(wrong.output.filter((l) => l.includes('failed closed'))).toHaveLength(1);
+    expect(receiver.requests).toHaveLength(0);
+    expect(await db.deliveryAttempt.count({ where: { deliveryId: { in: ids } } })).toBe(0);
+
+    // the messages were handed back, not dead-lettered: a replica with the right key delivers them all
+    await start();
+    await waitFor(() => receiver.requests.length >= 3, 30_000);
+    expect(new Set(receiver.requests.map((r) => r.headers['x-service-delivery']))).toEqual(new Set(ids));
+  });
+
   it('loses no hit when killed (SIGKILL) mid-stream and restarted', async () => {
     // slow enough that the kill lands while deliveries are in flight and messages are queued
     receiver.setResponder(() => ({ status: 200, delayMs: 5 }));
