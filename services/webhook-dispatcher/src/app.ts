@@ -10,6 +10,7 @@
  * Stops within a grace period: waiting messages go back at once, deliveries in flight get
  * `shutdownGraceMs` to finish; what is not finished then is handed back unlogged.
  */
+import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
 import { narrowEnvelope, type Envelope } from '@sts/messaging';
 import type client from 'prom-client';
@@ -50,7 +51,7 @@ export interface DispatcherOptions {
   amqpUrl?: string;
   /** how long a parked message stays away before it comes back (default 5000) */
   deferMs?: number;
-  /** a message may wait in memory only if its endpoint should start it within this time (default 1000) */
+  /** a message may wait in memory only if its endpoint should start it within this time (default 2000) */
   holdMs?: number;
   /** stop(): how long deliveries in flight may take to finish (default 20000) */
   shutdownGraceMs?: number;
@@ -119,7 +120,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   // formed leaves the other half to other endpoints until the sweep re-checks it.
   const lanes = createLaneScheduler({
     concurrency,
-    holdMs: options.holdMs ?? 1000,
+    holdMs: options.holdMs ?? 2000,
     maxWaitingPerLane: Math.max(concurrency, Math.floor(prefetch / 2)),
   });
   const retention = createRetentionJob({
@@ -131,6 +132,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   let parking: Parking | null = null;
   const inflight = new Set<Promise<ConsumeOutcome>>();
   const abort = new AbortController();
+  // one listener per delivery in flight (hundreds): not a leak
+  setMaxListeners(0, abort.signal);
   let stopping: Promise<void> | null = null;
   let fault: Error | null = null;
 

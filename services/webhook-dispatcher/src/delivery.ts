@@ -199,6 +199,7 @@ export function createDeliverer(options: DelivererOptions) {
       }
       const wait = rateLimitWait(webhook.kind, result, waits, waited);
       if (wait === null) {
+        lane?.release(); // the endpoint answered for the last time: its slot is free for the next delivery
         const error =
           result.statusCode === 429 && webhook.kind !== 'native'
             ? `${platform(webhook.kind)} answered HTTP 429 (rate limited); gave up after ${waits} wait(s) of ${Math.round(waited / 100) / 10} s in all`

@@ -22,6 +22,11 @@ export interface LaneControl {
   paced(): Promise<void>;
   /** the platform asked for a pause until `until` (ms, Date.now() clock) */
   blockUntil(until: number): void;
+  /**
+   * Done with the endpoint (the last answer is in): frees the lane's slot before the attempt is
+   * written, so the lane's pace is the endpoint's, not the database's. Idempotent.
+   */
+  release(): void;
 }
 
 export interface LaneSchedulerOptions {
@@ -49,7 +54,7 @@ interface Lane {
   waiting: Waiter[];
   bucket: TokenBucket | null;
   rule: PaceRule | null;
-  /** moving average of task duration (ms), null before the first one */
+  /** moving average of the time a task holds its slot (ms), null before the first one */
   latencyMs: number | null;
   timer: NodeJS.Timeout | null;
   idleSince: number;
@@ -132,8 +137,9 @@ export function createLaneScheduler(options: LaneSchedulerOptions): LaneSchedule
     }
   }
 
-  function control(lane: Lane): LaneControl {
+  function control(lane: Lane, release: () => void): LaneControl {
     return {
+      release,
       paced: async () => {
         if (!lane.bucket) return;
         for (;;) {
@@ -150,14 +156,17 @@ export function createLaneScheduler(options: LaneSchedulerOptions): LaneSchedule
     const started = now();
     const id = ++taskIds;
     lane.active.set(id, started);
-    try {
-      return { kind: 'ran', value: await task(control(lane)) };
-    } finally {
-      lane.active.delete(id);
+    const release = () => {
+      if (!lane.active.delete(id)) return;
       const took = now() - started;
       lane.latencyMs = lane.latencyMs === null ? took : lane.latencyMs * 0.8 + took * 0.2;
       lane.idleSince = now();
       pump(lane);
+    };
+    try {
+      return { kind: 'ran', value: await task(control(lane, release)) };
+    } finally {
+      release();
     }
   }
 
