@@ -79,6 +79,21 @@ export interface Dispatcher {
   retention: RetentionJob;
 }
 
+/** Parking set up on its own connection, or null (then backed-up messages wait in memory). */
+async function startParking(url: string, queue: string, delayMs: number, logger: Logger): Promise<Parking | null> {
+  const p = createAmqpParking({ url, queue, bindings: DISPATCHER_BINDINGS, delayMs, logger });
+  try {
+    await p.setup();
+    return p;
+  } catch (err) {
+    logger.warn('parking unavailable: backed-up messages wait in memory', {
+      error: err instanceof Error ? err.message : String(err),
+    });
+    await p.close();
+    return null;
+  }
+}
+
 /** The options main.ts takes from the environment. */
 export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
   return {
@@ -95,6 +110,51 @@ export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
   } satisfies Partial<DispatcherOptions>;
 }
 
+/** what to do with a message whose handling threw (rethrows what is not understood) */
+async function outcomeOfError(
+  env: Envelope<DispatcherRoutingKey>,
+  err: unknown,
+  ctx: {
+    logger: Logger;
+    metrics: ReturnType<typeof createMetrics>;
+    failClosed: (err: Error) => void;
+    transientRetryDelayMs: number | undefined;
+  },
+): Promise<ConsumeOutcome> {
+  const { logger, metrics } = ctx;
+  const meta = { messageId: env.messageId, routingKey: env.routingKey };
+  if (err instanceof SecretsUnavailableError) {
+    ctx.failClosed(err);
+    return 'requeue';
+  }
+  if (err instanceof DrainAbortError) {
+    logger.info('delivery not finished within the shutdown grace period; left for another replica', meta);
+    return 'requeue';
+  }
+  if (isTransientDbError(err)) {
+    // PostgreSQL unreachable: not the message's fault. Hand it back after a pause (no dead
+    // letter, no hot loop); it is delivered again, at least once, when the database is back.
+    logger.warn('database unavailable; message requeued', {
+      ...meta,
+      error: err instanceof Error ? err.message : String(err),
+    });
+    await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs ?? 1000));
+    return 'requeue';
+  }
+  if (isMissingParent(err)) {
+    logger.info('monitor or hit deleted during delivery; message dropped', meta);
+    return 'ack';
+  }
+  metrics.messages.inc({ routing_key: env.routingKey, result: 'error' });
+  logger.error('handling failed; message will be retried', { ...meta, err });
+  throw err;
+}
+
+/**
+ * Composition of the parts above; over ~120 lines only because the returned object's methods
+ * (start / stop / handle) share the drain and fail-closed state as closures. Every inner function
+ * is short; the logic lives in messages.ts, delivery.ts, lanes.ts and the adapters.
+ */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { repository: repo, logger } = options;
   const queue = options.queue ?? DISPATCHER_QUEUE;
@@ -172,36 +232,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
   }
 
-  /** what to do with a message whose handling threw */
-  async function onError(env: Envelope<DispatcherRoutingKey>, err: unknown): Promise<ConsumeOutcome> {
-    const meta = { messageId: env.messageId, routingKey: env.routingKey };
-    if (err instanceof SecretsUnavailableError) {
-      failClosed(err);
-      return 'requeue';
-    }
-    if (err instanceof DrainAbortError) {
-      logger.info('delivery not finished within the shutdown grace period; left for another replica', meta);
-      return 'requeue';
-    }
-    if (isTransientDbError(err)) {
-      // PostgreSQL unreachable: not the message's fault. Hand it back after a pause (no dead
-      // letter, no hot loop); it is delivered again, at least once, when the database is back.
-      logger.warn('database unavailable; message requeued', {
-        ...meta,
-        error: err instanceof Error ? err.message : String(err),
-      });
-      await new Promise((r) => setTimeout(r, options.transientRetryDelayMs ?? 1000));
-      return 'requeue';
-    }
-    if (isMissingParent(err)) {
-      logger.info('monitor or hit deleted during delivery; message dropped', meta);
-      return 'ack';
-    }
-    metrics.messages.inc({ routing_key: env.routingKey, result: 'error' });
-    logger.error('handling failed; message will be retried', { ...meta, err });
-    throw err;
-  }
-
   async function process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
     if (!DISPATCHER_BINDINGS.includes(env.routingKey)) {
       logger.warn('unexpected routing key; dead-lettered', { routingKey: env.routingKey, messageId: env.messageId });
@@ -211,7 +241,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       const prepared = await prepare(narrowEnvelope(env));
       return 'outcome' in prepared ? prepared.outcome : await deliver(env, prepared.job);
     } catch (err) {
-      return onError(env, err);
+      return outcomeOfError(env, err, {
+        logger,
+        metrics,
+        failClosed,
+        transientRetryDelayMs: options.transientRetryDelayMs,
+      });
     }
   }
 
@@ -234,22 +269,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     async start() {
       if (!options.messaging) throw new Error('createDispatcher: start() needs the messaging client');
       await options.messaging.consume({ queue, bindings: DISPATCHER_BINDINGS, prefetch, handler: handle });
-      if (options.amqpUrl) {
-        const p = createAmqpParking({
-          url: options.amqpUrl,
-          queue,
-          bindings: DISPATCHER_BINDINGS,
-          delayMs: options.deferMs ?? 5000,
-          logger,
-        });
-        try {
-          await p.setup();
-          parking = p;
-        } catch (err) {
-          logger.warn('parking unavailable: backed-up messages wait in memory', { error: String(err) });
-          await p.close();
-        }
-      }
+      if (options.amqpUrl) parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, logger);
       if ((options.retentionDays ?? 30) > 0) retention.start();
     },
     handle,

@@ -77,6 +77,10 @@ export interface LaneScheduler {
   close(): void;
 }
 
+/**
+ * A factory of small closures (each under 40 lines) sharing the lanes map and the sweep timer;
+ * its length is the sum of those, not one long procedure.
+ */
 export function createLaneScheduler(options: LaneSchedulerOptions): LaneScheduler {
   const now = options.now ?? Date.now;
   const initialLatency = options.initialLatencyMs ?? 50;
