@@ -58,6 +58,8 @@ interface Lane {
   latencyMs: number | null;
   timer: NodeJS.Timeout | null;
   idleSince: number;
+  /** when recent tasks released their slot (the last holdMs, at most a bounded number) */
+  done: number[];
 }
 
 export interface LaneScheduler {
@@ -100,6 +102,7 @@ export function createLaneScheduler(options: LaneSchedulerOptions): LaneSchedule
         latencyMs: null,
         timer: null,
         idleSince: now(),
+        done: [],
       };
       lanes.set(key, lane);
     }
@@ -112,7 +115,10 @@ export function createLaneScheduler(options: LaneSchedulerOptions): LaneSchedule
     let oldest = 0;
     for (const started of lane.active.values()) oldest = Math.max(oldest, t - started);
     const latency = Math.max(lane.latencyMs ?? initialLatency, oldest, 1);
-    let perHold = (options.holdMs * options.concurrency) / latency;
+    // what the lane really completed in the last holdMs counts too: when the whole process is
+    // slow (CPU-starved) every latency looks long, but a lane that keeps completing is not stuck
+    while (lane.done.length > 0 && lane.done[0]! < t - options.holdMs) lane.done.shift();
+    let perHold = Math.max((options.holdMs * options.concurrency) / latency, lane.done.length);
     if (lane.rule && lane.bucket) {
       const blocked = lane.bucket.waitMs(t);
       perHold = Math.min(perHold, Math.max(0, ((options.holdMs - blocked) / 1000) * lane.rule.perSecond));
@@ -165,6 +171,8 @@ export function createLaneScheduler(options: LaneSchedulerOptions): LaneSchedule
       const took = now() - started;
       lane.latencyMs = lane.latencyMs === null ? took : lane.latencyMs * 0.8 + took * 0.2;
       lane.idleSince = now();
+      lane.done.push(lane.idleSince);
+      if (lane.done.length > options.maxWaitingPerLane) lane.done.shift();
       pump(lane);
     };
     try {
