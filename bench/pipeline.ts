@@ -85,6 +85,17 @@ interface Receipts {
   waiters: Set<() => void>;
 }
 
+/** messages the dispatcher parked so far (webhook_dispatcher_messages_total{result="deferred"}) */
+async function parkedSoFar(opsPort: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(/^webhook_dispatcher_messages_total\{[^}]*result="deferred"[^}]*\} (\d+)/gm))
+    n += Number(m[1]);
+  return n;
+}
+
+let dispatcherPort = 0;
+
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
     cwd: root,
@@ -103,6 +114,8 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
       buf += chunk.toString('utf8');
       if (buf.includes('webhook-dispatcher started')) {
         clearTimeout(timer);
+        const line = buf.split('\n').find((l) => l.includes('webhook-dispatcher started')) ?? '{}';
+        dispatcherPort = (JSON.parse(line) as { port?: number }).port ?? 0;
         child.stdout?.off('data', onData);
         // keep the last lines, to show them if the dispatcher dies during the run
         let tail: string[] = [];
@@ -110,7 +123,8 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
           tail = [...tail, ...c.toString('utf8').split('\n')].slice(-30);
         });
         child.once('exit', (code, signal) => {
-          if (code !== 0 && signal !== 'SIGTERM') log(`dispatcher exited (${code ?? signal}); its last lines:\n${tail.join('\n')}`);
+          if (code !== 0 && signal !== 'SIGTERM')
+            log(`dispatcher exited (${code ?? signal}); its last lines:\n${tail.join('\n')}`);
         });
         resolve();
       }
@@ -275,6 +289,7 @@ async function main(): Promise<void> {
     const published = Date.now();
     await waitForReceipts(warmup + HITS, 300_000);
     const last = Math.max(...[...receipts.at.values()]);
+    log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
     const deliveriesPerS = HITS / ((last - t0) / 1000);
     log(
       `throughput: ${HITS} hits published in ${published - t0} ms, all delivered after ${last - t0} ms: ${Math.round(deliveriesPerS)} deliveries/s`,
@@ -316,6 +331,7 @@ async function main(): Promise<void> {
     log(
       `isolation: ${DEAD_BACKLOG} hits queued for a dead endpoint (${deadInFlight} in flight); ${isolated.length} healthy hits at ${ISOLATION_RATE}/s: p50 ${percentile(isolated, 50)} ms, p99 ${isolationP99} ms, max ${isolated.at(-1)} ms`,
     );
+    log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
     const attempts = await db.deliveryAttempt.groupBy({ by: ['outcome'], _count: { _all: true } });
     log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
     result = { deliveriesPerS, p50, p99, isolationP99 };
