@@ -336,6 +336,14 @@ async function main(): Promise<void> {
     log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
     result = { deliveriesPerS, p50, p99, isolationP99 };
   } finally {
+    if (dispatcher?.pid && dispatcher.exitCode === null) {
+      // CPU time the dispatcher used for the whole run (less sensitive to a busy machine than rates)
+      const stat = (await import('node:fs'))
+        .readFileSync(`/proc/${dispatcher.pid}/stat`, 'utf8')
+        .split(') ')[1]!
+        .split(' ');
+      log(`dispatcher cpu: ${((Number(stat[11]) + Number(stat[12])) / 100).toFixed(1)} s (user+system)`);
+    }
     if (dispatcher && dispatcher.exitCode === null) {
       const exited = new Promise((r) => dispatcher!.once('exit', r));
       dispatcher.kill('SIGTERM');
