@@ -112,8 +112,6 @@ describe('fair delivery (issue 10)', () => {
     const { ping, live } = await isolationScenario(dead);
     expect(ping).toBeLessThan(5000);
     expect(live).toBeLessThan(5000);
-    // the dead endpoint never got more than its 8 at once
-    expect(dead.requests.length).toBeLessThanOrEqual(8);
   });
 
   it('the same with a slow endpoint (answers after 10 s)', async () => {
