@@ -7,8 +7,13 @@
  *      deliveries/s = hits / (last receipt - first publish)
  *   2. latency: a steady BENCH_RATE hits/s (default 200) for BENCH_SECONDS (default 10);
  *      latency = receipt at the receiver - detectedAt of the hit (set when it is published)
- *   3. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists
+ *   3. isolation (issue 10): a dead endpoint (TLS up, never answers) of another account gets
+ *      BENCH_DEAD_BACKLOG (default 1,000) hits; once its deliveries are in flight, the healthy
+ *      endpoints get BENCH_ISOLATION_RATE hits/s (default 20) for BENCH_ISOLATION_SECONDS
+ *      (default 5); isolation latency = receipt - detectedAt of those healthy hits
+ *   4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists
  *
+ * Second-to-last line: `isolation_p99_ms <n>`.
  * Last line: `deliveries_per_s <n> p50_ms <a> p99_ms <b> source_calls_per_cycle <c>`.
  * Targets on the 2-core reference machine: >= 1,000 deliveries/s, p99 < 50 ms.
  *
@@ -44,6 +49,9 @@ const RATE = Number(process.env.BENCH_RATE ?? 200);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RECEIVERS = Number(process.env.BENCH_RECEIVERS ?? 4);
 const MONITORS = Number(process.env.BENCH_MONITORS ?? 40);
+const DEAD_BACKLOG = Number(process.env.BENCH_DEAD_BACKLOG ?? 1000);
+const ISOLATION_RATE = Number(process.env.BENCH_ISOLATION_RATE ?? 20);
+const ISOLATION_SECONDS = Number(process.env.BENCH_ISOLATION_SECONDS ?? 5);
 
 const log = (msg: string) => console.log(`[bench:pipeline] ${msg}`);
 
@@ -71,9 +79,22 @@ interface Receipts {
   at: Map<string, number>;
   /** detectedAt -> receipt, ms, for the latency phase */
   latencies: number[];
-  measureLatency: boolean;
+  /** the same for the isolation phase */
+  isolation: number[];
+  phase: 'throughput' | 'latency' | 'isolation';
   waiters: Set<() => void>;
 }
+
+/** messages the dispatcher parked so far (webhook_dispatcher_messages_total{result="deferred"}) */
+async function parkedSoFar(opsPort: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(/^webhook_dispatcher_messages_total\{[^}]*result="deferred"[^}]*\} (\d+)/gm))
+    n += Number(m[1]);
+  return n;
+}
+
+let dispatcherPort = 0;
 
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
@@ -83,20 +104,33 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   });
   await new Promise<void>((resolve, reject) => {
     let buf = '';
+    // (was never cleared, so it killed a dispatcher still working 60 s after its start)
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`dispatcher did not start within 60 s:\n${buf}`));
+    }, 60_000);
+    timer.unref();
     const onData = (chunk: Buffer) => {
       buf += chunk.toString('utf8');
       if (buf.includes('webhook-dispatcher started')) {
+        clearTimeout(timer);
+        const line = buf.split('\n').find((l) => l.includes('webhook-dispatcher started')) ?? '{}';
+        dispatcherPort = (JSON.parse(line) as { port?: number }).port ?? 0;
         child.stdout?.off('data', onData);
-        child.stdout?.resume();
+        // keep the last lines, to show them if the dispatcher dies during the run
+        let tail: string[] = [];
+        child.stdout?.on('data', (c: Buffer) => {
+          tail = [...tail, ...c.toString('utf8').split('\n')].slice(-30);
+        });
+        child.once('exit', (code, signal) => {
+          if (code !== 0 && signal !== 'SIGTERM')
+            log(`dispatcher exited (${code ?? signal}); its last lines:\n${tail.join('\n')}`);
+        });
         resolve();
       }
     };
     child.stdout?.on('data', onData);
     child.once('exit', (code) => reject(new Error(`dispatcher exited with ${code} before it started`)));
-    setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`dispatcher did not start within 60 s:\n${buf}`));
-    }, 60_000).unref();
   });
   return child;
 }
@@ -120,7 +154,7 @@ async function main(): Promise<void> {
   let amqp: AmqpClient | undefined;
   let dispatcher: ChildProcess | undefined;
   const receivers: HttpsReceiver[] = [];
-  let result = { deliveriesPerS: NaN, p50: NaN, p99: NaN };
+  let result = { deliveriesPerS: NaN, p50: NaN, p99: NaN, isolationP99: NaN };
   try {
     log(`database ${dbName}, vhost ${vhost}`);
     await ensureDatabase(dbUrl.toString());
@@ -128,7 +162,7 @@ async function main(): Promise<void> {
     db = createDbClient({ url: dbUrl.toString(), poolSize: 4 });
     const amqpUrl = await createVhost(urls, vhost);
 
-    const receipts: Receipts = { at: new Map(), latencies: [], measureLatency: false, waiters: new Set() };
+    const receipts: Receipts = { at: new Map(), latencies: [], isolation: [], phase: 'throughput', waiters: new Set() };
     for (let i = 0; i < RECEIVERS; i++) {
       receivers.push(
         await startHttpsReceiver({
@@ -138,9 +172,10 @@ async function main(): Promise<void> {
             const deliveryId = String(req.headers['x-service-delivery']);
             if (receipts.at.has(deliveryId)) return;
             receipts.at.set(deliveryId, req.receivedAt);
-            if (receipts.measureLatency) {
+            if (receipts.phase !== 'throughput') {
               const body = JSON.parse(req.rawBody.toString('utf8')) as { detectedAt: string };
-              receipts.latencies.push(req.receivedAt - Date.parse(body.detectedAt));
+              const list = receipts.phase === 'latency' ? receipts.latencies : receipts.isolation;
+              list.push(req.receivedAt - Date.parse(body.detectedAt));
             }
             for (const w of receipts.waiters) w();
           },
@@ -173,18 +208,37 @@ async function main(): Promise<void> {
         await createMonitor(db, box, { accountId: account.id, url: `${r.url}/hooks/${i}`, targetUsername: `user${i}` }),
       );
     }
+    // the dead endpoint of another account (isolation phase)
+    const dead = await startHttpsReceiver({ record: false });
+    receivers.push(dead);
+    let deadInFlight = 0;
+    const deadAccount = await createAccount(db, 'starter');
+    const deadMonitor = await createMonitor(db, box, { accountId: deadAccount.id, url: `${dead.url}/hooks/dead` });
+    dead.setResponder(() => {
+      deadInFlight++;
+      return { status: 200, delayMs: 3_600_000 };
+    });
     const warmup = 500;
     const latencyHits = RATE * SECONDS;
-    const total = warmup + HITS + latencyHits;
-    log(`seeding ${total} hits for ${MONITORS} monitors on ${RECEIVERS} receivers`);
+    const isolationHits = ISOLATION_RATE * ISOLATION_SECONDS;
+    const total = warmup + HITS + latencyHits + isolationHits;
+    log(
+      `seeding ${total} hits for ${MONITORS} monitors on ${RECEIVERS} receivers, ${DEAD_BACKLOG} for a dead endpoint`,
+    );
     const hits: { id: string; monitor: MonitorFixture; tweetId: string }[] = [];
     for (let i = 0; i < total; i++) {
       hits.push({ id: randomUUID(), monitor: monitors[i % monitors.length]!, tweetId: snowflakeId() });
     }
+    const deadHits = Array.from({ length: DEAD_BACKLOG }, () => ({
+      id: randomUUID(),
+      monitor: deadMonitor,
+      tweetId: snowflakeId(),
+    }));
     const created = new Date();
-    for (let i = 0; i < hits.length; i += 5000) {
+    const allHits = [...hits, ...deadHits];
+    for (let i = 0; i < allHits.length; i += 5000) {
       await db.hit.createMany({
-        data: hits.slice(i, i + 5000).map((h) => ({
+        data: allHits.slice(i, i + 5000).map((h) => ({
           id: h.id,
           monitorId: h.monitor.id,
           tweetId: h.tweetId,
@@ -205,6 +259,8 @@ async function main(): Promise<void> {
       WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
       OPS_PORT: '0',
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+      // the dead endpoint's deliveries never finish: do not wait the default 20 s at the end
+      DISPATCH_SHUTDOWN_GRACE_MS: '1000',
     });
     amqp = new AmqpClient({ url: amqpUrl, logger, name: 'bench-publisher' });
     await amqp.start();
@@ -234,35 +290,61 @@ async function main(): Promise<void> {
     const published = Date.now();
     await waitForReceipts(warmup + HITS, 300_000);
     const last = Math.max(...[...receipts.at.values()]);
+    log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
     const deliveriesPerS = HITS / ((last - t0) / 1000);
     log(
       `throughput: ${HITS} hits published in ${published - t0} ms, all delivered after ${last - t0} ms: ${Math.round(deliveriesPerS)} deliveries/s`,
     );
 
+    const publishSteady = async (list: typeof hits, rate: number) => {
+      const start = Date.now();
+      const interval = 1000 / rate;
+      const pending: Promise<unknown>[] = [];
+      for (let i = 0; i < list.length; i++) {
+        const due = start + i * interval;
+        const wait = due - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        pending.push(publish(list[i]!));
+      }
+      await Promise.all(pending);
+    };
+
     // 2. latency at a steady rate
-    receipts.measureLatency = true;
-    const steady = hits.slice(warmup + HITS);
-    const start = Date.now();
-    const interval = 1000 / RATE;
-    const pending: Promise<unknown>[] = [];
-    for (let i = 0; i < steady.length; i++) {
-      const due = start + i * interval;
-      const wait = due - Date.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      pending.push(publish(steady[i]!));
-    }
-    await Promise.all(pending);
-    await waitForReceipts(total, 60_000);
+    receipts.phase = 'latency';
+    await publishSteady(hits.slice(warmup + HITS, warmup + HITS + latencyHits), RATE);
+    await waitForReceipts(warmup + HITS + latencyHits, 60_000);
     const sorted = [...receipts.latencies].sort((a, b) => a - b);
     const p50 = percentile(sorted, 50);
     const p99 = percentile(sorted, 99);
     log(
       `latency at ${RATE} hits/s for ${SECONDS} s (${sorted.length} hits): p50 ${p50} ms, p99 ${p99} ms, max ${sorted.at(-1)} ms`,
     );
+
+    // 3. isolation: a dead endpoint with a backlog, healthy endpoints at a steady rate
+    await publishAll(deadHits);
+    const deadline = Date.now() + 60_000;
+    while (deadInFlight < 8 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    receipts.phase = 'isolation';
+    await publishSteady(hits.slice(warmup + HITS + latencyHits), ISOLATION_RATE);
+    await waitForReceipts(total, 60_000);
+    const isolated = [...receipts.isolation].sort((a, b) => a - b);
+    const isolationP99 = percentile(isolated, 99);
+    log(
+      `isolation: ${DEAD_BACKLOG} hits queued for a dead endpoint (${deadInFlight} in flight); ${isolated.length} healthy hits at ${ISOLATION_RATE}/s: p50 ${percentile(isolated, 50)} ms, p99 ${isolationP99} ms, max ${isolated.at(-1)} ms`,
+    );
+    log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
     const attempts = await db.deliveryAttempt.groupBy({ by: ['outcome'], _count: { _all: true } });
     log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
-    result = { deliveriesPerS, p50, p99 };
+    result = { deliveriesPerS, p50, p99, isolationP99 };
   } finally {
+    if (dispatcher?.pid && dispatcher.exitCode === null) {
+      // CPU time the dispatcher used for the whole run (less sensitive to a busy machine than rates)
+      const stat = (await import('node:fs'))
+        .readFileSync(`/proc/${dispatcher.pid}/stat`, 'utf8')
+        .split(') ')[1]!
+        .split(' ');
+      log(`dispatcher cpu: ${((Number(stat[11]) + Number(stat[12])) / 100).toFixed(1)} s (user+system)`);
+    }
     if (dispatcher && dispatcher.exitCode === null) {
       const exited = new Promise((r) => dispatcher!.once('exit', r));
       dispatcher.kill('SIGTERM');
@@ -290,6 +372,7 @@ async function main(): Promise<void> {
     log('bench/poller.ts not found: source calls per cycle not measured');
   }
 
+  console.log(`isolation_p99_ms ${round(result.isolationP99)}`);
   console.log(
     `deliveries_per_s ${Math.round(result.deliveriesPerS)} p50_ms ${round(result.p50)} p99_ms ${round(result.p99)} source_calls_per_cycle ${sourceCalls}`,
   );

@@ -156,3 +156,31 @@ export function fromAmqpHeaders(amqpHeaders: Record<string, unknown> | undefined
   }
   return out;
 }
+
+/**
+ * An envelope of any of `K`, as a union discriminated by `routingKey` (so a `switch` on the
+ * routing key narrows the payload and headers). `Envelope<'a' | 'b'>` is not such a union.
+ */
+export type EnvelopeOf<K extends RoutingKey = RoutingKey> = { [P in K]: Envelope<P> }[K];
+
+/**
+ * Narrows a received envelope to the discriminated union. Sound for envelopes the consumer built
+ * (their payload and headers were validated against the contract of their routing key).
+ */
+export function narrowEnvelope<K extends RoutingKey>(env: Envelope<K>): EnvelopeOf<K> {
+  return env;
+}
+
+/** A `monitor.test` payload (SPEC.md section 6) for a monitor. */
+export function monitorTestPayload(monitor: PayloadOf<'monitor.test'>['monitor']): MonitorTestEvent {
+  return { event: 'monitor.test', monitor: { ...monitor }, test: true };
+}
+
+/** A `monitor.hit` payload (SPEC.md section 6), fields in the specified order. */
+export function monitorHitPayload(
+  monitor: MonitorHitEvent['monitor'],
+  tweet: MonitorHitEvent['tweet'],
+  detectedAt: string,
+): MonitorHitEvent {
+  return { event: 'monitor.hit', monitor: { ...monitor }, tweet: { ...tweet }, detectedAt };
+}

@@ -373,6 +373,60 @@ describe('webhook dispatcher', () => {
       expect(endpoint.brokenReason).toMatch(/Slack answered HTTP 410/);
     });
 
+    it('a 2xx answer longer than the 64 KiB read limit is delivered; a long Discord 404 still marks it broken (issue 10 item 3)', async () => {
+      const monitor = await nativeMonitor();
+      receiver.setResponder(() => ({ status: 200, body: 'a'.repeat(70_000) }));
+      await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
+      const [a] = await attempts(monitor.id);
+      expect(a).toMatchObject({ outcome: 'delivered', statusCode: 200, error: null, responseSnippet: 'a'.repeat(512) });
+      expect(a!.latencyMs).toEqual(expect.any(Number));
+
+      const discord = await createMonitor(db, box, {
+        accountId: starterId,
+        url: 'https://discord.com/api/webhooks/70000/Long-Answer',
+      });
+      receiver.setResponder(() => ({
+        status: 404,
+        body: `{"message":"Unknown Webhook","pad":"${'p'.repeat(70_000)}"}`,
+      }));
+      await dispatcher.handle(testEnvelope(discord));
+      const [d] = await attempts(discord.id);
+      expect(d).toMatchObject({ outcome: 'failed', statusCode: 404, error: 'receiver answered HTTP 404' });
+      expect(d!.responseSnippet).toMatch(/^\{"message":"Unknown Webhook"/);
+      const endpoint = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: discord.id } });
+      expect(endpoint).toMatchObject({ isBroken: true });
+      expect(endpoint.brokenReason).toMatch(/Discord answered HTTP 404/);
+    });
+
+    it('Discord 401 and Slack 403 (revoked or invalid token) mark the endpoint broken (issue 10 item 7)', async () => {
+      const discord = await createMonitor(db, box, {
+        accountId: starterId,
+        url: 'https://discord.com/api/webhooks/401401/Revoked',
+      });
+      const slack = await createMonitor(db, box, {
+        accountId: starterId,
+        url: 'https://hooks.slack.com/services/T0/B0/revoked',
+      });
+      receiver.setResponder((req) =>
+        req.path.startsWith('/api/webhooks')
+          ? { status: 401, body: '{"message": "Invalid Webhook Token", "code": 50027}' }
+          : { status: 403, body: 'invalid_token' },
+      );
+      await dispatcher.handle(hitEnvelope(discord, await createHit(db, discord)));
+      await dispatcher.handle(testEnvelope(slack));
+      const d = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: discord.id } });
+      const s = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: slack.id } });
+      expect(d.isBroken).toBe(true);
+      expect(d.brokenReason).toBe('Discord answered HTTP 401: the webhook token was revoked or is not valid');
+      expect(s.isBroken).toBe(true);
+      expect(s.brokenReason).toBe('Slack answered HTTP 403: the webhook token was revoked or is not valid');
+      // the next live hit is skipped, not sent
+      const before = receiver.requests.length;
+      await dispatcher.handle(hitEnvelope(discord, await createHit(db, discord)));
+      expect(receiver.requests).toHaveLength(before);
+      expect((await attempts(discord.id)).map((r) => r.outcome)).toEqual(['failed', 'skipped']);
+    });
+
     it('a native endpoint answering 404 is not marked broken', async () => {
       const monitor = await nativeMonitor();
       receiver.setResponder(() => ({ status: 404 }));

@@ -1,30 +1,30 @@
 /**
  * The webhook dispatcher: takes monitor.hit, monitor.test and webhook.redeliver messages from its
- * own durable queue, decides whether each goes out (plan, monitor, endpoint state), builds the
- * body for the endpoint's kind, signs it with the monitor's current secret, sends it, and writes
- * one delivery_attempts row per attempt. A message is acknowledged only after its attempt row is
+ * own durable queue and turns each into at most one delivery (messages.ts), queued per endpoint
+ * so one endpoint cannot hold the slots others need (lanes.ts, adapters/parking.ts), sent and
+ * logged attempt by attempt (delivery.ts). A message is acknowledged only after its attempts are
  * committed; when the database write fails the handler throws, so the message comes back.
+ *
+ * Fails closed: when a stored secret cannot be decrypted (a wrong SECRETS_ENCRYPTION_KEY) it
+ * logs one error, reports not ready, stops consuming and hands every message back.
+ * Stops within a grace period: waiting messages go back at once, deliveries in flight get
+ * `shutdownGraceMs` to finish; what is not finished then is handed back unlogged.
  */
-import { createSecretBox, SecretBoxError, UUID_RE as UUID, type SecretBox } from '@sts/core';
+import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
-import { signedHeaders } from '@sts/signing';
-import client from 'prom-client';
-import { buildBody, MAX_BODY_BYTES, type MonitorRef, type WebhookKind, type WebhookPayload } from './domain/payloads';
-import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
+import { narrowEnvelope, type Envelope } from '@sts/messaging';
+import type client from 'prom-client';
+import { laneKey, paceRuleFor } from './domain/pacing';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
-import {
-  isMissingParent,
-  isTransientDbError,
-  type DispatcherRepository,
-  type MonitorContext,
-  type NewAttempt,
-} from './adapters/repository';
-import type {
-  ConsumeOutcome,
-  DispatcherEnvelope as Envelope,
-  DispatcherMessaging,
-  DispatcherRoutingKey,
-} from './adapters/consumer';
+import { createAmqpParking, type Parking } from './adapters/parking';
+import { isMissingParent, isTransientDbError, type DispatcherRepository } from './adapters/repository';
+import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
+import { createDeliverer, DrainAbortError, SecretsUnavailableError, type Job } from './delivery';
+import { createLaneScheduler } from './lanes';
+import { createMessagePreparer } from './messages';
+import { createMetrics } from './metrics';
+import { createRetentionJob, type RetentionJob } from './retention';
+import type { DispatcherEnv } from './env';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
 export const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = ['monitor.hit', 'monitor.test', 'webhook.redeliver'];
@@ -47,366 +47,218 @@ export interface DispatcherOptions {
   now?: () => Date;
   /** when the database is unreachable, wait this long before handing the message back (default 1000) */
   transientRetryDelayMs?: number;
+  /** AMQP URL for parking backed-up messages (start() sets parking up); without it they wait in memory */
+  amqpUrl?: string;
+  /** how long a parked message stays away before it comes back (default 5000) */
+  deferMs?: number;
+  /** a message may wait in memory only if its endpoint should start it within this time (default 2000) */
+  holdMs?: number;
+  /** stop(): how long deliveries in flight may take to finish (default 20000) */
+  shutdownGraceMs?: number;
+  /** delete attempts older than this many days (default 30); 0 turns the job off */
+  retentionDays?: number;
+  retentionIntervalMs?: number;
 }
 
 export interface Dispatcher {
-  /** declares and binds the queue and starts consuming */
+  /** declares and binds the queue, sets parking up, starts consuming and the retention job */
   start(): Promise<void>;
   /** handles one message (what the consumer calls) */
-  handle(envelope: Envelope): Promise<ConsumeOutcome>;
-  /** closes the sender's connections; call after the messaging client stopped (in-flight handlers done) */
+  handle(envelope: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome>;
+  /**
+   * Drains: waiting messages are handed back at once, deliveries in flight get shutdownGraceMs to
+   * finish (logged and acked); the rest are aborted and handed back unlogged. Call together with
+   * the messaging client's stop() (which cancels the consumer and waits for the handlers).
+   */
+  stop(): Promise<void>;
+  /** closes the sender's connections and timers; call after stop() and the messaging client's stop() */
   close(): void;
+  /** readiness: rejects once the dispatcher failed closed */
+  check(): Promise<void>;
   inFlight(): number;
+  retention: RetentionJob;
 }
 
-function header(env: Envelope, name: string): string | undefined {
-  const v = (env.headers as Record<string, unknown>)[name];
-  return typeof v === 'string' && v !== '' ? v : undefined;
+/** Parking set up on its own connection, or null (then backed-up messages wait in memory). */
+async function startParking(url: string, queue: string, delayMs: number, logger: Logger): Promise<Parking | null> {
+  const p = createAmqpParking({ url, queue, bindings: DISPATCHER_BINDINGS, delayMs, logger });
+  try {
+    await p.setup();
+    return p;
+  } catch (err) {
+    logger.warn('parking unavailable: backed-up messages wait in memory', {
+      error: err instanceof Error ? err.message : String(err),
+    });
+    await p.close();
+    return null;
+  }
 }
 
-function keywordsOf(list: readonly string[] | null | undefined): string[] | null {
-  return list && list.length > 0 ? [...list] : null;
-}
-
-function createMetrics(registry: client.Registry | undefined) {
-  const registers = registry ? [registry] : [];
+/** The options main.ts takes from the environment. */
+export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
   return {
-    attempts: new client.Counter({
-      name: 'webhook_delivery_attempts_total',
-      help: 'Webhook delivery attempts by event, endpoint kind and outcome',
-      labelNames: ['event', 'kind', 'outcome'] as const,
-      registers,
-    }),
-    latency: new client.Histogram({
-      name: 'webhook_delivery_duration_seconds',
-      help: 'Time from sending a webhook request to the end of its response',
-      labelNames: ['outcome'] as const,
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15],
-      registers,
-    }),
-    hitAge: new client.Histogram({
-      name: 'webhook_hit_age_seconds',
-      help: 'Time from a hit being detected to its webhook being answered (live hits only)',
-      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-      registers,
-    }),
-    messages: new client.Counter({
-      name: 'webhook_dispatcher_messages_total',
-      help: 'Messages handled by routing key and result',
-      labelNames: ['routing_key', 'result'] as const,
-      registers,
-    }),
-  };
+    secretsKey: env.SECRETS_ENCRYPTION_KEY,
+    timeoutMs: env.WEBHOOK_TIMEOUT_MS,
+    maxConcurrencyPerEndpoint: env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
+    allowPrivateHosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
+    prefetch: env.DISPATCH_PREFETCH,
+    amqpUrl: env.AMQP_URL,
+    deferMs: env.DISPATCH_DEFER_MS,
+    shutdownGraceMs: env.DISPATCH_SHUTDOWN_GRACE_MS,
+    retentionDays: env.DELIVERY_LOG_RETENTION_DAYS,
+    retentionIntervalMs: env.DELIVERY_LOG_RETENTION_INTERVAL_MS,
+  } satisfies Partial<DispatcherOptions>;
 }
 
+/** what to do with a message whose handling threw (rethrows what is not understood) */
+async function outcomeOfError(
+  env: Envelope<DispatcherRoutingKey>,
+  err: unknown,
+  ctx: {
+    logger: Logger;
+    metrics: ReturnType<typeof createMetrics>;
+    failClosed: (err: Error) => void;
+    transientRetryDelayMs: number | undefined;
+  },
+): Promise<ConsumeOutcome> {
+  const { logger, metrics } = ctx;
+  const meta = { messageId: env.messageId, routingKey: env.routingKey };
+  if (err instanceof SecretsUnavailableError) {
+    ctx.failClosed(err);
+    return 'requeue';
+  }
+  if (err instanceof DrainAbortError) {
+    logger.info('delivery not finished within the shutdown grace period; left for another replica', meta);
+    return 'requeue';
+  }
+  if (isTransientDbError(err)) {
+    // PostgreSQL unreachable: not the message's fault. Hand it back after a pause (no dead
+    // letter, no hot loop); it is delivered again, at least once, when the database is back.
+    logger.warn('database unavailable; message requeued', {
+      ...meta,
+      error: err instanceof Error ? err.message : String(err),
+    });
+    await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs ?? 1000));
+    return 'requeue';
+  }
+  if (isMissingParent(err)) {
+    logger.info('monitor or hit deleted during delivery; message dropped', meta);
+    return 'ack';
+  }
+  metrics.messages.inc({ routing_key: env.routingKey, result: 'error' });
+  logger.error('handling failed; message will be retried', { ...meta, err });
+  throw err;
+}
+
+/**
+ * Composition of the parts above; over ~120 lines only because the returned object's methods
+ * (start / stop / handle) share the drain and fail-closed state as closures. Every inner function
+ * is short; the logic lives in messages.ts, delivery.ts, lanes.ts and the adapters.
+ */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { repository: repo, logger } = options;
-  const now = options.now ?? (() => new Date());
-  const box: SecretBox = createSecretBox(options.secretsKey);
+  const queue = options.queue ?? DISPATCHER_QUEUE;
+  const prefetch = options.prefetch ?? 256;
+  const concurrency = options.maxConcurrencyPerEndpoint ?? 8;
   const sender: HttpsSender = createHttpsSender({
     timeoutMs: options.timeoutMs ?? 15_000,
-    maxConcurrencyPerEndpoint: options.maxConcurrencyPerEndpoint ?? 8,
+    maxConcurrencyPerEndpoint: concurrency,
     allowPrivateHosts: options.allowPrivateHosts ?? [],
     ...options.senderOverrides,
   });
   const metrics = createMetrics(options.registry);
+  const deliverer = createDeliverer({
+    repository: repo,
+    sender,
+    logger,
+    metrics,
+    secretsKey: options.secretsKey,
+    now: options.now ?? (() => new Date()),
+  });
+  const prepare = createMessagePreparer(repo, logger);
+  // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
+  // formed leaves the other half to other endpoints until the sweep re-checks it.
+  const lanes = createLaneScheduler({
+    concurrency,
+    holdMs: options.holdMs ?? 2000,
+    maxWaitingPerLane: Math.max(concurrency, Math.floor(prefetch / 2)),
+  });
+  const retention = createRetentionJob({
+    repository: repo,
+    logger,
+    retentionDays: options.retentionDays ?? 30,
+    intervalMs: options.retentionIntervalMs ?? 3_600_000,
+  });
+  let parking: Parking | null = null;
+  const inflight = new Set<Promise<ConsumeOutcome>>();
+  const abort = new AbortController();
+  // one listener per delivery in flight (hundreds): not a leak
+  setMaxListeners(0, abort.signal);
+  let stopping: Promise<void> | null = null;
+  let fault: Error | null = null;
 
-  // Decrypting is cheap but not free at 1000/s; the ciphertext changes on every rotation, so a
-  // cache keyed by it can never hand out an old secret.
-  const secrets = new Map<string, string>();
-  function secretFor(monitorId: string, ciphertext: string): string {
-    const key = `${monitorId}|${ciphertext}`;
-    let s = secrets.get(key);
-    if (s === undefined) {
-      s = box.decrypt(ciphertext, monitorId);
-      if (secrets.size >= 10_000) secrets.clear();
-      secrets.set(key, s);
-    }
-    return s;
-  }
-
-  async function record(attempt: NewAttempt, kind: WebhookKind | 'none'): Promise<void> {
-    await repo.recordAttempt(attempt);
-    metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
-    const fields = {
-      event: attempt.event,
-      deliveryId: attempt.deliveryId,
-      monitorId: attempt.monitorId,
-      hitId: attempt.hitId,
-      outcome: attempt.outcome,
-      statusCode: attempt.statusCode,
-      latencyMs: attempt.latencyMs,
-      error: attempt.error,
-      url: attempt.url,
-    };
-    if (attempt.outcome === 'delivered') logger.verbose('webhook delivered', fields);
-    else if (attempt.outcome === 'skipped') logger.info('webhook skipped', fields);
-    else logger.warn('webhook delivery failed', fields);
-  }
-
-  interface Job {
-    event: 'monitor.hit' | 'monitor.test';
-    deliveryId: string;
-    hitId: string | null;
-    monitor: MonitorContext;
-    payload: WebhookPayload;
-    detectedAt?: string;
-  }
-
-  /** skip, or build, sign, send and log one delivery; resolves after the attempt row is committed */
-  async function dispatch(job: Job): Promise<void> {
-    const { monitor, event } = job;
-    const webhook = monitor.webhook;
-    const base = {
-      monitorId: monitor.id,
-      hitId: job.hitId,
-      event,
-      deliveryId: job.deliveryId,
-      url: webhook ? redactWebhookUrl(webhook.url, webhook.kind) : '',
-    };
-    const skip = skipReason(event, monitor, now());
-    if (skip || !webhook) {
-      const attempt: NewAttempt = {
-        ...base,
-        outcome: 'skipped',
-        statusCode: null,
-        latencyMs: null,
-        error: skip ?? 'monitor has no webhook',
-        responseSnippet: null,
-      };
-      return record(attempt, webhook?.kind ?? 'none');
-    }
-    const failed = (error: string): NewAttempt => ({
-      ...base,
-      outcome: 'failed',
-      statusCode: null,
-      latencyMs: null,
-      error,
-      responseSnippet: null,
+  function failClosed(err: Error): void {
+    if (fault) return;
+    fault = err;
+    logger.error('webhook-dispatcher failed closed: not consuming, messages stay on the queue', {
+      reason: err.message,
+      fix: 'start the dispatcher with the SECRETS_ENCRYPTION_KEY the secrets were stored with',
     });
-    const body = buildBody(webhook.kind, job.payload);
-    const size = Buffer.byteLength(body);
-    if (size > MAX_BODY_BYTES) {
-      return record(failed(`payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit`), webhook.kind);
+    lanes.releaseAll();
+    // not awaited: the messaging client's stop waits for the handlers, this one included
+    options.messaging?.stop().catch((e: unknown) => logger.warn('stopping the consumer failed', { error: String(e) }));
+  }
+
+  /** runs a job that goes out in its endpoint's lane; parks the message when the lane is backed up */
+  async function deliver(env: Envelope<DispatcherRoutingKey>, job: Job): Promise<ConsumeOutcome> {
+    const sendable = deliverer.sendable(job);
+    if (!sendable) {
+      await deliverer.recordSkip(job);
+      return 'ack';
     }
-    let secret: string;
-    try {
-      secret = secretFor(monitor.id, webhook.secretCiphertext);
-    } catch (err) {
-      if (!(err instanceof SecretBoxError)) throw err;
-      return record(
-        failed('the webhook signing secret cannot be decrypted (was SECRETS_ENCRYPTION_KEY changed?)'),
-        webhook.kind,
+    const { kind, url } = sendable.monitor.webhook;
+    let mayDefer = parking !== null;
+    for (;;) {
+      const r = await lanes.run(laneKey(kind, url), paceRuleFor(kind), mayDefer, (control) =>
+        deliverer.send(sendable, control, abort.signal),
       );
-    }
-    const headers = signedHeaders({ secret, event, deliveryId: job.deliveryId, body });
-    const result = await sender.send({ url: webhook.url, body, headers });
-    metrics.latency.observe({ outcome: result.outcome }, result.latencyMs / 1000);
-    if (job.detectedAt && result.outcome === 'delivered') {
-      const age = (Date.now() - Date.parse(job.detectedAt)) / 1000;
-      if (Number.isFinite(age) && age >= 0) metrics.hitAge.observe(age);
-    }
-    await record(
-      {
-        ...base,
-        outcome: result.outcome,
-        statusCode: result.statusCode,
-        latencyMs: result.latencyMs,
-        error: result.error,
-        responseSnippet: result.responseSnippet,
-      },
-      webhook.kind,
-    );
-    const broken = brokenReasonFor(webhook.kind, result.statusCode);
-    if (broken) {
-      await repo.markBroken(webhook.id, broken);
-      logger.warn('webhook endpoint marked broken', { monitorId: monitor.id, url: base.url, reason: broken });
-    } else if (result.outcome === 'delivered' && webhook.isBroken) {
-      await repo.clearBroken(webhook.id);
-      logger.info('webhook endpoint works again', { monitorId: monitor.id, url: base.url });
-    }
-  }
-
-  /** the monitor of a message, or why the message is dropped */
-  async function monitorFor(
-    env: Envelope,
-    monitorId: unknown,
-  ): Promise<{ monitor: MonitorContext } | { outcome: ConsumeOutcome }> {
-    const accountId = header(env, 'accountId');
-    if (typeof monitorId !== 'string' || !UUID.test(monitorId)) {
-      logger.warn('message names no valid monitor id; dead-lettered', {
-        messageId: env.messageId,
-        routingKey: env.routingKey,
-      });
-      return { outcome: 'dead-letter' };
-    }
-    const monitor = await repo.getMonitor(monitorId);
-    if (!monitor) {
-      // deleted since the event was published: nothing to deliver, nowhere to log an attempt
-      logger.info('monitor no longer exists; message dropped', { messageId: env.messageId, monitorId });
-      return { outcome: 'ack' };
-    }
-    if (accountId !== undefined && accountId !== monitor.accountId) {
-      logger.warn('message account does not own the monitor; dead-lettered', { messageId: env.messageId, monitorId });
-      return { outcome: 'dead-letter' };
-    }
-    return { monitor };
-  }
-
-  async function handleHit(env: Envelope): Promise<ConsumeOutcome> {
-    const payload = env.payload as WebhookPayload & { event: 'monitor.hit' };
-    const hitId = header(env, 'hitId');
-    if (payload?.event !== 'monitor.hit' || !payload.tweet || (hitId !== undefined && !UUID.test(hitId))) {
-      logger.warn('malformed monitor.hit message; dead-lettered', { messageId: env.messageId });
-      return 'dead-letter';
-    }
-    if (env.redelivered) {
-      // The broker re-sent a message we may have handled already (we stopped before the ack).
-      // Its attempt is logged: do not send again (delivered, or failed: no automatic retries).
-      // Not logged: it was never sent, or sent but not recorded; send it (at least once).
-      const logged = await repo.loggedOutcome(env.messageId);
-      if (logged) {
-        logger.info('hit already handled; redelivered message acknowledged', {
-          deliveryId: env.messageId,
-          outcome: logged,
-        });
+      if (r.kind === 'ran') return 'ack';
+      if (r.kind === 'released') return 'requeue';
+      if (parking && (await parking.park(env))) {
+        metrics.messages.inc({ routing_key: env.routingKey, result: 'deferred' });
         return 'ack';
       }
+      mayDefer = false; // parking failed: wait in memory like before
     }
-    const found = await monitorFor(env, payload.monitor?.id);
-    if ('outcome' in found) return found.outcome;
-    await dispatch({
-      event: 'monitor.hit',
-      deliveryId: env.messageId,
-      hitId: hitId ?? null,
-      monitor: found.monitor,
-      payload,
-      detectedAt: payload.detectedAt,
-    });
-    return 'ack';
   }
 
-  async function handleTest(env: Envelope): Promise<ConsumeOutcome> {
-    const payload = env.payload as { event?: string; monitor?: MonitorRef };
-    if (payload?.event !== 'monitor.test') {
-      logger.warn('malformed monitor.test message; dead-lettered', { messageId: env.messageId });
+  async function process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
+    if (!DISPATCHER_BINDINGS.includes(env.routingKey)) {
+      logger.warn('unexpected routing key; dead-lettered', { routingKey: env.routingKey, messageId: env.messageId });
       return 'dead-letter';
     }
-    const found = await monitorFor(env, payload.monitor?.id);
-    if ('outcome' in found) return found.outcome;
-    const m = found.monitor;
-    await dispatch({
-      event: 'monitor.test',
-      deliveryId: env.messageId,
-      hitId: null,
-      monitor: m,
-      payload: {
-        event: 'monitor.test',
-        monitor: {
-          id: m.id,
-          targetUsername: payload.monitor?.targetUsername ?? m.targetUsername,
-          keywords: keywordsOf(payload.monitor?.keywords ?? m.keywords),
-        },
-        test: true,
-      },
-    });
-    return 'ack';
-  }
-
-  async function handleRedeliver(env: Envelope): Promise<ConsumeOutcome> {
-    const attemptId = (env.payload as { attemptId?: unknown } | null)?.attemptId;
-    if (typeof attemptId !== 'string' || !UUID.test(attemptId)) {
-      logger.warn('malformed webhook.redeliver message; dead-lettered', { messageId: env.messageId });
-      return 'dead-letter';
-    }
-    const attempt = await repo.getAttempt(attemptId);
-    if (!attempt) {
-      logger.warn('redeliver: no such delivery attempt; dropped', { messageId: env.messageId, attemptId });
-      return 'ack';
-    }
-    const found = await monitorFor(env, attempt.monitorId);
-    if ('outcome' in found) return found.outcome;
-    const m = found.monitor;
-    const monitorRef: MonitorRef = { id: m.id, targetUsername: m.targetUsername, keywords: keywordsOf(m.keywords) };
-    if (attempt.event === 'monitor.test') {
-      await dispatch({
-        event: 'monitor.test',
-        deliveryId: attempt.deliveryId,
-        hitId: null,
-        monitor: m,
-        payload: { event: 'monitor.test', monitor: monitorRef, test: true },
-      });
-      return 'ack';
-    }
-    const hit = attempt.hitId ? await repo.getHit(attempt.hitId) : null;
-    if (!hit) {
-      logger.warn('redeliver: the hit of this attempt no longer exists; dropped', { attemptId });
-      return 'ack';
-    }
-    await dispatch({
-      event: 'monitor.hit',
-      deliveryId: attempt.deliveryId,
-      hitId: hit.id,
-      monitor: m,
-      payload: {
-        event: 'monitor.hit',
-        monitor: monitorRef,
-        tweet: {
-          id: hit.tweetId,
-          text: hit.tweetText,
-          authorUsername: hit.tweetAuthorUsername,
-          createdAt: hit.tweetCreatedAt.toISOString(),
-        },
-        detectedAt: hit.detectedAt.toISOString(),
-      },
-    });
-    return 'ack';
-  }
-
-  async function handle(env: Envelope): Promise<ConsumeOutcome> {
-    let outcome: ConsumeOutcome;
     try {
-      switch (env.routingKey) {
-        case 'monitor.hit':
-          outcome = await handleHit(env);
-          break;
-        case 'monitor.test':
-          outcome = await handleTest(env);
-          break;
-        case 'webhook.redeliver':
-          outcome = await handleRedeliver(env);
-          break;
-        default:
-          logger.warn('unexpected routing key; dead-lettered', {
-            routingKey: env.routingKey,
-            messageId: env.messageId,
-          });
-          outcome = 'dead-letter';
-      }
+      const prepared = await prepare(narrowEnvelope(env));
+      return 'outcome' in prepared ? prepared.outcome : await deliver(env, prepared.job);
     } catch (err) {
-      if (isTransientDbError(err)) {
-        // PostgreSQL unreachable: not the message's fault. Hand it back after a pause (no dead
-        // letter, no hot loop); it is delivered again, at least once, when the database is back.
-        metrics.messages.inc({ routing_key: env.routingKey, result: 'retry' });
-        logger.warn('database unavailable; message requeued', {
-          messageId: env.messageId,
-          routingKey: env.routingKey,
-          error: err instanceof Error ? err.message : String(err),
-        });
-        await new Promise((r) => setTimeout(r, options.transientRetryDelayMs ?? 1000));
-        return 'requeue';
-      }
-      if (isMissingParent(err)) {
-        logger.info('monitor or hit deleted during delivery; message dropped', { messageId: env.messageId });
-        outcome = 'ack';
-      } else {
-        metrics.messages.inc({ routing_key: env.routingKey, result: 'error' });
-        logger.error('handling failed; message will be retried', {
-          messageId: env.messageId,
-          routingKey: env.routingKey,
-          err,
-        });
-        throw err;
+      return outcomeOfError(env, err, {
+        logger,
+        metrics,
+        failClosed,
+        transientRetryDelayMs: options.transientRetryDelayMs,
+      });
+    }
+  }
+
+  async function handle(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
+    let outcome: ConsumeOutcome = 'requeue';
+    if (!fault && !stopping) {
+      const work = process(env);
+      inflight.add(work);
+      try {
+        outcome = await work;
+      } finally {
+        inflight.delete(work);
       }
     }
     metrics.messages.inc({ routing_key: env.routingKey, result: outcome });
@@ -416,15 +268,28 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   return {
     async start() {
       if (!options.messaging) throw new Error('createDispatcher: start() needs the messaging client');
-      await options.messaging.consume({
-        queue: options.queue ?? DISPATCHER_QUEUE,
-        bindings: DISPATCHER_BINDINGS,
-        prefetch: options.prefetch ?? 256,
-        handler: handle,
-      });
+      await options.messaging.consume({ queue, bindings: DISPATCHER_BINDINGS, prefetch, handler: handle });
+      if (options.amqpUrl) parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, logger);
+      if ((options.retentionDays ?? 30) > 0) retention.start();
     },
     handle,
-    close: () => sender.close(),
+    stop() {
+      stopping ??= (async () => {
+        lanes.releaseAll();
+        const timer = setTimeout(() => abort.abort(), options.shutdownGraceMs ?? 20_000);
+        await Promise.allSettled([...inflight]);
+        clearTimeout(timer);
+        await retention.stop();
+        await parking?.close();
+      })();
+      return stopping;
+    },
+    close() {
+      sender.close();
+      lanes.close();
+    },
+    check: () => (fault ? Promise.reject(fault) : Promise.resolve()),
     inFlight: () => sender.inFlight(),
+    retention,
   };
 }

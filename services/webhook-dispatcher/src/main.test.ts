@@ -110,7 +110,10 @@ describe('webhook-dispatcher process', () => {
     expect(health.status).toBe(200);
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ok', checks: { database: 'ok', rabbitmq: 'ok', migrations: 'ok' } });
+    expect(await ready.json()).toEqual({
+      status: 'ok',
+      checks: { database: 'ok', rabbitmq: 'ok', secrets: 'ok', migrations: 'ok' },
+    });
     await waitFor(async () => {
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       return /webhook_delivery_attempts_total\{[^}]*outcome="delivered"[^}]*\} 1/.test(metrics);
@@ -128,6 +131,53 @@ describe('webhook-dispatcher process', () => {
     expect(rows[0]).toMatchObject({ outcome: 'delivered', statusCode: 200 });
     expect(rows[0]!.latencyMs).toBeGreaterThanOrEqual(1400);
     expect(p.output.some((l) => l.includes('webhook-dispatcher stopped'))).toBe(true);
+  });
+
+  it('SIGTERM drains for at most DISPATCH_SHUTDOWN_GRACE_MS; an unfinished delivery is left for another replica, unlogged', async () => {
+    receiver.setResponder(() => ({ status: 200, delayMs: 60_000 }));
+    const p = await spawnDispatcher({ ...env(), DISPATCH_SHUTDOWN_GRACE_MS: '1500' });
+    running.push(p);
+    const hit = await createHit(db, monitor);
+    const id = await publishHit(hit);
+    await receiver.waitForRequests(1, 30_000);
+    const signalled = Date.now();
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+    // the receiver would have answered after 60 s; the process left after the 1.5 s grace
+    expect(Date.now() - signalled).toBeLessThan(15_000);
+    expect(p.output.some((l) => l.includes('left for another replica'))).toBe(true);
+    expect(await db.deliveryAttempt.count({ where: { deliveryId: id } })).toBe(0);
+
+    // another replica takes it: sent again with the same delivery id, logged once
+    receiver.setResponder(() => ({ status: 200 }));
+    await start();
+    await receiver.waitForRequests(2, 30_000);
+    expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([id, id]);
+    await waitFor(async () => (await db.deliveryAttempt.count({ where: { deliveryId: id } })) === 1, 30_000);
+    expect(await db.deliveryAttempt.findFirst({ where: { deliveryId: id } })).toMatchObject({ outcome: 'delivered' });
+  });
+
+  it('fails closed when the stored secrets cannot be decrypted: not ready, one error, messages stay queued', async () => {
+    const wrong = await spawnDispatcher({ ...env(), SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
+    running.push(wrong);
+    const port = opsPort(wrong);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await publishHit(await createHit(db, monitor)));
+    await waitFor(() => wrong.output.some((l) => l.includes('failed closed')), 30_000);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(503);
+    // the body says ok/failed per dependency only; the reason is in the one error line
+    expect(((await ready.json()) as { checks: Record<string, string> }).checks.secrets).toBe('failed');
+    expect(wrong.output.find((l) => l.includes('failed closed'))).toMatch(/SECRETS_ENCRYPTION_KEY/);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(wrong.output.filter((l) => l.includes('failed closed'))).toHaveLength(1);
+    expect(receiver.requests).toHaveLength(0);
+    expect(await db.deliveryAttempt.count({ where: { deliveryId: { in: ids } } })).toBe(0);
+
+    // the messages were handed back, not dead-lettered: a replica with the right key delivers them all
+    await start();
+    await waitFor(() => receiver.requests.length >= 3, 30_000);
+    expect(new Set(receiver.requests.map((r) => r.headers['x-service-delivery']))).toEqual(new Set(ids));
   });
 
   it('loses no hit when killed (SIGKILL) mid-stream and restarted', async () => {

@@ -8,7 +8,7 @@
 import { runService, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createDispatcher } from './app';
+import { createDispatcher, dispatcherOptionsFromEnv } from './app';
 import { createPrismaRepository } from './adapters/repository';
 import { parseDispatcherEnv, type DispatcherEnv } from './env';
 
@@ -23,12 +23,8 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
       repository,
       messaging: amqp,
       logger,
-      secretsKey: env.SECRETS_ENCRYPTION_KEY,
-      timeoutMs: env.WEBHOOK_TIMEOUT_MS,
-      maxConcurrencyPerEndpoint: env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
-      allowPrivateHosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
-      prefetch: env.DISPATCH_PREFETCH,
       registry,
+      ...dispatcherOptionsFromEnv(env),
     });
     if (env.WEBHOOK_ALLOW_PRIVATE_HOSTS.length) {
       logger.warn('private-address check disabled for some hosts (WEBHOOK_ALLOW_PRIVATE_HOSTS)', {
@@ -39,17 +35,24 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
       await untilStopped(amqp.start());
       await dispatcher.start();
     } catch (err) {
-      await amqp.stop().catch(() => undefined);
+      await Promise.all([dispatcher.stop(), amqp.stop().catch(() => undefined)]);
       dispatcher.close();
       await db.$disconnect();
       throw err;
     }
     return {
       info: { prefetch: env.DISPATCH_PREFETCH },
-      checks: { database: () => repository.ping(), rabbitmq: () => amqp.check(), migrations: migrationsCheck(db) },
+      checks: {
+        database: () => repository.ping(),
+        rabbitmq: () => amqp.check(),
+        secrets: () => dispatcher.check(),
+        migrations: migrationsCheck(db),
+      },
       async stop() {
         logger.info('webhook-dispatcher stopping: finishing deliveries in flight');
-        await amqp.stop(); // stops consuming and waits for the handlers in flight (each logs and acks)
+        // amqp.stop() cancels the consumer and waits for the handlers; dispatcher.stop() bounds them
+        // by DISPATCH_SHUTDOWN_GRACE_MS (unfinished deliveries are handed back unlogged)
+        await Promise.all([dispatcher.stop(), amqp.stop()]);
         dispatcher.close();
         await db.$disconnect();
       },

@@ -8,4 +8,5 @@ export type { ConsumeOutcome } from '@sts/messaging';
 
 export type DispatcherRoutingKey = 'monitor.hit' | 'monitor.test' | 'webhook.redeliver';
 export type DispatcherEnvelope = Envelope<DispatcherRoutingKey>;
-export type DispatcherMessaging = Pick<AmqpClient, 'consume'>;
+/** consume; stop when the dispatcher fails closed (it stops consuming, see app.ts) */
+export type DispatcherMessaging = Pick<AmqpClient, 'consume' | 'stop'>;

@@ -54,6 +54,20 @@ describe('HTTPS sender', () => {
     expect(req.headers['x-test']).toBe('1');
   });
 
+  it('an answer longer than the 64 KiB read limit keeps its status, latency and snippet (issue 10 item 3)', async () => {
+    receiver.setResponder(() => ({ status: 200, body: 'y'.repeat(70_000) }));
+    const ok = await sender.send({ url: `${receiver.url}/big`, body: '{}', headers });
+    expect(ok).toMatchObject({ outcome: 'delivered', statusCode: 200, error: null, truncated: true });
+    expect(ok.responseSnippet).toBe('y'.repeat(512));
+    expect(ok.latencyMs).toEqual(expect.any(Number));
+    receiver.setResponder(() => ({ status: 404, body: 'n'.repeat(70_000) }));
+    const missing = await sender.send({ url: `${receiver.url}/big`, body: '{}', headers });
+    expect(missing).toMatchObject({ outcome: 'failed', statusCode: 404, truncated: true });
+    // the sender still works afterwards (the dropped connection is not reused)
+    receiver.setResponder(() => ({ status: 200, body: 'small' }));
+    await expect(sender.send({ url: receiver.url, body: '{}', headers })).resolves.toMatchObject({ statusCode: 200 });
+  });
+
   it('reuses keep-alive connections', async () => {
     const before = receiver.connectionCount();
     for (let i = 0; i < 5; i++) {

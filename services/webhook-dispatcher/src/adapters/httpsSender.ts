@@ -22,6 +22,10 @@ export interface SendRequest {
   url: string;
   body: string | Buffer;
   headers: Record<string, string>;
+  /** the key of the per-endpoint concurrency limit (default: host:port of the URL) */
+  endpointKey?: string;
+  /** aborting destroys the request (the dispatcher's shutdown grace period ran out) */
+  signal?: AbortSignal;
 }
 
 export interface SendResult {
@@ -32,6 +36,10 @@ export interface SendResult {
   responseSnippet: string | null;
   /** the address policy refused the target; no connection was made */
   refused: boolean;
+  /** response headers (empty when there was no response) */
+  headers: Record<string, string | string[] | undefined>;
+  /** the answer was longer than the read limit; only its start was read */
+  truncated: boolean;
 }
 
 export interface HttpsSenderOptions {
@@ -157,7 +165,9 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
   const agent = new https.Agent({
     keepAlive: true,
     keepAliveMsecs: 1000,
-    maxSockets: perEndpoint,
+    // The per-endpoint limit is the semaphore below, keyed by endpoint; Discord and Slack webhooks
+    // of many customers share one host, and must not queue behind each other inside the agent.
+    maxSockets: Infinity,
     maxFreeSockets: perEndpoint,
     scheduling: 'lifo',
     timeout: 4000,
@@ -190,20 +200,31 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
             size += chunk.length;
             chunks.push(chunk);
             if (size > maxResponseBytes) {
+              // Settle first: destroying the response emits 'aborted' at once, and that must not
+              // turn a read-limit cut into a failure (the status and headers are already here).
               truncated = true;
-              res.destroy();
               resolve({ res, data: Buffer.concat(chunks), truncated });
+              res.destroy();
             }
           });
           res.on('end', () => resolve({ res, data: Buffer.concat(chunks), truncated }));
           res.on('error', (err) => (truncated ? undefined : reject(err)));
-          res.on('aborted', () => reject(new Error('response aborted')));
+          res.on('aborted', () => (truncated ? undefined : reject(new Error('response aborted'))));
         },
       );
       req.on('error', (err) => {
         (err as { reusedSocket?: boolean }).reusedSocket = req.reusedSocket;
         reject(err);
       });
+      const signal = request.signal;
+      if (signal) {
+        const abort = () => req.destroy(new Error('aborted: the dispatcher is stopping'));
+        if (signal.aborted) abort();
+        else {
+          signal.addEventListener('abort', abort, { once: true });
+          req.on('close', () => signal.removeEventListener('abort', abort));
+        }
+      }
       // one deadline for the whole delivery, also across the reconnect below
       clearTimeout(deadline.timer);
       deadline.timer = setTimeout(
@@ -224,6 +245,8 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
       error,
       responseSnippet: null,
       refused,
+      headers: {},
+      truncated: false,
     });
     let target: URL;
     try {
@@ -239,7 +262,7 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
       if (reason) return fail(`refused to connect to ${host}: ${reason}`, true);
     }
     const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
-    const key = `${host}:${target.port || '443'}`;
+    const key = request.endpointKey ?? `${host}:${target.port || '443'}`;
     let sem = semaphores.get(key);
     if (!sem) semaphores.set(key, (sem = new Semaphore(perEndpoint)));
     inFlight++;
@@ -273,6 +296,8 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
         error,
         responseSnippet: snippet,
         refused: false,
+        headers: result.res.headers,
+        truncated: result.truncated,
       };
     } catch (err) {
       return {
@@ -285,6 +310,8 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
             : describeError(err, options.timeoutMs),
         responseSnippet: null,
         refused: err instanceof RefusedAddressError,
+        headers: {},
+        truncated: false,
       };
     } finally {
       clearTimeout(deadline.timer);

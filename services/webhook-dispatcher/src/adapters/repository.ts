@@ -56,11 +56,21 @@ export interface DispatcherRepository {
   getAttempt(id: string): Promise<AttemptRecord | null>;
   /** resolves once the row is committed */
   recordAttempt(attempt: NewAttempt): Promise<void>;
-  /** the outcome of an attempt already logged with this delivery id, if any (delivered first) */
-  loggedOutcome(deliveryId: string): Promise<'delivered' | 'failed' | 'skipped' | null>;
+  /** the attempts already logged with this delivery id (outcome and status) */
+  loggedAttempts(deliveryId: string): Promise<LoggedAttempt[]>;
   markBroken(endpointId: string, reason: string): Promise<void>;
   clearBroken(endpointId: string): Promise<void>;
   ping(): Promise<void>;
+  /**
+   * Deletes up to `batch` attempts created before `cutoff`; returns how many. Rows another
+   * replica is deleting at the same time are skipped (FOR UPDATE SKIP LOCKED), never waited for.
+   */
+  deleteAttemptsBefore(cutoff: Date, batch: number): Promise<number>;
+}
+
+export interface LoggedAttempt {
+  outcome: 'delivered' | 'failed' | 'skipped';
+  statusCode: number | null;
 }
 
 /**
@@ -135,11 +145,8 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
       const failed = await writeAttempts(attempt);
       if (failed) throw failed;
     },
-    loggedOutcome: async (deliveryId) => {
-      const rows = await db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true } });
-      if (rows.length === 0) return null;
-      return rows.some((r) => r.outcome === 'delivered') ? 'delivered' : rows[0]!.outcome;
-    },
+    loggedAttempts: (deliveryId) =>
+      db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true, statusCode: true } }),
     markBroken: async (endpointId, reason) => {
       await db.webhookEndpoint.updateMany({
         where: { id: endpointId },
@@ -155,5 +162,11 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
     ping: async () => {
       await db.$queryRaw`SELECT 1`;
     },
+    deleteAttemptsBefore: async (cutoff, batch) =>
+      db.$executeRaw`
+        WITH doomed AS (
+          SELECT id FROM delivery_attempts WHERE created_at < ${cutoff} LIMIT ${batch} FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM delivery_attempts d USING doomed WHERE d.id = doomed.id`,
   };
 }

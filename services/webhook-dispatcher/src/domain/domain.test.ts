@@ -11,6 +11,7 @@ import {
   type TestPayload,
 } from './payloads';
 import { brokenReasonFor, redactWebhookUrl, skipReason, SKIP_REASONS } from './policy';
+import { laneKey, PLATFORM_PACE, retryAfterMs, TokenBucket } from './pacing';
 
 const hit: HitPayload = {
   event: 'monitor.hit',
@@ -160,6 +161,47 @@ describe('delivery policy', () => {
     expect(brokenReasonFor('native', 404)).toBeNull();
     expect(brokenReasonFor('discord', 500)).toBeNull();
     expect(brokenReasonFor('slack', null)).toBeNull();
+    // revoked or invalid tokens (issue 10 item 7)
+    expect(brokenReasonFor('discord', 401)).toMatch(/Discord answered HTTP 401: the webhook token was revoked/);
+    expect(brokenReasonFor('slack', 403)).toMatch(/Slack answered HTTP 403/);
+    expect(brokenReasonFor('native', 401)).toBeNull();
+    expect(brokenReasonFor('discord', 429)).toBeNull();
+  });
+
+  describe('platform flow control (pacing.ts)', () => {
+    it('keys Discord and Slack by webhook, native endpoints by host and port', () => {
+      expect(laneKey('discord', 'https://discord.com/api/webhooks/123/tok')).toBe('discord:123');
+      expect(laneKey('discord', 'https://discord.com/api/webhooks/456/tok')).toBe('discord:456');
+      expect(laneKey('slack', 'https://hooks.slack.com/services/T1/B2/x')).toBe('slack:/services/T1/B2/x');
+      expect(laneKey('native', 'https://Example.com/a?b=1')).toBe('example.com:443');
+      expect(laneKey('native', 'https://example.com:8443/a')).toBe('example.com:8443');
+    });
+
+    it('paces with a token bucket (Discord: 5 at once, then 2.5/s) and honours a block', () => {
+      const b = new TokenBucket(PLATFORM_PACE.discord, 0);
+      for (let i = 0; i < 5; i++) expect(b.tryTake(0)).toBe(true);
+      expect(b.tryTake(0)).toBe(false);
+      expect(b.waitMs(0)).toBe(400);
+      expect(b.tryTake(400)).toBe(true);
+      b.blockUntil(3000, 500);
+      expect(b.waitMs(2999)).toBe(1);
+      expect(b.tryTake(3000)).toBe(true); // one token at the end of the block, refilling from then
+      expect(b.tryTake(3000)).toBe(false);
+      expect(b.tryTake(3400)).toBe(true);
+      expect(b.isFull(3400)).toBe(false);
+      expect(b.isFull(10_000)).toBe(true);
+    });
+
+    it('reads the wait of a 429 from Retry-After (seconds, fractions, HTTP date) or retry_after in the body', () => {
+      expect(retryAfterMs({ 'retry-after': '2' }, null, 0)).toBe(2000);
+      expect(retryAfterMs({ 'retry-after': '0.35' }, null, 0)).toBe(350);
+      expect(retryAfterMs({ 'retry-after': new Date(5000).toUTCString() }, null, 1000)).toBe(4000);
+      expect(retryAfterMs({}, '{"message":"You are being rate limited.","retry_after":0.632,"global":false}', 0)).toBe(
+        632,
+      );
+      expect(retryAfterMs({}, 'rate limited', 0)).toBeNull();
+      expect(retryAfterMs({ 'retry-after': 'soon' }, '{"retry_after":-1}', 0)).toBeNull();
+    });
   });
 
   it('redacts webhook tokens in logged URLs', () => {

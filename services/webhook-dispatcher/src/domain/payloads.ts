@@ -11,36 +11,12 @@
  *   (a mrkdwn section with the linked title and the text, and a context block naming the
  *   monitor and the time); `&`, `<` and `>` escaped so text cannot form links or mentions.
  */
+import type { MonitorHitEvent, MonitorTestEvent } from '@sts/messaging';
 
-export interface MonitorRef {
-  id: string;
-  targetUsername: string;
-  /** null when the monitor has no keyword filter */
-  keywords: string[] | null;
-}
-
-export interface TweetRef {
-  id: string;
-  text: string;
-  authorUsername: string;
-  /** ISO 8601 UTC */
-  createdAt: string;
-}
-
-export interface HitPayload {
-  event: 'monitor.hit';
-  monitor: MonitorRef;
-  tweet: TweetRef;
-  /** ISO 8601 UTC */
-  detectedAt: string;
-}
-
-export interface TestPayload {
-  event: 'monitor.test';
-  monitor: MonitorRef;
-  test: true;
-}
-
+/** The payload types are the message contracts of @sts/messaging (SPEC.md section 6), not copies. */
+export type HitPayload = MonitorHitEvent;
+export type TestPayload = MonitorTestEvent;
+export type MonitorRef = MonitorHitEvent['monitor'];
 export type WebhookPayload = HitPayload | TestPayload;
 export type WebhookKind = 'native' | 'discord' | 'slack';
 

@@ -45,11 +45,19 @@ export function skipReason(
   return null;
 }
 
-/** Discord and Slack answer 404 or 410 for a deleted incoming webhook: stop sending to it. */
+/**
+ * Discord and Slack answer 404 or 410 for a deleted incoming webhook, and 401 or 403 for a revoked
+ * or invalid token (Discord "Invalid Webhook Token", Slack `invalid_token` / `action_prohibited`):
+ * either way the webhook will not work again until the user fixes it, so stop sending to it.
+ */
 export function brokenReasonFor(kind: WebhookKind, status: number | null): string | null {
-  if (kind === 'native' || (status !== 404 && status !== 410)) return null;
+  if (kind === 'native' || status === null) return null;
   const name = kind === 'discord' ? 'Discord' : 'Slack';
-  return `${name} answered HTTP ${status}: the incoming webhook no longer exists`;
+  if (status === 404 || status === 410) return `${name} answered HTTP ${status}: the incoming webhook no longer exists`;
+  if (status === 401 || status === 403) {
+    return `${name} answered HTTP ${status}: the webhook token was revoked or is not valid`;
+  }
+  return null;
 }
 
 /**
@@ -76,4 +84,17 @@ export function redactWebhookUrl(raw: string, kind: WebhookKind): string {
   }
   if (u.search) u.search = '?[REDACTED]';
   return u.toString().replace(/%5BREDACTED%5D/g, '[REDACTED]');
+}
+
+/**
+ * Whether a delivery id already has its final attempt in the log (a broker redelivery of it is then
+ * acknowledged without sending). A 429 attempt is not final: it was the platform's "later", and the
+ * dispatcher was still waiting to send it again when it stopped.
+ */
+export function finalOutcome(
+  logged: readonly { outcome: 'delivered' | 'failed' | 'skipped'; statusCode: number | null }[],
+): 'delivered' | 'failed' | 'skipped' | null {
+  const final = logged.filter((a) => !(a.outcome === 'failed' && a.statusCode === 429));
+  if (final.length === 0) return null;
+  return final.some((a) => a.outcome === 'delivered') ? 'delivered' : final[0]!.outcome;
 }

@@ -1,0 +1,239 @@
+/**
+ * One delivery: decide whether it goes out (skip reasons), build and sign the body, send it, log
+ * every attempt, and keep the endpoint's broken flag current. Discord and Slack 429 answers are
+ * the platform's flow control: the same delivery (same X-Service-Delivery, fresh timestamp and
+ * signature) is sent again after the wait the platform names, at most RATE_LIMIT_MAX_WAITS times
+ * and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt logged.
+ */
+import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
+import type { Logger } from '@sts/common';
+import { signedHeaders } from '@sts/signing';
+import { buildBody, MAX_BODY_BYTES, type WebhookKind, type WebhookPayload } from './domain/payloads';
+import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
+import {
+  laneKey,
+  RATE_LIMIT_DEFAULT_WAIT_MS,
+  RATE_LIMIT_MAX_TOTAL_MS,
+  RATE_LIMIT_MAX_WAITS,
+  retryAfterMs,
+} from './domain/pacing';
+import type { HttpsSender, SendResult } from './adapters/httpsSender';
+import type { DispatcherRepository, MonitorContext, NewAttempt } from './adapters/repository';
+import type { LaneControl } from './lanes';
+import type { DispatcherMetrics } from './metrics';
+
+export interface Job {
+  event: 'monitor.hit' | 'monitor.test';
+  deliveryId: string;
+  hitId: string | null;
+  monitor: MonitorContext;
+  payload: WebhookPayload;
+  detectedAt?: string;
+}
+
+/** A job that goes out: its monitor has a webhook and no skip reason. */
+export type SendableJob = Job & { monitor: MonitorContext & { webhook: NonNullable<MonitorContext['webhook']> } };
+
+/** A stored secret cannot be decrypted: a server-side fault (wrong SECRETS_ENCRYPTION_KEY), not the message's. */
+export class SecretsUnavailableError extends Error {
+  override name = 'SecretsUnavailableError';
+}
+
+/** The dispatcher is stopping and this delivery did not finish within the grace period; nothing was logged. */
+export class DrainAbortError extends Error {
+  override name = 'DrainAbortError';
+}
+
+export interface DelivererOptions {
+  repository: DispatcherRepository;
+  sender: HttpsSender;
+  logger: Logger;
+  metrics: DispatcherMetrics;
+  secretsKey: string | Buffer;
+  now: () => Date;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * A factory of small closures (each under 60 lines) sharing the secret cache, the repository and
+ * the metrics; its length is the sum of those, not one long procedure.
+ */
+export function createDeliverer(options: DelivererOptions) {
+  const { repository: repo, sender, logger, metrics } = options;
+  const box: SecretBox = createSecretBox(options.secretsKey);
+
+  // Decrypting is cheap but not free at 1000/s; the ciphertext changes on every rotation, so a
+  // cache keyed by it can never hand out an old secret.
+  const secrets = new Map<string, string>();
+  function secretFor(monitorId: string, ciphertext: string): string {
+    const key = `${monitorId}|${ciphertext}`;
+    let s = secrets.get(key);
+    if (s === undefined) {
+      try {
+        s = box.decrypt(ciphertext, monitorId);
+      } catch (err) {
+        if (err instanceof SecretBoxError) {
+          throw new SecretsUnavailableError(
+            'a stored webhook signing secret cannot be decrypted: SECRETS_ENCRYPTION_KEY is not the key the secrets were stored with',
+          );
+        }
+        throw err;
+      }
+      if (secrets.size >= 10_000) secrets.clear();
+      secrets.set(key, s);
+    }
+    return s;
+  }
+
+  async function record(attempt: NewAttempt, kind: WebhookKind | 'none'): Promise<void> {
+    await repo.recordAttempt(attempt);
+    metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
+    const fields = {
+      event: attempt.event,
+      deliveryId: attempt.deliveryId,
+      monitorId: attempt.monitorId,
+      hitId: attempt.hitId,
+      outcome: attempt.outcome,
+      statusCode: attempt.statusCode,
+      latencyMs: attempt.latencyMs,
+      error: attempt.error,
+      url: attempt.url,
+    };
+    if (attempt.outcome === 'delivered') logger.verbose('webhook delivered', fields);
+    else if (attempt.outcome === 'skipped') logger.info('webhook skipped', fields);
+    else logger.warn('webhook delivery failed', fields);
+  }
+
+  function base(job: Job) {
+    const webhook = job.monitor.webhook;
+    return {
+      monitorId: job.monitor.id,
+      hitId: job.hitId,
+      event: job.event,
+      deliveryId: job.deliveryId,
+      url: webhook ? redactWebhookUrl(webhook.url, webhook.kind) : '',
+    };
+  }
+
+  /** the job as one that goes out, or null when it is skipped (then log it with recordSkip) */
+  function sendable(job: Job): SendableJob | null {
+    const webhook = job.monitor.webhook;
+    if (!webhook || skipReason(job.event, job.monitor, options.now())) return null;
+    return { ...job, monitor: { ...job.monitor, webhook } };
+  }
+
+  /** logs why a job does not go out */
+  async function recordSkip(job: Job): Promise<void> {
+    const webhook = job.monitor.webhook;
+    const error = skipReason(job.event, job.monitor, options.now()) ?? 'monitor has no webhook';
+    await record(
+      { ...base(job), outcome: 'skipped', statusCode: null, latencyMs: null, error, responseSnippet: null },
+      webhook?.kind ?? 'none',
+    );
+  }
+
+  function attemptOf(job: Job, result: SendResult, error: string | null): NewAttempt {
+    return {
+      ...base(job),
+      outcome: result.outcome,
+      statusCode: result.statusCode,
+      latencyMs: result.latencyMs,
+      error,
+      responseSnippet: result.responseSnippet,
+    };
+  }
+
+  async function updateBrokenFlag(job: SendableJob, result: SendResult): Promise<void> {
+    const webhook = job.monitor.webhook;
+    const broken = brokenReasonFor(webhook.kind, result.statusCode);
+    const url = redactWebhookUrl(webhook.url, webhook.kind);
+    if (broken) {
+      await repo.markBroken(webhook.id, broken);
+      logger.warn('webhook endpoint marked broken', { monitorId: job.monitor.id, url, reason: broken });
+    } else if (result.outcome === 'delivered' && webhook.isBroken) {
+      await repo.clearBroken(webhook.id);
+      logger.info('webhook endpoint works again', { monitorId: job.monitor.id, url });
+    }
+  }
+
+  /**
+   * Builds, signs and sends a job that goes out, logging each attempt. Resolves after the last
+   * attempt row is committed. Throws DrainAbortError (nothing logged for the unfinished attempt)
+   * when `signal` aborts first, SecretsUnavailableError when the secret cannot be decrypted.
+   */
+  async function send(job: SendableJob, lane: LaneControl | null, signal: AbortSignal): Promise<void> {
+    const webhook = job.monitor.webhook;
+    const body = buildBody(webhook.kind, job.payload);
+    const size = Buffer.byteLength(body);
+    if (size > MAX_BODY_BYTES) {
+      const error = `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit`;
+      return record(
+        { ...base(job), outcome: 'failed', statusCode: null, latencyMs: null, error, responseSnippet: null },
+        webhook.kind,
+      );
+    }
+    const secret = secretFor(job.monitor.id, webhook.secretCiphertext);
+    let waits = 0;
+    let waited = 0;
+    for (;;) {
+      const headers = signedHeaders({ secret, event: job.event, deliveryId: job.deliveryId, body });
+      const result = await sender.send({
+        url: webhook.url,
+        body,
+        headers,
+        endpointKey: laneKey(webhook.kind, webhook.url),
+        signal,
+      });
+      if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
+      metrics.latency.observe({ outcome: result.outcome }, result.latencyMs / 1000);
+      if (job.detectedAt && result.outcome === 'delivered') {
+        const age = (Date.now() - Date.parse(job.detectedAt)) / 1000;
+        if (Number.isFinite(age) && age >= 0) metrics.hitAge.observe(age);
+      }
+      const wait = rateLimitWait(webhook.kind, result, waits, waited);
+      if (wait === null) {
+        lane?.release(); // the endpoint answered for the last time: its slot is free for the next delivery
+        const error =
+          result.statusCode === 429 && webhook.kind !== 'native'
+            ? `${platform(webhook.kind)} answered HTTP 429 (rate limited); gave up after ${waits} wait(s) of ${Math.round(waited / 100) / 10} s in all`
+            : result.error;
+        await record(attemptOf(job, result, error), webhook.kind);
+        return updateBrokenFlag(job, result);
+      }
+      waits++;
+      waited += wait;
+      const error = `${platform(webhook.kind)} answered HTTP 429 (rate limited); sending again in ${Math.round(wait / 100) / 10} s (wait ${waits} of ${RATE_LIMIT_MAX_WAITS})`;
+      await record(attemptOf(job, result, error), webhook.kind);
+      lane?.blockUntil(Date.now() + wait);
+      await sleep(wait, signal);
+      if (signal.aborted) throw new DrainAbortError('stopping while waiting out a 429');
+      await lane?.paced();
+    }
+  }
+
+  return { sendable, recordSkip, send };
+}
+
+function platform(kind: WebhookKind): string {
+  return kind === 'discord' ? 'Discord' : kind === 'slack' ? 'Slack' : 'the receiver';
+}
+
+/** ms to wait before sending again after a Discord/Slack 429, or null to stop here */
+function rateLimitWait(kind: WebhookKind, result: SendResult, waits: number, waited: number): number | null {
+  if (kind === 'native' || result.statusCode !== 429 || waits >= RATE_LIMIT_MAX_WAITS) return null;
+  const wait = retryAfterMs(result.headers, result.responseSnippet, Date.now()) ?? RATE_LIMIT_DEFAULT_WAIT_MS;
+  return waited + wait > RATE_LIMIT_MAX_TOTAL_MS ? null : wait;
+}
+
+export type Deliverer = ReturnType<typeof createDeliverer>;

@@ -1,0 +1,142 @@
+/**
+ * Platform flow control for Discord and Slack incoming webhooks. Pure: time is passed in.
+ *
+ * - Discord rate-limits each webhook (documented bucket: 5 requests per 2 s, reported in the
+ *   X-RateLimit-* headers) and answers 429 with `Retry-After` / `retry_after` (seconds, may be
+ *   fractional).
+ * - Slack allows about 1 message per second per incoming webhook, with short bursts, and answers
+ *   429 with a `Retry-After` header (seconds).
+ *
+ * Deliveries to one such webhook are paced by a token bucket so they stay under the rate; a 429 is
+ * the platform saying "later", so the same delivery is sent again after the wait it names,
+ * a bounded number of times (see README "Platform flow control").
+ */
+import type { WebhookKind } from './payloads';
+
+export interface PaceRule {
+  /** requests that may go out at once after a quiet period */
+  burst: number;
+  /** sustained requests per second */
+  perSecond: number;
+}
+
+export const PLATFORM_PACE: Readonly<Record<'discord' | 'slack', PaceRule>> = {
+  discord: { burst: 5, perSecond: 2.5 },
+  slack: { burst: 3, perSecond: 1 },
+};
+
+/** At most this many 429 waits per delivery, and at most this long waiting in all. */
+export const RATE_LIMIT_MAX_WAITS = 3;
+export const RATE_LIMIT_MAX_TOTAL_MS = 60_000;
+/** used when a 429 names no wait */
+export const RATE_LIMIT_DEFAULT_WAIT_MS = 1000;
+
+export function paceRuleFor(kind: WebhookKind): PaceRule | null {
+  return kind === 'native' ? null : PLATFORM_PACE[kind];
+}
+
+/**
+ * The key deliveries are queued, limited and paced by. Native endpoints: scheme-less host:port
+ * (many monitors pointing at one receiver share it). Discord and Slack: the webhook itself (one
+ * customer's webhook is rate-limited on its own; all of them share the host discord.com:443).
+ */
+export function laneKey(kind: WebhookKind, rawUrl: string): string {
+  let u: URL;
+  try {
+    u = new URL(rawUrl);
+  } catch {
+    return `invalid:${rawUrl}`;
+  }
+  const hostPort = `${u.hostname.toLowerCase()}:${u.port || '443'}`;
+  if (kind === 'discord') {
+    const id = /\/webhooks\/(\d+)/.exec(u.pathname)?.[1];
+    return `discord:${id ?? u.pathname}`;
+  }
+  if (kind === 'slack') return `slack:${u.pathname}`;
+  return hostPort;
+}
+
+/** A token bucket; `now` in ms. */
+export class TokenBucket {
+  private tokens: number;
+  private at: number;
+  private blockedUntil = 0;
+
+  constructor(
+    private readonly rule: PaceRule,
+    now: number,
+  ) {
+    this.tokens = rule.burst;
+    this.at = now;
+  }
+
+  private refill(now: number): void {
+    if (now > this.at) {
+      this.tokens = Math.min(this.rule.burst, this.tokens + ((now - this.at) / 1000) * this.rule.perSecond);
+      this.at = now;
+    }
+  }
+
+  /** ms until a token can be taken (0: now) */
+  waitMs(now: number): number {
+    this.refill(now);
+    const blocked = Math.max(0, this.blockedUntil - now);
+    const forToken = this.tokens >= 1 ? 0 : Math.ceil(((1 - this.tokens) / this.rule.perSecond) * 1000);
+    return Math.max(blocked, forToken);
+  }
+
+  /** takes a token if one is there */
+  tryTake(now: number): boolean {
+    if (this.waitMs(now) > 0) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  /** the platform said "not before `until`": no token before then, one token at `until`, refilling from there */
+  blockUntil(until: number, now: number): void {
+    this.refill(now);
+    this.blockedUntil = Math.max(this.blockedUntil, until);
+    this.tokens = 1;
+    this.at = Math.max(now, this.blockedUntil);
+  }
+
+  /** true when nothing is owed: the bucket can be forgotten */
+  isFull(now: number): boolean {
+    return this.waitMs(now) === 0 && this.tokens >= this.rule.burst;
+  }
+}
+
+function secondsToMs(raw: unknown): number | null {
+  const n = typeof raw === 'number' ? raw : typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : NaN;
+  return Number.isFinite(n) && n >= 0 ? Math.ceil(n * 1000) : null;
+}
+
+/**
+ * How long a 429 asks to wait, in ms: the `Retry-After` header (seconds, fractional allowed, or an
+ * HTTP date), else `retry_after` in a JSON body (seconds; Discord sends fractions), else null.
+ */
+export function retryAfterMs(
+  headers: Record<string, string | string[] | undefined>,
+  body: string | null,
+  now: number,
+): number | null {
+  const raw = headers['retry-after'];
+  const header = Array.isArray(raw) ? raw[0] : raw;
+  if (header !== undefined) {
+    const s = secondsToMs(header);
+    if (s !== null) return s;
+    const date = Date.parse(header);
+    if (Number.isFinite(date)) return Math.max(0, date - now);
+  }
+  if (body) {
+    try {
+      const parsed = JSON.parse(body) as unknown;
+      if (parsed && typeof parsed === 'object' && 'retry_after' in parsed) {
+        return secondsToMs(parsed.retry_after);
+      }
+    } catch {
+      // not JSON: no wait named
+    }
+  }
+  return null;
+}

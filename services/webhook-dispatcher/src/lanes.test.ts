@@ -1,0 +1,60 @@
+/**
+ * The lane scheduler on its own (no I/O): a stalled endpoint keeps its concurrency and (almost)
+ * no waiting line, another endpoint starts at once, a paced lane waits for its tokens.
+ */
+import { createLaneScheduler } from './lanes';
+
+const never = () => new Promise<never>(() => undefined);
+const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('lane scheduler', () => {
+  it('a stalled lane holds only its concurrency; the rest is deferred, and other lanes run at once', async () => {
+    const lanes = createLaneScheduler({ concurrency: 2, holdMs: 200, maxWaitingPerLane: 50, sweepMs: 20 });
+    try {
+      const first = [0, 1, 2, 3, 4].map(() => lanes.run('dead:443', null, true, never));
+      // two in flight, three waiting (the lane has no history yet: it looks fast)
+      expect(lanes.stats()).toMatchObject({ active: 2, waiting: 3 });
+      await tick(300);
+      // the deliveries in flight got old: the sweep gave the waiting ones back for parking
+      await expect(Promise.all(first.slice(2))).resolves.toEqual([
+        { kind: 'deferred' },
+        { kind: 'deferred' },
+        { kind: 'deferred' },
+      ]);
+      await expect(lanes.run('dead:443', null, true, never)).resolves.toEqual({ kind: 'deferred' });
+      await expect(lanes.run('healthy:443', null, true, () => Promise.resolve('sent'))).resolves.toEqual({
+        kind: 'ran',
+        value: 'sent',
+      });
+      // without parking (mayDefer false) a message waits instead of being deferred
+      const held = lanes.run('dead:443', null, false, never);
+      expect(lanes.stats().waiting).toBe(1);
+      lanes.releaseAll();
+      await expect(held).resolves.toEqual({ kind: 'released' });
+    } finally {
+      lanes.close();
+    }
+  });
+
+  it('paces a lane by its token bucket and frees the slot on release()', async () => {
+    const lanes = createLaneScheduler({ concurrency: 8, holdMs: 5000, maxWaitingPerLane: 50 });
+    try {
+      const started: number[] = [];
+      const t0 = Date.now();
+      const runs = Array.from({ length: 4 }, () =>
+        lanes.run('discord:1', { burst: 2, perSecond: 10 }, false, (control) => {
+          started.push(Date.now() - t0);
+          control.release();
+          return Promise.resolve();
+        }),
+      );
+      await Promise.all(runs);
+      expect(started).toHaveLength(4);
+      // two at once, then one per 100 ms
+      expect(started[2]!).toBeGreaterThanOrEqual(90);
+      expect(started[3]!).toBeGreaterThanOrEqual(190);
+    } finally {
+      lanes.close();
+    }
+  });
+});
