@@ -90,6 +90,24 @@ export interface ServiceDefinition<E extends RunEnv> {
   startedMessage?: string;
 }
 
+/** The ops server of a service: /healthz, /readyz (its checks, in its phase), /metrics on OPS_PORT. */
+function startServiceOps(
+  env: RunEnv,
+  logger: Logger,
+  registry: client.Registry,
+  checks: Record<string, ReadinessCheck>,
+  phase: () => ServicePhase,
+) {
+  return startOpsServer({
+    port: env.OPS_PORT,
+    host: env.OPS_HOST,
+    registry,
+    checks,
+    phase,
+    onCheckFailed: (check, error) => logger.warn('readiness check failed', { check, error }),
+  });
+}
+
 export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): void {
   const { name } = definition;
   const line = (level: string, message: string, meta: Record<string, unknown> = {}) =>
@@ -142,14 +160,7 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
   };
 
   void (async () => {
-    const ops = await startOpsServer({
-      port: env.OPS_PORT,
-      host: env.OPS_HOST,
-      registry,
-      checks,
-      phase: () => phase,
-      onCheckFailed: (check, error) => logger.warn('readiness check failed', { check, error }),
-    }).catch(failStart);
+    const ops = await startServiceOps(env, logger, registry, checks, () => phase).catch(failStart);
     line('info', `${name} starting`, { opsPort: ops.port });
     // (through a promise, so a start that throws synchronously is a start failure too)
     const starting = Promise.resolve().then(() => definition.start(env, context));
@@ -222,14 +233,7 @@ export async function startInProcess<E extends RunEnv>(
   const abort = new AbortController();
   const checks: Record<string, ReadinessCheck> = {};
   let phase: ServicePhase = 'starting';
-  const ops = await startOpsServer({
-    port: env.OPS_PORT,
-    host: env.OPS_HOST,
-    registry,
-    checks,
-    phase: () => phase,
-    onCheckFailed: (check, error) => logger.warn('readiness check failed', { check, error }),
-  });
+  const ops = await startServiceOps(env, logger, registry, checks, () => phase);
   let running: StartedService;
   try {
     running = await definition.start(env, {

@@ -5,6 +5,7 @@
  * data, so a ciphertext copied onto another monitor does not decrypt.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { z } from 'zod';
 
 export class SecretBoxError extends Error {
   override name = 'SecretBoxError';
@@ -55,4 +56,19 @@ export function createSecretBox(encryptionKey: string | Buffer): SecretBox {
 /** A new webhook signing secret: `whsec_` + 32 random bytes, base64url. Its UTF-8 bytes are the HMAC key. */
 export function generateWebhookSecret(): string {
   return `whsec_${randomBytes(32).toString('base64url')}`;
+}
+
+/** An environment field holding SECRETS_ENCRYPTION_KEY: 32 bytes as base64 or 64 hex digits. */
+export function encryptionKeyField() {
+  return z.string().refine(
+    (v) => {
+      try {
+        parseEncryptionKey(v);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: 'must be 32 bytes, as base64 or 64 hex digits' },
+  );
 }

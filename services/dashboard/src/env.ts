@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
-import { parseEncryptionKey } from '@sts/core';
+import { encryptionKeyField } from '@sts/core';
 import { useCaseEnv } from '@sts/usecases';
 
 const int = (fallback: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(fallback);
@@ -50,21 +50,7 @@ export const dashboardEnvSchema = z.object({
   /** the gateway's public address, shown in the API snippet on the keys page */
   API_PUBLIC_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3000'),
   /** webhook signing secrets are encrypted with it (same key as the dispatcher); optional until one is made */
-  SECRETS_ENCRYPTION_KEY: z
-    .string()
-    .optional()
-    .refine(
-      (v) => {
-        if (v === undefined) return true;
-        try {
-          parseEncryptionKey(v);
-          return true;
-        } catch {
-          return false;
-        }
-      },
-      { message: 'must be 32 bytes, as base64 or 64 hex digits' },
-    ),
+  SECRETS_ENCRYPTION_KEY: encryptionKeyField().optional(),
   /** save-time webhook URL rule (@sts/core checkWebhookUrlForSave): ports besides 443, and host
    * names exempt from the public-address rule (local development and tests only) */
   WEBHOOK_ALLOWED_PORTS: z.string().default(''),

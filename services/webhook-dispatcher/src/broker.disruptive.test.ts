@@ -97,7 +97,13 @@ describe('RabbitMQ restart while hits flow', () => {
     await publishing;
 
     const received = () => new Set(receiver.requests.map((r) => String(r.headers['x-service-delivery'])));
-    await waitFor(() => received().size >= published.size, 120_000, 100);
+    await waitFor(() => received().size >= published.size, 120_000, 100).catch((err: unknown) => {
+      // what the dispatcher said last: the only way to tell a lost message from a stuck consumer
+      console.log(
+        `received ${received().size} of ${published.size}; the dispatcher's last lines:\n${dispatcher?.output.slice(-60).join('\n')}`,
+      );
+      throw err;
+    });
     expect(published.size).toBe(200);
     expect(received()).toEqual(published);
     await waitFor(async () => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
-import { parseEncryptionKey } from '@sts/core';
+import { encryptionKeyField } from '@sts/core';
 
 const positiveInt = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
 
@@ -9,17 +9,7 @@ export const dispatcherEnvSchema = z.object({
   AMQP_URL: commonEnv.AMQP_URL,
   ...opsEnv(3004),
   /** decrypts the stored webhook signing secrets (32 bytes, base64 or 64 hex digits) */
-  SECRETS_ENCRYPTION_KEY: z.string().refine(
-    (v) => {
-      try {
-        parseEncryptionKey(v);
-        return true;
-      } catch {
-        return false;
-      }
-    },
-    { message: 'must be 32 bytes, as base64 or 64 hex digits' },
-  ),
+  SECRETS_ENCRYPTION_KEY: encryptionKeyField(),
   /** host names exempt from the private-address check (local development and tests); empty by default */
   WEBHOOK_ALLOW_PRIVATE_HOSTS: envFields.list(),
   /** whole-request time limit of one delivery */
