@@ -115,7 +115,7 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
       if (buf.includes('webhook-dispatcher started')) {
         clearTimeout(timer);
         const line = buf.split('\n').find((l) => l.includes('webhook-dispatcher started')) ?? '{}';
-        dispatcherPort = (JSON.parse(line) as { port?: number }).port ?? 0;
+        dispatcherPort = (JSON.parse(line) as { opsPort?: number }).opsPort ?? 0;
         child.stdout?.off('data', onData);
         // keep the last lines, to show them if the dispatcher dies during the run
         let tail: string[] = [];
