@@ -1,4 +1,4 @@
-import { Router, type Request } from 'express';
+import { Router, type Request, type Response } from 'express';
 import type { MonitorView, UseCases } from '@sts/usecases';
 import { deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
 import { monitorFormPage, monitorPage, monitorsPage, type MonitorFormValues } from '../views/monitors';
@@ -35,14 +35,28 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
     return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form) };
   };
 
+  /** the monitor form (new or edit) with the plan's poll interval, its values and any field errors */
+  const sendMonitorForm = async (
+    req: Request,
+    res: Response,
+    mode: Parameters<typeof monitorFormPage>[1],
+    v: MonitorFormValues,
+    errors?: Parameters<typeof monitorFormPage>[3],
+  ) => {
+    const { facts } = await planFacts(req);
+    res
+      .status(errors ? 422 : 200)
+      .type('html')
+      .send(monitorFormPage(pageContext(req), mode, v, errors, facts.pollIntervalSec));
+  };
+
   r.get('/monitors', async (req, res) => {
     const [monitors, { overview, plan }] = await Promise.all([uc.monitors.list(accountId(req)), planFacts(req)]);
     res.type('html').send(monitorsPage(pageContext(req), monitors, overview.monitors, PLAN[plan]));
   });
 
   r.get('/monitors/new', async (req, res) => {
-    const { facts } = await planFacts(req);
-    res.type('html').send(monitorFormPage(pageContext(req), { kind: 'new' }, {}, undefined, facts.pollIntervalSec));
+    await sendMonitorForm(req, res, { kind: 'new' }, {});
   });
 
   r.post('/monitors', async (req, res) => {
@@ -62,11 +76,7 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
     } catch (err) {
       const errors = formErrors(err, MONITOR_FIELDS);
       if (!errors) throw err;
-      const { facts } = await planFacts(req);
-      res
-        .status(422)
-        .type('html')
-        .send(monitorFormPage(pageContext(req), { kind: 'new' }, v, errors, facts.pollIntervalSec));
+      await sendMonitorForm(req, res, { kind: 'new' }, v, errors);
     }
   });
 
@@ -78,11 +88,8 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
 
   r.get('/monitors/:id/edit', async (req, res) => {
     const m = await uc.monitors.get(accountId(req), req.params.id ?? '');
-    const { facts } = await planFacts(req);
     const v = { target: m.targetUsername, keywords: m.keywords.join(', '), intervalSec: String(m.intervalSec) };
-    res
-      .type('html')
-      .send(monitorFormPage(pageContext(req), { kind: 'edit', monitor: m }, v, undefined, facts.pollIntervalSec));
+    await sendMonitorForm(req, res, { kind: 'edit', monitor: m }, v);
   });
 
   r.post('/monitors/:id', async (req, res) => {
@@ -100,11 +107,7 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
     } catch (err) {
       const errors = formErrors(err, MONITOR_FIELDS);
       if (!errors) throw err;
-      const { facts } = await planFacts(req);
-      res
-        .status(422)
-        .type('html')
-        .send(monitorFormPage(pageContext(req), { kind: 'edit', monitor: m }, v, errors, facts.pollIntervalSec));
+      await sendMonitorForm(req, res, { kind: 'edit', monitor: m }, v, errors);
     }
   });
 
