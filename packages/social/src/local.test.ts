@@ -274,6 +274,17 @@ describe('local social source', () => {
     const [left] = await db.$queryRaw<{ n: number }[]>`
       SELECT count(*)::int AS n FROM social_tweet_terms p WHERE NOT EXISTS (SELECT 1 FROM social_tweets t WHERE t.id = p.tweet_id)`;
     expect(left!.n).toBe(0);
+    // TRUNCATE (no row triggers) empties them too; in a transaction rolled back, so the tweets stay
+    const inside = await db
+      .$transaction(async (tx) => {
+        await tx.$executeRawUnsafe('TRUNCATE social_tweets CASCADE');
+        const [n] = await tx.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM social_tweet_terms`;
+        throw Object.assign(new Error('rollback'), { n: n!.n });
+      })
+      .catch((err: Error & { n?: number }) => err.n);
+    expect(inside).toBe(0);
+    const [kept] = await db.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM social_tweet_terms`;
+    expect(kept!.n).toBeGreaterThan(0);
   });
 
   it('pollTweets reads a target in write order in pages, resumes at its position, and honours notBefore', async () => {

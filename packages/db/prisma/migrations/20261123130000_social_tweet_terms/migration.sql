@@ -36,3 +36,14 @@ END $$;
 CREATE TRIGGER "social_tweets_terms_sync"
 AFTER INSERT OR DELETE OR UPDATE OF "text", "created_at", "id" ON "social_tweets"
 FOR EACH ROW EXECUTE FUNCTION "social_tweet_terms_sync"();
+
+-- TRUNCATE fires no row triggers: empty the postings with the tweets
+CREATE FUNCTION "social_tweet_terms_truncate"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  TRUNCATE "social_tweet_terms";
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER "social_tweets_terms_truncate"
+AFTER TRUNCATE ON "social_tweets"
+FOR EACH STATEMENT EXECUTE FUNCTION "social_tweet_terms_truncate"();
