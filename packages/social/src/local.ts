@@ -2,10 +2,11 @@
  * The `local` provider: users and tweets stored in PostgreSQL (social_users, social_tweets, ids as
  * bigint, carried as strings outside). Every query is index-bound (see packages/social/README.md):
  * - timelines: keyset on (created_at, id) over (author_id, created_at DESC, id DESC);
- * - search: full text over the generated `search` tsvector through websearch_to_tsquery('simple', q),
- *   newest first, in one statement: it walks the (created_at DESC, id DESC) index over at most
- *   SEARCH_PROBE_ROWS rows (the fast path for common terms); when that window holds fewer matches
- *   than the page needs, the GIN index gives all matches after the cursor, sorted (rare terms);
+ * - search: full text through websearch_to_tsquery('simple', q), newest first, from the posting
+ *   table social_tweet_terms (term, created_at, tweet_id), kept by a trigger: one term (or terms
+ *   joined by `or`) reads just the page from its postings, whatever its frequency; other queries
+ *   walk the rarest required term's postings rechecking each tweet, over at most SEARCH_WALK_ROWS,
+ *   before the GIN index on `search` (see packages/social/README.md, "Search");
  * - pollTweets: one author's tweets in (xid, id) order after the position, only below the snapshot
  *   horizon (HORIZON), over (author_id, xid, id).
  * Database errors are not wrapped: the caller decides what an unreachable database means (read-api
@@ -49,7 +50,7 @@ export const USER_DESCRIPTION_MAX_LENGTH = 160;
  * exactly their matches walk (`a b`, phrases, exclusions; see search): one term, or terms joined by
  * `or`, read just the page from the postings. Measured in bench/store.ts.
  */
-export const SEARCH_WALK_ROWS = 2000;
+export const SEARCH_WALK_ROWS = 1000;
 /** Postings read per term (at most) to choose which term of `a b` drives the walk (termWeights). */
 const TERM_SAMPLE = 500;
 /** Query texts whose parsed tsquery the source keeps (oldest dropped first). */
@@ -263,7 +264,7 @@ function walkOrIndex(walk: Prisma.Sql, incomplete: Prisma.Sql, { tsq, k, limit }
   return searchStatement(Prisma.sql`${walk},
     done AS MATERIALIZED (SELECT NOT (${incomplete}) AS ok),
     slow AS MATERIALIZED (SELECT t.id, t.created_at FROM social_tweets t WHERE t.search @@ ${tsq} ${keysetBefore(k)}),
-    top AS (
+    top AS MATERIALIZED (
       (SELECT DISTINCT id, created_at FROM b WHERE (SELECT ok FROM done)
        ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
       UNION ALL
@@ -297,18 +298,18 @@ function postingWalkSearch(terms: string[], s: SearchShape): Prisma.Sql {
 
 /**
  * No term every match contains (`-word` alone, `a or -b`): such queries match on an absence, so
- * most tweets match; walk the time index after the cursor over walkRows rows, else the GIN index.
+ * most tweets match. Walk the time index after the cursor, checking each tweet, until limit + 1
+ * matches (no GIN fallback: the index cannot serve an absence, and a page is near). The outer
+ * level has no ORDER BY, so the planner plans the walk for the first rows (the time index), and
+ * the Limit takes them in the walk's order.
  */
-function timeWalkSearch(s: SearchShape): Prisma.Sql {
-  const walk = Prisma.sql`b AS MATERIALIZED (
+function timeWalkSearch({ tsq, k, limit }: SearchShape): Prisma.Sql {
+  return searchStatement(Prisma.sql`top AS MATERIALIZED (
       SELECT x.id, x.created_at FROM (
-        SELECT t.id, t.created_at, t.search FROM social_tweets t WHERE true ${keysetBefore(s.k)}
-        ORDER BY t.created_at DESC, t.id DESC LIMIT ${s.walkRows}) x
-      WHERE x.search @@ ${s.tsq}
-      ORDER BY x.created_at DESC, x.id DESC LIMIT ${s.limit + 1})`;
-  const incomplete = Prisma.sql`(SELECT count(*) FROM b) <= ${s.limit} AND (SELECT count(*) FROM (
-      SELECT 1 FROM social_tweets t WHERE true ${keysetBefore(s.k)} LIMIT ${s.walkRows}) c) >= ${s.walkRows}`;
-  return walkOrIndex(walk, incomplete, s);
+        SELECT t.id, t.created_at, t.search FROM social_tweets t WHERE true ${keysetBefore(k)}
+        ORDER BY t.created_at DESC, t.id DESC) x
+      WHERE x.search @@ ${tsq}
+      LIMIT ${limit + 1})`);
 }
 
 export interface LocalSourceOptions {
