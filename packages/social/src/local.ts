@@ -274,26 +274,39 @@ function walkOrIndex(walk: Prisma.Sql, incomplete: Prisma.Sql, { tsq, k, limit }
 
 /**
  * Any other query with driver terms (`a b`, phrases, `a -b`): walk each driver term's postings
- * after the cursor, newest first, checking each tweet against the whole query, until limit + 1
- * matches or walkRows postings. A term whose walk stopped short with postings left means the GIN.
+ * after the cursor, newest first, checking each tweet against the whole query. First a probe of
+ * `probe` postings (4 pages' worth): with k matches there, a page needs about (limit + 1) * probe / k
+ * postings; the walk goes on (twice that, at most walkRows) only when that fits, else (k = 0, or a
+ * match rate too low) the GIN index answers at once instead of after a long walk. A term whose walk
+ * stopped short of a page with postings left means the GIN index.
  */
 function postingWalkSearch(terms: string[], s: SearchShape): Prisma.Sql {
   const after = keysetBefore(s.k, Prisma.sql`p`, Prisma.sql`tweet_id`);
-  const walk = Prisma.sql`d AS MATERIALIZED (SELECT unnest(${terms}::text[]) AS term),
-    b AS MATERIALIZED (
-      SELECT d.term, m.id, m.created_at FROM d CROSS JOIN LATERAL (
+  const probe = Math.min(s.walkRows, 4 * (s.limit + 1));
+  const walk = (term: Prisma.Sql, rows: Prisma.Sql) => Prisma.sql`
         SELECT w.tweet_id AS id, w.created_at FROM (
-          SELECT p.tweet_id, p.created_at FROM social_tweet_terms p WHERE p.term = d.term ${after}
-          ORDER BY p.created_at DESC, p.tweet_id DESC LIMIT ${s.walkRows}) w
+          SELECT p.tweet_id, p.created_at FROM social_tweet_terms p WHERE p.term = ${term} ${after}
+          ORDER BY p.created_at DESC, p.tweet_id DESC LIMIT ${rows}) w
         CROSS JOIN LATERAL (
           SELECT 1 FROM social_tweets t WHERE t.id = w.tweet_id AND t.search @@ ${s.tsq} OFFSET 0) ok
-        ORDER BY w.created_at DESC, w.tweet_id DESC LIMIT ${s.limit + 1}) m)`;
+        ORDER BY w.created_at DESC, w.tweet_id DESC LIMIT ${s.limit + 1}`;
+  const ctes = Prisma.sql`d AS MATERIALIZED (SELECT unnest(${terms}::text[]) AS term),
+    probe AS MATERIALIZED (
+      SELECT d.term, (SELECT count(*) FROM (${walk(Prisma.sql`d.term`, Prisma.sql`${probe}`)}) m)::int AS k FROM d),
+    plan AS MATERIALIZED (
+      SELECT term, CASE WHEN k = 0 OR k > ${s.limit} THEN ${probe}
+                        ELSE least(${s.walkRows}, greatest(${probe}, ceil(2.0 * ${(s.limit + 1) * probe} / k)))::int
+                   END AS rows
+      FROM probe),
+    b AS MATERIALIZED (
+      SELECT plan.term, m.id, m.created_at FROM plan
+      CROSS JOIN LATERAL (${walk(Prisma.sql`plan.term`, Prisma.sql`plan.rows`)}) m)`;
   const incomplete = Prisma.sql`EXISTS (
-      SELECT 1 FROM d
-      WHERE (SELECT count(*) FROM b WHERE b.term = d.term) <= ${s.limit}
+      SELECT 1 FROM plan
+      WHERE (SELECT count(*) FROM b WHERE b.term = plan.term) <= ${s.limit}
         AND (SELECT count(*) FROM (
-          SELECT 1 FROM social_tweet_terms p WHERE p.term = d.term ${after} LIMIT ${s.walkRows}) c) >= ${s.walkRows})`;
-  return walkOrIndex(walk, incomplete, s);
+          SELECT 1 FROM social_tweet_terms p WHERE p.term = plan.term ${after} LIMIT plan.rows) c) >= plan.rows)`;
+  return walkOrIndex(ctes, incomplete, s);
 }
 
 /**
