@@ -19,6 +19,10 @@
  *   since          pollTweets of the heavy user and of an ordinary one, from a position 20 tweets back
  *   search_common  "launch" (in 10% of tweets), 20 per page: first page and a page after a cursor
  *   search_rare    "zebrafish" (in 10 tweets)
+ * and, on the line before the end-to-end line (not in the last line): "ripple" (1 %), "w17" (~0.07 %,
+ * first page / after a cursor) and queries of several words (MULTI), all through the search
+ * postings (social_tweet_terms, written in one statement during the build with the trigger off).
+ * STORE_KEEP=1 keeps the database; STORE_DB=<name> measures a kept one without building.
  * Last line: `rows <n> timeline_p99_ms <a> since_p99_ms <b> search_common_p99_ms <c> search_rare_p99_ms <d>`.
  * Target at 10 M rows: every p99 ≤ 5 ms. Run: `pnpm bench:store` (STORE_ROWS=1000000 for a quick run).
  */
