@@ -325,6 +325,48 @@ function timeWalkSearch({ tsq, k, limit }: SearchShape): Prisma.Sql {
       LIMIT ${limit + 1})`);
 }
 
+/** Parsed tsquery trees by query text; 'unparsed' when the printed tsquery was not understood. */
+type ParseCache = Map<string, TsNode | null | 'unparsed'>;
+
+/** The query's tsquery tree as PostgreSQL reads it (websearch syntax), cached by query text. */
+async function parseQuery(db: Db, cache: ParseCache, q: string): Promise<TsNode | null | 'unparsed'> {
+  const known = cache.get(q);
+  if (known !== undefined) return known;
+  const [row] = await db.$queryRaw<{ q: string }[]>`SELECT websearch_to_tsquery('simple', ${q})::text AS q`;
+  let tree: TsNode | null | 'unparsed';
+  try {
+    tree = parseTsQuery(row?.q ?? '');
+  } catch (err) {
+    if (!(err instanceof TsQueryParseError)) throw err;
+    tree = 'unparsed'; // searched by the time walk, which needs no tree
+  }
+  if (cache.size >= PARSE_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  cache.set(q, tree);
+  return tree;
+}
+
+/**
+ * Each term's weight for choosing drivers: its number of postings when under TERM_SAMPLE, else
+ * an estimate from the time its newest TERM_SAMPLE postings span (TERM_SAMPLE per span, over a
+ * year; at least TERM_SAMPLE), so that of two common terms the one spread thinner drives. One
+ * backward index-only scan of at most TERM_SAMPLE rows per term.
+ */
+async function termWeights(db: Db, terms: string[]): Promise<Map<string, number>> {
+  const rows = await db.$queryRaw<{ term: string; n: number; span_s: number | null }[]>`
+    SELECT x.term, s.n, s.span_s FROM unnest(${terms}::text[]) AS x(term)
+    CROSS JOIN LATERAL (
+      SELECT count(*)::int AS n, extract(epoch FROM max(w.created_at) - min(w.created_at))::float8 AS span_s
+      FROM (SELECT p.created_at FROM social_tweet_terms p WHERE p.term = x.term
+            ORDER BY p.created_at DESC, p.tweet_id DESC LIMIT ${TERM_SAMPLE}) w) s`;
+  const year = 365 * 86_400;
+  return new Map(
+    rows.map((r) => [
+      r.term,
+      r.n < TERM_SAMPLE ? r.n : Math.max(TERM_SAMPLE, (TERM_SAMPLE * year) / Math.max(1, r.span_s ?? 0)),
+    ]),
+  );
+}
+
 export interface LocalSourceOptions {
   db: Db;
   /** rows a search walks before the GIN index; default SEARCH_WALK_ROWS (tests set it small to mix the paths) */
@@ -333,46 +375,7 @@ export interface LocalSourceOptions {
 
 export function createLocalSource({ db, searchWalkRows }: LocalSourceOptions): SocialSource {
   const walkRows = searchWalkRows ?? SEARCH_WALK_ROWS;
-  const parsed = new Map<string, TsNode | null | 'unparsed'>();
-
-  /** The query's tsquery tree as PostgreSQL reads it (websearch syntax), cached by query text. */
-  async function parse(q: string): Promise<TsNode | null | 'unparsed'> {
-    const known = parsed.get(q);
-    if (known !== undefined) return known;
-    const [row] = await db.$queryRaw<{ q: string }[]>`SELECT websearch_to_tsquery('simple', ${q})::text AS q`;
-    let tree: TsNode | null | 'unparsed';
-    try {
-      tree = parseTsQuery(row?.q ?? '');
-    } catch (err) {
-      if (!(err instanceof TsQueryParseError)) throw err;
-      tree = 'unparsed'; // searched by the time walk, which needs no tree
-    }
-    if (parsed.size >= PARSE_CACHE_SIZE) parsed.delete(parsed.keys().next().value!);
-    parsed.set(q, tree);
-    return tree;
-  }
-
-  /**
-   * Each term's weight for choosing drivers: its number of postings when under TERM_SAMPLE, else
-   * an estimate from the time its newest TERM_SAMPLE postings span (TERM_SAMPLE per span, over a
-   * year; at least TERM_SAMPLE), so that of two common terms the one spread thinner drives. One
-   * backward index-only scan of at most TERM_SAMPLE rows per term.
-   */
-  async function termWeights(terms: string[]): Promise<Map<string, number>> {
-    const rows = await db.$queryRaw<{ term: string; n: number; span_s: number | null }[]>`
-      SELECT x.term, s.n, s.span_s FROM unnest(${terms}::text[]) AS x(term)
-      CROSS JOIN LATERAL (
-        SELECT count(*)::int AS n, extract(epoch FROM max(w.created_at) - min(w.created_at))::float8 AS span_s
-        FROM (SELECT p.created_at FROM social_tweet_terms p WHERE p.term = x.term
-              ORDER BY p.created_at DESC, p.tweet_id DESC LIMIT ${TERM_SAMPLE}) w) s`;
-    const year = 365 * 86_400;
-    return new Map(
-      rows.map((r) => [
-        r.term,
-        r.n < TERM_SAMPLE ? r.n : Math.max(TERM_SAMPLE, (TERM_SAMPLE * year) / Math.max(1, r.span_s ?? 0)),
-      ]),
-    );
-  }
+  const parsed: ParseCache = new Map();
 
   async function findUser(username: string): Promise<SocialUser | null> {
     if (!isValidUsername(username)) return null;
@@ -418,12 +421,12 @@ export function createLocalSource({ db, searchWalkRows }: LocalSourceOptions): S
       // NUL cannot be sent to PostgreSQL; it carries no search meaning anyway
       const q = query.replace(/\0/g, ' ').trim();
       if (!q) return { items: [], nextCursor: null };
-      const tree = await parse(q);
+      const tree = await parseQuery(db, parsed, q);
       if (tree === null) return { items: [], nextCursor: null }; // no lexemes: matches nothing
       const s = { tsq: Prisma.sql`websearch_to_tsquery('simple', ${q})`, k, limit, walkRows };
       let chosen: { terms: string[] } | null = null;
       if (tree !== 'unparsed') {
-        const counts = needsChoice(tree) ? await termWeights(positiveLexemes(tree)) : new Map<string, number>();
+        const counts = needsChoice(tree) ? await termWeights(db, positiveLexemes(tree)) : new Map<string, number>();
         chosen = drivers(tree, (lexeme) => counts.get(lexeme) ?? 0);
       }
       const statement =
