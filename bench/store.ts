@@ -19,6 +19,10 @@
  *   since          pollTweets of the heavy user and of an ordinary one, from a position 20 tweets back
  *   search_common  "launch" (in 10% of tweets), 20 per page: first page and a page after a cursor
  *   search_rare    "zebrafish" (in 10 tweets)
+ * and, on the line before the end-to-end line (not in the last line): "ripple" (1 %), "w17" (~0.07 %,
+ * first page / after a cursor) and queries of several words (MULTI), all through the search
+ * postings (social_tweet_terms, written in one statement during the build with the trigger off).
+ * STORE_KEEP=1 keeps the database; STORE_DB=<name> measures a kept one without building.
  * Last line: `rows <n> timeline_p99_ms <a> since_p99_ms <b> search_common_p99_ms <c> search_rare_p99_ms <d>`.
  * Target at 10 M rows: every p99 ≤ 5 ms. Run: `pnpm bench:store` (STORE_ROWS=1000000 for a quick run).
  */
@@ -57,6 +61,11 @@ async function build(c: Client): Promise<void> {
   for (const d of defs) await c.query(`DROP INDEX "${d.indexname}"`);
   await c.query('ALTER TABLE social_tweets DROP CONSTRAINT social_tweets_pkey');
   await c.query('ALTER TABLE social_tweets SET UNLOGGED');
+  // the search postings: written in one statement after the tweets (the trigger would write them
+  // row by row), their primary key built afterwards
+  await c.query('ALTER TABLE social_tweets DISABLE TRIGGER social_tweets_terms_sync');
+  await c.query('ALTER TABLE social_tweet_terms DROP CONSTRAINT social_tweet_terms_pkey');
+  await c.query('ALTER TABLE social_tweet_terms SET UNLOGGED');
 
   // user 1 is the heavy one; the others are user 2..1000
   await c.query(
@@ -82,7 +91,17 @@ async function build(c: Client): Promise<void> {
      FROM generate_series(1, $1) i`,
     [ROWS, String(now), String(X_EPOCH), USERS, perXid],
   );
-  log(`inserted ${ROWS} tweets in ${((Date.now() - t0) / 1000).toFixed(0)} s; building indexes`);
+  log(`inserted ${ROWS} tweets in ${((Date.now() - t0) / 1000).toFixed(0)} s; writing the search postings`);
+  const t1 = Date.now();
+  await c.query(
+    `INSERT INTO social_tweet_terms (term, created_at, tweet_id)
+     SELECT x.term, t.created_at, t.id FROM social_tweets t CROSS JOIN LATERAL unnest(tsvector_to_array(t.search)) AS x(term)`,
+  );
+  await c.query(
+    'ALTER TABLE social_tweet_terms ADD CONSTRAINT social_tweet_terms_pkey PRIMARY KEY (term, created_at, tweet_id)',
+  );
+  await c.query('ALTER TABLE social_tweets ENABLE TRIGGER social_tweets_terms_sync');
+  log(`search postings in ${((Date.now() - t1) / 1000).toFixed(0)} s; building indexes`);
   await c.query('ALTER TABLE social_tweets ADD CONSTRAINT social_tweets_pkey PRIMARY KEY (id)');
   for (const d of defs) {
     const t = Date.now();
@@ -96,6 +115,7 @@ async function build(c: Client): Promise<void> {
     `UPDATE social_users u SET tweet_count = n FROM (SELECT author_id, count(*) AS n FROM social_tweets GROUP BY author_id) s WHERE s.author_id = u.id`,
   );
   await c.query('VACUUM ANALYZE social_tweets');
+  await c.query('VACUUM ANALYZE social_tweet_terms');
   await c.query('VACUUM ANALYZE social_users');
 }
 
@@ -126,6 +146,13 @@ async function measure(name: string, runs: number, op: (i: number) => Promise<un
   return v;
 }
 
+/**
+ * Queries of several words: "w17 launch" (and: both terms are counted, w17, the rarer, drives; 1 in
+ * 10 of its tweets has launch), "launch zebrafish" (and: zebrafish drives; no tweet has both),
+ * "zebrafish or w17" (or: the postings of both, merged).
+ */
+const MULTI = ['w17 launch', 'launch zebrafish', 'zebrafish or w17'];
+
 async function positionBack(c: Client, authorId: number, back: number): Promise<string> {
   const { rows } = await c.query<{ xid: string; id: string }>(
     `SELECT t.xid::text AS xid, t.id::text AS id FROM social_tweets t WHERE t.author_id = $1 ORDER BY t.xid DESC, t.id DESC OFFSET $2 LIMIT 1`,
@@ -134,7 +161,7 @@ async function positionBack(c: Client, authorId: number, back: number): Promise<
   return `l.${rows[0]!.xid}.${rows[0]!.id}`;
 }
 
-type Key = 'timeline' | 'since' | 'common' | 'mid1' | 'mid2' | 'rare';
+type Key = 'timeline' | 'since' | 'common' | 'mid1' | 'mid2' | 'multi' | 'rare';
 
 async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   const heavy = 'user_1';
@@ -149,6 +176,15 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   const heavyAt = await positionBack(c, 1, 20);
   const ordinaryAt = await positionBack(c, 500, 20);
   const notBefore = new Date(0);
+  // the first page's size of each several-words query, straight from the table (GIN index)
+  const firstPage = new Map<string, number>();
+  for (const q of MULTI) {
+    const { rows } = await c.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM social_tweets WHERE search @@ websearch_to_tsquery('simple', $1) LIMIT 20) s`,
+      [q],
+    );
+    firstPage.set(q, rows[0]!.n);
+  }
 
   const ops: Record<Key, [string, (i: number) => Promise<void>]> = {
     timeline: [
@@ -185,10 +221,19 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
       },
     ],
     mid2: [
-      'search middling ("w17", ~0.07% of tweets; not in the last line)',
-      async () => {
-        const page = await source.search('w17', { limit: 20 });
+      'search middling ("w17", ~0.07% of tweets, first page / after a cursor; not in the last line)',
+      async (i) => {
+        const page = await source.search('w17', { limit: 20, cursor: i % 2 ? searchCursor : undefined });
         if (page.items.length !== 20) throw new Error('search middling: short page');
+      },
+    ],
+    multi: [
+      'search several words ("w17 launch", "launch zebrafish", "zebrafish or w17"; not in the last line)',
+      async (i) => {
+        const q = MULTI[i % MULTI.length]!;
+        const page = await source.search(q, { limit: 20 });
+        const n = firstPage.get(q);
+        if (page.items.length !== n) throw new Error(`search ${q}: ${page.items.length} matches, expected ${n}`);
       },
     ],
     rare: [
@@ -201,26 +246,32 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   };
   // The exact statements each call sends (captured once per variant through a spy on $queryRaw);
   // the database's own time for them is EXPLAIN ANALYZE's planning + execution time.
+  // (after one call of each, so that what is captured is the steady state: the query's parse is cached)
   const statements: Record<string, Prisma.Sql[][]> = {};
+  const variants = (key: string) => (key === 'multi' ? MULTI.length : 2);
   for (const key of Object.keys(ops)) {
     statements[key] = [];
-    for (const variant of [0, 1]) {
+    for (let variant = 0; variant < variants(key); variant++) {
+      await ops[key as keyof typeof ops][1](variant);
       captured.length = 0;
       await ops[key as keyof typeof ops][1](variant);
       statements[key].push([...captured]);
     }
   }
   if (process.env.STORE_EXPLAIN) {
-    // STORE_EXPLAIN=1: print each statement's plan once
-    for (const [key, variants] of Object.entries(statements)) {
-      const q = variants[0]![0]!;
-      const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE) ${q.text}`, q.values);
-      console.log(`--- ${key}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
+    // STORE_EXPLAIN=1: print the plan of every statement of every variant once
+    for (const [key, list] of Object.entries(statements)) {
+      for (const [v, qs] of list.entries()) {
+        for (const q of qs) {
+          const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values);
+          console.log(`--- ${key} variant ${v}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
+        }
+      }
     }
   }
   const serverOp = (key: string) => async (i: number) => {
     let ms = 0;
-    for (const q of statements[key]![i % 2]!) {
+    for (const q of statements[key]![i % variants(key)]!) {
       const { rows } = await c.query<{
         'QUERY PLAN': [{ Plan: PlanNode; 'Planning Time': number; 'Execution Time': number }];
       }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${q.text}`, q.values);
@@ -233,7 +284,15 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   };
   // rounds alternate the order of the queries; each figure is the median of its rounds' p99
   const keys = Object.keys(ops) as (keyof typeof ops)[];
-  const series = (): Record<Key, number[]> => ({ timeline: [], since: [], common: [], mid1: [], mid2: [], rare: [] });
+  const series = (): Record<Key, number[]> => ({
+    timeline: [],
+    since: [],
+    common: [],
+    mid1: [],
+    mid2: [],
+    multi: [],
+    rare: [],
+  });
   const server = series();
   const client = series();
   for (let round = 0; round < ROUNDS; round++) {
@@ -249,7 +308,7 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
     `end to end (Prisma client, this VM): timeline_p99_ms ${f(client.timeline)} since_p99_ms ${f(client.since)} search_common_p99_ms ${f(client.common)} search_rare_p99_ms ${f(client.rare)}`,
   );
   console.log(
-    `middling terms (database p99): ripple_1pct_ms ${f(server.mid1)} w17_0.07pct_ms ${f(server.mid2)}; end to end ${f(client.mid1)} / ${f(client.mid2)}`,
+    `middling terms and several words (database p99): ripple_1pct_ms ${f(server.mid1)} w17_0.07pct_ms ${f(server.mid2)} several_words_ms ${f(server.multi)}; end to end ${f(client.mid1)} / ${f(client.mid2)} / ${f(client.multi)}`,
   );
   const timeline = median(server.timeline);
   const since = median(server.since);
@@ -260,18 +319,22 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
 
 async function main(): Promise<void> {
   const admin = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
-  const name = `sts_bench_store_${randomBytes(4).toString('hex')}`;
+  // STORE_DB: measure a data set kept by an earlier run (STORE_KEEP=1) instead of building one
+  const reuse = process.env.STORE_DB;
+  const name = reuse ?? `sts_bench_store_${randomBytes(4).toString('hex')}`;
   const url = new URL(admin);
   url.pathname = `/${name}`;
   await ensureDatabase(url.toString());
   const c = new Client({ connectionString: url.toString() });
   let db: ReturnType<typeof createDbClient> | undefined;
   try {
-    await migrate(url.toString());
     await c.connect();
-    const t0 = Date.now();
-    await build(c);
-    log(`data set of ${ROWS} tweets built in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    if (!reuse) {
+      await migrate(url.toString());
+      const t0 = Date.now();
+      await build(c);
+      log(`data set of ${ROWS} tweets built in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    }
     db = createDbClient({ url: url.toString(), poolSize: 2 });
     const real = db;
     const captured: Prisma.Sql[] = [];
@@ -279,8 +342,9 @@ async function main(): Promise<void> {
     const spy = new Proxy(real, {
       get(target, prop, receiver) {
         if (prop !== '$queryRaw') return Reflect.get(target, prop, receiver) as unknown;
-        return (strings: TemplateStringsArray, ...values: unknown[]) => {
-          captured.push(Prisma.sql(strings, ...values));
+        // called as a template tag, or with one Prisma.Sql
+        return (strings: TemplateStringsArray | Prisma.Sql, ...values: unknown[]) => {
+          captured.push(strings instanceof Prisma.Sql ? strings : Prisma.sql(strings, ...values));
           return target.$queryRaw(strings, ...values);
         };
       },
@@ -293,7 +357,7 @@ async function main(): Promise<void> {
   } finally {
     await db?.$disconnect();
     await c.end().catch(() => undefined);
-    if (process.env.STORE_KEEP) {
+    if (process.env.STORE_KEEP || reuse) {
       log(`STORE_KEEP: database ${name} kept; drop it when done`);
     } else {
       const a = new Client({ connectionString: admin });

@@ -2,10 +2,11 @@
  * The `local` provider: users and tweets stored in PostgreSQL (social_users, social_tweets, ids as
  * bigint, carried as strings outside). Every query is index-bound (see packages/social/README.md):
  * - timelines: keyset on (created_at, id) over (author_id, created_at DESC, id DESC);
- * - search: full text over the generated `search` tsvector through websearch_to_tsquery('simple', q),
- *   newest first, in one statement: it walks the (created_at DESC, id DESC) index over at most
- *   SEARCH_PROBE_ROWS rows (the fast path for common terms); when that window holds fewer matches
- *   than the page needs, the GIN index gives all matches after the cursor, sorted (rare terms);
+ * - search: full text through websearch_to_tsquery('simple', q), newest first, from the posting
+ *   table social_tweet_terms (term, created_at, tweet_id), kept by a trigger: one term (or terms
+ *   joined by `or`) reads just the page from its postings, whatever its frequency; other queries
+ *   walk the rarest required term's postings rechecking each tweet, over at most SEARCH_WALK_ROWS,
+ *   before the GIN index on `search` (see packages/social/README.md, "Search");
  * - pollTweets: one author's tweets in (xid, id) order after the position, only below the snapshot
  *   horizon (HORIZON), over (author_id, xid, id).
  * Database errors are not wrapped: the caller decides what an unreachable database means (read-api
@@ -14,6 +15,15 @@
 import { Prisma, type Db } from '@sts/db';
 import { isValidTweetId, isValidUsername, snowflakeId } from '@sts/core';
 import { decodeKeyset, encodeKeyset } from './cursor';
+import {
+  drivers,
+  isExact,
+  needsChoice,
+  parseTsQuery,
+  positiveLexemes,
+  TsQueryParseError,
+  type TsNode,
+} from './tsquery';
 import {
   InvalidCursorError,
   type Page,
@@ -35,14 +45,16 @@ export const USER_NAME_MAX_LENGTH = 50;
 export const USER_DESCRIPTION_MAX_LENGTH = 160;
 
 /**
- * Rows of the time index the search's fast path examines before it switches to the GIN index.
- * A term in at least ~1 tweet of SEARCH_PROBE_ROWS / (limit + 1) fills a page from this window
- * (a few hundred heap rows, well under a millisecond); rarer terms cost this window plus the GIN
- * lookup, which is cheap exactly because they are rare. Measured in bench/store.ts.
+ * Rows a search walks (postings of one driver term, or the time index when no term drives) before
+ * it stops and asks the GIN index for every match instead. Only queries whose postings are not
+ * exactly their matches walk (`a b`, phrases, exclusions; see search): one term, or terms joined by
+ * `or`, read just the page from the postings. Measured in bench/store.ts.
  */
-export const SEARCH_PROBE_ROWS = 1000;
-/** The longest second walk (terms of middling frequency; see search). */
-const MID_PROBE_MAX = 50_000;
+export const SEARCH_WALK_ROWS = 1000;
+/** Postings read per term (at most) to choose which term of `a b` drives the walk (termWeights). */
+const TERM_SAMPLE = 500;
+/** Query texts whose parsed tsquery the source keeps (oldest dropped first). */
+const PARSE_CACHE_SIZE = 1000;
 
 const TWEET_ID = /^[1-9][0-9]{0,18}$/;
 const BIGINT_MAX = 9223372036854775807n;
@@ -151,9 +163,13 @@ function decodePosition(cursor: string | undefined, kind: string): Keyset | null
 }
 
 /** `AND (created_at, id) < cursor` in newest-first order, on the native columns the indexes cover. */
-function keysetBefore(k: Keyset | null, alias: Prisma.Sql = Prisma.sql`t`): Prisma.Sql {
+function keysetBefore(
+  k: Keyset | null,
+  alias: Prisma.Sql = Prisma.sql`t`,
+  id: Prisma.Sql = Prisma.sql`id`,
+): Prisma.Sql {
   if (k === null) return Prisma.empty;
-  return Prisma.sql`AND (${alias}.created_at, ${alias}.id) < (${k.at}::timestamptz, ${k.id}::bigint)`;
+  return Prisma.sql`AND (${alias}.created_at, ${alias}.${id}) < (${k.at}::timestamptz, ${k.id}::bigint)`;
 }
 
 function pageOf(rows: TweetRow[], limit: number, kind: string): Page<SocialTweet> {
@@ -206,13 +222,161 @@ function encodePollPosition(xid: bigint, id: bigint): string {
   return `l.${xid}.${id}`;
 }
 
-export interface LocalSourceOptions {
-  db: Db;
-  /** rows of the search's fast path; default SEARCH_PROBE_ROWS (tests set it small to mix the paths) */
-  searchProbeRows?: number;
+interface SearchShape {
+  tsq: Prisma.Sql;
+  k: Keyset | null;
+  limit: number;
+  walkRows: number;
 }
 
-export function createLocalSource({ db, searchProbeRows }: LocalSourceOptions): SocialSource {
+/** The page's tweets with their authors, newest first, from a CTE list ending in `top(id, created_at)`. */
+function searchStatement(ctes: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`WITH ${ctes}
+    SELECT ${TWEET_COLUMNS}
+    FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
+    ORDER BY t.created_at DESC, t.id DESC`;
+}
+
+/**
+ * One term, or terms joined by `or`: the postings are exactly the matches, so the page is the
+ * newest limit + 1 postings of each term after the cursor (a backward walk of the primary key,
+ * limit + 1 rows per term), merged.
+ */
+function exactSearch(terms: string[], { k, limit }: SearchShape): Prisma.Sql {
+  return searchStatement(Prisma.sql`top AS (
+      SELECT DISTINCT m.tweet_id AS id, m.created_at
+      FROM unnest(${terms}::text[]) AS d(term)
+      CROSS JOIN LATERAL (
+        SELECT p.tweet_id, p.created_at FROM social_tweet_terms p
+        WHERE p.term = d.term ${keysetBefore(k, Prisma.sql`p`, Prisma.sql`tweet_id`)}
+        ORDER BY p.created_at DESC, p.tweet_id DESC LIMIT ${limit + 1}) m
+      ORDER BY m.created_at DESC, id DESC LIMIT ${limit + 1})`);
+}
+
+/**
+ * A walk that may come up short, and the GIN index when it does: `walk` (CTE `b(id, created_at)`,
+ * at most limit + 1 matches per walk) is the answer unless `incomplete` (its walk stopped at
+ * walkRows rows without a full page); then every match after the cursor from the GIN index
+ * (a bitmap scan), sorted. One-Time Filters skip whichever side is not needed; `slow` is
+ * MATERIALIZED so the planner keeps it on the GIN index.
+ */
+function walkOrIndex(walk: Prisma.Sql, incomplete: Prisma.Sql, { tsq, k, limit }: SearchShape): Prisma.Sql {
+  return searchStatement(Prisma.sql`${walk},
+    done AS MATERIALIZED (SELECT NOT (${incomplete}) AS ok),
+    slow AS MATERIALIZED (SELECT t.id, t.created_at FROM social_tweets t WHERE t.search @@ ${tsq} ${keysetBefore(k)}),
+    top AS MATERIALIZED (
+      (SELECT DISTINCT id, created_at FROM b WHERE (SELECT ok FROM done)
+       ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
+      UNION ALL
+      (SELECT id, created_at FROM slow WHERE NOT (SELECT ok FROM done)
+       ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}))`);
+}
+
+/**
+ * Any other query with driver terms (`a b`, phrases, `a -b`): walk each driver term's postings
+ * after the cursor, newest first, checking each tweet against the whole query. First a probe of
+ * `probe` postings (4 pages' worth): with k matches there, a page needs about (limit + 1) * probe / k
+ * postings; the walk goes on (twice that, at most walkRows) only when that fits, else (k = 0, or a
+ * match rate too low) the GIN index answers at once instead of after a long walk. A term whose walk
+ * stopped short of a page with postings left means the GIN index.
+ */
+function postingWalkSearch(terms: string[], s: SearchShape): Prisma.Sql {
+  const after = keysetBefore(s.k, Prisma.sql`p`, Prisma.sql`tweet_id`);
+  const probe = Math.min(s.walkRows, 4 * (s.limit + 1));
+  const walk = (term: Prisma.Sql, rows: Prisma.Sql) => Prisma.sql`
+        SELECT w.tweet_id AS id, w.created_at FROM (
+          SELECT p.tweet_id, p.created_at FROM social_tweet_terms p WHERE p.term = ${term} ${after}
+          ORDER BY p.created_at DESC, p.tweet_id DESC LIMIT ${rows}) w
+        CROSS JOIN LATERAL (
+          SELECT 1 FROM social_tweets t WHERE t.id = w.tweet_id AND t.search @@ ${s.tsq} OFFSET 0) ok
+        ORDER BY w.created_at DESC, w.tweet_id DESC LIMIT ${s.limit + 1}`;
+  const ctes = Prisma.sql`d AS MATERIALIZED (SELECT unnest(${terms}::text[]) AS term),
+    probe AS MATERIALIZED (
+      SELECT d.term, (SELECT count(*) FROM (${walk(Prisma.sql`d.term`, Prisma.sql`${probe}`)}) m)::int AS k FROM d),
+    plan AS MATERIALIZED (
+      SELECT term, CASE WHEN k = 0 OR k > ${s.limit} THEN ${probe}
+                        ELSE least(${s.walkRows}, greatest(${probe}, ceil(2.0 * ${(s.limit + 1) * probe} / k)))::int
+                   END AS rows
+      FROM probe),
+    b AS MATERIALIZED (
+      SELECT plan.term, m.id, m.created_at FROM plan
+      CROSS JOIN LATERAL (${walk(Prisma.sql`plan.term`, Prisma.sql`plan.rows`)}) m)`;
+  const incomplete = Prisma.sql`EXISTS (
+      SELECT 1 FROM plan
+      WHERE (SELECT count(*) FROM b WHERE b.term = plan.term) <= ${s.limit}
+        AND (SELECT count(*) FROM (
+          SELECT 1 FROM social_tweet_terms p WHERE p.term = plan.term ${after} LIMIT plan.rows) c) >= plan.rows)`;
+  return walkOrIndex(ctes, incomplete, s);
+}
+
+/**
+ * No term every match contains (`-word` alone, `a or -b`): such queries match on an absence, so
+ * most tweets match. Walk the time index after the cursor, checking each tweet, until limit + 1
+ * matches (no GIN fallback: the index cannot serve an absence, and a page is near). The outer
+ * level has no ORDER BY, so the planner plans the walk for the first rows (the time index), and
+ * the Limit takes them in the walk's order.
+ */
+function timeWalkSearch({ tsq, k, limit }: SearchShape): Prisma.Sql {
+  return searchStatement(Prisma.sql`top AS MATERIALIZED (
+      SELECT x.id, x.created_at FROM (
+        SELECT t.id, t.created_at, t.search FROM social_tweets t WHERE true ${keysetBefore(k)}
+        ORDER BY t.created_at DESC, t.id DESC) x
+      WHERE x.search @@ ${tsq}
+      LIMIT ${limit + 1})`);
+}
+
+/** Parsed tsquery trees by query text; 'unparsed' when the printed tsquery was not understood. */
+type ParseCache = Map<string, TsNode | null | 'unparsed'>;
+
+/** The query's tsquery tree as PostgreSQL reads it (websearch syntax), cached by query text. */
+async function parseQuery(db: Db, cache: ParseCache, q: string): Promise<TsNode | null | 'unparsed'> {
+  const known = cache.get(q);
+  if (known !== undefined) return known;
+  const [row] = await db.$queryRaw<{ q: string }[]>`SELECT websearch_to_tsquery('simple', ${q})::text AS q`;
+  let tree: TsNode | null | 'unparsed';
+  try {
+    tree = parseTsQuery(row?.q ?? '');
+  } catch (err) {
+    if (!(err instanceof TsQueryParseError)) throw err;
+    tree = 'unparsed'; // searched by the time walk, which needs no tree
+  }
+  if (cache.size >= PARSE_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+  cache.set(q, tree);
+  return tree;
+}
+
+/**
+ * Each term's weight for choosing drivers: its number of postings when under TERM_SAMPLE, else
+ * an estimate from the time its newest TERM_SAMPLE postings span (TERM_SAMPLE per span, over a
+ * year; at least TERM_SAMPLE), so that of two common terms the one spread thinner drives. One
+ * backward index-only scan of at most TERM_SAMPLE rows per term.
+ */
+async function termWeights(db: Db, terms: string[]): Promise<Map<string, number>> {
+  const rows = await db.$queryRaw<{ term: string; n: number; span_s: number | null }[]>`
+    SELECT x.term, s.n, s.span_s FROM unnest(${terms}::text[]) AS x(term)
+    CROSS JOIN LATERAL (
+      SELECT count(*)::int AS n, extract(epoch FROM max(w.created_at) - min(w.created_at))::float8 AS span_s
+      FROM (SELECT p.created_at FROM social_tweet_terms p WHERE p.term = x.term
+            ORDER BY p.created_at DESC, p.tweet_id DESC LIMIT ${TERM_SAMPLE}) w) s`;
+  const year = 365 * 86_400;
+  return new Map(
+    rows.map((r) => [
+      r.term,
+      r.n < TERM_SAMPLE ? r.n : Math.max(TERM_SAMPLE, (TERM_SAMPLE * year) / Math.max(1, r.span_s ?? 0)),
+    ]),
+  );
+}
+
+export interface LocalSourceOptions {
+  db: Db;
+  /** rows a search walks before the GIN index; default SEARCH_WALK_ROWS (tests set it small to mix the paths) */
+  searchWalkRows?: number;
+}
+
+export function createLocalSource({ db, searchWalkRows }: LocalSourceOptions): SocialSource {
+  const walkRows = searchWalkRows ?? SEARCH_WALK_ROWS;
+  const parsed: ParseCache = new Map();
+
   async function findUser(username: string): Promise<SocialUser | null> {
     if (!isValidUsername(username)) return null;
     const row = await db.socialUser.findUnique({ where: { usernameKey: username.toLowerCase() } });
@@ -257,54 +421,21 @@ export function createLocalSource({ db, searchProbeRows }: LocalSourceOptions): 
       // NUL cannot be sent to PostgreSQL; it carries no search meaning anyway
       const q = query.replace(/\0/g, ' ').trim();
       if (!q) return { items: [], nextCursor: null };
-      // One statement, three bounded strategies (see packages/social/README.md):
-      // - fast: the k matches among the newest `probe` rows after the cursor, walking the time
-      //   index. The window is contiguous, so its matches are the newest matches: a full page
-      //   (k = limit + 1) is the answer (common terms);
-      // - mid: a term of middling frequency (k/probe) where walking on is cheaper than fetching all
-      //   its matches: a walk needs about (limit + 1) * probe / k rows, the GIN index returns about
-      //   k / probe * total rows, each dearer than a walked row. When the walk is the cheaper by the
-      //   estimate (2 k² total > (limit + 1) probe², the factor 2 from measurements), the same walk
-      //   over twice the rows it should need (at most MID_PROBE_MAX);
-      // - slow: otherwise every match after the cursor from the GIN index (a bitmap scan, cheap
-      //   exactly when the term is rare), sorted.
-      // One-Time Filters skip mid and slow when not needed; MATERIALIZED keeps the planner from
-      // walking the time index for `slow` (its estimate for a rare term is far too high).
-      const probe = searchProbeRows ?? Math.max(SEARCH_PROBE_ROWS, 4 * (limit + 1));
-      const tsq = Prisma.sql`websearch_to_tsquery('simple', ${q})`;
-      const walk = (rows: Prisma.Sql) => Prisma.sql`
-        SELECT t.id, t.created_at, t.search FROM social_tweets t
-        WHERE true ${keysetBefore(k)} ORDER BY t.created_at DESC, t.id DESC LIMIT ${rows}`;
-      const rows = await db.$queryRaw<TweetRow[]>`
-        WITH fast AS MATERIALIZED (
-          SELECT id, created_at FROM (${walk(Prisma.sql`${probe}`)}) w WHERE w.search @@ ${tsq}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
-        ), est AS MATERIALIZED (
-          SELECT count(*)::float8 AS k,
-                 (SELECT greatest(c.reltuples, 1)::float8 FROM pg_class c WHERE c.oid = 'social_tweets'::regclass) AS total
-          FROM fast
-        ), mid AS MATERIALIZED (
-          SELECT id, created_at FROM (${walk(
-            Prisma.sql`(SELECT least(${MID_PROBE_MAX}, ceil(2.0 * ${limit + 1} * ${probe} / greatest(est.k, 1)))::bigint FROM est)`,
-          )}) w
-          WHERE (SELECT est.k BETWEEN 1 AND ${limit} AND 2 * est.k * est.k * est.total > ${(limit + 1) * probe * probe}::float8 FROM est)
-            AND w.search @@ ${tsq}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
-        ), slow AS MATERIALIZED (
-          SELECT t.id, t.created_at FROM social_tweets t
-          WHERE t.search @@ ${tsq} ${keysetBefore(k)}
-        ), top AS (
-          SELECT id FROM fast WHERE (SELECT count(*) FROM fast) > ${limit}
-          UNION ALL
-          SELECT id FROM mid WHERE (SELECT count(*) FROM mid) > ${limit}
-          UNION ALL
-          (SELECT id FROM slow WHERE (SELECT count(*) FROM fast) <= ${limit} AND (SELECT count(*) FROM mid) <= ${limit}
-           ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
-        )
-        SELECT ${TWEET_COLUMNS}
-        FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
-        ORDER BY t.created_at DESC, t.id DESC`;
-      return pageOf(rows, limit, 'sr');
+      const tree = await parseQuery(db, parsed, q);
+      if (tree === null) return { items: [], nextCursor: null }; // no lexemes: matches nothing
+      const s = { tsq: Prisma.sql`websearch_to_tsquery('simple', ${q})`, k, limit, walkRows };
+      let chosen: { terms: string[] } | null = null;
+      if (tree !== 'unparsed') {
+        const counts = needsChoice(tree) ? await termWeights(db, positiveLexemes(tree)) : new Map<string, number>();
+        chosen = drivers(tree, (lexeme) => counts.get(lexeme) ?? 0);
+      }
+      const statement =
+        chosen === null
+          ? timeWalkSearch(s)
+          : tree !== 'unparsed' && isExact(tree)
+            ? exactSearch(chosen.terms, s)
+            : postingWalkSearch(chosen.terms, s);
+      return pageOf(await db.$queryRaw<TweetRow[]>(statement), limit, 'sr');
     },
 
     async pollTweets(username: string, request: PollRequest): Promise<PollPage | null> {

@@ -77,6 +77,10 @@ describe('social ids bigint migration on a populated database', () => {
     const timeline = await oldList(`author_id = '7'`, []);
     const launch = await oldList(`search @@ websearch_to_tsquery('simple', $1)`, ['launch']);
     const zebra = await oldList(`search @@ websearch_to_tsquery('simple', $1)`, ['zebrafish']);
+    // queries of several words (the posting table of 20261123130000 serves them after the migration)
+    const several = ['launch day', '"says 3"', 'zebrafish or alice', 'ordinary -launch', '-ordinary'];
+    const severalOld: string[][] = [];
+    for (const q of several) severalOld.push(await oldList(`search @@ websearch_to_tsquery('simple', $1)`, [q]));
     const since = (
       await pg.query<{ id: string }>(
         `SELECT id FROM social_tweets WHERE author_id = '7' AND id::numeric > $1::numeric ORDER BY id::numeric`,
@@ -95,8 +99,20 @@ describe('social ids bigint migration on a populated database', () => {
     // the rest of the migrations, in place
     const r = await migrate(testDb.url);
     expect(r.applied).toEqual(
-      expect.arrayContaining(['20261123100000_social_ids_bigint', '20261123100100_tweet_commit_xid']),
+      expect.arrayContaining([
+        '20261123100000_social_ids_bigint',
+        '20261123100100_tweet_commit_xid',
+        '20261123130000_social_tweet_terms',
+      ]),
     );
+    // the search postings of the existing rows: one per (lexeme, tweet)
+    const postings = await pg.query<{ want: number; have: number }>(
+      `SELECT (SELECT count(*) FROM social_tweets t, unnest(tsvector_to_array(t.search)))::int AS want,
+              (SELECT count(*) FROM social_tweet_terms p JOIN social_tweets t ON t.id = p.tweet_id AND t.created_at = p.created_at
+               WHERE t.search @@ to_tsquery('simple', quote_literal(p.term)))::int AS have`,
+    );
+    expect(postings.rows[0]!.have).toBe(postings.rows[0]!.want);
+    expect(postings.rows[0]!.want).toBeGreaterThan(100);
     // JIT is off for new sessions of the migrated database
     const settings = await pg.query<{ setconfig: string[] }>(
       `SELECT setconfig FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) AND setrole = 0`,
@@ -131,6 +147,13 @@ describe('social ids bigint migration on a populated database', () => {
       );
       expect(await pages((cursor) => source.search('launch', { limit: 3, cursor }))).toEqual(launch);
       expect(await pages((cursor) => source.search('zebrafish', { limit: 3, cursor }))).toEqual(zebra);
+      for (const [i, q] of several.entries()) {
+        expect(severalOld[i]!.length).toBeGreaterThan(0);
+        expect({ q, ids: await pages((cursor) => source.search(q, { limit: 3, cursor })) }).toEqual({
+          q,
+          ids: severalOld[i],
+        });
+      }
       expect((await source.getTweet('100'))!.text).toBe('bob says 2 ordinary');
       // since-ids: the same set compared natively
       const after = (
