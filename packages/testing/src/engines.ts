@@ -256,9 +256,9 @@ export async function startPrivateRabbitMq(): Promise<PrivateRabbitMq> {
   const ctl = (...args: string[]) => exec(user, rabbitBin('rabbitmqctl'), ['-n', nodename, ...args], env);
   const start = async () => {
     await exec(user, rabbitBin('rabbitmq-server'), ['-detached'], env);
-    // waits for the pid file, the node, then the rabbit application
+    // waits for the pid file, the node, then the rabbit application (no await_startup: that is
+    // another CLI start, seconds on a busy machine, for what `wait` already waited for)
     await ctl('wait', env.RABBITMQ_PID_FILE!, '--timeout', '90');
-    await ctl('await_startup', '--timeout', '90');
   };
   const stopNode = () => ctl('stop');
   try {
