@@ -199,6 +199,81 @@ async function recordedHits(db: Db): Promise<HitRecord[]> {
     GROUP BY h.id`;
 }
 
+/** the environment of every service: the private engines, test plans, short intervals */
+function serviceEnv(o: {
+  databaseUrl: string;
+  redisUrl: string;
+  amqpUrl: string;
+  readApiPort: number;
+  gatewayPort: number;
+}): Record<string, string> {
+  return {
+    DATABASE_URL: o.databaseUrl,
+    REDIS_URL: o.redisUrl,
+    AMQP_URL: o.amqpUrl,
+    INTERNAL_TOKEN,
+    SECRETS_ENCRYPTION_KEY: ENCRYPTION_KEY,
+    READ_API_PORT: String(o.readApiPort),
+    READ_API_URL: `http://127.0.0.1:${o.readApiPort}`,
+    GATEWAY_PORT: String(o.gatewayPort),
+    GATEWAY_HOST: '127.0.0.1',
+    READ_API_HOST: '127.0.0.1',
+    OPS_HOST: '127.0.0.1',
+    PLAN_FREE_MONTHLY_QUOTA: String(QUOTA),
+    PLAN_FREE_PER_MINUTE: '100000',
+    PLAN_STARTER_MONTHLY_QUOTA: '1000000',
+    PLAN_STARTER_PER_MINUTE: '100000',
+    POLL_INTERVAL_SECONDS: '1',
+    // a killed poller's leases lapse after twice this
+    POLL_TIMEOUT_MS: '3000',
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+    WEBHOOK_TIMEOUT_MS: '5000',
+    DISPATCH_SHUTDOWN_GRACE_MS: '2000',
+    NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS ?? '',
+    LOG_LEVEL: 'warn',
+  };
+}
+
+/** writes a tweet every 150 ms by both targets, a third with the monitored keyword, until stopped */
+function startWriter(db: Db): { stop(): Promise<{ written: number; failed: number }> } {
+  let writing = true;
+  let written = 0;
+  let failed = 0;
+  const loop = (async () => {
+    for (let i = 0; writing; i++) {
+      const author = i % 2 === 0 ? 'fault_a' : 'fault_b';
+      const text = i % 3 === 0 ? `launch day ${i}` : `coffee break ${i}`;
+      await createSocialTweet(db, { authorUsername: author, text }).then(
+        () => written++,
+        () => failed++,
+      );
+      await sleep(150);
+    }
+  })();
+  return {
+    async stop() {
+      writing = false;
+      await loop;
+      return { written, failed };
+    },
+  };
+}
+
+/** waits (at most 90 s) until every expected hit is recorded and each recorded hit was delivered */
+async function drain(db: Db, receiver: HttpsReceiver, expected: Set<string>): Promise<HitRecord[]> {
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const hits = await recordedHits(db);
+    const got = deliveryKeys(receiver);
+    const done = hits.length >= expected.size && hits.every((h) => h.message_id && got.has(h.message_id));
+    if (done || Date.now() > deadline) return hits;
+    await sleep(500);
+  }
+}
+
+const deliveryKeys = (receiver: HttpsReceiver) =>
+  new Set(receiver.requests.map((r) => String(r.headers['x-service-delivery'])));
+
 describe('the whole system under engine restarts and kill -9', () => {
   let pg: PrivatePostgres | undefined;
   let redis: PrivateRedis | undefined;
@@ -206,11 +281,11 @@ describe('the whole system under engine restarts and kill -9', () => {
   let receiver: HttpsReceiver | undefined;
   let db: Db | undefined;
   const services: Record<string, Service | undefined> = {};
-  let writing = false;
+  let writer: ReturnType<typeof startWriter> | undefined;
   let loading = false;
 
   afterAll(async () => {
-    writing = false;
+    await writer?.stop();
     loading = false;
     await Promise.all(Object.values(services).map((s) => stopService(s)));
     await db?.$disconnect().catch(() => undefined);
@@ -218,6 +293,8 @@ describe('the whole system under engine restarts and kill -9', () => {
     await Promise.all([pg, redis, rabbit].map(async (e) => e?.stop().catch(() => undefined)));
   });
 
+  // One sequence of phases sharing the run's state (engines, processes, tallies), so one body
+  // longer than usual; the parts that stand alone are the helpers above.
   it('records every hit once, delivers each at least once, keeps the quota and recovers by itself', async () => {
     // where the run's time goes (printed with the figures)
     const timeline: string[] = [];
@@ -240,31 +317,7 @@ describe('the whole system under engine restarts and kill -9', () => {
     mark('engines');
 
     const [readApiPort, gatewayPort] = [await sparePort(), await sparePort()];
-    const env: Record<string, string> = {
-      DATABASE_URL: databaseUrl,
-      REDIS_URL: redis.url,
-      AMQP_URL: rabbit.url,
-      INTERNAL_TOKEN,
-      SECRETS_ENCRYPTION_KEY: ENCRYPTION_KEY,
-      READ_API_PORT: String(readApiPort),
-      READ_API_URL: `http://127.0.0.1:${readApiPort}`,
-      GATEWAY_PORT: String(gatewayPort),
-      GATEWAY_HOST: '127.0.0.1',
-      READ_API_HOST: '127.0.0.1',
-      OPS_HOST: '127.0.0.1',
-      PLAN_FREE_MONTHLY_QUOTA: String(QUOTA),
-      PLAN_FREE_PER_MINUTE: '100000',
-      PLAN_STARTER_MONTHLY_QUOTA: '1000000',
-      PLAN_STARTER_PER_MINUTE: '100000',
-      POLL_INTERVAL_SECONDS: '1',
-      // a killed poller's leases lapse after twice this
-      POLL_TIMEOUT_MS: '3000',
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      WEBHOOK_TIMEOUT_MS: '5000',
-      DISPATCH_SHUTDOWN_GRACE_MS: '2000',
-      NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS ?? '',
-      LOG_LEVEL: 'warn',
-    };
+    const env = serviceEnv({ databaseUrl, redisUrl: redis.url, amqpUrl: rabbit.url, readApiPort, gatewayPort });
     const files = {
       'read-api': 'services/read-api/src/main.ts',
       gateway: 'services/gateway/src/main.ts',
@@ -278,21 +331,7 @@ describe('the whole system under engine restarts and kill -9', () => {
     expect(Math.max(...Object.values(initial))).toBeLessThan(60_000);
     mark('services');
 
-    // tweets by both targets, a third of them with the monitored keyword, written throughout
-    writing = true;
-    let written = 0;
-    let writeFailures = 0;
-    const writer = (async () => {
-      for (let i = 0; writing; i++) {
-        const author = i % 2 === 0 ? 'fault_a' : 'fault_b';
-        const text = i % 3 === 0 ? `launch day ${i}` : `coffee break ${i}`;
-        await createSocialTweet(db, { authorUsername: author, text }).then(
-          () => written++,
-          () => writeFailures++,
-        );
-        await sleep(150);
-      }
-    })();
+    writer = startWriter(db);
 
     // API load: A (free, over quota soon) and C (starter) call all the time
     const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
@@ -355,21 +394,11 @@ describe('the whole system under engine restarts and kill -9', () => {
 
     // stop writing; the system drains
     await sleep(2000);
-    writing = false;
-    await writer;
+    const { written, failed: writeFailures } = await writer.stop();
     loading = false;
     await Promise.all(loaders);
     const expected = await expectedHits(db, monitors);
-    const delivered = () => new Set(receiver!.requests.map((r) => String(r.headers['x-service-delivery'])));
-    let hits: HitRecord[] = [];
-    const drainDeadline = Date.now() + 90_000;
-    for (;;) {
-      hits = await recordedHits(db);
-      const got = delivered();
-      if (hits.length >= expected.size && hits.every((h) => h.message_id && got.has(h.message_id))) break;
-      if (Date.now() > drainDeadline) break;
-      await sleep(500);
-    }
+    const hits = await drain(db, receiver, expected);
 
     mark('drain');
     // the gateway writes its pending usage when it stops
@@ -378,7 +407,7 @@ describe('the whole system under engine restarts and kill -9', () => {
       (await db!.usageMonthly.findMany({ where: { accountId } })).reduce((n, r) => n + r.used, 0);
     const [usageA, usageB] = [await usage(a.accountId), await usage(b.accountId)];
 
-    const got = delivered();
+    const got = deliveryKeys(receiver);
     const deliveries = receiver.requests.length;
     const undelivered = hits.filter((h) => !h.message_id || !got.has(h.message_id));
     const keys = new Set(hits.map((h) => `${h.monitor_id}:${h.tweet_id}`));
