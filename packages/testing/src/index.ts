@@ -120,3 +120,4 @@ export async function waitFor<T>(
 export * from './https';
 export * from './process';
 export * from './engines';
+export * from './redisCluster';
