@@ -119,4 +119,5 @@ export async function waitFor<T>(
 }
 export * from './https';
 export * from './process';
+export * from './engines';
 export * from './redisCluster';
