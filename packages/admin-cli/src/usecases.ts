@@ -3,8 +3,7 @@
  * (PLAN_*, SECRETS_ENCRYPTION_KEY, AMQP_URL, REDIS_URL / REDIS_KEY_PREFIX), and the mapping of the
  * use-cases' errors to the CLI's (a bad flag → usage error, exit 2; the rest → exit 1).
  */
-import { Redis } from 'ioredis';
-import { createLogger } from '@sts/common';
+import { createLogger, createRedis, redisConfigProblems } from '@sts/common';
 import { checkWebhookUrlForSave, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
 import {
@@ -57,13 +56,11 @@ function oneShotPublisher(ctx: CliContext): Publisher {
 /** Deletes a key's cached lookup in Redis so a revocation is immediate; the gateway's TTLs bound it anyway. */
 function redisEvictor(ctx: CliContext): (keyHash: string) => Promise<boolean> {
   return async (keyHash) => {
-    const redis = new Redis(ctx.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
-      keyPrefix: ctx.env.REDIS_KEY_PREFIX ?? 'sts:',
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      connectTimeout: 2000,
-      retryStrategy: () => null,
-    });
+    // REDIS_MODE / REDIS_URL / REDIS_KEY_PREFIX as the services read them (checked in useCases())
+    const redis = createRedis(
+      { ...ctx.env, REDIS_KEY_PREFIX: ctx.env.REDIS_KEY_PREFIX ?? 'sts:' },
+      { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, reconnect: false },
+    );
     redis.on('error', () => undefined);
     try {
       await redis.connect();
@@ -92,6 +89,9 @@ export function useCases(ctx: CliContext): UseCases {
       }
       throw err;
     }
+    // a bad Redis setting is named before anything changes (a revoke evicts the key's cache)
+    const redisProblem = redisConfigProblems(ctx.env)[0];
+    if (redisProblem) throw new Error(redisProblem);
     uc = createUseCases({
       db: ctx.db(),
       ...config,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isRedisUrlList, redisConfigProblems, REDIS_MODES } from './redisConfig';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -17,7 +18,15 @@ export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessE
   const cleaned: Record<string, string> = {};
   for (const [k, v] of Object.entries(source)) if (v !== undefined && v !== '') cleaned[k] = v;
   const result = schema.safeParse(cleaned);
-  if (result.success) return result.data;
+  if (result.success) {
+    // fields that are only valid together (REDIS_MODE with REDIS_URL and REDIS_KEY_PREFIX)
+    const data = result.data as Record<string, unknown>;
+    if (typeof data.REDIS_MODE === 'string' && typeof data.REDIS_URL === 'string') {
+      const problems = redisConfigProblems(data);
+      if (problems.length > 0) throw new ConfigError(problems);
+    }
+    return result.data;
+  }
   const problems = result.error.issues.map((issue) => {
     const name = issue.path.join('.') || '(environment)';
     const missing = issue.code === 'invalid_type' && cleaned[String(issue.path[0])] === undefined;
@@ -61,7 +70,15 @@ export const envFields = {
 /** The connection settings every service shares. Defaults work against local services. */
 export const commonEnv = {
   DATABASE_URL: envFields.url(['postgres', 'postgresql']).default('postgresql://postgres@127.0.0.1:5432/sts'),
-  REDIS_URL: envFields.url(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
+  /** one redis:// or rediss:// URL; with REDIS_MODE=cluster, one or more seed nodes, comma-separated */
+  REDIS_URL: z
+    .string()
+    .refine(isRedisUrlList, {
+      message: 'must be a URL with scheme redis or rediss (cluster mode: a comma list of them)',
+    })
+    .default('redis://127.0.0.1:6379'),
+  /** `standalone` (one server) or `cluster` (a Redis Cluster, ioredis' Cluster client): packages/common/src/redis.ts */
+  REDIS_MODE: z.enum(REDIS_MODES).default('standalone'),
   REDIS_KEY_PREFIX: z.string().default('sts:'),
   AMQP_URL: envFields.url(['amqp', 'amqps']).default('amqp://guest:guest@127.0.0.1:5672'),
   LOG_LEVEL: envFields.logLevel(),

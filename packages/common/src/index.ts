@@ -1,4 +1,6 @@
 export * from './env';
+export * from './redis';
+export * from './redisConfig';
 export * from './errors';
 export * from './logger';
 export * from './ops';

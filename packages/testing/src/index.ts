@@ -119,3 +119,4 @@ export async function waitFor<T>(
 }
 export * from './https';
 export * from './process';
+export * from './redisCluster';

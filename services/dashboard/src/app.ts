@@ -5,8 +5,7 @@
 import path from 'node:path';
 import express, { type Express } from 'express';
 import helmet from 'helmet';
-import type { Redis } from 'ioredis';
-import type { Logger } from '@sts/common';
+import type { Logger, RedisClient } from '@sts/common';
 import type { UseCases } from '@sts/usecases';
 import type { SignInThrottle } from './adapters/throttle';
 import { accountRouter } from './http/account';
@@ -17,7 +16,7 @@ import { csrfProtection, requireAccount, sessionMiddleware } from './http/sessio
 
 export interface AppOptions {
   useCases: UseCases;
-  redis: Redis;
+  redis: RedisClient;
   throttle: SignInThrottle;
   logger: Logger;
   sessionSecrets: string[];

@@ -5,8 +5,7 @@
  * /metrics on the internal OPS_PORT, exit codes; stopping lets requests in flight finish.
  */
 import http from 'node:http';
-import { Redis } from 'ioredis';
-import { listenOn, runService, type ServiceDefinition } from '@sts/common';
+import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createUseCases, evictApiKeyVia, secretBoxFromEnv } from '@sts/usecases';
@@ -21,11 +20,8 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
   loadEnv: parseDashboardEnv,
   async start(env, { logger, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
-    const redis = new Redis(env.REDIS_URL, {
-      keyPrefix: env.REDIS_KEY_PREFIX,
-      maxRetriesPerRequest: 2,
-      lazyConnect: true,
-    });
+    // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
+    const redis = createRedis(env, { maxRetriesPerRequest: 2, lazyConnect: true });
     redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'dashboard' });
     // a bad WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS fails the start, naming the variable

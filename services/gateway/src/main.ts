@@ -6,8 +6,7 @@
 // Readiness depends on no shared backend: a Redis, read-api or PostgreSQL blip answers clients
 // with the gateway's JSON 503 instead of taking every gateway pod out of the load balancer. Only
 // pending migrations (checked until none is, then never again) keep it unready.
-import { Redis } from 'ioredis';
-import { runService, type ServiceDefinition } from '@sts/common';
+import { createRedis, runService, type ServiceDefinition } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { createKeyStore } from './adapters/keys';
@@ -21,12 +20,8 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
   loadEnv: loadGatewayEnv,
   async start(env, { logger, registry, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
-    const redis = new Redis(env.REDIS_URL, {
-      keyPrefix: env.REDIS_KEY_PREFIX,
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: false,
-      lazyConnect: true,
-    });
+    // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
+    const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
     redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
     const gateway = createGateway({
       keys: createKeyStore({ db, redis, ttlMs: env.KEY_CACHE_TTL_MS }),

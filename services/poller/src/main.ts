@@ -2,9 +2,8 @@
 // (signals, environment, ops server on OPS_PORT, exit codes: packages/common/src/runService.ts).
 // Builds PostgreSQL, Redis, RabbitMQ and the social source, runs the poller and the outbox relay;
 // stopping finishes the polls and the relay round in flight before closing its connections.
-import { Redis } from 'ioredis';
 import { Counter } from 'prom-client';
-import { runService, type ServiceContext, type ServiceDefinition, type StartedService } from '@sts/common';
+import { createRedis, runService, type ServiceContext, type ServiceDefinition, type StartedService } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
@@ -25,7 +24,9 @@ export const pollerService: ServiceDefinition<PollerEnv> = {
 
 async function start(env: PollerEnv, { logger, registry }: ServiceContext): Promise<StartedService> {
   const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
-  const redis = new Redis(env.REDIS_URL, { keyPrefix: env.REDIS_KEY_PREFIX, maxRetriesPerRequest: 2 });
+  // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
+  const redis = createRedis(env, { maxRetriesPerRequest: 2 });
+  redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
   const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'poller' });
   const polls = new Counter({
     name: 'poller_polls_total',

@@ -1,11 +1,11 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@sts/common';
 
 /**
  * connect-redis (v8+) speaks the node-redis client API; the project's Redis client is ioredis.
  * These are the four calls its get/set/touch/destroy make, mapped onto ioredis (the bulk calls
  * — all/clear/length — are not used by express-session and are not mapped).
  */
-export function connectRedisClient(redis: Redis) {
+export function connectRedisClient(redis: RedisClient) {
   return {
     get: (key: string) => redis.get(key),
     set: (key: string, value: string, opts?: { expiration?: { type: 'EX'; value: number } }) =>

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@sts/common';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 
 export class ThrottledError extends Error {
@@ -22,7 +22,7 @@ export interface SignInThrottle {
  * Redis key names).
  */
 export function createSignInThrottle(opts: {
-  redis: Redis;
+  redis: RedisClient;
   perEmail: number;
   perAddress: number;
   windowSec: number;

@@ -2,7 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { RedisStore } from 'connect-redis';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import session from 'express-session';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@sts/common';
 import { connectRedisClient } from '../adapters/sessionStoreClient';
 import type { Flash, PageContext } from '../views/layout';
 
@@ -19,7 +19,7 @@ declare module 'express-session' {
 export const SESSION_COOKIE = 'sts_dash';
 
 export function sessionMiddleware(opts: {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   secrets: string[];
   ttlSec: number;

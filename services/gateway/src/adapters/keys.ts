@@ -6,7 +6,7 @@
  * are cached too, so a flood of bad keys does not reach the database. last_used_at is written in
  * batches, at most once a minute per key (a Prisma query holds the event loop about a millisecond).
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@sts/common';
 import { effectivePlan, type PlanName } from '@sts/core';
 import type { Db } from '@sts/db';
 
@@ -34,7 +34,7 @@ export const apiKeyCacheKey = (hash: string): string => `apikey:${hash}`;
 
 export interface KeyStoreOptions {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   /** how long an answer is trusted, in process and in Redis; revocation takes at most 2 × ttlMs */
   ttlMs: number;
   /** api_keys.last_used_at is written at most once per this per key; default 60 s */

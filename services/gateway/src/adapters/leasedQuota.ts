@@ -14,8 +14,10 @@
  * Callers waiting for the same account share one lease request in flight. Block size follows
  * demand: it doubles while a block lasts less than `leaseMs`, halves when one lasts much longer.
  *
- * Redis: `quota:<account>:<period>` is a hash {u: units used or held, e: epoch},
- * `rate:<account>:<minute>` a counter that expires after two minutes. Successful calls are written
+ * Redis: `quota:{<account>}:<period>` is a hash {u: units used or held, e: epoch},
+ * `rate:{<account>}:<minute>` a counter that expires after two minutes. The `{<account>}` hash tag
+ * puts an account's two keys in one Redis Cluster slot (the lease and give-back scripts use both),
+ * while different accounts spread over the cluster's slots. Successful calls are written
  * through to PostgreSQL (usage_monthly) in batches. When the month hash is missing (restart,
  * flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
  * cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
@@ -38,7 +40,7 @@
  * quarter of what remained of the minute's limit.
  */
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@sts/common';
 import type { Db } from '@sts/db';
 
 const LEASE = `
@@ -107,7 +109,7 @@ export interface QuotaStore {
 
 export interface QuotaStoreOptions {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   /** a block should last about this long at the account's current rate; default 50 ms */
   leaseMs?: number;
   /** credit unused this long goes back to Redis; default 250 ms */
@@ -118,12 +120,19 @@ export interface QuotaStoreOptions {
   now?: () => number;
 }
 
-export const monthKey = (accountId: string, period: string) => `quota:${accountId}:${period}`;
-export const minuteKey = (accountId: string, minute: number) => `rate:${accountId}:${minute}`;
+export const monthKey = (accountId: string, period: string) => `quota:{${accountId}}:${period}`;
+export const minuteKey = (accountId: string, minute: number) => `rate:{${accountId}}:${minute}`;
+/**
+ * The month counter's name before the hash tag (versions before REDIS_MODE). A rebuild reads it
+ * once, so an upgrade in place keeps counting what the old gateways admitted but had not yet
+ * written to PostgreSQL (README, "Upgrading"). Remove after a release: it only matters in the
+ * month of the upgrade.
+ */
+export const legacyMonthKey = (accountId: string, period: string) => `quota:${accountId}:${period}`;
 /** the month counter outlives its month */
 const MONTH_TTL_SECONDS = 40 * 24 * 3600;
 
-type RedisWithScripts = Redis & {
+type RedisWithScripts = RedisClient & {
   stsLease(
     month: string,
     minute: string,
@@ -239,7 +248,10 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
         select: { used: true },
       });
       const k = l.key;
-      const used = (row?.used ?? 0) + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
+      const own = (row?.used ?? 0) + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
+      // the pre-hash-tag counter of this month, if an older gateway left one: never count less than it
+      const legacy = Number((await redis.hget(legacyMonthKey(l.accountId, l.period), 'u').catch(() => null)) ?? 0);
+      const used = Math.max(own, Number.isFinite(legacy) ? legacy : 0);
       const epoch = randomBytes(8).toString('hex');
       const stored = await redis.stsInit(monthKey(l.accountId, l.period), used, epoch, MONTH_TTL_SECONDS);
       // our credit is in the rebuilt counter only if our rebuild is the one that happened
