@@ -16,6 +16,7 @@ import { createUpstreamClient } from './adapters/upstream';
 import { openApiDocument } from './http/openapi';
 import { createApiHandler, FORWARD_RESPONSE, JSON_TYPE, READ_REQUEST_HEADERS, sendError } from './http/proxy';
 import { createHttpServer, type HttpRequest, type HttpResponder } from './http/server';
+import { createGatewayMetrics } from './metrics';
 
 export interface GatewayOptions {
   keys: KeyStore;
@@ -76,7 +77,11 @@ export function createGateway(options: GatewayOptions): Gateway {
     registers: [registry],
   });
   const byClass = ['1xx', '2xx', '3xx', '4xx', '5xx'].map((c) => requests.labels(c));
-  const count = (status: number) => byClass[Math.min(4, Math.max(0, Math.floor(status / 100) - 1))]!.inc();
+  const metrics = createGatewayMetrics(registry);
+  const answered = (req: HttpRequest, status: number, started: number) => {
+    byClass[Math.min(4, Math.max(0, Math.floor(status / 100) - 1))]!.inc();
+    metrics.answered(req.path, status, started);
+  };
   const handleApi = createApiHandler({
     keys,
     quota,
@@ -85,29 +90,33 @@ export function createGateway(options: GatewayOptions): Gateway {
     internalToken: options.internalToken,
     logger,
     now: options.now ? () => options.now!().getTime() : Date.now,
-    count,
+    answered,
+    rejected: metrics.rejected,
   });
 
-  function fail(err: unknown, req: HttpRequest, res: HttpResponder): void {
+  function fail(err: unknown, req: HttpRequest, res: HttpResponder, started: number): void {
     // Redis or PostgreSQL unreachable while authenticating or admitting the call
     logger.error('gateway request failed', {
       requestId: req.requestId,
       error: err instanceof Error ? err.message : String(err),
     });
-    count(
+    answered(
+      req,
       sendError(
         res,
         err instanceof ApiError ? err : new ServiceUnavailableError('the service is unavailable, try again shortly', 1),
         req.requestId,
       ),
+      started,
     );
   }
 
   function handle(req: HttpRequest, res: HttpResponder): void {
     const { path, method, requestId } = req;
+    const started = performance.now();
     if (path.startsWith(API_PREFIX)) {
       if (path !== OPENAPI_PATH) {
-        handleApi(req, res, (err) => fail(err, req, res));
+        handleApi(req, res, (err) => fail(err, req, res, started), started);
         return;
       }
       if (method === 'GET' || method === 'HEAD') {
@@ -116,11 +125,14 @@ export function createGateway(options: GatewayOptions): Gateway {
           `content-type: ${JSON_TYPE}\r\ncache-control: public, max-age=300\r\nx-request-id: ${requestId}\r\n`,
           openapi,
         );
+        answered(req, 200, started);
         return;
       }
     }
-    count(
+    answered(
+      req,
       sendError(res, new NotFoundError('NOT_FOUND', `no such endpoint: ${method} ${path.slice(0, 100)}`), requestId),
+      started,
     );
   }
 

@@ -11,3 +11,5 @@ export { createRedisLeases, type LeaseStore } from './adapters/lease';
 export * from './domain/hits';
 export * from './domain/schedule';
 export { loadPollerEnv, pollerEnvSchema, type PollerEnv } from './env';
+export { createMetricsReporter, type MetricsReporter } from './adapters/reporter';
+export { createFleetMetrics, POLL_LAG_BUCKETS, type FleetMetricsOptions } from './metrics';

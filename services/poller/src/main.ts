@@ -2,7 +2,7 @@
 // (signals, environment, ops server on OPS_PORT, exit codes: packages/common/src/runService.ts).
 // Builds PostgreSQL, Redis, RabbitMQ and the social source, runs the poller and the outbox relay;
 // stopping finishes the polls and the relay round in flight before closing its connections.
-import { Counter, Gauge } from 'prom-client';
+import { Counter } from 'prom-client';
 import { createRedis, runService, type ServiceContext, type ServiceDefinition, type StartedService } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
@@ -10,8 +10,10 @@ import { AmqpClient } from '@sts/messaging';
 import { createSocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './adapters/relay';
+import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
+import { createFleetMetrics } from './metrics';
 import { createPoller } from './poller';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
@@ -46,22 +48,9 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     databaseUrl: env.DATABASE_URL,
     onPublished: (n) => published.inc(n),
   });
-  new Gauge({
-    name: 'poller_outbox_pending',
-    help: 'events written but not yet published',
-    registers: [registry],
-    async collect() {
-      this.set((await relay.lag()).pending);
-    },
-  });
-  new Gauge({
-    name: 'poller_outbox_oldest_pending_seconds',
-    help: 'age of the oldest event not yet published (0 when none)',
-    registers: [registry],
-    async collect() {
-      this.set((await relay.lag()).oldestMs / 1000);
-    },
-  });
+  // outbox lag and poll lag: exported by the one replica holding the reporter lock (metrics.ts)
+  const reporter = createMetricsReporter({ databaseUrl: env.DATABASE_URL, logger });
+  createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
   const poller = createPoller({
     repository: createPollerRepository(db),
     source,
@@ -99,6 +88,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       if (!amqp.isConnected()) await amqp.stop();
       await relayStopped;
       await amqp.stop();
+      await reporter.close();
       redis.disconnect();
       await db.$disconnect();
     },

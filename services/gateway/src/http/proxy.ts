@@ -16,7 +16,7 @@ import {
   UpstreamError,
   type Logger,
 } from '@sts/common';
-import { hashApiKey, isWellFormedApiKey, type PlanLimits, type Plans } from '@sts/core';
+import { hashApiKey, isWellFormedApiKey, type PlanLimits, type PlanName, type Plans } from '@sts/core';
 import type { KeyIdentity, KeyStore } from '../adapters/keys';
 import type { Admission, QuotaStore } from '../adapters/leasedQuota';
 import { UpstreamFailure, type UpstreamAnswer, type UpstreamClient } from '../adapters/upstream';
@@ -28,6 +28,7 @@ import {
   refusal,
   type Window,
 } from '../domain/limits';
+import type { RejectionReason } from '../metrics';
 import type { HttpRequest, HttpResponder } from './server';
 
 export const JSON_TYPE = 'application/json; charset=utf-8';
@@ -102,7 +103,7 @@ interface Admitted {
   admitted: Admission;
   win: Window;
   nowEpoch: number;
-  /** performance.now() when forwarded (debug logging only) */
+  /** performance.now() when the call was taken up (latency metric, debug logging) */
   started: number;
 }
 
@@ -115,15 +116,18 @@ export interface ApiHandlerDeps {
   logger: Logger;
   /** the clock, in ms since the epoch */
   now: () => number;
-  /** counts an answer by status class */
-  count: (status: number) => void;
+  /** told about every answer: its status and performance.now() when the call was taken up */
+  answered: (req: HttpRequest, status: number, started: number) => void;
+  /** told about every 429 of the plan's per-minute limit or monthly quota */
+  rejected: (plan: PlanName, reason: RejectionReason) => void;
 }
 
 /**
  * Handles one API call and answers it. `fail` is called instead when the call cannot be handled
  * (Redis or PostgreSQL unreachable while authenticating or admitting it); the caller answers then.
+ * `started`: performance.now() when the call was taken up (for the latency metric).
  */
-export type ApiHandler = (req: HttpRequest, res: HttpResponder, fail: (err: unknown) => void) => void;
+export type ApiHandler = (req: HttpRequest, res: HttpResponder, fail: (err: unknown) => void, started: number) => void;
 
 /** Writes an error body `{error, code, request_id, ...}` with the given extra header lines. */
 export function sendError(res: HttpResponder, err: unknown, requestId: string, extraHeaders = ''): number {
@@ -166,7 +170,7 @@ function createKeyHasher(maxEntries = 50_000): (key: string) => string | null {
 // of a call: refuse, admit, forward, answered, unanswered), each short; splitting it into modules
 // would only pass the deps around.
 export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
-  const { keys, quota, plans, upstream, logger, count } = deps;
+  const { keys, quota, plans, upstream, logger, answered: done, rejected } = deps;
   const windowAt = createWindowClock();
   const limitHeaderBlock = createLimitHeaderBlock();
   const hashOf = createKeyHasher();
@@ -178,8 +182,8 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     res.send(499, '', null);
   }
 
-  function refuse(res: HttpResponder, err: unknown, requestId: string): void {
-    count(sendError(res, err, requestId));
+  function refuse(req: HttpRequest, res: HttpResponder, err: unknown, started: number): void {
+    done(req, sendError(res, err, req.requestId), started);
   }
 
   /** answers a call that read-api answered: the unit is kept only for a 2xx */
@@ -206,7 +210,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       const length = Number(answer.headers['content-length'] ?? 0);
       res.send(status, block, Buffer.alloc(Number.isSafeInteger(length) ? length : 0));
     } else res.send(status, block, answer.body);
-    count(status);
+    done(req, status, call.started);
     if (debug)
       logger.debug('api call', {
         requestId: req.requestId,
@@ -230,7 +234,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       error: err instanceof Error ? err.message : String(err),
     });
     const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };
-    count(sendError(res, apiErr, req.requestId, limitHeaderBlock(limits, usage, win, nowEpoch)));
+    done(req, sendError(res, apiErr, req.requestId, limitHeaderBlock(limits, usage, win, nowEpoch)), call.started);
   }
 
   // forwards an admitted call with the internal headers (client-sent x-internal-* / x-account-* never pass)
@@ -271,8 +275,9 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     res: HttpResponder,
     identity: KeyIdentity | null,
     fail: (err: unknown) => void,
+    started: number,
   ): void {
-    if (identity === null) return refuse(res, new UnauthorizedError('unknown or revoked API key'), req.requestId);
+    if (identity === null) return refuse(req, res, new UnauthorizedError('unknown or revoked API key'), started);
     if (res.closed) return gone(res); // the client went away while its key was looked up: nothing to admit
     // per-minute limit and monthly quota, from this process's leased units
     const at = deps.now();
@@ -288,10 +293,10 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       }
       if (admitted.outcome !== 'ok') {
         const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
-        count(sendError(res, error, req.requestId, headerLines(headers)));
+        rejected(identity.plan, admitted.outcome === 'rate_limited' ? 'rate_limit' : 'monthly_quota');
+        done(req, sendError(res, error, req.requestId, headerLines(headers)), started);
         return;
       }
-      const started = debug ? performance.now() : 0;
       forward({ req, res, identity, limits, admitted, win, nowEpoch, started }, fail);
     };
     const pending = quota.admit(identity.accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
@@ -299,23 +304,23 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     else decide(pending);
   }
 
-  return function handleApi(req, res, fail) {
-    const { requestId } = req;
+  return function handleApi(req, res, fail, started) {
     // refused before the key is even read: these never reach read-api and cost no quota
     const refusal = methodRefusal(req.method, req.path) ?? headerRefusal(req.headers);
-    if (refusal !== null) return refuse(res, refusal, requestId);
+    if (refusal !== null) return refuse(req, res, refusal, started);
     // the key: shape and checksum first, so malformed keys never reach a cache or the database
     const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
     if (key === '')
       return refuse(
+        req,
         res,
         new UnauthorizedError('missing API key: send Authorization: Bearer <key> or X-API-Key: <key>'),
-        requestId,
+        started,
       );
     const hash = hashOf(key);
-    if (hash === null) return refuse(res, new UnauthorizedError('malformed API key'), requestId);
+    if (hash === null) return refuse(req, res, new UnauthorizedError('malformed API key'), started);
     const identity = keys.peek(hash);
-    if (identity !== undefined) return admit(req, res, identity, fail);
-    keys.lookup(hash).then((found) => admit(req, res, found, fail), fail);
+    if (identity !== undefined) return admit(req, res, identity, fail, started);
+    keys.lookup(hash).then((found) => admit(req, res, found, fail, started), fail);
   };
 }

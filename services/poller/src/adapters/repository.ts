@@ -118,8 +118,8 @@ export function createPollerRepository(db: Db): PollerRepository {
         // forward only: keep the stored id and position when already past this batch's. Positions
         // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
         await tx.$executeRaw`
-          INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_error, updated_at)
-          VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, NULL, now())
+          INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
+          VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, ${polledAt}, NULL, now())
           ON CONFLICT (target_key) DO UPDATE SET
             position = CASE
               WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
@@ -133,6 +133,7 @@ export function createPollerRepository(db: Db): PollerRepository {
             last_tweet_at = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
                                  THEN coalesce(EXCLUDED.last_tweet_at, poll_cursors.last_tweet_at) ELSE poll_cursors.last_tweet_at END,
             last_polled_at = greatest(poll_cursors.last_polled_at, EXCLUDED.last_polled_at),
+            last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
             last_error = NULL,
             updated_at = now()`;
         await tx.monitor.updateMany({
