@@ -19,7 +19,7 @@ import {
 import { hashApiKey, isWellFormedApiKey, type PlanLimits, type Plans } from '@sts/core';
 import type { KeyIdentity, KeyStore } from '../adapters/keys';
 import type { Admission, QuotaStore } from '../adapters/leasedQuota';
-import { UpstreamFailure, type UpstreamAnswer, type UpstreamClient } from '../adapters/upstream';
+import { UpstreamFailure, type UpstreamAnswer, type UpstreamClient } from '@sts/http1';
 import {
   createWindowClock,
   extractApiKey,
@@ -28,7 +28,7 @@ import {
   refusal,
   type Window,
 } from '../domain/limits';
-import type { HttpRequest, HttpResponder } from './server';
+import type { HttpRequest, HttpResponder } from '@sts/http1';
 
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
