@@ -36,12 +36,7 @@ import {
   urlsFromEnv,
   type ServiceUrls,
 } from '../packages/testing/src/services';
-import {
-  createAccount,
-  createMonitor,
-  hitPayload,
-  type MonitorFixture,
-} from '../services/webhook-dispatcher/src/fixtures';
+import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
 
 const root = path.resolve(__dirname, '..');
 const HITS = Number(process.env.BENCH_HITS ?? 20_000);

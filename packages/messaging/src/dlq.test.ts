@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { connect, type ChannelModel } from 'amqplib';
-import { createTestVhost, testServiceUrls, waitFor } from '@sts/testing';
+import { capturingLogger, createTestVhost, management, queueInfo, testServiceUrls, waitFor } from '@sts/testing';
 import { AmqpClient, type ConsumeOutcome } from './client';
 import { DEAD_LETTER_EXCHANGE, EXCHANGE, type Envelope } from './contracts';
 import { listDeadLetters, migrateToQuorum, replayDeadLetters } from './dlq';
-import { capturingLogger, hitPayload, management, queueInfo, testPayload } from './test-support';
+import { hitPayload, testPayload } from './testing';
 import { declareQueue, DELIVERY_LIMIT, DLQ_MAX_LENGTH } from './topology';
 
 let vhost: { url: string; vhost: string };
