@@ -26,11 +26,13 @@ function managementBase(): { base: URL; auth: string } {
   return { base, auth };
 }
 
-export async function management(method: string, path: string): Promise<Response> {
+/** A call to the RabbitMQ management API (`body`, when given, is sent as JSON: policies, …). */
+export async function management(method: string, path: string, body?: unknown): Promise<Response> {
   const { base, auth } = managementBase();
   return fetch(new URL(path, base), {
     method,
-    headers: { authorization: `Basic ${auth}` },
+    headers: { authorization: `Basic ${auth}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     signal: AbortSignal.timeout(10_000),
   });
 }
