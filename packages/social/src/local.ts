@@ -212,6 +212,7 @@ export interface LocalSourceOptions {
   searchProbeRows?: number;
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory of one closure per SocialSource method (each under 60 lines) over the same db handle
 export function createLocalSource({ db, searchProbeRows }: LocalSourceOptions): SocialSource {
   async function findUser(username: string): Promise<SocialUser | null> {
     if (!isValidUsername(username)) return null;

@@ -165,6 +165,7 @@ function createKeyHasher(maxEntries = 50_000): (key: string) => string | null {
 // Longer than ~120 lines as a whole: it is a factory of closures over the same deps (one per step
 // of a call: refuse, admit, forward, answered, unanswered), each short; splitting it into modules
 // would only pass the deps around.
+// eslint-disable-next-line max-lines-per-function -- a factory of closures over the same deps, one per step of a call; the reason is in the comment above
 export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   const { keys, quota, plans, upstream, logger, count } = deps;
   const windowAt = createWindowClock();
