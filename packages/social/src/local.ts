@@ -212,7 +212,68 @@ export interface LocalSourceOptions {
   searchProbeRows?: number;
 }
 
-// eslint-disable-next-line max-lines-per-function -- a factory of one closure per SocialSource method (each under 60 lines) over the same db handle
+/** The local store's search (see packages/social/README.md): one statement, three bounded strategies. */
+async function searchTweets(
+  db: Db,
+  searchProbeRows: number | undefined,
+  query: string,
+  page: PageRequest,
+): Promise<Page<SocialTweet>> {
+  const limit = checkLimit(page.limit);
+  const k = decodePosition(page.cursor, 'sr');
+  // NUL cannot be sent to PostgreSQL; it carries no search meaning anyway
+  const q = query.replace(/\0/g, ' ').trim();
+  if (!q) return { items: [], nextCursor: null };
+  // One statement, three bounded strategies (see packages/social/README.md):
+  // - fast: the k matches among the newest `probe` rows after the cursor, walking the time
+  //   index. The window is contiguous, so its matches are the newest matches: a full page
+  //   (k = limit + 1) is the answer (common terms);
+  // - mid: a term of middling frequency (k/probe) where walking on is cheaper than fetching all
+  //   its matches: a walk needs about (limit + 1) * probe / k rows, the GIN index returns about
+  //   k / probe * total rows, each dearer than a walked row. When the walk is the cheaper by the
+  //   estimate (2 k² total > (limit + 1) probe², the factor 2 from measurements), the same walk
+  //   over twice the rows it should need (at most MID_PROBE_MAX);
+  // - slow: otherwise every match after the cursor from the GIN index (a bitmap scan, cheap
+  //   exactly when the term is rare), sorted.
+  // One-Time Filters skip mid and slow when not needed; MATERIALIZED keeps the planner from
+  // walking the time index for `slow` (its estimate for a rare term is far too high).
+  const probe = searchProbeRows ?? Math.max(SEARCH_PROBE_ROWS, 4 * (limit + 1));
+  const tsq = Prisma.sql`websearch_to_tsquery('simple', ${q})`;
+  const walk = (rows: Prisma.Sql) => Prisma.sql`
+    SELECT t.id, t.created_at, t.search FROM social_tweets t
+    WHERE true ${keysetBefore(k)} ORDER BY t.created_at DESC, t.id DESC LIMIT ${rows}`;
+  const rows = await db.$queryRaw<TweetRow[]>`
+    WITH fast AS MATERIALIZED (
+      SELECT id, created_at FROM (${walk(Prisma.sql`${probe}`)}) w WHERE w.search @@ ${tsq}
+      ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
+    ), est AS MATERIALIZED (
+      SELECT count(*)::float8 AS k,
+             (SELECT greatest(c.reltuples, 1)::float8 FROM pg_class c WHERE c.oid = 'social_tweets'::regclass) AS total
+      FROM fast
+    ), mid AS MATERIALIZED (
+      SELECT id, created_at FROM (${walk(
+        Prisma.sql`(SELECT least(${MID_PROBE_MAX}, ceil(2.0 * ${limit + 1} * ${probe} / greatest(est.k, 1)))::bigint FROM est)`,
+      )}) w
+      WHERE (SELECT est.k BETWEEN 1 AND ${limit} AND 2 * est.k * est.k * est.total > ${(limit + 1) * probe * probe}::float8 FROM est)
+        AND w.search @@ ${tsq}
+      ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
+    ), slow AS MATERIALIZED (
+      SELECT t.id, t.created_at FROM social_tweets t
+      WHERE t.search @@ ${tsq} ${keysetBefore(k)}
+    ), top AS (
+      SELECT id FROM fast WHERE (SELECT count(*) FROM fast) > ${limit}
+      UNION ALL
+      SELECT id FROM mid WHERE (SELECT count(*) FROM mid) > ${limit}
+      UNION ALL
+      (SELECT id FROM slow WHERE (SELECT count(*) FROM fast) <= ${limit} AND (SELECT count(*) FROM mid) <= ${limit}
+       ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
+    )
+    SELECT ${TWEET_COLUMNS}
+    FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
+    ORDER BY t.created_at DESC, t.id DESC`;
+  return pageOf(rows, limit, 'sr');
+}
+
 export function createLocalSource({ db, searchProbeRows }: LocalSourceOptions): SocialSource {
   async function findUser(username: string): Promise<SocialUser | null> {
     if (!isValidUsername(username)) return null;
@@ -252,61 +313,7 @@ export function createLocalSource({ db, searchProbeRows }: LocalSourceOptions): 
       return rows[0] ? toTweet(rows[0]) : null;
     },
 
-    async search(query: string, page: PageRequest): Promise<Page<SocialTweet>> {
-      const limit = checkLimit(page.limit);
-      const k = decodePosition(page.cursor, 'sr');
-      // NUL cannot be sent to PostgreSQL; it carries no search meaning anyway
-      const q = query.replace(/\0/g, ' ').trim();
-      if (!q) return { items: [], nextCursor: null };
-      // One statement, three bounded strategies (see packages/social/README.md):
-      // - fast: the k matches among the newest `probe` rows after the cursor, walking the time
-      //   index. The window is contiguous, so its matches are the newest matches: a full page
-      //   (k = limit + 1) is the answer (common terms);
-      // - mid: a term of middling frequency (k/probe) where walking on is cheaper than fetching all
-      //   its matches: a walk needs about (limit + 1) * probe / k rows, the GIN index returns about
-      //   k / probe * total rows, each dearer than a walked row. When the walk is the cheaper by the
-      //   estimate (2 k² total > (limit + 1) probe², the factor 2 from measurements), the same walk
-      //   over twice the rows it should need (at most MID_PROBE_MAX);
-      // - slow: otherwise every match after the cursor from the GIN index (a bitmap scan, cheap
-      //   exactly when the term is rare), sorted.
-      // One-Time Filters skip mid and slow when not needed; MATERIALIZED keeps the planner from
-      // walking the time index for `slow` (its estimate for a rare term is far too high).
-      const probe = searchProbeRows ?? Math.max(SEARCH_PROBE_ROWS, 4 * (limit + 1));
-      const tsq = Prisma.sql`websearch_to_tsquery('simple', ${q})`;
-      const walk = (rows: Prisma.Sql) => Prisma.sql`
-        SELECT t.id, t.created_at, t.search FROM social_tweets t
-        WHERE true ${keysetBefore(k)} ORDER BY t.created_at DESC, t.id DESC LIMIT ${rows}`;
-      const rows = await db.$queryRaw<TweetRow[]>`
-        WITH fast AS MATERIALIZED (
-          SELECT id, created_at FROM (${walk(Prisma.sql`${probe}`)}) w WHERE w.search @@ ${tsq}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
-        ), est AS MATERIALIZED (
-          SELECT count(*)::float8 AS k,
-                 (SELECT greatest(c.reltuples, 1)::float8 FROM pg_class c WHERE c.oid = 'social_tweets'::regclass) AS total
-          FROM fast
-        ), mid AS MATERIALIZED (
-          SELECT id, created_at FROM (${walk(
-            Prisma.sql`(SELECT least(${MID_PROBE_MAX}, ceil(2.0 * ${limit + 1} * ${probe} / greatest(est.k, 1)))::bigint FROM est)`,
-          )}) w
-          WHERE (SELECT est.k BETWEEN 1 AND ${limit} AND 2 * est.k * est.k * est.total > ${(limit + 1) * probe * probe}::float8 FROM est)
-            AND w.search @@ ${tsq}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}
-        ), slow AS MATERIALIZED (
-          SELECT t.id, t.created_at FROM social_tweets t
-          WHERE t.search @@ ${tsq} ${keysetBefore(k)}
-        ), top AS (
-          SELECT id FROM fast WHERE (SELECT count(*) FROM fast) > ${limit}
-          UNION ALL
-          SELECT id FROM mid WHERE (SELECT count(*) FROM mid) > ${limit}
-          UNION ALL
-          (SELECT id FROM slow WHERE (SELECT count(*) FROM fast) <= ${limit} AND (SELECT count(*) FROM mid) <= ${limit}
-           ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})
-        )
-        SELECT ${TWEET_COLUMNS}
-        FROM top JOIN social_tweets t ON t.id = top.id JOIN social_users u ON u.id = t.author_id
-        ORDER BY t.created_at DESC, t.id DESC`;
-      return pageOf(rows, limit, 'sr');
-    },
+    search: (query: string, page: PageRequest) => searchTweets(db, searchProbeRows, query, page),
 
     async pollTweets(username: string, request: PollRequest): Promise<PollPage | null> {
       const n = checkLimit(request.limit);
