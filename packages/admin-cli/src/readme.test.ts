@@ -17,11 +17,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
-import { createTestRedis, createTestVhost, REPO_ROOT, testServiceUrls, waitFor } from '@sts/testing';
+import { createTestRedis, createTestVhost, freePort, REPO_ROOT, testServiceUrls, waitFor } from '@sts/testing';
 
 /** The logical lines of the README's ```sh blocks: continuations joined, comments dropped. */
 export function readmeCommands(readme: string): string[] {
@@ -69,17 +68,6 @@ async function curl(line: string, vars: Record<string, string>): Promise<{ statu
   }
   const res = await fetch(/^https?:/.test(url) ? url : `http://${url}`, { headers });
   return { status: res.status, body: await res.text() };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function sh(line: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {

@@ -10,10 +10,9 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createTestDatabase } from '@sts/testing';
+import { createTestDatabase, freePort } from '@sts/testing';
 import { readApiEnvSchema } from '../../../services/read-api/src/env';
 import { REPO_ROOT } from './deploy';
 
@@ -55,17 +54,6 @@ function run(entry: string, env: Record<string, string>, args: string[] = []) {
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, exited, output: () => output };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitFor200(url: string, timeoutMs: number): Promise<{ status: number; body: string }> {

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Channel, ConsumeMessage, GetMessage } from 'amqplib';
-import { createTestVhost, waitFor } from '@sts/testing';
+import { capturingLogger, createTestVhost, queueInfo, rawChannel, turns, waitFor } from '@sts/testing';
 import { AmqpClient, PublishError, type ConsumeOutcome } from './client';
 import { ContractError, DEAD_LETTER_EXCHANGE, EXCHANGE, type Envelope, type RoutingKey } from './contracts';
 import { declareQueue } from './topology';
-import { capturingLogger, hitPayload, queueInfo, rawChannel, testPayload, turns } from './test-support';
+import { hitPayload, testPayload } from './testing';
 
 let vhost: { url: string; vhost: string };
 let client: AmqpClient;

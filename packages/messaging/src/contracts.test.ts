@@ -9,7 +9,7 @@ import {
   toAmqpHeaders,
   type MonitorHitEvent,
 } from './contracts';
-import { hitPayload, testPayload } from './test-support';
+import { hitPayload, testPayload } from './testing';
 
 describe('contracts', () => {
   it('has exactly the three routing keys', () => {

@@ -1,30 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { connect, type ChannelModel } from 'amqplib';
-import { createTestVhost, testServiceUrls, waitFor } from '@sts/testing';
+import { capturingLogger, createTestVhost, management, queueInfo, waitFor } from '@sts/testing';
 import { AmqpClient, type ConsumeOutcome } from './client';
 import { DEAD_LETTER_EXCHANGE, EXCHANGE, type Envelope } from './contracts';
 import { listDeadLetters, migrateToQuorum, replayDeadLetters } from './dlq';
-import { capturingLogger, hitPayload, management, queueInfo, testPayload } from './test-support';
+import { hitPayload, testPayload } from './testing';
 import { declareQueue, DELIVERY_LIMIT, DLQ_MAX_LENGTH } from './topology';
 
 let vhost: { url: string; vhost: string };
 let client: AmqpClient;
 let conn: ChannelModel;
 
-/** PUT/DELETE on the management API with a JSON body (policies). */
+/** PUT/DELETE on the management API with a JSON body (policies); throws unless it succeeds. */
 async function mgmt(method: 'PUT' | 'DELETE', path: string, body?: unknown): Promise<void> {
-  const base = new URL(testServiceUrls().amqpManagement ?? 'http://guest:guest@127.0.0.1:15672');
-  const auth = Buffer.from(`${decodeURIComponent(base.username)}:${decodeURIComponent(base.password)}`).toString(
-    'base64',
-  );
-  base.username = '';
-  base.password = '';
-  const r = await fetch(new URL(path, base), {
-    method,
-    headers: { authorization: `Basic ${auth}`, 'content-type': 'application/json' },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(10_000),
-  });
+  const r = await management(method, path, body);
   if (!r.ok) throw new Error(`management API ${method} ${path}: ${r.status} ${await r.text()}`);
 }
 

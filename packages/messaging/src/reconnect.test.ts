@@ -3,10 +3,18 @@
  * force-closes the client's connection through the management API); the shared RabbitMQ server
  * itself is never restarted.
  */
-import { createTestVhost, waitFor } from '@sts/testing';
+import {
+  capturingLogger,
+  closeConnectionsNamed,
+  createTestVhost,
+  rawChannel,
+  TcpProxy,
+  turns,
+  waitFor,
+} from '@sts/testing';
 import { AmqpClient, PublishError } from './client';
 import { type Envelope } from './contracts';
-import { capturingLogger, closeConnectionsNamed, hitPayload, rawChannel, TcpProxy, turns } from './test-support';
+import { hitPayload } from './testing';
 
 let vhost: { url: string; vhost: string };
 let proxy: TcpProxy;

@@ -189,6 +189,7 @@ function decodeXCursor(cursor: string | undefined, kind: string): XCursor {
   return { token: token || null, offset: Number(offset) };
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory of small closures (the X API call with its error mapping, paging, one per SocialSource method, each under 50 lines) sharing the token and rate-limit state
 export function createXSource(options: XSourceOptions): SocialSource {
   if (!options.bearerToken) throw new Error('the x social source needs a bearer token (X_BEARER_TOKEN)');
   const http: AxiosInstance = axios.create({

@@ -34,7 +34,7 @@ import { createUseCases, planConfigFromEnv, secretBoxFromEnv, type UseCases } fr
 import { gatewayService } from '../../gateway/src/main';
 import { pollerService } from '../../poller/src/main';
 import { dispatcherService } from '../../webhook-dispatcher/src/main';
-import { start as startDashboard } from './testSupport';
+import { start as startDashboard } from './testing';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = path.join(REPO_ROOT, '.tmp', 'screenshots');

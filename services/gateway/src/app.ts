@@ -1,5 +1,5 @@
 /**
- * The gateway: the only public entry of the API, on its own lean HTTP/1.1 server (http/server.ts;
+ * The gateway: the only public entry of the API, on its own lean HTTP/1.1 server (@sts/http1;
  * no framework and no node:http on the hot path). Routes: GET /api/v1/openapi.json (public, no
  * key, no quota), every other /api/v1/ path through the metered proxy (http/proxy.ts), anything
  * else a JSON 404 (/healthz, /readyz and /metrics live on the internal OPS_PORT: main.ts). Usage
@@ -12,10 +12,10 @@ import { ApiError, NotFoundError, ServiceUnavailableError, type Logger } from '@
 import type { Plans } from '@sts/core';
 import type { KeyStore } from './adapters/keys';
 import type { QuotaStore } from './adapters/leasedQuota';
-import { createUpstreamClient } from './adapters/upstream';
+import { createUpstreamClient } from '@sts/http1';
 import { openApiDocument } from './http/openapi';
 import { createApiHandler, FORWARD_RESPONSE, JSON_TYPE, READ_REQUEST_HEADERS, sendError } from './http/proxy';
-import { createHttpServer, type HttpRequest, type HttpResponder } from './http/server';
+import { createHttpServer, type HttpRequest, type HttpResponder } from './http/http1';
 import { createGatewayMetrics } from './metrics';
 
 export interface GatewayOptions {

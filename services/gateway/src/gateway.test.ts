@@ -10,7 +10,14 @@ import { createLogger } from '@sts/common';
 import { generateApiKey, periodResetEpoch, plansFromEnv, usagePeriod } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { createSocialTweet, createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, spawnService, waitFor, type ServiceProcess } from '@sts/testing';
+import {
+  createAccountWithKey,
+  createTestDatabase,
+  createTestRedis,
+  type ServiceProcess,
+  spawnService,
+  waitFor,
+} from '@sts/testing';
 import { apiKeyCacheKey, createKeyStore } from './adapters/keys';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway, type Gateway } from './app';
@@ -128,12 +135,7 @@ describe('gateway', () => {
     return { gw, port: await gw.listen(0, '127.0.0.1') };
   }
 
-  async function account(plan: 'free' | 'starter' = 'starter') {
-    const a = await db.account.create({ data: { email: `${Math.random().toString(36).slice(2)}@example.com`, plan } });
-    const k = generateApiKey();
-    await db.apiKey.create({ data: { accountId: a.id, keyHash: k.hash, prefix: k.prefix } });
-    return { accountId: a.id, key: k.key, prefix: k.prefix };
-  }
+  const account = (plan: 'free' | 'starter' = 'starter') => createAccountWithKey(db, plan);
 
   const usage = async (accountId: string) =>
     (

@@ -1,26 +1,12 @@
-import http from 'node:http';
 import { generateApiKey } from '@sts/core';
 import { createDbClient } from '@sts/db';
 import { createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, spawnService, waitFor } from '@sts/testing';
+import { createTestDatabase, createTestRedis, rawRequest, spawnService, waitFor } from '@sts/testing';
+
+const get = (port: number, path: string, headers: Record<string, string> = {}) =>
+  rawRequest(port, 'GET', path, { headers }).then((r) => ({ status: r.status, body: r.text }));
 
 const TOKEN = 'internal-token-for-tests-0123456789';
-
-function get(
-  port: number,
-  path: string,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, path, headers }, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      })
-      .on('error', reject);
-  });
-}
 
 describe('gateway main', () => {
   it('runs gateway and read-api as processes, serves a keyed call, ops only on OPS_PORT, exits 0 on SIGTERM', async () => {

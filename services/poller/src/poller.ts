@@ -84,6 +84,7 @@ function newestOf(tweets: readonly SocialTweet[]): SocialTweet | undefined {
   return newest;
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory of closures (pollTarget, runCycle, schedule) sharing the per-target state and the cycle timer
 export function createPoller(options: PollerOptions): Poller {
   const { repository, source, leases, logger, intervals } = options;
   const concurrency = options.concurrency ?? 8;

@@ -4,9 +4,8 @@ import net, { type AddressInfo } from 'node:net';
 import { createLogger, createMetricsRegistry } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, createXSource, type SocialTweet } from '@sts/social';
-import { createTestDatabase, waitFor } from '@sts/testing';
+import { createTestDatabase, rawRequest, waitFor } from '@sts/testing';
 import { createReadApi, type ReadApi } from './app';
-import { rawRequest } from './testClient';
 
 const TOKEN = 'internal-token-for-tests-0123456789';
 const logger = createLogger({ service: 'read-api-test', level: 'error' });

@@ -65,73 +65,104 @@ function clientErrorAnswer(err: NodeJS.ErrnoException): string {
   return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
 }
 
-export function createReadApi(options: ReadApiOptions): ReadApi {
-  const { db, source, logger } = options;
-  if (!options.internalToken || options.internalToken.length < 16) {
-    throw new Error('internalToken must be at least 16 characters');
-  }
-  const tokenDigest = sha256(options.internalToken);
-  const registry = options.registry ?? new client.Registry();
-  const duration = new client.Histogram({
-    name: 'read_api_http_request_duration_seconds',
-    help: 'read-api request duration by route, method and status',
-    labelNames: ['method', 'route', 'status'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [registry],
-  });
-  const monitors = options.monitors ?? createMonitorRepository(db);
-  const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
-  const match = createRouter(apiRoutes({ source, monitors, users }));
-  let closing = false;
-  /** API requests received and not yet answered, per connection (the gateway pipelines GETs) */
-  const pendingOn = new WeakMap<Socket, number>();
-  /** the error answer a connection gets (then it closes) once its pending answers are out */
-  const owedError = new WeakMap<Socket, string>();
-
-  function tokenOk(value: string | string[] | undefined): boolean {
-    if (typeof value !== 'string') return false;
-    return timingSafeEqual(sha256(value), tokenDigest);
-  }
-
+/**
+ * The answers of one server, in order per connection. The gateway pipelines GETs, so a
+ * connection may have several requests taken up at once; node:http writes their answers in
+ * request order. While closing, a connection's last pending answer carries `connection: close`;
+ * a request node:http could not read is answered (then the connection ends) only after the
+ * answers still owed before it.
+ */
+interface Answers {
+  /** a request was taken up on `socket` */
+  taken(socket: Socket): void;
   /** `started`: performance.now() when the request was taken up; its handling time goes out as Server-Timing */
-  function send(
+  send(
     res: http.ServerResponse,
     status: number,
     json: string,
     requestId: string,
     started: number,
-    headers: Record<string, string> = {},
-  ): void {
-    const out: http.OutgoingHttpHeaders = {
-      'content-type': JSON_TYPE,
-      'content-length': Buffer.byteLength(json),
-      'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
-      'x-request-id': requestId,
-      // read by the gateway to decide which calls it may pipeline (it does not pass it on)
-      'server-timing': `app;dur=${(performance.now() - started).toFixed(2)}`,
-      ...headers,
-    };
-    // while closing, the connection's last pending answer says so; answers to requests pipelined
-    // behind it must still go out first (node:http drops them once a close-marked answer is sent)
-    // the request's socket: res.socket is null while an answer waits behind earlier ones
-    const socket: Socket | null = res.req.socket;
-    const left = socket ? (pendingOn.get(socket) ?? 1) - 1 : 0;
-    if (socket) pendingOn.set(socket, left);
-    if (closing && left <= 0) out.connection = 'close';
-    res.writeHead(status, out).end(json);
-    if (left <= 0 && socket) {
-      const owed = owedError.get(socket);
-      // node:http writes answers in request order: when the last one owed is finished, those
-      // before it have been written (and any still buffered behind it are flushed by node:http
-      // on this same 'finish', before this listener runs)
-      if (owed !== undefined) res.once('finish', () => socket.end(owed));
-    }
-  }
+    headers?: Record<string, string>,
+  ): void;
+  /** node:http could not read a request on `socket` (the server's 'clientError') */
+  clientError(err: NodeJS.ErrnoException, socket: Socket): void;
+  /** from now on, each connection's last pending answer closes it */
+  closing(): void;
+}
 
-  async function handleApi(req: http.IncomingMessage, res: http.ServerResponse, url: string): Promise<void> {
+function createAnswers(): Answers {
+  let closing = false;
+  /** API requests received and not yet answered, per connection */
+  const pendingOn = new WeakMap<Socket, number>();
+  /** the error answer a connection gets (then it closes) once its pending answers are out */
+  const owedError = new WeakMap<Socket, string>();
+  return {
+    taken: (socket) => pendingOn.set(socket, (pendingOn.get(socket) ?? 0) + 1),
+    closing: () => {
+      closing = true;
+    },
+    send(res, status, json, requestId, started, headers = {}) {
+      const out: http.OutgoingHttpHeaders = {
+        'content-type': JSON_TYPE,
+        'content-length': Buffer.byteLength(json),
+        'cache-control': 'no-store',
+        'x-content-type-options': 'nosniff',
+        'x-request-id': requestId,
+        // read by the gateway to decide which calls it may pipeline (it does not pass it on)
+        'server-timing': `app;dur=${(performance.now() - started).toFixed(2)}`,
+        ...headers,
+      };
+      // while closing, the connection's last pending answer says so; answers to requests pipelined
+      // behind it must still go out first (node:http drops them once a close-marked answer is sent)
+      // the request's socket: res.socket is null while an answer waits behind earlier ones
+      const socket: Socket | null = res.req.socket;
+      const left = socket ? (pendingOn.get(socket) ?? 1) - 1 : 0;
+      if (socket) pendingOn.set(socket, left);
+      if (closing && left <= 0) out.connection = 'close';
+      res.writeHead(status, out).end(json);
+      if (left <= 0 && socket) {
+        const owed = owedError.get(socket);
+        // node:http writes answers in request order: when the last one owed is finished, those
+        // before it have been written (and any still buffered behind it are flushed by node:http
+        // on this same 'finish', before this listener runs)
+        if (owed !== undefined) res.once('finish', () => socket.end(owed));
+      }
+    },
+    clientError(err, socket) {
+      if (owedError.has(socket)) return; // already answering this connection's error
+      if (err.code === 'ECONNRESET' || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const answer = clientErrorAnswer(err);
+      // requests read before the bad one still get their answers first, in order (the gateway
+      // pipelines calls of several clients on one connection): the error goes out after the last
+      if ((pendingOn.get(socket) ?? 0) > 0) owedError.set(socket, answer);
+      else socket.end(answer);
+    },
+  };
+}
+
+interface ApiHandlerDeps {
+  match: ReturnType<typeof createRouter>;
+  /** sha256 of the internal token */
+  tokenDigest: Buffer;
+  answers: Answers;
+  duration: client.Histogram<'method' | 'route' | 'status'>;
+  logger: Logger;
+}
+
+/** One API request: token, route, handler, answer (or the mapped error), metrics and the access log. */
+function createApiHandler(
+  deps: ApiHandlerDeps,
+): (req: http.IncomingMessage, res: http.ServerResponse, url: string) => Promise<void> {
+  const { match, tokenDigest, answers, duration, logger } = deps;
+  const tokenOk = (value: string | string[] | undefined) =>
+    typeof value === 'string' && timingSafeEqual(sha256(value), tokenDigest);
+
+  return async function handleApi(req, res, url) {
     const started = performance.now();
-    pendingOn.set(req.socket, (pendingOn.get(req.socket) ?? 0) + 1);
+    answers.taken(req.socket);
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     const method = req.method ?? 'GET';
@@ -155,7 +186,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       };
       const result: HandlerResult = await m.handler(ctx);
       status = result.status;
-      send(res, status, result.json ?? JSON.stringify(result.body), requestId, started);
+      answers.send(res, status, result.json ?? JSON.stringify(result.body), requestId, started);
     } catch (err) {
       const apiError = toApiError(err);
       const mapped = toErrorResponse(apiError ?? err, requestId);
@@ -163,7 +194,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       if (!apiError) logger.error('request failed', { requestId, method, route, err });
       else if (status >= 500) logger.warn('request failed', { requestId, method, route, code: mapped.body.code, err });
       if (res.headersSent) res.destroy();
-      else send(res, status, JSON.stringify(mapped.body), requestId, started, mapped.headers);
+      else answers.send(res, status, JSON.stringify(mapped.body), requestId, started, mapped.headers);
     }
     const ms = performance.now() - started;
     duration.observe({ method, route, status }, ms / 1000);
@@ -175,8 +206,14 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       status,
       durationMs: Math.round(ms * 100) / 100,
     });
-  }
+  };
+}
 
+/** The node:http server: request targets normalised to origin-form, timeouts, malformed requests answered in JSON. */
+function createNodeServer(
+  handleApi: (req: http.IncomingMessage, res: http.ServerResponse, url: string) => Promise<void>,
+  answers: Answers,
+): http.Server {
   const server = http.createServer({ keepAlive: true }, (req, res) => {
     let url = req.url ?? '/';
     if (!url.startsWith('/')) {
@@ -190,24 +227,35 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   server.headersTimeout = 66_000;
   server.requestTimeout = 120_000;
   // malformed HTTP (bad request line, oversized headers): a JSON 4xx, never Node's bare answer
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    if (owedError.has(socket)) return; // already answering this connection's error
-    if (err.code === 'ECONNRESET' || !socket.writable) {
-      socket.destroy();
-      return;
-    }
-    const answer = clientErrorAnswer(err);
-    // requests read before the bad one still get their answers first, in order (the gateway
-    // pipelines calls of several clients on one connection): the error goes out after the last
-    if ((pendingOn.get(socket) ?? 0) > 0) owedError.set(socket, answer);
-    else socket.end(answer);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => answers.clientError(err, socket));
+  return server;
+}
+
+export function createReadApi(options: ReadApiOptions): ReadApi {
+  const { db, source, logger } = options;
+  if (!options.internalToken || options.internalToken.length < 16) {
+    throw new Error('internalToken must be at least 16 characters');
+  }
+  const registry = options.registry ?? new client.Registry();
+  const duration = new client.Histogram({
+    name: 'read_api_http_request_duration_seconds',
+    help: 'read-api request duration by route, method and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
   });
+  const monitors = options.monitors ?? createMonitorRepository(db);
+  const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
+  const match = createRouter(apiRoutes({ source, monitors, users }));
+  const answers = createAnswers();
+  const handleApi = createApiHandler({ match, tokenDigest: sha256(options.internalToken), answers, duration, logger });
+  const server = createNodeServer(handleApi, answers);
 
   return {
     server,
     listen: (port, host) => listenOn(server, port, host),
     close() {
-      closing = true;
+      answers.closing();
       if (!server.listening) return Promise.resolve();
       return new Promise<void>((resolve) => {
         const force = setTimeout(() => server.closeAllConnections(), options.shutdownGraceMs ?? 10_000);

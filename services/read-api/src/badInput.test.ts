@@ -6,9 +6,8 @@ import net from 'node:net';
 import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, encodeCursor } from '@sts/social';
-import { createTestDatabase } from '@sts/testing';
+import { createTestDatabase, rawRequest, type RawResponse } from '@sts/testing';
 import { createReadApi, type ReadApi } from './app';
-import { rawRequest, type RawResponse } from './testClient';
 
 const TOKEN = 'internal-token-for-tests-0123456789';
 

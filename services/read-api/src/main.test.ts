@@ -6,9 +6,8 @@
 import { ConfigError } from '@sts/common';
 import { createDbClient, loadMigrations } from '@sts/db';
 import { createSocialUser } from '@sts/social';
-import { createTestDatabase, spawnService } from '@sts/testing';
+import { createTestDatabase, rawRequest, spawnService } from '@sts/testing';
 import { loadReadApiEnv } from './env';
-import { rawRequest } from './testClient';
 
 const TOKEN = 'internal-token-for-tests-0123456789';
 

@@ -9,18 +9,21 @@ import { createLogger } from '@sts/common';
 import { createSecretBox, generateWebhookSecret } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { verify } from '@sts/signing';
-import { createTestDatabase, startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '@sts/testing';
-import { createDispatcher, type Dispatcher } from './app';
-import { createPrismaRepository } from './adapters/repository';
 import {
   createAccount,
   createHit,
   createMonitor,
+  createTestDatabase,
   hitEnvelope,
-  redeliverEnvelope,
-  testEnvelope,
+  type HttpsReceiver,
   type MonitorFixture,
-} from './fixtures';
+  type ReceivedRequest,
+  redeliverEnvelope,
+  startHttpsReceiver,
+  testEnvelope,
+} from '@sts/testing';
+import { createDispatcher, type Dispatcher } from './app';
+import { createPrismaRepository } from './adapters/repository';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);

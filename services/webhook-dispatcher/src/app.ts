@@ -155,6 +155,7 @@ async function outcomeOfError(
  * (start / stop / handle) share the drain and fail-closed state as closures. Every inner function
  * is short; the logic lives in messages.ts, delivery.ts, lanes.ts and the adapters.
  */
+// eslint-disable-next-line max-lines-per-function -- composition; the reason is in the comment above
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { repository: repo, logger } = options;
   const queue = options.queue ?? DISPATCHER_QUEUE;

@@ -11,9 +11,20 @@ import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createTestDatabase, createTestVhost, startHttpsReceiver, waitFor, type HttpsReceiver } from '@sts/testing';
-import { createAccount, createHit, createMonitor, type HitFixture, type MonitorFixture } from './fixtures';
-import { spawnDispatcher, type DispatcherProcess } from './testSupport';
+import {
+  createAccount,
+  createHit,
+  createMonitor,
+  createTestDatabase,
+  createTestVhost,
+  type HitFixture,
+  type HttpsReceiver,
+  type MonitorFixture,
+  type ServiceProcess,
+  startHttpsReceiver,
+  waitFor,
+} from '@sts/testing';
+import { spawnDispatcher } from './testing';
 
 const run = promisify(execFile);
 const KEY = randomBytes(32).toString('base64');
@@ -26,7 +37,7 @@ describe('RabbitMQ restart while hits flow', () => {
   let db: Db;
   let receiver: HttpsReceiver;
   let publisher: AmqpClient;
-  let dispatcher: DispatcherProcess | undefined;
+  let dispatcher: ServiceProcess | undefined;
   let monitor: MonitorFixture;
   let amqpUrl: string;
 
@@ -100,7 +111,7 @@ describe('RabbitMQ restart while hits flow', () => {
     await waitFor(() => received().size >= published.size, 120_000, 100).catch((err: unknown) => {
       // what the dispatcher said last: the only way to tell a lost message from a stuck consumer
       console.log(
-        `received ${received().size} of ${published.size}; the dispatcher's last lines:\n${dispatcher?.output.slice(-60).join('\n')}`,
+        `received ${received().size} of ${published.size}; the dispatcher's last lines:\n${dispatcher?.lines.slice(-60).join('\n')}`,
       );
       throw err;
     });

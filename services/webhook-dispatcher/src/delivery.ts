@@ -69,6 +69,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  * A factory of small closures (each under 60 lines) sharing the secret cache, the repository and
  * the metrics; its length is the sum of those, not one long procedure.
  */
+// eslint-disable-next-line max-lines-per-function -- a factory of small closures, see the comment above
 export function createDeliverer(options: DelivererOptions) {
   const { repository: repo, sender, logger, metrics } = options;
   const box: SecretBox = createSecretBox(options.secretsKey);

@@ -10,10 +10,20 @@ import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient, monitorTestPayload } from '@sts/messaging';
-import { createTestDatabase, createTestVhost, startHttpsReceiver, waitFor, type HttpsReceiver } from '@sts/testing';
+import {
+  createAccount,
+  createHit,
+  createMonitor,
+  createTestDatabase,
+  createTestVhost,
+  type HitFixture,
+  type HttpsReceiver,
+  type MonitorFixture,
+  startHttpsReceiver,
+  waitFor,
+} from '@sts/testing';
 import { createDispatcher, type Dispatcher } from './app';
 import { createPrismaRepository } from './adapters/repository';
-import { createAccount, createHit, createMonitor, type HitFixture, type MonitorFixture } from './fixtures';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);

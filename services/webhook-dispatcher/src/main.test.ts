@@ -9,11 +9,21 @@ import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { verify } from '@sts/signing';
-import { createTestDatabase, createTestVhost, startHttpsReceiver, waitFor, type HttpsReceiver } from '@sts/testing';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
-import { createAccount, createHit, createMonitor, type HitFixture, type MonitorFixture } from './fixtures';
-import { opsPort, spawnDispatcher, type DispatcherProcess } from './testSupport';
+import {
+  createAccount,
+  createHit,
+  createMonitor,
+  createTestDatabase,
+  createTestVhost,
+  type HitFixture,
+  type HttpsReceiver,
+  type MonitorFixture,
+  type ServiceProcess,
+  spawnService,
+  startHttpsReceiver,
+  waitFor,
+} from '@sts/testing';
+import { opsPort, spawnDispatcher } from './testing';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);
@@ -26,7 +36,7 @@ describe('webhook-dispatcher process', () => {
   let publisher: AmqpClient;
   let receiver: HttpsReceiver;
   let monitor: MonitorFixture;
-  const running: DispatcherProcess[] = [];
+  const running: ServiceProcess[] = [];
 
   const env = () => ({
     DATABASE_URL: testDb.url,
@@ -36,7 +46,7 @@ describe('webhook-dispatcher process', () => {
     LOG_LEVEL: 'info',
   });
 
-  async function start(): Promise<DispatcherProcess> {
+  async function start(): Promise<ServiceProcess> {
     const p = await spawnDispatcher(env());
     running.push(p);
     return p;
@@ -81,16 +91,13 @@ describe('webhook-dispatcher process', () => {
   });
 
   it('refuses to start with a clear message when SECRETS_ENCRYPTION_KEY is missing', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
-      cwd: path.resolve(__dirname, '../../..'),
-      env: { ...process.env, ...env(), SECRETS_ENCRYPTION_KEY: '', WEBHOOK_TIMEOUT_MS: 'soon' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const p = spawnService('services/webhook-dispatcher/src/main.ts', {
+      ...env(),
+      SECRETS_ENCRYPTION_KEY: '',
+      WEBHOOK_TIMEOUT_MS: 'soon',
     });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-    const code = await new Promise((resolve) => child.once('exit', resolve));
-    expect(code).toBe(2); // a configuration error, as in every service (runService)
+    expect(await p.exited).toBe(2); // a configuration error, as in every service (runService)
+    const out = p.lines.join('\n');
     expect(out).toContain('SECRETS_ENCRYPTION_KEY is required but not set');
     expect(out).toMatch(/WEBHOOK_TIMEOUT_MS: /);
     expect(out).not.toMatch(/\n\s+at /); // no stack trace
@@ -130,7 +137,7 @@ describe('webhook-dispatcher process', () => {
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ outcome: 'delivered', statusCode: 200 });
     expect(rows[0]!.latencyMs).toBeGreaterThanOrEqual(1400);
-    expect(p.output.some((l) => l.includes('webhook-dispatcher stopped'))).toBe(true);
+    expect(p.lines.some((l) => l.includes('webhook-dispatcher stopped'))).toBe(true);
   });
 
   it('SIGTERM drains for at most DISPATCH_SHUTDOWN_GRACE_MS; an unfinished delivery is left for another replica, unlogged', async () => {
@@ -145,7 +152,7 @@ describe('webhook-dispatcher process', () => {
     expect(await p.exited).toBe(0);
     // the receiver would have answered after 60 s; the process left after the 1.5 s grace
     expect(Date.now() - signalled).toBeLessThan(15_000);
-    expect(p.output.some((l) => l.includes('left for another replica'))).toBe(true);
+    expect(p.lines.some((l) => l.includes('left for another replica'))).toBe(true);
     expect(await db.deliveryAttempt.count({ where: { deliveryId: id } })).toBe(0);
 
     // another replica takes it: sent again with the same delivery id, logged once
@@ -163,14 +170,14 @@ describe('webhook-dispatcher process', () => {
     const port = opsPort(wrong);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push(await publishHit(await createHit(db, monitor)));
-    await waitFor(() => wrong.output.some((l) => l.includes('failed closed')), 30_000);
+    await waitFor(() => wrong.lines.some((l) => l.includes('failed closed')), 30_000);
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(503);
     // the body says ok/failed per dependency only; the reason is in the one error line
     expect(((await ready.json()) as { checks: Record<string, string> }).checks.secrets).toBe('failed');
-    expect(wrong.output.find((l) => l.includes('failed closed'))).toMatch(/SECRETS_ENCRYPTION_KEY/);
+    expect(wrong.lines.find((l) => l.includes('failed closed'))).toMatch(/SECRETS_ENCRYPTION_KEY/);
     await new Promise((r) => setTimeout(r, 1000));
-    expect(wrong.output.filter((l) => l.includes('failed closed'))).toHaveLength(1);
+    expect(wrong.lines.filter((l) => l.includes('failed closed'))).toHaveLength(1);
     expect(receiver.requests).toHaveLength(0);
     expect(await db.deliveryAttempt.count({ where: { deliveryId: { in: ids } } })).toBe(0);
 

@@ -6,9 +6,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase } from '@sts/testing';
+import { createAccount, createMonitor, createTestDatabase } from '@sts/testing';
 import { createPrismaRepository } from './adapters/repository';
-import { createAccount, createMonitor } from './fixtures';
 import { createRetentionJob } from './retention';
 
 const box = createSecretBox(randomBytes(32).toString('base64'));

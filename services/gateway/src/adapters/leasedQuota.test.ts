@@ -5,7 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, createTestRedis } from '@sts/testing';
+import { createAccount, createTestDatabase, createTestRedis } from '@sts/testing';
 import { createQuotaStore, minuteKey, monthKey, type Admission, type QuotaStore } from './leasedQuota';
 
 const PERIOD = '2026-11';
@@ -47,10 +47,7 @@ describe('leased quota', () => {
     return { s, client };
   }
 
-  async function account(): Promise<string> {
-    const a = await db.account.create({ data: { email: `${Math.random().toString(36).slice(2)}@example.com` } });
-    return a.id;
-  }
+  const account = async () => (await createAccount(db, 'free')).id;
 
   const used = async (id: string) => Number(await redis.hget(monthKey(id, PERIOD), 'u'));
   const minuteCount = async (id: string, minute = MINUTE) => Number((await redis.get(minuteKey(id, minute))) ?? 0);

@@ -178,6 +178,7 @@ function add(map: Map<string, number>, key: string, n: number): void {
   else map.set(key, v);
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory of closures (lease, acquire, give back, flush; each under 60 lines) over the same lease map, Redis and flush state, which must stay private to keep the counts exact
 export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   const { db } = opts;
   const leaseMs = opts.leaseMs ?? 50;

@@ -10,9 +10,9 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { generateApiKey, plansFromEnv, usagePeriod } from '@sts/core';
+import { plansFromEnv, usagePeriod } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
+import { createAccountWithKey, createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
 import { createKeyStore } from '../adapters/keys';
 import { createQuotaStore } from '../adapters/leasedQuota';
 import { createGateway, type Gateway } from '../app';
@@ -100,12 +100,7 @@ describe('gateway edge', () => {
     reached.length = 0;
   });
 
-  async function account() {
-    const a = await db.account.create({ data: { email: `${Math.random().toString(36).slice(2)}@example.com` } });
-    const k = generateApiKey();
-    await db.apiKey.create({ data: { accountId: a.id, keyHash: k.hash, prefix: k.prefix } });
-    return { accountId: a.id, key: k.key };
-  }
+  const account = () => createAccountWithKey(db, 'free');
 
   const usage = async (accountId: string) =>
     (await db.usageMonthly.findUnique({ where: { accountId_period: { accountId, period: usagePeriod() } } }))?.used ??

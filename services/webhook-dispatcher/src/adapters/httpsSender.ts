@@ -127,6 +127,7 @@ export function snippetText(buf: Buffer): string {
     .replaceAll(String.fromCharCode(0), '');
 }
 
+// eslint-disable-next-line max-lines-per-function -- a factory of closures (guarded lookup, one attempt, send) sharing the agent and the limits
 export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
   const isAllowed = createHostAllowList(options.allowPrivateHosts ?? []);
   const baseLookup: LookupFunction = options.lookup ?? dns.lookup;

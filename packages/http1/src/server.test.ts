@@ -1,7 +1,8 @@
 /**
- * The gateway's HTTP/1.1 server, spoken to over raw TCP: framing, pipelining, strictness against
+ * The HTTP/1.1 server, spoken to over raw TCP: framing, pipelining, strictness against
  * smuggling-shaped input, timeouts and shutdown.
  */
+import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import {
   createHttpServer,
@@ -98,7 +99,16 @@ class RawClient {
   }
 }
 
-describe('gateway HTTP server', () => {
+/** what a user of the server passes (the gateway passes the API's error format and request-id rule) */
+const jsonErrors: Partial<HttpServerOptions> = {
+  errorBody: (e) => ({
+    contentType: 'application/json; charset=utf-8',
+    body: JSON.stringify({ error: e.message, code: e.code, request_id: e.requestId }),
+  }),
+  requestId: (v) => (v !== undefined && /^[A-Za-z0-9._:-]{1,128}$/.test(v) ? v : randomUUID()),
+};
+
+describe('http1 server', () => {
   let server: HttpServer;
   let port: number;
   const seen: HttpRequest[] = [];
@@ -124,6 +134,7 @@ describe('gateway HTTP server', () => {
         if (delay > 0) setTimeout(answer, delay);
         else answer();
       },
+      ...jsonErrors,
       ...opts,
     });
     port = await server.listen(0, '127.0.0.1');
@@ -333,13 +344,29 @@ describe('gateway HTTP server', () => {
     }
   });
 
-  it('keeps a valid client request id and makes one otherwise', async () => {
+  it("takes the request id from the requestId option (given the client's value)", async () => {
     await start();
     const c = await client();
     c.write('GET /r HTTP/1.1\r\nHost: h\r\nX-Request-Id: abc-123\r\n\r\n');
     expect((await c.next())!.headers['x-request-id']).toBe('abc-123');
     c.write('GET /r HTTP/1.1\r\nHost: h\r\nX-Request-Id: has space\r\n\r\n');
     expect((await c.next())!.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('by default makes a new request id and answers refusals with the message as text/plain', async () => {
+    await start({ requestId: undefined, errorBody: undefined });
+    const c = await client();
+    c.write('GET /r HTTP/1.1\r\nHost: h\r\nX-Request-Id: abc-123\r\n\r\n');
+    const a = await c.next();
+    expect(a!.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(seen[0]!.requestId).toBe(a!.headers['x-request-id']);
+    c.write('GET /r HTTP/1.1\r\nHost: h\r\nHost: h\r\n\r\n');
+    const refused = await c.next();
+    expect(refused!.status).toBe(400);
+    expect(refused!.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(refused!.body).toBe('more than one Host header\n');
+    expect(refused!.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await c.waitClosed()).toBe(true);
   });
 
   it('a handler that throws gives a 500 JSON and the connection keeps working', async () => {

@@ -1,6 +1,6 @@
 /**
- * HTTP/1.1 wire format (RFC 9112), strict: the pieces the gateway's server (requests from
- * clients) and its upstream client (answers from read-api) share. Anything outside the grammar is
+ * HTTP/1.1 wire format (RFC 9112), strict: the pieces the server (requests from clients)
+ * and the upstream client (answers from the upstream) share. Anything outside the grammar is
  * an error, never "repaired": bare CR or LF, obsolete line folding, control characters in values,
  * a header name that is not a token, a malformed chunk. Being strict is what keeps a proxy safe
  * from request smuggling (the two ends of a hop must agree where a message ends).
@@ -109,7 +109,7 @@ export function bodyFraming(headers: Record<string, string>): Framing {
   }
   if (cl === undefined) return NO_BODY;
   // one value of digits only: a list (even of equal values) or a repeated field is refused, as
-  // llhttp (node:http, read-api) refuses it, so the two ends of a hop never frame a body differently
+  // llhttp (node:http) refuses it, so the two ends of a hop never frame a body differently
   if (!/^\d{1,15}$/.test(cl))
     throw new WireError(
       400,

@@ -1,10 +1,10 @@
 /**
- * Differential fuzzing of the gateway's HTTP/1.1 request parser against llhttp (node:http, which
- * read-api runs): the same bytes go to both, and every request the gateway hands its handler must
- * be one llhttp framed the same way (same method, target, Host and body, at the same position on
- * the connection). Where the two disagree the gateway must be the one refusing: it may stop
- * earlier (a 4xx and close), never hand on a request llhttp would read differently — that is what
- * request smuggling needs.
+ * Differential fuzzing of this package's HTTP/1.1 request parser against llhttp (node:http, which
+ * the servers behind a proxy typically run): the same bytes go to both, and every request our
+ * server hands its handler must be one llhttp framed the same way (same method, target, Host and
+ * body, at the same position on the connection). Where the two disagree ours must be the one
+ * refusing: it may stop earlier (a 4xx and close), never hand on a request llhttp would read
+ * differently — that is what request smuggling needs.
  *
  * Both servers are fed in memory (a Duplex standing in for the socket, `server.emit('connection')`)
  * so thousands of cases run in a few seconds. Used by differential.test.ts (a fixed seed and one
@@ -38,15 +38,15 @@ interface Seen {
 
 export interface FuzzResult {
   disagreements: Disagreement[];
-  /** cases where the gateway took at least one request (the rest it refused from the start) */
+  /** cases where our server took at least one request (the rest it refused from the start) */
   accepted: number;
-  /** requests the gateway took, all cases together */
+  /** requests our server took, all cases together */
   requests: number;
 }
 
 export interface Disagreement {
   input: string;
-  gateway: Seen[];
+  ours: Seen[];
   llhttp: Seen[];
   reason: string;
 }
@@ -80,14 +80,14 @@ class MemorySocket extends Duplex {
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
 
-/** Feeds every input to both parsers; returns the inputs where the gateway accepted something llhttp framed otherwise. */
+/** Feeds every input to both parsers; returns the inputs where ours accepted something llhttp framed otherwise. */
 export async function differential(inputs: readonly string[]): Promise<FuzzResult> {
-  const gateway = new Map<MemorySocket, Seen[]>();
+  const ours = new Map<MemorySocket, Seen[]>();
   const llhttp = new Map<MemorySocket, Seen[]>();
   const gw = createHttpServer({
     handler: (req, res) => {
       const socket = (res as unknown as { conn: { socket: MemorySocket } }).conn.socket;
-      gateway.get(socket)!.push({
+      ours.get(socket)!.push({
         method: req.method,
         target: req.target,
         host: req.headers.host,
@@ -120,7 +120,7 @@ export async function differential(inputs: readonly string[]): Promise<FuzzResul
     const n = new MemorySocket();
     g.on('error', () => undefined);
     n.on('error', () => undefined);
-    gateway.set(g, []);
+    ours.set(g, []);
     llhttp.set(n, []);
     gw.server.emit('connection', g);
     node.emit('connection', n);
@@ -137,7 +137,7 @@ export async function differential(inputs: readonly string[]): Promise<FuzzResul
     await turn();
     let sig = '';
     for (const [, g, n] of pairs) {
-      sig += `${gateway.get(g)!.length}.`;
+      sig += `${ours.get(g)!.length}.`;
       for (const seen of llhttp.get(n)!) sig += `${seen.body.length}.`;
     }
     if (sig === last && i > 3) break;
@@ -147,12 +147,12 @@ export async function differential(inputs: readonly string[]): Promise<FuzzResul
   for (const [seen, req] of nodeRequests) seen.complete = req.complete;
   const out: FuzzResult = { disagreements: [], accepted: 0, requests: 0 };
   for (const [input, g, n] of pairs) {
-    const gs = gateway.get(g)!;
+    const gs = ours.get(g)!;
     const ls = llhttp.get(n)!;
     if (gs.length > 0) out.accepted++;
     out.requests += gs.length;
     const reason = compare(gs, ls);
-    if (reason !== null) out.disagreements.push({ input, gateway: gs, llhttp: ls, reason });
+    if (reason !== null) out.disagreements.push({ input, ours: gs, llhttp: ls, reason });
     g.destroy();
     n.destroy();
   }
@@ -161,12 +161,12 @@ export async function differential(inputs: readonly string[]): Promise<FuzzResul
   return out;
 }
 
-/** null when every request the gateway took is the request llhttp read at the same position */
+/** null when every request our server took is the request llhttp read at the same position */
 function compare(gs: Seen[], ls: Seen[]): string | null {
   for (let i = 0; i < gs.length; i++) {
     const g = gs[i]!;
     const l = ls[i];
-    if (l === undefined || !l.complete) return `request ${i}: the gateway took it, llhttp did not read it whole`;
+    if (l === undefined || !l.complete) return `request ${i}: our server took it, llhttp did not read it whole`;
     if (g.method !== l.method) return `request ${i}: method ${g.method} vs ${l.method}`;
     if (g.target !== l.target) return `request ${i}: target ${g.target} vs ${l.target}`;
     if ((g.host ?? '') !== (l.host ?? '')) return `request ${i}: host ${g.host} vs ${l.host}`;

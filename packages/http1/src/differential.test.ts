@@ -1,8 +1,8 @@
 /**
- * Differential fuzz of the gateway's request parser against llhttp (node:http): thousands of
+ * Differential fuzz of this package's request parser against llhttp (node:http): thousands of
  * generated and mutated requests, a fixed seed and one random seed per run (printed when it
  * fails, so the failure can be replayed with `FUZZ_SEED=<seed> pnpm fuzz:gateway`). Wherever the
- * two disagree the gateway must be the one refusing; it never takes a request llhttp frames
+ * two disagree ours must be the one refusing; it never takes a request llhttp frames
  * differently. Longer runs: `pnpm fuzz:gateway` (FUZZ_ITERATIONS).
  */
 import { cases, differential, fuzz, type FuzzResult } from './differential';
@@ -14,7 +14,7 @@ function report(seed: number, result: FuzzResult): string {
     .join('\n');
 }
 
-describe('gateway parser against llhttp', () => {
+describe('http1 parser against llhttp', () => {
   it('takes the well-formed requests llhttp takes, framed the same way', async () => {
     const valid = [
       'GET /a?x=1 HTTP/1.1\r\nHost: h\r\nAccept: */*\r\n\r\n',

@@ -1,6 +1,6 @@
 /**
- * For tests (read-api's own and the gateway's): a raw HTTP call that sends the path exactly as
- * given (no normalisation or re-encoding) and returns status, headers and the parsed JSON body.
+ * HTTP clients for tests: a raw call that sends the path exactly as given (no normalisation or
+ * re-encoding, no keep-alive) and returns status, headers, text and the parsed JSON body.
  */
 import http from 'node:http';
 

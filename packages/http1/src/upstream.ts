@@ -1,17 +1,17 @@
 /**
- * The client to read-api: a keep-alive pool of raw sockets (node:net, or node:tls for an https
- * URL) speaking HTTP/1.1 with the strict parser of http/wire.ts. LIFO reuse, at most `maxSockets`
- * open (further calls wait for a socket), idle sockets closed after `idleSocketMs` (below
- * read-api's own keep-alive timeout).
+ * A client to one upstream HTTP/1.1 server (the gateway uses it for read-api): a keep-alive pool of raw
+ * sockets (node:net, or node:tls for an https URL) speaking HTTP/1.1 with the strict parser of
+ * wire.ts. LIFO reuse, at most `maxSockets` open (further calls wait for a socket), idle sockets
+ * closed after `idleSocketMs` (below the upstream's own keep-alive timeout).
  *
  * Write coalescing: calls are not written the moment they are made but at the end of the event
  * loop turn (setImmediate). The safe calls (GET, HEAD, OPTIONS; no body) of one turn — under
  * load, the calls of every client socket that was readable in that turn — go out together, up to
- * `pipelineDepth` of them in one write on one socket (HTTP/1.1 pipelining; read-api answers them
+ * `pipelineDepth` of them in one write on one socket (HTTP/1.1 pipelining; the upstream answers them
  * in order). One write and one read carry many calls instead of one each, on both sides of the
  * hop. Only an idle socket takes a batch; a socket with calls in flight takes no more until all
  * are answered, so a call can only wait behind calls of its own turn. And only calls of a route
- * that read-api answers fast are grouped (its Server-Timing `dur`, averaged per route shape, at
+ * that the upstream answers fast are grouped (its Server-Timing `dur`, averaged per route shape, at
  * most `pipelineMaxMs`): a route not answered yet, or slow, goes alone, so a slow call never holds
  * up fast ones. Calls with a body (and other methods) always go alone. `pipelineDepth` 1 turns
  * pipelining off (one call per socket at a time).
@@ -28,20 +28,20 @@
  *   head then never matches), one too short leaves bytes that do not form the next head; either
  *   way the held answer is failed, never handed over;
  * - bytes after the last answer asked for fail that answer too (a Content-Length too short).
- * Such a socket's calls without an answer fail (502) and are not sent again: read-api is not
+ * Such a socket's calls without an answer fail (502) and are not sent again: the upstream is not
  * framing its answers as we read them.
  *
  * Failures are classified for the caller: `unavailable` (nothing listening: refused, reset, no
  * route) → 503, `timeout` (no connection or no complete answer in time) → 504, `failed` (a broken
  * answer) → 502, `cancelled` (the caller's client went away before the call was written; it was
- * not sent). When a socket that read-api had already answered on is lost, its safe calls
+ * not sent). When a socket that the upstream had already answered on is lost, its safe calls
  * that got no byte of their answer (the server closed a kept-alive socket as we sent, or closed
  * after answering earlier calls of a batch) are sent once more on a new socket, within their own
  * deadline; nothing else is retried.
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import { bodyFraming, ChunkedDecoder, headEnd, NO_BODY, parseHead, WireError, type Framing } from '../http/wire';
+import { bodyFraming, ChunkedDecoder, headEnd, NO_BODY, parseHead, WireError, type Framing } from './wire';
 
 export type UpstreamFailureKind = 'unavailable' | 'timeout' | 'failed' | 'cancelled';
 
@@ -89,13 +89,13 @@ export interface UpstreamClient {
 }
 
 export interface UpstreamOptions {
-  /** base URL of read-api, e.g. http://127.0.0.1:3002 */
+  /** base URL of the upstream, e.g. http://127.0.0.1:3002 */
   url: string;
   /** overall deadline of one call, connect to last byte */
   timeoutMs: number;
   /** deadline for opening a new connection; default min(timeoutMs, 2000) */
   connectTimeoutMs?: number;
-  /** most sockets open to read-api at once; default 128 */
+  /** most sockets open to the upstream at once; default 128 */
   maxSockets?: number;
   /**
    * most safe (GET, HEAD, OPTIONS) calls of one event-loop turn written together on one socket (pipelined);
@@ -103,12 +103,12 @@ export interface UpstreamOptions {
    */
   pipelineDepth?: number;
   /**
-   * only calls of a route that read-api answers fast are pipelined: on average within this many
+   * only calls of a route that the upstream answers fast are pipelined: on average within this many
    * milliseconds by its `Server-Timing: app;dur=…` (default 2). Calls of a slower route, or of a
    * route not answered yet, go alone, so a slow call never holds up fast ones behind it.
    */
   pipelineMaxMs?: number;
-  /** idle keep-alive sockets are closed after this; default 30 s (read-api keeps them 65 s) */
+  /** idle keep-alive sockets are closed after this; default 30 s (keep it below the upstream's keep-alive timeout) */
   idleSocketMs?: number;
   /** largest answer accepted; default 8 MiB */
   maxAnswerBytes?: number;
@@ -130,7 +130,7 @@ const UNAVAILABLE = new Set([
 /** safe methods: sent without a body, their calls may share a socket and may be sent again */
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
-/** most routes whose answer time is remembered (the gateway passes any /api/v1/ path on) */
+/** most routes whose answer time is remembered (a proxy may pass any path on) */
 const MAX_ROUTES = 256;
 /** longest answer head accepted */
 const MAX_ANSWER_HEAD = 64 * 1024;
@@ -148,19 +148,19 @@ export function routeOf(method: string, target: string): string {
 function classify(err: NodeJS.ErrnoException): UpstreamFailure {
   if (err instanceof UpstreamFailure) return err;
   if (err instanceof WireError)
-    return new UpstreamFailure('failed', `read-api sent a malformed answer: ${err.message}`);
+    return new UpstreamFailure('failed', `upstream sent a malformed answer: ${err.message}`);
   const code = err.code ?? '';
-  if (UNAVAILABLE.has(code)) return new UpstreamFailure('unavailable', `read-api unreachable (${code})`, code);
-  return new UpstreamFailure('failed', `read-api call failed (${code || err.message})`, code);
+  if (UNAVAILABLE.has(code)) return new UpstreamFailure('unavailable', `upstream unreachable (${code})`, code);
+  return new UpstreamFailure('failed', `upstream call failed (${code || err.message})`, code);
 }
 
 const connectionLost = () =>
   classify(Object.assign(new Error('connection closed before the answer'), { code: 'ECONNRESET' }));
 
-/** read-api's answers and our calls are out of step on a socket: it is not trusted any more */
+/** the upstream's answers and our calls are out of step on a socket: it is not trusted any more */
 class OutOfStep extends UpstreamFailure {
   constructor(message: string) {
-    super('failed', `read-api answers out of step: ${message}`);
+    super('failed', `upstream answers out of step: ${message}`);
   }
 }
 
@@ -187,7 +187,7 @@ class Conn {
   /** a call with a complete answer not handed over yet: the next answer's head must show the framing held */
   held: Call | null = null;
   heldAnswer: UpstreamAnswer | null = null;
-  /** answers completed on this socket: read-api was there */
+  /** answers completed on this socket: the upstream was there */
   answered = 0;
   connected = false;
   connectDeadline: number;
@@ -239,7 +239,7 @@ interface Pool {
   /** calls without a socket yet: this turn's, and those waiting for a free socket */
   readonly waiting: Call[];
   readonly active: Set<Call>;
-  /** read-api's time per answer, by route (moving average, ms) */
+  /** the upstream's time per answer, by route (moving average, ms) */
   readonly routeMs: Map<string, number>;
   pumpScheduled: boolean;
   closed: boolean;
@@ -423,12 +423,12 @@ function write(conn: Conn, calls: readonly Call[]): void {
   conn.socket.write(text, 'latin1');
 }
 
-/** safe, of a route read-api is known to answer fast */
+/** safe, of a route the upstream is known to answer fast */
 function groupable(p: Pool, call: Call): boolean {
   return call.route !== null && (p.routeMs.get(call.route) ?? Infinity) <= p.pipelineMaxMs;
 }
 
-/** remembers how long read-api took for a route, from its Server-Timing `dur` */
+/** remembers how long the upstream took for a route, from its Server-Timing `dur` */
 function noteTime(p: Pool, route: string, timing: string | undefined): void {
   const at = timing === undefined ? -1 : timing.indexOf('dur=');
   if (at === -1) return;
@@ -547,7 +547,7 @@ function readAnswerHead(p: Pool, conn: Conn, call: Call, buf: Buffer, own: (b: B
     if (status >= 100 && status < 200) continue; // 100 Continue, 103 Early Hints
     if (call.requestId !== null && headers['x-request-id'] !== call.requestId)
       throw new OutOfStep('an answer did not echo its call’s x-request-id');
-    // this head is in step: the answer before it was framed as read-api meant it
+    // this head is in step: the answer before it was framed as the upstream meant it
     if (conn.held !== null) handOver(p, conn);
     conn.status = status;
     conn.headers = headers;
@@ -585,7 +585,7 @@ function onData(p: Pool, conn: Conn, chunk: Buffer, borrowed: boolean): void {
     return;
   }
   conn.gotBytes = true;
-  // answers spread over several reads (rare: read-api's are small) take the copying path
+  // answers spread over several reads (rare: the upstream's are small) take the copying path
   if (borrowed && (conn.buf !== null || conn.untilClose !== null)) {
     chunk = Buffer.from(chunk);
     borrowed = false;
@@ -629,7 +629,7 @@ function onData(p: Pool, conn: Conn, chunk: Buffer, borrowed: boolean): void {
       complete(p, conn, body, buf);
       const next = conn.queue[0];
       if (!conn.keepAlive) {
-        // read-api closes after this answer: the calls behind it go to another socket
+        // the upstream closes after this answer: the calls behind it go to another socket
         if (buf.length > 0) throw new OutOfStep('bytes after an answer that closes the connection');
         if (conn.held !== null) handOver(p, conn);
         abandon(p, conn, connectionLost());
@@ -660,12 +660,12 @@ function sweep(p: Pool): void {
     if (now < call.deadline) continue;
     const conn = call.conn;
     if (conn && !conn.connected)
-      fail(p, call, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
-    else fail(p, call, new UpstreamFailure('timeout', 'read-api did not answer in time'));
+      fail(p, call, new UpstreamFailure('timeout', 'upstream did not accept a connection in time'));
+    else fail(p, call, new UpstreamFailure('timeout', 'upstream did not answer in time'));
   }
   for (const conn of p.all)
     if (!conn.connected && now >= conn.connectDeadline && conn.queue.length > 0)
-      fail(p, conn.queue[0]!, new UpstreamFailure('timeout', 'read-api did not accept a connection in time'));
+      fail(p, conn.queue[0]!, new UpstreamFailure('timeout', 'upstream did not accept a connection in time'));
 }
 
 export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {

@@ -1,11 +1,9 @@
 /**
- * The gateway's HTTP/1.1 server, straight on node:net.
+ * An HTTP/1.1 server straight on node:net, for a hop whose CPU per call matters (a proxy).
  *
- * Why not node:http: the gateway's whole job is a hop in front of read-api, and on a small machine
- * the hop's CPU per call is what decides how much of read-api's throughput survives it. node:http
- * builds an IncomingMessage, a ServerResponse, stream machinery and header objects for every call;
- * here a request is one buffer scan, a few string slices and one write for the answer (see
- * the gateway README for the measurements).
+ * Why not node:http: node:http builds an IncomingMessage, a ServerResponse, stream machinery and
+ * header objects for every call; here a request is one buffer scan, a few string slices and one
+ * write for the answer (see this package's README for the measurements).
  *
  * Scope, deliberately small and strict (RFC 9112):
  * - origin-form request targets of printable ASCII, at most `maxTargetBytes` (414); HTTP/1.1 and
@@ -17,8 +15,8 @@
  * - a head larger than `maxHeadBytes` is a 431; a head or body not complete within
  *   `requestTimeoutMs` is a 408; idle keep-alive connections close after `keepAliveTimeoutMs`;
  *   a bare CR or LF is a 400 as soon as it arrives (not only once the head is complete);
- * - every malformed message is a JSON 4xx (or 501/505) naming the problem, then the connection
- *   closes, since after a framing error nobody can tell where the next request would begin.
+ * - every malformed message is a 4xx (or 501/505) naming the problem (its body made by the
+ *   `errorBody` option), then the connection closes, since after a framing error nobody can tell where the next request would begin.
  *
  * Against clients that do not play along:
  * - backpressure: while a connection's answers not yet taken by the client exceed
@@ -35,7 +33,6 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import net from 'node:net';
 import { listenOn } from '@sts/common';
-import { acceptRequestId } from '../domain/limits';
 import { bodyFraming, ChunkedDecoder, headEnd, httpDate, parseHead, WireError, type Framing } from './wire';
 
 export interface HttpRequest {
@@ -47,7 +44,7 @@ export interface HttpRequest {
   /** lower-cased header names; repeated headers joined with ", " */
   headers: Record<string, string>;
   body: Buffer | null;
-  /** the client's X-Request-Id when it is acceptable, else a new UUID */
+  /** the request's id, from the `requestId` option (default: a new UUID) */
   requestId: string;
 }
 
@@ -87,6 +84,27 @@ export interface HttpServerOptions {
   keepHeaders?: readonly string[];
   /** called when a handler throws (the client gets a 500) */
   onHandlerError?: (err: unknown, req: HttpRequest) => void;
+  /**
+   * The id of a request, from the client's X-Request-Id (undefined when none was sent); the server
+   * sends it back as `x-request-id` on the answers it makes itself. Default: a new UUID each time
+   * (the client's value is not trusted unless you say how).
+   */
+  requestId?: (clientValue: string | undefined) => string;
+  /**
+   * The answer to a request the server refuses (malformed: 4xx/501/505, `code` from WireError)
+   * or whose handler threw (500, code `INTERNAL`). Default: the message as text/plain.
+   */
+  errorBody?: (error: ServerError) => { contentType: string; body: string };
+}
+
+/** what errorBody is asked to render */
+export interface ServerError {
+  status: number;
+  /** UPPER_SNAKE: INVALID_REQUEST, HEADERS_TOO_LARGE, REQUEST_TIMEOUT, …, INTERNAL */
+  code: string;
+  /** names the problem; safe to show to the client */
+  message: string;
+  requestId: string;
 }
 
 export interface HttpServer {
@@ -103,7 +121,8 @@ export interface HttpServer {
   readonly pausedConnections: number;
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8';
+const plainErrorBody = (e: ServerError) => ({ contentType: 'text/plain; charset=utf-8', body: `${e.message}\n` });
+const newRequestId = () => randomUUID();
 const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/(\d)\.(\d)$/;
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/;
 const CLOSE_TOKEN = /(?:^|,)\s*close\s*(?:,|$)/;
@@ -134,6 +153,8 @@ const enum State {
 interface Shared {
   readonly handler: RequestHandler;
   readonly onHandlerError: ((err: unknown, req: HttpRequest) => void) | undefined;
+  readonly requestId: (clientValue: string | undefined) => string;
+  readonly errorBody: (error: ServerError) => { contentType: string; body: string };
   readonly maxHead: number;
   readonly maxBody: number;
   readonly maxTarget: number;
@@ -425,7 +446,7 @@ class Connection {
       path: q === -1 ? target : target.slice(0, q),
       headers,
       body,
-      requestId: acceptRequestId(headers['x-request-id']) ?? randomUUID(),
+      requestId: sh.requestId(headers['x-request-id']),
     };
     const responder = new Responder(this, method === 'HEAD', keepAlive);
     try {
@@ -433,8 +454,9 @@ class Connection {
     } catch (err) {
       sh.onHandlerError?.(err, req);
       if (!responder.sent) {
-        const text = JSON.stringify({ error: 'internal error', code: 'INTERNAL', request_id: req.requestId });
-        responder.send(500, `content-type: ${JSON_TYPE}\r\nx-request-id: ${req.requestId}\r\n`, text);
+        const requestId = req.requestId;
+        const e = sh.errorBody({ status: 500, code: 'INTERNAL', message: 'internal error', requestId });
+        responder.send(500, `content-type: ${e.contentType}\r\nx-request-id: ${requestId}\r\n`, e.body);
       }
     }
   }
@@ -482,10 +504,10 @@ class Connection {
       return;
     }
     const requestId = randomUUID();
-    const text = JSON.stringify({ error: e.message, code: e.code, request_id: requestId });
+    const out = this.sh.errorBody({ status: e.status, code: e.code, message: e.message, requestId });
     this.socket.end(
-      `${statusLine(e.status)}date: ${httpDate()}\r\ncontent-type: ${JSON_TYPE}\r\n` +
-        `content-length: ${Buffer.byteLength(text)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${text}`,
+      `${statusLine(e.status)}date: ${httpDate()}\r\ncontent-type: ${out.contentType}\r\n` +
+        `content-length: ${Buffer.byteLength(out.body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${out.body}`,
     );
   }
 
@@ -538,6 +560,8 @@ function sharedState(options: HttpServerOptions): Shared {
   return {
     handler: options.handler,
     onHandlerError: options.onHandlerError,
+    requestId: options.requestId ?? newRequestId,
+    errorBody: options.errorBody ?? plainErrorBody,
     maxHead,
     maxBody,
     maxTarget: Math.min(options.maxTargetBytes ?? 8 * 1024, maxHead),

@@ -1,13 +1,12 @@
 /**
- * Rows and messages for the dispatcher's tests and benchmark: accounts on a plan, monitors with
- * webhooks (secrets encrypted as the CLI stores them), hits, and the monitor.hit message the
- * poller's outbox relay publishes for a hit. Not used by the service itself.
+ * Rows and messages for tests and benchmarks: accounts on a plan (with an API key), monitors with
+ * webhooks (secrets encrypted as the CLI stores them), hits, and the envelopes the services
+ * consume (the monitor.hit message the poller's outbox relay publishes for a hit, …).
  */
 import { randomUUID } from 'node:crypto';
-import { classifyWebhookUrl, generateWebhookSecret, snowflakeId, type SecretBox } from '@sts/core';
+import { classifyWebhookUrl, generateApiKey, generateWebhookSecret, snowflakeId, type SecretBox } from '@sts/core';
 import type { Db } from '@sts/db';
-import type { Envelope } from '@sts/messaging';
-import type { HitPayload } from './domain/payloads';
+import { monitorHitPayload, monitorRef, monitorTestPayload, type Envelope, type MonitorHitEvent } from '@sts/messaging';
 
 export async function createAccount(
   db: Db,
@@ -18,6 +17,17 @@ export async function createAccount(
     data: { email: `${randomUUID()}@example.test`, plan, trialEndsAt },
     select: { id: true },
   });
+}
+
+/** An account on `plan` with one API key; `key` is the plaintext the client sends. */
+export async function createAccountWithKey(
+  db: Db,
+  plan: 'free' | 'starter' = 'starter',
+): Promise<{ accountId: string; key: string; prefix: string }> {
+  const account = await createAccount(db, plan);
+  const k = generateApiKey();
+  await db.apiKey.create({ data: { accountId: account.id, keyHash: k.hash, prefix: k.prefix } });
+  return { accountId: account.id, key: k.key, prefix: k.prefix };
 }
 
 export interface MonitorFixture {
@@ -56,7 +66,7 @@ export async function createMonitor(
 
 export interface HitFixture {
   id: string;
-  payload: HitPayload;
+  payload: MonitorHitEvent;
 }
 
 export async function createHit(
@@ -88,17 +98,12 @@ export function hitPayload(
   text: string,
   createdAt: Date,
   detectedAt: Date,
-): HitPayload {
-  return {
-    event: 'monitor.hit',
-    monitor: {
-      id: monitor.id,
-      targetUsername: monitor.targetUsername,
-      keywords: monitor.keywords.length ? monitor.keywords : null,
-    },
-    tweet: { id: tweetId, text, authorUsername: monitor.targetUsername, createdAt: createdAt.toISOString() },
-    detectedAt: detectedAt.toISOString(),
-  };
+): MonitorHitEvent {
+  return monitorHitPayload(
+    monitorRef(monitor),
+    { id: tweetId, text, authorUsername: monitor.targetUsername, createdAt: createdAt.toISOString() },
+    detectedAt.toISOString(),
+  );
 }
 
 export function hitEnvelope(
@@ -121,15 +126,7 @@ export function testEnvelope(monitor: MonitorFixture, messageId: string = random
   return {
     routingKey: 'monitor.test',
     messageId,
-    payload: {
-      event: 'monitor.test' as const,
-      monitor: {
-        id: monitor.id,
-        targetUsername: monitor.targetUsername,
-        keywords: monitor.keywords.length ? monitor.keywords : null,
-      },
-      test: true as const,
-    },
+    payload: monitorTestPayload(monitorRef(monitor)),
     headers: { accountId: monitor.accountId },
     redelivered: false,
     publishedAt: new Date(),
