@@ -12,7 +12,7 @@ import {
   startRedisCluster,
   type RedisClusterHandle,
 } from '@sts/testing';
-import { start, type RunningDashboard } from './testSupport';
+import { start, type RunningDashboard } from './testing';
 
 const PREFIX = 'sts:';
 
