@@ -13,6 +13,8 @@
  *      (default 5); isolation latency = receipt - detectedAt of those healthy hits
  *   4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists
  *
+ * Third-to-last line: `dispatcher_cpu_us_per_delivery <n>` (the dispatcher's CPU time over phases 1
+ * and 2 divided by their deliveries: less sensitive to a busy machine than the rates).
  * Second-to-last line: `isolation_p99_ms <n>`.
  * Last line: `deliveries_per_s <n> p50_ms <a> p99_ms <b> source_calls_per_cycle <c>`.
  * Targets on the 2-core reference machine: >= 1,000 deliveries/s, p99 < 50 ms.
@@ -22,7 +24,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger, loadDevEnv } from '../packages/common/src';
 import { createSecretBox, snowflakeId } from '../packages/core/src';
@@ -91,8 +93,16 @@ async function parkedSoFar(opsPort: number): Promise<number> {
 
 let dispatcherPort = 0;
 
+/** CPU time (user + system, µs) a process used so far, from /proc (clock ticks, 10 ms steps) */
+function cpuMicros(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(stat[11]) + Number(stat[12])) * 1e6) / 100;
+}
+
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
+  // BENCH_DISPATCHER_NODE_ARGS: extra node flags for the dispatcher, e.g. "--cpu-prof --cpu-prof-dir=.tmp/prof"
+  const nodeArgs = (process.env.BENCH_DISPATCHER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -150,7 +160,7 @@ async function main(): Promise<void> {
   let amqp: AmqpClient | undefined;
   let dispatcher: ChildProcess | undefined;
   const receivers: HttpsReceiver[] = [];
-  let result = { deliveriesPerS: NaN, p50: NaN, p99: NaN, isolationP99: NaN };
+  let result = { deliveriesPerS: NaN, p50: NaN, p99: NaN, isolationP99: NaN, cpuPerDelivery: NaN };
   try {
     log(`database ${dbName}, vhost ${vhost}`);
     await ensureDatabase(dbUrl.toString());
@@ -279,6 +289,20 @@ async function main(): Promise<void> {
     await waitForReceipts(warmup, 60_000);
     log(`warm-up: ${warmup} delivered`);
 
+    // CPU per delivery: the dispatcher's CPU time over the throughput and latency phases (after the
+    // warm-up, before the isolation phase, whose dead endpoint's backlog circulates through parking)
+    const cpuBefore = cpuMicros(dispatcher.pid!);
+    // statements the database committed (each autocommit statement is one transaction)
+    const commits = async () =>
+      Number(
+        (
+          await db!.$queryRawUnsafe<{ n: bigint }[]>(
+            `SELECT xact_commit AS n FROM pg_stat_database WHERE datname = '${dbName}'`,
+          )
+        )[0]?.n ?? 0,
+      );
+    const commitsBefore = await commits();
+
     // 1. throughput
     const burst = hits.slice(warmup, warmup + HITS);
     const t0 = Date.now();
@@ -287,6 +311,8 @@ async function main(): Promise<void> {
     await waitForReceipts(warmup + HITS, 300_000);
     const last = Math.max(...[...receipts.at.values()]);
     log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
+    const tls = receivers.slice(0, RECEIVERS).reduce((n, r) => n + r.connectionCount(), 0);
+    log(`TLS connections accepted by the receivers so far: ${tls} (for ${receipts.at.size} deliveries)`);
     const deliveriesPerS = HITS / ((last - t0) / 1000);
     log(
       `throughput: ${HITS} hits published in ${published - t0} ms, all delivered after ${last - t0} ms: ${Math.round(deliveriesPerS)} deliveries/s`,
@@ -316,10 +342,16 @@ async function main(): Promise<void> {
       `latency at ${RATE} hits/s for ${SECONDS} s (${sorted.length} hits): p50 ${p50} ms, p99 ${p99} ms, max ${sorted.at(-1)} ms`,
     );
 
+    const cpuPerDelivery = (cpuMicros(dispatcher.pid!) - cpuBefore) / (HITS + latencyHits);
+    log(`dispatcher cpu: ${Math.round(cpuPerDelivery)} µs per delivery (throughput and latency phases)`);
+    // pg_stat_database lags by up to PGSTAT's flush interval (about 1 s): a rough figure
+    await new Promise((r) => setTimeout(r, 1500));
+    log(`database transactions per delivery: ${round(((await commits()) - commitsBefore) / (HITS + latencyHits), 2)}`);
+
     // 3. isolation: a dead endpoint with a backlog, healthy endpoints at a steady rate
     await publishAll(deadHits);
     const deadline = Date.now() + 60_000;
-    while (deadInFlight < 8 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (DEAD_BACKLOG > 0 && deadInFlight < 8 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     receipts.phase = 'isolation';
     await publishSteady(hits.slice(warmup + HITS + latencyHits), ISOLATION_RATE);
     await waitForReceipts(total, 60_000);
@@ -331,15 +363,11 @@ async function main(): Promise<void> {
     log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
     const attempts = await db.deliveryAttempt.groupBy({ by: ['outcome'], _count: { _all: true } });
     log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
-    result = { deliveriesPerS, p50, p99, isolationP99 };
+    result = { deliveriesPerS, p50, p99, isolationP99, cpuPerDelivery };
   } finally {
     if (dispatcher?.pid && dispatcher.exitCode === null) {
       // CPU time the dispatcher used for the whole run (less sensitive to a busy machine than rates)
-      const stat = (await import('node:fs'))
-        .readFileSync(`/proc/${dispatcher.pid}/stat`, 'utf8')
-        .split(') ')[1]!
-        .split(' ');
-      log(`dispatcher cpu: ${((Number(stat[11]) + Number(stat[12])) / 100).toFixed(1)} s (user+system)`);
+      log(`dispatcher cpu: ${(cpuMicros(dispatcher.pid) / 1e6).toFixed(1)} s (user+system) for the whole run`);
     }
     if (dispatcher && dispatcher.exitCode === null) {
       const exited = new Promise((r) => dispatcher!.once('exit', r));
@@ -368,6 +396,7 @@ async function main(): Promise<void> {
     log('bench/poller.ts not found: source calls per cycle not measured');
   }
 
+  console.log(`dispatcher_cpu_us_per_delivery ${Math.round(result.cpuPerDelivery)}`);
   console.log(`isolation_p99_ms ${round(result.isolationP99)}`);
   console.log(
     `deliveries_per_s ${Math.round(result.deliveriesPerS)} p50_ms ${round(result.p50)} p99_ms ${round(result.p99)} source_calls_per_cycle ${sourceCalls}`,

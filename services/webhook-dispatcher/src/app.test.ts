@@ -511,6 +511,43 @@ describe('webhook dispatcher', () => {
       }
     });
 
+    it('attempt writes are batched: each message is acked only once its own row is committed, a refused row fails only its message', async () => {
+      const envs = [];
+      for (let i = 0; i < 12; i++) envs.push(hitEnvelope(monitor, await createHit(db, monitor)));
+      const refused = envs[5]!;
+      await db.$executeRawUnsafe(`CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.delivery_id = '${refused.messageId}' THEN RAISE EXCEPTION 'this attempt is refused'; END IF;
+        RETURN NEW; END $$`);
+      await db.$executeRawUnsafe(
+        'CREATE TRIGGER refuse_one BEFORE INSERT ON delivery_attempts FOR EACH ROW EXECUTE FUNCTION refuse_one()',
+      );
+      try {
+        // the moment a message's outcome is 'ack', its attempt row is visible to another connection
+        const outcomes = await Promise.allSettled(
+          envs.map(async (env) => {
+            const outcome = await dispatcher.handle(env);
+            const logged = await db.deliveryAttempt.count({ where: { deliveryId: env.messageId } });
+            return { outcome, logged };
+          }),
+        );
+        outcomes.forEach((o, i) => {
+          if (i === 5) {
+            expect(o.status).toBe('rejected'); // not acked: the consumer requeues it
+            expect(String((o as PromiseRejectedResult).reason)).toMatch(/this attempt is refused/);
+          } else {
+            expect(o).toEqual({ status: 'fulfilled', value: { outcome: 'ack', logged: 1 } });
+          }
+        });
+        expect(await db.deliveryAttempt.count({ where: { deliveryId: refused.messageId } })).toBe(0);
+      } finally {
+        await db.$executeRawUnsafe('DROP TRIGGER IF EXISTS refuse_one ON delivery_attempts');
+        await db.$executeRawUnsafe('DROP FUNCTION IF EXISTS refuse_one()');
+      }
+      // the broker's redelivery of the refused message is sent again and logged once
+      await expect(dispatcher.handle({ ...refused, redelivered: true })).resolves.toBe('ack');
+      expect(await db.deliveryAttempt.count({ where: { deliveryId: refused.messageId } })).toBe(1);
+    });
+
     it('hands the message back when the database is unreachable', async () => {
       const down = createDbClient({ url: 'postgresql://postgres@127.0.0.1:1/nothing_here', poolSize: 1 });
       const offline = createDispatcher({

@@ -100,6 +100,9 @@ export function createDeliverer(options: DelivererOptions) {
   async function record(attempt: NewAttempt, kind: WebhookKind | 'none'): Promise<void> {
     await repo.recordAttempt(attempt);
     metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
+    // winston formats (timestamp, redaction, JSON) every entry before the transport drops the ones
+    // below its level: at `info` the per-delivery line would cost that for nothing
+    if (attempt.outcome === 'delivered' && !logger.isLevelEnabled('verbose')) return;
     const fields = {
       event: attempt.event,
       deliveryId: attempt.deliveryId,

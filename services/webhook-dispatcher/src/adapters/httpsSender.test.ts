@@ -78,6 +78,30 @@ describe('HTTPS sender', () => {
     expect(receiver.connectionCount() - before).toBeLessThanOrEqual(1);
   });
 
+  it('aborting the shared signal ends every request in flight with it; a request after the abort does not go out', async () => {
+    receiver.setResponder(() => ({ status: 200, delayMs: 30_000 }));
+    const stop = new AbortController();
+    const started = Date.now();
+    const inFlight = [1, 2, 3].map((i) =>
+      sender.send({ url: `${receiver.url}/slow/${i}`, body: '{}', headers, signal: stop.signal }),
+    );
+    while (receiver.requests.length < 3) await new Promise((r) => setTimeout(r, 10));
+    // a request with another signal is not affected
+    const other = new AbortController();
+    receiver.setResponder(() => ({ status: 200, body: 'ok' }));
+    const unaffected = sender.send({ url: `${receiver.url}/other`, body: '{}', headers, signal: other.signal });
+    stop.abort();
+    const results = await Promise.all(inFlight);
+    for (const r of results) expect(r).toMatchObject({ outcome: 'failed', statusCode: null });
+    expect(results[0]!.error).toMatch(/aborted: the dispatcher is stopping/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await expect(unaffected).resolves.toMatchObject({ outcome: 'delivered', statusCode: 200 });
+    const before = receiver.requests.length;
+    const late = await sender.send({ url: `${receiver.url}/late`, body: '{}', headers, signal: stop.signal });
+    expect(late).toMatchObject({ outcome: 'failed', statusCode: null });
+    expect(receiver.requests).toHaveLength(before);
+  });
+
   it('logs a non-2xx answer as failed with its status and body', async () => {
     receiver.setResponder(() => ({ status: 500, body: 'boom\u0000 inside' }));
     const r = await sender.send({ url: receiver.url, body: '{}', headers });

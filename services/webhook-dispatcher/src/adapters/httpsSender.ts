@@ -13,7 +13,7 @@
  */
 import dns from 'node:dns';
 import https from 'node:https';
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import { isIP, type LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { blockedReason, createHostAllowList, normalizeHostname } from '../domain/addressPolicy';
@@ -175,6 +175,22 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
     lookup: guardedLookup,
   });
   const semaphores = new Map<string, Semaphore>();
+  // One listener per signal (the dispatcher passes the same one to every delivery), not one per
+  // request: EventTarget listeners are added and removed in a list, hundreds of them at a time.
+  const requestsBySignal = new WeakMap<AbortSignal, Set<ClientRequest>>();
+  function abortWith(signal: AbortSignal, req: ClientRequest): void {
+    const destroy = (r: ClientRequest) => void r.destroy(new Error('aborted: the dispatcher is stopping'));
+    if (signal.aborted) return destroy(req);
+    let open = requestsBySignal.get(signal);
+    if (!open) {
+      const requests = new Set<ClientRequest>();
+      signal.addEventListener('abort', () => requests.forEach(destroy), { once: true });
+      requestsBySignal.set(signal, (open = requests));
+    }
+    const set = open;
+    set.add(req);
+    req.once('close', () => set.delete(req));
+  }
   let inFlight = 0;
 
   function attempt(
@@ -217,15 +233,7 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
         (err as { reusedSocket?: boolean }).reusedSocket = req.reusedSocket;
         reject(err);
       });
-      const signal = request.signal;
-      if (signal) {
-        const abort = () => req.destroy(new Error('aborted: the dispatcher is stopping'));
-        if (signal.aborted) abort();
-        else {
-          signal.addEventListener('abort', abort, { once: true });
-          req.on('close', () => signal.removeEventListener('abort', abort));
-        }
-      }
+      if (request.signal) abortWith(request.signal, req);
       // one deadline for the whole delivery, also across the reconnect below
       clearTimeout(deadline.timer);
       deadline.timer = setTimeout(

@@ -11,6 +11,7 @@
  * the platform saying "later", so the same delivery is sent again after the wait it names,
  * a bounded number of times (see README "Platform flow control").
  */
+import { memoizeString } from './memo';
 import type { WebhookKind } from './payloads';
 
 export interface PaceRule {
@@ -41,6 +42,15 @@ export function paceRuleFor(kind: WebhookKind): PaceRule | null {
  * customer's webhook is rate-limited on its own; all of them share the host discord.com:443).
  */
 export function laneKey(kind: WebhookKind, rawUrl: string): string {
+  return laneKeyByKey(`${kind} ${rawUrl}`);
+}
+
+const laneKeyByKey = memoizeString((key: string) => {
+  const space = key.indexOf(' ');
+  return laneKeyUncached(key.slice(0, space) as WebhookKind, key.slice(space + 1));
+});
+
+function laneKeyUncached(kind: WebhookKind, rawUrl: string): string {
   let u: URL;
   try {
     u = new URL(rawUrl);

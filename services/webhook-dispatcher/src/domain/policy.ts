@@ -3,6 +3,7 @@
  */
 import { effectivePlan, type PlanName } from '@sts/core';
 import type { WebhookKind } from './payloads';
+import { memoizeString } from './memo';
 
 export interface EndpointState {
   url: string;
@@ -66,6 +67,15 @@ export function brokenReasonFor(kind: WebhookKind, status: number | null): strin
  * fragment are dropped. Never used to send: deliveries read the endpoint's current URL.
  */
 export function redactWebhookUrl(raw: string, kind: WebhookKind): string {
+  return redactedByKey(`${kind} ${raw}`);
+}
+
+const redactedByKey = memoizeString((key: string) => {
+  const space = key.indexOf(' ');
+  return redactUncached(key.slice(space + 1), key.slice(0, space) as WebhookKind);
+});
+
+function redactUncached(raw: string, kind: WebhookKind): string {
   let u: URL;
   try {
     u = new URL(raw);

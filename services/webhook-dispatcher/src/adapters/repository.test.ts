@@ -1,0 +1,195 @@
+/**
+ * The repository's raw-SQL hot path against a real PostgreSQL database: the monitor look-up
+ * returns what the Prisma model query returned, batched attempt writes resolve only once their
+ * rows are committed, and a bad row or a refused write fails only its own callers.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createSecretBox } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { createTestDatabase } from '@sts/testing';
+import { createAccount, createHit, createMonitor, type MonitorFixture } from '../fixtures';
+import {
+  createPrismaRepository,
+  isMissingParent,
+  isTransientDbError,
+  type DispatcherRepository,
+  type NewAttempt,
+} from './repository';
+
+const box = createSecretBox(randomBytes(32));
+
+describe('dispatcher repository (raw SQL hot path)', () => {
+  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let repo: DispatcherRepository;
+  let monitor: MonitorFixture;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    db = createDbClient({ url: testDb.url, poolSize: 4 });
+    repo = createPrismaRepository(db);
+    const account = await createAccount(db, 'starter');
+    monitor = await createMonitor(db, box, { accountId: account.id, url: 'https://hooks.example.com/in' });
+  });
+
+  afterAll(async () => {
+    await db.$disconnect();
+    await testDb.drop();
+  });
+
+  function attempt(overrides: Partial<NewAttempt> = {}): NewAttempt {
+    return {
+      monitorId: monitor.id,
+      hitId: null,
+      event: 'monitor.hit',
+      deliveryId: randomUUID(),
+      url: 'https://hooks.example.com/in',
+      outcome: 'delivered',
+      statusCode: 200,
+      latencyMs: 12,
+      error: null,
+      responseSnippet: '{"ok":true}',
+      ...overrides,
+    };
+  }
+
+  it('getMonitor returns the monitor, plan, trial and webhook exactly as the model query does', async () => {
+    const trialEnds = new Date('2031-05-06T07:08:09.123Z');
+    const free = await createAccount(db, 'free', trialEnds);
+    const discord = await createMonitor(db, box, {
+      accountId: free.id,
+      url: 'https://discord.com/api/webhooks/123/abc',
+      keywords: ['launch', 'año'],
+      isActive: false,
+    });
+    await db.webhookEndpoint.updateMany({
+      where: { monitorId: discord.id },
+      data: { isBroken: true, brokenReason: 'Discord answered 404' },
+    });
+    const bare = await createMonitor(db, box, { accountId: free.id });
+    const [a, b, c, missing] = await Promise.all([
+      repo.getMonitor(discord.id),
+      repo.getMonitor(bare.id),
+      repo.getMonitor(monitor.id),
+      repo.getMonitor(randomUUID()),
+    ]);
+    const viaModel = async (id: string) => {
+      const r = await db.monitor.findUniqueOrThrow({
+        where: { id },
+        select: {
+          id: true,
+          accountId: true,
+          targetUsername: true,
+          keywords: true,
+          isActive: true,
+          account: { select: { plan: true, trialEndsAt: true } },
+          webhook: {
+            select: { id: true, url: true, kind: true, secretCiphertext: true, isBroken: true, brokenReason: true },
+          },
+        },
+      });
+      const { account, ...rest } = r;
+      return { ...rest, plan: account.plan, trialEndsAt: account.trialEndsAt };
+    };
+    expect(a).toEqual(await viaModel(discord.id));
+    expect(a).toMatchObject({
+      plan: 'free',
+      trialEndsAt: trialEnds,
+      keywords: ['launch', 'año'],
+      isActive: false,
+      webhook: { kind: 'discord', isBroken: true, brokenReason: 'Discord answered 404' },
+    });
+    expect(a!.trialEndsAt).toBeInstanceOf(Date);
+    expect(b).toEqual(await viaModel(bare.id));
+    expect(b!.webhook).toBeNull();
+    expect(c).toEqual(await viaModel(monitor.id));
+    expect(c).toMatchObject({ plan: 'starter', trialEndsAt: null, webhook: { kind: 'native', isBroken: false } });
+    expect(missing).toBeNull();
+  });
+
+  it('each recordAttempt resolves only once its row is committed; concurrent ones share statements', async () => {
+    const hit = await createHit(db, monitor);
+    const rows = Array.from({ length: 60 }, (_, i) =>
+      attempt({
+        hitId: i % 2 ? hit.id : null,
+        outcome: i % 3 ? 'delivered' : 'failed',
+        statusCode: i % 3 ? 200 : null,
+        latencyMs: i % 5 ? i : null,
+        error: i % 3 ? null : `receiver answered HTTP 500 ${i}`,
+        responseSnippet: i % 4 ? `snippet ${i} ✓` : null,
+      }),
+    );
+    // the moment each call resolves, its row must be visible to another connection
+    const other = createDbClient({ url: testDb.url, poolSize: 1 });
+    try {
+      const seen = await Promise.all(
+        rows.map(async (row) => {
+          await repo.recordAttempt(row);
+          return other.deliveryAttempt.count({ where: { deliveryId: row.deliveryId } });
+        }),
+      );
+      expect(seen.every((n) => n === 1)).toBe(true);
+    } finally {
+      await other.$disconnect();
+    }
+    const stored = await db.deliveryAttempt.findMany({ where: { deliveryId: { in: rows.map((r) => r.deliveryId) } } });
+    const byDelivery = new Map(stored.map((s) => [s.deliveryId, s]));
+    for (const row of rows) expect(byDelivery.get(row.deliveryId)).toMatchObject(row);
+    // several rows per statement: fewer distinct commit times than rows
+    expect(new Set(stored.map((s) => s.createdAt.getTime())).size).toBeLessThan(rows.length);
+  });
+
+  it('a row whose monitor was deleted fails alone (missing parent); the rest of its batch is written', async () => {
+    const account = await createAccount(db, 'starter');
+    const gone = await createMonitor(db, box, { accountId: account.id, url: 'https://hooks.example.com/gone' });
+    await db.monitor.delete({ where: { id: gone.id } });
+    const good = [attempt(), attempt(), attempt()];
+    const bad = attempt({ monitorId: gone.id });
+    const results = await Promise.allSettled([good[0]!, bad, good[1]!, good[2]!].map((r) => repo.recordAttempt(r)));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    const reason = (results[1] as PromiseRejectedResult).reason;
+    expect(isMissingParent(reason)).toBe(true);
+    expect(isTransientDbError(reason)).toBe(false);
+    expect(await db.deliveryAttempt.count({ where: { deliveryId: { in: good.map((g) => g.deliveryId) } } })).toBe(3);
+    expect(await db.deliveryAttempt.count({ where: { deliveryId: bad.deliveryId } })).toBe(0);
+  });
+
+  it('a refused write rejects every caller whose row it refused, with the database message; nothing half-written', async () => {
+    await db.$executeRawUnsafe(`CREATE FUNCTION refuse_some() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.error = 'refuse me' THEN RAISE EXCEPTION 'attempt refused by trigger'; END IF; RETURN NEW; END $$`);
+    await db.$executeRawUnsafe(
+      'CREATE TRIGGER refuse_some BEFORE INSERT ON delivery_attempts FOR EACH ROW EXECUTE FUNCTION refuse_some()',
+    );
+    try {
+      const rows = [attempt(), attempt({ outcome: 'failed', error: 'refuse me' }), attempt()];
+      const results = await Promise.allSettled(rows.map((r) => repo.recordAttempt(r)));
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/attempt refused by trigger/);
+      expect(await db.deliveryAttempt.count({ where: { deliveryId: rows[1]!.deliveryId } })).toBe(0);
+      expect(
+        await db.deliveryAttempt.count({ where: { deliveryId: { in: [rows[0]!.deliveryId, rows[2]!.deliveryId] } } }),
+      ).toBe(2);
+    } finally {
+      await db.$executeRawUnsafe('DROP TRIGGER IF EXISTS refuse_some ON delivery_attempts');
+    }
+  });
+
+  it('an unreachable database rejects the whole batch as transient (the messages are handed back)', async () => {
+    const down = createDbClient({ url: 'postgresql://postgres@127.0.0.1:1/nothing_here', poolSize: 1 });
+    try {
+      const offline = createPrismaRepository(down);
+      const results = await Promise.allSettled([offline.recordAttempt(attempt()), offline.recordAttempt(attempt())]);
+      for (const r of results) {
+        expect(r.status).toBe('rejected');
+        expect(isTransientDbError((r as PromiseRejectedResult).reason)).toBe(true);
+      }
+      const lookUp = await offline.getMonitor(monitor.id).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(isTransientDbError(lookUp)).toBe(true);
+    } finally {
+      await down.$disconnect();
+    }
+  });
+});
