@@ -6,8 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase } from '@sts/testing';
-import { createAccount, createHit, createMonitor, type MonitorFixture } from '../fixtures';
+import { createAccount, createHit, createMonitor, createTestDatabase, type MonitorFixture } from '@sts/testing';
 import {
   createPrismaRepository,
   isMissingParent,
