@@ -14,17 +14,36 @@
  * Callers waiting for the same account share one lease request in flight. Block size follows
  * demand: it doubles while a block lasts less than `leaseMs`, halves when one lasts much longer.
  *
- * Redis: `quota:{<account>}:<period>` is a hash {u: units used or held, e: epoch},
- * `rate:{<account>}:<minute>` a counter that expires after two minutes. The `{<account>}` hash tag
- * puts an account's two keys in one Redis Cluster slot (the lease and give-back scripts use both),
- * while different accounts spread over the cluster's slots. Successful calls are written
- * through to PostgreSQL (usage_monthly) in batches. When the month hash is missing (restart,
- * flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
- * cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
- * + its calls in flight + its unused credit, with a new epoch. Credit goes back only into the
- * counter of the epoch it was leased from, so units another process's rebuild did not count are
- * never subtracted. Rebuilds and write-throughs are serialised, so a batch in transit is counted
- * once.
+ * Redis: `quota:{<account>}:<period>` is a hash {u: units used or held, e: epoch, b: the
+ * usage_monthly count its rebuild read, g: end of its grace period}, `rate:{<account>}:<minute>` a
+ * counter that expires after two minutes. The `{<account>}` hash tag puts an account's two keys in
+ * one Redis Cluster slot (the scripts use both), while different accounts spread over the cluster's
+ * slots. Successful calls are written through to PostgreSQL (usage_monthly) in batches.
+ *
+ * A missing month hash (restart, flush, eviction) is rebuilt by the next lease — only if still
+ * missing, so a concurrent rebuild cannot reset a live counter — from PostgreSQL's count + this
+ * process's successes not yet written + its calls in flight + its unused credit, with a new epoch.
+ * The other processes' outstanding units are not in it, so each adds its own (SYNC, one atomic
+ * script into the epoch it saw) the first time it meets an epoch other than the one its units are
+ * counted in: successes not yet written + calls in flight + credit it still holds + its
+ * write-throughs the rebuild's read did not see. That last part needs no clock: usage_monthly rows
+ * only grow, one write at a time, so a write whose RETURNING count is above the rebuild's `b` came
+ * after that read (write-throughs are remembered for 60 s). A process meets the new epoch at its
+ * next lease or write-through, when a give-back is refused, and at least every `checkMs` while it
+ * has units outstanding (the sweeper); a write-through that finds no counter rebuilds it at once
+ * (an idle process writing after a flush). To make that exact, a rebuilt counter grants nothing for
+ * `rebuildGraceMs` (1 s): leases wait, calls are served from credit already held. Credit goes back
+ * only into the counter of the epoch it is counted in. Rebuilds, syncs and write-throughs are
+ * serialised in a process, so a batch in transit is counted once.
+ *
+ * Bounds after a flush: the sum admitted stays within the quota if every process reaches Redis
+ * within the grace period (one that is paused or cut off longer can add its units late: overshoot
+ * ≤ its outstanding units). Conservative by a little: credit being given back while it is added
+ * can stay counted (≤ one block). No grace when the rebuild finds nothing at all (no usage_monthly
+ * row, nothing of its own), so a brand-new account or month pays no wait; a flush within an
+ * account's first write-through interval of the month can then miss other processes' units of
+ * that interval. The per-minute counter restarts from 0: that minute may admit up to twice its
+ * limit.
  *
  * The SQL statement that writes a batch to usage_monthly also adds it to usage_daily under the
  * UTC day of the write (the dashboard's chart), so the month's count and the sum of its days always
