@@ -144,6 +144,24 @@ describe('leased quota across a Redis flush', () => {
     expect(await dbUsed(id)).toBe(50);
   });
 
+  it('a process with only calls in flight, touching Redis for nothing else, is counted within the grace period', async () => {
+    const id = await account();
+    const a = store();
+    await succeed(a, id, 40, 5);
+    await a.flush(); // 5 in usage_monthly
+    for (let i = 0; i < 20; i++) expect((await admit(a, id, 40)).outcome).toBe('ok'); // 20 long calls
+    await flushRedis();
+    const b = store();
+    // b rebuilds from PostgreSQL (5) and waits out the grace period; a's periodic check adds its 20
+    // calls in flight and its credit meanwhile
+    const rest = await burst([b], id, 40, 40);
+    for (let i = 0; i < 20; i++) a.succeeded(id, PERIOD);
+    expect(25 + rest).toBeLessThanOrEqual(40);
+    expect(25 + rest).toBeGreaterThanOrEqual(40 - 10); // a's credit stays counted while a holds it
+    await Promise.all([a.flush(), b.flush()]);
+    expect(await dbUsed(id)).toBe(25 + rest);
+  });
+
   it('a process whose write-through lands before the rebuild is in Redis rebuilds the counter itself', async () => {
     const id = await account();
     const a = store();

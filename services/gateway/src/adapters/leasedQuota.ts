@@ -342,9 +342,10 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   /**
    * After a rebuild by another process: adds this process's outstanding units of the account's month
    * (successes not yet written + calls in flight + credit held + write-throughs the rebuild's read of
-   * PostgreSQL did not see) to the new counter, once, and moves them to its epoch. `extra` are units
-   * just leased from epoch `leasedFrom`, not yet in the credit. Returns the epoch they are counted in
-   * now. The caller holds `serialised` (write-throughs and rebuilds cannot interleave).
+   * PostgreSQL did not see) to the new counter, once, and moves them to its epoch; a missing counter
+   * is rebuilt. `seen`: the epoch a lease just saw (nothing outstanding: adopted without a round
+   * trip). Returns the epoch they are counted in now (null: not this lease's month). The caller holds
+   * `serialised` (write-throughs and rebuilds cannot interleave).
    */
   async function syncLocked(accountId: string, period: string, seen?: string): Promise<string | null> {
     const l = leases.get(accountId);
