@@ -1,17 +1,19 @@
 /**
- * The whole system under faults (issue 11): read-api, gateway, poller (local source) and
+ * The whole system under faults (issue 11): read-api, two gateways, poller (local source) and
  * webhook-dispatcher run as processes against PRIVATE engines started by this test (its own
  * PostgreSQL cluster, Redis server and RabbitMQ node on spare ports: packages/testing/src/engines.ts),
  * so restarting them disturbs no other test. Tweets that match the monitors keep being written
- * into the local store, hits flow to a local HTTPS receiver, and API calls go through the gateway,
+ * into the local store, hits flow to a local HTTPS receiver, and API calls go through the gateways
+ * (each account's calls alternate between the two, as behind a load balancer),
  * while the test restarts RabbitMQ, restarts PostgreSQL (immediate mode: a crash), flushes and
  * restarts Redis, and kill -9s the dispatcher and then the poller (starting a new one each time).
  * Afterwards:
  * - every matching tweet produced exactly one hit row, each with exactly one outbox event;
  * - every hit was delivered at least once with its key (X-Service-Delivery = the event's message id);
  * - no account got more 2xx answers than its monthly quota, also across the Redis flush (an account
- *   driven to quota − 20 before the flush gets at most 20 more after it), and usage_monthly counts
- *   every 2xx;
+ *   driven to quota − 20 before the flush gets exactly 20 more after it, through both gateways: the
+ *   one that rebuilds the month counter and the other, which adds its own outstanding units to it),
+ *   and usage_monthly counts every 2xx;
  * - after each fault every service's /readyz is 200 again by itself within 30 s (the issue's limit),
  *   counted from the moment the engine is back (restarts) or the new process is up (kill -9: from
  *   its ops server listening; its boot, loading TypeScript through tsx on a busy test machine,
@@ -316,7 +318,7 @@ describe('the whole system under engine restarts and kill -9', () => {
     const { a, b, c, monitors } = await seed(db, receiver.url);
     mark('engines');
 
-    const [readApiPort, gatewayPort] = [await sparePort(), await sparePort()];
+    const [readApiPort, gatewayPort, gatewayPort2] = [await sparePort(), await sparePort(), await sparePort()];
     const env = serviceEnv({ databaseUrl, redisUrl: redis.url, amqpUrl: rabbit.url, readApiPort, gatewayPort });
     const files = {
       'read-api': 'services/read-api/src/main.ts',
@@ -325,7 +327,13 @@ describe('the whole system under engine restarts and kill -9', () => {
       'webhook-dispatcher': 'services/webhook-dispatcher/src/main.ts',
     };
     const start = async (name: keyof typeof files) => (services[name] = await startService(name, files[name], env));
-    await Promise.all(Object.keys(files).map((n) => start(n as keyof typeof files)));
+    // a second gateway on its own port: two replicas sharing Redis and PostgreSQL
+    const startSecondGateway = async () =>
+      (services['gateway-2'] = {
+        ...(await startService('gateway', files.gateway, { ...env, GATEWAY_PORT: String(gatewayPort2) })),
+        name: 'gateway-2',
+      });
+    await Promise.all([...Object.keys(files).map((n) => start(n as keyof typeof files)), startSecondGateway()]);
     const all = () => Object.values(services).filter((s): s is Service => s !== undefined);
     const initial = await readiness(all(), Date.now());
     expect(Math.max(...Object.values(initial))).toBeLessThan(60_000);
@@ -333,14 +341,16 @@ describe('the whole system under engine restarts and kill -9', () => {
 
     writer = startWriter(db);
 
-    // API load: A (free, over quota soon) and C (starter) call all the time
-    const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+    // API load: A (free, over quota soon) and C (starter) call all the time, through both gateways
+    const gatewayUrls = [`http://127.0.0.1:${gatewayPort}`, `http://127.0.0.1:${gatewayPort2}`];
+    let turn = 0;
+    const gatewayUrl = () => gatewayUrls[turn++ % 2]!;
     const tallies = { a: newTally(), b: newTally(), c: newTally() };
     loading = true;
     const loaders = [a, a, c, c].map(async (acct) => {
       const t = acct === a ? tallies.a : tallies.c;
       while (loading) {
-        await apiCall(gatewayUrl, acct.key, t);
+        await apiCall(gatewayUrl(), acct.key, t);
         await sleep(20);
       }
     });
@@ -370,14 +380,14 @@ describe('the whole system under engine restarts and kill -9', () => {
 
     // B to QUOTA - 20, then Redis loses every counter; B then asks for far more than 20
     while (tallies.b.ok < QUOTA - 20 && tallies.b.ok + tallies.b.other < QUOTA * 3)
-      await apiCall(gatewayUrl, b.key, tallies.b);
+      await apiCall(gatewayUrl(), b.key, tallies.b);
     const bBefore = { ...tallies.b };
     await redis.flushAndRestart();
     await measure('redis', Date.now());
     mark('redis');
     // (until it has been refused 20 times: while the gateway reconnects to Redis its calls get 503s)
     for (let round = 0; round < 40 && tallies.b.quota < 20; round++) {
-      await Promise.all(Array.from({ length: 10 }, () => apiCall(gatewayUrl, b.key, tallies.b)));
+      await Promise.all(Array.from({ length: 10 }, (_, i) => apiCall(gatewayUrls[i % 2]!, b.key, tallies.b)));
       await sleep(100);
     }
 
@@ -401,8 +411,8 @@ describe('the whole system under engine restarts and kill -9', () => {
     const hits = await drain(db, receiver, expected);
 
     mark('drain');
-    // the gateway writes its pending usage when it stops
-    await stopService(services.gateway);
+    // the gateways write their pending usage when they stop
+    await Promise.all([stopService(services.gateway), stopService(services['gateway-2'])]);
     const usage = async (accountId: string) =>
       (await db!.usageMonthly.findMany({ where: { accountId } })).reduce((n, r) => n + r.used, 0);
     const [usageA, usageB] = [await usage(a.accountId), await usage(b.accountId)];

@@ -14,17 +14,36 @@
  * Callers waiting for the same account share one lease request in flight. Block size follows
  * demand: it doubles while a block lasts less than `leaseMs`, halves when one lasts much longer.
  *
- * Redis: `quota:{<account>}:<period>` is a hash {u: units used or held, e: epoch},
- * `rate:{<account>}:<minute>` a counter that expires after two minutes. The `{<account>}` hash tag
- * puts an account's two keys in one Redis Cluster slot (the lease and give-back scripts use both),
- * while different accounts spread over the cluster's slots. Successful calls are written
- * through to PostgreSQL (usage_monthly) in batches. When the month hash is missing (restart,
- * flush, eviction) the next lease rebuilds it — only if still missing, so a concurrent rebuild
- * cannot reset a live counter — from PostgreSQL's count + this process's successes not yet written
- * + its calls in flight + its unused credit, with a new epoch. Credit goes back only into the
- * counter of the epoch it was leased from, so units another process's rebuild did not count are
- * never subtracted. Rebuilds and write-throughs are serialised, so a batch in transit is counted
- * once.
+ * Redis: `quota:{<account>}:<period>` is a hash {u: units used or held, e: epoch, b: the
+ * usage_monthly count its rebuild read, g: end of its grace period}, `rate:{<account>}:<minute>` a
+ * counter that expires after two minutes. The `{<account>}` hash tag puts an account's two keys in
+ * one Redis Cluster slot (the scripts use both), while different accounts spread over the cluster's
+ * slots. Successful calls are written through to PostgreSQL (usage_monthly) in batches.
+ *
+ * A missing month hash (restart, flush, eviction) is rebuilt by the next lease — only if still
+ * missing, so a concurrent rebuild cannot reset a live counter — from PostgreSQL's count + this
+ * process's successes not yet written + its calls in flight + its unused credit, with a new epoch.
+ * The other processes' outstanding units are not in it, so each adds its own (SYNC, one atomic
+ * script into the epoch it saw) the first time it meets an epoch other than the one its units are
+ * counted in: successes not yet written + calls in flight + credit it still holds + its
+ * write-throughs the rebuild's read did not see. That last part needs no clock: usage_monthly rows
+ * only grow, one write at a time, so a write whose RETURNING count is above the rebuild's `b` came
+ * after that read (write-throughs are remembered for 60 s). A process meets the new epoch at its
+ * next lease or write-through, when a give-back is refused, and at least every `checkMs` while it
+ * has units outstanding (the sweeper); a write-through that finds no counter rebuilds it at once
+ * (an idle process writing after a flush). To make that exact, a rebuilt counter grants nothing for
+ * `rebuildGraceMs` (1 s): leases wait, calls are served from credit already held. Credit goes back
+ * only into the counter of the epoch it is counted in. Rebuilds, syncs and write-throughs are
+ * serialised in a process, so a batch in transit is counted once.
+ *
+ * Bounds after a flush: the sum admitted stays within the quota if every process reaches Redis
+ * within the grace period (one that is paused or cut off longer can add its units late: overshoot
+ * ≤ its outstanding units). Conservative by a little: credit being given back while it is added
+ * can stay counted (≤ one block). No grace when the rebuild finds nothing at all (no usage_monthly
+ * row, nothing of its own), so a brand-new account or month pays no wait; a flush within an
+ * account's first write-through interval of the month can then miss other processes' units of
+ * that interval. The per-minute counter restarts from 0: that minute may admit up to twice its
+ * limit.
  *
  * The SQL statement that writes a batch to usage_monthly also adds it to usage_daily under the
  * UTC day of the write (the dashboard's chart), so the month's count and the sum of its days always
@@ -47,6 +66,14 @@ const LEASE = `
 local u = redis.call('HGET', KEYS[1], 'u')
 if not u then return {-1, 0, 0, '', 0} end
 local e = redis.call('HGET', KEYS[1], 'e')
+-- rebuilt a moment ago: nothing is granted until the other processes have added their units
+local g = redis.call('HGET', KEYS[1], 'g')
+if g then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now < tonumber(g) then return {3, tonumber(u), 0, e, tonumber(g) - now} end
+  redis.call('HDEL', KEYS[1], 'g')
+end
 -- month units this process holds without minute units come back first (same epoch only)
 if tonumber(ARGV[4]) > 0 and e == ARGV[5] then u = redis.call('HINCRBY', KEYS[1], 'u', -tonumber(ARGV[4])) end
 u = tonumber(u)
@@ -64,8 +91,12 @@ return {0, u, m, e, n}`;
 
 const INIT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'u', ARGV[1], 'e', ARGV[2])
+  redis.call('HSET', KEYS[1], 'u', ARGV[1], 'e', ARGV[2], 'b', ARGV[4])
   redis.call('EXPIRE', KEYS[1], ARGV[3])
+  if tonumber(ARGV[5]) > 0 then
+    local t = redis.call('TIME')
+    redis.call('HSET', KEYS[1], 'g', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[5]))
+  end
 end
 return redis.call('HGET', KEYS[1], 'e')`;
 
@@ -74,6 +105,19 @@ if redis.call('HGET', KEYS[1], 'e') ~= ARGV[2] then return 0 end
 if tonumber(ARGV[1]) > 0 then redis.call('HINCRBY', KEYS[1], 'u', -tonumber(ARGV[1])) end
 if tonumber(ARGV[3]) > 0 and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECRBY', KEYS[2], ARGV[3]) end
 return 1`;
+
+/**
+ * ARGV: the epoch this process's outstanding units are counted in, the epoch it wants to add to
+ * ('' = only look), the units to add. {-1} the counter is missing; {0} it is ours; {1, e, b} it is
+ * another epoch (b: the usage_monthly count its rebuild read, -1 if not recorded); {2, e} added.
+ */
+const SYNC = `
+local e = redis.call('HGET', KEYS[1], 'e')
+if not e then return {-1, '', 0} end
+if e == ARGV[1] then return {0, e, 0} end
+if e ~= ARGV[2] then return {1, e, tonumber(redis.call('HGET', KEYS[1], 'b') or '-1')} end
+if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[1], 'u', tonumber(ARGV[3])) end
+return {2, e, 0}`;
 
 export type AdmitOutcome = 'ok' | 'quota_exceeded' | 'rate_limited';
 export interface Admission {
@@ -116,6 +160,11 @@ export interface QuotaStoreOptions {
   idleReturnMs?: number;
   /** largest block; default 1000 */
   maxBlock?: number;
+  /**
+   * after a rebuild of the month counter, leases wait this long so that every other process has met
+   * the new epoch and added its outstanding units; default 1000 ms
+   */
+  rebuildGraceMs?: number;
   /** clock for the usage_daily day of a write; default Date.now */
   now?: () => number;
 }
@@ -142,7 +191,8 @@ type RedisWithScripts = RedisClient & {
     monthBack: number,
     epoch: string,
   ): Promise<[number, number, number, string, number]>;
-  stsInit(month: string, used: number, epoch: string, ttl: number): Promise<string>;
+  stsInit(month: string, used: number, epoch: string, ttl: number, base: number, graceMs: number): Promise<string>;
+  stsSync(month: string, mine: string, target: string, units: number): Promise<[number, string, number]>;
   stsGiveBack(month: string, minute: string, monthUnits: number, epoch: string, minuteUnits: number): Promise<number>;
 };
 
@@ -165,6 +215,9 @@ interface Lease {
   minuteUsed: number;
   lastUse: number;
   leasedAt: number;
+  /** when the counter's epoch was last seen (a lease, a sync) */
+  checkedAt: number;
+  checking: boolean;
   block: number;
   waiters: number;
   pending: Promise<LeaseResult> | null;
@@ -184,10 +237,14 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   const leaseMs = opts.leaseMs ?? 50;
   const idleReturnMs = opts.idleReturnMs ?? 250;
   const maxBlock = opts.maxBlock ?? 1000;
+  const rebuildGraceMs = opts.rebuildGraceMs ?? 1000;
+  // a process checks the epoch of every month it has outstanding units in at least this often
+  const checkMs = Math.min(idleReturnMs, Math.floor(rebuildGraceMs / 4));
   if (!('stsLease' in opts.redis)) {
     opts.redis.defineCommand('stsLease', { numberOfKeys: 2, lua: LEASE });
     opts.redis.defineCommand('stsInit', { numberOfKeys: 1, lua: INIT });
     opts.redis.defineCommand('stsGiveBack', { numberOfKeys: 2, lua: GIVE_BACK });
+    opts.redis.defineCommand('stsSync', { numberOfKeys: 1, lua: SYNC });
   }
   const redis = opts.redis as RedisWithScripts;
   const leases = new Map<string, Lease>();
@@ -195,6 +252,12 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
   let pending = new Map<string, number>();
   // "account|period" → units taken by calls that have not finished
   const inflight = new Map<string, number>();
+  // "account|period" → recent write-throughs: usage_monthly's count right after the write, units
+  const written = new Map<string, { after: number; n: number; at: number }[]>();
+  // "account|period" written through but not yet checked against the counter's epoch (Redis away)
+  const unsynced = new Set<string>();
+  // the batch being written through
+  let transit = new Map<string, number>();
   let closed = false;
   // flush and rebuild run one at a time
   let exclusive: Promise<unknown> = Promise.resolve();
@@ -214,6 +277,8 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     if (month <= 0 && minute <= 0) return;
     const p = redis
       .stsGiveBack(monthKey(l.accountId, l.period), minuteKey(l.accountId, l.minute), month, l.epoch, minute)
+      // 0: the counter was rebuilt; what this process still has outstanding is added to it now
+      .then((r) => (r === 0 && !closed ? serialised(() => syncLocked(l.accountId, l.period)) : undefined))
       .catch(() => undefined) // Redis away: the units stay counted (errs towards refusing, never over-admitting)
       .finally(() => givingBack.delete(p));
     givingBack.add(p);
@@ -242,22 +307,79 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     return { outcome: 'ok', monthUsed: l.monthUsed - l.credit, minuteUsed: l.minuteUsed - l.minuteCredit };
   }
 
-  const rebuild = (l: Lease) =>
-    serialised(async () => {
-      const row = await db.usageMonthly.findUnique({
-        where: { accountId_period: { accountId: l.accountId, period: l.period } },
-        select: { used: true },
-      });
-      const k = l.key;
-      const own = (row?.used ?? 0) + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
-      // the pre-hash-tag counter of this month, if an older gateway left one: never count less than it
-      const legacy = Number((await redis.hget(legacyMonthKey(l.accountId, l.period), 'u').catch(() => null)) ?? 0);
-      const used = Math.max(own, Number.isFinite(legacy) ? legacy : 0);
-      const epoch = randomBytes(8).toString('hex');
-      const stored = await redis.stsInit(monthKey(l.accountId, l.period), used, epoch, MONTH_TTL_SECONDS);
-      // our credit is in the rebuilt counter only if our rebuild is the one that happened
-      if (stored === epoch) l.epoch = epoch;
+  const rebuild = (l: Lease) => serialised(() => rebuildLocked(l));
+
+  /** rebuilds the missing month counter; the caller holds `serialised` */
+  async function rebuildLocked(l: Lease): Promise<void> {
+    const row = await db.usageMonthly.findUnique({
+      where: { accountId_period: { accountId: l.accountId, period: l.period } },
+      select: { used: true },
     });
+    const k = l.key;
+    const own = (row?.used ?? 0) + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
+    // the pre-hash-tag counter of this month, if an older gateway left one: never count less than it
+    const legacy = Number((await redis.hget(legacyMonthKey(l.accountId, l.period), 'u').catch(() => null)) ?? 0);
+    const used = Math.max(own, Number.isFinite(legacy) ? legacy : 0);
+    const epoch = randomBytes(8).toString('hex');
+    const base = row?.used ?? 0;
+    // a grace period unless nobody can hold units of this month yet (no write-through, nothing of ours)
+    const grace = row === null && own === 0 && used === 0 ? 0 : rebuildGraceMs;
+    const stored = await redis.stsInit(monthKey(l.accountId, l.period), used, epoch, MONTH_TTL_SECONDS, base, grace);
+    // our credit is in the rebuilt counter only if our rebuild is the one that happened
+    if (stored === epoch) l.epoch = epoch;
+  }
+
+  /** write-throughs younger than this are kept to compensate a rebuild that read PostgreSQL before them */
+  const WRITTEN_KEEP_MS = 60_000;
+  function recentWrites(k: string): { after: number; n: number; at: number }[] {
+    const list = written.get(k);
+    if (list === undefined) return [];
+    const from = Date.now() - WRITTEN_KEEP_MS;
+    while (list.length > 0 && list[0]!.at < from) list.shift();
+    if (list.length === 0) written.delete(k);
+    return list;
+  }
+
+  /**
+   * After a rebuild by another process: adds this process's outstanding units of the account's month
+   * (successes not yet written + calls in flight + credit held + write-throughs the rebuild's read of
+   * PostgreSQL did not see) to the new counter, once, and moves them to its epoch; a missing counter
+   * is rebuilt. `seen`: the epoch a lease just saw (nothing outstanding: adopted without a round
+   * trip). Returns the epoch they are counted in now (null: not this lease's month). The caller holds
+   * `serialised` (write-throughs and rebuilds cannot interleave).
+   */
+  async function syncLocked(accountId: string, period: string, seen?: string): Promise<string | null> {
+    const l = leases.get(accountId);
+    if (l === undefined || l.period !== period) return null; // a month that is over, or nothing held
+    const k = l.key;
+    const mine = () => (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
+    let target = '';
+    let add = 0;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (seen !== undefined && seen !== l.epoch && mine() === 0 && recentWrites(k).length === 0) {
+        l.epoch = seen; // nothing outstanding: nothing to add
+        return seen;
+      }
+      const [code, e, base] = await redis.stsSync(monthKey(accountId, period), l.epoch, target, add);
+      if (code === 0 || code === 2) {
+        l.epoch = e;
+        l.checkedAt = Date.now();
+        return e;
+      }
+      if (code === -1) {
+        // missing (e.g. the write-through of an idle process right after a flush): rebuild it now,
+        // from a read of PostgreSQL that includes our writes
+        await rebuildLocked(l);
+        target = '';
+        add = 0;
+        continue;
+      }
+      target = e;
+      add = mine();
+      for (const w of recentWrites(k)) if (base < 0 || w.after > base) add += w.n;
+    }
+    throw new Error('the quota counter kept changing');
+  }
 
   async function lease(l: Lease, quota: number, perMinute: number): Promise<LeaseResult> {
     const now = Date.now();
@@ -270,7 +392,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     const want = closed ? Math.max(1, l.waiters) : Math.max(l.block, l.waiters);
     const period = l.period;
     const minute = l.minute;
-    for (let attempt = 0; ; attempt++) {
+    for (let rebuilds = 0; ;) {
       // month units held without a minute unit (failed calls gave them back) go back in the lease
       const back = l.minuteCredit === 0 ? l.credit : 0;
       l.credit -= back;
@@ -292,8 +414,29 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       const [code, monthUsed, minuteUsed, epoch, n] = result;
       if (code === -1) {
         l.credit += back; // the counter was missing: nothing was given back
-        if (attempt >= 2) throw new Error('the quota counter could not be initialised');
+        if (rebuilds++ >= 2) throw new Error('the quota counter could not be initialised');
         await rebuild(l);
+        continue;
+      }
+      if (code === 3) l.credit += back; // in a grace period nothing is given back either
+      l.checkedAt = Date.now();
+      if (epoch !== l.epoch && l.period === period) {
+        const k = l.key;
+        const outstanding = (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + (transit.get(k) ?? 0) + l.credit;
+        if (outstanding === 0 && recentWrites(k).length === 0) l.epoch = epoch;
+        else {
+          // another process rebuilt the counter: our outstanding units go into it first
+          const now = await serialised(() => syncLocked(l.accountId, period, epoch));
+          // rebuilt again meanwhile (or the window moved on): these units are gone, lease again
+          if (code === 0 && now !== epoch) {
+            if (now === null) return { code: 0, monthUsed, minuteUsed };
+            continue;
+          }
+        }
+      }
+      if (code === 3) {
+        // the counter was rebuilt a moment ago: wait until the other processes have added their units
+        await new Promise((r) => setTimeout(r, Math.min(n, rebuildGraceMs) + 1));
         continue;
       }
       if (code !== 0) return { code: code as 1 | 2, monthUsed, minuteUsed };
@@ -302,7 +445,6 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
         giveBack({ ...l, period, minute, epoch }, n, n);
         return { code: 0, monthUsed, minuteUsed };
       }
-      l.epoch = epoch;
       l.credit += n;
       l.minuteCredit += n;
       l.monthUsed = monthUsed;
@@ -350,15 +492,32 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
           l.minuteCredit = 0;
           l.block = Math.max(1, l.block >> 1);
         }
+        // the epoch of what this process has outstanding is checked often enough that a rebuild by
+        // another process hears of it within its grace period
+        const k = l.key;
+        if (
+          !l.checking &&
+          now - l.checkedAt >= checkMs &&
+          l.credit + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + (transit.get(k) ?? 0) > 0
+        ) {
+          l.checking = true;
+          void serialised(() => syncLocked(l.accountId, l.period))
+            .catch(() => undefined) // Redis away: checked again at the next round
+            .finally(() => {
+              l.checking = false;
+              l.checkedAt = Date.now();
+            });
+        }
         // kept past the longest call (UPSTREAM_TIMEOUT_MS ≤ 120 s), so a late release still finds its lease
         if (l.credit === 0 && now - l.lastUse > 300_000) leases.delete(id);
       }
     },
-    Math.max(10, Math.floor(idleReturnMs / 2)),
+    Math.max(10, Math.floor(Math.min(idleReturnMs, checkMs) / 2)),
   );
   sweeper.unref();
 
-  async function writeBatch(batch: Map<string, number>): Promise<void> {
+  /** writes a batch; returns usage_monthly's count of each key right after it */
+  async function writeBatch(batch: Map<string, number>): Promise<Map<string, number>> {
     const accountIds: string[] = [];
     const periods: string[] = [];
     const counts: number[] = [];
@@ -370,31 +529,59 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     }
     const day = new Date((opts.now ?? Date.now)()).toISOString().slice(0, 10);
     // one statement: both tables change together or not at all
-    await db.$executeRaw`
+    const rows = await db.$queryRaw<{ a: string; p: string; used: number }[]>`
       WITH batch AS (
         SELECT a, p, n FROM unnest(${accountIds}::uuid[], ${periods}::text[], ${counts}::int[]) AS t(a, p, n)
       ), monthly AS (
         INSERT INTO usage_monthly (account_id, period, used, updated_at)
         SELECT a, p, n, now() FROM batch
         ON CONFLICT (account_id, period) DO UPDATE SET used = usage_monthly.used + EXCLUDED.used, updated_at = now()
+        RETURNING account_id, period, used
+      ), daily AS (
+        INSERT INTO usage_daily (account_id, day, used, updated_at)
+        SELECT a, ${day}::date, sum(n), now() FROM batch GROUP BY a
+        ON CONFLICT (account_id, day) DO UPDATE SET used = usage_daily.used + EXCLUDED.used, updated_at = now()
       )
-      INSERT INTO usage_daily (account_id, day, used, updated_at)
-      SELECT a, ${day}::date, sum(n), now() FROM batch GROUP BY a
-      ON CONFLICT (account_id, day) DO UPDATE SET used = usage_daily.used + EXCLUDED.used, updated_at = now()`;
+      SELECT account_id::text AS a, period AS p, used::int AS used FROM monthly`;
+    return new Map(rows.map((r) => [`${r.a}|${r.p}`, Number(r.used)]));
   }
 
   const flush = () =>
     serialised(async () => {
-      if (pending.size === 0) return;
+      if (pending.size === 0 && unsynced.size === 0) return;
       const batch = pending;
       pending = new Map();
+      transit = batch;
+      let after = new Map<string, number>();
       try {
-        await writeBatch(batch);
+        if (batch.size > 0) after = await writeBatch(batch);
       } catch (err) {
         // keep the counts for the next flush
         for (const [k, n] of batch) add(pending, k, n);
         throw err;
+      } finally {
+        transit = new Map();
       }
+      const at = Date.now();
+      for (const [k, n] of batch) {
+        const list = written.get(k) ?? [];
+        list.push({ after: after.get(k) ?? Number.MAX_SAFE_INTEGER, n, at });
+        written.set(k, list);
+        unsynced.add(k);
+      }
+      // a rebuild that read PostgreSQL before this write did not count it: checked now, so a process
+      // that stays idle after a flush still adds what it wrote (Redis away: retried at the next flush)
+      await Promise.all(
+        [...unsynced].map(async (k) => {
+          const [accountId, period] = k.split('|') as [string, string];
+          try {
+            await syncLocked(accountId, period);
+            unsynced.delete(k);
+          } catch {
+            // stays in unsynced
+          }
+        }),
+      );
     });
 
   return {
@@ -413,6 +600,8 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
           minuteUsed: 0,
           lastUse: Date.now(),
           leasedAt: 0,
+          checkedAt: Date.now(),
+          checking: false,
           block: 1,
           waiters: 0,
           pending: null,
