@@ -7,7 +7,13 @@
  */
 import { createRedis, type RedisClient } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, redisClusterAvailable, startRedisCluster, type RedisClusterHandle } from '@sts/testing';
+import {
+  createAccount,
+  createTestDatabase,
+  redisClusterAvailable,
+  startRedisCluster,
+  type RedisClusterHandle,
+} from '@sts/testing';
 import { createQuotaStore, legacyMonthKey, minuteKey, monthKey, type QuotaStore } from './leasedQuota';
 
 const PERIOD = '2026-11';
@@ -55,10 +61,7 @@ const PREFIX = 'sts:';
     return s;
   }
 
-  async function account(): Promise<string> {
-    const a = await db.account.create({ data: { email: `${Math.random().toString(36).slice(2)}@example.com` } });
-    return a.id;
-  }
+  const account = async () => (await createAccount(db, 'free')).id;
 
   /** the master (port) that owns a key, asked of the cluster itself */
   async function ownerOf(key: string): Promise<number> {

@@ -7,7 +7,7 @@
  */
 import { Redis } from 'ioredis';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, createTestRedis } from '@sts/testing';
+import { createAccount, createTestDatabase, createTestRedis } from '@sts/testing';
 import { createQuotaStore, monthKey, type QuotaStore } from './leasedQuota';
 
 const PERIOD = '2026-11';
@@ -50,10 +50,7 @@ describe('leased quota across a Redis flush', () => {
     return s;
   }
 
-  async function account(): Promise<string> {
-    const a = await db.account.create({ data: { email: `${Math.random().toString(36).slice(2)}@example.com` } });
-    return a.id;
-  }
+  const account = async () => (await createAccount(db, 'free')).id;
 
   /** the Redis flush, limited to this test's keys */
   const flushRedis = () => redisHandle.cleanup();
