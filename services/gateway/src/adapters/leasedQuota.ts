@@ -307,6 +307,13 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     return { outcome: 'ok', monthUsed: l.monthUsed - l.credit, minuteUsed: l.minuteUsed - l.minuteCredit };
   }
 
+  /**
+   * The units of `l`'s month this process owes the counter: successes not yet written, a batch being
+   * written, calls in flight, credit held. (Inside `serialised` no batch is in transit.)
+   */
+  const outstanding = (l: Lease) =>
+    (pending.get(l.key) ?? 0) + (transit.get(l.key) ?? 0) + (inflight.get(l.key) ?? 0) + l.credit;
+
   const rebuild = (l: Lease) => serialised(() => rebuildLocked(l));
 
   /** rebuilds the missing month counter; the caller holds `serialised` */
@@ -315,8 +322,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       where: { accountId_period: { accountId: l.accountId, period: l.period } },
       select: { used: true },
     });
-    const k = l.key;
-    const own = (row?.used ?? 0) + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
+    const own = (row?.used ?? 0) + outstanding(l);
     // the pre-hash-tag counter of this month, if an older gateway left one: never count less than it
     const legacy = Number((await redis.hget(legacyMonthKey(l.accountId, l.period), 'u').catch(() => null)) ?? 0);
     const used = Math.max(own, Number.isFinite(legacy) ? legacy : 0);
@@ -352,11 +358,10 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
     const l = leases.get(accountId);
     if (l === undefined || l.period !== period) return null; // a month that is over, or nothing held
     const k = l.key;
-    const mine = () => (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + l.credit;
     let target = '';
     let add = 0;
     for (let attempt = 0; attempt < 5; attempt++) {
-      if (seen !== undefined && seen !== l.epoch && mine() === 0 && recentWrites(k).length === 0) {
+      if (seen !== undefined && seen !== l.epoch && outstanding(l) === 0 && recentWrites(k).length === 0) {
         l.epoch = seen; // nothing outstanding: nothing to add
         return seen;
       }
@@ -375,7 +380,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
         continue;
       }
       target = e;
-      add = mine();
+      add = outstanding(l);
       for (const w of recentWrites(k)) if (base < 0 || w.after > base) add += w.n;
     }
     throw new Error('the quota counter kept changing');
@@ -422,8 +427,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
       l.checkedAt = Date.now();
       if (epoch !== l.epoch && l.period === period) {
         const k = l.key;
-        const outstanding = (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + (transit.get(k) ?? 0) + l.credit;
-        if (outstanding === 0 && recentWrites(k).length === 0) l.epoch = epoch;
+        if (outstanding(l) === 0 && recentWrites(k).length === 0) l.epoch = epoch;
         else {
           // another process rebuilt the counter: our outstanding units go into it first
           const now = await serialised(() => syncLocked(l.accountId, period, epoch));
@@ -494,12 +498,7 @@ export function createQuotaStore(opts: QuotaStoreOptions): QuotaStore {
         }
         // the epoch of what this process has outstanding is checked often enough that a rebuild by
         // another process hears of it within its grace period
-        const k = l.key;
-        if (
-          !l.checking &&
-          now - l.checkedAt >= checkMs &&
-          l.credit + (pending.get(k) ?? 0) + (inflight.get(k) ?? 0) + (transit.get(k) ?? 0) > 0
-        ) {
+        if (!l.checking && now - l.checkedAt >= checkMs && outstanding(l) > 0) {
           l.checking = true;
           void serialised(() => syncLocked(l.accountId, l.period))
             .catch(() => undefined) // Redis away: checked again at the next round
