@@ -488,7 +488,7 @@ describe('gateway', () => {
         doc,
       ),
     ).toEqual([]);
-    // the document names every SPEC endpoint, both key schemes and the quota headers
+    // the document names every endpoint of docs/api.md, both key schemes and the quota headers
     expect(Object.keys(doc.paths).sort()).toEqual(
       [
         '/api/v1/monitors',

@@ -46,7 +46,7 @@ export function findHits(tweets: readonly SocialTweet[], monitors: readonly Comp
   return out;
 }
 
-/** The SPEC.md section 6 payload, field for field. */
+/** The monitor.hit payload of docs/webhooks.md, field for field. */
 export function hitEvent(hit: PendingHit, detectedAt: Date): MonitorHitEvent {
   return {
     event: 'monitor.hit',
