@@ -99,7 +99,7 @@ function toTarget(r: TargetRow): TargetState {
 function writeSchedule(db: Pick<Db, '$executeRaw'>, targetKey: string, s: ScheduleWrite): Promise<number> {
   return db.$executeRaw`
     UPDATE poll_targets SET
-      next_due_at = CASE WHEN active_monitors = 0 THEN 'infinity'::timestamptz
+      next_due_at = CASE WHEN active_monitors = 0 THEN '9999-12-31 00:00:00+00'::timestamptz
                          WHEN changed_at >= ${s.readAt} THEN least(next_due_at, now())
                          ELSE ${s.nextDueAt} END,
       pushed = ${s.pushed}
@@ -126,7 +126,7 @@ export function createPollerRepository(db: Db): PollerRepository {
       if (rows.length === 0) return;
       await db.$executeRaw`
         UPDATE poll_targets p SET
-          next_due_at = CASE WHEN p.active_monitors = 0 THEN 'infinity'::timestamptz
+          next_due_at = CASE WHEN p.active_monitors = 0 THEN '9999-12-31 00:00:00+00'::timestamptz
                              WHEN p.changed_at >= r.read_at THEN p.next_due_at
                              ELSE r.next_due_at END,
           pushed = r.pushed

@@ -9,7 +9,8 @@
 -- delete monitors or change an account's plan or trial, for every writer (usecases, admin CLI,
 -- raw SQL, cascades): a change sets next_due_at = now() ("re-evaluate at the next tick") and
 -- stamps changed_at; the poller then polls the target or reschedules it at last poll + interval.
--- A target without active monitors is due at 'infinity' (never read by a tick).
+-- A target without active monitors is due at 9999-12-31 (never read by a tick; 'infinity' would
+-- not map to a JavaScript Date).
 CREATE TABLE "poll_targets" (
     "target_key" TEXT NOT NULL,
     "active_monitors" INTEGER NOT NULL DEFAULT 0,
@@ -25,18 +26,18 @@ CREATE INDEX "poll_targets_next_due_at_idx" ON "poll_targets"("next_due_at");
 -- existing targets: due at once (the first tick computes their real schedule)
 INSERT INTO "poll_targets" ("target_key", "active_monitors", "next_due_at")
 SELECT m."target_key", count(*) FILTER (WHERE m."is_active"),
-       CASE WHEN bool_or(m."is_active") THEN now() ELSE 'infinity'::timestamptz END
+       CASE WHEN bool_or(m."is_active") THEN now() ELSE '9999-12-31 00:00:00+00'::timestamptz END
 FROM "monitors" m GROUP BY m."target_key";
 
 -- one target's active-monitor count moves by delta; re-evaluated at the next tick
 CREATE FUNCTION "poll_targets_touch"(key TEXT, delta INTEGER) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO "poll_targets" AS p ("target_key", "active_monitors", "next_due_at", "changed_at")
-  VALUES (key, greatest(delta, 0), CASE WHEN delta > 0 THEN now() ELSE 'infinity'::timestamptz END, clock_timestamp())
+  VALUES (key, greatest(delta, 0), CASE WHEN delta > 0 THEN now() ELSE '9999-12-31 00:00:00+00'::timestamptz END, clock_timestamp())
   ON CONFLICT ("target_key") DO UPDATE SET
     "active_monitors" = greatest(p."active_monitors" + delta, 0),
     "next_due_at" = CASE WHEN p."active_monitors" + delta > 0 THEN least(p."next_due_at", now())
-                         ELSE 'infinity'::timestamptz END,
+                         ELSE '9999-12-31 00:00:00+00'::timestamptz END,
     "changed_at" = clock_timestamp();
 END $$;
 
