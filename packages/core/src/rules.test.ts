@@ -53,7 +53,11 @@ describe('exclusion keywords', () => {
   });
 
   it('only exclusions: every other post fires', () => {
-    expect(verdict('-spam', none, post('hello'))).toEqual({ matched: true, code: 'no_keywords', reason: 'no keyword filter' });
+    expect(verdict('-spam', none, post('hello'))).toEqual({
+      matched: true,
+      code: 'no_keywords',
+      reason: 'no keyword filter',
+    });
   });
 
   it('rejects an exclusion without letters', () => {
@@ -105,7 +109,10 @@ describe('languages', () => {
       code: 'language',
       reason: 'language fr is not in en, de',
     });
-    expect(verdict('', f, post('?', { lang: null }))).toMatchObject({ matched: false, reason: 'the post has no language' });
+    expect(verdict('', f, post('?', { lang: null }))).toMatchObject({
+      matched: false,
+      reason: 'the post has no language',
+    });
     expect(verdict('', f, post('?', { lang: 'und' })).code).toBe('language');
     // without a language rule a post without a language fires
     expect(verdict('', none, post('?', { lang: null })).matched).toBe(true);
@@ -114,7 +121,9 @@ describe('languages', () => {
   it('parses and bounds the list', () => {
     expect(parseLangs('en, DE,en,zh-TW')).toEqual(['en', 'de', 'zh-tw']);
     expect(() => parseLangs('english')).toThrow(/not a language code/);
-    expect(() => parseLangs(Array.from({ length: 21 }, (_, i) => `a${String.fromCharCode(97 + i)}`))).toThrow(/at most 20/);
+    expect(() => parseLangs(Array.from({ length: 21 }, (_, i) => `a${String.fromCharCode(97 + i)}`))).toThrow(
+      /at most 20/,
+    );
   });
 });
 
@@ -122,7 +131,9 @@ describe('reasons name the first rule that fails, then the keyword', () => {
   it('type before language before exclusion before keyword', () => {
     const f: MonitorFilters = { exclude: ['replies'], lang: ['en'] };
     const k = 'launch, -spam';
-    expect(verdict(k, f, post('launch spam', { lang: 'fr', referencedTweets: [{ type: 'replied_to', id: '1' }] })).code).toBe('type');
+    expect(
+      verdict(k, f, post('launch spam', { lang: 'fr', referencedTweets: [{ type: 'replied_to', id: '1' }] })).code,
+    ).toBe('type');
     expect(verdict(k, f, post('launch spam', { lang: 'fr' })).code).toBe('language');
     expect(verdict(k, f, post('launch spam')).code).toBe('excluded_keyword');
     expect(verdict(k, f, post('nothing here'))).toMatchObject({ matched: false, code: 'no_keyword_match' });

@@ -151,11 +151,16 @@ export function evaluateRules(rules: CompiledRules, post: PreparedPost): RuleVer
   if (rules.langs) {
     if (post.lang === null) return { matched: false, code: 'language', reason: 'the post has no language' };
     if (!rules.langs.has(post.lang)) {
-      return { matched: false, code: 'language', reason: `language ${post.lang} is not in ${[...rules.langs].join(', ')}` };
+      return {
+        matched: false,
+        code: 'language',
+        reason: `language ${post.lang} is not in ${[...rules.langs].join(', ')}`,
+      };
     }
   }
   const ex = firstMatch(post.words, rules.exclude);
-  if (ex >= 0) return { matched: false, code: 'excluded_keyword', reason: `excluded keyword "${rules.excludeKeywords[ex]}"` };
+  if (ex >= 0)
+    return { matched: false, code: 'excluded_keyword', reason: `excluded keyword "${rules.excludeKeywords[ex]}"` };
   if (rules.include.length === 0) return { matched: true, code: 'no_keywords', reason: 'no keyword filter' };
   const inc = firstMatch(post.words, rules.include);
   if (inc < 0) return { matched: false, code: 'no_keyword_match', reason: 'no keyword matched' };
