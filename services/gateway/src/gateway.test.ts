@@ -18,7 +18,8 @@ import {
   spawnService,
   waitFor,
 } from '@sts/testing';
-import { apiKeyCacheKey, createKeyStore } from './adapters/keys';
+import { apiKeyCacheKey } from '@sts/common';
+import { createKeyStore } from './adapters/keys';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway, type Gateway } from './app';
 import type { openApiDocument } from './http/openapi';
