@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { generateWebhookSecret, isValidUsername, KeywordError, parseKeywords, type PlanName } from '@sts/core';
-import { type Prisma } from '@sts/db';
+import { monitorSettingsSelect, type Prisma } from '@sts/db';
 import { monitorRef } from '@sts/messaging';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, type Ctx } from './context';
 import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
@@ -18,16 +18,8 @@ import { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
 export const MAX_INTERVAL_SEC = 86_400;
 
 const monitorSelect = {
-  id: true,
+  ...monitorSettingsSelect,
   accountId: true,
-  targetUsername: true,
-  keywords: true,
-  isActive: true,
-  checkIntervalSec: true,
-  lastCheckAt: true,
-  lastError: true,
-  createdAt: true,
-  updatedAt: true,
   webhook: {
     select: {
       url: true,
