@@ -11,7 +11,9 @@ import { createLogger, loadDevEnv } from '../packages/common/src';
 import { snowflakeId } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
-import { createPoller, createPollerRepository, createRedisLeases } from '../services/poller/src';
+import { createRedisLeases } from '../services/poller/src/adapters/lease';
+import { createPollerRepository } from '../services/poller/src/adapters/repository';
+import { createPoller } from '../services/poller/src/poller';
 
 const MONITORS = 10_000;
 const TARGETS = 1_000;

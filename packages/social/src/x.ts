@@ -157,7 +157,7 @@ export function mapXTweet(t: XTweet, users: readonly XUser[], fallbackAuthor?: S
 const REFERENCE_TYPES: readonly string[] = ['replied_to', 'quoted', 'retweeted'] satisfies ReferencedTweet['type'][];
 
 /** X's referenced_tweets, types it may add later left out. */
-export function referencesOf(t: Pick<XTweet, 'referenced_tweets'>): ReferencedTweet[] {
+function referencesOf(t: Pick<XTweet, 'referenced_tweets'>): ReferencedTweet[] {
   return (t.referenced_tweets ?? []).flatMap((r) =>
     typeof r.id === 'string' && r.type !== undefined && REFERENCE_TYPES.includes(r.type)
       ? [{ type: r.type as ReferencedTweet['type'], id: r.id }]

@@ -87,10 +87,6 @@ export class UnavailableError extends UseCaseError {
   readonly code = 'unavailable' as const;
 }
 
-export function isUseCaseError(err: unknown): err is UseCaseError {
-  return err instanceof UseCaseError;
-}
-
 /** The HTTP status a web front end answers with for a use-case error. */
 export function httpStatusOf(err: UseCaseError): number {
   switch (err.code) {

@@ -28,7 +28,7 @@ export interface AppOptions {
   liveRefreshMs: number;
 }
 
-export const PUBLIC_DIR = path.resolve(__dirname, '../public');
+const PUBLIC_DIR = path.resolve(__dirname, '../public');
 
 export function createApp(o: AppOptions): Express {
   const app = express();

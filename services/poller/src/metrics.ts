@@ -18,7 +18,7 @@ import type { Db } from '@sts/db';
 import type { MetricsReporter } from './adapters/reporter';
 
 /** seconds; the cumulative buckets of poller_targets_by_poll_lag */
-export const POLL_LAG_BUCKETS = [60, 300, 900, 3600, 21_600, 86_400] as const;
+const POLL_LAG_BUCKETS = [60, 300, 900, 3600, 21_600, 86_400] as const;
 
 export interface FleetMetricsOptions {
   registry: client.Registry;
@@ -153,7 +153,7 @@ export function createFleetMetrics(options: FleetMetricsOptions): void {
 }
 
 /** seconds; detection_latency_seconds reaches well past any alert threshold (10 min) */
-export const DETECTION_LATENCY_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600] as const;
+const DETECTION_LATENCY_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600] as const;
 
 /**
  * `detection_latency_seconds{source, mode}`: a post's `created_at` to its hit recorded, one

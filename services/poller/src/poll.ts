@@ -33,12 +33,12 @@ export interface TargetPollDeps {
   now: () => Date;
 }
 
-export class PollTimeout extends Error {
+class PollTimeout extends Error {
   override name = 'PollTimeout';
 }
 
 /** Redis did not answer: the cycle ends (once, not once per target) and the next tick retries. */
-export class LeaseStoreError extends Error {
+class LeaseStoreError extends Error {
   override name = 'LeaseStoreError';
 }
 
@@ -103,7 +103,7 @@ function advance(cursor: CursorState, page: PollPage): void {
   cursor.position = page.position;
 }
 
-export interface PollOptions {
+interface PollOptions {
   /** woken by a committed tweet: polls even when another replica polled since `target` was read */
   push?: boolean;
   /** when `target` was read (default: now); a monitor or plan change stamped later re-evaluates it at once */

@@ -14,13 +14,10 @@ import { createCycle, type CycleResult } from './cycle';
 import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll';
 import { createPush, type Push } from './push';
 
-export type { CycleResult } from './cycle';
-export type { PollOutcome } from './poll';
-
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
-export const TWEETS_CHANNEL = 'sts_tweets';
+const TWEETS_CHANNEL = 'sts_tweets';
 
-export interface PollerMetrics {
+interface PollerMetrics {
   polls(outcome: PollOutcome): void;
   hits(count: number): void;
   /** new hits of a poll, and whether a committed tweet woke it */

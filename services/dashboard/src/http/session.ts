@@ -50,7 +50,7 @@ export class CsrfError extends Error {
   }
 }
 
-export function csrfToken(req: Request): string {
+function csrfToken(req: Request): string {
   req.session.csrf ??= randomBytes(32).toString('base64url');
   return req.session.csrf;
 }

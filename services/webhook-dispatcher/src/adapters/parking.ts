@@ -37,7 +37,7 @@ export interface ParkingOptions {
   confirmTimeoutMs?: number;
 }
 
-export function parkingNames(queue: string) {
+function parkingNames(queue: string) {
   return { defer: `${queue}.defer`, parked: `${queue}.parked`, back: `${queue}.return` };
 }
 
