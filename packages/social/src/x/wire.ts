@@ -2,10 +2,10 @@
  * X API v2 answer shapes (what this service reads of them) and their mapping to the
  * provider-neutral records.
  */
-import { SocialSourceError, type SocialTweet, type SocialUser } from '../types';
+import { SocialSourceError, type ReferencedTweet, type SocialTweet, type SocialUser } from '../types';
 
 export const X_USER_FIELDS = 'created_at,description,profile_image_url,public_metrics,verified';
-export const X_TWEET_FIELDS = 'author_id,created_at,lang,public_metrics';
+export const X_TWEET_FIELDS = 'author_id,created_at,lang,public_metrics,referenced_tweets';
 
 /** The fields every tweet read asks for: the author expanded, the fields the records need. */
 export const X_TWEET_PARAMS = {
@@ -32,6 +32,7 @@ export interface XTweet {
   created_at?: string;
   lang?: string;
   public_metrics?: { like_count?: number; retweet_count?: number; reply_count?: number; quote_count?: number };
+  referenced_tweets?: { type?: string; id?: string }[];
 }
 
 /** One problem of an `errors` array (partial errors) or a problem document. */
@@ -121,7 +122,19 @@ export function mapXTweet(t: XTweet, users: readonly XUser[], fallbackAuthor?: S
       replyCount: int(t.public_metrics?.reply_count),
       quoteCount: int(t.public_metrics?.quote_count),
     },
+    referencedTweets: referencesOf(t),
   };
+}
+
+const REFERENCE_TYPES: readonly string[] = ['replied_to', 'quoted', 'retweeted'] satisfies ReferencedTweet['type'][];
+
+/** X's referenced_tweets, types it may add later left out. */
+export function referencesOf(t: Pick<XTweet, 'referenced_tweets'>): ReferencedTweet[] {
+  return (t.referenced_tweets ?? []).flatMap((r) =>
+    typeof r.id === 'string' && r.type !== undefined && REFERENCE_TYPES.includes(r.type)
+      ? [{ type: r.type as ReferencedTweet['type'], id: r.id }]
+      : [],
+  );
 }
 
 /** A suspended account's problem ("Forbidden", "User has been suspended"). */
