@@ -40,7 +40,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     help: 'events published',
     registers: [registry],
   });
-  const source = createSocialSource(env, { db });
+  // X: the fleet's rate-limit governor and user cache in Redis, X request and budget metrics
+  const source = createSocialSource(env, { db, redis, registry });
   const relay = createOutboxRelay({
     db,
     publisher: amqp,
