@@ -113,8 +113,13 @@ export function createPollerRepository(db: Db): PollerRepository {
     },
 
     async dueTargets(now) {
-      const due = Prisma.sql`SELECT target_key FROM poll_targets WHERE next_due_at <= ${now}`;
-      return (await targetRows(db, due)).map(toTarget);
+      // the due keys first (an index range on next_due_at: nothing due, nothing else read), then
+      // their monitors through the (target_key, is_active) index
+      const due = await db.$queryRaw<{ target_key: string }[]>`
+        SELECT target_key FROM poll_targets WHERE next_due_at <= ${now}`;
+      if (due.length === 0) return [];
+      const keys = due.map((r) => r.target_key);
+      return (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget);
     },
 
     async target(targetKey) {
