@@ -144,7 +144,15 @@ export function createPollerRepository(db: Db): PollerRepository {
     async monitorsFor(targetKey) {
       const rows = await db.monitor.findMany({
         where: { targetKey, isActive: true },
-        select: { id: true, accountId: true, targetUsername: true, keywords: true, createdAt: true },
+        select: {
+          id: true,
+          accountId: true,
+          targetUsername: true,
+          keywords: true,
+          excludeTypes: true,
+          langs: true,
+          createdAt: true,
+        },
       });
       return rows;
     },
