@@ -24,7 +24,15 @@ describe('inStream', () => {
     expect(inStream([{ plan: 'free', trialEndsAt: null }], now)).toBe(false);
     expect(inStream([{ plan: 'free', trialEndsAt: new Date(now.getTime() - 1) }], now)).toBe(false);
     expect(inStream([{ plan: 'free', trialEndsAt: new Date(now.getTime() + 1000) }], now)).toBe(true);
-    expect(inStream([{ plan: 'free', trialEndsAt: null }, { plan: 'starter', trialEndsAt: null }], now)).toBe(true);
+    expect(
+      inStream(
+        [
+          { plan: 'free', trialEndsAt: null },
+          { plan: 'starter', trialEndsAt: null },
+        ],
+        now,
+      ),
+    ).toBe(true);
   });
 });
 
