@@ -20,30 +20,9 @@
  */
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-
-/** the part of the fake X's state the stream reads (FakeXState in ./index) */
-export interface StreamStateView {
-  on(event: 'tweet', listener: (tweet: unknown) => void): unknown;
-  off(event: 'tweet', listener: (tweet: unknown) => void): unknown;
-}
-
-/** the fake X's rate-limit windows (FakeXLimits in ./index): false = it answered 429 */
-export interface StreamLimitsView {
-  take(family: 'stream_connect' | 'rules', res: ServerResponse): boolean;
-}
-
-export type StreamRoute = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  url: URL,
-  ctx: { state: StreamStateView; limits: StreamLimitsView },
-) => boolean | Promise<boolean>;
-
-/** a tweet as the stream writes it: X's tweet object and its author */
-export interface StreamTweetView {
-  data: { id: string; text: string; author_id: string; created_at: string } & Record<string, unknown>;
-  author: { id: string; username: string; name: string } & Record<string, unknown>;
-}
+import { includes, send, tweetObject } from './format';
+import type { FakeXRoute } from './routes';
+import type { FakeXTweet, FakeXUser } from './state';
 
 export interface FakeStreamOptions {
   /** keep-alive interval; X: 20 000 ms */
@@ -51,8 +30,6 @@ export interface FakeStreamOptions {
   /** X Pro: 1,000 rules of 1,024 characters */
   maxRules?: number;
   maxRuleLength?: number;
-  /** maps a tweet of the state's 'tweet' event to the X objects (default: the fake's own shape) */
-  describe?: (tweet: unknown) => StreamTweetView;
 }
 
 export interface FakeRule {
@@ -64,7 +41,7 @@ export interface FakeRule {
 }
 
 export interface FakeStream extends EventEmitter {
-  routes: StreamRoute[];
+  routes: FakeXRoute[];
   rules(): FakeRule[];
   /** open stream connections (0 or 1) */
   connections(): number;
@@ -81,12 +58,6 @@ export interface FakeStream extends EventEmitter {
 const STREAM = '/2/tweets/search/stream';
 const RULES = '/2/tweets/search/stream/rules';
 const FROM = /^from:([A-Za-z0-9_]{1,15})$/;
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  res.statusCode = status;
-  res.setHeader('content-type', 'application/json; charset=utf-8');
-  res.end(JSON.stringify(body));
-}
 
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -105,24 +76,6 @@ export function parseFromRule(value: string): Set<string> | null {
     out.add(m[1]!.toLowerCase());
   }
   return out;
-}
-
-/** The fake state's tweets: X-shaped objects with `author` or `author_id` + `username`. */
-function defaultDescribe(tweet: unknown): StreamTweetView {
-  const t = tweet as Record<string, unknown> & { author?: Record<string, unknown> };
-  const author = (t.author ?? {}) as StreamTweetView['author'];
-  const rawId = t.author_id ?? t.authorId ?? author.id;
-  const authorId = typeof rawId === 'string' ? rawId : String(rawId as number);
-  const createdAt = t.created_at ?? (t.createdAt instanceof Date ? t.createdAt.toISOString() : t.createdAt);
-  return {
-    data: { id: String(t.id), text: String(t.text), author_id: authorId, created_at: String(createdAt) },
-    author: {
-      ...author,
-      id: authorId,
-      username: String(author.username ?? t.username),
-      name: String(author.name ?? ''),
-    },
-  };
 }
 
 const sent = () => new Date().toISOString();
@@ -227,14 +180,13 @@ class FakeRuleBook {
 
 export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
   const keepAliveMs = options.keepAliveMs ?? 20_000;
-  const describe = options.describe ?? defaultDescribe;
   const emitter = new EventEmitter() as FakeStream;
   const book = new FakeRuleBook(options.maxRules ?? 1000, options.maxRuleLength ?? 1024, () => emitter.emit('rules'));
   let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
   let connects = 0;
   let delivered = 0;
 
-  const rulesRoute: StreamRoute = async (req, res, url, ctx) => {
+  const rulesRoute: FakeXRoute = async (req, res, url, ctx) => {
     if (url.pathname !== RULES) return false;
     if (req.method !== 'GET' && req.method !== 'POST') return false;
     if (!ctx.limits.take('rules', res)) return true;
@@ -267,24 +219,23 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     return true;
   };
 
-  function write(tweet: unknown, withUsers: boolean): void {
+  function write(tweet: FakeXTweet, author: FakeXUser, params: URLSearchParams): void {
     if (!open || open.stalled) return;
-    const t = describe(tweet);
-    const author = t.author.username.toLowerCase();
-    const matching = book.matching(author);
+    const matching = book.matching(author.username.toLowerCase());
     if (matching.length === 0) return;
     const line = {
-      data: { ...t.data, edit_history_tweet_ids: [t.data.id] },
-      ...(withUsers ? { includes: { users: [t.author] } } : {}),
+      data: tweetObject(tweet, params),
+      ...(includes([tweet], params, () => author) ? { includes: includes([tweet], params, () => author) } : {}),
       matching_rules: matching.map((r) => ({ id: r.id, ...(r.tag ? { tag: r.tag } : {}) })),
     };
     open.res.write(`${JSON.stringify(line)}\r\n`);
     delivered++;
-    emitter.emit('delivered', t.data.id);
+    emitter.emit('delivered', tweet.id);
   }
 
-  const streamRoute: StreamRoute = (req, res, url, ctx) => {
+  const streamRoute: FakeXRoute = (req, res, url, ctx) => {
     if (url.pathname !== STREAM || req.method !== 'GET') return false;
+    if (!ctx.limits.take('stream_connect', res)) return true;
     if (open) {
       send(res, 429, {
         title: 'ConnectionException',
@@ -294,12 +245,10 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
       });
       return true;
     }
-    if (!ctx.limits.take('stream_connect', res)) return true;
-    const withUsers = (url.searchParams.get('expansions') ?? '').split(',').includes('author_id');
     res.statusCode = 200;
     res.setHeader('content-type', 'application/json; charset=utf-8');
     res.flushHeaders();
-    const onTweet = (tweet: unknown) => write(tweet, withUsers);
+    const onTweet = (tweet: FakeXTweet, author: FakeXUser) => write(tweet, author, url.searchParams);
     const keepAlive = setInterval(() => {
       if (open && !open.stalled) res.write('\r\n');
     }, keepAliveMs);
@@ -350,6 +299,6 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
 }
 
 /** The stream and rules routes for startFakeX({ routes }), with default options. */
-export function streamRoutes(options: FakeStreamOptions = {}): StreamRoute[] {
+export function streamRoutes(options: FakeStreamOptions = {}): FakeXRoute[] {
   return createFakeStream(options).routes;
 }
