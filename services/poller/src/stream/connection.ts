@@ -2,7 +2,8 @@
  * The stream connection loop of the holder, following X's reconnect guidance
  * (domain/streamBackoff.ts): an established connection that drops is reconnected at once (unless
  * it lived less than `minHealthyMs`: then as a network error), network errors and stalls back off
- * linearly, HTTP errors exponentially from 5 s, 429s from a minute (never before X's reset), and a
+ * linearly, HTTP errors (TooManyConnections included) exponentially from 5 s, other 429s from a
+ * minute (never before X's reset), and a
  * call the shared budget refuses waits for the budget. A stall is `stallMs` (X: 20 s) without a
  * byte, keep-alives included: the connection is dropped and reconnected.
  */
@@ -108,7 +109,8 @@ export async function runStreamConnection(options: ConnectionOptions, signal: Ab
     let delayMs: number;
     if (outcome.kind === 'budget') delayMs = Math.max(1000, outcome.retryAfterMs ?? 1000);
     else {
-      const kind: DropKind = outcome.kind === 'stall' ? (outcome.established ? 'dropped' : 'network') : outcome.kind;
+      // a stall is a network problem: X's linear back-off (250 ms first)
+      const kind: DropKind = outcome.kind === 'stall' ? 'network' : outcome.kind;
       const next = nextDelay(backoff, kind, outcome.retryAfterMs);
       backoff = next.state;
       delayMs = next.delayMs;

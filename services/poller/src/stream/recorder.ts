@@ -12,8 +12,8 @@ import type { NewHit, PollerRepository } from '../adapters/repository';
 export interface RecordedBatch {
   /** new hits */
   hits: number;
-  /** seconds from each new hit's tweet creation to its recording */
-  latencies: number[];
+  /** the new hits' tweet creation and recording times (detection latency) */
+  newHits: { tweetCreatedAt: Date; detectedAt: Date }[];
 }
 
 export function toNewHits(
@@ -42,7 +42,7 @@ async function recordTarget(
   now: () => Date,
 ): Promise<RecordedBatch> {
   const monitors = compileMonitors(await repository.monitorsFor(targetKey));
-  if (monitors.length === 0) return { hits: 0, latencies: [] };
+  if (monitors.length === 0) return { hits: 0, newHits: [] };
   const at = now();
   const hits = toNewHits(tweets, monitors, at);
   let newest = tweets[0]!;
@@ -54,10 +54,9 @@ async function recordTarget(
     { lastTweetId: newest.id, lastTweetAt: newest.createdAt, position: null },
     at,
   );
-  // which hits were new is not returned; the latency of the batch's newest inserted ones is
-  // approximated by the batch's hits, oldest first (exact for the stream's one-tweet batches)
-  const latencies = hits.slice(0, inserted).map((h) => (at.getTime() - h.tweetCreatedAt.getTime()) / 1000);
-  return { hits: inserted, latencies };
+  // recordBatch says how many were new, not which: exact for the stream's one-tweet batches with
+  // one watcher; otherwise the first `inserted` of the batch stand for them
+  return { hits: inserted, newHits: hits.slice(0, inserted) };
 }
 
 export async function recordTweets(
@@ -73,11 +72,11 @@ export async function recordTweets(
     list.push(t);
     byTarget.set(key, list);
   }
-  const out: RecordedBatch = { hits: 0, latencies: [] };
+  const out: RecordedBatch = { hits: 0, newHits: [] };
   for (const [key, list] of byTarget) {
     const r = await recordTarget(repository, key, list, now);
     out.hits += r.hits;
-    out.latencies.push(...r.latencies);
+    out.newHits.push(...r.newHits);
   }
   return out;
 }

@@ -32,8 +32,8 @@ export interface StreamMetrics {
   reconnect(reason: DropKind | 'stall' | 'budget'): void;
   backfilled(posts: number): void;
   hits(count: number): void;
-  /** detection latency (tweet created → hit recorded) of new hits, seconds */
-  detected(seconds: number[]): void;
+  /** new hits: detection latency (tweet created → hit recorded) */
+  detected(hits: readonly { tweetCreatedAt: Date; detectedAt: Date }[]): void;
   rules(count: number, overflowTargets: number): void;
 }
 
@@ -109,7 +109,7 @@ class StreamModeRunner implements StreamMode {
     const run = async () => {
       const r = await recordTweets(this.options.pollerRepository, tweets);
       if (r.hits > 0) this.metrics?.hits(r.hits);
-      if (via === 'stream' && r.latencies.length > 0) this.metrics?.detected(r.latencies);
+      if (via === 'stream' && r.newHits.length > 0) this.metrics?.detected(r.newHits);
       if (via === 'backfill') this.metrics?.backfilled(tweets.length);
       for (const t of tweets)
         if (this.lastTweetId === null || BigInt(t.id) > BigInt(this.lastTweetId)) this.lastTweetId = t.id;
@@ -144,6 +144,7 @@ class StreamModeRunner implements StreamMode {
   private async gapBackfill(state: HolderState): Promise<void> {
     const saved = await this.options.repository.position();
     const alive = [saved.aliveAt, this.aliveAt].filter((d): d is Date => d !== null);
+    state.rules ??= await this.options.api.listRules().catch(() => null);
     const names = ruleUsernames(state);
     const since =
       alive.length > 0
@@ -164,17 +165,19 @@ class StreamModeRunner implements StreamMode {
     return new Date(min - this.options.overlapMs);
   }
 
-  private startConnection(): HolderState {
-    const abort = new AbortController();
-    const state: HolderState = {
+  private newHolder(): HolderState {
+    return {
       rules: null,
-      abort,
+      abort: new AbortController(),
       connection: Promise.resolve(),
       connected: false,
       overflow: [],
       overflowSince: null,
       lastOverflowRun: 0,
     };
+  }
+
+  private connect(state: HolderState): void {
     state.connection = runStreamConnection(
       {
         api: this.options.api,
@@ -194,9 +197,8 @@ class StreamModeRunner implements StreamMode {
           this.metrics?.reconnect(kind);
         },
       },
-      abort.signal,
+      state.abort.signal,
     );
-    return state;
   }
 
   private async giveUp(): Promise<void> {
@@ -272,9 +274,10 @@ class StreamModeRunner implements StreamMode {
   async sync(): Promise<void> {
     const holds = await this.options.election.check();
     if (!holds) return this.giveUp();
+    const becoming = !this.holder;
     if (!this.holder) {
       this.logger.info('this replica holds the X stream');
-      this.holder = this.startConnection();
+      this.holder = this.newHolder();
     }
     const state = this.holder;
     try {
@@ -284,6 +287,8 @@ class StreamModeRunner implements StreamMode {
       state.rules = null;
       this.logger.warn('X stream rules sync failed', { error: errorMessage(err) });
     }
+    // the rules first, then the connection: its gap backfill reads every rule's usernames
+    if (becoming) this.connect(state);
     if (state.connected && this.aliveAt)
       await this.options.repository.savePosition({ lastTweetId: this.lastTweetId, aliveAt: this.aliveAt });
   }

@@ -36,6 +36,8 @@ export class XHttpError extends Error {
     /** when X (or the budget) says to try again, ms from now */
     readonly retryAfterMs: number | null,
     readonly gated = false,
+    /** X's `connection_issue` (a second stream connection: TooManyConnections) */
+    readonly connectionIssue: string | null = null,
   ) {
     super(message);
   }
@@ -66,6 +68,7 @@ export interface XStreamApiOptions {
 
 interface XProblemBody {
   title?: string;
+  connection_issue?: string;
   detail?: string;
   errors?: { title?: string; message?: string; detail?: string; value?: string }[];
   meta?: { summary?: { created?: number; not_created?: number; deleted?: number; not_deleted?: number } };
@@ -137,17 +140,22 @@ export function createXStreamApi(options: XStreamApiOptions): XStreamApi {
     },
     async connect(handlers, signal) {
       await gated('stream_connect');
-      const connectTimeout = AbortSignal.timeout(timeoutMs);
+      // the time limit covers the connect (until X's headers), not the stream that follows
+      const connecting = new AbortController();
+      const timer = setTimeout(() => connecting.abort(), timeoutMs);
       const res = await fetch(`${url('/2/tweets/search/stream')}?${STREAM_QUERY}`, {
         headers: auth,
-        signal: AbortSignal.any([signal, connectTimeout]),
-      }).catch((err: unknown) => {
-        throw connectTimeout.aborted ? new Error(`stream connect timed out after ${timeoutMs} ms`) : err;
-      });
+        signal: AbortSignal.any([signal, connecting.signal]),
+      })
+        .catch((err: unknown) => {
+          throw connecting.signal.aborted ? new Error(`stream connect timed out after ${timeoutMs} ms`) : err;
+        })
+        .finally(() => clearTimeout(timer));
       await gate.observe('stream_connect', { status: res.status, headers: res.headers });
       if (res.status !== 200 || !res.body) {
         const parsed = (await res.json().catch(() => null)) as XProblemBody | null;
-        throw new XHttpError(res.status, problem(parsed, res.status), retryAfter(res.headers));
+        const issue = parsed?.connection_issue ?? null;
+        throw new XHttpError(res.status, problem(parsed, res.status), retryAfter(res.headers), false, issue);
       }
       const reader = res.body.getReader();
       const closed = readLines(reader, handlers);
