@@ -15,6 +15,7 @@ import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller } from './poller';
+import { buildStreamMode } from './stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -54,8 +55,14 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
+  const repository = createPollerRepository(db);
+  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
+  const stream =
+    env.SOCIAL_SOURCE === 'x' && env.X_MONITOR_MODE === 'stream'
+      ? buildStreamMode(env, { db, pollerRepository: repository, logger, registry, hits: (n) => hits.inc(n) })
+      : null;
   const poller = createPoller({
-    repository: createPollerRepository(db),
+    repository,
     source,
     leases: createRedisLeases(redis),
     logger,
@@ -81,6 +88,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     );
   await relay.start();
   await poller.start();
+  stream?.start();
   return {
     info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null, xMonitorMode: env.X_MONITOR_MODE },
     checks: {
@@ -90,6 +98,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       migrations: migrationsCheck(db),
     },
     async stop() {
+      await stream?.stop();
       await poller.stop();
       const relayStopped = relay.stop();
       // RabbitMQ down: stopping the client fails the publishes waiting for it now rather than
