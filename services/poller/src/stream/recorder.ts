@@ -54,9 +54,8 @@ async function recordTarget(
     { lastTweetId: newest.id, lastTweetAt: newest.createdAt, position: null },
     at,
   );
-  // recordBatch says how many were new, not which: exact for the stream's one-tweet batches with
-  // one watcher; otherwise the first `inserted` of the batch stand for them
-  return { hits: inserted, newHits: hits.slice(0, inserted) };
+  // recordBatch returns the hits that were new (a tweet already recorded by a poll is not)
+  return { hits: inserted.length, newHits: inserted };
 }
 
 export async function recordTweets(
