@@ -7,7 +7,7 @@ import { createRedis, runService, type ServiceContext, type ServiceDefinition, t
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource } from '@sts/social';
+import { createSocialSource, isXSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './adapters/relay';
 import { createMetricsReporter } from './adapters/reporter';
@@ -59,7 +59,15 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
   const stream =
     env.SOCIAL_SOURCE === 'x' && env.X_MONITOR_MODE === 'stream'
-      ? buildStreamMode(env, { db, pollerRepository: repository, logger, registry, hits: (n) => hits.inc(n) })
+      ? buildStreamMode(env, {
+          db,
+          pollerRepository: repository,
+          logger,
+          registry,
+          hits: (n) => hits.inc(n),
+          // the stream's rules, connects and backfill searches spend the fleet's one X budget
+          ...(isXSource(source) && { gate: source.client.governor }),
+        })
       : null;
   const poller = createPoller({
     repository,
