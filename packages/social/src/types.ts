@@ -25,6 +25,14 @@ export interface SocialTweet {
   createdAt: Date;
   lang: string | null;
   metrics: { likeCount: number; retweetCount: number; replyCount: number; quoteCount: number };
+  /** X's `referenced_tweets`: what this post replies to, quotes or reposts; absent or [] = an original post */
+  referencedTweets?: ReferencedTweet[];
+}
+
+/** One of X's `referenced_tweets` (types `replied_to`, `quoted`, `retweeted`). */
+export interface ReferencedTweet {
+  type: 'replied_to' | 'quoted' | 'retweeted';
+  id: string;
 }
 
 export interface Page<T> {

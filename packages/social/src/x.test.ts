@@ -27,6 +27,8 @@ interface FakeTweet {
   created_at: string;
   lang: string;
   edit_history_tweet_ids: string[];
+  /** X sends it only for replies, quotes and reposts */
+  referenced_tweets?: { type: 'replied_to' | 'quoted' | 'retweeted'; id: string }[];
   public_metrics: {
     retweet_count: number;
     reply_count: number;
@@ -67,6 +69,12 @@ const tweets: FakeTweet[] = Array.from({ length: 23 }, (_, i) => ({
     impression_count: 1500,
   },
 }));
+// X's referenced_tweets: post 5 replies to post 1 and quotes post 2, post 6 reposts post 3
+tweets[5]!.referenced_tweets = [
+  { type: 'replied_to', id: tweets[1]!.id },
+  { type: 'quoted', id: tweets[2]!.id },
+];
+tweets[6]!.referenced_tweets = [{ type: 'retweeted', id: tweets[3]!.id }];
 const newestFirst = [...tweets].reverse();
 
 // a second user whose timeline a test changes (newest first), with snowflake ids of real times
@@ -253,12 +261,21 @@ describe('X API v2 source', () => {
       createdAt: new Date(tweets[4]!.created_at),
       lang: 'en',
       metrics: { likeCount: 8, retweetCount: 4, replyCount: 1, quoteCount: 0 },
+      referencedTweets: [],
     });
     const q = requests[0]!.searchParams;
     expect(q.get('expansions')).toBe('author_id');
     expect(q.get('tweet.fields')!.split(',')).toEqual(
-      expect.arrayContaining(['author_id', 'created_at', 'lang', 'public_metrics']),
+      expect.arrayContaining(['author_id', 'created_at', 'lang', 'public_metrics', 'referenced_tweets']),
     );
+    // replies, quotes and reposts carry X's referenced_tweets
+    expect((await source().getTweet(tweets[5]!.id))?.referencedTweets).toEqual([
+      { type: 'replied_to', id: tweets[1]!.id },
+      { type: 'quoted', id: tweets[2]!.id },
+    ]);
+    expect((await source().getTweet(tweets[6]!.id))?.referencedTweets).toEqual([
+      { type: 'retweeted', id: tweets[3]!.id },
+    ]);
     expect(await source().getTweet('1')).toBeNull();
   });
 

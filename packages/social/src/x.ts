@@ -23,6 +23,7 @@ import {
   type PageRequest,
   type PollPage,
   type PollRequest,
+  type ReferencedTweet,
   type SocialSource,
   type SocialTweet,
   type SocialUser,
@@ -41,7 +42,7 @@ export interface XSourceOptions {
 }
 
 export const X_USER_FIELDS = 'created_at,description,profile_image_url,public_metrics,verified';
-export const X_TWEET_FIELDS = 'author_id,created_at,lang,public_metrics';
+export const X_TWEET_FIELDS = 'author_id,created_at,lang,public_metrics,referenced_tweets';
 
 interface XUser {
   id: string;
@@ -61,6 +62,7 @@ interface XTweet {
   created_at?: string;
   lang?: string;
   public_metrics?: { like_count?: number; retweet_count?: number; reply_count?: number; quote_count?: number };
+  referenced_tweets?: { type?: string; id?: string }[];
 }
 
 interface XProblem {
@@ -148,7 +150,19 @@ export function mapXTweet(t: XTweet, users: readonly XUser[], fallbackAuthor?: S
       replyCount: int(t.public_metrics?.reply_count),
       quoteCount: int(t.public_metrics?.quote_count),
     },
+    referencedTweets: referencesOf(t),
   };
+}
+
+const REFERENCE_TYPES: readonly string[] = ['replied_to', 'quoted', 'retweeted'] satisfies ReferencedTweet['type'][];
+
+/** X's referenced_tweets, types it may add later left out. */
+export function referencesOf(t: Pick<XTweet, 'referenced_tweets'>): ReferencedTweet[] {
+  return (t.referenced_tweets ?? []).flatMap((r) =>
+    typeof r.id === 'string' && r.type !== undefined && REFERENCE_TYPES.includes(r.type)
+      ? [{ type: r.type as ReferencedTweet['type'], id: r.id }]
+      : [],
+  );
 }
 
 function isNotFound(body: XResponse<unknown>): boolean {

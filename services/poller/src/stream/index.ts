@@ -7,6 +7,8 @@ import type { Registry } from 'prom-client';
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { PollerRepository } from '../adapters/repository';
+import type { TargetState } from '../domain/schedule';
+import { inStream } from '../domain/streamRules';
 import { createStreamElection } from './election';
 import { createStreamMetrics, type LatencyRecorder } from './metrics';
 import { createStreamRepository } from './repository';
@@ -70,4 +72,32 @@ export function buildStreamMode(
     ...(deps.stallMs !== undefined ? { stallMs: deps.stallMs } : {}),
     ...(deps.syncMs !== undefined ? { syncMs: deps.syncMs } : {}),
   });
+}
+
+/**
+ * The tick's `selectDue` in stream mode: it polls the Free-only targets and leaves the streamed
+ * ones (a Starter or trial watcher) to the stream holder, pushing their schedule one `intervalSec`
+ * on so the tick does not read them again every second (one re-check per interval: a target whose
+ * last Starter watcher left becomes Free-only and is polled then).
+ */
+export function streamSelectDue(
+  repository: Pick<PollerRepository, 'reschedule'>,
+  intervalSec: number,
+  logger: Logger,
+): (due: TargetState[]) => TargetState[] {
+  return (due) => {
+    const now = new Date();
+    const streamed = due.filter((t) => inStream(t.accounts, now));
+    if (streamed.length > 0) {
+      const nextDueAt = new Date(now.getTime() + intervalSec * 1000);
+      repository
+        .reschedule(streamed.map((t) => ({ targetKey: t.targetKey, nextDueAt, pushed: true, readAt: now })))
+        .catch((err: unknown) =>
+          logger.warn('could not reschedule streamed targets', {
+            error: err instanceof Error ? err.message : String(err),
+          }),
+        );
+    }
+    return due.filter((t) => !inStream(t.accounts, now));
+  };
 }
