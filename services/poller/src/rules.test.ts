@@ -192,6 +192,11 @@ describe('poller: monitor rules on both sources', () => {
       const send = (body: unknown) =>
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       if (url.pathname === `/2/users/by/username/${user.username}`) return send({ data: user });
+      // the X source resolves usernames in batches (GET /2/users/by?usernames=)
+      if (url.pathname === '/2/users/by') {
+        const names = (url.searchParams.get('usernames') ?? '').split(',');
+        return send({ data: names.some((n) => n.toLowerCase() === user.username.toLowerCase()) ? [user] : [] });
+      }
       if (url.pathname === `/2/users/${user.id}/tweets`) {
         const since = url.searchParams.get('since_id');
         const data = timeline.filter((t) => !since || BigInt(t.id) > BigInt(since));
