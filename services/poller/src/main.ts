@@ -7,7 +7,7 @@ import { createRedis, runService, type ServiceContext, type ServiceDefinition, t
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource } from '@sts/social';
+import { createSocialSource, isXSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './adapters/relay';
 import { createMetricsReporter } from './adapters/reporter';
@@ -41,7 +41,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     help: 'events published',
     registers: [registry],
   });
-  const source = createSocialSource(env, { db });
+  // the fleet's Redis: X's rate-limit governor and user cache, shared with the stream holder
+  const source = createSocialSource(env, { db, redis, registry });
   const relay = createOutboxRelay({
     db,
     publisher: amqp,
@@ -57,8 +58,9 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   const repository = createPollerRepository(db);
   // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
   const stream =
-    env.SOCIAL_SOURCE === 'x' && env.X_MONITOR_MODE === 'stream'
+    env.X_MONITOR_MODE === 'stream' && isXSource(source)
       ? buildStreamMode(env, {
+          source,
           db,
           pollerRepository: repository,
           logger,

@@ -6,6 +6,7 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
+import type { XSource } from '@sts/social';
 import type { PollerRepository } from '../adapters/repository';
 import type { TargetState } from '../domain/schedule';
 import { inStream } from '../domain/streamRules';
@@ -14,7 +15,7 @@ import { createStreamMetrics, type LatencyRecorder } from './metrics';
 import { createStreamRepository } from './repository';
 import { createGroupSearch } from './search';
 import { createStreamMode, type StreamMode } from './streamMode';
-import { createXStreamApi, openGate, type XGate } from './xStreamApi';
+import { createXStreamApi } from './xStreamApi';
 
 export { createStreamMode, type StreamMode, type StreamModeOptions, type StreamMetrics } from './streamMode';
 export { streamEnv } from './env';
@@ -40,7 +41,8 @@ export function buildStreamMode(
     pollerRepository: PollerRepository;
     logger: Logger;
     registry: Registry;
-    gate?: XGate;
+    /** the X provider: its request helper and governor (the fleet's), its group search */
+    source: XSource;
     latency?: LatencyRecorder;
     hits?: (n: number) => void;
     /** tests: shorter than X's 20 s */
@@ -48,15 +50,18 @@ export function buildStreamMode(
     syncMs?: number;
   },
 ): StreamMode {
-  const gate = deps.gate ?? openGate;
-  const x = { baseUrl: env.X_API_BASE_URL, bearerToken: env.X_BEARER_TOKEN ?? '', timeoutMs: env.X_TIMEOUT_MS, gate };
   const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
   return createStreamMode({
     repository: createStreamRepository(deps.db),
     pollerRepository: deps.pollerRepository,
     election: createStreamElection({ databaseUrl: env.DATABASE_URL, logger: deps.logger }),
-    api: createXStreamApi(x),
-    search: createGroupSearch(x),
+    api: createXStreamApi({
+      client: deps.source.client,
+      baseUrl: env.X_API_BASE_URL,
+      bearerToken: env.X_BEARER_TOKEN ?? '',
+      timeoutMs: env.X_TIMEOUT_MS,
+    }),
+    search: createGroupSearch(deps.source),
     logger: deps.logger,
     metrics: createStreamMetrics(deps.registry, {
       ...(deps.latency ? { latency: deps.latency } : {}),
