@@ -9,11 +9,20 @@ import {
   toAmqpHeaders,
   type MonitorHitEvent,
 } from './contracts';
+import { accountEventKey } from './contracts';
 import { hitPayload, testPayload } from './testing';
 
 describe('contracts', () => {
-  it('has exactly the three routing keys', () => {
-    expect(ROUTING_KEYS.sort()).toEqual(['monitor.hit', 'monitor.test', 'webhook.redeliver']);
+  it('has exactly the monitor, webhook and account routing keys', () => {
+    expect([...ROUTING_KEYS].sort()).toEqual([
+      'account.quota.threshold',
+      'account.trial.ended',
+      'account.trial.ending',
+      'account.webhook.failing',
+      'monitor.hit',
+      'monitor.test',
+      'webhook.redeliver',
+    ]);
     expect(isRoutingKey('monitor.hit')).toBe(true);
     expect(isRoutingKey('monitor.other')).toBe(false);
     expect(isRoutingKey('toString')).toBe(false);
@@ -74,5 +83,69 @@ describe('contracts', () => {
       hitId: 'h',
     });
     expect(fromAmqpHeaders(undefined)).toEqual({});
+  });
+
+  it('accepts the account events and rejects a bad state, threshold or month', () => {
+    const failing = {
+      accountId: 'acc',
+      monitorId: 'mon',
+      state: 'failing' as const,
+      consecutiveFailures: 5,
+      occurredAt: '2026-11-24T10:00:00.000Z',
+    };
+    expect(parsePayload('account.webhook.failing', failing)).toEqual(failing);
+    expect(() => parsePayload('account.webhook.failing', { ...failing, state: 'sad' })).toThrow(ContractError);
+    const quota = {
+      accountId: 'acc',
+      occurredAt: failing.occurredAt,
+      month: '2026-11',
+      threshold: 80,
+      used: 800,
+      quota: 1000,
+    };
+    expect(parsePayload('account.quota.threshold', quota)).toEqual(quota);
+    expect(() => parsePayload('account.quota.threshold', { ...quota, threshold: 90 })).toThrow(ContractError);
+    expect(() => parsePayload('account.quota.threshold', { ...quota, month: '2026-13' })).toThrow(ContractError);
+    expect(() =>
+      parsePayload('account.trial.ended', {
+        accountId: 'a',
+        occurredAt: failing.occurredAt,
+        trialEndedAt: 'x',
+        pausedMonitorIds: [],
+      }),
+    ).toThrow(ContractError);
+  });
+
+  it('gives one de-duplication key per notification (month and threshold; monitor, state and day)', () => {
+    const quota = {
+      accountId: 'a',
+      occurredAt: '2026-11-24T10:00:00.000Z',
+      month: '2026-11',
+      threshold: 80 as const,
+      used: 8,
+      quota: 10,
+    };
+    expect(accountEventKey('account.quota.threshold', quota)).toBe('quota:a:2026-11:80');
+    expect(
+      accountEventKey('account.quota.threshold', { ...quota, used: 9, occurredAt: '2026-11-25T10:00:00.000Z' }),
+    ).toBe('quota:a:2026-11:80');
+    expect(accountEventKey('account.quota.threshold', { ...quota, threshold: 100 })).toBe('quota:a:2026-11:100');
+    const w = {
+      accountId: 'a',
+      monitorId: 'm',
+      state: 'failing' as const,
+      consecutiveFailures: 5,
+      occurredAt: quota.occurredAt,
+    };
+    expect(accountEventKey('account.webhook.failing', w)).toBe(
+      accountEventKey('account.webhook.failing', {
+        ...w,
+        consecutiveFailures: 7,
+        occurredAt: '2026-11-24T23:59:00.000Z',
+      }),
+    );
+    expect(accountEventKey('account.webhook.failing', w)).not.toBe(
+      accountEventKey('account.webhook.failing', { ...w, occurredAt: '2026-11-25T00:00:00.000Z' }),
+    );
   });
 });

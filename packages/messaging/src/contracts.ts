@@ -65,6 +65,50 @@ export const MonitorTestPayload = z
 
 export const WebhookRedeliverPayload = z.object({ attemptId: z.string().uuid() }).strict();
 
+/**
+ * Account events (`account.*`): things a customer should hear about, published by the service
+ * that sees them and consumed by the dashboard's mailer (queue `dashboard.account-mail`) and any
+ * internal service that binds its own queue. `eventId` is the event's de-duplication key: the
+ * same event published twice carries the same id, and the mailer sends at most one mail per id.
+ */
+const accountEventBase = {
+  accountId: z.string().min(1),
+  occurredAt: IsoUtcMillis,
+};
+
+/** Monthly quota reached 80 % or 100 % (once per account, month and threshold; published by the gateway). */
+export const AccountQuotaThresholdPayload = z
+  .object({
+    ...accountEventBase,
+    /** the month, YYYY-MM (UTC) */
+    month: z.string().regex(/^\d{4}-(0[1-9]|1[0-2])$/),
+    threshold: z.union([z.literal(80), z.literal(100)]),
+    used: z.number().int().nonnegative(),
+    quota: z.number().int().positive(),
+  })
+  .strict();
+
+/** A monitor's webhook endpoint is failing (5 failures in a row), broken, or was disabled (published by the dispatcher). */
+export const AccountWebhookFailingPayload = z
+  .object({
+    accountId: z.string().min(1),
+    monitorId: z.string().min(1),
+    state: z.enum(['failing', 'broken', 'disabled']),
+    consecutiveFailures: z.number().int().nonnegative(),
+    occurredAt: IsoUtcMillis,
+  })
+  .strict();
+
+/** The Starter trial ends within 3 days (published once per trial by the dashboard's periodic check). */
+export const AccountTrialEndingPayload = z.object({ ...accountEventBase, trialEndsAt: IsoUtcMillis }).strict();
+
+/** The Starter trial ended; `pausedMonitorIds` are the monitors paused to fit the Free limit. */
+export const AccountTrialEndedPayload = z
+  .object({ ...accountEventBase, trialEndedAt: IsoUtcMillis, pausedMonitorIds: z.array(z.string().min(1)) })
+  .strict();
+
+const accountHeaders = z.object({ accountId: z.string() });
+
 export const contracts = {
   'monitor.hit': {
     payload: MonitorHitPayload,
@@ -72,6 +116,10 @@ export const contracts = {
   },
   'monitor.test': { payload: MonitorTestPayload, headers: z.object({ accountId: z.string() }) },
   'webhook.redeliver': { payload: WebhookRedeliverPayload, headers: z.object({ accountId: z.string() }) },
+  'account.quota.threshold': { payload: AccountQuotaThresholdPayload, headers: accountHeaders },
+  'account.webhook.failing': { payload: AccountWebhookFailingPayload, headers: accountHeaders },
+  'account.trial.ending': { payload: AccountTrialEndingPayload, headers: accountHeaders },
+  'account.trial.ended': { payload: AccountTrialEndedPayload, headers: accountHeaders },
 } as const;
 
 export type RoutingKey = keyof typeof contracts;
@@ -80,6 +128,42 @@ export type HeadersOf<K extends RoutingKey> = z.output<(typeof contracts)[K]['he
 export type MonitorHitEvent = PayloadOf<'monitor.hit'>;
 export type MonitorTestEvent = PayloadOf<'monitor.test'>;
 export type WebhookRedeliverEvent = PayloadOf<'webhook.redeliver'>;
+export type AccountQuotaThresholdEvent = PayloadOf<'account.quota.threshold'>;
+export type AccountWebhookFailingEvent = PayloadOf<'account.webhook.failing'>;
+export type AccountTrialEndingEvent = PayloadOf<'account.trial.ending'>;
+export type AccountTrialEndedEvent = PayloadOf<'account.trial.ended'>;
+
+/** The account events, one routing key per kind. */
+export const ACCOUNT_ROUTING_KEYS = [
+  'account.quota.threshold',
+  'account.webhook.failing',
+  'account.trial.ending',
+  'account.trial.ended',
+] as const satisfies readonly RoutingKey[];
+export type AccountRoutingKey = (typeof ACCOUNT_ROUTING_KEYS)[number];
+
+/**
+ * The de-duplication key of an account event: the notification it stands for. Quota: once per
+ * account, month and threshold; webhook: once per monitor, state and UTC day; trial: once per
+ * account and trial end. Publishers use it as the AMQP message id; the mailer stores it unique.
+ */
+export function accountEventKey<K extends AccountRoutingKey>(routingKey: K, payload: PayloadOf<K>): string {
+  const p: PayloadOf<AccountRoutingKey> = payload;
+  switch (routingKey) {
+    case 'account.quota.threshold': {
+      const q = p as AccountQuotaThresholdEvent;
+      return `quota:${q.accountId}:${q.month}:${q.threshold}`;
+    }
+    case 'account.webhook.failing': {
+      const w = p as AccountWebhookFailingEvent;
+      return `webhook:${w.accountId}:${w.monitorId}:${w.state}:${w.occurredAt.slice(0, 10)}`;
+    }
+    case 'account.trial.ending':
+      return `trial-ending:${p.accountId}:${(p as AccountTrialEndingEvent).trialEndsAt}`;
+    case 'account.trial.ended':
+      return `trial-ended:${p.accountId}:${(p as AccountTrialEndedEvent).trialEndedAt}`;
+  }
+}
 
 /** A received message, validated against its contract. */
 export interface Envelope<K extends RoutingKey> {

@@ -85,7 +85,7 @@ describe('poller: late-visible tweets', () => {
     const monitors = await Promise.all(targets.map((t) => monitorOn(t)));
     const source = createLocalSource({ db });
     const replicas = [makePoller(source, { tickMs: 50 }), makePoller(source, { tickMs: 50 })];
-    for (const r of replicas) r.start();
+    for (const r of replicas) await r.start();
     const posted: string[] = [];
     try {
       for (let round = 0; round < 3; round++) {

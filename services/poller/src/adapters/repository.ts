@@ -4,11 +4,11 @@
  * The cursor only moves forward: a replica whose lease lapsed mid-poll cannot move it back.
  */
 import { randomUUID } from 'node:crypto';
-import type { Db, HitRow } from '@sts/db';
+import { Prisma, type Db, type HitRow } from '@sts/db';
 import type { MonitorHitEvent } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
-import type { TargetState } from '../domain/schedule';
+import type { ScheduleWrite, TargetState } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
 
@@ -32,44 +32,108 @@ export interface StoredCursor extends CursorState {
 }
 
 export interface PollerRepository {
+  /** every target with active monitors (a forced cycle) */
   targets(): Promise<TargetState[]>;
+  /** the targets whose schedule row is due at `now` (poll_targets.next_due_at, indexed): what a tick reads */
+  dueTargets(now: Date): Promise<TargetState[]>;
+  /** one target's state (null: no active monitor watches it) */
+  target(targetKey: string): Promise<TargetState | null>;
+  /** writes re-evaluated schedules of targets that were read as due but are not */
+  reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
   cursor(targetKey: string): Promise<StoredCursor | null>;
-  /** Inserts the hits not yet recorded (unique on monitor + tweet) with their events and moves the cursor. Returns how many were new. */
-  recordBatch(targetKey: string, hits: NewHit[], cursor: CursorState, polledAt: Date): Promise<number>;
+  /**
+   * Inserts the hits not yet recorded (unique on monitor + tweet) with their events, moves the
+   * cursor and, with `schedule`, the target's next due time. Returns the hits that were new.
+   */
+  recordBatch(
+    targetKey: string,
+    hits: NewHit[],
+    cursor: CursorState,
+    polledAt: Date,
+    schedule?: ScheduleWrite,
+  ): Promise<NewHit[]>;
   /** Records a failed poll: cursor untouched; the error goes on the target's monitors. */
-  recordFailure(targetKey: string, error: string, polledAt: Date): Promise<void>;
+  recordFailure(targetKey: string, error: string, polledAt: Date, schedule?: ScheduleWrite): Promise<void>;
+}
+
+interface TargetRow {
+  target_key: string;
+  username: string;
+  plans: PlanName[];
+  free_trial_ends_at: Date | null;
+  last_polled_at: Date | null;
+}
+
+/**
+ * One row per target among `keys` (a subquery of target keys): its distinct plans, and the latest
+ * trial end among its Free accounts (enough to tell whether any of them is on an active trial).
+ */
+function targetRows(db: Db, keys: Prisma.Sql): Promise<TargetRow[]> {
+  return db.$queryRaw<TargetRow[]>`
+    SELECT m.target_key, min(m.target_username) AS username,
+           array_agg(DISTINCT a.plan::text) AS plans,
+           max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
+           c.last_polled_at
+    FROM monitors m
+    JOIN accounts a ON a.id = m.account_id
+    LEFT JOIN poll_cursors c ON c.target_key = m.target_key
+    WHERE m.is_active AND m.target_key IN (${keys})
+    GROUP BY m.target_key, c.last_polled_at`;
+}
+
+function toTarget(r: TargetRow): TargetState {
+  return {
+    targetKey: r.target_key,
+    username: r.username,
+    accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
+    lastPolledAt: r.last_polled_at,
+  };
+}
+
+/**
+ * The schedule write of a poll: its next due time, unless a monitor or plan change was stamped
+ * after the poller read the target (then due at once, re-evaluated by the next tick), or no active
+ * monitor is left (never due).
+ */
+function writeSchedule(db: Pick<Db, '$executeRaw'>, targetKey: string, s: ScheduleWrite): Promise<number> {
+  return db.$executeRaw`
+    UPDATE poll_targets SET
+      next_due_at = CASE WHEN active_monitors = 0 THEN '9999-12-31 00:00:00+00'::timestamptz
+                         WHEN changed_at >= ${s.readAt} THEN least(next_due_at, now())
+                         ELSE ${s.nextDueAt} END,
+      pushed = ${s.pushed}
+    WHERE target_key = ${targetKey}`;
 }
 
 export function createPollerRepository(db: Db): PollerRepository {
   return {
     async targets() {
-      // one row per target: its distinct plans, and the latest trial end among its Free accounts
-      // (enough to tell whether any of them is on an active trial)
-      const rows = await db.$queryRaw<
-        {
-          target_key: string;
-          username: string;
-          plans: PlanName[];
-          free_trial_ends_at: Date | null;
-          last_polled_at: Date | null;
-        }[]
-      >`
-        SELECT m.target_key, min(m.target_username) AS username,
-               array_agg(DISTINCT a.plan::text) AS plans,
-               max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-               c.last_polled_at
-        FROM monitors m
-        JOIN accounts a ON a.id = m.account_id
-        LEFT JOIN poll_cursors c ON c.target_key = m.target_key
-        WHERE m.is_active
-        GROUP BY m.target_key, c.last_polled_at`;
-      return rows.map((r) => ({
-        targetKey: r.target_key,
-        username: r.username,
-        accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
-        lastPolledAt: r.last_polled_at,
-      }));
+      return (await targetRows(db, Prisma.sql`SELECT target_key FROM monitors WHERE is_active`)).map(toTarget);
+    },
+
+    async dueTargets(now) {
+      const due = Prisma.sql`SELECT target_key FROM poll_targets WHERE next_due_at <= ${now}`;
+      return (await targetRows(db, due)).map(toTarget);
+    },
+
+    async target(targetKey) {
+      const [row] = await targetRows(db, Prisma.sql`${targetKey}`);
+      return row ? toTarget(row) : null;
+    },
+
+    async reschedule(rows) {
+      if (rows.length === 0) return;
+      await db.$executeRaw`
+        UPDATE poll_targets p SET
+          next_due_at = CASE WHEN p.active_monitors = 0 THEN '9999-12-31 00:00:00+00'::timestamptz
+                             WHEN p.changed_at >= r.read_at THEN p.next_due_at
+                             ELSE r.next_due_at END,
+          pushed = r.pushed
+        FROM unnest(${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.nextDueAt)}::timestamptz[],
+                    ${rows.map((r) => r.pushed)}::boolean[], ${rows.map((r) => r.readAt)}::timestamptz[])
+             AS r(target_key, next_due_at, pushed, read_at)
+        WHERE p.target_key = r.target_key`;
     },
 
     async monitorsFor(targetKey) {
@@ -96,7 +160,7 @@ export function createPollerRepository(db: Db): PollerRepository {
       return row;
     },
 
-    async recordBatch(targetKey, hits, cursor, polledAt) {
+    async recordBatch(targetKey, hits, cursor, polledAt, schedule) {
       return db.$transaction(async (tx) => {
         let inserted: { id: string; monitor_id: string; tweet_id: string }[] = [];
         if (hits.length > 0) {
@@ -148,22 +212,25 @@ export function createPollerRepository(db: Db): PollerRepository {
           where: { targetKey, isActive: true },
           data: { lastCheckAt: polledAt, lastError: null },
         });
-        return inserted.length;
+        if (schedule) await writeSchedule(tx, targetKey, schedule);
+        const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
+        return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
       });
     },
 
-    async recordFailure(targetKey, error, polledAt) {
-      await db.$transaction([
-        db.pollCursor.upsert({
+    async recordFailure(targetKey, error, polledAt, schedule) {
+      await db.$transaction(async (tx) => {
+        await tx.pollCursor.upsert({
           where: { targetKey },
           create: { targetKey, lastPolledAt: polledAt, lastError: error },
           update: { lastPolledAt: polledAt, lastError: error },
-        }),
-        db.monitor.updateMany({
+        });
+        await tx.monitor.updateMany({
           where: { targetKey, isActive: true },
           data: { lastCheckAt: polledAt, lastError: error },
-        }),
-      ]);
+        });
+        if (schedule) await writeSchedule(tx, targetKey, schedule);
+      });
     },
   };
 }
