@@ -6,7 +6,7 @@
  */
 import { effectivePlan, type PlanLimits, type PlanName } from '@sts/core';
 
-interface WatchingAccount {
+export interface WatchingAccount {
   plan: PlanName;
   trialEndsAt: Date | null;
 }
