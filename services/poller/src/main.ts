@@ -15,7 +15,7 @@ import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller } from './poller';
-import { buildStreamMode } from './stream';
+import { buildStreamMode, streamSelectDue } from './stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -41,7 +41,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     help: 'events published',
     registers: [registry],
   });
-  // X: the fleet's rate-limit governor and user cache in Redis, X request and budget metrics
+  // the fleet's Redis: X's rate-limit governor and user cache, shared with the stream holder
   const source = createSocialSource(env, { db, redis, registry });
   const relay = createOutboxRelay({
     db,
@@ -58,15 +58,15 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   const repository = createPollerRepository(db);
   // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
   const stream =
-    env.SOCIAL_SOURCE === 'x' && env.X_MONITOR_MODE === 'stream'
+    env.X_MONITOR_MODE === 'stream' && isXSource(source)
       ? buildStreamMode(env, {
+          source,
           db,
           pollerRepository: repository,
           logger,
           registry,
+          latency,
           hits: (n) => hits.inc(n),
-          // the stream's rules, connects and backfill searches spend the fleet's one X budget
-          ...(isXSource(source) && { gate: source.client.governor }),
         })
       : null;
   const poller = createPoller({
@@ -80,6 +80,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
     ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
+    // stream mode: the tick polls only Free-only targets, the stream holder the others
+    ...(stream ? { selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger) } : {}),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),

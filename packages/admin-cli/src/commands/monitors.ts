@@ -298,18 +298,50 @@ const webhookSet: Command = {
 
 const webhookRotate: Command = {
   name: 'webhook rotate',
-  summary: "replace a monitor's webhook signing secret (the new one is shown once)",
-  usage: 'usage: npm run cli -- webhook rotate --monitor ID [--json]',
+  summary: "replace a monitor's webhook signing secret (the new one is shown once); the old one overlaps 24 h",
+  usage:
+    'usage: npm run cli -- webhook rotate --monitor ID [--now] [--json]\n' +
+    '  By default the old secret overlaps for 24 h: webhook-signature carries signatures by both, and\n' +
+    '  X-Service-Signature stays on the old one until "webhook use-new-secret" or the overlap ends.\n' +
+    '  --now drops the old secret at once (a leaked secret).',
+  options: { monitor: { type: 'string' }, now: { type: 'boolean' } },
+  async run(ctx, values) {
+    const monitorId = requireUuid(values, 'monitor', 'a monitor');
+    const now = values.now === true;
+    const { webhook, secret, standardSecret } = await forMonitor(ctx, monitorId, (a) =>
+      useCases(ctx).webhooks.rotate(a, monitorId, { now }),
+    );
+    const until = webhook.previousSecretUntil?.toISOString() ?? null;
+    return {
+      json: {
+        monitor_id: monitorId,
+        secret,
+        standard_secret: standardSecret,
+        rotated_at: webhook.secretRotatedAt?.toISOString() ?? null,
+        previous_secret_until: until,
+      },
+      text: [
+        until
+          ? `signing secret of monitor ${monitorId} rotated; X-Service-Signature stays on the old secret until ${until} (or "webhook use-new-secret"), webhook-signature carries both`
+          : `signing secret of monitor ${monitorId} rotated now; the old secret signs nothing more`,
+        `signing secret (shown once, store it now): ${secret}`,
+        `the same for Standard Webhooks libraries: ${standardSecret}`,
+      ].join('\n'),
+    };
+  },
+};
+
+const webhookUseNewSecret: Command = {
+  name: 'webhook use-new-secret',
+  summary: 'end an overlapped rotation now: every signature uses the new secret',
+  usage: 'usage: npm run cli -- webhook use-new-secret --monitor ID [--json]',
   options: { monitor: { type: 'string' } },
   async run(ctx, values) {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const { webhook, secret } = await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.rotate(a, monitorId));
+    await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.useNewSecret(a, monitorId));
     return {
-      json: { monitor_id: monitorId, secret, rotated_at: webhook.secretRotatedAt?.toISOString() ?? null },
-      text: [
-        `signing secret of monitor ${monitorId} rotated; deliveries from now on are signed with the new one`,
-        `signing secret (shown once, store it now): ${secret}`,
-      ].join('\n'),
+      json: { monitor_id: monitorId, previous_secret_until: null },
+      text: `monitor ${monitorId}: deliveries are signed with the new secret only`,
     };
   },
 };
@@ -439,6 +471,7 @@ export const monitorCommands: Command[] = [
   webhookSet,
   webhookTest,
   webhookRotate,
+  webhookUseNewSecret,
   webhookRemove,
   deliveries,
   hits,

@@ -15,7 +15,6 @@
  * the stream and a backfill bringing the same tweet make one hit.
  */
 import type { Logger } from '@sts/common';
-import { snowflakeBefore } from '@sts/core';
 import type { SocialTweet } from '@sts/social';
 import type { PollerRepository } from '../adapters/repository';
 import { inStream, parseRule, planRules, type StreamRule } from '../domain/streamRules';
@@ -24,7 +23,7 @@ import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { recordTweets } from './recorder';
 import type { StreamRepository, StreamTarget } from './repository';
-import { searchAll, type GroupSearch } from './search';
+import type { GroupSearch } from './search';
 import type { XStreamApi } from './xStreamApi';
 
 export interface StreamMetrics {
@@ -83,8 +82,6 @@ interface HolderState {
   lastOverflowRun: number;
 }
 
-const sinceId = (at: Date): string => snowflakeBefore(at);
-
 class StreamModeRunner implements StreamMode {
   private holder: HolderState | null = null;
   private timer: NodeJS.Timeout | undefined;
@@ -126,7 +123,7 @@ class StreamModeRunner implements StreamMode {
     const floor = Date.now() - 7 * 86_400_000; // search/recent reaches 7 days back
     const from = new Date(Math.max(since.getTime(), floor));
     try {
-      const tweets = await searchAll(this.options.search, usernames, sinceId(from), this.options.queryMaxLength);
+      const tweets = await this.options.search(usernames, from, this.options.queryMaxLength);
       this.logger.info('X stream backfill', {
         why,
         usernames: usernames.length,
