@@ -7,14 +7,15 @@ import { createRedis, runService, type ServiceContext, type ServiceDefinition, t
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource, isXSource } from '@sts/social';
+import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './adapters/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
-import { createPoller } from './poller';
+import { tickTargets } from './domain/groups';
+import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
@@ -78,10 +79,14 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     concurrency: env.POLL_CONCURRENCY,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
+    ...xModeOptions(env, source),
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
     ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
-    // stream mode: the tick polls only Free-only targets, the stream holder the others
-    ...(stream ? { selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger) } : {}),
+    // stream mode: while a stream is alive the tick polls only Free-only targets, the holder the
+    // others (their schedule moved one Starter interval on); without one, all (tickTargets)
+    ...(stream && {
+      selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger, () => stream.covers()),
+    }),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),
@@ -120,6 +125,21 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       redis.disconnect();
       await db.$disconnect();
     },
+  };
+}
+
+/**
+ * X_MONITOR_MODE on the X source: `search` and `stream` poll due targets by batched search
+ * (`stream`: while a stream covers the pushed targets the tick keeps only the Free-only ones,
+ * `tickTargets`; with no stream running it polls them all); `timeline` reads one timeline per target.
+ */
+function xModeOptions(env: PollerEnv, source: SocialSource): Pick<PollerOptions, 'search' | 'selectDue'> {
+  if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return {};
+  // the stream (services/poller/src/stream/) reports here whether it covers the pushed targets
+  const streamCovers = () => false;
+  return {
+    search: { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 },
+    selectDue: (due, now) => tickTargets(env.X_MONITOR_MODE, due, now, streamCovers()),
   };
 }
 

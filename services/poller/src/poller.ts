@@ -13,6 +13,7 @@ import type { NewHit, PollerRepository } from './adapters/repository';
 import { createCycle, type CycleResult } from './cycle';
 import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll';
 import { createPush, type Push } from './push';
+import { createGroupPoll, type GroupPollDeps } from './search';
 
 export type { CycleResult } from './cycle';
 export type { PollOutcome } from './poll';
@@ -44,7 +45,9 @@ export interface PollerOptions {
   /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
   databaseUrl?: string;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
-  selectDue?: (due: TargetState[]) => TargetState[];
+  selectDue?: (due: TargetState[], now: Date) => TargetState[];
+  /** X search mode: batched search (createGroupPoll's options but the shared ones) */
+  search?: Omit<GroupPollDeps, 'repository' | 'leases' | 'logger' | 'intervals' | 'pollTimeoutMs' | 'now'>;
   metrics?: PollerMetrics;
   now?: () => Date;
 }
@@ -126,6 +129,22 @@ export function createPoller(options: PollerOptions): Poller {
     stopping: () => stopping,
     onPolled,
     ...(options.selectDue ? { select: options.selectDue } : {}),
+    ...(options.search
+      ? {
+          groupPoll: createGroupPoll(
+            {
+              ...options.search,
+              repository,
+              leases: options.leases,
+              logger,
+              intervals,
+              pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
+              now,
+            },
+            inFlight,
+          ),
+        }
+      : {}),
   });
   const onPushed = recorder(options.metrics, 'push');
   const push = createPush({
