@@ -3,7 +3,7 @@
  * (PLAN_*, SECRETS_ENCRYPTION_KEY, AMQP_URL, REDIS_URL / REDIS_KEY_PREFIX), and the mapping of the
  * use-cases' errors to the CLI's (a bad flag → usage error, exit 2; the rest → exit 1).
  */
-import { createLogger, createRedis, redisConfigProblems } from '@sts/common';
+import { createLogger, createRedis, evictCachedApiKey, redisConfigProblems } from '@sts/common';
 import { checkWebhookUrlForSave, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, socialEnv } from '@sts/social';
@@ -74,8 +74,7 @@ function redisEvictor(ctx: CliContext): (keyHash: string) => Promise<boolean> {
     redis.on('error', () => undefined);
     try {
       await redis.connect();
-      await redis.del(`apikey:${keyHash}`);
-      return true;
+      return await evictCachedApiKey(redis, keyHash);
     } catch {
       return false;
     } finally {

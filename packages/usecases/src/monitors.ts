@@ -18,7 +18,7 @@ import {
   type MonitorFilters,
   type PlanName,
 } from '@sts/core';
-import { type Prisma } from '@sts/db';
+import { monitorSettingsSelect, type Prisma } from '@sts/db';
 import { monitorRef } from '@sts/messaging';
 import { standardWebhookSecret } from '@sts/signing';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, type Ctx } from './context';
@@ -32,18 +32,8 @@ export const ROTATION_OVERLAP_SEC_DEFAULT = 86_400;
 export const ROTATION_OVERLAP_SEC_MAX = 7 * 86_400;
 
 const monitorSelect = {
-  id: true,
+  ...monitorSettingsSelect,
   accountId: true,
-  targetUsername: true,
-  keywords: true,
-  excludeTypes: true,
-  langs: true,
-  isActive: true,
-  checkIntervalSec: true,
-  lastCheckAt: true,
-  lastError: true,
-  createdAt: true,
-  updatedAt: true,
   webhook: {
     select: {
       url: true,

@@ -79,6 +79,27 @@ function lookupUser(res: ServerResponse, url: URL, name: string, { state, limits
   return send(res, 200, { data: userObject(u, url.searchParams) });
 }
 
+function lookupIds(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
+  const raw = url.searchParams.get('ids') ?? '';
+  const ids = raw.split(',');
+  if (raw === '' || ids.length > 100 || ids.some((i) => !/^[0-9]{1,19}$/.test(i))) {
+    return invalidRequest(res, 'ids', raw);
+  }
+  if (!limits.take('users', res)) return true;
+  const data: unknown[] = [];
+  const errors: unknown[] = [];
+  for (const id of ids) {
+    const u = state.users.get(id);
+    if (!u) errors.push(resourceProblem('not_found', 'user', 'ids', id));
+    else if (u.suspended) errors.push(resourceProblem('suspended', 'user', 'ids', id));
+    else data.push(userObject(u, url.searchParams));
+  }
+  const body: Record<string, unknown> = {};
+  if (data.length) body.data = data;
+  if (errors.length) body.errors = errors;
+  return send(res, 200, body);
+}
+
 function timeline(res: ServerResponse, url: URL, id: string, { state, limits }: FakeXContext): boolean {
   if (!limits.take('timeline', res)) return true;
   const u = state.users.get(id);
@@ -125,6 +146,7 @@ export const restRoute: FakeXRoute = (req, res, url, ctx) => {
   const p = url.pathname;
   let m: RegExpExecArray | null;
   if (p === '/2/users/by') return lookupUsers(res, url, ctx);
+  if (p === '/2/users') return lookupIds(res, url, ctx);
   if ((m = /^\/2\/users\/by\/username\/([^/]+)$/.exec(p))) return lookupUser(res, url, decodeURIComponent(m[1]!), ctx);
   if ((m = /^\/2\/users\/([0-9]{1,19})\/tweets$/.exec(p))) return timeline(res, url, m[1]!, ctx);
   if (p === '/2/tweets/search/recent') return searchRecent(res, url, ctx);

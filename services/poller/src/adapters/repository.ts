@@ -106,6 +106,63 @@ function writeSchedule(db: Pick<Db, '$executeRaw'>, targetKey: string, s: Schedu
     WHERE target_key = ${targetKey}`;
 }
 
+type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
+
+/** Inserts the hits not recorded yet and an outbox event for each new one; returns the new ones. */
+async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
+  let inserted: { id: string; monitor_id: string; tweet_id: string }[] = [];
+  if (hits.length > 0) {
+    inserted = await tx.$queryRaw<{ id: string; monitor_id: string; tweet_id: string }[]>`
+      INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
+      SELECT * FROM unnest(
+        ${hits.map((h) => h.monitorId)}::uuid[], ${hits.map((h) => h.tweetId)}::text[], ${hits.map((h) => h.tweetText)}::text[],
+        ${hits.map((h) => h.tweetAuthorId)}::text[], ${hits.map((h) => h.tweetAuthorUsername)}::text[],
+        ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[])
+      ON CONFLICT (monitor_id, tweet_id) DO NOTHING
+      RETURNING id, monitor_id, tweet_id`;
+  }
+  if (inserted.length > 0) {
+    const byKey = new Map(hits.map((h) => [`${h.monitorId}:${h.tweetId}`, h]));
+    const rows = inserted.map((r) => {
+      const h = byKey.get(`${r.monitor_id}:${r.tweet_id}`)!;
+      return {
+        routingKey: 'monitor.hit',
+        messageId: randomUUID(),
+        payload: h.event,
+        headers: { accountId: h.accountId, hitId: r.id },
+      };
+    });
+    await tx.outboxEvent.createMany({ data: rows });
+    await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+  }
+  const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
+  return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
+}
+
+async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
+  // forward only: keep the stored id and position when already past this batch's. Positions
+  // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
+  await tx.$executeRaw`
+    INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
+    VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, ${polledAt}, NULL, now())
+    ON CONFLICT (target_key) DO UPDATE SET
+      position = CASE
+        WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
+        WHEN poll_cursors.position IS NULL
+          OR split_part(EXCLUDED.position, '.', 1) <> split_part(poll_cursors.position, '.', 1)
+          OR string_to_array(substr(EXCLUDED.position, 3), '.')::numeric[]
+             > string_to_array(substr(poll_cursors.position, 3), '.')::numeric[]
+        THEN EXCLUDED.position ELSE poll_cursors.position END,
+      last_tweet_id = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
+                           THEN EXCLUDED.last_tweet_id ELSE poll_cursors.last_tweet_id END,
+      last_tweet_at = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
+                           THEN coalesce(EXCLUDED.last_tweet_at, poll_cursors.last_tweet_at) ELSE poll_cursors.last_tweet_at END,
+      last_polled_at = greatest(poll_cursors.last_polled_at, EXCLUDED.last_polled_at),
+      last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
+      last_error = NULL,
+      updated_at = now()`;
+}
+
 export function createPollerRepository(db: Db): PollerRepository {
   return {
     async targets() {
@@ -113,8 +170,13 @@ export function createPollerRepository(db: Db): PollerRepository {
     },
 
     async dueTargets(now) {
-      const due = Prisma.sql`SELECT target_key FROM poll_targets WHERE next_due_at <= ${now}`;
-      return (await targetRows(db, due)).map(toTarget);
+      // the due keys first (an index range on next_due_at: nothing due, nothing else read), then
+      // their monitors through the (target_key, is_active) index
+      const due = await db.$queryRaw<{ target_key: string }[]>`
+        SELECT target_key FROM poll_targets WHERE next_due_at <= ${now}`;
+      if (due.length === 0) return [];
+      const keys = due.map((r) => r.target_key);
+      return (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget);
     },
 
     async target(targetKey) {
@@ -162,59 +224,14 @@ export function createPollerRepository(db: Db): PollerRepository {
 
     async recordBatch(targetKey, hits, cursor, polledAt, schedule) {
       return db.$transaction(async (tx) => {
-        let inserted: { id: string; monitor_id: string; tweet_id: string }[] = [];
-        if (hits.length > 0) {
-          inserted = await tx.$queryRaw<{ id: string; monitor_id: string; tweet_id: string }[]>`
-            INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
-            SELECT * FROM unnest(
-              ${hits.map((h) => h.monitorId)}::uuid[], ${hits.map((h) => h.tweetId)}::text[], ${hits.map((h) => h.tweetText)}::text[],
-              ${hits.map((h) => h.tweetAuthorId)}::text[], ${hits.map((h) => h.tweetAuthorUsername)}::text[],
-              ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[])
-            ON CONFLICT (monitor_id, tweet_id) DO NOTHING
-            RETURNING id, monitor_id, tweet_id`;
-        }
-        if (inserted.length > 0) {
-          const byKey = new Map(hits.map((h) => [`${h.monitorId}:${h.tweetId}`, h]));
-          const rows = inserted.map((r) => {
-            const h = byKey.get(`${r.monitor_id}:${r.tweet_id}`)!;
-            return {
-              routingKey: 'monitor.hit',
-              messageId: randomUUID(),
-              payload: h.event,
-              headers: { accountId: h.accountId, hitId: r.id },
-            };
-          });
-          await tx.outboxEvent.createMany({ data: rows });
-          await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
-        }
-        // forward only: keep the stored id and position when already past this batch's. Positions
-        // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
-        await tx.$executeRaw`
-          INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
-          VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, ${polledAt}, NULL, now())
-          ON CONFLICT (target_key) DO UPDATE SET
-            position = CASE
-              WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
-              WHEN poll_cursors.position IS NULL
-                OR split_part(EXCLUDED.position, '.', 1) <> split_part(poll_cursors.position, '.', 1)
-                OR string_to_array(substr(EXCLUDED.position, 3), '.')::numeric[]
-                   > string_to_array(substr(poll_cursors.position, 3), '.')::numeric[]
-              THEN EXCLUDED.position ELSE poll_cursors.position END,
-            last_tweet_id = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
-                                 THEN EXCLUDED.last_tweet_id ELSE poll_cursors.last_tweet_id END,
-            last_tweet_at = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
-                                 THEN coalesce(EXCLUDED.last_tweet_at, poll_cursors.last_tweet_at) ELSE poll_cursors.last_tweet_at END,
-            last_polled_at = greatest(poll_cursors.last_polled_at, EXCLUDED.last_polled_at),
-            last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
-            last_error = NULL,
-            updated_at = now()`;
+        const fresh = await insertHits(tx, hits);
+        await moveCursor(tx, targetKey, cursor, polledAt);
         await tx.monitor.updateMany({
           where: { targetKey, isActive: true },
           data: { lastCheckAt: polledAt, lastError: null },
         });
         if (schedule) await writeSchedule(tx, targetKey, schedule);
-        const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
-        return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
+        return fresh;
       });
     },
 
