@@ -63,12 +63,9 @@ export const MonitorFilters = z
     exclude: z
       .array(z.enum(['replies', 'reposts', 'quotes']))
       .meta({ description: 'post types that never fire; [] = replies, reposts and quotes all fire' }),
-    lang: z
-      .array(z.string())
-      .meta({
-        description:
-          'languages that fire (BCP 47, lower case); [] = any; a post without a language never matches a list',
-      }),
+    lang: z.array(z.string()).meta({
+      description: 'languages that fire (BCP 47, lower case); [] = any; a post without a language never matches a list',
+    }),
     excluded_keywords: z
       .array(z.string())
       .meta({ description: 'the keywords written -word or -"a phrase": a post containing one never fires' }),
@@ -118,6 +115,7 @@ export const ERROR_CODES = [
   'RATE_LIMIT_EXCEEDED',
   'NOT_IMPLEMENTED',
   'UPSTREAM_ERROR',
+  'UPSTREAM_BUSY',
   'SERVICE_UNAVAILABLE',
   'INTERNAL',
 ] as const;

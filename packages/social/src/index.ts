@@ -19,3 +19,4 @@ export {
   type SocialSourceConfig,
   type SocialSourceDeps,
 } from './factory';
+export { upstreamRuleKey, upstreamRuleParts, withRuleParts, type MonitorRuleColumns } from './upstreamRules';

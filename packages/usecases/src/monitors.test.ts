@@ -393,6 +393,23 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       const after = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
       expect(createSecretBox(KEY).decrypt(after.secretCiphertext, monitorId)).toBe(r.secret);
       expect(r.webhook.secretRotatedAt).toBeInstanceOf(Date);
+      // overlapped by default: the old secret is kept 24 h, and the Standard Webhooks form is given
+      expect(createSecretBox(KEY).decrypt(after.previousSecretCiphertext!, monitorId)).toBe(old);
+      const overlap = after.previousSecretUntil!.getTime() - r.webhook.secretRotatedAt!.getTime();
+      expect(overlap).toBe(24 * 3600_000);
+      expect(r.webhook.previousSecretUntil).toEqual(after.previousSecretUntil);
+      expect(r.standardSecret).toBe(`whsec_${Buffer.from(r.secret, 'utf8').toString('base64')}`);
+      // "use the new secret now" ends the overlap
+      expect((await uc.webhooks.useNewSecret(starter, monitorId)).previousSecretUntil).toBeNull();
+      const switched = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect([switched.previousSecretCiphertext, switched.previousSecretUntil]).toEqual([null, null]);
+      // "rotate now" (a leaked secret): no overlap at all
+      const leaked = await uc.webhooks.rotate(starter, monitorId, { now: true });
+      expect(leaked.webhook.previousSecretUntil).toBeNull();
+      expect(
+        (await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).previousSecretCiphertext,
+      ).toBeNull();
+      expect((await rejection(uc.webhooks.rotate(starter, monitorId, { overlapSec: 5 }))).field).toBe('overlapSec');
     });
 
     it('sendTest publishes monitor.test to RabbitMQ on every plan, Free included', async () => {

@@ -5,12 +5,14 @@
 import path from 'node:path';
 import express, { type Express } from 'express';
 import helmet from 'helmet';
+import type client from 'prom-client';
 import type { Logger, RedisClient } from '@sts/common';
 import type { UseCases } from '@sts/usecases';
 import type { SignInThrottle } from './adapters/throttle';
 import { accountRouter } from './http/account';
 import { authRouter } from './http/auth';
 import { errorMiddleware, notFound } from './http/errors';
+import { httpMetrics } from './http/metrics';
 import { monitorRouter } from './http/monitors';
 import { csrfProtection, requireAccount, sessionMiddleware } from './http/session';
 
@@ -26,6 +28,8 @@ export interface AppOptions {
   trustProxy: boolean | number | string[];
   apiUrl: string;
   liveRefreshMs: number;
+  /** where dashboard_http_request_duration_seconds is registered (the service's /metrics) */
+  registry?: client.Registry;
 }
 
 export const PUBLIC_DIR = path.resolve(__dirname, '../public');
@@ -34,6 +38,7 @@ export function createApp(o: AppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', o.trustProxy);
+  if (o.registry) app.use(httpMetrics(o.registry));
   app.use(
     helmet({
       contentSecurityPolicy: {

@@ -18,7 +18,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
   name: 'dashboard',
   startedMessage: 'dashboard listening',
   loadEnv: parseDashboardEnv,
-  async start(env, { logger, untilStopped }) {
+  async start(env, { logger, registry, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
     const redis = createRedis(env, { maxRetriesPerRequest: 2, lazyConnect: true });
@@ -55,14 +55,17 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       trustProxy: env.TRUST_PROXY,
       apiUrl: env.API_PUBLIC_URL.replace(/\/$/, ''),
       liveRefreshMs: env.LIVE_REFRESH_MS,
+      registry,
     });
     const server = http.createServer(app);
     server.headersTimeout = 20_000;
     server.requestTimeout = 30_000;
     try {
       await untilStopped(redis.connect());
-      // Not awaited (start() retries until connected): while RabbitMQ is down the pages work,
-      // /readyz says rabbitmq is not connected, and only Test webhook / Redeliver answer 503.
+      // Not awaited (start() retries until connected): while RabbitMQ is down the pages work and
+      // only Test webhook / Redeliver answer 503. Readiness checks only what serving pages needs
+      // (PostgreSQL, Redis, migrations), so a broker outage never takes the dashboard off the
+      // Ingress; the broker's state is logged by the client and alerted on by RabbitMQ's metrics.
       amqp
         .start()
         .catch((err: unknown) =>
@@ -75,7 +78,6 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
           migrations: migrationsCheck(db),
           postgres: async () => void (await db.$queryRaw`SELECT 1`),
           redis: async () => void (await redis.ping()),
-          rabbitmq: () => amqp.check(),
         },
         async stop() {
           await new Promise<void>((resolve) => {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { commonEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
+import { streamEnv } from './stream/env';
 
 export const pollerEnvSchema = z
   .object({
@@ -9,6 +10,8 @@ export const pollerEnvSchema = z
     ...planEnv,
     ...socialEnv,
     ...opsEnv(3003),
+    /** X stream mode: X_RULE_MAX_LENGTH, X_MAX_RULES, X_RULE_SETTLE_SECONDS (stream/env.ts) */
+    ...streamEnv,
     /** overrides the plans' poll intervals (tests and demos use 1) */
     POLL_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).optional(),
     /** targets polled at the same time by one replica */

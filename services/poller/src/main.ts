@@ -14,8 +14,8 @@ import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
-import { tickTargets } from './domain/groups';
 import { createPoller, type PollerOptions } from './poller';
+import { buildStreamMode, streamSelectDue } from './stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -41,6 +41,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     help: 'events published',
     registers: [registry],
   });
+  // the fleet's Redis: X's rate-limit governor and user cache, shared with the stream holder
   const source = createSocialSource(env, { db, redis, registry });
   const relay = createOutboxRelay({
     db,
@@ -54,8 +55,22 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
+  const repository = createPollerRepository(db);
+  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
+  const stream =
+    env.X_MONITOR_MODE === 'stream' && isXSource(source)
+      ? buildStreamMode(env, {
+          source,
+          db,
+          pollerRepository: repository,
+          logger,
+          registry,
+          latency,
+          hits: (n) => hits.inc(n),
+        })
+      : null;
   const poller = createPoller({
-    repository: createPollerRepository(db),
+    repository,
     source,
     leases: createRedisLeases(redis),
     logger,
@@ -63,9 +78,11 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     concurrency: env.POLL_CONCURRENCY,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...xModeOptions(env, source),
+    ...xSearchOptions(env, source),
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
     ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
+    // stream mode: the tick polls only Free-only targets, the stream holder the others
+    ...(stream ? { selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger) } : {}),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),
@@ -82,6 +99,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     );
   await relay.start();
   await poller.start();
+  stream?.start();
   return {
     info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null, xMonitorMode: env.X_MONITOR_MODE },
     checks: {
@@ -91,6 +109,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       migrations: migrationsCheck(db),
     },
     async stop() {
+      await stream?.stop();
       await poller.stop();
       const relayStopped = relay.stop();
       // RabbitMQ down: stopping the client fails the publishes waiting for it now rather than
@@ -106,18 +125,13 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
 }
 
 /**
- * X_MONITOR_MODE on the X source: `search` and `stream` poll due targets by batched search
- * (`stream`: while a stream covers the pushed targets the tick keeps only the Free-only ones,
- * `tickTargets`; with no stream running it polls them all); `timeline` reads one timeline per target.
+ * X_MONITOR_MODE on the X source: `search` polls every due target by batched search (`from:`
+ * OR-queries); `stream` polls what the tick keeps (the Free-only targets, `streamSelectDue`) the
+ * same way; `timeline` reads one timeline per target (the poller's per-target poll).
  */
-function xModeOptions(env: PollerEnv, source: SocialSource): Pick<PollerOptions, 'search' | 'selectDue'> {
+function xSearchOptions(env: PollerEnv, source: SocialSource): Pick<PollerOptions, 'search'> {
   if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return {};
-  // the stream (services/poller/src/stream/) reports here whether it covers the pushed targets
-  const streamCovers = () => false;
-  return {
-    search: { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 },
-    selectDue: (due, now) => tickTargets(env.X_MONITOR_MODE, due, now, streamCovers()),
-  };
+  return { search: { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 } };
 }
 
 if (require.main === module) runService(pollerService);

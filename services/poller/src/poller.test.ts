@@ -162,7 +162,7 @@ describe('poller', () => {
     await dbHandle.drop();
   });
 
-  it('records a hit, its outbox event and publishes the exact SPEC payload', async () => {
+  it('records a hit, its outbox event and publishes the exact webhook payload (docs/webhooks.md)', async () => {
     const target = await newTarget();
     const m = await monitor(target);
     const t = await tweet(target, 'hello world');

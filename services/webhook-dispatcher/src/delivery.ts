@@ -158,6 +158,21 @@ export function createDeliverer(options: DelivererOptions) {
     };
   }
 
+  /**
+   * The secrets of a delivery. During an overlapped rotation X-Service-Signature stays on the old
+   * secret and webhook-signature carries the new one and the old one; afterwards only the new.
+   */
+  function signingKeys(job: SendableJob): { secret: string; standardSecrets: string[] } {
+    const webhook = job.monitor.webhook;
+    const current = secretFor(job.monitor.id, webhook.secretCiphertext);
+    const until = webhook.previousSecretUntil;
+    if (!webhook.previousSecretCiphertext || !until || until.getTime() <= options.now().getTime()) {
+      return { secret: current, standardSecrets: [current] };
+    }
+    const previous = secretFor(job.monitor.id, webhook.previousSecretCiphertext);
+    return { secret: previous, standardSecrets: [current, previous] };
+  }
+
   async function updateBrokenFlag(job: SendableJob, result: SendResult): Promise<void> {
     const webhook = job.monitor.webhook;
     const broken = brokenReasonFor(webhook.kind, result.statusCode);
@@ -187,16 +202,16 @@ export function createDeliverer(options: DelivererOptions) {
         webhook.kind,
       );
     }
-    const secret = secretFor(job.monitor.id, webhook.secretCiphertext);
+    const keys = signingKeys(job);
     let waits = 0;
     let waited = 0;
     for (;;) {
-      const headers = signedHeaders({ secret, event: job.event, deliveryId: job.deliveryId, body });
+      const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body });
       const result = await sender.send({
         url: webhook.url,
         body,
         headers,
-        endpointKey: laneKey(webhook.kind, webhook.url),
+        endpointKey: lane?.key ?? laneKey(webhook.kind, webhook.url),
         signal,
       });
       if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');

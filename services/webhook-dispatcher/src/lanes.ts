@@ -19,6 +19,8 @@ import { TokenBucket, type PaceRule } from './domain/pacing';
 export type LaneOutcome<T> = { kind: 'ran'; value: T } | { kind: 'deferred' } | { kind: 'released' };
 
 export interface LaneControl {
+  /** the lane's key (pacing.ts `laneKey`): computed once by the caller of run(), reused as the sender's endpoint key */
+  readonly key: string;
   /** waits until the lane's pace allows the next request (for a send after a 429) */
   paced(): Promise<void>;
   /** the platform asked for a pause until `until` (ms, Date.now() clock) */
@@ -208,6 +210,7 @@ class Lanes implements LaneScheduler {
   private control(lane: Lane, release: () => void): LaneControl {
     const now = this.now;
     return {
+      key: lane.key,
       release,
       paced: async () => {
         if (!lane.bucket) return;

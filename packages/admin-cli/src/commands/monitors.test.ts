@@ -330,6 +330,19 @@ describe('monitor and webhook commands', () => {
       const hook = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
       expect(createSecretBox(KEY).decrypt(hook.secretCiphertext, monitorId)).toBe(out.secret);
       expect(hook.secretRotatedAt).not.toBeNull();
+      // overlapped by default; --now for a leaked secret; use-new-secret ends an overlap
+      expect(createSecretBox(KEY).decrypt(hook.previousSecretCiphertext!, monitorId)).toBe(firstSecret);
+      expect(out.previous_secret_until).toBe(hook.previousSecretUntil!.toISOString());
+      expect(out.standard_secret).toBe(`whsec_${Buffer.from(out.secret as string).toString('base64')}`);
+      const switched = await json('webhook', 'use-new-secret', '--monitor', monitorId);
+      expect(switched).toEqual({ monitor_id: monitorId, previous_secret_until: null });
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).previousSecretUntil).toBeNull();
+      const now = await json('webhook', 'rotate', '--monitor', monitorId, '--now');
+      expect(now.previous_secret_until).toBeNull();
+      const after = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(after.previousSecretCiphertext).toBeNull();
+      expect(createSecretBox(KEY).decrypt(after.secretCiphertext, monitorId)).toBe(now.secret);
+      firstSecret = now.secret as string;
     });
 
     it('set: a new URL and a new secret; a broken flag is cleared', async () => {

@@ -19,6 +19,7 @@ export * from './limits';
 export { compileQuery, FAKE_X_QUERY_MAX_LENGTH } from './query';
 export { send as sendXJson, invalidRequest as sendXInvalidRequest, resourceProblem } from './format';
 export type { FakeXContext, FakeXRoute } from './routes';
+export { createFakeStream, streamRoutes, type FakeStream, type FakeStreamOptions, type FakeRule } from './stream';
 
 export interface FakeXRequest {
   family: XFamily | 'other';

@@ -6,7 +6,7 @@
  * are cached too, so a flood of bad keys does not reach the database. last_used_at is written in
  * batches, at most once a minute per key (a Prisma query holds the event loop about a millisecond).
  */
-import type { RedisClient } from '@sts/common';
+import { apiKeyCacheKey, type RedisClient } from '@sts/common';
 import { effectivePlan, type PlanName } from '@sts/core';
 import type { Db } from '@sts/db';
 
@@ -29,8 +29,6 @@ export interface KeyStore {
   touch(keyId: string): void;
   flush(): Promise<void>;
 }
-
-export const apiKeyCacheKey = (hash: string): string => `apikey:${hash}`;
 
 export interface KeyStoreOptions {
   db: Db;

@@ -3,7 +3,7 @@
  * No I/O: the poller hands in what it read and writes what this returns.
  */
 import { compileRules, matchesRules, parsePostTypes, preparePost, type CompiledRules } from '@sts/core';
-import { monitorRef, type MonitorHitEvent } from '@sts/messaging';
+import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
 
 export interface WatchingMonitor {
@@ -53,17 +53,14 @@ export function findHits(tweets: readonly SocialTweet[], monitors: readonly Comp
   return out;
 }
 
-/** The SPEC.md section 6 payload, field for field. */
+/** The monitor.hit payload of docs/webhooks.md, built by @sts/messaging's payload builder. */
 export function hitEvent(hit: PendingHit, detectedAt: Date): MonitorHitEvent {
-  return {
-    event: 'monitor.hit',
-    monitor: monitorRef(hit.monitor),
-    tweet: {
-      id: hit.tweet.id,
-      text: hit.tweet.text,
-      authorUsername: hit.tweet.author.username,
-      createdAt: hit.tweet.createdAt.toISOString(),
-    },
-    detectedAt: detectedAt.toISOString(),
+  const { tweet } = hit;
+  const ref = {
+    id: tweet.id,
+    text: tweet.text,
+    authorUsername: tweet.author.username,
+    createdAt: tweet.createdAt.toISOString(),
   };
+  return monitorHitPayload(monitorRef(hit.monitor), ref, detectedAt.toISOString());
 }

@@ -1,0 +1,108 @@
+/**
+ * Composition of the X `stream` mode (X_MONITOR_MODE=stream with SOCIAL_SOURCE=x): the election,
+ * the rules/stream API client and the backfill search over the shared gate, the stream repository
+ * and metrics. main.ts starts it beside the tick (which then polls only Free-only targets).
+ */
+import type { Registry } from 'prom-client';
+import type { Logger } from '@sts/common';
+import type { Db } from '@sts/db';
+import type { XSource } from '@sts/social';
+import type { PollerRepository } from '../adapters/repository';
+import type { TargetState } from '../domain/schedule';
+import { inStream } from '../domain/streamRules';
+import { createStreamElection } from './election';
+import { createStreamMetrics, type LatencyRecorder } from './metrics';
+import { createStreamRepository } from './repository';
+import { createGroupSearch } from './search';
+import { createStreamMode, type StreamMode } from './streamMode';
+import { createXStreamApi } from './xStreamApi';
+
+export { createStreamMode, type StreamMode, type StreamModeOptions, type StreamMetrics } from './streamMode';
+export { streamEnv } from './env';
+
+export interface StreamModeEnv {
+  DATABASE_URL: string;
+  X_API_BASE_URL: string;
+  X_BEARER_TOKEN?: string | undefined;
+  X_TIMEOUT_MS: number;
+  X_RULE_MAX_LENGTH: number;
+  X_MAX_RULES: number;
+  X_RULE_SETTLE_SECONDS: number;
+  X_QUERY_MAX_LENGTH?: number | undefined;
+  POLL_OVERLAP_SECONDS: number;
+  PLAN_FREE_POLL_INTERVAL_SECONDS: number;
+  PLAN_STARTER_POLL_INTERVAL_SECONDS: number;
+}
+
+export function buildStreamMode(
+  env: StreamModeEnv,
+  deps: {
+    db: Db;
+    pollerRepository: PollerRepository;
+    logger: Logger;
+    registry: Registry;
+    /** the X provider: its request helper and governor (the fleet's), its group search */
+    source: XSource;
+    latency?: LatencyRecorder;
+    hits?: (n: number) => void;
+    /** tests: shorter than X's 20 s */
+    stallMs?: number;
+    syncMs?: number;
+  },
+): StreamMode {
+  const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
+  return createStreamMode({
+    repository: createStreamRepository(deps.db),
+    pollerRepository: deps.pollerRepository,
+    election: createStreamElection({ databaseUrl: env.DATABASE_URL, logger: deps.logger }),
+    api: createXStreamApi({
+      client: deps.source.client,
+      baseUrl: env.X_API_BASE_URL,
+      bearerToken: env.X_BEARER_TOKEN ?? '',
+      timeoutMs: env.X_TIMEOUT_MS,
+    }),
+    search: createGroupSearch(deps.source),
+    logger: deps.logger,
+    metrics: createStreamMetrics(deps.registry, {
+      ...(deps.latency ? { latency: deps.latency } : {}),
+      hits: deps.hits,
+    }),
+    ruleMaxLength: env.X_RULE_MAX_LENGTH,
+    maxRules: env.X_MAX_RULES,
+    queryMaxLength: env.X_QUERY_MAX_LENGTH ?? 512,
+    overlapMs,
+    ruleSettleMs: env.X_RULE_SETTLE_SECONDS * 1000,
+    lookbackMs: env.PLAN_FREE_POLL_INTERVAL_SECONDS * 1000 + overlapMs,
+    overflowIntervalMs: env.PLAN_STARTER_POLL_INTERVAL_SECONDS * 1000,
+    ...(deps.stallMs !== undefined ? { stallMs: deps.stallMs } : {}),
+    ...(deps.syncMs !== undefined ? { syncMs: deps.syncMs } : {}),
+  });
+}
+
+/**
+ * The tick's `selectDue` in stream mode: it polls the Free-only targets and leaves the streamed
+ * ones (a Starter or trial watcher) to the stream holder, pushing their schedule one `intervalSec`
+ * on so the tick does not read them again every second (one re-check per interval: a target whose
+ * last Starter watcher left becomes Free-only and is polled then).
+ */
+export function streamSelectDue(
+  repository: Pick<PollerRepository, 'reschedule'>,
+  intervalSec: number,
+  logger: Logger,
+): (due: TargetState[]) => TargetState[] {
+  return (due) => {
+    const now = new Date();
+    const streamed = due.filter((t) => inStream(t.accounts, now));
+    if (streamed.length > 0) {
+      const nextDueAt = new Date(now.getTime() + intervalSec * 1000);
+      repository
+        .reschedule(streamed.map((t) => ({ targetKey: t.targetKey, nextDueAt, pushed: true, readAt: now })))
+        .catch((err: unknown) =>
+          logger.warn('could not reschedule streamed targets', {
+            error: err instanceof Error ? err.message : String(err),
+          }),
+        );
+    }
+    return due.filter((t) => !inStream(t.accounts, now));
+  };
+}
