@@ -14,7 +14,6 @@ import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
-import { tickTargets } from './domain/groups';
 import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './stream';
 
@@ -79,7 +78,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     concurrency: env.POLL_CONCURRENCY,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...xModeOptions(env, source),
+    ...xSearchOptions(env, source),
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
     ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
     // stream mode: while a stream is alive the tick polls only Free-only targets, the holder the
@@ -129,18 +128,13 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
 }
 
 /**
- * X_MONITOR_MODE on the X source: `search` and `stream` poll due targets by batched search
- * (`stream`: while a stream covers the pushed targets the tick keeps only the Free-only ones,
- * `tickTargets`; with no stream running it polls them all); `timeline` reads one timeline per target.
+ * X_MONITOR_MODE on the X source: `search` polls every due target by batched search (`from:`
+ * OR-queries); `stream` polls what the tick keeps (the Free-only targets, `streamSelectDue`) the
+ * same way; `timeline` reads one timeline per target (the poller's per-target poll).
  */
-function xModeOptions(env: PollerEnv, source: SocialSource): Pick<PollerOptions, 'search' | 'selectDue'> {
+function xSearchOptions(env: PollerEnv, source: SocialSource): Pick<PollerOptions, 'search'> {
   if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return {};
-  // the stream (services/poller/src/stream/) reports here whether it covers the pushed targets
-  const streamCovers = () => false;
-  return {
-    search: { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 },
-    selectDue: (due, now) => tickTargets(env.X_MONITOR_MODE, due, now, streamCovers()),
-  };
+  return { search: { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 } };
 }
 
 if (require.main === module) runService(pollerService);

@@ -42,6 +42,46 @@ export type GroupPoll = (targets: TargetState[], readAt: Date) => Promise<Map<st
 
 const SKIPPED: PollResult = { outcome: 'skipped', hits: [], position: null };
 
+/** one target's share of a group search, recorded in one transaction */
+async function recordShare(
+  deps: GroupPollDeps,
+  l: Leased,
+  tweets: Parameters<typeof pageHits>[0],
+  newestId: string,
+  readAt: Date,
+): Promise<PollResult> {
+  const key = l.target.targetKey;
+  const { cursor, notBefore } = startOf(l.stored, l.monitors);
+  const own = tweetsForTarget(key, tweets, cursor.position, notBefore, deps.overlapMs);
+  const polledAt = deps.now();
+  advance(cursor, { tweets: own, position: `x.${newestId}` });
+  const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
+  const hits = await deps.repository.recordBatch(key, pageHits(own, l.monitors, polledAt), cursor, polledAt, schedule);
+  return { outcome: 'ok', hits, position: cursor.position };
+}
+
+async function recordFailure(deps: GroupPollDeps, l: Leased, message: string, readAt: Date): Promise<PollResult> {
+  const polledAt = deps.now();
+  const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
+  await deps.repository
+    .recordFailure(l.target.targetKey, message.slice(0, 500), polledAt, schedule)
+    .catch((e: unknown) => deps.logger.warn('could not record the poll failure', { error: errorMessage(e) }));
+  return { outcome: 'error', hits: [], position: null };
+}
+
+/** reads each leased target's position and monitors; keeps those still due with a monitor */
+async function prepare(repository: PollerRepository, taken: Leased[]): Promise<Leased[]> {
+  const ready: Leased[] = [];
+  for (const l of taken) {
+    l.stored = await repository.cursor(l.target.targetKey);
+    const seen = l.target.lastPolledAt?.getTime() ?? -Infinity;
+    if (l.stored?.lastPolledAt && l.stored.lastPolledAt.getTime() > seen) continue; // polled since
+    l.monitors = compileMonitors(await repository.monitorsFor(l.target.targetKey));
+    if (l.monitors.length > 0) ready.push(l);
+  }
+  return ready;
+}
+
 export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): GroupPoll {
   const { repository, leases, logger } = deps;
 
@@ -72,27 +112,6 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
     }
   }
 
-  /** one target's share of a group search, recorded in one transaction */
-  async function record(l: Leased, tweets: Parameters<typeof pageHits>[0], newestId: string, readAt: Date) {
-    const key = l.target.targetKey;
-    const { cursor, notBefore } = startOf(l.stored, l.monitors);
-    const own = tweetsForTarget(key, tweets, cursor.position, notBefore, deps.overlapMs);
-    const polledAt = deps.now();
-    advance(cursor, { tweets: own, position: `x.${newestId}` });
-    const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
-    const hits = await repository.recordBatch(key, pageHits(own, l.monitors, polledAt), cursor, polledAt, schedule);
-    return { outcome: 'ok' as const, hits, position: cursor.position };
-  }
-
-  async function failure(l: Leased, message: string, readAt: Date): Promise<PollResult> {
-    const polledAt = deps.now();
-    const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
-    await repository
-      .recordFailure(l.target.targetKey, message.slice(0, 500), polledAt, schedule)
-      .catch((e: unknown) => logger.warn('could not record the poll failure', { error: errorMessage(e) }));
-    return { outcome: 'error', hits: [], position: null };
-  }
-
   /** one group query for the leased targets of `group` */
   async function runGroup(group: QueryGroup, members: Leased[], readAt: Date, out: Map<string, PollResult>) {
     const notBefore = new Date(Math.min(...members.map((l) => startOf(l.stored, l.monitors).notBefore.getTime())));
@@ -112,12 +131,14 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
         const problem = result.problems.get(l.target.targetKey);
         out.set(
           l.target.targetKey,
-          problem ? await failure(l, problem.message, readAt) : await record(l, result.tweets, result.newestId, readAt),
+          problem
+            ? await recordFailure(deps, l, problem.message, readAt)
+            : await recordShare(deps, l, result.tweets, result.newestId, readAt),
         );
       }
     } catch (err) {
       logger.warn('group poll failed', { query: group.query, error: errorMessage(err) });
-      for (const l of members) out.set(l.target.targetKey, await failure(l, errorMessage(err), readAt));
+      for (const l of members) out.set(l.target.targetKey, await recordFailure(deps, l, errorMessage(err), readAt));
     }
   }
 
@@ -125,14 +146,7 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
     const out = new Map<string, PollResult>(targets.map((t) => [t.targetKey, SKIPPED]));
     const taken = await lease(targets);
     try {
-      const ready: Leased[] = [];
-      for (const l of taken) {
-        l.stored = await repository.cursor(l.target.targetKey);
-        const seen = l.target.lastPolledAt?.getTime() ?? -Infinity;
-        if (l.stored?.lastPolledAt && l.stored.lastPolledAt.getTime() > seen) continue; // polled since
-        l.monitors = compileMonitors(await repository.monitorsFor(l.target.targetKey));
-        if (l.monitors.length > 0) ready.push(l);
-      }
+      const ready = await prepare(repository, taken);
       const byKey = new Map(ready.map((l) => [l.target.targetKey, l]));
       const groups = packFromQueries(
         ready.map((l) => l.target.username),
