@@ -153,7 +153,7 @@ export function createFleetMetrics(options: FleetMetricsOptions): void {
 }
 
 /** seconds; detection_latency_seconds reaches well past any alert threshold (10 min) */
-const DETECTION_LATENCY_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600] as const;
+export const DETECTION_LATENCY_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600] as const;
 
 /**
  * `detection_latency_seconds{source, mode}`: a post's `created_at` to its hit recorded, one
