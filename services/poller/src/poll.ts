@@ -44,7 +44,7 @@ export class LeaseStoreError extends Error {
 
 const SKIPPED: PollResult = { outcome: 'skipped', hits: [], position: null };
 
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     p,
@@ -83,7 +83,10 @@ export function pageHits(tweets: readonly SocialTweet[], monitors: CompiledMonit
  * Where the poll starts. Tweets created before the oldest active monitor match nothing. A cursor
  * from before poll positions existed (position null, last_tweet_at set) resumes at its newest tweet's time.
  */
-function startOf(stored: StoredCursor | null, monitors: CompiledMonitor[]): { cursor: CursorState; notBefore: Date } {
+export function startOf(
+  stored: StoredCursor | null,
+  monitors: CompiledMonitor[],
+): { cursor: CursorState; notBefore: Date } {
   let notBefore = oldestCreation(monitors.map((m) => m.createdAt));
   if (!stored?.position && stored?.lastTweetAt && stored.lastTweetAt > notBefore) notBefore = stored.lastTweetAt;
   const cursor: CursorState = {
@@ -94,7 +97,7 @@ function startOf(stored: StoredCursor | null, monitors: CompiledMonitor[]): { cu
   return { cursor, notBefore };
 }
 
-function advance(cursor: CursorState, page: PollPage): void {
+export function advance(cursor: CursorState, page: Pick<PollPage, 'tweets' | 'position'>): void {
   const newest = newestOf(page.tweets);
   if (newest && (cursor.lastTweetId === null || compareIds(newest.id, cursor.lastTweetId) > 0)) {
     cursor.lastTweetId = newest.id;
