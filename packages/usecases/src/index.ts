@@ -50,7 +50,7 @@ export {
   type PreviewUseCases,
 } from './preview';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
-export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
+export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
 export {
   checkWebhookUrl,

@@ -494,5 +494,41 @@ describe('monitor and webhook commands', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/no delivery attempt with id/);
     });
+
+    it('redeliver --monitor --failed-since queues the failed hit deliveries not delivered since', async () => {
+      const since = new Date(Date.now() - 3600_000).toISOString();
+      // d-1 failed, then was delivered; d-2 is a test ping: nothing to recover
+      expect(await json('redeliver', '--monitor', monitorId, '--failed-since', since)).toEqual({
+        monitor_id: monitorId,
+        queued: 0,
+        remaining: 0,
+        delivery_ids: [],
+      });
+      const first = await db.deliveryAttempt.findUniqueOrThrow({ where: { id: ids[0]! } });
+      const failed = await db.deliveryAttempt.create({
+        data: {
+          monitorId,
+          hitId: first.hitId,
+          event: 'monitor.hit',
+          deliveryId: 'd-9',
+          url: first.url,
+          outcome: 'failed',
+        },
+      });
+      const out = await json('redeliver', '--monitor', monitorId, '--failed-since', since);
+      expect(out).toEqual({ monitor_id: monitorId, queued: 1, remaining: 0, delivery_ids: ['d-9'] });
+      const msg = await waitFor(() =>
+        seen.find(
+          (e) => e.routingKey === 'webhook.redeliver' && (e.payload as { attemptId: string }).attemptId === failed.id,
+        ),
+      );
+      expect(msg.headers).toEqual({ accountId });
+      const bad = await cli('redeliver', '--monitor', monitorId, '--failed-since', 'yesterday');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--failed-since must be an ISO 8601 time/);
+      const future = await cli('redeliver', '--monitor', monitorId, '--failed-since', '2999-01-01T00:00:00Z');
+      expect(future.code).toBe(2);
+      expect(future.stderr).toMatch(/--failed-since.*is in the future/);
+    });
   });
 });

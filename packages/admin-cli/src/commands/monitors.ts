@@ -6,8 +6,9 @@
  * monitor or attempt id act for the account that owns it. `webhook test` and `redeliver` publish
  * to RabbitMQ (AMQP_URL); the webhook-dispatcher sends.
  */
-import { ConflictError, type MonitorView } from '@sts/usecases';
+import { ConflictError, RECOVER_MAX, type MonitorView } from '@sts/usecases';
 import {
+  CliUsageError,
   optionalInt,
   optionalString,
   requireString,
@@ -446,10 +447,15 @@ const hits: Command = {
 
 const redeliver: Command = {
   name: 'redeliver',
-  summary: 'send a logged delivery again (same X-Service-Delivery id, new signature)',
-  usage: 'usage: npm run cli -- redeliver --attempt ID [--json]',
-  options: { attempt: { type: 'string' } },
+  summary: 'send a logged delivery again, or every failed one of a monitor since a time (same X-Service-Delivery)',
+  usage:
+    'usage: npm run cli -- redeliver --attempt ID [--json]\n' +
+    '       npm run cli -- redeliver --monitor ID --failed-since 2026-11-24T10:00:00Z [--json]\n' +
+    '  --failed-since: every hit delivery that failed since then and has not succeeded since, oldest\n' +
+    `  first, at most ${RECOVER_MAX} per run (run again for the rest), paced like any redelivery.`,
+  options: { attempt: { type: 'string' }, monitor: { type: 'string' }, 'failed-since': { type: 'string' } },
   async run(ctx, values) {
+    if (values.monitor !== undefined || values['failed-since'] !== undefined) return recoverSince(ctx, values);
     const attemptId = requireUuid(values, 'attempt', 'a delivery attempt');
     const uc = useCases(ctx);
     const q = await call(async () => uc.deliveries.redeliver(await uc.admin.ownerOfDelivery(attemptId), attemptId));
@@ -459,6 +465,26 @@ const redeliver: Command = {
     };
   },
 };
+
+async function recoverSince(ctx: CliContext, values: OptionValues): Promise<CommandResult> {
+  const monitorId = requireUuid(values, 'monitor', 'a monitor');
+  const raw = requireString(values, 'failed-since');
+  const since = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(raw)
+    ? new Date(raw)
+    : null;
+  if (!since || Number.isNaN(since.getTime())) {
+    throw new CliUsageError('--failed-since must be an ISO 8601 time with a zone, such as 2026-11-24T10:00:00Z');
+  }
+  const r = await forMonitor(ctx, monitorId, (a) => useCases(ctx).deliveries.recover(a, monitorId, since), {
+    failedSince: 'failed-since',
+  });
+  return {
+    json: { monitor_id: monitorId, queued: r.queued, remaining: r.remaining, delivery_ids: r.deliveryIds },
+    text:
+      `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} since ${since.toISOString()} queued again` +
+      (r.remaining > 0 ? `; ${r.remaining} more wait: run the command again` : ''),
+  };
+}
 
 export const monitorCommands: Command[] = [
   monitorCreate,
