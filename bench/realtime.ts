@@ -38,7 +38,7 @@ import {
 } from '../packages/testing/src/services';
 import { createAccount, createMonitor, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { runXBench, type XBenchOptions } from './realtimeX';
-import { runStreamMode } from './realtimeStream';
+import { runStreamBench } from './realtimeStream';
 
 const root = path.resolve(__dirname, '..');
 
@@ -271,12 +271,12 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult> {
  * figures: upstream requests, 429s, post → hit p50/p99, lost hits. What a run gets: the bench's
  * settings, and the local run's database (the stream run uses it).
  */
-export type XModeContext = XBenchOptions & { dbUrl: string };
-export type XModeRun = (o: XModeContext) => Promise<void>;
+export type XModeRun = (o: XBenchOptions) => Promise<void>;
 export const X_MODE_RUNS: Record<string, XModeRun> = {
   search: (o) => runXBench('search', o),
   timeline: (o) => runXBench('timeline', o),
-  stream: (o) => runStreamMode({ dbUrl: o.dbUrl, redisUrl: o.redisUrl, prefix: `${o.prefix}stream:` }),
+  // the filtered stream with a forced disconnect half-way (its lost hits included)
+  stream: (o) => runStreamBench(o),
 };
 
 async function runXModes(e: Env): Promise<void> {
@@ -286,7 +286,6 @@ async function runXModes(e: Env): Promise<void> {
     if (only && !only.includes(mode)) continue;
     log(`X mode ${mode}: ${X_TARGETS} targets, ${RATE}/s for ${SECONDS} s`);
     await run({
-      dbUrl: e.dbUrl,
       adminUrl: e.urls.postgres,
       redisUrl: e.urls.redis,
       prefix: `${e.prefix}x:`,

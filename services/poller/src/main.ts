@@ -81,8 +81,11 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     ...xSearchOptions(env, source),
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
     ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
-    // stream mode: the tick polls only Free-only targets, the stream holder the others
-    ...(stream ? { selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger) } : {}),
+    // stream mode: while a stream is alive the tick polls only Free-only targets, the holder the
+    // others (their schedule moved one Starter interval on); without one, all (tickTargets)
+    ...(stream && {
+      selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger, () => stream.covers()),
+    }),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),

@@ -9,7 +9,7 @@ import type { Logger } from '@sts/common';
 import { compareIds } from '@sts/core';
 import type { PollPage, SocialSource, SocialTweet } from '@sts/social';
 import { compileMonitors, findHits, hitEvent, type CompiledMonitor } from './domain/hits';
-import { oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
+import { isPushed, oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
 import type { LeaseStore } from './adapters/lease';
 import type { CursorState, NewHit, PollerRepository, StoredCursor } from './adapters/repository';
 
@@ -141,6 +141,8 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
           notBefore,
           limit: deps.batchSize,
           firstPage,
+          // X budget: targets watched only by Free accounts leave a reserve to Starter/trial ones
+          priority: isPushed(target, now()) ? 'high' : 'low',
         }),
         left,
         `the social source did not answer within ${pollTimeoutMs} ms`,
