@@ -5,4 +5,5 @@ export * from './errors';
 export * from './logger';
 export * from './ops';
 export * from './devEnv';
+export * from './devSecrets';
 export * from './runService';

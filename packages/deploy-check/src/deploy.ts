@@ -55,6 +55,10 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'SIGNIN_MAX_PER_EMAIL',
   'SIGNIN_MAX_PER_ADDRESS',
   'SIGNIN_WINDOW_SEC',
+  'SIGNIN_MAX_PER_EMAIL_HOURLY',
+  'WEBHOOK_TEST_MAX_PER_MIN',
+  'UNKNOWN_KEY_MAX_PER_MIN',
+  'GATEWAY_TRUSTED_PROXY_HOPS',
   'LIVE_REFRESH_MS',
 ]);
 
@@ -129,9 +133,14 @@ export interface ComposeService {
   restart?: string;
 }
 
-/** `${VAR:-default}` / `${VAR}` as compose resolves them with an empty environment. */
+/**
+ * `${VAR:-default}` / `${VAR}` as compose resolves them with an empty environment; a required
+ * `${VAR:?message}` (the secrets) as if the operator had set it, to its SECRET_PLACEHOLDERS value.
+ */
 export function composeValue(v: unknown): string {
-  return String(v).replace(/\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}/g, (_m, _name: string, def?: string) => def ?? '');
+  return String(v)
+    .replace(/\$\{([A-Z0-9_]+):\?[^}]*\}/g, (_m, name: string) => SECRET_PLACEHOLDERS[name] ?? '')
+    .replace(/\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}/g, (_m, _name: string, def?: string) => def ?? '');
 }
 
 export interface ServiceEnv {

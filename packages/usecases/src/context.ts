@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { effectivePlan, isUuid, type PlanName, type SecretBox } from '@sts/core';
 import { Prisma, type Db } from '@sts/db';
-import { NotConfiguredError, NotFoundError, UnavailableError, ValidationError } from './errors';
+import { NotConfiguredError, NotFoundError, RateLimitedError, UnavailableError, ValidationError } from './errors';
 import { DEFAULT_SCRYPT, type ScryptParams } from './password';
 import type { AccountView, PublishedKey, Publisher, UseCaseOptions } from './types';
 import type { HeadersOf, PayloadOf } from '@sts/messaging';
@@ -33,6 +33,11 @@ export function createCtx(opts: UseCaseOptions): Ctx {
     async publish(routingKey, payload, headers) {
       const publisher: Publisher | undefined = opts.publisher;
       if (!publisher) throw new NotConfiguredError(`cannot send ${routingKey}: no message broker configured`);
+      const wait = opts.outboundLimit ? await opts.outboundLimit(headers.accountId) : null;
+      if (wait !== null) {
+        const what = routingKey === 'monitor.test' ? 'test pings' : 'redeliveries';
+        throw new RateLimitedError(`too many ${what} and redeliveries for this account; try again in ${wait} s`, wait);
+      }
       const messageId = randomUUID();
       try {
         await publisher.publish(routingKey, payload, { messageId, headers });

@@ -6,7 +6,14 @@
  * Anything else a use-case throws is a bug or an outage (a 500 / exit 1).
  */
 export type UseCaseErrorCode =
-  'invalid_input' | 'not_found' | 'conflict' | 'plan_limit' | 'invalid_credentials' | 'not_configured' | 'unavailable';
+  | 'invalid_input'
+  | 'not_found'
+  | 'conflict'
+  | 'plan_limit'
+  | 'invalid_credentials'
+  | 'not_configured'
+  | 'unavailable'
+  | 'rate_limited';
 
 export abstract class UseCaseError extends Error {
   abstract readonly code: UseCaseErrorCode;
@@ -87,6 +94,18 @@ export class UnavailableError extends UseCaseError {
   readonly code = 'unavailable' as const;
 }
 
+/** Too many of an outbound action (Test webhook, Redeliver) for the account; try again after `retryAfterSec`. */
+export class RateLimitedError extends UseCaseError {
+  override name = 'RateLimitedError';
+  readonly code = 'rate_limited' as const;
+  constructor(
+    message: string,
+    readonly retryAfterSec: number,
+  ) {
+    super(message);
+  }
+}
+
 export function isUseCaseError(err: unknown): err is UseCaseError {
   return err instanceof UseCaseError;
 }
@@ -107,5 +126,7 @@ export function httpStatusOf(err: UseCaseError): number {
     case 'not_configured':
     case 'unavailable':
       return 503;
+    case 'rate_limited':
+      return 429;
   }
 }

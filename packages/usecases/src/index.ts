@@ -41,6 +41,7 @@ export { checkTarget, checkKeywords, MAX_INTERVAL_SEC } from './monitors';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
 export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
+export { outboundLimiter, OUTBOUND_WINDOW_MS } from './limits';
 export {
   checkWebhookUrl,
   maskWebhookUrl,
@@ -86,12 +87,23 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
 }
 
 /** The environment fields the use-cases read: plan numbers, monitor limits (all with defaults). */
-export const useCaseEnv = { ...planEnv, ...planMonitorEnv };
+export const useCaseEnv = {
+  ...planEnv,
+  ...planMonitorEnv,
+  /** Test webhook + Redeliver per account per minute (each makes the service post to the customer's URL) */
+  WEBHOOK_TEST_MAX_PER_MIN: z.coerce.number().int().min(1).max(10_000).default(10),
+};
 
 /** Plans and monitor limits from an environment; throws a zod error naming a bad PLAN_* variable. */
 export function planConfigFromEnv(env: NodeJS.ProcessEnv): { plans: Plans; monitorLimits: MonitorLimits } {
   const parsed = z.object(useCaseEnv).parse(env);
   return { plans: plansFromEnv(parsed), monitorLimits: monitorLimitsFromEnv(parsed) };
+}
+
+/** WEBHOOK_TEST_MAX_PER_MIN (default 10); throws a zod error naming it when malformed. */
+export function outboundPerMinuteFromEnv(env: NodeJS.ProcessEnv): number {
+  return z.object({ WEBHOOK_TEST_MAX_PER_MIN: useCaseEnv.WEBHOOK_TEST_MAX_PER_MIN }).parse(env)
+    .WEBHOOK_TEST_MAX_PER_MIN;
 }
 
 /**

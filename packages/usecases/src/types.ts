@@ -34,6 +34,13 @@ export interface UseCaseOptions {
   /** publishes test pings and redeliveries; without it those two throw NotConfiguredError */
   publisher?: Publisher;
   /**
+   * Bounds Test webhook and Redeliver per account (each makes the service post to a URL the
+   * customer chose): resolves null when allowed, or the seconds to wait; over the limit the
+   * use-case throws RateLimitedError and publishes nothing. `outboundLimiter` (./limits.ts) is
+   * the Redis one. Without it there is no limit (unit tests).
+   */
+  outboundLimit?: (accountId: string) => Promise<number | null>;
+  /**
    * Drops the API key's cached lookup (`apikey:<sha256>` in Redis) so a revocation is immediate;
    * resolves false when the cache was not reachable (the gateways' 5 s TTL bounds it then).
    */

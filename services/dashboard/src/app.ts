@@ -12,7 +12,7 @@ import { accountRouter } from './http/account';
 import { authRouter } from './http/auth';
 import { errorMiddleware, notFound } from './http/errors';
 import { monitorRouter } from './http/monitors';
-import { csrfProtection, requireAccount, sessionMiddleware } from './http/session';
+import { anonymousCsrf, csrfProtection, requireAccount, sessionMiddleware } from './http/session';
 
 export interface AppOptions {
   useCases: UseCases;
@@ -70,8 +70,9 @@ export function createApp(o: AppOptions): Express {
       secure: o.cookieSecure,
     }),
   );
+  app.use(anonymousCsrf(o.sessionSecrets, o.cookieSecure));
   app.use(csrfProtection);
-  app.use(authRouter(o.useCases, o.throttle));
+  app.use(authRouter(o.useCases, o.throttle, o.cookieSecure));
   app.use(requireAccount);
   app.use(accountRouter(o.useCases, { apiUrl: o.apiUrl }));
   app.use(monitorRouter(o.useCases, { liveRefreshMs: o.liveRefreshMs }));

@@ -43,8 +43,10 @@ export const dashboardEnvSchema = z.object({
   /** "auto" (Secure when the request came over TLS, see TRUST_PROXY), "true" or "false" */
   COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
   TRUST_PROXY: trustProxy,
-  /** sign-in attempts per email and per client address within SIGNIN_WINDOW_SEC (then 429) */
+  /** sign-in attempts per email from one client address, and per client address, within SIGNIN_WINDOW_SEC (then 429) */
   SIGNIN_MAX_PER_EMAIL: int(10, 1, 10_000),
+  /** sign-in attempts per email from all addresses together, per hour (bounds distributed guessing) */
+  SIGNIN_MAX_PER_EMAIL_HOURLY: int(100, 1, 100_000),
   SIGNIN_MAX_PER_ADDRESS: int(50, 1, 100_000),
   SIGNIN_WINDOW_SEC: int(900, 1, 86_400),
   /** the gateway's public address, shown in the API snippet on the keys page */

@@ -8,8 +8,14 @@ import http from 'node:http';
 import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createUseCases, evictApiKeyVia, secretBoxFromEnv } from '@sts/usecases';
-import { checkWebhookUrlForSave, monitorLimitsFromEnv, plansFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
+import { createUseCases, evictApiKeyVia, outboundLimiter, secretBoxFromEnv } from '@sts/usecases';
+import {
+  checkWebhookUrlForSave,
+  monitorLimitsFromEnv,
+  plansFromEnv,
+  WebhookUrlError,
+  webhookSavePolicyFromEnv,
+} from '@sts/core';
 import { createSignInThrottle } from './adapters/throttle';
 import { createApp } from './app';
 import { parseDashboardEnv, type DashboardEnv } from './env';
@@ -36,7 +42,17 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
-      webhookUrlCheck: (raw) => checkWebhookUrlForSave(raw, urlPolicy),
+      outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
+      webhookUrlCheck: async (raw) => {
+        try {
+          return await checkWebhookUrlForSave(raw, urlPolicy);
+        } catch (err) {
+          // the customer gets a generic reason; which addresses were refused is for the log only
+          if (err instanceof WebhookUrlError && err.detail)
+            logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
+          throw err;
+        }
+      },
     });
     const app = createApp({
       useCases,
@@ -46,6 +62,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
         perEmail: env.SIGNIN_MAX_PER_EMAIL,
         perAddress: env.SIGNIN_MAX_PER_ADDRESS,
         windowSec: env.SIGNIN_WINDOW_SEC,
+        perEmailHourly: env.SIGNIN_MAX_PER_EMAIL_HOURLY,
       }),
       logger,
       sessionSecrets: env.SESSION_SECRET,

@@ -20,6 +20,8 @@ import { createGatewayMetrics } from './metrics';
 
 export interface GatewayOptions {
   keys: KeyStore;
+  /** GATEWAY_TRUSTED_PROXY_HOPS (client address for the unknown-key limit) */
+  trustedProxyHops?: number;
   quota: QuotaStore;
   plans: Plans;
   /** read-api's base URL */
@@ -92,6 +94,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     now: options.now ? () => options.now!().getTime() : Date.now,
     answered,
     rejected: metrics.rejected,
+    trustedProxyHops: options.trustedProxyHops,
   });
 
   function fail(err: unknown, req: HttpRequest, res: HttpResponder, started: number): void {

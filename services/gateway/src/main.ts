@@ -24,7 +24,13 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
     redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
     const gateway = createGateway({
-      keys: createKeyStore({ db, redis, ttlMs: env.KEY_CACHE_TTL_MS }),
+      keys: createKeyStore({
+        db,
+        redis,
+        ttlMs: env.KEY_CACHE_TTL_MS,
+        unknownPerMinute: env.UNKNOWN_KEY_MAX_PER_MIN,
+      }),
+      trustedProxyHops: env.GATEWAY_TRUSTED_PROXY_HOPS,
       quota: createQuotaStore({ db, redis }),
       plans: plansFromEnv(env),
       readApiUrl: env.READ_API_URL,

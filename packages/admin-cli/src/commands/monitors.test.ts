@@ -225,7 +225,7 @@ describe('monitor and webhook commands', () => {
       ['https://[fd00::1]/h', /unique-local/],
       ['https://[fe80::1]/h', /link-local/],
       ['https://example.com:8443/h', /--webhook-url: webhook URL port 8443 is not allowed: only 443/],
-      ['https://intranet.example/h', /host intranet\.example resolves only to non-public addresses: 10\.20\.30\.40/],
+      ['https://intranet.example/h', /host intranet\.example resolves only to non-public addresses; use a public/],
       ['https://localhost/h', /host localhost resolves only to non-public addresses/],
     ])('monitor create refuses %s with a usage error, nothing saved', async (url, message) => {
       const monitors = await db.monitor.count();

@@ -3,9 +3,9 @@ import { InvalidCredentialsError, type UseCases } from '@sts/usecases';
 import type { SignInThrottle } from '../adapters/throttle';
 import { signInPage, signUpPage } from '../views/auth';
 import { formErrors, str } from './forms';
-import { destroy, pageContext, regenerate, SESSION_COOKIE } from './session';
+import { destroy, pageContext, regenerate, sessionCookieName, type CookieSecure } from './session';
 
-export function authRouter(uc: UseCases, throttle: SignInThrottle): Router {
+export function authRouter(uc: UseCases, throttle: SignInThrottle, cookieSecure: CookieSecure): Router {
   const r = Router();
 
   r.get('/signup', (req, res) => {
@@ -43,7 +43,7 @@ export function authRouter(uc: UseCases, throttle: SignInThrottle): Router {
     await throttle.attempt(email, req.ip ?? 'unknown');
     try {
       const account = await uc.accounts.authenticate({ email, password: str(req, 'password') });
-      await throttle.succeeded(email);
+      await throttle.succeeded(email, req.ip ?? 'unknown');
       await regenerate(req);
       req.session.accountId = account.id;
       req.session.email = account.email;
@@ -59,7 +59,7 @@ export function authRouter(uc: UseCases, throttle: SignInThrottle): Router {
 
   r.post('/signout', async (req, res) => {
     await destroy(req);
-    res.clearCookie(SESSION_COOKIE, { path: '/' });
+    res.clearCookie(sessionCookieName(req, cookieSecure), { path: '/' });
     res.redirect(303, '/signin');
   });
 

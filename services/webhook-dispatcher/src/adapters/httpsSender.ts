@@ -58,6 +58,11 @@ export interface HttpsSenderOptions {
   snippetBytes?: number;
   /** bytes of the response read at most (the rest is dropped with the connection) */
   maxResponseBytes?: number;
+  /**
+   * Told the detail of a refused address (which address, which range). The delivery log and the
+   * customer see only a generic reason: the resolved addresses would map the internal network.
+   */
+  onRefused?: (host: string, detail: string) => void;
 }
 
 export interface HttpsSender {
@@ -153,7 +158,14 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
         for (const a of list) {
           const reason = blockedReason(a.address);
           if (reason) {
-            return callback(new RefusedAddressError(`refused to connect to ${hostname}: ${reason}`), '', 0);
+            options.onRefused?.(hostname, reason);
+            return callback(
+              new RefusedAddressError(
+                `refused to connect to ${hostname}: not a public address (it resolves to a non-public one)`,
+              ),
+              '',
+              0,
+            );
           }
         }
       }
@@ -268,7 +280,10 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
     const host = normalizeHostname(target.hostname);
     if (isIP(host) && !isAllowed(host)) {
       const reason = blockedReason(host);
-      if (reason) return fail(`refused to connect to ${host}: ${reason}`, true);
+      if (reason) {
+        options.onRefused?.(host, reason);
+        return fail(`refused to connect to ${host}: not a public address`, true);
+      }
     }
     const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
     const key = request.endpointKey ?? `${host}:${target.port || '443'}`;
