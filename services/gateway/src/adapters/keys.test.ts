@@ -90,7 +90,7 @@ describe('gateway key store under an unknown-key flood', () => {
       method: 'GET',
       target: '/',
       path: '/',
-      headers: xff ? { 'x-forwarded-for': xff } : {},
+      headers: (xff ? { 'x-forwarded-for': xff } : {}) as Record<string, string>,
       body: null,
       requestId: 'r',
       remoteAddress: '10.0.0.9',
