@@ -280,10 +280,8 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
     const host = normalizeHostname(target.hostname);
     if (isIP(host) && !isAllowed(host)) {
       const reason = blockedReason(host);
-      if (reason) {
-        options.onRefused?.(host, reason);
-        return fail(`refused to connect to ${host}: not a public address`, true);
-      }
+      // an address the customer wrote: naming its range tells them nothing they did not know
+      if (reason) return fail(`refused to connect to ${host}: ${reason}`, true);
     }
     const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
     const key = request.endpointKey ?? `${host}:${target.port || '443'}`;
