@@ -13,7 +13,8 @@ export type UseCaseErrorCode =
   | 'invalid_credentials'
   | 'not_configured'
   | 'unavailable'
-  | 'rate_limited';
+  | 'rate_limited'
+  | 'unverified';
 
 export abstract class UseCaseError extends Error {
   abstract readonly code: UseCaseErrorCode;
@@ -106,6 +107,12 @@ export class RateLimitedError extends UseCaseError {
   }
 }
 
+/** The account's email address is not verified yet: keys, webhooks and the trial wait for it. */
+export class UnverifiedError extends UseCaseError {
+  override name = 'UnverifiedError';
+  readonly code = 'unverified' as const;
+}
+
 export function isUseCaseError(err: unknown): err is UseCaseError {
   return err instanceof UseCaseError;
 }
@@ -128,5 +135,7 @@ export function httpStatusOf(err: UseCaseError): number {
       return 503;
     case 'rate_limited':
       return 429;
+    case 'unverified':
+      return 403;
   }
 }

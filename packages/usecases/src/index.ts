@@ -18,6 +18,7 @@ import { z } from 'zod';
 import { accountUseCases, type AccountAdminUseCases, type AccountUseCases } from './accounts';
 import { createCtx } from './context';
 import { NotConfiguredError } from './errors';
+import { identityUseCases, type IdentityUseCases } from './identity';
 import { keyUseCases, type KeyAdminUseCases, type KeyUseCases } from './keys';
 import { logUseCases, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 import {
@@ -42,6 +43,8 @@ export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './m
 export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
 export { outboundLimiter, OUTBOUND_WINDOW_MS } from './limits';
+export { RESET_TTL_MS, VERIFY_TTL_MS, tokenHash, type IdentityUseCases, type Registration } from './identity';
+export { emailKey } from './context';
 export {
   checkWebhookUrl,
   maskWebhookUrl,
@@ -55,6 +58,7 @@ export type AdminUseCases = AccountAdminUseCases & KeyAdminUseCases & MonitorAdm
 
 export interface UseCases {
   accounts: AccountUseCases;
+  identity: IdentityUseCases;
   overview(accountId: string): Promise<Overview>;
   plans: PlanUseCases;
   keys: KeyUseCases;
@@ -75,6 +79,7 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
   const o = overviewUseCases(ctx);
   return {
     accounts: a.accounts,
+    identity: identityUseCases(ctx),
     overview: o.overview,
     plans: o.plans,
     keys: k.keys,

@@ -16,7 +16,11 @@ import {
   WebhookUrlError,
   webhookSavePolicyFromEnv,
 } from '@sts/core';
+import { createAccountSessions } from './adapters/sessions';
 import { createSignInThrottle } from './adapters/throttle';
+import { lastTrialEnd } from './mail/accountEvents';
+import { createMailer } from './mail/mailer';
+import { createSmtpTransport } from './mail/transport';
 import { createApp } from './app';
 import { parseDashboardEnv, type DashboardEnv } from './env';
 
@@ -24,7 +28,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
   name: 'dashboard',
   startedMessage: 'dashboard listening',
   loadEnv: parseDashboardEnv,
-  async start(env, { logger, untilStopped }) {
+  async start(env, { logger, registry, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
     const redis = createRedis(env, { maxRetriesPerRequest: 2, lazyConnect: true });
@@ -43,6 +47,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
       outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
+      requireVerifiedEmail: true,
       webhookUrlCheck: async (raw) => {
         try {
           return await checkWebhookUrlForSave(raw, urlPolicy);
@@ -54,7 +59,26 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
         }
       },
     });
+    const mailer = createMailer({
+      db,
+      amqp,
+      logger,
+      registry,
+      transport: env.SMTP_URL ? createSmtpTransport(env.SMTP_URL) : null,
+      from: env.MAIL_FROM,
+      baseUrl: env.DASHBOARD_PUBLIC_URL.replace(/\/$/, ''),
+      pollMs: env.MAIL_POLL_MS,
+      retryBaseMs: env.MAIL_RETRY_BASE_MS,
+      retryMaxMs: env.MAIL_RETRY_MAX_MS,
+      freeMonitors: monitorLimitsFromEnv(env).free,
+    });
+    const resend = outboundLimiter(redis, env.VERIFY_RESEND_MAX_PER_HOUR, 3_600_000);
     const app = createApp({
+      mailer,
+      sessions: createAccountSessions(redis, env.SESSION_KEY_PREFIX),
+      sessionMaxAgeSec: env.SESSION_MAX_AGE_SEC,
+      resendLimit: (accountId) => resend(`verify:${accountId}`),
+      trialEnd: (accountId) => lastTrialEnd(db, accountId),
       useCases,
       redis,
       throttle: createSignInThrottle({
@@ -85,6 +109,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
         .catch((err: unknown) =>
           logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
         );
+      await mailer.start();
       const port = await listenOn(server, env.DASHBOARD_PORT, env.DASHBOARD_HOST);
       return {
         info: { port },
@@ -99,6 +124,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
             server.close(() => resolve());
             server.closeIdleConnections();
           });
+          await mailer.stop();
           await amqp.stop();
           redis.disconnect();
           await db.$disconnect();
@@ -106,6 +132,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       };
     } catch (err) {
       server.close();
+      await mailer.stop().catch(() => undefined);
       await amqp.stop().catch(() => undefined);
       redis.disconnect();
       await db.$disconnect();

@@ -10,6 +10,7 @@ import { createRedis, runService, type ServiceDefinition } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { createKeyStore } from './adapters/keys';
+import { createQuotaNotices } from './adapters/quotaNotices';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway } from './app';
 import { loadGatewayEnv, type GatewayEnv } from './env';
@@ -31,6 +32,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
         unknownPerMinute: env.UNKNOWN_KEY_MAX_PER_MIN,
       }),
       trustedProxyHops: env.GATEWAY_TRUSTED_PROXY_HOPS,
+      quotaNotices: createQuotaNotices(db, plansFromEnv(env)),
       quota: createQuotaStore({ db, redis }),
       plans: plansFromEnv(env),
       readApiUrl: env.READ_API_URL,

@@ -15,6 +15,8 @@ declare module 'express-session' {
     flash: Flash;
     /** when the session was created at sign-in (epoch ms): the absolute lifetime counts from it */
     createdAt: number;
+    /** whether the account's address was verified (the banner; the use-cases check it themselves) */
+    emailVerified: boolean;
   }
 }
 
@@ -134,6 +136,20 @@ export const csrfProtection: RequestHandler = (req: Request, _res: Response, nex
   next();
 };
 
+/**
+ * The absolute lifetime (SESSION_MAX_AGE_SEC) besides the idle one: a session older than it is
+ * ended whatever its activity, and the request continues anonymous (→ the sign-in page).
+ */
+export function absoluteLifetime(maxAgeSec: number): RequestHandler {
+  return (req, _res, next) => {
+    if (!req.session.accountId) return next();
+    const created = req.session.createdAt;
+    if (typeof created === 'number' && Date.now() - created <= maxAgeSec * 1000) return next();
+    // a new empty session (not stored unless something is put in it), the old one is deleted
+    req.session.regenerate(() => next());
+  };
+}
+
 /** Signed-in pages: otherwise to the sign-in page (303 so a POST becomes a GET). */
 export const requireAccount: RequestHandler = (req, res, next) => {
   if (req.session.accountId) return next();
@@ -154,7 +170,13 @@ export function setFlash(req: Request, flash: Flash): void {
 export function pageContext(req: Request): PageContext {
   const flash = req.session.flash;
   if (flash) delete req.session.flash;
-  return { csrf: csrfToken(req), email: req.session.email, path: req.path, flash };
+  return {
+    csrf: csrfToken(req),
+    email: req.session.email,
+    path: req.path,
+    flash,
+    unverified: req.session.accountId !== undefined && req.session.emailVerified === false,
+  };
 }
 
 /** session.regenerate as a promise: a new id at sign-in (no session fixation), fresh CSRF token. */
