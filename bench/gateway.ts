@@ -24,7 +24,7 @@ import { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { loadDevEnv } from '../packages/common/src';
 import { generateApiKey } from '../packages/core/src';
-import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
+import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
 import { cpuMs, fixedRate } from './load';
 
@@ -87,6 +87,140 @@ async function steady(url: string, headers: Record<string, string>) {
   return r;
 }
 
+type Run = Awaited<ReturnType<typeof run>>;
+type Steady = Awaited<ReturnType<typeof steady>>;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** the two services under test, their URLs and the headers each side needs */
+interface System {
+  direct: string;
+  viaGateway: string;
+  internal: Record<string, string>;
+  auth: Record<string, string>;
+  pids: Record<'read-api' | 'gateway', number>;
+}
+
+/** an account with a key and a user to read, in the bench's own database; read-api and the gateway started on it */
+async function startSystem(db: Db, dbUrl: string, name: string, children: ChildProcess[]): Promise<System> {
+  const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
+  const key = generateApiKey();
+  await db.apiKey.create({ data: { accountId: account.id, keyHash: key.hash, prefix: key.prefix } });
+  await createSocialUser(db, { username: 'bench_user', name: 'Bench User', followersCount: 42, verified: true });
+  const token = randomBytes(24).toString('base64url');
+  const common = { DATABASE_URL: dbUrl, INTERNAL_TOKEN: token, LOG_LEVEL: 'error' };
+  const readApi = await startService(
+    'services/read-api/src/main.ts',
+    { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1', OPS_PORT: '0' },
+    /read-api listening/,
+  );
+  children.push(readApi.child);
+  const gateway = await startService(
+    'services/gateway/src/main.ts',
+    {
+      ...common,
+      GATEWAY_PORT: '0',
+      GATEWAY_HOST: '127.0.0.1',
+      OPS_PORT: '0',
+      READ_API_URL: `http://127.0.0.1:${readApi.port}`,
+      REDIS_KEY_PREFIX: `bench:${name}:`,
+      PLAN_STARTER_MONTHLY_QUOTA: '1000000000',
+      PLAN_STARTER_PER_MINUTE: '1000000000',
+    },
+    /gateway listening/,
+  );
+  children.push(gateway.child);
+  return {
+    direct: `http://127.0.0.1:${readApi.port}/api/v1/users/bench_user`,
+    viaGateway: `http://127.0.0.1:${gateway.port}/api/v1/users/bench_user`,
+    internal: { 'x-internal-token': token, 'x-account-id': account.id, 'x-account-plan': 'starter' },
+    auth: { authorization: `Bearer ${key.key}` },
+    pids: { 'read-api': readApi.child.pid!, gateway: gateway.child.pid! },
+  };
+}
+
+/** saturation rounds, alternating which side goes first */
+async function saturationRounds(sys: System): Promise<Array<{ ra: Run; gw: Run }>> {
+  const { direct, viaGateway, internal, auth, pids } = sys;
+  const rounds: Array<{ ra: Run; gw: Run }> = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    let ra: Run;
+    let gw: Run;
+    if (i % 2 === 0) {
+      ra = await run(direct, internal, { 'read-api': pids['read-api'] });
+      gw = await run(viaGateway, auth, pids);
+    } else {
+      gw = await run(viaGateway, auth, pids);
+      ra = await run(direct, internal, { 'read-api': pids['read-api'] });
+    }
+    rounds.push({ ra, gw });
+    console.log(
+      `round ${i + 1}: read-api ${ra.rps.toFixed(0)} req/s p50 ${ra.p50} p90 ${ra.p90} p97.5 ${ra.p97} p99 ${ra.p99} (${ra.cpu}); ` +
+        `gateway ${gw.rps.toFixed(0)} req/s p50 ${gw.p50} p90 ${gw.p90} p97.5 ${gw.p97} p99 ${gw.p99} (${gw.cpu}); ratio ${(gw.rps / ra.rps).toFixed(2)}`,
+    );
+  }
+  return rounds;
+}
+
+/** three fixed-rate rounds, alternating which side goes first */
+async function steadyRounds(sys: System): Promise<Array<{ ra: Steady; gw: Steady }>> {
+  const { direct, viaGateway, internal, auth } = sys;
+  const rounds: Array<{ ra: Steady; gw: Steady }> = [];
+  for (let i = 0; i < 3; i++) {
+    if (i % 2 === 0) {
+      const ra = await steady(direct, internal);
+      rounds.push({ ra, gw: await steady(viaGateway, auth) });
+    } else {
+      const gw = await steady(viaGateway, auth);
+      rounds.push({ ra: await steady(direct, internal), gw });
+    }
+  }
+  return rounds;
+}
+
+function report(rounds: Array<{ ra: Run; gw: Run }>, steadies: Array<{ ra: Steady; gw: Steady }>): void {
+  const mid = [...rounds].sort((a, b) => a.gw.rps / a.ra.rps - b.gw.rps / b.ra.rps)[Math.floor(rounds.length / 2)]!;
+  const { ra, gw } = mid;
+  const raSteady = { p50: median(steadies.map((r) => r.ra.p50)), p99: median(steadies.map((r) => r.ra.p99)) };
+  const gwSteady = { p50: median(steadies.map((r) => r.gw.p50)), p99: median(steadies.map((r) => r.gw.p99)) };
+  const addedP50 = median(steadies.map((r) => r.gw.p50 - r.ra.p50));
+  const addedP99 = median(steadies.map((r) => r.gw.p99 - r.ra.p99));
+  const ms = (n: number) => n.toFixed(2);
+  console.log(
+    `saturation: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION} s each way; services, Redis, PostgreSQL and the load on this machine`,
+  );
+  console.log(
+    `read-api direct (median round): ${ra.rps.toFixed(0)} req/s, p50 ${ra.p50} ms, p99 ${ra.p99} ms (CPU per call: ${ra.cpu})`,
+  );
+  console.log(
+    `through gateway (median round): ${gw.rps.toFixed(0)} req/s, p50 ${gw.p50} ms, p99 ${gw.p99} ms (CPU per call: ${gw.cpu})`,
+  );
+  console.log(
+    `at ${FIXED_RATE} req/s: read-api p50 ${ms(raSteady.p50)} ms, p99 ${ms(raSteady.p99)} ms; ` +
+      `through gateway p50 ${ms(gwSteady.p50)} ms, p99 ${ms(gwSteady.p99)} ms; ` +
+      `added p50 ${ms(addedP50)} ms, p99 ${ms(addedP99)} ms (medians of 3 rounds)`,
+  );
+  const ratios = rounds.map((r) => r.gw.rps / r.ra.rps);
+  console.log(
+    `ratio ${median(ratios).toFixed(2)} p50_added_ms ${median(rounds.map((r) => r.gw.p50 - r.ra.p50)).toFixed(2)} ` +
+      `p99_added_ms ${median(rounds.map((r) => r.gw.p99 - r.ra.p99)).toFixed(2)}`,
+  );
+}
+
+/** stops the services, drops the bench's Redis keys and database */
+async function cleanup(db: Db, children: ChildProcess[], admin: string, name: string): Promise<void> {
+  for (const c of children) c.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 500));
+  await db.$disconnect();
+  const redis = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379');
+  const keys = await redis.keys(`bench:${name}:*`);
+  if (keys.length) await redis.del(...keys);
+  redis.disconnect();
+  const c = new Client({ connectionString: admin });
+  await c.connect();
+  await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await c.end();
+}
+
 async function main(): Promise<void> {
   loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
   const admin = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -98,108 +232,14 @@ async function main(): Promise<void> {
   const db = createDbClient({ url: dbUrl.toString() });
   const children: ChildProcess[] = [];
   try {
-    const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
-    const key = generateApiKey();
-    await db.apiKey.create({ data: { accountId: account.id, keyHash: key.hash, prefix: key.prefix } });
-    await createSocialUser(db, { username: 'bench_user', name: 'Bench User', followersCount: 42, verified: true });
-    const token = randomBytes(24).toString('base64url');
-    const common = { DATABASE_URL: dbUrl.toString(), INTERNAL_TOKEN: token, LOG_LEVEL: 'error' };
-    const readApi = await startService(
-      'services/read-api/src/main.ts',
-      { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1', OPS_PORT: '0' },
-      /read-api listening/,
-    );
-    children.push(readApi.child);
-    const gateway = await startService(
-      'services/gateway/src/main.ts',
-      {
-        ...common,
-        GATEWAY_PORT: '0',
-        GATEWAY_HOST: '127.0.0.1',
-        OPS_PORT: '0',
-        READ_API_URL: `http://127.0.0.1:${readApi.port}`,
-        REDIS_KEY_PREFIX: `bench:${name}:`,
-        PLAN_STARTER_MONTHLY_QUOTA: '1000000000',
-        PLAN_STARTER_PER_MINUTE: '1000000000',
-      },
-      /gateway listening/,
-    );
-    children.push(gateway.child);
-    const direct = `http://127.0.0.1:${readApi.port}/api/v1/users/bench_user`;
-    const viaGateway = `http://127.0.0.1:${gateway.port}/api/v1/users/bench_user`;
-    const internal = { 'x-internal-token': token, 'x-account-id': account.id, 'x-account-plan': 'starter' };
-    const auth = { authorization: `Bearer ${key.key}` };
+    const sys = await startSystem(db, dbUrl.toString(), name, children);
     // warm-up: caches, JIT, keep-alive pools
-    await autocannon({ url: direct, connections: 10, duration: 2, headers: internal });
-    await autocannon({ url: viaGateway, connections: 10, duration: 2, headers: auth });
-    const pids = { 'read-api': readApi.child.pid!, gateway: gateway.child.pid! };
-    type Run = Awaited<ReturnType<typeof run>>;
-    const rounds: Array<{ ra: Run; gw: Run }> = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      let ra: Run;
-      let gw: Run;
-      if (i % 2 === 0) {
-        ra = await run(direct, internal, { 'read-api': pids['read-api'] });
-        gw = await run(viaGateway, auth, pids);
-      } else {
-        gw = await run(viaGateway, auth, pids);
-        ra = await run(direct, internal, { 'read-api': pids['read-api'] });
-      }
-      rounds.push({ ra, gw });
-      console.log(
-        `round ${i + 1}: read-api ${ra.rps.toFixed(0)} req/s p50 ${ra.p50} p90 ${ra.p90} p97.5 ${ra.p97} p99 ${ra.p99} (${ra.cpu}); ` +
-          `gateway ${gw.rps.toFixed(0)} req/s p50 ${gw.p50} p90 ${gw.p90} p97.5 ${gw.p97} p99 ${gw.p99} (${gw.cpu}); ratio ${(gw.rps / ra.rps).toFixed(2)}`,
-      );
-    }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const mid = [...rounds].sort((a, b) => a.gw.rps / a.ra.rps - b.gw.rps / b.ra.rps)[Math.floor(rounds.length / 2)]!;
-    const { ra, gw } = mid;
-    const steadyRounds: Array<{ ra: Awaited<ReturnType<typeof steady>>; gw: Awaited<ReturnType<typeof steady>> }> = [];
-    for (let i = 0; i < 3; i++) {
-      if (i % 2 === 0) {
-        const ra = await steady(direct, internal);
-        steadyRounds.push({ ra, gw: await steady(viaGateway, auth) });
-      } else {
-        const gw = await steady(viaGateway, auth);
-        steadyRounds.push({ ra: await steady(direct, internal), gw });
-      }
-    }
-    const raSteady = { p50: median(steadyRounds.map((r) => r.ra.p50)), p99: median(steadyRounds.map((r) => r.ra.p99)) };
-    const gwSteady = { p50: median(steadyRounds.map((r) => r.gw.p50)), p99: median(steadyRounds.map((r) => r.gw.p99)) };
-    const addedP50 = median(steadyRounds.map((r) => r.gw.p50 - r.ra.p50));
-    const addedP99 = median(steadyRounds.map((r) => r.gw.p99 - r.ra.p99));
-    const ms = (n: number) => n.toFixed(2);
-    console.log(
-      `saturation: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${DURATION} s each way; services, Redis, PostgreSQL and the load on this machine`,
-    );
-    console.log(
-      `read-api direct (median round): ${ra.rps.toFixed(0)} req/s, p50 ${ra.p50} ms, p99 ${ra.p99} ms (CPU per call: ${ra.cpu})`,
-    );
-    console.log(
-      `through gateway (median round): ${gw.rps.toFixed(0)} req/s, p50 ${gw.p50} ms, p99 ${gw.p99} ms (CPU per call: ${gw.cpu})`,
-    );
-    console.log(
-      `at ${FIXED_RATE} req/s: read-api p50 ${ms(raSteady.p50)} ms, p99 ${ms(raSteady.p99)} ms; ` +
-        `through gateway p50 ${ms(gwSteady.p50)} ms, p99 ${ms(gwSteady.p99)} ms; ` +
-        `added p50 ${ms(addedP50)} ms, p99 ${ms(addedP99)} ms (medians of 3 rounds)`,
-    );
-    const ratios = rounds.map((r) => r.gw.rps / r.ra.rps);
-    console.log(
-      `ratio ${median(ratios).toFixed(2)} p50_added_ms ${median(rounds.map((r) => r.gw.p50 - r.ra.p50)).toFixed(2)} ` +
-        `p99_added_ms ${median(rounds.map((r) => r.gw.p99 - r.ra.p99)).toFixed(2)}`,
-    );
+    await autocannon({ url: sys.direct, connections: 10, duration: 2, headers: sys.internal });
+    await autocannon({ url: sys.viaGateway, connections: 10, duration: 2, headers: sys.auth });
+    const rounds = await saturationRounds(sys);
+    report(rounds, await steadyRounds(sys));
   } finally {
-    for (const c of children) c.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
-    await db.$disconnect();
-    const redis = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379');
-    const keys = await redis.keys(`bench:${name}:*`);
-    if (keys.length) await redis.del(...keys);
-    redis.disconnect();
-    const c = new Client({ connectionString: admin });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await c.end();
+    await cleanup(db, children, admin, name);
   }
 }
 

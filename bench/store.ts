@@ -28,7 +28,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { createDbClient, ensureDatabase, migrate, Prisma } from '../packages/db/src';
+import { createDbClient, ensureDatabase, migrate, Prisma, type Db } from '../packages/db/src';
 import { createLocalSource, type SocialSource } from '../packages/social/src';
 
 const ROWS = Number(process.env.STORE_ROWS ?? 10_000_000);
@@ -162,21 +162,24 @@ async function positionBack(c: Client, authorId: number, back: number): Promise<
 }
 
 type Key = 'timeline' | 'since' | 'common' | 'mid1' | 'mid2' | 'multi' | 'rare';
+type Ops = Record<Key, [string, (i: number) => Promise<void>]>;
 
-// eslint-disable-next-line max-lines-per-function -- the benchmark's measuring sequence read top to bottom (set up each query, alternate rounds, report); splitting it would only scatter its steps
-async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
-  const heavy = 'user_1';
+/** cursors and positions the queries start from, and the expected first page of each several-words query */
+interface Fixtures {
+  cursor: string;
+  searchCursor: string;
+  heavyAt: string;
+  ordinaryAt: string;
+  firstPage: Map<string, number>;
+}
+
+async function fixtures(c: Client): Promise<Fixtures> {
   // a cursor about half way through the heavy user's timeline
   const { rows: mid } = await c.query<{ ms: string; id: string }>(
     `SELECT (extract(epoch FROM t.created_at) * 1000)::bigint::text AS ms, t.id::text AS id
      FROM social_tweets t WHERE t.author_id = 1 ORDER BY t.created_at DESC, t.id DESC OFFSET $1 LIMIT 1`,
     [Math.floor(ROWS / 10)],
   );
-  const cursor = Buffer.from(`tl.${mid[0]!.ms}.${mid[0]!.id}`).toString('base64url');
-  const searchCursor = Buffer.from(`sr.${mid[0]!.ms}.${mid[0]!.id}`).toString('base64url');
-  const heavyAt = await positionBack(c, 1, 20);
-  const ordinaryAt = await positionBack(c, 500, 20);
-  const notBefore = new Date(0);
   // the first page's size of each several-words query, straight from the table (GIN index)
   const firstPage = new Map<string, number>();
   for (const q of MULTI) {
@@ -186,12 +189,28 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
     );
     firstPage.set(q, rows[0]!.n);
   }
+  return {
+    cursor: Buffer.from(`tl.${mid[0]!.ms}.${mid[0]!.id}`).toString('base64url'),
+    searchCursor: Buffer.from(`sr.${mid[0]!.ms}.${mid[0]!.id}`).toString('base64url'),
+    heavyAt: await positionBack(c, 1, 20),
+    ordinaryAt: await positionBack(c, 500, 20),
+    firstPage,
+  };
+}
 
-  const ops: Record<Key, [string, (i: number) => Promise<void>]> = {
+/** the measured calls: a name and the call (its variant chosen by i), each checking what it got */
+function buildOps(source: SocialSource, fx: Fixtures): Ops {
+  const heavy = 'user_1';
+  const notBefore = new Date(0);
+  const search = async (q: string, cursor: string | undefined, expected: number, what: string) => {
+    const page = await source.search(q, { limit: 20, cursor });
+    if (page.items.length !== expected) throw new Error(`${what}: ${page.items.length} matches, expected ${expected}`);
+  };
+  return {
     timeline: [
       'timeline (heavy user, first page / deep page)',
       async (i) => {
-        const page = await source.getUserTimeline(heavy, { limit: 20, cursor: i % 2 ? cursor : undefined });
+        const page = await source.getUserTimeline(heavy, { limit: 20, cursor: i % 2 ? fx.cursor : undefined });
         if (page?.items.length !== 20) throw new Error('timeline: short page');
       },
     ],
@@ -199,7 +218,7 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
       'since (pollTweets, heavy / ordinary user)',
       async (i) => {
         const page = await source.pollTweets(i % 2 ? 'user_500' : heavy, {
-          position: i % 2 ? ordinaryAt : heavyAt,
+          position: i % 2 ? fx.ordinaryAt : fx.heavyAt,
           notBefore,
           limit: 100,
           firstPage: true,
@@ -209,68 +228,62 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
     ],
     common: [
       'search common ("launch", first page / after a cursor)',
-      async (i) => {
-        const page = await source.search('launch', { limit: 20, cursor: i % 2 ? searchCursor : undefined });
-        if (page.items.length !== 20) throw new Error('search common: short page');
-      },
+      (i) => search('launch', i % 2 ? fx.searchCursor : undefined, 20, 'search common'),
     ],
     mid1: [
       'search middling ("ripple", 1% of tweets; not in the last line)',
-      async () => {
-        const page = await source.search('ripple', { limit: 20 });
-        if (page.items.length !== 20) throw new Error('search middling: short page');
-      },
+      () => search('ripple', undefined, 20, 'search middling'),
     ],
     mid2: [
       'search middling ("w17", ~0.07% of tweets, first page / after a cursor; not in the last line)',
-      async (i) => {
-        const page = await source.search('w17', { limit: 20, cursor: i % 2 ? searchCursor : undefined });
-        if (page.items.length !== 20) throw new Error('search middling: short page');
-      },
+      (i) => search('w17', i % 2 ? fx.searchCursor : undefined, 20, 'search middling'),
     ],
     multi: [
       'search several words ("w17 launch", "launch zebrafish", "zebrafish or w17"; not in the last line)',
-      async (i) => {
+      (i) => {
         const q = MULTI[i % MULTI.length]!;
-        const page = await source.search(q, { limit: 20 });
-        const n = firstPage.get(q);
-        if (page.items.length !== n) throw new Error(`search ${q}: ${page.items.length} matches, expected ${n}`);
+        return search(q, undefined, fx.firstPage.get(q)!, `search ${q}`);
       },
     ],
-    rare: [
-      'search rare ("zebrafish", 10 matches)',
-      async () => {
-        const page = await source.search('zebrafish', { limit: 20 });
-        if (page.items.length !== 10) throw new Error(`search rare: ${page.items.length} matches, expected 10`);
-      },
-    ],
+    rare: ['search rare ("zebrafish", 10 matches)', () => search('zebrafish', undefined, 10, 'search rare')],
   };
-  // The exact statements each call sends (captured once per variant through a spy on $queryRaw);
-  // the database's own time for them is EXPLAIN ANALYZE's planning + execution time.
-  // (after one call of each, so that what is captured is the steady state: the query's parse is cached)
+}
+
+const variants = (key: string) => (key === 'multi' ? MULTI.length : 2);
+
+/**
+ * The exact statements each call sends (captured once per variant through a spy on $queryRaw),
+ * after one call of each, so that what is captured is the steady state (the query's parse is cached).
+ */
+async function captureStatements(ops: Ops, captured: Prisma.Sql[]): Promise<Record<string, Prisma.Sql[][]>> {
   const statements: Record<string, Prisma.Sql[][]> = {};
-  const variants = (key: string) => (key === 'multi' ? MULTI.length : 2);
-  for (const key of Object.keys(ops)) {
+  for (const key of Object.keys(ops) as Key[]) {
     statements[key] = [];
     for (let variant = 0; variant < variants(key); variant++) {
-      await ops[key as keyof typeof ops][1](variant);
+      await ops[key][1](variant);
       captured.length = 0;
-      await ops[key as keyof typeof ops][1](variant);
+      await ops[key][1](variant);
       statements[key].push([...captured]);
     }
   }
-  if (process.env.STORE_EXPLAIN) {
-    // STORE_EXPLAIN=1: print the plan of every statement of every variant once
-    for (const [key, list] of Object.entries(statements)) {
-      for (const [v, qs] of list.entries()) {
-        for (const q of qs) {
-          const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values);
-          console.log(`--- ${key} variant ${v}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
-        }
+  return statements;
+}
+
+/** STORE_EXPLAIN=1: prints the plan of every statement of every variant once */
+async function explainAll(c: Client, statements: Record<string, Prisma.Sql[][]>): Promise<void> {
+  for (const [key, list] of Object.entries(statements)) {
+    for (const [v, qs] of list.entries()) {
+      for (const q of qs) {
+        const { rows } = await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values);
+        console.log(`--- ${key} variant ${v}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
       }
     }
   }
-  const serverOp = (key: string) => async (i: number) => {
+}
+
+/** the database's own time for a call's statements: EXPLAIN ANALYZE's planning + execution time; no sequential scan allowed */
+function serverOp(c: Client, statements: Record<string, Prisma.Sql[][]>, key: string) {
+  return async (i: number) => {
     let ms = 0;
     for (const q of statements[key]![i % variants(key)]!) {
       const { rows } = await c.query<{
@@ -283,27 +296,26 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
     }
     return ms;
   };
+}
+
+const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
+
+async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
+  const ops = buildOps(source, await fixtures(c));
+  const statements = await captureStatements(ops, captured);
+  if (process.env.STORE_EXPLAIN) await explainAll(c, statements);
   // rounds alternate the order of the queries; each figure is the median of its rounds' p99
-  const keys = Object.keys(ops) as (keyof typeof ops)[];
-  const series = (): Record<Key, number[]> => ({
-    timeline: [],
-    since: [],
-    common: [],
-    mid1: [],
-    mid2: [],
-    multi: [],
-    rare: [],
-  });
+  const keys = Object.keys(ops) as Key[];
+  const series = () => Object.fromEntries(keys.map((k) => [k, [] as number[]])) as Record<Key, number[]>;
   const server = series();
   const client = series();
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...keys].reverse() : keys;
     for (const key of order) {
-      server[key].push(await measure(`round ${round + 1} database ${ops[key][0]}`, RUNS, serverOp(key)));
+      server[key].push(await measure(`round ${round + 1} database ${ops[key][0]}`, RUNS, serverOp(c, statements, key)));
       client[key].push(await measure(`round ${round + 1} end to end ${ops[key][0]}`, RUNS, ops[key][1]));
     }
   }
-  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
   const f = (v: number[]) => median(v).toFixed(2);
   console.log(
     `end to end (Prisma client, this VM): timeline_p99_ms ${f(client.timeline)} since_p99_ms ${f(client.since)} search_common_p99_ms ${f(client.common)} search_rare_p99_ms ${f(client.rare)}`,
@@ -311,11 +323,26 @@ async function run(source: SocialSource, c: Client, captured: Prisma.Sql[]) {
   console.log(
     `middling terms and several words (database p99): ripple_1pct_ms ${f(server.mid1)} w17_0.07pct_ms ${f(server.mid2)} several_words_ms ${f(server.multi)}; end to end ${f(client.mid1)} / ${f(client.mid2)} / ${f(client.multi)}`,
   );
-  const timeline = median(server.timeline);
-  const since = median(server.since);
-  const common = median(server.common);
-  const rare = median(server.rare);
-  return { timeline, since, common, rare };
+  return {
+    timeline: median(server.timeline),
+    since: median(server.since),
+    common: median(server.common),
+    rare: median(server.rare),
+  };
+}
+
+/** the same client, with every $queryRaw statement recorded in `captured` (for EXPLAIN ANALYZE) */
+function withQuerySpy(real: Db, captured: Prisma.Sql[]): Db {
+  return new Proxy(real, {
+    get(target, prop, receiver) {
+      if (prop !== '$queryRaw') return Reflect.get(target, prop, receiver) as unknown;
+      // called as a template tag, or with one Prisma.Sql
+      return (strings: TemplateStringsArray | Prisma.Sql, ...values: unknown[]) => {
+        captured.push(strings instanceof Prisma.Sql ? strings : Prisma.sql(strings, ...values));
+        return target.$queryRaw(strings, ...values);
+      };
+    },
+  });
 }
 
 async function main(): Promise<void> {
@@ -337,19 +364,8 @@ async function main(): Promise<void> {
       log(`data set of ${ROWS} tweets built in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     }
     db = createDbClient({ url: url.toString(), poolSize: 2 });
-    const real = db;
     const captured: Prisma.Sql[] = [];
-    // the same client, with every $queryRaw statement recorded (for EXPLAIN ANALYZE)
-    const spy = new Proxy(real, {
-      get(target, prop, receiver) {
-        if (prop !== '$queryRaw') return Reflect.get(target, prop, receiver) as unknown;
-        // called as a template tag, or with one Prisma.Sql
-        return (strings: TemplateStringsArray | Prisma.Sql, ...values: unknown[]) => {
-          captured.push(strings instanceof Prisma.Sql ? strings : Prisma.sql(strings, ...values));
-          return target.$queryRaw(strings, ...values);
-        };
-      },
-    });
+    const spy = withQuerySpy(db, captured);
     const r = await run(createLocalSource({ db: spy }), c, captured);
     const f = (v: number) => v.toFixed(2);
     console.log(

@@ -21,8 +21,8 @@ export interface CliContext {
 }
 
 export interface CommandResult {
-  /** what `--json` prints: exactly one JSON object */
-  json: Record<string, unknown>;
+  /** what `--json` prints: one JSON object (a list only where the command's contract says so: monitor preview) */
+  json: Record<string, unknown> | Record<string, unknown>[];
   /** what a person reads */
   text: string;
 }

@@ -3,9 +3,10 @@
  * (PLAN_*, SECRETS_ENCRYPTION_KEY, AMQP_URL, REDIS_URL / REDIS_KEY_PREFIX), and the mapping of the
  * use-cases' errors to the CLI's (a bad flag → usage error, exit 2; the rest → exit 1).
  */
-import { createLogger, createRedis, redisConfigProblems } from '@sts/common';
+import { createLogger, createRedis, evictCachedApiKey, redisConfigProblems } from '@sts/common';
 import { checkWebhookUrlForSave, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
+import { createSocialSource, socialEnv } from '@sts/social';
 import {
   ConflictError,
   createUseCases,
@@ -16,10 +17,11 @@ import {
   secretBoxFromEnv,
   UseCaseError,
   ValidationError,
+  type PreviewOptions,
   type Publisher,
   type UseCases,
 } from '@sts/usecases';
-import { ZodError } from 'zod';
+import { z, ZodError } from 'zod';
 import { CliUsageError, type CliContext } from './command';
 
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -66,8 +68,7 @@ function redisEvictor(ctx: CliContext): (keyHash: string) => Promise<boolean> {
     redis.on('error', () => undefined);
     try {
       await redis.connect();
-      await redis.del(`apikey:${keyHash}`);
-      return true;
+      return await evictCachedApiKey(redis, keyHash);
     } catch {
       return false;
     } finally {
@@ -76,23 +77,45 @@ function redisEvictor(ctx: CliContext): (keyHash: string) => Promise<boolean> {
   };
 }
 
+/** One short Redis connection per call (a CLI run makes one or two); a cache that is down is skipped. */
+async function withRedis<T>(ctx: CliContext, fallback: T, work: (redis: ReturnType<typeof createRedis>) => Promise<T>) {
+  const redis = createRedis(
+    { ...ctx.env, REDIS_KEY_PREFIX: ctx.env.REDIS_KEY_PREFIX ?? 'sts:' },
+    { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, reconnect: false },
+  );
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return await work(redis);
+  } catch {
+    return fallback;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** The monitor preview's source (SOCIAL_SOURCE and X_* as the services read them) and Redis cache. */
+function previewOptions(ctx: CliContext): PreviewOptions {
+  return {
+    async timeline(username, limit) {
+      const parsed = z.object(socialEnv).safeParse(ctx.env);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        throw new Error(`${issue?.path.join('.') ?? 'SOCIAL_SOURCE'}: ${issue?.message ?? 'invalid'}`);
+      }
+      const page = await createSocialSource(parsed.data, { db: ctx.db() }).getUserTimeline(username, { limit });
+      return page ? page.items : null;
+    },
+    cache: {
+      get: (key) => withRedis(ctx, null, (r) => r.get(key)),
+      set: (key, value, ttl) => withRedis(ctx, undefined, async (r) => void (await r.set(key, value, 'EX', ttl))),
+    },
+  };
+}
+
 /** The per-account Test webhook / Redeliver bound (shared with the dashboard); open when Redis is unreachable. */
 function redisOutboundLimit(ctx: CliContext, perMinute: number): (accountId: string) => Promise<number | null> {
-  return async (accountId) => {
-    const redis = createRedis(
-      { ...ctx.env, REDIS_KEY_PREFIX: ctx.env.REDIS_KEY_PREFIX ?? 'sts:' },
-      { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, reconnect: false },
-    );
-    redis.on('error', () => undefined);
-    try {
-      await redis.connect();
-      return await outboundLimiter(redis, perMinute)(accountId);
-    } catch {
-      return null;
-    } finally {
-      redis.disconnect();
-    }
-  };
+  return (accountId) => withRedis(ctx, null, (r) => outboundLimiter(r, perMinute)(accountId));
 }
 
 const built = new WeakMap<CliContext, UseCases>();
@@ -123,6 +146,7 @@ export function useCases(ctx: CliContext): UseCases {
       // the save-time URL rule (HTTPS, public addresses, ports, what the name resolves to); a bad
       // WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS is an error naming the variable
       webhookUrlCheck: (raw) => checkWebhookUrlForSave(raw, webhookSavePolicyFromEnv(ctx.env, ctx.resolveHost)),
+      preview: previewOptions(ctx),
     });
     built.set(ctx, uc);
   }

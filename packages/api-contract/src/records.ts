@@ -38,6 +38,11 @@ export const TweetRecord = z.object({
   created_at: timestamp,
   lang: z.string().nullable(),
   public_metrics: z.object({ like_count: count, retweet_count: count, reply_count: count, quote_count: count }),
+  referenced_tweets: z
+    .array(z.object({ type: z.enum(['replied_to', 'quoted', 'retweeted']), id: z.string().regex(/^[0-9]+$/) }))
+    .meta({
+      description: "what the post replies to, quotes or reposts (X's referenced_tweets); [] for an original post",
+    }),
   author: UserRecord,
 });
 
@@ -53,10 +58,28 @@ export const HitRecord = z.object({
 
 export const MonitorStatus = z.enum(['active', 'paused', 'error']);
 
+export const MonitorFilters = z
+  .object({
+    exclude: z
+      .array(z.enum(['replies', 'reposts', 'quotes']))
+      .meta({ description: 'post types that never fire; [] = replies, reposts and quotes all fire' }),
+    lang: z.array(z.string()).meta({
+      description: 'languages that fire (BCP 47, lower case); [] = any; a post without a language never matches a list',
+    }),
+    excluded_keywords: z
+      .array(z.string())
+      .meta({ description: 'the keywords written -word or -"a phrase": a post containing one never fires' }),
+  })
+  .meta({ description: "the monitor's rule besides its keywords" });
+
 export const MonitorRecord = z.object({
   id: z.string(),
   target_username: z.string(),
-  keywords: z.array(z.string()).nullable().meta({ description: 'null when no keyword filter is set' }),
+  keywords: z
+    .array(z.string())
+    .nullable()
+    .meta({ description: 'null when no keyword filter is set; exclusions appear as written (-word, -"a phrase")' }),
+  filters: MonitorFilters,
   is_active: z.boolean(),
   status: MonitorStatus,
   check_interval_sec: count,
@@ -124,6 +147,7 @@ export type TweetRecord = z.output<typeof TweetRecord>;
 export type HitRecord = z.output<typeof HitRecord>;
 export type MonitorStatus = z.output<typeof MonitorStatus>;
 export type MonitorRecord = z.output<typeof MonitorRecord>;
+export type MonitorFiltersRecord = z.output<typeof MonitorFilters>;
 export type ListMeta = z.output<typeof ListMeta>;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 export type ErrorRecord = z.output<typeof ErrorRecord>;
@@ -138,6 +162,7 @@ export const COMPONENTS = {
   Tweet: TweetRecord,
   Hit: HitRecord,
   Monitor: MonitorRecord,
+  MonitorFilters,
   ListMeta,
   Error: ErrorRecord,
 } as const;

@@ -1,4 +1,5 @@
 export * from './env';
+export * from './apiKeyCache';
 export * from './redis';
 export * from './redisConfig';
 export * from './errors';

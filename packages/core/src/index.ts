@@ -5,3 +5,4 @@ export * from './keywords';
 export * from './plans';
 export * from './secretBox';
 export * from './webhookUrl';
+export * from './rules';

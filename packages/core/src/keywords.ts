@@ -77,42 +77,101 @@ export function words(text: string): string[] {
   return out;
 }
 
+/** Splits "a, -b, -\"c, d\"" at commas outside double quotes. */
+function splitKeywordList(input: string): string[] {
+  const out: string[] = [];
+  let current = '';
+  let quoted = false;
+  for (const ch of input) {
+    if (ch === '"') quoted = !quoted;
+    if (ch === ',' && !quoted) {
+      out.push(current);
+      current = '';
+    } else current += ch;
+  }
+  out.push(current);
+  return out;
+}
+
+/** One keyword entry: `word`, `a phrase`, `"a phrase"`, `-word` or `-"a phrase"` (an exclusion). */
+export interface KeywordEntry {
+  text: string;
+  exclude: boolean;
+}
+
+/** Reads one (trimmed) entry: a leading `-` makes it an exclusion; surrounding double quotes are dropped. */
+export function keywordEntry(raw: string): KeywordEntry {
+  let text = raw;
+  const exclude = text.startsWith('-') && text.length > 1;
+  if (exclude) text = text.slice(1).trim();
+  if (text.length >= 2 && text.startsWith('"') && text.endsWith('"')) text = text.slice(1, -1).trim();
+  return { text, exclude };
+}
+
+/** The canonical written form: `word`, `a phrase`, `-word`, `-"a phrase"`. */
+function writtenForm(entry: KeywordEntry): string {
+  if (!entry.exclude) return entry.text;
+  return /\s/.test(entry.text) ? `-"${entry.text}"` : `-${entry.text}`;
+}
+
 /**
- * Validates and canonicalises a keyword list: from a comma-separated string (`"a,b c"`) or an
+ * Validates and canonicalises a keyword list: from a comma-separated string (`"a,b c,-d"`) or an
  * array. Trims, collapses inner white space, drops duplicates (by normalised tokens), keeps
- * order. Returns [] for "no filter".
+ * order. An entry written `-word` or `-"a phrase"` is an exclusion (see `splitKeywords`); it is
+ * kept in that written form. Returns [] for "no filter".
  */
 export function parseKeywords(input: string | readonly string[] | null | undefined): string[] {
   if (input === null || input === undefined) return [];
-  const raw = typeof input === 'string' ? input.split(',') : input;
+  const raw = typeof input === 'string' ? splitKeywordList(input) : input;
   const out: string[] = [];
   const seen = new Set<string>();
   for (const item of raw) {
     if (typeof item !== 'string') throw new KeywordError('each keyword must be a string');
-    const k = item.trim().replace(/\s+/g, ' ').normalize('NFC');
-    if (!k) continue;
+    const trimmed = item.trim().replace(/\s+/g, ' ').normalize('NFC');
+    if (!trimmed) continue;
+    const entry = keywordEntry(trimmed);
+    const k = entry.text;
     if (k.length > KEYWORD_LIMITS.maxLength) {
       throw new KeywordError(`keyword "${k.slice(0, 20)}…" is longer than ${KEYWORD_LIMITS.maxLength} characters`);
     }
     const w = words(k);
-    if (w.length === 0) throw new KeywordError(`keyword "${k}" has no letters or digits and no emoji`);
-    const key = w.join(' ');
+    if (w.length === 0) throw new KeywordError(`keyword "${trimmed}" has no letters or digits and no emoji`);
+    const key = (entry.exclude ? '-' : '+') + w.join(' ');
     if (seen.has(key)) continue;
     seen.add(key);
-    out.push(k);
+    out.push(writtenForm(entry));
   }
   if (out.length > KEYWORD_LIMITS.maxKeywords)
     throw new KeywordError(`at most ${KEYWORD_LIMITS.maxKeywords} keywords are allowed`);
   return out;
 }
 
+/** A stored keyword list split into what must appear (any of) and what must not (none of). */
+export function splitKeywords(keywords: readonly string[]): { include: string[]; exclude: string[] } {
+  const include: string[] = [];
+  const exclude: string[] = [];
+  for (const k of keywords) {
+    const entry = keywordEntry(k);
+    (entry.exclude ? exclude : include).push(entry.text);
+  }
+  return { include, exclude };
+}
+
 export type TweetMatcher = (text: string) => boolean;
 
-/** Compiles a keyword list into a matcher; an empty list matches every tweet. */
+/**
+ * Compiles a keyword list into a matcher: any included keyword (an empty set matches every
+ * tweet) and no excluded one.
+ */
 export function compileKeywords(keywords: readonly string[]): TweetMatcher {
-  const phrases = keywordPhrases(keywords);
-  if (phrases.length === 0) return () => true;
-  return (text) => matchWords(words(text), phrases);
+  const { include, exclude } = splitKeywords(keywords);
+  const phrases = keywordPhrases(include);
+  const excluded = keywordPhrases(exclude);
+  if (phrases.length === 0 && excluded.length === 0) return () => true;
+  return (text) => {
+    const w = words(text);
+    return matchWords(w, phrases) && firstMatch(w, excluded) < 0;
+  };
 }
 
 /** A text token matches a keyword token when equal, or when it is the hashtag of a plain keyword token. */
@@ -129,7 +188,13 @@ function sameToken(textToken: string, keywordToken: string): boolean {
 /** For many monitors over one tweet: tokenise the tweet once, then test each monitor's phrases. */
 export function matchWords(textWords: readonly string[], phrases: readonly (readonly string[])[]): boolean {
   if (phrases.length === 0) return true;
-  for (const phrase of phrases) {
+  return firstMatch(textWords, phrases) >= 0;
+}
+
+/** The index of the first phrase found in the text's tokens, -1 when none is. */
+export function firstMatch(textWords: readonly string[], phrases: readonly (readonly string[])[]): number {
+  for (let p = 0; p < phrases.length; p++) {
+    const phrase = phrases[p]!;
     const first = phrase[0];
     if (first === undefined) continue;
     for (let i = 0; i + phrase.length <= textWords.length; i++) {
@@ -141,10 +206,10 @@ export function matchWords(textWords: readonly string[], phrases: readonly (read
           break;
         }
       }
-      if (ok) return true;
+      if (ok) return p;
     }
   }
-  return false;
+  return -1;
 }
 
 /** Each keyword's tokens, computed once per monitor. */

@@ -3,9 +3,9 @@
  * the Secret template, and each service's zod env schema.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { parse, parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments, parseDocument } from 'yaml';
 import type { z } from 'zod';
 
 export const REPO_ROOT = path.resolve(__dirname, '../../..');
@@ -46,6 +46,7 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'POLL_CONCURRENCY',
   'POLL_BATCH_SIZE',
   'X_TIMEOUT_MS',
+  'X_QUERY_MAX_LENGTH',
   'POLLER_PORT',
   'DISPATCHER_PORT',
   'OPS_HOST',
@@ -170,3 +171,92 @@ export function hasDefault(schema: z.ZodObject, key: string): boolean {
   const field = schema.shape[key] as z.ZodType | undefined;
   return field ? field.safeParse(undefined).success : false;
 }
+
+/** Renders a kustomization directory (an overlay or a scratch copy of one). */
+export function renderDir(kubectl: string, dir: string): K8sObject[] {
+  const yaml = execFileSync(kubectl, ['kustomize', dir], { encoding: 'utf8', maxBuffer: 32 * 1024 * 1024 });
+  return parseAllDocuments(yaml)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+}
+
+/** The image name the base uses; each overlay's `images:` entry of this name pins it. */
+export const IMAGE_NAME = 'social-timeline-service';
+
+/**
+ * `kustomize edit set image NAME=REF` in `dir`: the kustomize binary when there is one (KUSTOMIZE
+ * or on PATH), else the same edit done on the file (the entry named NAME gets newName/newTag, or
+ * digest; a missing entry is added), so the check runs where only kubectl is installed.
+ */
+export function setImage(dir: string, name: string, ref: string): void {
+  const bin = process.env.KUSTOMIZE ?? commandPath('kustomize');
+  if (bin) {
+    execFileSync(bin, ['edit', 'set', 'image', `${name}=${ref}`], { cwd: dir });
+    return;
+  }
+  const file = path.join(dir, 'kustomization.yaml');
+  const doc = parseDocument(readFileSync(file, 'utf8'));
+  const at = ref.lastIndexOf('@') > 0 ? ref.lastIndexOf('@') : -1;
+  const colon = ref.lastIndexOf(':');
+  const entry: Record<string, string> = { name };
+  if (at > 0) Object.assign(entry, { newName: ref.slice(0, at), digest: ref.slice(at + 1) });
+  else if (colon > ref.lastIndexOf('/'))
+    Object.assign(entry, { newName: ref.slice(0, colon), newTag: ref.slice(colon + 1) });
+  else entry.newName = ref;
+  const images = ((doc.toJS() as { images?: Record<string, string>[] }).images ?? []).filter((i) => i.name !== name);
+  doc.set('images', [...images, entry]);
+  writeFileSync(file, doc.toString());
+}
+
+function commandPath(cmd: string): string | null {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+/** promtool (Debian's prometheus package; .ci/run installs it), or null. PROMTOOL overrides. */
+export function promtoolPath(): string | null {
+  if (process.env.PROMTOOL && existsSync(process.env.PROMTOOL)) return process.env.PROMTOOL;
+  return commandPath('promtool');
+}
+
+/**
+ * PostgreSQL connections a pod opens besides its DB_POOL_SIZE pool, each a session of its own
+ * (never through a transaction-mode PgBouncer): the poller's outbox relay LISTEN, its metrics
+ * reporter's advisory lock, the schedule wake-up LISTEN and the X stream leader's advisory lock.
+ * k8s/README.md, "Database connection budget".
+ */
+export const SESSION_CONNECTIONS: Record<string, number> = { poller: 4 };
+
+/** The default of DB_MAX_CONNECTIONS_BUDGET: PostgreSQL's max_connections 100 less 10 for admins. */
+export const DEFAULT_DB_BUDGET = 90;
+
+export interface DbBudget {
+  rows: { name: string; pool: number; session: number; min: number; max: number }[];
+  min: number;
+  max: number;
+}
+
+/** Connections of every Deployment (and the migration Job) at minimum and at maximum scale. */
+/* eslint-disable @typescript-eslint/no-unsafe-member-access -- rendered YAML, fields checked by the tests */
+export function dbBudget(objects: K8sObject[]): DbBudget {
+  const of = (kind: string) => objects.filter((o) => o.kind === kind);
+  const rows: DbBudget['rows'] = [];
+  for (const dep of of('Deployment')) {
+    const name = dep.metadata.name;
+    const env = (dep.spec.template.spec.containers[0].env ?? []) as { name: string; value?: string }[];
+    const pool = Number(env.find((e) => e.name === 'DB_POOL_SIZE')?.value);
+    const hpa = of('HorizontalPodAutoscaler').find((h) => h.spec.scaleTargetRef.name === name);
+    const so = of('ScaledObject').find((s) => s.spec.scaleTargetRef.name === name);
+    const min = Number(hpa?.spec.minReplicas ?? so?.spec.minReplicaCount ?? dep.spec.replicas ?? 1);
+    const max = Number(hpa?.spec.maxReplicas ?? so?.spec.maxReplicaCount ?? dep.spec.replicas ?? 1);
+    rows.push({ name, pool, session: SESSION_CONNECTIONS[name] ?? 0, min, max });
+  }
+  // the migration runner holds one connection while the Job runs
+  for (const job of of('Job')) rows.push({ name: `job/${job.metadata.name}`, pool: 1, session: 0, min: 1, max: 1 });
+  const total = (k: 'min' | 'max') => rows.reduce((n, r) => n + r[k] * (r.pool + r.session), 0);
+  return { rows, min: total('min'), max: total('max') };
+}
+/* eslint-enable @typescript-eslint/no-unsafe-member-access */

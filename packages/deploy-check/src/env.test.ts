@@ -59,7 +59,18 @@ function k8sEnv(objects: K8sObject[], name: string): Record<string, string> {
       }
     }
   }
-  for (const e of c.env ?? []) env[e.name] = e.value;
+  for (const e of c.env ?? []) {
+    const ref = e.valueFrom?.secretKeyRef;
+    if (!ref) env[e.name] = e.value;
+    else {
+      expect(ref.name).toBe('sts-secrets');
+      if (!(ref.key in SECRET_PLACEHOLDERS))
+        throw new Error(`add a placeholder for the secret ${ref.key} in deploy.ts`);
+      if (!(ref.key in secretTemplate))
+        throw new Error(`${name} reads the Secret key ${ref.key}: add it to k8s/secret.example.env`);
+      env[e.name] = SECRET_PLACEHOLDERS[ref.key]!;
+    }
+  }
   return env;
 }
 

@@ -74,7 +74,7 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
       expect(spec.topologySpreadConstraints.length).toBeGreaterThan(0);
       // restricted profile: pod and every container
       expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
-      for (const k of [...spec.initContainers, ...spec.containers]) {
+      for (const k of [...(spec.initContainers ?? []), ...spec.containers]) {
         expect(k.securityContext).toEqual({
           allowPrivilegeEscalation: false,
           readOnlyRootFilesystem: true,
@@ -83,9 +83,8 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
         expect(k.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
       }
       expect(spec.volumes).toContainEqual({ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } });
-      // migrations before the pod serves
-      expect(spec.initContainers[0]).toMatchObject({ name: 'migrate', args: ['migrate'] });
-      expect(spec.initContainers[0].image).toBe(c.image);
+      // migrations: the sts-migrate Job (ops.test.ts), not an init container of every pod
+      expect(spec.initContainers).toBeUndefined();
       const pdb = byKind('PodDisruptionBudget').find((p) => p.metadata.name === name);
       expect(pdb?.spec.selector.matchLabels).toEqual(deps.get(name)!.spec.selector.matchLabels);
     }
@@ -116,7 +115,7 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
   });
 
   it('uses the generated (hashed) ConfigMap in every Deployment', () => {
-    const cms = byKind('ConfigMap');
+    const cms = byKind('ConfigMap').filter((c) => c.metadata.name.startsWith('sts-config'));
     expect(cms).toHaveLength(1);
     expect(cms[0]!.metadata.name).toMatch(/^sts-config-[a-z0-9]{10}$/);
     for (const dep of deployments(objects).values()) {
@@ -129,6 +128,8 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
   it('exposes only gateway and dashboard through the Ingress, never an ops port', () => {
     for (const svc of byKind('Service')) expect(svc.spec.type).toBe('ClusterIP');
     const ing = byKind('Ingress');
+    // an overlay routes with the Ingress component or the HTTPRoute one (ops.test.ts checks both)
+    if (ing.length === 0) return expect(byKind('HTTPRoute')).toHaveLength(1);
     expect(ing).toHaveLength(1);
     const paths = ing[0]!.spec.rules.flatMap((r: { http: { paths: unknown[] } }) => r.http.paths);
     const routes = paths.map((p: { path: string; backend: { service: { name: string; port: { name: string } } } }) => [
@@ -173,9 +174,8 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
       nps.filter((n) => n.spec.podSelector.matchLabels?.['app.kubernetes.io/name'] === app && n.spec.ingress);
     for (const app of ['gateway', 'dashboard']) {
       const from = ingressTo(app).flatMap((n) => n.spec.ingress.flatMap((r: { from: unknown[] }) => r.from));
-      expect(from).toEqual([
-        { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } },
-      ]);
+      expect(from).toHaveLength(1);
+      expect(Object.keys(from[0])).toEqual(['namespaceSelector']);
     }
     const readApiFrom = ingressTo('read-api').flatMap((n) =>
       n.spec.ingress.flatMap((r: { from: unknown[] }) => r.from),
@@ -197,6 +197,7 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
   it('scrapes every ops port with a ServiceMonitor', () => {
     const sm = byKind('ServiceMonitor');
     expect(sm).toHaveLength(1);
+    expect(byKind('PrometheusRule')).toHaveLength(1);
     expect(sm[0]!.spec.endpoints).toContainEqual(expect.objectContaining({ port: 'ops', path: '/metrics' }));
     const selected = byKind('Service').filter((s) =>
       Object.entries(sm[0]!.spec.selector.matchLabels as Record<string, string>).every(

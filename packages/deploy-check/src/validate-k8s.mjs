@@ -23,6 +23,7 @@ const repoRoot = path.resolve(pkgRoot, '../..');
 function modulePath(apiVersion) {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
   if (group === 'keda.sh') return `@kubernetes-models/keda/keda.sh/${version}`;
+  if (group === 'gateway.networking.k8s.io') return `@kubernetes-models/gateway-api/${group}/${version}`;
   if (group === 'monitoring.coreos.com')
     return `@kubernetes-models/prometheus-operator/monitoring.coreos.com/${version}`;
   return group ? `kubernetes-models/${group}/${version}` : `kubernetes-models/${version}`;

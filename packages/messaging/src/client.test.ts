@@ -141,7 +141,7 @@ describe('AmqpClient', () => {
     await waitFor(async () => (await messageCount('rt.hits')) === 0);
   });
 
-  it('puts the exact SPEC payload on the wire: JSON body, persistent, type, content type, timestamp, x-* headers', async () => {
+  it('puts the exact webhook payload (docs/webhooks.md) on the wire: JSON body, persistent, type, content type, timestamp, x-* headers', async () => {
     await declareQueue(raw.ch, 'wire.hits', ['monitor.hit']);
     const hit = hitPayload();
     await client.publish('monitor.hit', hit, { messageId: 'wire-1', headers: { accountId: 'acc_w', hitId: 'hit_w' } });

@@ -28,7 +28,7 @@ describe('contracts', () => {
     expect(isRoutingKey('toString')).toBe(false);
   });
 
-  it('accepts the SPEC webhook payloads with their exact field names', () => {
+  it('accepts the webhook payloads of docs/webhooks.md with their exact field names', () => {
     const hit = hitPayload();
     expect(parsePayload('monitor.hit', hit)).toEqual(hit);
     expect(parsePayload('monitor.test', testPayload())).toEqual(testPayload());

@@ -4,7 +4,7 @@
  * before calling a handler. The wire format is documented in ../asyncapi.yaml.
  *
  * On the wire: the body is the JSON of the payload exactly (for `monitor.*` that is the webhook
- * payload of SPEC.md section 6); AMQP properties carry `messageId`, `type` = routing key,
+ * payload of docs/webhooks.md); AMQP properties carry `messageId`, `type` = routing key,
  * `contentType` 'application/json', `deliveryMode` 2 (persistent) and `timestamp` (seconds); the
  * envelope headers travel as AMQP headers (`accountId` -> `x-account-id`, `hitId` -> `x-hit-id`).
  */
@@ -26,7 +26,7 @@ export const MonitorRef = z
   })
   .strict();
 
-/** The monitor reference of a payload, from a monitor row: `keywords` is null when there is no filter (SPEC.md section 6). */
+/** The monitor reference of a payload, from a monitor row: `keywords` is null when there is no filter (docs/webhooks.md). */
 export function monitorRef(monitor: {
   id: string;
   targetUsername: string;
@@ -255,12 +255,12 @@ export function narrowEnvelope<K extends RoutingKey>(env: Envelope<K>): Envelope
   return env;
 }
 
-/** A `monitor.test` payload (SPEC.md section 6) for a monitor. */
+/** A `monitor.test` payload (docs/webhooks.md) for a monitor. */
 export function monitorTestPayload(monitor: PayloadOf<'monitor.test'>['monitor']): MonitorTestEvent {
   return { event: 'monitor.test', monitor: { ...monitor }, test: true };
 }
 
-/** A `monitor.hit` payload (SPEC.md section 6), fields in the specified order. */
+/** A `monitor.hit` payload (docs/webhooks.md), fields in the documented order. */
 export function monitorHitPayload(
   monitor: MonitorHitEvent['monitor'],
   tweet: MonitorHitEvent['tweet'],

@@ -5,7 +5,7 @@ import { AmqpClient, type ConsumeOutcome } from './client';
 import { DEAD_LETTER_EXCHANGE, EXCHANGE, type Envelope } from './contracts';
 import { listDeadLetters, migrateToQuorum, replayDeadLetters } from './dlq';
 import { hitPayload, testPayload } from './testing';
-import { declareQueue, DELIVERY_LIMIT, DLQ_MAX_LENGTH } from './topology';
+import { declareQueue, DELIVERY_LIMIT, DLQ_DELIVERY_LIMIT, DLQ_MAX_LENGTH } from './topology';
 
 let vhost: { url: string; vhost: string };
 let client: AmqpClient;
@@ -83,8 +83,13 @@ describe('quorum topology', () => {
     });
     expect(await queueInfo(vhost.vhost, 'topo.q.dlq')).toMatchObject({
       durable: true,
-      type: 'classic',
-      arguments: { 'x-queue-mode': 'lazy', 'x-max-length': DLQ_MAX_LENGTH, 'x-overflow': 'drop-head' },
+      type: 'quorum',
+      arguments: {
+        'x-queue-type': 'quorum',
+        'x-delivery-limit': DLQ_DELIVERY_LIMIT,
+        'x-max-length': DLQ_MAX_LENGTH,
+        'x-overflow': 'drop-head',
+      },
     });
   });
 
@@ -297,6 +302,12 @@ describe('moving classic queues of earlier versions to quorum queues', () => {
     });
     await ch.bindQueue('legacy', EXCHANGE, 'monitor.hit');
     for (let i = 0; i < 3; i++) ch.publish(EXCHANGE, 'monitor.hit', Buffer.from('{}'), { messageId: `old-${i}` });
+    // the dispatcher's classic parking queue of earlier versions, holding one parked message
+    await ch.assertExchange('legacy.defer', 'direct', { durable: true });
+    await ch.assertExchange('legacy.return', 'direct', { durable: true });
+    await ch.assertQueue('legacy.parked', { durable: true, arguments: { 'x-dead-letter-exchange': 'legacy.return' } });
+    await ch.bindQueue('legacy.parked', 'legacy.defer', 'monitor.hit');
+    ch.publish('legacy.defer', 'monitor.hit', Buffer.from('{}'), { messageId: 'parked-0', expiration: '600000' });
     ch.publish(DEAD_LETTER_EXCHANGE, 'legacy', Buffer.from('{}'), {
       messageId: 'dead-0',
       headers: {
@@ -316,7 +327,14 @@ describe('moving classic queues of earlier versions to quorum queues', () => {
     expect(result.steps).toEqual([
       { name: 'legacy.dlq', action: 'migrated', messages: 1 },
       { name: 'legacy', action: 'migrated', messages: 3 },
+      { name: 'legacy.parked', action: 'migrated', messages: 1 },
     ]);
+    expect(await queueInfo(vhost.vhost, 'legacy.dlq')).toMatchObject({ type: 'quorum' });
+    expect(await queueInfo(vhost.vhost, 'legacy.parked')).toMatchObject({
+      type: 'quorum',
+      arguments: { 'x-dead-letter-exchange': 'legacy.return', 'x-dead-letter-strategy': 'at-least-once' },
+    });
+    expect(await count('legacy.parked')).toBe(1);
     expect(await queueInfo(vhost.vhost, 'legacy')).toMatchObject({ type: 'quorum' });
     expect(await queueInfo(vhost.vhost, 'legacy.dlq')).toMatchObject({ arguments: { 'x-max-length': DLQ_MAX_LENGTH } });
     expect(await queueInfo(vhost.vhost, 'legacy.migrating')).toBeNull();
@@ -332,6 +350,7 @@ describe('moving classic queues of earlier versions to quorum queues', () => {
     await ok.close();
     // idempotent
     expect((await migrateToQuorum(conn, 'legacy', ['monitor.hit'])).steps.map((s) => s.action)).toEqual([
+      'already-current',
       'already-current',
       'already-current',
     ]);

@@ -10,7 +10,14 @@
  */
 import { connect, type Channel, type ChannelModel, type ConfirmChannel, type GetMessage, type Options } from 'amqplib';
 import { DEAD_LETTER_EXCHANGE, EXCHANGE } from './contracts';
-import { consumerQueueArguments, deadLetterQueueArguments, deadLetterQueueName, declareExchanges } from './topology';
+import {
+  consumerQueueArguments,
+  deadLetterQueueArguments,
+  deadLetterQueueName,
+  declareExchanges,
+  parkedQueueArguments,
+  parkingNames,
+} from './topology';
 
 /** Header names whose values are never shown (credentials could travel in custom headers). */
 const SECRET_HEADER = /secret|token|passw|authori[sz]ation|signature|cookie|api[-_]?key|credential/i;
@@ -182,12 +189,22 @@ export async function listDeadLetters(
       if (!msg) break;
       out.push(describeDeadLetter(queue, msg));
     }
+    await holdTheRest(ch, dlq, count - out.length);
     ch.nackAll(true);
   } finally {
     // closing the channel returns anything still unacknowledged, whatever happened above
     await ch.close().catch(() => undefined);
   }
   return { dlq, total: count, messages: out };
+}
+
+/**
+ * Takes (unacknowledged) the `n` messages after the ones already held, so that returning them all
+ * at once keeps the DLQ's order: a quorum queue puts a returned message at its tail, so returning
+ * only the first few would move them behind the rest. (A DLQ is bounded: DLQ_MAX_LENGTH.)
+ */
+async function holdTheRest(ch: Channel, dlq: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) if (!(await ch.get(dlq, { noAck: false }))) return;
 }
 
 export interface ReplayResult {
@@ -267,8 +284,9 @@ export async function replayDeadLetters(
   ch.once('close', () => (closed = true));
   const result: ReplayResult = { dlq, replayed: [], kept: [] };
   const limit = opts.messageId !== undefined ? 1 : (opts.limit ?? count);
+  let seen = 0;
   try {
-    for (let seen = 0; seen < count && result.replayed.length + result.kept.length < limit; seen++) {
+    for (; seen < count && result.replayed.length + result.kept.length < limit; seen++) {
       const msg = await ch.get(dlq, { noAck: false });
       if (!msg) break;
       const messageId = typeof msg.properties.messageId === 'string' ? msg.properties.messageId : null;
@@ -295,6 +313,7 @@ export async function replayDeadLetters(
     }
     // a closed channel has returned its unacknowledged messages already
     if (!closed) {
+      await holdTheRest(ch, dlq, count - seen);
       ch.nackAll(true);
       await ch.waitForConfirms();
     }
@@ -398,7 +417,12 @@ async function replaceQueue(
   //    message published in the instant both are bound lands in both: at least once). Classic,
   //    because only classic queues can be deleted "if empty".
   await withChannel(conn, async (ch) => {
-    await ch.assertQueue(hold, { durable: true, arguments: { 'x-queue-type': 'classic' } });
+    // a parked message that expires while held goes where it would have gone (its return exchange)
+    const dlx =
+      args['x-dead-letter-exchange'] && name.endsWith('.parked')
+        ? { 'x-dead-letter-exchange': args['x-dead-letter-exchange'] }
+        : {};
+    await ch.assertQueue(hold, { durable: true, arguments: { 'x-queue-type': 'classic', ...dlx } });
     for (const b of bindings) await ch.bindQueue(hold, b.exchange, b.routingKey);
     for (const b of bindings) await ch.unbindQueue(name, b.exchange, b.routingKey);
   });
@@ -450,6 +474,12 @@ export async function migrateToQuorum(conn: ChannelModel, queue: string, binding
   const plan: [string, Record<string, unknown>, { exchange: string; routingKey: string }[]][] = [
     [dlq, deadLetterQueueArguments(), [{ exchange: DEAD_LETTER_EXCHANGE, routingKey: queue }]],
     [queue, consumerQueueArguments(queue), bindings.map((routingKey) => ({ exchange: EXCHANGE, routingKey }))],
+    // the dispatcher's parking queue, when this queue has one (absent otherwise)
+    [
+      parkingNames(queue).parked,
+      parkedQueueArguments(queue),
+      bindings.map((routingKey) => ({ exchange: parkingNames(queue).defer, routingKey })),
+    ],
   ];
   for (const [name, args, binds] of plan) {
     const count = await queueExists(conn, name);

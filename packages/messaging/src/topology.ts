@@ -59,19 +59,47 @@ export function consumerQueueArguments(queue: string): Record<string, string | n
 }
 
 /**
- * The arguments `declareQueue` gives `<queue>.dlq`. A CLASSIC queue on purpose: a quorum queue
- * (RabbitMQ 3.10) puts a message returned with nack+requeue at the back, so inspecting a DLQ
- * (`dlq list`, which fetches and returns) would reorder it on every look; a classic queue returns
- * it to its place. Lazy: dead letters live on disk, not in memory. The price: in a cluster a
- * classic DLQ lives on one node (dead letters are for inspection; the live path is quorum).
+ * Deliveries of one dead letter before a quorum DLQ would drop it (a DLQ has no dead-letter
+ * exchange of its own). `dlq list` returns what it looks at (nack with requeue), which counts as
+ * a delivery; RabbitMQ 4.0 would otherwise apply its default limit of 20, so this is set high.
+ */
+export const DLQ_DELIVERY_LIMIT = 1_000_000;
+
+/**
+ * The arguments `declareQueue` gives `<queue>.dlq`: a QUORUM queue, replicated over the
+ * cluster's nodes like the live queue, so a node loss loses no dead letter (quorum queues need
+ * three RabbitMQ nodes to tolerate one failure: k8s/README.md, "RabbitMQ"). Bounded, oldest dropped
+ * first. A classic DLQ of an earlier version is moved by `npm run cli -- queues migrate`.
  */
 export function deadLetterQueueArguments(): Record<string, string | number> {
   return {
-    'x-queue-type': 'classic',
-    'x-queue-mode': 'lazy',
+    'x-queue-type': QUEUE_TYPE,
+    'x-delivery-limit': DLQ_DELIVERY_LIMIT,
     'x-max-length': DLQ_MAX_LENGTH,
     'x-max-length-bytes': DLQ_MAX_LENGTH_BYTES,
     'x-overflow': 'drop-head',
+  };
+}
+
+/**
+ * The dispatcher's parking (services/webhook-dispatcher/src/adapters/parking.ts): `<queue>.defer`
+ * (direct exchange) → `<queue>.parked` (messages expire after the delay) → `<queue>.return`
+ * (direct exchange) → `<queue>`.
+ */
+export function parkingNames(queue: string): { defer: string; parked: string; back: string } {
+  return { defer: `${queue}.defer`, parked: `${queue}.parked`, back: `${queue}.return` };
+}
+
+/**
+ * `<queue>.parked` is a quorum queue too (RabbitMQ 3.10+: message TTL and at-least-once
+ * dead-lettering in quorum queues): an expired message leaves only once `<queue>` took it.
+ */
+export function parkedQueueArguments(queue: string): Record<string, string> {
+  return {
+    'x-queue-type': QUEUE_TYPE,
+    'x-dead-letter-exchange': parkingNames(queue).back,
+    'x-dead-letter-strategy': 'at-least-once',
+    'x-overflow': 'reject-publish',
   };
 }
 
@@ -80,7 +108,7 @@ export function deadLetterQueueArguments(): Record<string, string | number> {
  * `monitor.events` with the given routing keys:
  * - `<queue>`: durable quorum queue with `consumerQueueArguments` (delivery limit, dead letters to
  *   `monitor.events.dlx` with routing key `<queue>`, at-least-once);
- * - `<queue>.dlq`: durable classic (lazy) queue bounded by `deadLetterQueueArguments`, bound to
+ * - `<queue>.dlq`: durable quorum queue bounded by `deadLetterQueueArguments`, bound to
  *   `monitor.events.dlx` with routing key `<queue>`.
  * Also declares the exchanges, so another internal service can call this on its own channel.
  * A classic queue of the same name from an earlier version makes this fail with

@@ -1,5 +1,5 @@
 /**
- * Webhook signing and verification, SPEC.md section 5:
+ * Webhook signing and verification, docs/webhooks.md "Signing and verifying":
  * signature = "sha256=" + hex(HMAC-SHA256(key = UTF-8 bytes of the secret, message = "{timestamp}.{raw body bytes}")).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -56,7 +56,7 @@ export interface VerifyInput {
   /** The raw request body, before any JSON parsing. */
   body: RawBody;
   headers: HeadersInput;
-  /** Default 300 (SPEC.md section 5). */
+  /** Default 300 (docs/webhooks.md "Signing and verifying"). */
   toleranceSec?: number;
   /** The receiver's current time: Unix seconds (same unit as the header) or a Date. Defaults to the clock. */
   now?: number | Date;

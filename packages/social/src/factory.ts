@@ -3,11 +3,13 @@
  * X API v2). `socialEnv` holds the zod fields a service spreads into its environment schema, and
  * `requireXToken` the check that X_BEARER_TOKEN is set when SOCIAL_SOURCE=x.
  */
+import type { Registry } from 'prom-client';
 import { z } from 'zod';
+import type { RedisClient } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource } from './local';
 import type { SocialSource } from './types';
-import { createXSource } from './x';
+import { createRedisGovernor, createXMetrics, createXSource, parseRateLimits, type XFamily } from './x';
 
 export interface SocialSourceConfig {
   SOCIAL_SOURCE?: 'local' | 'x' | undefined;
@@ -17,10 +19,20 @@ export interface SocialSourceConfig {
   X_TIMEOUT_MS?: number | undefined;
   /** X: the window a poll re-reads behind its position (the poller's setting); default 30 */
   POLL_OVERLAP_SECONDS?: number | undefined;
+  /** X: how long a resolved username is cached in Redis; default 3600 */
+  X_USER_CACHE_TTL_SECONDS?: number | undefined;
+  /** X: percent of each rate-limit window low-priority (Free) polls leave to the others; default 20 */
+  X_LOW_PRIORITY_RESERVE_PERCENT?: number | undefined;
+  /** X: the tier's limits per window before X's headers tell them; default Pro */
+  X_RATE_LIMITS?: Partial<Record<XFamily, number>> | undefined;
 }
 
 export interface SocialSourceDeps {
   db: Db;
+  /** the fleet's Redis: X's rate-limit governor and user cache (every service passes it) */
+  redis?: RedisClient;
+  /** registers the X request and budget metrics */
+  registry?: Registry;
 }
 
 export const socialEnv = {
@@ -40,6 +52,16 @@ export const socialEnv = {
     .default('https://api.x.com'),
   X_BEARER_TOKEN: z.string().optional(),
   X_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  X_USER_CACHE_TTL_SECONDS: z.coerce.number().int().min(1).max(604_800).default(3600),
+  X_LOW_PRIORITY_RESERVE_PERCENT: z.coerce.number().int().min(0).max(90).default(20),
+  X_RATE_LIMITS: z
+    .string()
+    .default('')
+    .superRefine((v, ctx) => {
+      const parsed = parseRateLimits(v);
+      if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed });
+    })
+    .transform((v) => parseRateLimits(v) as Partial<Record<XFamily, number>>),
 };
 
 /** For `schema.superRefine(requireXToken)`: X_BEARER_TOKEN must be set when SOCIAL_SOURCE=x. */
@@ -57,11 +79,19 @@ export function createSocialSource(config: SocialSourceConfig, deps: SocialSourc
   if (kind === 'local') return createLocalSource({ db: deps.db });
   if (kind === 'x') {
     if (!config.X_BEARER_TOKEN) throw new Error('X_BEARER_TOKEN is required when SOCIAL_SOURCE=x');
+    const reserve = (config.X_LOW_PRIORITY_RESERVE_PERCENT ?? 20) / 100;
+    const governor = deps.redis
+      ? createRedisGovernor(deps.redis, { lowPriorityReserve: reserve, limits: config.X_RATE_LIMITS ?? {} })
+      : undefined;
     return createXSource({
       baseUrl: config.X_API_BASE_URL ?? 'https://api.x.com',
       bearerToken: config.X_BEARER_TOKEN,
       timeoutMs: config.X_TIMEOUT_MS ?? 10_000,
       overlapMs: (config.POLL_OVERLAP_SECONDS ?? 30) * 1000,
+      userCacheTtlSeconds: config.X_USER_CACHE_TTL_SECONDS ?? 3600,
+      ...(deps.redis && { redis: deps.redis }),
+      ...(governor && { governor }),
+      ...(governor && deps.registry && { metrics: createXMetrics(deps.registry, governor) }),
     });
   }
   throw new Error(`unknown SOCIAL_SOURCE "${String(kind)}" (expected local or x)`);

@@ -11,7 +11,7 @@ export {
   type SocialUserInput,
   type SocialTweetInput,
 } from './local';
-export { createXSource, mapXTweet, mapXUser, X_TWEET_FIELDS, X_USER_FIELDS, type XSourceOptions } from './x';
+export * from './x';
 export {
   createSocialSource,
   requireXToken,
@@ -19,3 +19,4 @@ export {
   type SocialSourceConfig,
   type SocialSourceDeps,
 } from './factory';
+export { upstreamRuleKey, upstreamRuleParts, withRuleParts, type MonitorRuleColumns } from './upstreamRules';

@@ -106,6 +106,7 @@ describe('local social source', () => {
       createdAt: t.createdAt,
       lang: 'en',
       metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
+      referencedTweets: [],
     });
     expect(await source.getTweet('1')).toBeNull();
     expect(await source.getTweet('abc')).toBeNull();

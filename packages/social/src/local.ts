@@ -30,6 +30,7 @@ import {
   type PageRequest,
   type PollPage,
   type PollRequest,
+  type ReferencedTweet,
   type SocialSource,
   type SocialTweet,
   type SocialUser,
@@ -86,6 +87,9 @@ interface TweetRow {
   retweet_count: number;
   reply_count: number;
   quote_count: number;
+  reply_to_id: string | null;
+  quote_of_id: string | null;
+  repost_of_id: string | null;
   created_at: Date;
   u_username: string;
   u_name: string;
@@ -100,7 +104,8 @@ interface TweetRow {
 
 const TWEET_FIELDS = Prisma.sql`
   t.id::text AS id, t.author_id::text AS author_id, t.text, t.lang, t.like_count, t.retweet_count, t.reply_count,
-  t.quote_count, t.created_at`;
+  t.quote_count, t.reply_to_id::text AS reply_to_id, t.quote_of_id::text AS quote_of_id,
+  t.repost_of_id::text AS repost_of_id, t.created_at`;
 
 const AUTHOR_FIELDS = Prisma.sql`
   u.username AS u_username, u.name AS u_name, u.description AS u_description,
@@ -143,7 +148,18 @@ function toTweet(row: TweetRow): SocialTweet {
       replyCount: row.reply_count,
       quoteCount: row.quote_count,
     },
+    referencedTweets: referencesOf(row.reply_to_id, row.quote_of_id, row.repost_of_id),
   };
+}
+
+/** The store's reference columns as X's referenced_tweets (X's order: replied_to, quoted, retweeted). */
+type RefId = string | bigint | null;
+function referencesOf(replyTo: RefId, quoteOf: RefId, repostOf: RefId): ReferencedTweet[] {
+  const out: ReferencedTweet[] = [];
+  if (replyTo !== null) out.push({ type: 'replied_to', id: String(replyTo) });
+  if (quoteOf !== null) out.push({ type: 'quoted', id: String(quoteOf) });
+  if (repostOf !== null) out.push({ type: 'retweeted', id: String(repostOf) });
+  return out;
 }
 
 function isTweetId(id: string): boolean {
@@ -571,6 +587,23 @@ export interface SocialTweetInput {
   /** numeric id; a new snowflake id when absent */
   id?: string;
   metrics?: Partial<SocialTweet['metrics']>;
+  /** the post this one replies to, quotes or reposts (numeric ids; a repost references nothing else) */
+  replyToId?: string;
+  quoteOfId?: string;
+  repostOfId?: string;
+}
+
+function checkReferences(input: SocialTweetInput): void {
+  for (const [name, id] of [
+    ['reply-to', input.replyToId],
+    ['quote', input.quoteOfId],
+    ['repost', input.repostOfId],
+  ] as const) {
+    if (id !== undefined && !isValidTweetId(id)) throw new SocialInputError(`${name} must be a numeric tweet id`);
+  }
+  if (input.repostOfId !== undefined && (input.replyToId !== undefined || input.quoteOfId !== undefined)) {
+    throw new SocialInputError('a repost cannot also reply or quote');
+  }
 }
 
 /** Stores a tweet by an existing user of the local store and counts it on the author. */
@@ -584,6 +617,7 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
     throw new SocialInputError('author must be a valid username');
   }
   if (input.id !== undefined && !isValidTweetId(input.id)) throw new SocialInputError('id must be a numeric id');
+  checkReferences(input);
   const createdAt = input.createdAt ?? new Date();
   if (Number.isNaN(createdAt.getTime())) throw new SocialInputError('createdAt is not a valid date');
   const m = input.metrics ?? {};
@@ -604,6 +638,9 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
         retweetCount,
         replyCount,
         quoteCount,
+        replyToId: input.replyToId !== undefined ? BigInt(input.replyToId) : null,
+        quoteOfId: input.quoteOfId !== undefined ? BigInt(input.quoteOfId) : null,
+        repostOfId: input.repostOfId !== undefined ? BigInt(input.repostOfId) : null,
         createdAt,
       },
       select: {
@@ -614,6 +651,9 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
         retweetCount: true,
         replyCount: true,
         quoteCount: true,
+        replyToId: true,
+        quoteOfId: true,
+        repostOfId: true,
         createdAt: true,
       },
     });
@@ -634,6 +674,7 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
         replyCount: row.replyCount,
         quoteCount: row.quoteCount,
       },
+      referencedTweets: referencesOf(row.replyToId, row.quoteOfId, row.repostOfId),
     };
   });
 }

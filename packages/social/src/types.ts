@@ -25,6 +25,14 @@ export interface SocialTweet {
   createdAt: Date;
   lang: string | null;
   metrics: { likeCount: number; retweetCount: number; replyCount: number; quoteCount: number };
+  /** X's `referenced_tweets`: what this post replies to, quotes or reposts; absent or [] = an original post */
+  referencedTweets?: ReferencedTweet[];
+}
+
+/** One of X's `referenced_tweets` (types `replied_to`, `quoted`, `retweeted`). */
+export interface ReferencedTweet {
+  type: 'replied_to' | 'quoted' | 'retweeted';
+  id: string;
 }
 
 export interface Page<T> {
@@ -46,6 +54,11 @@ export interface PollRequest {
   limit: number;
   /** the first call of a poll; X re-reads its overlap window only then (so later pages progress) */
   firstPage: boolean;
+  /**
+   * X: the call's priority for the fleet's rate-limit budget ('low': targets watched only by Free
+   * accounts, which leave a reserve of each window to the others); default 'high'
+   */
+  priority?: 'high' | 'low';
 }
 
 export interface PollPage {
@@ -82,6 +95,37 @@ export class SocialSourceError extends Error {
   constructor(
     message: string,
     readonly timeout = false,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The fleet's X budget cannot afford the call now (the rate-limit governor refused it, or X
+ * answered 429): nothing was lost, try again after `retryAfterMs` (503 UPSTREAM_BUSY at the API).
+ */
+export class SourceBusyError extends SocialSourceError {
+  override name = 'SourceBusyError';
+  constructor(
+    message: string,
+    readonly family: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A watched account cannot be read any more: renamed (`newUsername` when X told it) or suspended.
+ * The poller records the message as the target's `last_error`, which its monitors show.
+ */
+export class SourceUserError extends SocialSourceError {
+  override name = 'SourceUserError';
+  constructor(
+    message: string,
+    readonly username: string,
+    readonly reason: 'renamed' | 'suspended',
+    readonly newUsername: string | null = null,
   ) {
     super(message);
   }

@@ -14,3 +14,4 @@ export * from './proxy';
 export * from './rabbitmq';
 export * from './wait';
 export { createVhost, type ServiceUrls } from './services';
+export * from './fakeX';

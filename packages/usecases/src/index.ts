@@ -29,6 +29,7 @@ import {
   type WebhookUseCases,
 } from './monitors';
 import { overviewUseCases, type PlanUseCases } from './overview';
+import { previewUseCases, type PreviewUseCases } from './preview';
 import type { Overview, UseCaseOptions } from './types';
 
 export * from './errors';
@@ -38,7 +39,17 @@ export { hashPassword, verifyPassword, needsRehash, DEFAULT_SCRYPT, type ScryptP
 export { checkPassword, PASSWORD_MIN, PASSWORD_MAX } from './accounts';
 export type { AccountUseCases, AccountAdminUseCases } from './accounts';
 export { evictApiKeyVia, MAX_ACTIVE_KEYS, type KeyUseCases, type KeyAdminUseCases, type RevokedApiKey } from './keys';
-export { checkTarget, checkKeywords, MAX_INTERVAL_SEC } from './monitors';
+export { checkTarget, checkKeywords, checkFilters, MAX_INTERVAL_SEC } from './monitors';
+export {
+  PREVIEW_CACHE_SECONDS_DEFAULT,
+  PREVIEW_POSTS,
+  type Preview,
+  type PreviewInput,
+  type PreviewOptions,
+  type PreviewPost,
+  type PreviewTweet,
+  type PreviewUseCases,
+} from './preview';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
 export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
@@ -62,7 +73,7 @@ export interface UseCases {
   overview(accountId: string): Promise<Overview>;
   plans: PlanUseCases;
   keys: KeyUseCases;
-  monitors: MonitorUseCases;
+  monitors: MonitorUseCases & PreviewUseCases;
   webhooks: WebhookUseCases;
   deliveries: DeliveryUseCases;
   hits: HitUseCases;
@@ -83,7 +94,7 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
     overview: o.overview,
     plans: o.plans,
     keys: k.keys,
-    monitors: m.monitors,
+    monitors: { ...m.monitors, ...previewUseCases(ctx) },
     webhooks: webhookUseCases(ctx),
     deliveries: logs.deliveries,
     hits: logs.hits,

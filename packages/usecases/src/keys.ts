@@ -3,6 +3,7 @@
  * stored. A revocation evicts the key's cached lookup when `evictApiKey` is given; either way the
  * gateways' key cache TTL (5 s) bounds how long a revoked key still works.
  */
+import { evictCachedApiKey } from '@sts/common';
 import { generateApiKey } from '@sts/core';
 import { idOrNotFound, loadAccount, requireVerified, type Ctx } from './context';
 import { NotFoundError, ValidationError } from './errors';
@@ -122,12 +123,5 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
 
 /** An `evictApiKey` over a Redis client whose keyPrefix is the gateways' (REDIS_KEY_PREFIX). */
 export function evictApiKeyVia(redis: { del(key: string): Promise<number> }): (keyHash: string) => Promise<boolean> {
-  return async (keyHash) => {
-    try {
-      await redis.del(`apikey:${keyHash}`);
-      return true;
-    } catch {
-      return false;
-    }
-  };
+  return (keyHash) => evictCachedApiKey(redis, keyHash);
 }

@@ -7,7 +7,17 @@
  * creation and at rotation. Input is validated before anything is written.
  */
 import { randomUUID } from 'node:crypto';
-import { generateWebhookSecret, isValidUsername, KeywordError, parseKeywords, type PlanName } from '@sts/core';
+import {
+  generateWebhookSecret,
+  isValidUsername,
+  KeywordError,
+  parseKeywords,
+  parseLangs,
+  parsePostTypes,
+  RuleError,
+  type MonitorFilters,
+  type PlanName,
+} from '@sts/core';
 import { type Prisma } from '@sts/db';
 import { monitorRef } from '@sts/messaging';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, requireVerified, type Ctx } from './context';
@@ -22,6 +32,8 @@ const monitorSelect = {
   accountId: true,
   targetUsername: true,
   keywords: true,
+  excludeTypes: true,
+  langs: true,
   isActive: true,
   checkIntervalSec: true,
   lastCheckAt: true,
@@ -62,6 +74,7 @@ function toMonitorView(m: MonitorRow): MonitorView {
     id: m.id,
     targetUsername: m.targetUsername,
     keywords: m.keywords,
+    filters: { exclude: parsePostTypes(m.excludeTypes), lang: [...m.langs] },
     status: m.isActive ? 'active' : 'paused',
     intervalSec: m.checkIntervalSec,
     lastCheckAt: m.lastCheckAt,
@@ -89,6 +102,27 @@ export function checkKeywords(raw: MonitorInput['keywords']): string[] {
     if (err instanceof KeywordError) throw new ValidationError('keywords', err.message);
     throw err;
   }
+}
+
+/** The filters given (undefined = leave as is), validated; ValidationError names the field. */
+export function checkFilters(input: Pick<MonitorInput, 'exclude' | 'lang'>): Partial<MonitorFilters> {
+  try {
+    return {
+      ...(input.exclude !== undefined ? { exclude: parsePostTypes(input.exclude) } : {}),
+      ...(input.lang !== undefined ? { lang: parseLangs(input.lang) } : {}),
+    };
+  } catch (err) {
+    if (err instanceof RuleError) throw new ValidationError(err.field, err.message);
+    throw err;
+  }
+}
+
+/** The filter columns of a monitor row. */
+function filterColumns(f: Partial<MonitorFilters>): { excludeTypes?: string[]; langs?: string[] } {
+  return {
+    ...(f.exclude !== undefined ? { excludeTypes: f.exclude } : {}),
+    ...(f.lang !== undefined ? { langs: f.lang } : {}),
+  };
 }
 
 export interface MonitorUseCases {
@@ -190,6 +224,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
     async create(accountId, input) {
       const target = checkTarget(input.target);
       const keywords = checkKeywords(input.keywords);
+      const filters = checkFilters(input);
       const account = await loadAccount(ctx, accountId);
       if (input.webhookUrl !== undefined) requireVerified(ctx, account, 'save a webhook URL');
       const plan = planOf(ctx, account);
@@ -213,6 +248,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
             targetUsername: target,
             targetKey: target.toLowerCase(),
             keywords,
+            ...filterColumns(filters),
             checkIntervalSec: interval,
             ...(hook && secretCiphertext
               ? { webhook: { create: { url: hook.url, kind: hook.kind, secretCiphertext } } }
@@ -227,6 +263,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const m = await load(accountId, monitorId);
       const target = edit.target !== undefined ? checkTarget(edit.target) : undefined;
       const keywords = edit.keywords !== undefined ? checkKeywords(edit.keywords) : undefined;
+      const filters = checkFilters(edit);
       const account = await loadAccount(ctx, accountId);
       const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
       await db.monitor.update({
@@ -234,6 +271,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
         data: {
           ...(target !== undefined ? { targetUsername: target, targetKey: target.toLowerCase() } : {}),
           ...(keywords !== undefined ? { keywords } : {}),
+          ...filterColumns(filters),
           ...(interval !== undefined ? { checkIntervalSec: interval } : {}),
         },
       });

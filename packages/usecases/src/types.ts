@@ -2,10 +2,11 @@
  * The public shapes of @sts/usecases: what the dashboard renders and the CLI prints. Dates are
  * Date objects (the caller formats them); ids are UUID strings.
  */
-import type { MonitorLimits, PlanName, Plans, SecretBox, WebhookKindName } from '@sts/core';
+import type { MonitorFilters, MonitorLimits, PlanName, Plans, SecretBox, WebhookKindName } from '@sts/core';
 import type { Db } from '@sts/db';
 import type { HeadersOf, PayloadOf } from '@sts/messaging';
 import type { ScryptParams } from './password';
+import type { PreviewOptions } from './preview';
 import type { WebhookUrlCheck } from './webhookUrl';
 
 export type PublishedKey = 'monitor.test' | 'webhook.redeliver';
@@ -62,6 +63,8 @@ export interface UseCaseOptions {
    * WebhookUrlError for a refused URL (→ ValidationError 'webhookUrl') and may return warnings.
    */
   webhookUrlCheck?: WebhookUrlCheck;
+  /** the monitor preview's source and cache; without it preview() throws NotConfiguredError */
+  preview?: PreviewOptions;
 }
 
 export interface AccountView {
@@ -150,8 +153,10 @@ export type MonitorStatus = 'active' | 'paused';
 export interface MonitorView {
   id: string;
   targetUsername: string;
-  /** [] = every post of the target */
+  /** [] = every post of the target; exclusions written `-word` / `-"a phrase"` */
   keywords: string[];
+  /** post types left out and languages kept (@sts/core rules.ts); empty lists = today's behaviour */
+  filters: MonitorFilters;
   status: MonitorStatus;
   intervalSec: number;
   lastCheckAt: Date | null;
@@ -167,6 +172,10 @@ export interface MonitorInput {
   target: string;
   /** comma-separated string or list; see @sts/core parseKeywords */
   keywords?: string | readonly string[] | null;
+  /** post types left out: "replies,reposts,quotes" or a list; default none */
+  exclude?: string | readonly string[] | null;
+  /** languages that fire: "en,de" or a list; default any */
+  lang?: string | readonly string[] | null;
   /** seconds between checks: from the plan's poll interval to 86400; default the plan's */
   intervalSec?: number;
   /** creates the webhook too; its secret is returned once */
@@ -176,6 +185,8 @@ export interface MonitorInput {
 export interface MonitorEdit {
   target?: string;
   keywords?: string | readonly string[] | null;
+  exclude?: string | readonly string[] | null;
+  lang?: string | readonly string[] | null;
   intervalSec?: number;
 }
 

@@ -5,6 +5,7 @@
 import path from 'node:path';
 import express, { type Express } from 'express';
 import helmet from 'helmet';
+import type client from 'prom-client';
 import type { Logger, RedisClient } from '@sts/common';
 import type { UseCases } from '@sts/usecases';
 import type { AccountSessions } from './adapters/sessions';
@@ -14,6 +15,7 @@ import { accountRouter } from './http/account';
 import { authRouter, linkRouter, type AuthDeps } from './http/auth';
 import { settingsRouter } from './http/settings';
 import { errorMiddleware, notFound } from './http/errors';
+import { httpMetrics } from './http/metrics';
 import { monitorRouter } from './http/monitors';
 import { absoluteLifetime, anonymousCsrf, csrfProtection, requireAccount, sessionMiddleware } from './http/session';
 
@@ -35,6 +37,8 @@ export interface AppOptions {
   resendLimit: (accountId: string) => Promise<number | null>;
   /** the trial-end banner of the overview */
   trialEnd?: (accountId: string) => Promise<{ endedAt: string; paused: string[] } | null>;
+  /** where dashboard_http_request_duration_seconds is registered (the service's /metrics) */
+  registry?: client.Registry;
 }
 
 export const PUBLIC_DIR = path.resolve(__dirname, '../public');
@@ -43,6 +47,7 @@ export function createApp(o: AppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', o.trustProxy);
+  if (o.registry) app.use(httpMetrics(o.registry));
   app.use(
     helmet({
       contentSecurityPolicy: {

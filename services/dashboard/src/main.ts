@@ -96,14 +96,17 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       trustProxy: env.TRUST_PROXY,
       apiUrl: env.API_PUBLIC_URL.replace(/\/$/, ''),
       liveRefreshMs: env.LIVE_REFRESH_MS,
+      registry,
     });
     const server = http.createServer(app);
     server.headersTimeout = 20_000;
     server.requestTimeout = 30_000;
     try {
       await untilStopped(redis.connect());
-      // Not awaited (start() retries until connected): while RabbitMQ is down the pages work,
-      // /readyz says rabbitmq is not connected, and only Test webhook / Redeliver answer 503.
+      // Not awaited (start() retries until connected): while RabbitMQ is down the pages work and
+      // only Test webhook / Redeliver answer 503. Readiness checks only what serving pages needs
+      // (PostgreSQL, Redis, migrations), so a broker outage never takes the dashboard off the
+      // Ingress; the broker's state is logged by the client and alerted on by RabbitMQ's metrics.
       amqp
         .start()
         .catch((err: unknown) =>
@@ -117,7 +120,6 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
           migrations: migrationsCheck(db),
           postgres: async () => void (await db.$queryRaw`SELECT 1`),
           redis: async () => void (await redis.ping()),
-          rabbitmq: () => amqp.check(),
         },
         async stop() {
           await new Promise<void>((resolve) => {

@@ -18,7 +18,8 @@ import {
   spawnService,
   waitFor,
 } from '@sts/testing';
-import { apiKeyCacheKey, createKeyStore } from './adapters/keys';
+import { apiKeyCacheKey } from '@sts/common';
+import { createKeyStore } from './adapters/keys';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway, type Gateway } from './app';
 import type { openApiDocument } from './http/openapi';
@@ -488,7 +489,7 @@ describe('gateway', () => {
         doc,
       ),
     ).toEqual([]);
-    // the document names every SPEC endpoint, both key schemes and the quota headers
+    // the document names every endpoint of docs/api.md, both key schemes and the quota headers
     expect(Object.keys(doc.paths).sort()).toEqual(
       [
         '/api/v1/monitors',

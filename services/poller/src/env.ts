@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { commonEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
+import { streamEnv } from './stream/env';
 
 export const pollerEnvSchema = z
   .object({
@@ -9,6 +10,8 @@ export const pollerEnvSchema = z
     ...planEnv,
     ...socialEnv,
     ...opsEnv(3003),
+    /** X stream mode: X_RULE_MAX_LENGTH, X_MAX_RULES, X_RULE_SETTLE_SECONDS (stream/env.ts) */
+    ...streamEnv,
     /** overrides the plans' poll intervals (tests and demos use 1) */
     POLL_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).optional(),
     /** targets polled at the same time by one replica */
@@ -19,6 +22,15 @@ export const pollerEnvSchema = z
     POLL_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
     /** X source: how far behind its position a poll re-reads (tweets X makes visible late) */
     POLL_OVERLAP_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
+    /**
+     * X source: how monitors read X (issue 19). `stream`: the filtered stream (stream/) serves
+     * targets with a Starter or trial watcher, the tick polls only the Free-only ones by batched
+     * search; `search`: due targets packed into `from:` OR-queries; `timeline`: one timeline read
+     * per target (small tiers). See the README, "X monitor modes".
+     */
+    X_MONITOR_MODE: z.enum(['stream', 'search', 'timeline']).default('stream'),
+    /** search mode (and stream mode's Free-only polls): most characters of one packed `from:` query */
+    X_QUERY_MAX_LENGTH: z.coerce.number().int().min(32).max(4096).default(512),
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(10),
   })
   .superRefine(requireXToken);

@@ -4,15 +4,13 @@
  *   commits) beside fast ones, several rounds, two running poller replicas;
  * - X: a fake X API v2 timeline that shows an older tweet after a newer one was already polled.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Client } from 'pg';
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, createXSource, type SocialSource } from '@sts/social';
-import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
+import { createTestDatabase, createTestRedis, startFakeX, waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller, type PollerOptions } from './poller';
@@ -85,7 +83,7 @@ describe('poller: late-visible tweets', () => {
     const monitors = await Promise.all(targets.map((t) => monitorOn(t)));
     const source = createLocalSource({ db });
     const replicas = [makePoller(source, { tickMs: 50 }), makePoller(source, { tickMs: 50 })];
-    for (const r of replicas) r.start();
+    for (const r of replicas) await r.start();
     const posted: string[] = [];
     try {
       for (let round = 0; round < 3; round++) {
@@ -118,36 +116,13 @@ describe('poller: late-visible tweets', () => {
   });
 
   it('X: a timeline that shows an older tweet after a newer one: both become exactly one hit and one event', async () => {
-    const user = { id: '4242', username: 'LateOnX', name: 'Late on X', created_at: '2020-01-01T00:00:00.000Z' };
-    const timeline: { id: string; text: string; author_id: string; created_at: string }[] = [];
-    const post = (at: number, text: string) => {
-      const id = snowflakeId(new Date(at));
-      timeline.push({ id, text, author_id: user.id, created_at: new Date(at).toISOString() });
-      timeline.sort((a, b) => (BigInt(b.id) > BigInt(a.id) ? 1 : -1)); // X lists newest first
-    };
-    let timelineCalls = 0;
-    // a fake of the X API v2 (the two endpoints the poller uses, in X's response format)
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://fake');
-      const send = (body: unknown) =>
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-      if (url.pathname === `/2/users/by/username/${user.username}`) return send({ data: user });
-      if (url.pathname === `/2/users/${user.id}/tweets`) {
-        timelineCalls++;
-        const since = url.searchParams.get('since_id');
-        const max = Number(url.searchParams.get('max_results') ?? '10');
-        const data = timeline.filter((t) => !since || BigInt(t.id) > BigInt(since)).slice(0, max);
-        const meta = data.length
-          ? { result_count: data.length, newest_id: data[0]!.id, oldest_id: data[data.length - 1]!.id }
-          : { result_count: 0 };
-        return send(data.length ? { data, includes: { users: [user] }, meta } : { meta });
-      }
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"title":"Not Found"}');
-      return undefined;
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    // the fake X of @sts/testing (X's response format and limits)
+    const fake = await startFakeX();
+    const user = fake.state.addUser({ id: '4242', username: 'LateOnX', name: 'Late on X' });
+    const post = (at: number, text: string) => fake.state.post({ author: user.id, text, createdAt: new Date(at) });
+    const timelineCalls = () => fake.requests.count({ family: 'timeline' });
     try {
-      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const baseUrl = fake.url;
       const source = createXSource({ baseUrl, bearerToken: 't', timeoutMs: 5000, overlapMs: 30_000 });
       const m = await monitorOn(user.username, new Date(Date.now() - 3600_000));
       const poller = makePoller(source);
@@ -155,17 +130,16 @@ describe('poller: late-visible tweets', () => {
       post(now - 2_000, 'newer, shown at once');
       await poller.runCycle({ force: true });
       post(now - 10_000, 'older, shown late'); // behind the cursor
-      timelineCalls = 0;
+      fake.requests.clear();
       await poller.runCycle({ force: true });
-      expect(timelineCalls).toBe(1); // the window needs no extra call
+      expect(timelineCalls()).toBe(1); // the window needs no extra call
       await poller.runCycle({ force: true }); // both seen again through the window: nothing new
       const hits = await db.hit.findMany({ where: { monitorId: m.id }, orderBy: { tweetCreatedAt: 'asc' } });
       expect(hits.map((h) => h.tweetText)).toEqual(['older, shown late', 'newer, shown at once']);
       const events = await db.outboxEvent.findMany({ where: { payload: { path: ['monitor', 'id'], equals: m.id } } });
       expect(events).toHaveLength(2);
     } finally {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await fake.stop();
     }
   });
 });

@@ -135,4 +135,16 @@ describe('poller main', () => {
     expect(await noToken.exited).toBe(2);
     expect(noToken.lines.join('\n')).toContain('X_BEARER_TOKEN: is required when SOCIAL_SOURCE=x');
   });
+
+  it.each([
+    ['X_MONITOR_MODE', 'firehose'],
+    ['X_MONITOR_MODE', 'STREAM'],
+    ['X_QUERY_MAX_LENGTH', 'long'],
+    ['X_QUERY_MAX_LENGTH', '10'],
+    ['X_QUERY_MAX_LENGTH', '100000'],
+  ])('refuses %s=%j with exit code 2, naming it', async (name, value) => {
+    const bad = spawnService('services/poller/src/main.ts', { [name]: value });
+    expect(await bad.exited).toBe(2);
+    expect(bad.lines.join('\n')).toContain(name);
+  });
 });

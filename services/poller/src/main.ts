@@ -2,7 +2,7 @@
 // (signals, environment, ops server on OPS_PORT, exit codes: packages/common/src/runService.ts).
 // Builds PostgreSQL, Redis, RabbitMQ and the social source, runs the poller and the outbox relay;
 // stopping finishes the polls and the relay round in flight before closing its connections.
-import { Counter } from 'prom-client';
+import { Counter, Histogram } from 'prom-client';
 import { createRedis, runService, type ServiceContext, type ServiceDefinition, type StartedService } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
@@ -13,8 +13,9 @@ import { createOutboxRelay } from './adapters/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
-import { createFleetMetrics } from './metrics';
+import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller } from './poller';
+import { buildStreamMode } from './stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -51,8 +52,16 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   // outbox lag and poll lag: exported by the one replica holding the reporter lock (metrics.ts)
   const reporter = createMetricsReporter({ databaseUrl: env.DATABASE_URL, logger });
   createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
+  const latency = createDetectionLatency(registry, Histogram);
+  const sourceName = env.SOCIAL_SOURCE;
+  const repository = createPollerRepository(db);
+  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
+  const stream =
+    env.SOCIAL_SOURCE === 'x' && env.X_MONITOR_MODE === 'stream'
+      ? buildStreamMode(env, { db, pollerRepository: repository, logger, registry, hits: (n) => hits.inc(n) })
+      : null;
   const poller = createPoller({
-    repository: createPollerRepository(db),
+    repository,
     source,
     leases: createRedisLeases(redis),
     logger,
@@ -60,7 +69,13 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     concurrency: env.POLL_CONCURRENCY,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    metrics: { polls: (o) => polls.inc({ outcome: o }), hits: (n) => hits.inc(n) },
+    // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
+    ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
+    metrics: {
+      polls: (o) => polls.inc({ outcome: o }),
+      hits: (n) => hits.inc(n),
+      detected: (found, how) => latency.observe(sourceName, sourceName === 'x' ? env.X_MONITOR_MODE : how, found),
+    },
   });
 
   // Not awaited: while RabbitMQ is down the poller keeps recording hits and the outbox holds
@@ -71,9 +86,10 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
     );
   await relay.start();
-  poller.start();
+  await poller.start();
+  stream?.start();
   return {
-    info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null },
+    info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null, xMonitorMode: env.X_MONITOR_MODE },
     checks: {
       postgres: async () => void (await db.$queryRaw`SELECT 1`),
       redis: async () => void (await redis.ping()),
@@ -81,6 +97,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       migrations: migrationsCheck(db),
     },
     async stop() {
+      await stream?.stop();
       await poller.stop();
       const relayStopped = relay.stop();
       // RabbitMQ down: stopping the client fails the publishes waiting for it now rather than

@@ -151,3 +151,30 @@ export function createFleetMetrics(options: FleetMetricsOptions): void {
     },
   );
 }
+
+/** seconds; detection_latency_seconds reaches well past any alert threshold (10 min) */
+export const DETECTION_LATENCY_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600] as const;
+
+/**
+ * `detection_latency_seconds{source, mode}`: a post's `created_at` to its hit recorded, one
+ * observation per new hit, by this replica (a histogram sums over replicas). `source` is the
+ * social source (`local`, `x`); `mode` how the hit was found: `push` (the local store's
+ * notification), `poll` (the tick), or X's `search`, `timeline`, `stream`.
+ */
+export function createDetectionLatency(registry: client.Registry, Histogram: typeof client.Histogram) {
+  const histogram = new Histogram({
+    name: 'detection_latency_seconds',
+    help: "a post's created_at to its hit recorded, by source and mode",
+    labelNames: ['source', 'mode'] as const,
+    buckets: [...DETECTION_LATENCY_BUCKETS],
+    registers: [registry],
+  });
+  return {
+    observe(source: string, mode: string, hits: readonly { tweetCreatedAt: Date; detectedAt: Date }[]): void {
+      for (const h of hits) {
+        const seconds = Math.max(0, (h.detectedAt.getTime() - h.tweetCreatedAt.getTime()) / 1000);
+        histogram.observe({ source, mode }, seconds);
+      }
+    },
+  };
+}

@@ -162,7 +162,7 @@ describe('poller', () => {
     await dbHandle.drop();
   });
 
-  it('records a hit, its outbox event and publishes the exact SPEC payload', async () => {
+  it('records a hit, its outbox event and publishes the exact webhook payload (docs/webhooks.md)', async () => {
     const target = await newTarget();
     const m = await monitor(target);
     const t = await tweet(target, 'hello world');
@@ -271,8 +271,8 @@ describe('poller', () => {
     const repository = createPollerRepository(db);
     const stale = {
       ...repository,
-      targets: async () => {
-        const snapshot = await repository.targets();
+      dueTargets: async (now: Date) => {
+        const snapshot = await repository.dueTargets(now);
         snapped();
         await aFinished;
         return snapshot;
@@ -293,7 +293,7 @@ describe('poller', () => {
     const monitors = await Promise.all(targets.flatMap((t) => [monitor(t), monitor(t, ['ping'])]));
     const { source: slow, stats } = countingSource(source, 5);
     const replicas = [makePoller(slow, { tickMs: 20 }), makePoller(slow, { tickMs: 20 })];
-    for (const r of replicas) r.start();
+    for (const r of replicas) await r.start();
     const posted: string[] = [];
     try {
       for (let round = 0; round < 4; round++) {
@@ -320,7 +320,7 @@ describe('poller', () => {
     const target = await newTarget();
     const m = await monitor(target);
     const first = makePoller(source, { tickMs: 20 });
-    first.start();
+    await first.start();
     try {
       for (let i = 0; i < 7; i++) await tweet(target, `before ${i}`);
       await waitFor(async () => (await hitsOf(m.id)).length === 7);
@@ -329,7 +329,7 @@ describe('poller', () => {
     }
     for (let i = 0; i < 8; i++) await tweet(target, `while stopped ${i}`);
     const second = makePoller(source, { tickMs: 20 });
-    second.start();
+    await second.start();
     try {
       await waitFor(async () => (await hitsOf(m.id)).length >= 15);
       for (let i = 0; i < 3; i++) await tweet(target, `after ${i}`);
@@ -367,8 +367,8 @@ describe('poller', () => {
       },
     };
     const cursor = { lastTweetId: t.id, lastTweetAt: t.createdAt, position: null };
-    expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toBe(1);
-    expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toBe(0);
+    expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toHaveLength(1);
+    expect(await repo.recordBatch(target.toLowerCase(), [hit], cursor, new Date())).toHaveLength(0);
     expect(await hitsOf(m.id)).toHaveLength(1);
     expect(await eventsOf(m.id)).toHaveLength(1);
     // and a poll that reads the same tweet again adds nothing either

@@ -22,10 +22,11 @@ const USER_KEYS = [
   'username',
   'verified',
 ];
-const TWEET_KEYS = ['author', 'author_id', 'created_at', 'id', 'lang', 'public_metrics', 'text'];
+const TWEET_KEYS = ['author', 'author_id', 'created_at', 'id', 'lang', 'public_metrics', 'referenced_tweets', 'text'];
 const MONITOR_KEYS = [
   'check_interval_sec',
   'created_at',
+  'filters',
   'has_webhook',
   'id',
   'is_active',
@@ -99,7 +100,13 @@ describe('read-api', () => {
           ...extra,
         },
       });
-    monitorsA.keywords = (await mk(accountA, { keywords: ['launch', 'big news'], checkIntervalSec: 30 }, 1000)).id;
+    monitorsA.keywords = (
+      await mk(
+        accountA,
+        { keywords: ['launch', 'big news', '-spam'], excludeTypes: ['reposts'], langs: ['en'], checkIntervalSec: 30 },
+        1000,
+      )
+    ).id;
     monitorsA.paused = (await mk(accountA, { isActive: false, lastError: 'was failing' }, 2000)).id;
     monitorsA.failing = (
       await mk(accountA, { lastError: 'user not found', lastCheckAt: new Date(t0.getTime() + 5000) }, 3000)
@@ -240,6 +247,7 @@ describe('read-api', () => {
         created_at: newest.createdAt.toISOString(),
         lang: 'en',
         public_metrics: { like_count: 0, retweet_count: 0, reply_count: 0, quote_count: 0 },
+        referenced_tweets: [],
         author: expect.objectContaining({ id: newest.authorId, username: 'bob', name: 'Bob' }),
       });
       expect(Object.keys(t!.author as Json).sort()).toEqual(USER_KEYS);
@@ -335,7 +343,8 @@ describe('read-api', () => {
       expect(byId[monitorsA.keywords!]).toEqual({
         id: monitorsA.keywords,
         target_username: 'bob',
-        keywords: ['launch', 'big news'],
+        keywords: ['launch', 'big news', '-spam'],
+        filters: { exclude: ['reposts'], lang: ['en'], excluded_keywords: ['spam'] },
         is_active: true,
         status: 'active',
         check_interval_sec: 30,

@@ -12,7 +12,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
-import { narrowEnvelope, type Envelope } from '@sts/messaging';
+import { deadLetterQueueName, narrowEnvelope, type Envelope } from '@sts/messaging';
 import type client from 'prom-client';
 import { laneKey, paceRuleFor } from './domain/pacing';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
@@ -273,6 +273,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       if (!options.messaging) throw new Error('createDispatcher: start() needs the messaging client');
       await options.messaging.consume({ queue, bindings: DISPATCHER_BINDINGS, prefetch, handler: handle });
       if (options.amqpUrl) parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, logger);
+      const dlq = deadLetterQueueName(queue);
+      if (parking) metrics.setDeadLetterReader(async () => ({ [dlq]: await parking!.depth(dlq) }));
       if ((options.retentionDays ?? 30) > 0) retention.start();
     },
     handle,

@@ -196,7 +196,7 @@ export function createDeliverer(options: DelivererOptions) {
         url: webhook.url,
         body,
         headers,
-        endpointKey: laneKey(webhook.kind, webhook.url),
+        endpointKey: lane?.key ?? laneKey(webhook.kind, webhook.url),
         signal,
       });
       if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');

@@ -18,8 +18,10 @@ export const dispatcherEnvSchema = z.object({
   WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT: positiveInt(8, 1000),
   /** unacknowledged messages (and so deliveries in flight) per dispatcher process */
   DISPATCH_PREFETCH: positiveInt(256, 10_000),
-  /** PostgreSQL connections of one dispatcher process */
-  DISPATCH_DB_POOL_SIZE: positiveInt(10, 200),
+  /** PostgreSQL connections of one dispatcher process (k8s/README.md, "Database connection budget") */
+  DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).optional(),
+  /** the earlier name of DB_POOL_SIZE, still read when DB_POOL_SIZE is unset */
+  DISPATCH_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).optional(),
   /** how long a message parked for a backed-up endpoint stays away before it comes back (ms) */
   DISPATCH_DEFER_MS: positiveInt(5000, 600_000),
   /** SIGTERM: how long deliveries in flight may take to finish before they are handed back (ms; below Kubernetes' 30 s) */
@@ -31,6 +33,11 @@ export const dispatcherEnvSchema = z.object({
 });
 
 export type DispatcherEnv = z.infer<typeof dispatcherEnvSchema>;
+
+/** DB_POOL_SIZE, else the earlier DISPATCH_DB_POOL_SIZE, else 10 */
+export function dispatcherPoolSize(env: Pick<DispatcherEnv, 'DB_POOL_SIZE' | 'DISPATCH_DB_POOL_SIZE'>): number {
+  return env.DB_POOL_SIZE ?? env.DISPATCH_DB_POOL_SIZE ?? 10;
+}
 
 export function parseDispatcherEnv(source: NodeJS.ProcessEnv = process.env): DispatcherEnv {
   return parseEnv(dispatcherEnvSchema, source);

@@ -13,11 +13,14 @@
  * messages back for parking).
  */
 
+import { allowedWaiting, canStart, LANE_IDLE_FORGET_MS, nextLatency, pruneDone } from './domain/laneRules';
 import { TokenBucket, type PaceRule } from './domain/pacing';
 
 export type LaneOutcome<T> = { kind: 'ran'; value: T } | { kind: 'deferred' } | { kind: 'released' };
 
 export interface LaneControl {
+  /** the lane's key (pacing.ts `laneKey`): computed once by the caller of run(), reused as the sender's endpoint key */
+  readonly key: string;
   /** waits until the lane's pace allows the next request (for a send after a 429) */
   paced(): Promise<void>;
   /** the platform asked for a pause until `until` (ms, Date.now() clock) */
@@ -79,77 +82,135 @@ export interface LaneScheduler {
   close(): void;
 }
 
-/**
- * A factory of small closures (each under 40 lines) sharing the lanes map and the sweep timer;
- * its length is the sum of those, not one long procedure.
- */
-// eslint-disable-next-line max-lines-per-function -- a factory of small closures, see the comment above
-export function createLaneScheduler(options: LaneSchedulerOptions): LaneScheduler {
-  const now = options.now ?? Date.now;
-  const initialLatency = options.initialLatencyMs ?? 50;
-  const lanes = new Map<string, Lane>();
-  let released = false;
-  let taskIds = 0;
+function newLane(key: string, rule: PaceRule | null, now: number): Lane {
+  return {
+    key,
+    active: new Map(),
+    waiting: [],
+    bucket: rule ? new TokenBucket(rule, now) : null,
+    rule,
+    latencyMs: null,
+    timer: null,
+    idleSince: now,
+    done: [],
+  };
+}
 
-  function laneFor(key: string, rule: PaceRule | null): Lane {
-    let lane = lanes.get(key);
+/** The lanes map and the sweep timer, with one method per step; the rules are in domain/laneRules.ts. */
+class Lanes implements LaneScheduler {
+  private readonly now: () => number;
+  private readonly initialLatency: number;
+  private readonly lanes = new Map<string, Lane>();
+  private released = false;
+  private taskIds = 0;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly options: LaneSchedulerOptions) {
+    this.now = options.now ?? Date.now;
+    this.initialLatency = options.initialLatencyMs ?? 50;
+    this.sweeper = setInterval(() => this.sweep(), options.sweepMs ?? 250);
+    this.sweeper.unref();
+  }
+
+  run<T>(
+    key: string,
+    pace: PaceRule | null,
+    mayDefer: boolean,
+    task: (control: LaneControl) => Promise<T>,
+  ): Promise<LaneOutcome<T>> {
+    if (this.released) return Promise.resolve({ kind: 'released' });
+    const lane = this.laneFor(key, pace);
+    if (lane.waiting.length === 0 && this.canStart(lane)) {
+      lane.bucket?.tryTake(this.now());
+      return this.execute(lane, task);
+    }
+    if (mayDefer && lane.waiting.length >= this.allowedWaiting(lane)) return Promise.resolve({ kind: 'deferred' });
+    return new Promise((resolve, reject) => {
+      lane.waiting.push({
+        mayDefer,
+        start: () => void this.execute(lane, task).then(resolve, reject),
+        settle: resolve,
+      });
+      this.pump(lane);
+    });
+  }
+
+  releaseAll(): void {
+    this.released = true;
+    for (const lane of this.lanes.values()) {
+      for (const w of lane.waiting.splice(0)) w.settle({ kind: 'released' });
+      if (lane.timer) clearTimeout(lane.timer);
+      lane.timer = null;
+    }
+  }
+
+  stats(): { lanes: number; active: number; waiting: number } {
+    let active = 0;
+    let waiting = 0;
+    for (const lane of this.lanes.values()) {
+      active += lane.active.size;
+      waiting += lane.waiting.length;
+    }
+    return { lanes: this.lanes.size, active, waiting };
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+    for (const lane of this.lanes.values()) if (lane.timer) clearTimeout(lane.timer);
+  }
+
+  private laneFor(key: string, rule: PaceRule | null): Lane {
+    let lane = this.lanes.get(key);
     if (!lane) {
-      lane = {
-        key,
-        active: new Map(),
-        waiting: [],
-        bucket: rule ? new TokenBucket(rule, now()) : null,
-        rule,
-        latencyMs: null,
-        timer: null,
-        idleSince: now(),
-        done: [],
-      };
-      lanes.set(key, lane);
+      lane = newLane(key, rule, this.now());
+      this.lanes.set(key, lane);
     }
     return lane;
   }
 
   /** how many messages this lane may keep waiting: what it is expected to start within holdMs */
-  function allowedWaiting(lane: Lane): number {
-    const t = now();
-    let oldest = 0;
-    for (const started of lane.active.values()) oldest = Math.max(oldest, t - started);
-    const latency = Math.max(lane.latencyMs ?? initialLatency, oldest, 1);
-    // what the lane really completed in the last holdMs counts too: when the whole process is
-    // slow (CPU-starved) every latency looks long, but a lane that keeps completing is not stuck
-    while (lane.done.length > 0 && lane.done[0]! < t - options.holdMs) lane.done.shift();
-    let perHold = Math.max((options.holdMs * options.concurrency) / latency, lane.done.length);
-    if (lane.rule && lane.bucket) {
-      const blocked = lane.bucket.waitMs(t);
-      perHold = Math.min(perHold, Math.max(0, ((options.holdMs - blocked) / 1000) * lane.rule.perSecond));
-    }
-    return Math.min(options.maxWaitingPerLane, Math.floor(perHold));
+  private allowedWaiting(lane: Lane): number {
+    const t = this.now();
+    const { holdMs, concurrency, maxWaitingPerLane } = this.options;
+    pruneDone(lane.done, t, holdMs);
+    return allowedWaiting({
+      now: t,
+      activeStarts: lane.active.values(),
+      latencyMs: lane.latencyMs,
+      initialLatencyMs: this.initialLatency,
+      doneRecently: lane.done.length,
+      holdMs,
+      concurrency,
+      maxWaitingPerLane,
+      pace: lane.rule && lane.bucket ? { perSecond: lane.rule.perSecond, blockedMs: lane.bucket.waitMs(t) } : null,
+    });
   }
 
-  function canStart(lane: Lane): boolean {
-    if (lane.active.size >= options.concurrency) return false;
-    return !lane.bucket || lane.bucket.waitMs(now()) === 0;
+  private canStart(lane: Lane): boolean {
+    const { bucket } = lane;
+    return canStart(lane.active.size, this.options.concurrency, () => (bucket ? bucket.waitMs(this.now()) : 0));
   }
 
-  function pump(lane: Lane): void {
-    while (lane.waiting.length > 0 && canStart(lane)) {
-      lane.bucket?.tryTake(now());
+  private pump(lane: Lane): void {
+    while (lane.waiting.length > 0 && this.canStart(lane)) {
+      lane.bucket?.tryTake(this.now());
       lane.waiting.shift()!.start();
     }
-    if (lane.waiting.length > 0 && lane.bucket && !lane.timer && lane.active.size < options.concurrency) {
+    if (lane.waiting.length > 0 && lane.bucket && !lane.timer && lane.active.size < this.options.concurrency) {
       lane.timer = setTimeout(
         () => {
           lane.timer = null;
-          pump(lane);
+          this.pump(lane);
         },
-        Math.max(1, lane.bucket.waitMs(now())),
+        Math.max(1, lane.bucket.waitMs(this.now())),
       );
     }
   }
 
-  function control(lane: Lane, release: () => void): LaneControl {
+  private control(lane: Lane, release: () => void): LaneControl {
+    const now = this.now;
     return {
+      key: lane.key,
       release,
       paced: async () => {
         if (!lane.bucket) return;
@@ -163,31 +224,31 @@ export function createLaneScheduler(options: LaneSchedulerOptions): LaneSchedule
     };
   }
 
-  async function execute<T>(lane: Lane, task: (c: LaneControl) => Promise<T>): Promise<LaneOutcome<T>> {
-    const started = now();
-    const id = ++taskIds;
+  private async execute<T>(lane: Lane, task: (c: LaneControl) => Promise<T>): Promise<LaneOutcome<T>> {
+    const started = this.now();
+    const id = ++this.taskIds;
     lane.active.set(id, started);
     const release = () => {
       if (!lane.active.delete(id)) return;
-      const took = now() - started;
-      lane.latencyMs = lane.latencyMs === null ? took : lane.latencyMs * 0.8 + took * 0.2;
-      lane.idleSince = now();
+      lane.latencyMs = nextLatency(lane.latencyMs, this.now() - started);
+      lane.idleSince = this.now();
       lane.done.push(lane.idleSince);
-      if (lane.done.length > options.maxWaitingPerLane) lane.done.shift();
-      pump(lane);
+      if (lane.done.length > this.options.maxWaitingPerLane) lane.done.shift();
+      this.pump(lane);
     };
     try {
-      return { kind: 'ran', value: await task(control(lane, release)) };
+      return { kind: 'ran', value: await task(this.control(lane, release)) };
     } finally {
       release();
     }
   }
 
-  function sweep(): void {
-    const t = now();
-    for (const lane of lanes.values()) {
+  /** re-checks the waiting lines as estimates change; forgets lanes idle for long */
+  private sweep(): void {
+    const t = this.now();
+    for (const lane of this.lanes.values()) {
       if (lane.waiting.length > 0) {
-        const allowed = allowedWaiting(lane);
+        const allowed = this.allowedWaiting(lane);
         // give back the newest waiters beyond what the lane can start soon
         for (let i = lane.waiting.length - 1; i >= 0 && lane.waiting.length > allowed; i--) {
           const w = lane.waiting[i]!;
@@ -198,54 +259,15 @@ export function createLaneScheduler(options: LaneSchedulerOptions): LaneSchedule
       } else if (
         lane.active.size === 0 &&
         !lane.timer &&
-        t - lane.idleSince > 60_000 &&
+        t - lane.idleSince > LANE_IDLE_FORGET_MS &&
         (!lane.bucket || lane.bucket.isFull(t))
       ) {
-        lanes.delete(lane.key);
+        this.lanes.delete(lane.key);
       }
     }
   }
-  const sweeper = setInterval(sweep, options.sweepMs ?? 250);
-  sweeper.unref();
+}
 
-  return {
-    run(key, pace, mayDefer, task) {
-      if (released) return Promise.resolve({ kind: 'released' });
-      const lane = laneFor(key, pace);
-      if (lane.waiting.length === 0 && canStart(lane)) {
-        lane.bucket?.tryTake(now());
-        return execute(lane, task);
-      }
-      if (mayDefer && lane.waiting.length >= allowedWaiting(lane)) return Promise.resolve({ kind: 'deferred' });
-      return new Promise((resolve, reject) => {
-        lane.waiting.push({
-          mayDefer,
-          start: () => void execute(lane, task).then(resolve, reject),
-          settle: resolve,
-        });
-        pump(lane);
-      });
-    },
-    releaseAll() {
-      released = true;
-      for (const lane of lanes.values()) {
-        for (const w of lane.waiting.splice(0)) w.settle({ kind: 'released' });
-        if (lane.timer) clearTimeout(lane.timer);
-        lane.timer = null;
-      }
-    },
-    stats() {
-      let active = 0;
-      let waiting = 0;
-      for (const lane of lanes.values()) {
-        active += lane.active.size;
-        waiting += lane.waiting.length;
-      }
-      return { lanes: lanes.size, active, waiting };
-    },
-    close() {
-      clearInterval(sweeper);
-      for (const lane of lanes.values()) if (lane.timer) clearTimeout(lane.timer);
-    },
-  };
+export function createLaneScheduler(options: LaneSchedulerOptions): LaneScheduler {
+  return new Lanes(options);
 }

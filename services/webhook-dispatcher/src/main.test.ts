@@ -7,7 +7,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
-import { AmqpClient, type Envelope } from '@sts/messaging';
+import { connect } from 'amqplib';
+import { AmqpClient, DEAD_LETTER_EXCHANGE, type Envelope } from '@sts/messaging';
 import { verify } from '@sts/signing';
 import {
   createAccount,
@@ -125,6 +126,18 @@ describe('webhook-dispatcher process', () => {
       const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       return /webhook_delivery_attempts_total\{[^}]*outcome="delivered"[^}]*\} 1/.test(metrics);
     });
+    // the DLQ depth, read from the broker at scrape time (alert DeadLetterQueueNotEmpty)
+    const dlqLine = async () =>
+      /webhook_dispatcher_dlq_messages\{[^}]*queue="webhook-dispatcher\.dlq"[^}]*\} (\d+)/.exec(
+        await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(),
+      )?.[1];
+    expect(await dlqLine()).toBe('0');
+    const raw = await connect(amqpUrl);
+    const ch = await raw.createConfirmChannel();
+    ch.publish(DEAD_LETTER_EXCHANGE, 'webhook-dispatcher', Buffer.from('{}'), { messageId: 'dead-1' });
+    await ch.waitForConfirms();
+    await raw.close();
+    await waitFor(async () => (await dlqLine()) === '1');
 
     // SIGTERM while a delivery is in flight: it finishes, is logged, then the process exits 0
     receiver.setResponder(() => ({ status: 200, delayMs: 1500 }));

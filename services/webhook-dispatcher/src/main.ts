@@ -10,13 +10,13 @@ import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createDispatcher, dispatcherOptionsFromEnv } from './app';
 import { createPrismaRepository } from './adapters/repository';
-import { parseDispatcherEnv, type DispatcherEnv } from './env';
+import { dispatcherPoolSize, parseDispatcherEnv, type DispatcherEnv } from './env';
 
 export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
   name: 'webhook-dispatcher',
   loadEnv: parseDispatcherEnv,
   async start(env, { logger, registry, untilStopped }) {
-    const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DISPATCH_DB_POOL_SIZE });
+    const db = createDbClient({ url: env.DATABASE_URL, poolSize: dispatcherPoolSize(env) });
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'webhook-dispatcher' });
     const repository = createPrismaRepository(db);
     const dispatcher = createDispatcher({

@@ -156,6 +156,8 @@ describe('dlq and queues commands (real RabbitMQ)', () => {
       steps: [
         { name: 'old-svc.dlq', action: 'migrated', messages: 0 },
         { name: 'old-svc', action: 'migrated', messages: 1 },
+        // only the dispatcher's queue has a parking queue
+        { name: 'old-svc.parked', action: 'absent', messages: 0 },
       ],
     });
     expect(await depth('old-svc')).toBe(1);

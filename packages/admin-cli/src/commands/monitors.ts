@@ -43,10 +43,16 @@ async function forMonitor<T>(
   );
 }
 
+/** "  excluding replies, quotes  lang en, de" or "" */
+function filtersText(m: MonitorView): string {
+  const ex = m.filters.exclude.length ? `  excluding ${m.filters.exclude.join(', ')}` : '';
+  return `${ex}${m.filters.lang.length ? `  lang ${m.filters.lang.join(', ')}` : ''}`;
+}
+
 function monitorLine(m: MonitorView): string {
   const hook = m.webhook ? `  webhook ${m.webhook.label}${m.webhook.isBroken ? ' (BROKEN)' : ''}` : '';
   return (
-    `${m.id}  @${m.targetUsername}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}  ${m.status}` +
+    `${m.id}  @${m.targetUsername}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}${filtersText(m)}  ${m.status}` +
     `  every ${m.intervalSec} s  hits ${m.hitCount}  last check ${m.lastCheckAt?.toISOString() ?? 'never'}` +
     `${m.lastError ? `  error: ${m.lastError}` : ''}${hook}`
   );
@@ -57,6 +63,7 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
     id: m.id,
     target_username: m.targetUsername,
     keywords: m.keywords,
+    filters: { exclude: m.filters.exclude, lang: m.filters.lang },
     status: m.status,
     check_interval_sec: m.intervalSec,
     last_check_at: m.lastCheckAt?.toISOString() ?? null,
@@ -78,13 +85,19 @@ const monitorCreate: Command = {
   name: 'monitor create',
   summary: 'create a monitor (optionally with a webhook; its signing secret is shown once)',
   usage:
-    'usage: npm run cli -- monitor create --account ID --target USERNAME [--keywords "a,b c"] [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    'usage: npm run cli -- monitor create --account ID --target USERNAME [--keywords "a,b c,-d,-\\"e f\\""]\n' +
+    '                                     [--exclude replies,reposts,quotes] [--lang en,de]\n' +
+    '                                     [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    '  A keyword written -word or -"a phrase" excludes posts containing it; --exclude leaves out post\n' +
+    '  types; --lang keeps only posts in those languages (a post without a language never matches).\n' +
     "  The account's plan limits how many monitors it may have (PLAN_FREE_MONITORS, PLAN_STARTER_MONITORS)\n" +
     "  and how short the interval may be (the plan's poll interval).",
   options: {
     account: { type: 'string' },
     target: { type: 'string' },
     keywords: { type: 'string' },
+    exclude: { type: 'string' },
+    lang: { type: 'string' },
     'webhook-url': { type: 'string' },
     interval: { type: 'string' },
   },
@@ -99,6 +112,7 @@ const monitorCreate: Command = {
         useCases(ctx).monitors.create(accountId, {
           target,
           keywords: keywords ?? null,
+          ...ruleFlags(values),
           ...(intervalSec !== undefined ? { intervalSec } : {}),
           ...(webhookUrl !== undefined ? { webhookUrl } : {}),
         }),
@@ -107,7 +121,7 @@ const monitorCreate: Command = {
     const lines = [
       `monitor ${monitor.id} created: watching @${monitor.targetUsername}${
         monitor.keywords.length ? ` for ${monitor.keywords.join(', ')}` : ''
-      }`,
+      }${filtersText(monitor)}`,
     ];
     if (monitor.webhook && secret) {
       lines.push(`webhook: ${monitor.webhook.shownUrl} (${monitor.webhook.kind})`);
@@ -118,6 +132,93 @@ const monitorCreate: Command = {
       json: { id: monitor.id, ...(secret ? { secret } : {}), ...(warnings.length ? { warnings } : {}) },
       text: lines.join('\n'),
     };
+  },
+};
+
+/** --exclude and --lang as given (absent: unchanged on update, none on create). */
+function ruleFlags(values: OptionValues): { exclude?: string; lang?: string } {
+  const exclude = optionalString(values, 'exclude');
+  const lang = optionalString(values, 'lang');
+  return { ...(exclude !== undefined ? { exclude } : {}), ...(lang !== undefined ? { lang } : {}) };
+}
+
+const monitorPreview: Command = {
+  name: 'monitor preview',
+  summary: "of the target's last 50 posts, which would fire (nothing is saved; costs no API quota)",
+  usage:
+    'usage: npm run cli -- monitor preview --account ID --target U [--keywords "a,-b"] [--exclude replies,reposts,quotes]\n' +
+    '                                      [--lang en,de] [--json]\n' +
+    '  Each post is marked matched or not, with the reason (keyword, type, language, exclusion). One\n' +
+    '  upstream read per target at most, cached briefly in Redis. --json prints a list of posts, each\n' +
+    '  {"id", "text", "created_at", "lang", "referenced_tweets", "matched", "reason", "code"}.',
+  options: {
+    account: { type: 'string' },
+    target: { type: 'string' },
+    keywords: { type: 'string' },
+    exclude: { type: 'string' },
+    lang: { type: 'string' },
+  },
+  async run(ctx, values) {
+    const accountId = requireUuid(values, 'account', 'an account');
+    const target = requireString(values, 'target');
+    const keywords = optionalString(values, 'keywords');
+    const p = await call(() =>
+      useCases(ctx).monitors.preview(accountId, { target, keywords: keywords ?? null, ...ruleFlags(values) }),
+    );
+    const json = p.posts.map((x) => ({
+      id: x.id,
+      text: x.text,
+      created_at: x.createdAt.toISOString(),
+      lang: x.lang,
+      referenced_tweets: x.referencedTweets ?? [],
+      matched: x.matched,
+      reason: x.reason,
+      code: x.code,
+    }));
+    const fired = p.posts.filter((x) => x.matched).length;
+    const lines = [
+      `of @${p.target}'s last ${p.posts.length} posts, ${fired} would have fired:`,
+      ...p.posts.map(
+        (x) => `${x.matched ? 'MATCH ' : '  -   '} ${x.id}  ${x.text.replace(/\s+/g, ' ').slice(0, 60)}  (${x.reason})`,
+      ),
+    ];
+    return { json, text: lines.join('\n') };
+  },
+};
+
+const monitorUpdate: Command = {
+  name: 'monitor update',
+  summary: "change a monitor's target, keywords, rules or interval (only the flags given change)",
+  usage:
+    'usage: npm run cli -- monitor update --monitor ID [--target USERNAME] [--keywords "a,-b"]\n' +
+    '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--interval SECONDS] [--json]\n' +
+    '  An empty value clears a list: --keywords "" (every post), --exclude "" (all types), --lang "" (any language).',
+  options: {
+    monitor: { type: 'string' },
+    target: { type: 'string' },
+    keywords: { type: 'string' },
+    exclude: { type: 'string' },
+    lang: { type: 'string' },
+    interval: { type: 'string' },
+  },
+  async run(ctx, values) {
+    const monitorId = requireUuid(values, 'monitor', 'a monitor');
+    const target = optionalString(values, 'target');
+    const keywords = optionalString(values, 'keywords');
+    const intervalSec = optionalInt(values, 'interval', 10, 86_400);
+    const m = await forMonitor(
+      ctx,
+      monitorId,
+      (a) =>
+        useCases(ctx).monitors.update(a, monitorId, {
+          ...(target !== undefined ? { target } : {}),
+          ...(keywords !== undefined ? { keywords } : {}),
+          ...ruleFlags(values),
+          ...(intervalSec !== undefined ? { intervalSec } : {}),
+        }),
+      { intervalSec: 'interval' },
+    );
+    return { json: monitorJson(m), text: `monitor updated: ${monitorLine(m)}` };
   },
 };
 
@@ -329,6 +430,8 @@ const redeliver: Command = {
 
 export const monitorCommands: Command[] = [
   monitorCreate,
+  monitorUpdate,
+  monitorPreview,
   monitorList,
   statusCommand('pause'),
   statusCommand('resume'),

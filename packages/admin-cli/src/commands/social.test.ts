@@ -1,5 +1,6 @@
 import { createDbClient, type Db } from '@sts/db';
 import { createTestDatabase } from '@sts/testing';
+import { createLocalSource } from '@sts/social';
 import { runCli } from '../main';
 
 describe('social commands', () => {
@@ -105,5 +106,37 @@ describe('social commands', () => {
     expect(unknown.stderr).toMatch(/Unknown option '--bogus'/);
     expect(await db.socialTweet.count()).toBe(before);
     expect(await db.socialUser.findUnique({ where: { usernameKey: 'ok' } })).toBeNull();
+  });
+
+  it('social tweet --reply-to, --quote and --repost record the references the local source reads back', async () => {
+    const post = async (...extra: string[]) => {
+      const r = await runCli(['social', 'tweet', '--author', 'dana', '--text', 'ref test', ...extra, '--json'], env);
+      expect(r).toMatchObject({ code: 0, stderr: '' });
+      return (JSON.parse(r.stdout) as { id: string }).id;
+    };
+    const original = await post();
+    const reply = await post('--reply-to', original);
+    const quote = await post('--quote', original, '--reply-to', original);
+    const repost = await post('--repost', original);
+    const source = createLocalSource({ db });
+    expect((await source.getTweet(original))?.referencedTweets).toEqual([]);
+    expect((await source.getTweet(reply))?.referencedTweets).toEqual([{ type: 'replied_to', id: original }]);
+    expect((await source.getTweet(quote))?.referencedTweets).toEqual([
+      { type: 'replied_to', id: original },
+      { type: 'quoted', id: original },
+    ]);
+    expect((await source.getTweet(repost))?.referencedTweets).toEqual([{ type: 'retweeted', id: original }]);
+
+    const before = await db.socialTweet.count();
+    const bad = await runCli(['social', 'tweet', '--author', 'dana', '--text', 'x', '--quote', 'abc'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/quote must be a numeric tweet id/);
+    const both = await runCli(
+      ['social', 'tweet', '--author', 'dana', '--text', 'x', '--repost', '1', '--quote', '2'],
+      env,
+    );
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/a repost cannot also reply or quote/);
+    expect(await db.socialTweet.count()).toBe(before);
   });
 });

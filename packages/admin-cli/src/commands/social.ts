@@ -62,15 +62,21 @@ const socialTweet: Command = {
   name: 'social tweet',
   summary: 'post a tweet to the local social store as an existing user',
   usage: [
-    'usage: npm run cli -- social tweet --author U --text T [--lang L] [--json]',
+    'usage: npm run cli -- social tweet --author U --text T [--lang L]',
+    '                                   [--reply-to ID | --quote ID | --repost ID] [--json]',
     '',
     `Stores a tweet (1 to ${TWEET_MAX_LENGTH} characters) by the user U; monitors of U see it on`,
-    'their next poll. Prints the tweet id; --json prints {"id": ...}.',
+    'their next poll. --reply-to, --quote and --repost record what it replies to, quotes or',
+    "reposts (X's referenced_tweets; --reply-to and --quote may go together, --repost alone).",
+    'Prints the tweet id; --json prints {"id": ...}.',
   ].join('\n'),
   options: {
     author: { type: 'string' },
     text: { type: 'string' },
     lang: { type: 'string' },
+    'reply-to': { type: 'string' },
+    quote: { type: 'string' },
+    repost: { type: 'string' },
   },
   async run(ctx, values) {
     const author = requireString(values, 'author');
@@ -80,8 +86,18 @@ const socialTweet: Command = {
     if (lang !== undefined && !/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$/.test(lang)) {
       throw new CliUsageError('--lang must be a language code such as en or pt-BR');
     }
+    const replyToId = optionalString(values, 'reply-to');
+    const quoteOfId = optionalString(values, 'quote');
+    const repostOfId = optionalString(values, 'repost');
     const tweet = await asUsage(() =>
-      createSocialTweet(ctx.db(), { authorUsername: author, text: raw, ...(lang ? { lang } : {}) }),
+      createSocialTweet(ctx.db(), {
+        authorUsername: author,
+        text: raw,
+        ...(lang ? { lang } : {}),
+        ...(replyToId !== undefined ? { replyToId } : {}),
+        ...(quoteOfId !== undefined ? { quoteOfId } : {}),
+        ...(repostOfId !== undefined ? { repostOfId } : {}),
+      }),
     );
     return {
       json: { id: tweet.id },

@@ -120,7 +120,7 @@ export async function relayAccountEvents(db: Db, amqp: Pick<AmqpClient, 'publish
           if (!(ACCOUNT_ROUTING_KEYS as readonly string[]).includes(key))
             throw new Error(`unknown routing key ${row.routing_key}`);
           const payload = contracts[key].payload.parse(row.payload);
-          await amqp.publish(key, payload as never, {
+          await amqp.publish(key, payload, {
             messageId: row.dedup_key,
             headers: { accountId: row.account_id },
           });

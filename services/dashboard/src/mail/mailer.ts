@@ -77,13 +77,14 @@ export function createMailer(o: MailerOptions): Mailer {
     send(to, accountId, spec, dedupKey = `${spec.kind}:${randomUUID()}`) {
       return outbox.enqueue({ dedupKey, accountId, kind: spec.kind, to, mail: renderMail(spec, o.baseUrl) });
     },
-    async start() {
+    start() {
       if (!worker) o.logger.warn('SMTP_URL is not set: mail is queued in mail_outbox but not sent');
       worker?.start();
       const handler = accountMailHandler({ db: o.db, outbox, baseUrl: o.baseUrl, logger: o.logger });
       // not awaited: the consumer is (re)established whenever RabbitMQ is reachable
       consumeAccountEvents(o.amqp, handler).catch(warn('account event consumer did not start'));
       timer = setTimeout(tick, 0);
+      return Promise.resolve();
     },
     async stop() {
       const t = timer;

@@ -13,7 +13,7 @@
  *   fixed windows, in process); over it, a key not in the cache is answered unknown (401)
  *   without asking Redis or PostgreSQL. Cached known keys are still served from that address.
  */
-import type { RedisClient } from '@sts/common';
+import { apiKeyCacheKey, type RedisClient } from '@sts/common';
 import { effectivePlan, type PlanName } from '@sts/core';
 import type { Db } from '@sts/db';
 
@@ -37,8 +37,6 @@ export interface KeyStore {
   touch(keyId: string): void;
   flush(): Promise<void>;
 }
-
-export const apiKeyCacheKey = (hash: string): string => `apikey:${hash}`;
 
 export interface KeyStoreOptions {
   db: Db;

@@ -69,6 +69,7 @@ describe('the OpenAPI document', () => {
       created_at: '2024-05-01T12:00:00.000Z',
       lang: null,
       public_metrics: { like_count: 0, retweet_count: 0, reply_count: 0, quote_count: 0 },
+      referenced_tweets: [{ type: 'quoted', id: '1' }],
       author: user,
     };
     const hit: HitRecord = {
@@ -84,6 +85,7 @@ describe('the OpenAPI document', () => {
       id: 'm',
       target_username: 'a',
       keywords: null,
+      filters: { exclude: ['replies'], lang: ['en'], excluded_keywords: [] },
       is_active: true,
       status: 'active',
       check_interval_sec: 60,

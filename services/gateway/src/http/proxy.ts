@@ -182,36 +182,142 @@ function createKeyHasher(maxEntries = 50_000): (key: string) => string | null {
   };
 }
 
-// Longer than ~120 lines as a whole: it is a factory of closures over the same deps (one per step
-// of a call: refuse, admit, forward, answered, unanswered), each short; splitting it into modules
-// would only pass the deps around.
-// eslint-disable-next-line max-lines-per-function -- a factory of closures over the same deps, one per step of a call; the reason is in the comment above
-export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
-  const { keys, quota, plans, upstream, logger, answered: done, rejected } = deps;
-  const windowAt = createWindowClock();
-  const limitHeaderBlock = createLimitHeaderBlock();
-  const hashOf = createKeyHasher();
-  const debug = logger.isLevelEnabled('debug');
-  const internal = `x-internal-token: ${deps.internalToken}\r\n`;
+/** the forwarded head of an admitted call: the internal headers and the client headers read-api may use */
+function forwardedHead(internal: string, call: Admitted, withBody: boolean): string {
+  const { req, identity } = call;
+  const { headers } = req;
+  let out = `${internal}x-account-id: ${identity.accountId}\r\nx-account-plan: ${identity.plan}\r\nx-request-id: ${req.requestId}\r\n`;
+  for (const name of FORWARD_REQUEST) {
+    const v = headers[name];
+    if (v !== undefined) out += `${name}: ${v}\r\n`;
+  }
+  if (withBody)
+    for (const name of FORWARD_BODY) {
+      const v = headers[name];
+      if (v !== undefined) out += `${name}: ${v}\r\n`;
+    }
+  return out;
+}
 
-  /** the client went away before its call was forwarded: the server drops this answer (and counts it done) */
-  function gone(res: HttpResponder): void {
-    res.send(499, '', null);
+/** the client went away before its call was forwarded: the server drops this answer (and counts it done) */
+function gone(res: HttpResponder): void {
+  res.send(499, '', null);
+}
+
+/**
+ * The steps of one call over the same deps: refuse, admit, decide, forward, answered, unanswered
+ * (each a method); createApiHandler hands out its `handle`.
+ */
+class ApiCallHandler {
+  private readonly windowAt = createWindowClock();
+  private readonly limitHeaderBlock = createLimitHeaderBlock();
+  private readonly hashOf = createKeyHasher();
+  private readonly debug: boolean;
+  private readonly internal: string;
+
+  constructor(private readonly deps: ApiHandlerDeps) {
+    this.debug = deps.logger.isLevelEnabled('debug');
+    this.internal = `x-internal-token: ${deps.internalToken}\r\n`;
   }
 
-  function refuse(req: HttpRequest, res: HttpResponder, err: unknown, started: number): void {
-    done(req, sendError(res, err, req.requestId), started);
+  handle(req: HttpRequest, res: HttpResponder, fail: (err: unknown) => void, started: number): void {
+    // refused before the key is even read: these never reach read-api and cost no quota
+    const refusal = methodRefusal(req.method, req.path) ?? headerRefusal(req.headers);
+    if (refusal !== null) return this.refuse(req, res, refusal, started);
+    // the key: shape and checksum first, so malformed keys never reach a cache or the database
+    const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
+    if (key === '')
+      return this.refuse(
+        req,
+        res,
+        new UnauthorizedError('missing API key: send Authorization: Bearer <key> or X-API-Key: <key>'),
+        started,
+      );
+    const hash = this.hashOf(key);
+    if (hash === null) return this.refuse(req, res, new UnauthorizedError('malformed API key'), started);
+    const { keys } = this.deps;
+    const identity = keys.peek(hash);
+    if (identity !== undefined) return this.admit(req, res, identity, fail, started);
+    const from = clientAddress(req, this.deps.trustedProxyHops ?? 0);
+    keys.lookup(hash, from).then((found) => this.admit(req, res, found, fail, started), fail);
+  }
+
+  private refuse(req: HttpRequest, res: HttpResponder, err: unknown, started: number): void {
+    this.deps.answered(req, sendError(res, err, req.requestId), started);
+  }
+
+  private admit(
+    req: HttpRequest,
+    res: HttpResponder,
+    identity: KeyIdentity | null,
+    fail: (err: unknown) => void,
+    started: number,
+  ): void {
+    if (identity === null) return this.refuse(req, res, new UnauthorizedError('unknown or revoked API key'), started);
+    if (res.closed) return gone(res); // the client went away while its key was looked up: nothing to admit
+    // per-minute limit and monthly quota, from this process's leased units
+    const at = this.deps.now();
+    const nowEpoch = Math.floor(at / 1000);
+    const win = this.windowAt(at);
+    const limits = this.deps.plans[identity.plan];
+    const { quota } = this.deps;
+    const pending = quota.admit(identity.accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
+    const decide = (admitted: Admission) =>
+      this.decide({ req, res, identity, limits, admitted, win, nowEpoch, started }, fail);
+    if (pending instanceof Promise) pending.then(decide, fail);
+    else decide(pending);
+  }
+
+  /** the admission is known: refuse with 429, drop a call whose client is gone, or forward */
+  private decide(call: Admitted, fail: (err: unknown) => void): void {
+    const { req, res, identity, limits, admitted, win, nowEpoch } = call;
+    this.deps.keys.touch(identity.keyId);
+    if (admitted.outcome === 'ok' && res.closed) {
+      // the client is gone: not forwarded, not charged
+      this.deps.quota.release(identity.accountId, win.period, win.minute);
+      return gone(res);
+    }
+    if (admitted.outcome !== 'ok') {
+      const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
+      this.deps.rejected(identity.plan, admitted.outcome === 'rate_limited' ? 'rate_limit' : 'monthly_quota');
+      this.deps.answered(req, sendError(res, error, req.requestId, headerLines(headers)), call.started);
+      return;
+    }
+    this.forward(call, fail);
+  }
+
+  // forwards an admitted call with the internal headers (client-sent x-internal-* / x-account-* never pass)
+  private forward(call: Admitted, fail: (err: unknown) => void): void {
+    const { req, res } = call;
+    const withBody = WITH_BODY.has(req.method);
+    const head = forwardedHead(this.internal, call, withBody);
+    this.deps.upstream.forward(req.method, req.target, head, withBody ? req.body : null, req.requestId, res).then(
+      (answer) => {
+        try {
+          this.answered(call, answer);
+        } catch (err) {
+          fail(err);
+        }
+      },
+      (err: unknown) => {
+        try {
+          this.unanswered(call, err);
+        } catch (e) {
+          fail(e);
+        }
+      },
+    );
   }
 
   /** answers a call that read-api answered: the unit is kept only for a 2xx */
-  function answered(call: Admitted, answer: UpstreamAnswer): void {
+  private answered(call: Admitted, answer: UpstreamAnswer): void {
     const { req, res, identity, limits, admitted, win, nowEpoch } = call;
     const { accountId } = identity;
     const status = answer.status;
     const success = status >= 200 && status < 300;
-    if (success) quota.succeeded(accountId, win.period);
-    else quota.release(accountId, win.period, win.minute);
-    let block = limitHeaderBlock(
+    if (success) this.deps.quota.succeeded(accountId, win.period);
+    else this.deps.quota.release(accountId, win.period, win.minute);
+    let block = this.limitHeaderBlock(
       limits,
       { monthUsed: admitted.monthUsed - (success ? 0 : 1), minuteUsed: admitted.minuteUsed },
       win,
@@ -227,9 +333,9 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       const length = Number(answer.headers['content-length'] ?? 0);
       res.send(status, block, Buffer.alloc(Number.isSafeInteger(length) ? length : 0));
     } else res.send(status, block, answer.body);
-    done(req, status, call.started);
-    if (debug)
-      logger.debug('api call', {
+    this.deps.answered(req, status, call.started);
+    if (this.debug)
+      this.deps.logger.debug('api call', {
         requestId: req.requestId,
         method: req.method,
         path: req.path,
@@ -240,106 +346,23 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   }
 
   /** no answer from read-api: the unit goes back */
-  function unanswered(call: Admitted, err: unknown): void {
+  private unanswered(call: Admitted, err: unknown): void {
     const { req, res, identity, limits, admitted, win, nowEpoch } = call;
-    quota.release(identity.accountId, win.period, win.minute);
+    this.deps.quota.release(identity.accountId, win.period, win.minute);
     if (err instanceof UpstreamFailure && err.kind === 'cancelled') return gone(res); // not sent, not charged
     const apiErr = upstreamError(err);
-    logger.warn('read-api call failed', {
+    this.deps.logger.warn('read-api call failed', {
       requestId: req.requestId,
       status: apiErr.status,
       error: err instanceof Error ? err.message : String(err),
     });
     const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };
-    done(req, sendError(res, apiErr, req.requestId, limitHeaderBlock(limits, usage, win, nowEpoch)), call.started);
+    const limitBlock = this.limitHeaderBlock(limits, usage, win, nowEpoch);
+    this.deps.answered(req, sendError(res, apiErr, req.requestId, limitBlock), call.started);
   }
+}
 
-  // forwards an admitted call with the internal headers (client-sent x-internal-* / x-account-* never pass)
-  function forward(call: Admitted, fail: (err: unknown) => void): void {
-    const { req, res, identity } = call;
-    const { method, headers } = req;
-    let out = `${internal}x-account-id: ${identity.accountId}\r\nx-account-plan: ${identity.plan}\r\nx-request-id: ${req.requestId}\r\n`;
-    for (const name of FORWARD_REQUEST) {
-      const v = headers[name];
-      if (v !== undefined) out += `${name}: ${v}\r\n`;
-    }
-    const withBody = WITH_BODY.has(method);
-    if (withBody)
-      for (const name of FORWARD_BODY) {
-        const v = headers[name];
-        if (v !== undefined) out += `${name}: ${v}\r\n`;
-      }
-    upstream.forward(method, req.target, out, withBody ? req.body : null, req.requestId, res).then(
-      (answer) => {
-        try {
-          answered(call, answer);
-        } catch (err) {
-          fail(err);
-        }
-      },
-      (err: unknown) => {
-        try {
-          unanswered(call, err);
-        } catch (e) {
-          fail(e);
-        }
-      },
-    );
-  }
-
-  function admit(
-    req: HttpRequest,
-    res: HttpResponder,
-    identity: KeyIdentity | null,
-    fail: (err: unknown) => void,
-    started: number,
-  ): void {
-    if (identity === null) return refuse(req, res, new UnauthorizedError('unknown or revoked API key'), started);
-    if (res.closed) return gone(res); // the client went away while its key was looked up: nothing to admit
-    // per-minute limit and monthly quota, from this process's leased units
-    const at = deps.now();
-    const nowEpoch = Math.floor(at / 1000);
-    const win = windowAt(at);
-    const limits = plans[identity.plan];
-    const decide = (admitted: Admission) => {
-      keys.touch(identity.keyId);
-      if (admitted.outcome === 'ok' && res.closed) {
-        // the client is gone: not forwarded, not charged
-        quota.release(identity.accountId, win.period, win.minute);
-        return gone(res);
-      }
-      if (admitted.outcome !== 'ok') {
-        const { error, headers } = refusal(admitted.outcome, limits, admitted, win, nowEpoch);
-        rejected(identity.plan, admitted.outcome === 'rate_limited' ? 'rate_limit' : 'monthly_quota');
-        done(req, sendError(res, error, req.requestId, headerLines(headers)), started);
-        return;
-      }
-      forward({ req, res, identity, limits, admitted, win, nowEpoch, started }, fail);
-    };
-    const pending = quota.admit(identity.accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
-    if (pending instanceof Promise) pending.then(decide, fail);
-    else decide(pending);
-  }
-
-  return function handleApi(req, res, fail, started) {
-    // refused before the key is even read: these never reach read-api and cost no quota
-    const refusal = methodRefusal(req.method, req.path) ?? headerRefusal(req.headers);
-    if (refusal !== null) return refuse(req, res, refusal, started);
-    // the key: shape and checksum first, so malformed keys never reach a cache or the database
-    const key = extractApiKey(req.headers.authorization, req.headers['x-api-key']);
-    if (key === '')
-      return refuse(
-        req,
-        res,
-        new UnauthorizedError('missing API key: send Authorization: Bearer <key> or X-API-Key: <key>'),
-        started,
-      );
-    const hash = hashOf(key);
-    if (hash === null) return refuse(req, res, new UnauthorizedError('malformed API key'), started);
-    const identity = keys.peek(hash);
-    if (identity !== undefined) return admit(req, res, identity, fail, started);
-    keys
-      .lookup(hash, clientAddress(req, deps.trustedProxyHops ?? 0))
-      .then((found) => admit(req, res, found, fail, started), fail);
-  };
+export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
+  const handler = new ApiCallHandler(deps);
+  return (req, res, fail, started) => handler.handle(req, res, fail, started);
 }

@@ -118,7 +118,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
         tickMs: 20,
       }),
     );
-    for (const r of replicas) r.start();
+    for (const r of replicas) await r.start();
     const posted: string[] = [];
     try {
       for (let round = 0; round < 3; round++) {

@@ -5,10 +5,10 @@
  * publish leaves its row for the next round (attempts + 1, last_error); a crash between publish
  * and mark means the same message id is published again: at least once, never lost.
  */
-import { Client } from 'pg';
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
+import { createListener, type Listener } from './listener';
 import { OUTBOX_CHANNEL } from './repository';
 
 export interface Publisher {
@@ -52,110 +52,119 @@ interface Row {
   headers: unknown;
 }
 
-// eslint-disable-next-line max-lines-per-function -- a factory of small closures (round, prune, listen, run; each under 40 lines) sharing the relay state
+type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
+
+interface RoundResult {
+  published: number;
+  failed: number;
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+async function publishRow(publisher: Publisher, row: Row): Promise<void> {
+  if (row.routing_key !== 'monitor.hit') throw new Error(`unknown routing key ${row.routing_key}`);
+  const payload = contracts['monitor.hit'].payload.parse(row.payload);
+  const headers = contracts['monitor.hit'].headers.parse(row.headers);
+  await publisher.publish('monitor.hit', payload, { messageId: row.message_id, headers });
+}
+
+/** Publishes the claimed rows; marks the confirmed ones published and the others failed. */
+async function publishClaimed(tx: Tx, rows: Row[], options: OutboxRelayOptions): Promise<RoundResult> {
+  const results = await Promise.allSettled(rows.map((row) => publishRow(options.publisher, row)));
+  const ok: bigint[] = [];
+  for (const [i, r] of results.entries()) {
+    const row = rows[i]!;
+    if (r.status === 'fulfilled') ok.push(row.id);
+    else {
+      const message = errorMessage(r.reason);
+      options.logger.warn('outbox publish failed', { messageId: row.message_id, error: message });
+      await tx.$executeRaw`UPDATE outbox SET attempts = attempts + 1, last_error = ${message.slice(0, 500)} WHERE id = ${row.id}`;
+    }
+  }
+  if (ok.length > 0)
+    await tx.$executeRaw`UPDATE outbox SET published_at = now(), attempts = attempts + 1 WHERE id = ANY(${ok}::bigint[])`;
+  options.onPublished?.(ok.length);
+  return { published: ok.length, failed: rows.length - ok.length };
+}
+
+/** One round: claims up to `batchSize` rows (`failed` counts rows left for a later round). */
+function round(options: OutboxRelayOptions, batchSize: number): Promise<RoundResult> {
+  return options.db.$transaction(
+    async (tx) => {
+      const rows = await tx.$queryRaw<Row[]>`
+        SELECT id, routing_key, message_id, payload, headers FROM outbox
+        WHERE published_at IS NULL ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
+      if (rows.length === 0) return { published: 0, failed: 0 };
+      return publishClaimed(tx, rows, options);
+    },
+    { timeout: 60_000, maxWait: 10_000 },
+  );
+}
+
+/** A sleep that `wake()` ends early. */
+function wakeableSleep() {
+  let wake: (() => void) | undefined;
+  return {
+    sleep: (ms: number) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      }),
+    wake: () => wake?.(),
+  };
+}
+
+async function lagOf(db: Db): Promise<{ pending: number; oldestMs: number }> {
+  const [row] = await db.$queryRaw<{ pending: bigint; oldest: Date | null }[]>`
+    SELECT count(*) AS pending, min(created_at) AS oldest FROM outbox WHERE published_at IS NULL`;
+  return { pending: Number(row?.pending ?? 0), oldestMs: row?.oldest ? Date.now() - row.oldest.getTime() : 0 };
+}
+
 export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
-  const { db, publisher, logger } = options;
+  const { db, logger } = options;
   const batchSize = options.batchSize ?? 200;
   const idleMs = options.idleMs ?? 250;
   const retainMs = options.retainMs ?? 7 * 24 * 3600 * 1000;
   let running = false;
   let loop: Promise<void> | undefined;
-  let wake: (() => void) | undefined;
-  let listener: Client | undefined;
+  let listener: Listener | undefined;
   let lastPrune = 0;
-
-  /** One round; `failed` counts rows whose publish failed (they stay for a later round). */
-  async function round(): Promise<{ published: number; failed: number }> {
-    return db.$transaction(
-      async (tx) => {
-        const rows = await tx.$queryRaw<Row[]>`
-          SELECT id, routing_key, message_id, payload, headers FROM outbox
-          WHERE published_at IS NULL ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
-        if (rows.length === 0) return { published: 0, failed: 0 };
-        const results = await Promise.allSettled(
-          rows.map(async (row) => {
-            if (row.routing_key !== 'monitor.hit') throw new Error(`unknown routing key ${row.routing_key}`);
-            const payload = contracts['monitor.hit'].payload.parse(row.payload);
-            const headers = contracts['monitor.hit'].headers.parse(row.headers);
-            await publisher.publish('monitor.hit', payload, { messageId: row.message_id, headers });
-          }),
-        );
-        const ok: bigint[] = [];
-        for (const [i, r] of results.entries()) {
-          const row = rows[i]!;
-          if (r.status === 'fulfilled') ok.push(row.id);
-          else {
-            const message = r.reason instanceof Error ? r.reason.message : String(r.reason);
-            logger.warn('outbox publish failed', { messageId: row.message_id, error: message });
-            await tx.$executeRaw`UPDATE outbox SET attempts = attempts + 1, last_error = ${message.slice(0, 500)} WHERE id = ${row.id}`;
-          }
-        }
-        if (ok.length > 0)
-          await tx.$executeRaw`UPDATE outbox SET published_at = now(), attempts = attempts + 1 WHERE id = ANY(${ok}::bigint[])`;
-        options.onPublished?.(ok.length);
-        return { published: ok.length, failed: rows.length - ok.length };
-      },
-      { timeout: 60_000, maxWait: 10_000 },
-    );
-  }
-
-  async function runOnce(): Promise<number> {
-    return (await round()).published;
-  }
+  const nap = wakeableSleep();
 
   async function prune(): Promise<number> {
     lastPrune = Date.now();
-    const cutoff = new Date(Date.now() - retainMs);
-    const n = await db.outboxEvent.deleteMany({ where: { publishedAt: { lt: cutoff } } });
+    const n = await db.outboxEvent.deleteMany({ where: { publishedAt: { lt: new Date(Date.now() - retainMs) } } });
     if (n.count > 0) logger.info('outbox pruned', { rows: n.count });
     return n.count;
   }
 
-  /** at most once an hour while running */
-  async function maybePrune(): Promise<void> {
-    if (Date.now() - lastPrune >= 3600_000) await prune();
+  /** a round, and a prune at most once an hour; the delay before the next round (0: at once) */
+  async function step(backoff: number): Promise<number> {
+    try {
+      const { published, failed } = await round(options, batchSize);
+      if (Date.now() - lastPrune >= 3600_000) await prune();
+      // back off only when nothing went out (broker down); a row that alone keeps failing
+      // must not slow the rows behind it
+      if (failed > 0 && published === 0) throw new Error(`${failed} outbox row(s) not published`);
+      return published + failed >= batchSize ? 0 : -1; // more are waiting: at once
+    } catch (err) {
+      logger.warn('outbox relay round failed', { error: errorMessage(err) });
+      return Math.min(Math.max(backoff * 2, 200), 5000);
+    }
   }
-
-  async function listen(): Promise<void> {
-    if (!options.databaseUrl) return;
-    const client = new Client({ connectionString: options.databaseUrl });
-    client.on('error', (err) => {
-      logger.warn('outbox listener lost its connection; polling until it is back', { error: err.message });
-      listener = undefined;
-      setTimeout(() => void (running ? listen().catch(() => undefined) : undefined), 1000).unref();
-    });
-    client.on('notification', () => wake?.());
-    await client.connect();
-    await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
-    listener = client;
-  }
-
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
 
   async function run(): Promise<void> {
     let backoff = 0;
     while (running) {
-      try {
-        const { published, failed } = await round();
-        await maybePrune();
-        // back off only when nothing went out (broker down); a row that alone keeps failing
-        // must not slow the rows behind it
-        if (failed > 0 && published === 0) throw new Error(`${failed} outbox row(s) not published`);
-        backoff = 0;
-        if (published + failed >= batchSize) continue; // more are waiting
-      } catch (err) {
-        backoff = Math.min(Math.max(backoff * 2, 200), 5000);
-        logger.warn('outbox relay round failed', { error: err instanceof Error ? err.message : String(err) });
-      }
-      if (!running) break;
-      await sleep(backoff || idleMs);
+      const next = await step(backoff);
+      if (next === 0) continue;
+      backoff = Math.max(next, 0);
+      if (running) await nap.sleep(backoff || idleMs);
     }
   }
 
@@ -163,26 +172,31 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     async start() {
       if (running) return;
       running = true;
-      await listen().catch((err: unknown) =>
-        logger.warn('outbox listener could not start; polling instead', {
-          error: err instanceof Error ? err.message : String(err),
-        }),
-      );
+      if (options.databaseUrl) {
+        listener = createListener({
+          databaseUrl: options.databaseUrl,
+          channel: OUTBOX_CHANNEL,
+          logger,
+          onNotify: () => nap.wake(),
+          onReconnect: () => nap.wake(),
+        });
+        await listener
+          .start()
+          .catch((err: unknown) =>
+            logger.warn('outbox listener could not start; polling instead', { error: errorMessage(err) }),
+          );
+      }
       loop = run();
     },
     async stop() {
       running = false;
-      wake?.();
+      nap.wake();
       await loop;
-      await listener?.end().catch(() => undefined);
+      await listener?.stop();
       listener = undefined;
     },
-    runOnce,
+    runOnce: async () => (await round(options, batchSize)).published,
     prune,
-    async lag() {
-      const [row] = await db.$queryRaw<{ pending: bigint; oldest: Date | null }[]>`
-        SELECT count(*) AS pending, min(created_at) AS oldest FROM outbox WHERE published_at IS NULL`;
-      return { pending: Number(row?.pending ?? 0), oldestMs: row?.oldest ? Date.now() - row.oldest.getTime() : 0 };
-    },
+    lag: () => lagOf(db),
   };
 }

@@ -4,11 +4,11 @@
  * The cursor only moves forward: a replica whose lease lapsed mid-poll cannot move it back.
  */
 import { randomUUID } from 'node:crypto';
-import type { Db, HitRow } from '@sts/db';
+import { Prisma, type Db, type HitRow } from '@sts/db';
 import type { MonitorHitEvent } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
-import type { TargetState } from '../domain/schedule';
+import type { ScheduleWrite, TargetState } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
 
@@ -32,50 +32,184 @@ export interface StoredCursor extends CursorState {
 }
 
 export interface PollerRepository {
+  /** every target with active monitors (a forced cycle) */
   targets(): Promise<TargetState[]>;
+  /** the targets whose schedule row is due at `now` (poll_targets.next_due_at, indexed): what a tick reads */
+  dueTargets(now: Date): Promise<TargetState[]>;
+  /** one target's state (null: no active monitor watches it) */
+  target(targetKey: string): Promise<TargetState | null>;
+  /** writes re-evaluated schedules of targets that were read as due but are not */
+  reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
   cursor(targetKey: string): Promise<StoredCursor | null>;
-  /** Inserts the hits not yet recorded (unique on monitor + tweet) with their events and moves the cursor. Returns how many were new. */
-  recordBatch(targetKey: string, hits: NewHit[], cursor: CursorState, polledAt: Date): Promise<number>;
+  /**
+   * Inserts the hits not yet recorded (unique on monitor + tweet) with their events, moves the
+   * cursor and, with `schedule`, the target's next due time. Returns the hits that were new.
+   */
+  recordBatch(
+    targetKey: string,
+    hits: NewHit[],
+    cursor: CursorState,
+    polledAt: Date,
+    schedule?: ScheduleWrite,
+  ): Promise<NewHit[]>;
   /** Records a failed poll: cursor untouched; the error goes on the target's monitors. */
-  recordFailure(targetKey: string, error: string, polledAt: Date): Promise<void>;
+  recordFailure(targetKey: string, error: string, polledAt: Date, schedule?: ScheduleWrite): Promise<void>;
+}
+
+interface TargetRow {
+  target_key: string;
+  username: string;
+  plans: PlanName[];
+  free_trial_ends_at: Date | null;
+  last_polled_at: Date | null;
+}
+
+/**
+ * One row per target among `keys` (a subquery of target keys): its distinct plans, and the latest
+ * trial end among its Free accounts (enough to tell whether any of them is on an active trial).
+ */
+function targetRows(db: Db, keys: Prisma.Sql): Promise<TargetRow[]> {
+  return db.$queryRaw<TargetRow[]>`
+    SELECT m.target_key, min(m.target_username) AS username,
+           array_agg(DISTINCT a.plan::text) AS plans,
+           max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
+           c.last_polled_at
+    FROM monitors m
+    JOIN accounts a ON a.id = m.account_id
+    LEFT JOIN poll_cursors c ON c.target_key = m.target_key
+    WHERE m.is_active AND m.target_key IN (${keys})
+    GROUP BY m.target_key, c.last_polled_at`;
+}
+
+function toTarget(r: TargetRow): TargetState {
+  return {
+    targetKey: r.target_key,
+    username: r.username,
+    accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
+    lastPolledAt: r.last_polled_at,
+  };
+}
+
+/**
+ * The schedule write of a poll: its next due time, unless a monitor or plan change was stamped
+ * after the poller read the target (then due at once, re-evaluated by the next tick), or no active
+ * monitor is left (never due).
+ */
+function writeSchedule(db: Pick<Db, '$executeRaw'>, targetKey: string, s: ScheduleWrite): Promise<number> {
+  return db.$executeRaw`
+    UPDATE poll_targets SET
+      next_due_at = CASE WHEN active_monitors = 0 THEN '9999-12-31 00:00:00+00'::timestamptz
+                         WHEN changed_at >= ${s.readAt} THEN least(next_due_at, now())
+                         ELSE ${s.nextDueAt} END,
+      pushed = ${s.pushed}
+    WHERE target_key = ${targetKey}`;
+}
+
+type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
+
+/** Inserts the hits not recorded yet and an outbox event for each new one; returns the new ones. */
+async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
+  let inserted: { id: string; monitor_id: string; tweet_id: string }[] = [];
+  if (hits.length > 0) {
+    inserted = await tx.$queryRaw<{ id: string; monitor_id: string; tweet_id: string }[]>`
+      INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
+      SELECT * FROM unnest(
+        ${hits.map((h) => h.monitorId)}::uuid[], ${hits.map((h) => h.tweetId)}::text[], ${hits.map((h) => h.tweetText)}::text[],
+        ${hits.map((h) => h.tweetAuthorId)}::text[], ${hits.map((h) => h.tweetAuthorUsername)}::text[],
+        ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[])
+      ON CONFLICT (monitor_id, tweet_id) DO NOTHING
+      RETURNING id, monitor_id, tweet_id`;
+  }
+  if (inserted.length > 0) {
+    const byKey = new Map(hits.map((h) => [`${h.monitorId}:${h.tweetId}`, h]));
+    const rows = inserted.map((r) => {
+      const h = byKey.get(`${r.monitor_id}:${r.tweet_id}`)!;
+      return {
+        routingKey: 'monitor.hit',
+        messageId: randomUUID(),
+        payload: h.event,
+        headers: { accountId: h.accountId, hitId: r.id },
+      };
+    });
+    await tx.outboxEvent.createMany({ data: rows });
+    await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+  }
+  const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
+  return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
+}
+
+async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
+  // forward only: keep the stored id and position when already past this batch's. Positions
+  // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
+  await tx.$executeRaw`
+    INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
+    VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, ${polledAt}, NULL, now())
+    ON CONFLICT (target_key) DO UPDATE SET
+      position = CASE
+        WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
+        WHEN poll_cursors.position IS NULL
+          OR split_part(EXCLUDED.position, '.', 1) <> split_part(poll_cursors.position, '.', 1)
+          OR string_to_array(substr(EXCLUDED.position, 3), '.')::numeric[]
+             > string_to_array(substr(poll_cursors.position, 3), '.')::numeric[]
+        THEN EXCLUDED.position ELSE poll_cursors.position END,
+      last_tweet_id = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
+                           THEN EXCLUDED.last_tweet_id ELSE poll_cursors.last_tweet_id END,
+      last_tweet_at = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
+                           THEN coalesce(EXCLUDED.last_tweet_at, poll_cursors.last_tweet_at) ELSE poll_cursors.last_tweet_at END,
+      last_polled_at = greatest(poll_cursors.last_polled_at, EXCLUDED.last_polled_at),
+      last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
+      last_error = NULL,
+      updated_at = now()`;
 }
 
 export function createPollerRepository(db: Db): PollerRepository {
   return {
     async targets() {
-      // one row per target: its distinct plans, and the latest trial end among its Free accounts
-      // (enough to tell whether any of them is on an active trial)
-      const rows = await db.$queryRaw<
-        {
-          target_key: string;
-          username: string;
-          plans: PlanName[];
-          free_trial_ends_at: Date | null;
-          last_polled_at: Date | null;
-        }[]
-      >`
-        SELECT m.target_key, min(m.target_username) AS username,
-               array_agg(DISTINCT a.plan::text) AS plans,
-               max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-               c.last_polled_at
-        FROM monitors m
-        JOIN accounts a ON a.id = m.account_id
-        LEFT JOIN poll_cursors c ON c.target_key = m.target_key
-        WHERE m.is_active
-        GROUP BY m.target_key, c.last_polled_at`;
-      return rows.map((r) => ({
-        targetKey: r.target_key,
-        username: r.username,
-        accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
-        lastPolledAt: r.last_polled_at,
-      }));
+      return (await targetRows(db, Prisma.sql`SELECT target_key FROM monitors WHERE is_active`)).map(toTarget);
+    },
+
+    async dueTargets(now) {
+      // the due keys first (an index range on next_due_at: nothing due, nothing else read), then
+      // their monitors through the (target_key, is_active) index
+      const due = await db.$queryRaw<{ target_key: string }[]>`
+        SELECT target_key FROM poll_targets WHERE next_due_at <= ${now}`;
+      if (due.length === 0) return [];
+      const keys = due.map((r) => r.target_key);
+      return (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget);
+    },
+
+    async target(targetKey) {
+      const [row] = await targetRows(db, Prisma.sql`${targetKey}`);
+      return row ? toTarget(row) : null;
+    },
+
+    async reschedule(rows) {
+      if (rows.length === 0) return;
+      await db.$executeRaw`
+        UPDATE poll_targets p SET
+          next_due_at = CASE WHEN p.active_monitors = 0 THEN '9999-12-31 00:00:00+00'::timestamptz
+                             WHEN p.changed_at >= r.read_at THEN p.next_due_at
+                             ELSE r.next_due_at END,
+          pushed = r.pushed
+        FROM unnest(${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.nextDueAt)}::timestamptz[],
+                    ${rows.map((r) => r.pushed)}::boolean[], ${rows.map((r) => r.readAt)}::timestamptz[])
+             AS r(target_key, next_due_at, pushed, read_at)
+        WHERE p.target_key = r.target_key`;
     },
 
     async monitorsFor(targetKey) {
       const rows = await db.monitor.findMany({
         where: { targetKey, isActive: true },
-        select: { id: true, accountId: true, targetUsername: true, keywords: true, createdAt: true },
+        select: {
+          id: true,
+          accountId: true,
+          targetUsername: true,
+          keywords: true,
+          excludeTypes: true,
+          langs: true,
+          createdAt: true,
+        },
       });
       return rows;
     },
@@ -88,74 +222,32 @@ export function createPollerRepository(db: Db): PollerRepository {
       return row;
     },
 
-    async recordBatch(targetKey, hits, cursor, polledAt) {
+    async recordBatch(targetKey, hits, cursor, polledAt, schedule) {
       return db.$transaction(async (tx) => {
-        let inserted: { id: string; monitor_id: string; tweet_id: string }[] = [];
-        if (hits.length > 0) {
-          inserted = await tx.$queryRaw<{ id: string; monitor_id: string; tweet_id: string }[]>`
-            INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
-            SELECT * FROM unnest(
-              ${hits.map((h) => h.monitorId)}::uuid[], ${hits.map((h) => h.tweetId)}::text[], ${hits.map((h) => h.tweetText)}::text[],
-              ${hits.map((h) => h.tweetAuthorId)}::text[], ${hits.map((h) => h.tweetAuthorUsername)}::text[],
-              ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[])
-            ON CONFLICT (monitor_id, tweet_id) DO NOTHING
-            RETURNING id, monitor_id, tweet_id`;
-        }
-        if (inserted.length > 0) {
-          const byKey = new Map(hits.map((h) => [`${h.monitorId}:${h.tweetId}`, h]));
-          const rows = inserted.map((r) => {
-            const h = byKey.get(`${r.monitor_id}:${r.tweet_id}`)!;
-            return {
-              routingKey: 'monitor.hit',
-              messageId: randomUUID(),
-              payload: h.event,
-              headers: { accountId: h.accountId, hitId: r.id },
-            };
-          });
-          await tx.outboxEvent.createMany({ data: rows });
-          await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
-        }
-        // forward only: keep the stored id and position when already past this batch's. Positions
-        // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
-        await tx.$executeRaw`
-          INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
-          VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, ${polledAt}, NULL, now())
-          ON CONFLICT (target_key) DO UPDATE SET
-            position = CASE
-              WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
-              WHEN poll_cursors.position IS NULL
-                OR split_part(EXCLUDED.position, '.', 1) <> split_part(poll_cursors.position, '.', 1)
-                OR string_to_array(substr(EXCLUDED.position, 3), '.')::numeric[]
-                   > string_to_array(substr(poll_cursors.position, 3), '.')::numeric[]
-              THEN EXCLUDED.position ELSE poll_cursors.position END,
-            last_tweet_id = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
-                                 THEN EXCLUDED.last_tweet_id ELSE poll_cursors.last_tweet_id END,
-            last_tweet_at = CASE WHEN poll_cursors.last_tweet_id IS NULL OR EXCLUDED.last_tweet_id::numeric > poll_cursors.last_tweet_id::numeric
-                                 THEN coalesce(EXCLUDED.last_tweet_at, poll_cursors.last_tweet_at) ELSE poll_cursors.last_tweet_at END,
-            last_polled_at = greatest(poll_cursors.last_polled_at, EXCLUDED.last_polled_at),
-            last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
-            last_error = NULL,
-            updated_at = now()`;
+        const fresh = await insertHits(tx, hits);
+        await moveCursor(tx, targetKey, cursor, polledAt);
         await tx.monitor.updateMany({
           where: { targetKey, isActive: true },
           data: { lastCheckAt: polledAt, lastError: null },
         });
-        return inserted.length;
+        if (schedule) await writeSchedule(tx, targetKey, schedule);
+        return fresh;
       });
     },
 
-    async recordFailure(targetKey, error, polledAt) {
-      await db.$transaction([
-        db.pollCursor.upsert({
+    async recordFailure(targetKey, error, polledAt, schedule) {
+      await db.$transaction(async (tx) => {
+        await tx.pollCursor.upsert({
           where: { targetKey },
           create: { targetKey, lastPolledAt: polledAt, lastError: error },
           update: { lastPolledAt: polledAt, lastError: error },
-        }),
-        db.monitor.updateMany({
+        });
+        await tx.monitor.updateMany({
           where: { targetKey, isActive: true },
           data: { lastCheckAt: polledAt, lastError: error },
-        }),
-      ]);
+        });
+        if (schedule) await writeSchedule(tx, targetKey, schedule);
+      });
     },
   };
 }

@@ -34,7 +34,7 @@ function tweet(text: string, createdAt = now, id = snowflakeId(createdAt)): Soci
 }
 
 function monitor(id: string, keywords: string[], createdAt = new Date(now.getTime() - 60_000)): WatchingMonitor {
-  return { id, accountId: `acc-${id}`, targetUsername: 'Author', keywords, createdAt };
+  return { id, accountId: `acc-${id}`, targetUsername: 'Author', keywords, excludeTypes: [], langs: [], createdAt };
 }
 
 describe('intervals', () => {
@@ -128,7 +128,7 @@ describe('matching', () => {
     expect(hits.map((h) => h.tweet.text)).toEqual(['same ms']);
   });
 
-  it('builds the SPEC section 6 monitor.hit payload, keywords null when there is no filter', () => {
+  it('builds the docs/webhooks.md monitor.hit payload, keywords null when there is no filter', () => {
     const [withKw, without] = compileMonitors([monitor('k', ['launch', 'big news']), monitor('n', [])]);
     const t = tweet('launch day', new Date('2026-05-01T12:00:00.5Z'), '1234567890123456789');
     const detectedAt = new Date('2026-05-01T12:00:01Z');

@@ -2,21 +2,25 @@
  * Matching tweets against the monitors of one target, and building the monitor.hit events.
  * No I/O: the poller hands in what it read and writes what this returns.
  */
-import { keywordPhrases, matchWords, words } from '@sts/core';
-import { monitorRef, type MonitorHitEvent } from '@sts/messaging';
+import { compileRules, matchesRules, parsePostTypes, preparePost, type CompiledRules } from '@sts/core';
+import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
 
 export interface WatchingMonitor {
   id: string;
   accountId: string;
   targetUsername: string;
-  /** empty = no keyword filter */
+  /** empty = no keyword filter; exclusions written `-word` */
   keywords: string[];
+  /** post types left out (replies, reposts, quotes); empty = all */
+  excludeTypes: string[];
+  /** languages that fire; empty = any */
+  langs: string[];
   createdAt: Date;
 }
 
 export interface CompiledMonitor extends WatchingMonitor {
-  phrases: string[][];
+  rules: CompiledRules;
 }
 
 export interface PendingHit {
@@ -25,38 +29,38 @@ export interface PendingHit {
 }
 
 export function compileMonitors(monitors: readonly WatchingMonitor[]): CompiledMonitor[] {
-  return monitors.map((m) => ({ ...m, phrases: keywordPhrases(m.keywords) }));
+  return monitors.map((m) => ({
+    ...m,
+    rules: compileRules(m.keywords, { exclude: parsePostTypes(m.excludeTypes), lang: m.langs }),
+  }));
 }
 
 /**
  * Every (monitor, tweet) pair that is a hit: the tweet is not older than the monitor (a monitor
- * starts from the moment it is created) and matches its keywords. Each tweet is tokenised once
- * for all monitors.
+ * starts from the moment it is created) and passes its rules (@sts/core rules.ts: post types,
+ * languages, exclusions, keywords). Each tweet is tokenised once for all monitors.
  */
 export function findHits(tweets: readonly SocialTweet[], monitors: readonly CompiledMonitor[]): PendingHit[] {
   const out: PendingHit[] = [];
   for (const tweet of tweets) {
-    const tweetWords = words(tweet.text);
+    const post = preparePost({ text: tweet.text, lang: tweet.lang, referencedTweets: tweet.referencedTweets ?? [] });
     const at = tweet.createdAt.getTime();
     for (const monitor of monitors) {
       if (at < monitor.createdAt.getTime()) continue;
-      if (matchWords(tweetWords, monitor.phrases)) out.push({ monitor, tweet });
+      if (matchesRules(monitor.rules, post)) out.push({ monitor, tweet });
     }
   }
   return out;
 }
 
-/** The SPEC.md section 6 payload, field for field. */
+/** The monitor.hit payload of docs/webhooks.md, built by @sts/messaging's payload builder. */
 export function hitEvent(hit: PendingHit, detectedAt: Date): MonitorHitEvent {
-  return {
-    event: 'monitor.hit',
-    monitor: monitorRef(hit.monitor),
-    tweet: {
-      id: hit.tweet.id,
-      text: hit.tweet.text,
-      authorUsername: hit.tweet.author.username,
-      createdAt: hit.tweet.createdAt.toISOString(),
-    },
-    detectedAt: detectedAt.toISOString(),
+  const { tweet } = hit;
+  const ref = {
+    id: tweet.id,
+    text: tweet.text,
+    authorUsername: tweet.author.username,
+    createdAt: tweet.createdAt.toISOString(),
   };
+  return monitorHitPayload(monitorRef(hit.monitor), ref, detectedAt.toISOString());
 }

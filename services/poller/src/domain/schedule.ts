@@ -65,3 +65,55 @@ export function oldestCreation(monitorsCreatedAt: readonly Date[]): Date {
 export function maxId(a: string | null, b: string): string {
   return a === null || compareIds(b, a) > 0 ? b : a;
 }
+
+/** A target is pushed (a committed local tweet wakes its poll) when a Starter or trial account watches it. */
+export function isPushed(target: Pick<TargetState, 'accounts'>, now: Date): boolean {
+  return target.accounts.some((a) => effectivePlan(a, now) !== 'free');
+}
+
+/** When the target is next due: its last poll (or `now` when never polled) plus its interval. */
+export function nextDueAt(target: TargetState, policy: IntervalPolicy, now: Date): Date {
+  const from = target.lastPolledAt ?? now;
+  return new Date(from.getTime() + intervalFor(target, policy, now) * 1000);
+}
+
+/** What the poller writes into a target's schedule row after a poll or a re-evaluation. */
+export interface ScheduleWrite {
+  nextDueAt: Date;
+  pushed: boolean;
+  /** when the poller read the target's state: a change stamped later makes the target due at once */
+  readAt: Date;
+}
+
+/** The schedule after polling `target` at `polledAt`. */
+export function scheduleAfterPoll(
+  target: TargetState,
+  policy: IntervalPolicy,
+  polledAt: Date,
+  readAt: Date,
+): ScheduleWrite {
+  return {
+    nextDueAt: new Date(polledAt.getTime() + intervalFor(target, policy, polledAt) * 1000),
+    pushed: isPushed(target, polledAt),
+    readAt,
+  };
+}
+
+/**
+ * Whether a local poll position ("l.<xid>.<id>") has read every tweet of transaction `xid`: the
+ * position's transaction is at or past it. Other providers' positions (and none) say nothing about
+ * local transactions: true, the push has nothing to wait for.
+ */
+export function positionCovers(position: string | null, xid: bigint): boolean {
+  if (position === null || !position.startsWith('l.')) return position === null ? false : true;
+  const [px] = position.slice(2).split('.');
+  if (px === undefined || !/^[0-9]{1,20}$/.test(px)) return false;
+  return BigInt(px) >= xid;
+}
+
+/** A notification of the local store's tweet trigger: "<xid> <target key>"; null when malformed. */
+export function parseTweetNotification(payload: string): { xid: bigint; targetKey: string } | null {
+  const m = /^([0-9]{1,20}) (\S{1,100})$/.exec(payload);
+  if (!m) return null;
+  return { xid: BigInt(m[1]!), targetKey: m[2]! };
+}

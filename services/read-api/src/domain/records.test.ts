@@ -28,6 +28,7 @@ const tweet: SocialTweet = {
   createdAt: new Date('2024-05-01T12:00:01Z'),
   lang: 'en',
   metrics: { likeCount: 1, retweetCount: 2, replyCount: 3, quoteCount: 4 },
+  referencedTweets: [{ type: 'replied_to', id: '1780000000000000000' }],
 };
 const hit: HitRow = {
   id: '0b9f0f3e-8c51-4d59-9a4b-1b2f6f1d2c3a',
@@ -42,6 +43,8 @@ const monitor: MonitorRow = {
   id: hit.monitorId,
   targetUsername: 'alice',
   keywords: [],
+  excludeTypes: [],
+  langs: [],
   isActive: true,
   checkIntervalSec: 60,
   lastCheckAt: null,
@@ -59,6 +62,8 @@ describe('the serialisers write the records of @sts/api-contract, field for fiel
     expect(Object.keys(u).sort()).toEqual(Object.keys(UserSchema.shape).sort());
     const t = tweetRecord(tweet);
     expect(TweetSchema.parse(t)).toEqual(t);
+    expect(t.referenced_tweets).toEqual([{ type: 'replied_to', id: '1780000000000000000' }]);
+    expect(tweetRecord({ ...tweet, referencedTweets: undefined }).referenced_tweets).toEqual([]);
     expect(Object.keys(t).sort()).toEqual(Object.keys(TweetSchema.shape).sort());
   });
 
@@ -67,6 +72,20 @@ describe('the serialisers write the records of @sts/api-contract, field for fiel
     expect(MonitorSchema.parse(m)).toEqual(m);
     expect(Object.keys(m).sort()).toEqual(Object.keys(MonitorSchema.shape).sort());
     expect(m.keywords).toBeNull();
+    expect(m.filters).toEqual({ exclude: [], lang: [], excluded_keywords: [] });
+    const ruled = monitorRecord({
+      ...monitor,
+      keywords: ['launch', '-spam', '-"big sale"'],
+      excludeTypes: ['replies', 'quotes'],
+      langs: ['en', 'de'],
+    });
+    expect(MonitorSchema.parse(ruled)).toEqual(ruled);
+    expect(ruled.keywords).toEqual(['launch', '-spam', '-"big sale"']);
+    expect(ruled.filters).toEqual({
+      exclude: ['replies', 'quotes'],
+      lang: ['en', 'de'],
+      excluded_keywords: ['spam', 'big sale'],
+    });
     expect(HitSchema.parse(hitRecord(hit)).url).toBe(`https://x.com/alice/status/${tweet.id}`);
     const body = listBody([m], null);
     expect(listOf(MonitorSchema).parse(body)).toEqual(body);

@@ -6,6 +6,7 @@
  */
 import type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord } from '@sts/api-contract';
 import type { HitRow } from '@sts/db';
+import { parsePostTypes, splitKeywords } from '@sts/core';
 import type { SocialTweet, SocialUser } from '@sts/social';
 
 export type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord };
@@ -15,6 +16,8 @@ export interface MonitorRow {
   id: string;
   targetUsername: string;
   keywords: string[];
+  excludeTypes: string[];
+  langs: string[];
   isActive: boolean;
   checkIntervalSec: number;
   lastCheckAt: Date | null;
@@ -59,6 +62,7 @@ export function tweetRecord(t: SocialTweet): TweetRecord {
       reply_count: t.metrics.replyCount,
       quote_count: t.metrics.quoteCount,
     },
+    referenced_tweets: (t.referencedTweets ?? []).map((r) => ({ type: r.type, id: r.id })),
     author: userRecord(t.author),
   };
 }
@@ -74,6 +78,11 @@ export function monitorRecord(m: MonitorRow, recentHits?: HitRow[]): MonitorReco
     id: m.id,
     target_username: m.targetUsername,
     keywords: m.keywords.length ? [...m.keywords] : null,
+    filters: {
+      exclude: parsePostTypes(m.excludeTypes),
+      lang: [...m.langs],
+      excluded_keywords: splitKeywords(m.keywords).exclude,
+    },
     is_active: m.isActive,
     status: monitorStatus(m),
     check_interval_sec: m.checkIntervalSec,

@@ -59,8 +59,8 @@ export interface HttpsSenderOptions {
   /** bytes of the response read at most (the rest is dropped with the connection) */
   maxResponseBytes?: number;
   /**
-   * Told the detail of a refused address (which address, which range). The delivery log and the
-   * customer see only a generic reason: the resolved addresses would map the internal network.
+   * Told the detail of a refused resolved address (which address, which range). The delivery log
+   * and the customer see only a generic reason: the resolved addresses would map the internal network.
    */
   onRefused?: (host: string, detail: string) => void;
 }
@@ -132,16 +132,16 @@ export function snippetText(buf: Buffer): string {
     .replaceAll(String.fromCharCode(0), '');
 }
 
-// eslint-disable-next-line max-lines-per-function -- a factory of closures (guarded lookup, one attempt, send) sharing the agent and the limits
-export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
-  const isAllowed = createHostAllowList(options.allowPrivateHosts ?? []);
-  const baseLookup: LookupFunction = options.lookup ?? dns.lookup;
-  const snippetBytes = options.snippetBytes ?? 512;
-  const maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
-  const perEndpoint = options.maxConcurrencyPerEndpoint;
-
-  /** the only path from a host name to an address this sender connects to */
-  const guardedLookup: LookupFunction = (hostname, lookupOptions, callback) => {
+/**
+ * The only path from a host name to an address the sender connects to: every address DNS returns
+ * is checked against the address policy (hosts in the allow list skip it).
+ */
+function createGuardedLookup(
+  baseLookup: LookupFunction,
+  isAllowed: (host: string) => boolean,
+  onRefused?: (host: string, detail: string) => void,
+): LookupFunction {
+  return (hostname, lookupOptions, callback) => {
     const allowed = isAllowed(hostname);
     baseLookup(hostname, { ...lookupOptions, all: true }, (err, addresses, family) => {
       if (err) return callback(err, '', 0);
@@ -158,14 +158,9 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
         for (const a of list) {
           const reason = blockedReason(a.address);
           if (reason) {
-            options.onRefused?.(hostname, reason);
-            return callback(
-              new RefusedAddressError(
-                `refused to connect to ${hostname}: not a public address (it resolves to a non-public one)`,
-              ),
-              '',
-              0,
-            );
+            onRefused?.(hostname, reason);
+            const generic = `refused to connect to ${hostname}: not a public address (it resolves to a non-public one)`;
+            return callback(new RefusedAddressError(generic), '', 0);
           }
         }
       }
@@ -174,24 +169,17 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
       return callback(null, first.address, first.family);
     });
   };
+}
 
-  const agent = new https.Agent({
-    keepAlive: true,
-    keepAliveMsecs: 1000,
-    // The per-endpoint limit is the semaphore below, keyed by endpoint; Discord and Slack webhooks
-    // of many customers share one host, and must not queue behind each other inside the agent.
-    maxSockets: Infinity,
-    maxFreeSockets: perEndpoint,
-    scheduling: 'lifo',
-    timeout: 4000,
-    lookup: guardedLookup,
-  });
-  const semaphores = new Map<string, Semaphore>();
-  // One listener per signal (the dispatcher passes the same one to every delivery), not one per
-  // request: EventTarget listeners are added and removed in a list, hundreds of them at a time.
+/**
+ * Destroys requests when their signal aborts. One listener per signal (the dispatcher passes the
+ * same one to every delivery), not one per request: EventTarget listeners are added and removed in
+ * a list, hundreds of them at a time.
+ */
+function createAborter(): (signal: AbortSignal, req: ClientRequest) => void {
   const requestsBySignal = new WeakMap<AbortSignal, Set<ClientRequest>>();
-  function abortWith(signal: AbortSignal, req: ClientRequest): void {
-    const destroy = (r: ClientRequest) => void r.destroy(new Error('aborted: the dispatcher is stopping'));
+  const destroy = (r: ClientRequest) => void r.destroy(new Error('aborted: the dispatcher is stopping'));
+  return (signal, req) => {
     if (signal.aborted) return destroy(req);
     let open = requestsBySignal.get(signal);
     if (!open) {
@@ -202,51 +190,199 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
     const set = open;
     set.add(req);
     req.once('close', () => set.delete(req));
-  }
-  let inFlight = 0;
+  };
+}
 
-  function attempt(
-    target: URL,
-    request: SendRequest,
-    body: Buffer,
-    deadline: { timer?: NodeJS.Timeout; endsAt: number },
-  ): Promise<{ res: IncomingMessage; data: Buffer; truncated: boolean }> {
+interface Deadline {
+  timer?: NodeJS.Timeout;
+  endsAt: number;
+}
+
+interface Answer {
+  res: IncomingMessage;
+  data: Buffer;
+  truncated: boolean;
+}
+
+/** reads a response up to `maxBytes`; a longer one settles with what was read and is cut */
+function readResponse(
+  res: IncomingMessage,
+  maxBytes: number,
+  resolve: (a: Answer) => void,
+  reject: (err: unknown) => void,
+): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let truncated = false;
+  res.on('data', (chunk: Buffer) => {
+    if (truncated) return;
+    size += chunk.length;
+    chunks.push(chunk);
+    if (size > maxBytes) {
+      // Settle first: destroying the response emits 'aborted' at once, and that must not
+      // turn a read-limit cut into a failure (the status and headers are already here).
+      truncated = true;
+      resolve({ res, data: Buffer.concat(chunks), truncated });
+      res.destroy();
+    }
+  });
+  res.on('end', () => resolve({ res, data: Buffer.concat(chunks), truncated }));
+  res.on('error', (err) => (truncated ? undefined : reject(err)));
+  res.on('aborted', () => (truncated ? undefined : reject(new Error('response aborted'))));
+}
+
+/** a failure before or without any answer */
+function failure(error: string, latencyMs: number, refused = false): SendResult {
+  return {
+    outcome: 'failed',
+    statusCode: null,
+    latencyMs,
+    error,
+    responseSnippet: null,
+    refused,
+    headers: {},
+    truncated: false,
+  };
+}
+
+/** what a receiver's answer means: delivered for a 2xx, else failed naming why */
+function answerResult(answer: Answer, latencyMs: number, snippetBytes: number): SendResult {
+  const status = answer.res.statusCode ?? 0;
+  const snippet = answer.data.length ? snippetText(answer.data.subarray(0, snippetBytes)) : null;
+  let error: string | null = null;
+  if (status >= 300 && status < 400) {
+    error = `redirects are not followed (HTTP ${status})`;
+  } else if (status < 200 || status >= 300) {
+    error = `receiver answered HTTP ${status}`;
+  }
+  return {
+    outcome: error ? 'failed' : 'delivered',
+    statusCode: status,
+    latencyMs,
+    error,
+    responseSnippet: snippet,
+    refused: false,
+    headers: answer.res.headers,
+    truncated: answer.truncated,
+  };
+}
+
+/** The sender: the agent, the per-endpoint semaphores and the limits, with one method per step of a send. */
+class Sender implements HttpsSender {
+  private readonly isAllowed: (host: string) => boolean;
+  private readonly lookup: LookupFunction;
+  private readonly agent: https.Agent;
+  private readonly abortWith = createAborter();
+  private readonly semaphores = new Map<string, Semaphore>();
+  private readonly snippetBytes: number;
+  private readonly maxResponseBytes: number;
+  private active = 0;
+
+  constructor(private readonly options: HttpsSenderOptions) {
+    this.isAllowed = createHostAllowList(options.allowPrivateHosts ?? []);
+    this.lookup = createGuardedLookup(options.lookup ?? dns.lookup, this.isAllowed, options.onRefused);
+    this.snippetBytes = options.snippetBytes ?? 512;
+    this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
+    this.agent = new https.Agent({
+      keepAlive: true,
+      keepAliveMsecs: 1000,
+      // The per-endpoint limit is the semaphore below, keyed by endpoint; Discord and Slack webhooks
+      // of many customers share one host, and must not queue behind each other inside the agent.
+      maxSockets: Infinity,
+      maxFreeSockets: options.maxConcurrencyPerEndpoint,
+      scheduling: 'lifo',
+      timeout: 4000,
+      lookup: this.lookup,
+    });
+  }
+
+  inFlight(): number {
+    return this.active;
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  async send(request: SendRequest): Promise<SendResult> {
+    const started = performance.now();
+    const target = this.targetOf(request);
+    if (!(target instanceof URL)) return failure(target.error, Math.round(performance.now() - started), target.refused);
+    const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
+    const key = request.endpointKey ?? `${normalizeHostname(target.hostname)}:${target.port || '443'}`;
+    let sem = this.semaphores.get(key);
+    if (!sem) this.semaphores.set(key, (sem = new Semaphore(this.options.maxConcurrencyPerEndpoint)));
+    this.active++;
+    await sem.acquire();
+    const sendStarted = performance.now();
+    const deadline: Deadline = { endsAt: sendStarted + this.options.timeoutMs };
+    try {
+      const answer = await this.deliver(target, request, body, deadline);
+      return answerResult(answer, Math.round(performance.now() - sendStarted), this.snippetBytes);
+    } catch (err) {
+      const { timeoutMs } = this.options;
+      const error =
+        performance.now() >= deadline.endsAt ? `timed out after ${timeoutMs} ms` : describeError(err, timeoutMs);
+      return failure(error, Math.round(performance.now() - sendStarted), err instanceof RefusedAddressError);
+    } finally {
+      clearTimeout(deadline.timer);
+      sem.release();
+      if (sem.idle) this.semaphores.delete(key);
+      this.active--;
+    }
+  }
+
+  /** the URL really sent to, or why none is: not a URL, not https, a literal address the policy refuses */
+  private targetOf(request: SendRequest): URL | { error: string; refused: boolean } {
+    let target: URL;
+    try {
+      target = new URL(request.url);
+      if (this.options.urlOverride) target = this.options.urlOverride(target);
+    } catch {
+      return { error: 'webhook URL is not a valid URL', refused: false };
+    }
+    if (target.protocol !== 'https:')
+      return { error: `webhook URL must use https (got ${target.protocol})`, refused: true };
+    const host = normalizeHostname(target.hostname);
+    if (isIP(host) && !this.isAllowed(host)) {
+      const reason = blockedReason(host);
+      if (reason) return { error: `refused to connect to ${host}: ${reason}`, refused: true };
+    }
+    return target;
+  }
+
+  /** one attempt, and one more only on a keep-alive socket the receiver had already closed */
+  private async deliver(target: URL, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
+    try {
+      return await this.attempt(target, request, body, deadline);
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException & { reusedSocket?: boolean };
+      // a keep-alive socket the receiver had already closed: the request never got there
+      if (e.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE') && performance.now() < deadline.endsAt) {
+        return this.attempt(target, request, body, deadline);
+      }
+      throw err;
+    }
+  }
+
+  private attempt(target: URL, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
     return new Promise((resolve, reject) => {
       const req = https.request(
         target,
         {
           method: 'POST',
-          agent,
-          lookup: guardedLookup,
+          agent: this.agent,
+          lookup: this.lookup,
           headers: { ...request.headers, 'Content-Length': String(body.length) },
         },
-        (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          let truncated = false;
-          res.on('data', (chunk: Buffer) => {
-            if (truncated) return;
-            size += chunk.length;
-            chunks.push(chunk);
-            if (size > maxResponseBytes) {
-              // Settle first: destroying the response emits 'aborted' at once, and that must not
-              // turn a read-limit cut into a failure (the status and headers are already here).
-              truncated = true;
-              resolve({ res, data: Buffer.concat(chunks), truncated });
-              res.destroy();
-            }
-          });
-          res.on('end', () => resolve({ res, data: Buffer.concat(chunks), truncated }));
-          res.on('error', (err) => (truncated ? undefined : reject(err)));
-          res.on('aborted', () => (truncated ? undefined : reject(new Error('response aborted'))));
-        },
+        (res) => readResponse(res, this.maxResponseBytes, resolve, reject),
       );
       req.on('error', (err) => {
         (err as { reusedSocket?: boolean }).reusedSocket = req.reusedSocket;
         reject(err);
       });
-      if (request.signal) abortWith(request.signal, req);
-      // one deadline for the whole delivery, also across the reconnect below
+      if (request.signal) this.abortWith(request.signal, req);
+      // one deadline for the whole delivery, also across the reconnect
       clearTimeout(deadline.timer);
       deadline.timer = setTimeout(
         () => req.destroy(new DeadlineError()),
@@ -255,97 +391,8 @@ export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
       req.end(body);
     });
   }
+}
 
-  async function send(request: SendRequest): Promise<SendResult> {
-    const started = performance.now();
-    const elapsed = () => Math.round(performance.now() - started);
-    const fail = (error: string, refused = false): SendResult => ({
-      outcome: 'failed',
-      statusCode: null,
-      latencyMs: elapsed(),
-      error,
-      responseSnippet: null,
-      refused,
-      headers: {},
-      truncated: false,
-    });
-    let target: URL;
-    try {
-      target = new URL(request.url);
-      if (options.urlOverride) target = options.urlOverride(target);
-    } catch {
-      return fail('webhook URL is not a valid URL');
-    }
-    if (target.protocol !== 'https:') return fail(`webhook URL must use https (got ${target.protocol})`, true);
-    const host = normalizeHostname(target.hostname);
-    if (isIP(host) && !isAllowed(host)) {
-      const reason = blockedReason(host);
-      // an address the customer wrote: naming its range tells them nothing they did not know
-      if (reason) return fail(`refused to connect to ${host}: ${reason}`, true);
-    }
-    const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
-    const key = request.endpointKey ?? `${host}:${target.port || '443'}`;
-    let sem = semaphores.get(key);
-    if (!sem) semaphores.set(key, (sem = new Semaphore(perEndpoint)));
-    inFlight++;
-    await sem.acquire();
-    const sendStarted = performance.now();
-    const deadline: { timer?: NodeJS.Timeout; endsAt: number } = { endsAt: sendStarted + options.timeoutMs };
-    try {
-      let result: { res: IncomingMessage; data: Buffer; truncated: boolean };
-      try {
-        result = await attempt(target, request, body, deadline);
-      } catch (err) {
-        const e = err as NodeJS.ErrnoException & { reusedSocket?: boolean };
-        // a keep-alive socket the receiver had already closed: the request never got there
-        if (e.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE') && performance.now() < deadline.endsAt) {
-          result = await attempt(target, request, body, deadline);
-        } else throw err;
-      }
-      const latencyMs = Math.round(performance.now() - sendStarted);
-      const status = result.res.statusCode ?? 0;
-      const snippet = result.data.length ? snippetText(result.data.subarray(0, snippetBytes)) : null;
-      let error: string | null = null;
-      if (status >= 300 && status < 400) {
-        error = `redirects are not followed (HTTP ${status})`;
-      } else if (status < 200 || status >= 300) {
-        error = `receiver answered HTTP ${status}`;
-      }
-      return {
-        outcome: error ? 'failed' : 'delivered',
-        statusCode: status,
-        latencyMs,
-        error,
-        responseSnippet: snippet,
-        refused: false,
-        headers: result.res.headers,
-        truncated: result.truncated,
-      };
-    } catch (err) {
-      return {
-        outcome: 'failed',
-        statusCode: null,
-        latencyMs: Math.round(performance.now() - sendStarted),
-        error:
-          performance.now() >= deadline.endsAt
-            ? `timed out after ${options.timeoutMs} ms`
-            : describeError(err, options.timeoutMs),
-        responseSnippet: null,
-        refused: err instanceof RefusedAddressError,
-        headers: {},
-        truncated: false,
-      };
-    } finally {
-      clearTimeout(deadline.timer);
-      sem.release();
-      if (sem.idle) semaphores.delete(key);
-      inFlight--;
-    }
-  }
-
-  return {
-    send,
-    inFlight: () => inFlight,
-    close: () => agent.destroy(),
-  };
+export function createHttpsSender(options: HttpsSenderOptions): HttpsSender {
+  return new Sender(options);
 }

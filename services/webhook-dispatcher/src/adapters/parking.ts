@@ -3,7 +3,7 @@
  * acknowledged, so it stops holding a prefetch slot another endpoint could use (see lanes.ts).
  *
  *   <queue>.defer (direct exchange) --monitor.hit|monitor.test|webhook.redeliver--> <queue>.parked
- *   <queue>.parked (durable; messages expire after DISPATCH_DEFER_MS, dead-lettered to) <queue>.return
+ *   <queue>.parked (durable quorum queue; messages expire after DISPATCH_DEFER_MS, dead-lettered to) <queue>.return
  *   <queue>.return (direct exchange) --same keys--> <queue>  (the dispatcher's own queue, at its tail)
  *
  * The copy keeps the routing key, message id, headers and timestamp, so it comes back as the
@@ -17,13 +17,15 @@
  */
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
 import type { Logger } from '@sts/common';
-import { toAmqpHeaders, type Envelope, type RoutingKey } from '@sts/messaging';
+import { parkedQueueArguments, parkingNames, toAmqpHeaders, type Envelope, type RoutingKey } from '@sts/messaging';
 
 export interface Parking {
   /** declares the exchanges and the delay queue and binds `queue` to the return exchange */
   setup(): Promise<void>;
   /** resolves true once the broker confirmed the parked copy (the original may then be acked) */
   park(env: Envelope<RoutingKey>): Promise<boolean>;
+  /** messages waiting in `queue` (passive declare on the parking connection; for the DLQ gauge) */
+  depth(queue: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -37,9 +39,7 @@ export interface ParkingOptions {
   confirmTimeoutMs?: number;
 }
 
-export function parkingNames(queue: string) {
-  return { defer: `${queue}.defer`, parked: `${queue}.parked`, back: `${queue}.return` };
-}
+export { parkingNames };
 
 export function createAmqpParking(options: ParkingOptions): Parking {
   const names = parkingNames(options.queue);
@@ -61,7 +61,7 @@ export function createAmqpParking(options: ParkingOptions): Parking {
       ch.on('error', () => undefined); // the connection's handlers report it
       await ch.assertExchange(names.defer, 'direct', { durable: true });
       await ch.assertExchange(names.back, 'direct', { durable: true });
-      await ch.assertQueue(names.parked, { durable: true, arguments: { 'x-dead-letter-exchange': names.back } });
+      await ch.assertQueue(names.parked, { durable: true, arguments: parkedQueueArguments(options.queue) });
       for (const key of options.bindings) {
         await ch.bindQueue(names.parked, names.defer, key);
         await ch.bindQueue(options.queue, names.back, key);
@@ -120,6 +120,10 @@ export function createAmqpParking(options: ParkingOptions): Parking {
         });
         return false;
       }
+    },
+    async depth(queue) {
+      const { ch } = await channel();
+      return (await ch.checkQueue(queue)).messageCount;
     },
     async close() {
       closed = true;

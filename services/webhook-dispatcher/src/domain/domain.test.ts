@@ -31,7 +31,7 @@ const ping: TestPayload = {
 };
 
 describe('native payloads', () => {
-  it('carry exactly the SPEC.md fields of monitor.hit', () => {
+  it('carry exactly the docs/webhooks.md fields of monitor.hit', () => {
     const extra = { ...hit, accountId: 'a1', tweet: { ...hit.tweet, lang: 'en' } } as unknown as HitPayload;
     const body = JSON.parse(nativeBody(extra)) as Record<string, unknown>;
     expect(body).toEqual({
@@ -43,7 +43,7 @@ describe('native payloads', () => {
     expect(Object.keys(body)).toEqual(['event', 'monitor', 'tweet', 'detectedAt']);
   });
 
-  it('carry exactly the SPEC.md fields of monitor.test, keywords null when empty', () => {
+  it('carry exactly the docs/webhooks.md fields of monitor.test, keywords null when empty', () => {
     const body = JSON.parse(nativeBody({ ...ping, monitor: { ...ping.monitor, keywords: [] } })) as unknown;
     expect(body).toEqual({
       event: 'monitor.test',

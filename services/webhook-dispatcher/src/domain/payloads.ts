@@ -1,7 +1,7 @@
 /**
  * The bodies a webhook receives. Pure functions, no I/O.
  *
- * - native: the SPEC.md section 6 payloads, field for field (camelCase), serialised once; the
+ * - native: the docs/webhooks.md payloads, field for field (camelCase), serialised once; the
  *   signature is computed over exactly these bytes.
  * - discord: an Execute Webhook body with one embed (title, description = the post's text,
  *   author, link to the post, timestamp, footer naming the monitor) and `allowed_mentions`
@@ -13,7 +13,7 @@
  */
 import type { MonitorHitEvent, MonitorTestEvent } from '@sts/messaging';
 
-/** The payload types are the message contracts of @sts/messaging (SPEC.md section 6), not copies. */
+/** The payload types are the message contracts of @sts/messaging (docs/webhooks.md), not copies. */
 export type HitPayload = MonitorHitEvent;
 export type TestPayload = MonitorTestEvent;
 export type MonitorRef = MonitorHitEvent['monitor'];
@@ -55,7 +55,7 @@ export function profileUrl(username: string): string {
   return `https://x.com/${encodeURIComponent(username)}`;
 }
 
-/** Canonical copies with exactly the SPEC.md fields, in SPEC.md order. */
+/** Canonical copies with exactly the documented fields, in the order of docs/webhooks.md. */
 export function canonicalPayload(p: WebhookPayload): WebhookPayload {
   const monitor: MonitorRef = {
     id: p.monitor.id,

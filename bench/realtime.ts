@@ -1,0 +1,335 @@
+/**
+ * `npm run bench:realtime` (issue 19 part 5): how fast a post becomes a signed webhook.
+ *
+ * Local store: the poller and the webhook dispatcher run as child processes (as deployed), with
+ * the plan defaults (no POLL_INTERVAL_SECONDS: a Starter target's interval is 60 s, so anything
+ * under that is the push). BENCH_TARGETS (default 200) targets, one Starter monitor each with a
+ * webhook to a local HTTPS receiver that verifies every signature; posts at BENCH_RATE per second
+ * (default 5) for BENCH_SECONDS (default 30) to random targets. Latency = receipt at the receiver
+ * − the moment before the post's insert. Prints p50, p99, lost (posted, never received within
+ * 30 s after the last post) and bad signatures; last line
+ * `local_post_to_webhook_p50_ms <a> p99_ms <b> lost <n>`.
+ *
+ * X modes (search, timeline; `stream` is added by the stream's owner through X_MODE_RUNS below)
+ * run against the fake X of packages/testing/src/fakeX when it is present (BENCH_X=0 skips them).
+ *
+ * Own database, vhost and Redis key prefix, removed afterwards. The receivers use the test CA
+ * (packages/testing/src/https.ts), trusted through NODE_EXTRA_CA_CERTS: this script re-runs
+ * itself with it set.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { Client } from 'pg';
+import { loadDevEnv } from '../packages/common/src';
+import { createSecretBox } from '../packages/core/src';
+import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { verify } from '../packages/signing/src';
+import { createSocialTweet, createSocialUser } from '../packages/social/src';
+import { ensureTestCa, startHttpsReceiver, testCaTrusted, type HttpsReceiver } from '../packages/testing/src/https';
+import {
+  createVhost,
+  deleteVhosts,
+  LOCAL_DEFAULTS,
+  urlsFromEnv,
+  type ServiceUrls,
+} from '../packages/testing/src/services';
+import { createAccount, createMonitor, type MonitorFixture } from '../packages/testing/src/fixtures';
+
+const root = path.resolve(__dirname, '..');
+
+function positiveEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number`);
+  return n;
+}
+
+const TARGETS = positiveEnv('BENCH_TARGETS', 200);
+const RATE = positiveEnv('BENCH_RATE', 5);
+const SECONDS = positiveEnv('BENCH_SECONDS', 30);
+const DRAIN_MS = 30_000;
+
+const log = (msg: string) => console.log(`[bench:realtime] ${msg}`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+async function reexecWithCa(): Promise<never> {
+  const ca = await ensureTestCa();
+  const child = spawn(process.execPath, ['--import', 'tsx', __filename, ...process.argv.slice(2)], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.certPath },
+  });
+  const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+  process.exit(code);
+}
+
+/** Starts a service's main.ts as a child process; resolves once it logged "<name> started". */
+async function startService(file: string, name: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let buf = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${name} did not start within 60 s:\n${buf.slice(-3000)}`));
+    }, 60_000);
+    const onData = (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      if (!buf.includes(`${name} started`)) return;
+      clearTimeout(timer);
+      child.stdout?.off('data', onData);
+      child.stdout?.resume();
+      resolve();
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) =>
+      reject(new Error(`${name} exited with ${code} before it started:\n${buf.slice(-3000)}`)),
+    );
+  });
+  return child;
+}
+
+async function stopChild(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([exited, sleep(30_000).then(() => child.kill('SIGKILL'))]);
+}
+
+interface Receipts {
+  /** tweet id → receipt (ms) */
+  at: Map<string, number>;
+  badSignatures: number;
+}
+
+/** The receiver: verifies each signature with its monitor's secret, records the first receipt of each tweet. */
+async function startReceiver(secrets: Map<string, string>, receipts: Receipts): Promise<HttpsReceiver> {
+  return startHttpsReceiver({
+    record: false,
+    onRequest: (req) => {
+      const monitorId = req.path.split('/').pop() ?? '';
+      try {
+        verify({
+          body: req.rawBody,
+          headers: req.headers,
+          secret: secrets.get(monitorId) ?? '',
+        });
+      } catch {
+        receipts.badSignatures++;
+        return;
+      }
+      const body = JSON.parse(req.rawBody.toString('utf8')) as { tweet: { id: string } };
+      if (!receipts.at.has(body.tweet.id)) receipts.at.set(body.tweet.id, req.receivedAt);
+    },
+  });
+}
+
+interface LocalSetup {
+  usernames: string[];
+  secrets: Map<string, string>;
+}
+
+async function seedLocal(db: Db, key: string, receiverUrl: string): Promise<LocalSetup> {
+  const box = createSecretBox(key);
+  const account = await createAccount(db, 'starter');
+  const usernames: string[] = [];
+  const secrets = new Map<string, string>();
+  for (let i = 0; i < TARGETS; i++) {
+    const username = `rt_target_${i}`;
+    await createSocialUser(db, { username, name: username });
+    const m: MonitorFixture = await createMonitor(db, box, {
+      accountId: account.id,
+      targetUsername: username,
+      url: `${receiverUrl}/hooks/pending`,
+    });
+    // the path names the monitor, so the receiver knows which secret signs it
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { url: `${receiverUrl}/hooks/${m.id}` } });
+    secrets.set(m.id, m.secret!);
+    usernames.push(username);
+  }
+  return { usernames, secrets };
+}
+
+/** Posts at RATE per second for SECONDS; returns tweet id → the moment before its insert. */
+async function postSteadily(db: Db, usernames: readonly string[]): Promise<Map<string, number>> {
+  const posted = new Map<string, number>();
+  const total = Math.round(RATE * SECONDS);
+  const start = Date.now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const wait = start + (i * 1000) / RATE - Date.now();
+    if (wait > 0) await sleep(wait);
+    const author = usernames[Math.floor(Math.random() * usernames.length)]!;
+    const at = Date.now();
+    inFlight.push(
+      createSocialTweet(db, { authorUsername: author, text: `realtime post ${i}` }).then(
+        (t) => void posted.set(t.id, at),
+      ),
+    );
+  }
+  await Promise.all(inFlight);
+  return posted;
+}
+
+async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (await check()) return true;
+    await sleep(100);
+  }
+  return check();
+}
+
+interface Env {
+  urls: ServiceUrls;
+  dbUrl: string;
+  amqpUrl: string;
+  prefix: string;
+  key: string;
+}
+
+function serviceEnv(e: Env): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: e.dbUrl,
+    AMQP_URL: e.amqpUrl,
+    REDIS_URL: e.urls.redis,
+    REDIS_KEY_PREFIX: e.prefix,
+    SECRETS_ENCRYPTION_KEY: e.key,
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+    OPS_PORT: '0',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    SOCIAL_SOURCE: 'local',
+  };
+  delete env.POLL_INTERVAL_SECONDS; // the plan defaults
+  return env;
+}
+
+export interface LatencyResult {
+  posted: number;
+  received: number;
+  lost: number;
+  p50: number;
+  p99: number;
+  badSignatures: number;
+}
+
+/** The local store: post → signed webhook received. */
+async function runLocal(e: Env, db: Db): Promise<LatencyResult> {
+  const receipts: Receipts = { at: new Map(), badSignatures: 0 };
+  const secrets = new Map<string, string>();
+  const receiver = await startReceiver(secrets, receipts);
+  const children: ChildProcess[] = [];
+  try {
+    const setup = await seedLocal(db, e.key, receiver.url);
+    for (const [k, v] of setup.secrets) secrets.set(k, v);
+    children.push(await startService('services/webhook-dispatcher/src/main.ts', 'webhook-dispatcher', serviceEnv(e)));
+    children.push(await startService('services/poller/src/main.ts', 'poller', serviceEnv(e)));
+    // every target polled once (new targets are due at once) and pushed: the run starts warm
+    const ready = await waitUntil(
+      async () => (await db.pollTarget.count({ where: { pushed: true, activeMonitors: { gt: 0 } } })) === TARGETS,
+      120_000,
+    );
+    if (!ready) throw new Error('the poller did not schedule every target within 120 s');
+    log(`${TARGETS} targets ready; posting ${RATE}/s for ${SECONDS} s`);
+    const posted = await postSteadily(db, setup.usernames);
+    await waitUntil(() => [...posted.keys()].every((id) => receipts.at.has(id)), DRAIN_MS);
+    const latencies = [...posted].filter(([id]) => receipts.at.has(id)).map(([id, at]) => receipts.at.get(id)! - at);
+    latencies.sort((a, b) => a - b);
+    return {
+      posted: posted.size,
+      received: latencies.length,
+      lost: posted.size - latencies.length,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      badSignatures: receipts.badSignatures,
+    };
+  } finally {
+    for (const c of children.reverse()) await stopChild(c);
+    await receiver.close();
+  }
+}
+
+/**
+ * X runs: one entry per mode. The fake X (packages/testing/src/fakeX) and the batched search are
+ * another branch's work; this list is where each mode's run plugs in (the stream's owner adds
+ * `stream`). A run prints its own figures: upstream requests, 429s, post → hit p50/p99, lost hits.
+ */
+export type XModeRun = (e: { dbUrl: string; redisUrl: string; prefix: string }) => Promise<void>;
+export const X_MODE_RUNS: Record<string, XModeRun> = {};
+
+async function runXModes(e: Env): Promise<void> {
+  if (process.env.BENCH_X === '0') return;
+  const fakeX = path.join(root, 'packages/testing/src/fakeX/index.ts');
+  if (!existsSync(fakeX) || Object.keys(X_MODE_RUNS).length === 0) {
+    log('X modes: skipped (no fake X / mode runs on this branch yet)');
+    return;
+  }
+  for (const [mode, run] of Object.entries(X_MODE_RUNS)) {
+    log(`X mode ${mode}`);
+    await run({ dbUrl: e.dbUrl, redisUrl: e.urls.redis, prefix: `${e.prefix}${mode}:` });
+  }
+}
+
+async function dropAll(e: Env, dbName: string, vhost: string): Promise<void> {
+  const admin = new Client({ connectionString: e.urls.postgres });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+  await admin.end();
+  await deleteVhosts(e.urls, vhost).catch(() => undefined);
+  const { Redis } = await import('ioredis');
+  const redis = new Redis(e.urls.redis);
+  const keys = await redis.keys(`${e.prefix}*`);
+  if (keys.length) await redis.del(...keys);
+  redis.disconnect();
+}
+
+async function main(): Promise<void> {
+  loadDevEnv();
+  if (!testCaTrusted()) await reexecWithCa();
+  const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
+  if (process.env.BENCH_POSTGRES_URL) urls.postgres = process.env.BENCH_POSTGRES_URL;
+  const id = randomBytes(4).toString('hex');
+  const dbName = `sts_bench_${id}`;
+  const dbUrl = new URL(urls.postgres);
+  dbUrl.pathname = `/${dbName}`;
+  const vhost = `sts_bench_${id}`;
+  await ensureDatabase(dbUrl.toString());
+  await migrate(dbUrl.toString());
+  const e: Env = {
+    urls,
+    dbUrl: dbUrl.toString(),
+    amqpUrl: await createVhost(urls, vhost),
+    prefix: `bench:${id}:`,
+    key: randomBytes(32).toString('base64'),
+  };
+  const db = createDbClient({ url: e.dbUrl, poolSize: 8 });
+  try {
+    const r = await runLocal(e, db);
+    log(`local: posted ${r.posted}, received ${r.received}, bad signatures ${r.badSignatures}`);
+    await runXModes(e);
+    console.log(`local_post_to_webhook_p50_ms ${Math.round(r.p50)} p99_ms ${Math.round(r.p99)} lost ${r.lost}`);
+  } finally {
+    await db.$disconnect();
+    await dropAll(e, dbName, vhost);
+  }
+}
+
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

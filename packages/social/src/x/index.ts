@@ -1,0 +1,24 @@
+/** The X provider: client (the one request helper), governor, user directory, packing, source. */
+export { createXClient, type XAnswer, type XCall, type XClient, type XClientOptions } from './client';
+export {
+  createProcessGovernor,
+  createRedisGovernor,
+  parseRateLimits,
+  rateLimitHeaders,
+  X_DEFAULT_LIMITS,
+  X_FAMILIES,
+  X_WINDOW_MS,
+  type XAcquireResult,
+  type XBudget,
+  type XFamily,
+  type XGovernor,
+  type XGovernorOptions,
+  type XObservation,
+  type XPriority,
+} from './governor';
+export { createXMetrics, noXMetrics, type XMetrics } from './metrics';
+export { MIN_QUERY_LENGTH, packFromQueries, type QueryGroup } from './pack';
+export type { GroupSearchRequest, GroupSearchResult } from './poll';
+export { createXSource, isXSource, type XSource, type XSourceOptions } from './source';
+export { createXUserDirectory, type XUserDirectory, type XUserResolution } from './users';
+export { mapXTweet, mapXUser, X_TWEET_FIELDS, X_USER_FIELDS, type XProblem, type XResponse } from './wire';

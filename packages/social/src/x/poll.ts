@@ -1,0 +1,175 @@
+/**
+ * The poller's X reads: `pollTweets` (mode `timeline`, one target a call) and `searchGroup`
+ * (mode `search`: one `from:a OR from:b ...` query serving ~20 targets a call).
+ *
+ * Both start at `since_id`; on a poll's first call `overlapMs` earlier in time (X ids are
+ * snowflakes, so a time is an id): X makes tweets visible late, and those already recorded in that
+ * window come again and are dropped by the hit key. X lists newest first, so both read pages back
+ * to since_id and return the tweets oldest first.
+ */
+import { compareIds, isValidTweetId, snowflakeBefore, snowflakeTime } from '@sts/core';
+import { InvalidCursorError, SourceUserError, type PollPage, type PollRequest, type SocialTweet } from '../types';
+import type { XPriority } from './governor';
+import type { QueryGroup } from './pack';
+import type { XReadContext } from './reads';
+import type { XUserResolution } from './users';
+import { failed, isNotFound, isSuspended, mapXTweet, X_TWEET_PARAMS, type XTweet } from './wire';
+
+export interface XPollContext extends XReadContext {
+  /** pages read at most per call; default 8 */
+  maxSincePages: number;
+  overlapMs: number;
+}
+
+/** search/recent reaches 7 days back; a since_id older than that is refused by X */
+const SEARCH_REACH_MS = 7 * 86_400_000 - 60_000;
+
+/** An X poll position "x.<tweet id>"; null for none or another provider's position. */
+function decodeXPosition(position: string | null): string | null {
+  if (position === null || !position.startsWith('x.')) return null;
+  const id = position.slice(2);
+  if (id !== '0' && !isValidTweetId(id)) throw new InvalidCursorError('poll position is not valid');
+  return id;
+}
+
+/** since_id for a read after `position`: the overlap window behind it on a first call, never before notBefore. */
+function sinceFor(ctx: XPollContext, position: string | null, notBefore: Date, firstPage: boolean): string {
+  let since = snowflakeBefore(notBefore);
+  if (position !== null && position !== '0') {
+    const behind = firstPage ? snowflakeBefore(new Date(snowflakeTime(position).getTime() - ctx.overlapMs)) : position;
+    if (compareIds(behind, since) > 0) since = behind;
+  }
+  return since;
+}
+
+function unavailable(username: string, r: XUserResolution): SourceUserError | null {
+  if (r.status === 'renamed') return new SourceUserError(r.message, username, 'renamed', r.newUsername);
+  if (r.status === 'suspended') return new SourceUserError(r.message, username, 'suspended');
+  return null;
+}
+
+export interface TweetPages {
+  tweets: SocialTweet[];
+  /** pages were left unread (more than maxSincePages) */
+  truncated: boolean;
+  /** X answered with `errors` and no data (the account is gone or suspended) */
+  problem: { suspended: boolean; detail: string } | null;
+}
+
+/** Reads newest-first pages back to `since`, at most ctx.maxSincePages; oldest first. */
+async function readBack(
+  ctx: XPollContext,
+  call: { family: 'timeline' | 'search'; path: string; params: Record<string, string>; tokenParam: string },
+  since: string,
+  priority: XPriority,
+  fallback?: Parameters<typeof mapXTweet>[2],
+): Promise<TweetPages> {
+  const collected: SocialTweet[] = [];
+  let token: string | undefined;
+  for (let pageNo = 0; pageNo < ctx.maxSincePages; pageNo++) {
+    const { status, body } = await ctx.client.request<XTweet[]>({
+      family: call.family,
+      path: call.path,
+      priority,
+      params: {
+        ...call.params,
+        ...X_TWEET_PARAMS,
+        since_id: since === '0' ? undefined : since,
+        max_results: 100,
+        [call.tokenParam]: token,
+      },
+    });
+    if (status === 200 && isNotFound(body)) {
+      const p = body.errors![0]!;
+      return { tweets: [], truncated: false, problem: { suspended: isSuspended(p), detail: p.detail ?? 'not found' } };
+    }
+    if (status !== 200) throw failed(status, body);
+    const users = body.includes?.users ?? [];
+    for (const t of body.data ?? []) collected.push(mapXTweet(t, users, fallback));
+    token = body.meta?.next_token;
+    if (!token) break;
+  }
+  collected.sort((a, b) => compareIds(a.id, b.id));
+  return { tweets: collected, truncated: token !== undefined, problem: null };
+}
+
+export async function pollTweets(ctx: XPollContext, username: string, request: PollRequest): Promise<PollPage | null> {
+  const limit = request.limit;
+  if (!Number.isInteger(limit) || limit < 1) throw new RangeError('limit must be a positive integer');
+  const position = decodeXPosition(request.position);
+  const priority = request.priority ?? 'high';
+  const resolved = (await ctx.users.resolve([username], priority)).get(username.toLowerCase());
+  if (!resolved || resolved.status === 'not_found') return null;
+  const gone = unavailable(username, resolved);
+  if (gone) throw gone;
+  if (resolved.status !== 'ok') return null;
+  const user = resolved.user;
+  const since = sinceFor(ctx, position, request.notBefore, request.firstPage);
+  const path = `/2/users/${encodeURIComponent(user.id)}/tweets`;
+  const call = { family: 'timeline', path, params: {}, tokenParam: 'pagination_token' } as const;
+  const read = await readBack(ctx, call, since, priority, user);
+  if (read.problem) {
+    // the cached account is gone since: look it up again next time, report it now
+    await ctx.users.forget(username);
+    const reason = read.problem.suspended ? 'suspended' : 'renamed';
+    throw new SourceUserError(`@${username} cannot be read on X: ${read.problem.detail}`, username, reason);
+  }
+  const tweets = read.tweets.slice(0, limit);
+  let next = position;
+  for (const t of tweets) if (next === null || compareIds(t.id, next) > 0) next = t.id;
+  // no tweet and no position: start at the floor next time
+  const floor = snowflakeBefore(request.notBefore);
+  return { tweets, position: `x.${next ?? floor}`, more: read.tweets.length > limit || read.truncated };
+}
+
+export interface GroupSearchRequest {
+  /** the group's newest id from the previous call (null: start at notBefore) */
+  sinceId: string | null;
+  /** tweets created before this matter to nobody */
+  notBefore: Date;
+  /** re-read the overlap window behind sinceId (a poll's first call); default true */
+  firstPage?: boolean;
+  priority?: XPriority;
+}
+
+export interface GroupSearchResult {
+  /** oldest first; each carries its author (`author.username`) */
+  tweets: SocialTweet[];
+  /** store and pass as the next sinceId (never behind the given one) */
+  newestId: string;
+  /** more than maxSincePages pages were new: the oldest of them were not read */
+  truncated: boolean;
+  /** the group's usernames that cannot be read (renamed, suspended, not found), by lowercase name */
+  problems: Map<string, Exclude<XUserResolution, { status: 'ok' }>>;
+}
+
+/**
+ * One group query (`packFromQueries`) with since_id and paging. The group's usernames are also
+ * resolved (batched, cached: usually no call), so renamed and suspended accounts are reported.
+ */
+export async function searchGroup(
+  ctx: XPollContext,
+  group: QueryGroup,
+  request: GroupSearchRequest,
+): Promise<GroupSearchResult> {
+  const sinceId = request.sinceId;
+  if (sinceId !== null && sinceId !== '0' && !isValidTweetId(sinceId))
+    throw new RangeError('sinceId is not a tweet id');
+  const priority = request.priority ?? 'high';
+  const problems: GroupSearchResult['problems'] = new Map();
+  for (const [name, r] of await ctx.users.resolve(group.usernames, priority))
+    if (r.status !== 'ok') problems.set(name, r);
+  let since = sinceFor(ctx, sinceId, request.notBefore, request.firstPage ?? true);
+  const reach = snowflakeBefore(new Date(Date.now() - SEARCH_REACH_MS));
+  if (compareIds(since, reach) < 0) since = reach;
+  const call = {
+    family: 'search',
+    path: '/2/tweets/search/recent',
+    params: { query: group.query },
+    tokenParam: 'next_token',
+  } as const;
+  const read = await readBack(ctx, call, since, priority);
+  let newest = sinceId ?? snowflakeBefore(request.notBefore);
+  for (const t of read.tweets) if (compareIds(t.id, newest) > 0) newest = t.id;
+  return { tweets: read.tweets, newestId: newest, truncated: read.truncated, problems };
+}

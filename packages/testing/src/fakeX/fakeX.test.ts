@@ -1,0 +1,104 @@
+/** The fake X answers in X's formats and enforces its windows (what the X source's tests rely on). */
+import { startFakeX, type FakeX } from './index';
+
+interface Body {
+  data?: unknown;
+  includes?: { users: Array<{ username: string }> };
+  meta?: { next_token?: string; result_count?: number };
+  errors?: Array<Record<string, unknown>>;
+  [k: string]: unknown;
+}
+
+const ids = (b: Body) => (b.data as Array<{ id: string }>).map((t) => t.id);
+
+async function get(fake: FakeX, path: string, token = 'tok') {
+  const res = await fetch(`${fake.url}${path}`, { headers: { authorization: `Bearer ${token}` } });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Body };
+}
+
+describe('fake X', () => {
+  let fake: FakeX;
+  beforeEach(async () => {
+    fake = await startFakeX({ limits: { users: 3, search: 4 }, windowMs: 60_000, bearerToken: 'tok' });
+    fake.state.addUser({ username: 'alice', id: '11' });
+    fake.state.addUser({ username: 'bob', id: '12' });
+    fake.state.addUser({ username: 'carol', id: '13' });
+  });
+  afterEach(() => fake.stop());
+
+  it('looks up usernames in one call with partial errors for missing and suspended accounts', async () => {
+    fake.state.suspend('carol');
+    const r = await get(fake, '/2/users/by?usernames=Alice,ghost,carol&user.fields=created_at');
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual([{ id: '11', name: 'alice', username: 'alice', created_at: expect.any(String) }]);
+    expect(r.body.errors).toEqual([
+      expect.objectContaining({ value: 'ghost', title: 'Not Found Error', parameter: 'usernames' }),
+      expect.objectContaining({ value: 'carol', title: 'Forbidden', detail: 'User has been suspended: [carol].' }),
+    ]);
+    expect(r.headers.get('x-rate-limit-limit')).toBe('3');
+    expect(r.headers.get('x-rate-limit-remaining')).toBe('2');
+    const tooMany = Array.from({ length: 101 }, (_, i) => `u${i}`).join(',');
+    const bad = await get(fake, `/2/users/by?usernames=${tooMany}`);
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ title: 'Invalid Request', errors: [{ parameters: { usernames: [tooMany] } }] });
+    fake.state.rename('alice', 'alice2');
+    const renamed = await get(fake, '/2/users/by/username/alice');
+    expect(renamed.body.errors![0]).toMatchObject({ title: 'Not Found Error', value: 'alice' });
+  });
+
+  it('answers 429 with reset headers past the window, per family, and counts requests', async () => {
+    for (let i = 0; i < 3; i++) expect((await get(fake, '/2/users/by/username/bob')).status).toBe(200);
+    const r = await get(fake, '/2/users/by/username/bob');
+    expect(r.status).toBe(429);
+    expect(r.body).toEqual({
+      title: 'Too Many Requests',
+      detail: 'Too Many Requests',
+      type: 'about:blank',
+      status: 429,
+    });
+    expect(r.headers.get('x-rate-limit-remaining')).toBe('0');
+    const reset = Number(r.headers.get('x-rate-limit-reset'));
+    expect(reset * 1000).toBeGreaterThan(Date.now());
+    expect(reset * 1000).toBeLessThanOrEqual(Date.now() + 61_000);
+    expect((await get(fake, '/2/users/12/tweets')).status).toBe(200); // another family
+    expect(fake.requests.count({ family: 'users', status: 429 })).toBe(1);
+    expect(fake.requests.byFamily()).toEqual({ users: { 200: 3, 429: 1 }, timeline: { 200: 1 } });
+    expect((await get(fake, '/2/users/12/tweets', 'wrong')).status).toBe(401);
+  });
+
+  it('searches from: groups with since_id and next_token paging, and refuses queries over 512 characters', async () => {
+    const base = Date.now() - 60_000;
+    for (let i = 0; i < 24; i++) {
+      fake.state.post({
+        author: ['alice', 'bob', 'carol'][i % 3]!,
+        text: `post ${i}`,
+        createdAt: new Date(base + i * 1000),
+      });
+    }
+    const wanted = fake.state.newestFirst((t) => t.author_id !== '13').map((t) => t.id);
+    expect(wanted).toHaveLength(16);
+    const q = encodeURIComponent('from:alice OR from:BOB');
+    const path = `/2/tweets/search/recent?query=${q}&max_results=10&expansions=author_id&tweet.fields=author_id`;
+    const first = await get(fake, path);
+    expect(ids(first.body)).toEqual(wanted.slice(0, 10));
+    expect(first.body.includes!.users.map((u) => u.username).sort()).toEqual(['alice', 'bob']);
+    expect(first.body.meta).toMatchObject({ result_count: 10, newest_id: wanted[0], oldest_id: wanted[9] });
+    const second = await get(fake, `${path}&next_token=${first.body.meta!.next_token}`);
+    expect(ids(second.body)).toEqual(wanted.slice(10));
+    expect(second.body.meta!.next_token).toBeUndefined();
+    const forged = await get(fake, `${path}&next_token=bogus`);
+    expect(forged.status).toBe(400);
+    expect(forged.body.errors![0]!.parameters).toEqual({ next_token: ['bogus'] });
+    const since = await get(fake, `${path}&since_id=${wanted[3]}`);
+    expect(ids(since.body)).toEqual(wanted.slice(0, 3));
+    expect((await get(fake, path)).status).toBe(429); // the search window of 4 is spent (the refused token counted)
+    const long = `from:${'a'.repeat(15)} OR `.repeat(30);
+    const tooLong = await get(fake, `/2/tweets/search/recent?query=${encodeURIComponent(long)}`);
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body).toMatchObject({
+      title: 'Invalid Request',
+      type: 'https://api.twitter.com/2/problems/invalid-request',
+    });
+    expect(tooLong.body.errors![0]!.message).toMatch(/too long/);
+  });
+});

@@ -1,0 +1,155 @@
+/**
+ * The fake X's REST routes (everything but the filtered stream): user lookups, timelines, one
+ * tweet and recent search, each counted against its endpoint family's window first.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { invalidRequest, pageOf, resourceProblem, send, tweetObject, includes, userObject } from './format';
+import type { FakeXLimits } from './limits';
+import { compileQuery, FAKE_X_QUERY_MAX_LENGTH } from './query';
+import type { FakeXState } from './state';
+
+export interface FakeXContext {
+  state: FakeXState;
+  limits: FakeXLimits;
+}
+
+/** A route: true when it answered the request. */
+export type FakeXRoute = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  ctx: FakeXContext,
+) => boolean | Promise<boolean>;
+
+const USERNAME = /^[A-Za-z0-9_]{1,15}$/;
+
+function lookupUsers(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
+  const raw = url.searchParams.get('usernames');
+  if (raw === null || raw === '')
+    return invalidRequest(res, 'usernames', '', 'The `usernames` query parameter can not be empty');
+  const names = raw.split(',');
+  if (names.length > 100) {
+    return invalidRequest(
+      res,
+      'usernames',
+      raw,
+      `The number of values in the \`usernames\` query parameter list [${names.length}] is not between 1 and 100`,
+    );
+  }
+  const bad = names.find((n) => !USERNAME.test(n));
+  if (bad !== undefined) {
+    return invalidRequest(
+      res,
+      'usernames',
+      bad,
+      `The \`usernames\` query parameter value [${bad}] does not match ^[A-Za-z0-9_]{1,15}$`,
+    );
+  }
+  if (!limits.take('users', res)) return true;
+  const data: unknown[] = [];
+  const errors: unknown[] = [];
+  for (const name of names) {
+    const u = state.user(name);
+    if (!u || u.username.toLowerCase() !== name.toLowerCase())
+      errors.push(resourceProblem('not_found', 'user', 'usernames', name));
+    else if (u.suspended) errors.push(resourceProblem('suspended', 'user', 'usernames', name));
+    else data.push(userObject(u, url.searchParams));
+  }
+  const body: Record<string, unknown> = {};
+  if (data.length) body.data = data;
+  if (errors.length) body.errors = errors;
+  return send(res, 200, body);
+}
+
+function lookupUser(res: ServerResponse, url: URL, name: string, { state, limits }: FakeXContext): boolean {
+  if (!USERNAME.test(name)) {
+    return invalidRequest(
+      res,
+      'username',
+      name,
+      `The \`username\` query parameter value [${name}] does not match ^[A-Za-z0-9_]{1,15}$`,
+    );
+  }
+  if (!limits.take('users', res)) return true;
+  const u = state.user(name);
+  if (!u || u.username.toLowerCase() !== name.toLowerCase()) {
+    return send(res, 200, { errors: [resourceProblem('not_found', 'user', 'username', name)] });
+  }
+  if (u.suspended) return send(res, 200, { errors: [resourceProblem('suspended', 'user', 'username', name)] });
+  return send(res, 200, { data: userObject(u, url.searchParams) });
+}
+
+function lookupIds(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
+  const raw = url.searchParams.get('ids') ?? '';
+  const ids = raw.split(',');
+  if (raw === '' || ids.length > 100 || ids.some((i) => !/^[0-9]{1,19}$/.test(i))) {
+    return invalidRequest(res, 'ids', raw);
+  }
+  if (!limits.take('users', res)) return true;
+  const data: unknown[] = [];
+  const errors: unknown[] = [];
+  for (const id of ids) {
+    const u = state.users.get(id);
+    if (!u) errors.push(resourceProblem('not_found', 'user', 'ids', id));
+    else if (u.suspended) errors.push(resourceProblem('suspended', 'user', 'ids', id));
+    else data.push(userObject(u, url.searchParams));
+  }
+  const body: Record<string, unknown> = {};
+  if (data.length) body.data = data;
+  if (errors.length) body.errors = errors;
+  return send(res, 200, body);
+}
+
+function timeline(res: ServerResponse, url: URL, id: string, { state, limits }: FakeXContext): boolean {
+  if (!limits.take('timeline', res)) return true;
+  const u = state.users.get(id);
+  if (!u) return send(res, 200, { errors: [resourceProblem('not_found', 'user', 'id', id)] });
+  if (u.suspended) return send(res, 200, { errors: [resourceProblem('suspended', 'user', 'id', id)] });
+  const list = state.newestFirst((t) => t.author_id === id);
+  return pageOf(res, list, url.searchParams, 'pagination_token', 5, (x) => state.users.get(x));
+}
+
+function oneTweet(res: ServerResponse, url: URL, id: string, { state, limits }: FakeXContext): boolean {
+  if (!/^[0-9]{1,19}$/.test(id)) return invalidRequest(res, 'id', id);
+  if (!limits.take('tweets', res)) return true;
+  const t = state.tweet(id);
+  const author = t && state.users.get(t.author_id);
+  if (!t || !author || author.suspended)
+    return send(res, 200, { errors: [resourceProblem('not_found', 'tweet', 'id', id)] });
+  const body: Record<string, unknown> = { data: tweetObject(t, url.searchParams) };
+  const inc = includes([t], url.searchParams, (x) => state.users.get(x));
+  if (inc) body.includes = inc;
+  return send(res, 200, body);
+}
+
+function searchRecent(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
+  const query = url.searchParams.get('query');
+  if (query === null || query.trim() === '')
+    return invalidRequest(res, 'query', '', 'The `query` query parameter can not be empty');
+  if (query.length > FAKE_X_QUERY_MAX_LENGTH) {
+    return invalidRequest(
+      res,
+      'query',
+      query,
+      `There were errors processing your request: Query is too long (${query.length} characters, ${FAKE_X_QUERY_MAX_LENGTH} max)`,
+    );
+  }
+  if (!limits.take('search', res)) return true;
+  const match = compileQuery(query);
+  const list = state.newestFirst((t) => match(t, state.users.get(t.author_id)));
+  return pageOf(res, list, url.searchParams, 'next_token', 10, (x) => state.users.get(x));
+}
+
+/** GET routes of the REST API. */
+export const restRoute: FakeXRoute = (req, res, url, ctx) => {
+  if (req.method !== 'GET') return false;
+  const p = url.pathname;
+  let m: RegExpExecArray | null;
+  if (p === '/2/users/by') return lookupUsers(res, url, ctx);
+  if (p === '/2/users') return lookupIds(res, url, ctx);
+  if ((m = /^\/2\/users\/by\/username\/([^/]+)$/.exec(p))) return lookupUser(res, url, decodeURIComponent(m[1]!), ctx);
+  if ((m = /^\/2\/users\/([0-9]{1,19})\/tweets$/.exec(p))) return timeline(res, url, m[1]!, ctx);
+  if (p === '/2/tweets/search/recent') return searchRecent(res, url, ctx);
+  if ((m = /^\/2\/tweets\/([^/]+)$/.exec(p))) return oneTweet(res, url, decodeURIComponent(m[1]!), ctx);
+  return false;
+};

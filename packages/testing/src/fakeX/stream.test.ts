@@ -1,0 +1,140 @@
+import { createFakeStream, startFakeX, type FakeStream, type FakeX } from './index';
+import { waitFor } from '../wait';
+
+const AUTH = { authorization: 'Bearer test-token' };
+let fake: FakeX;
+let stream: FakeStream;
+
+beforeEach(async () => {
+  stream = createFakeStream({ keepAliveMs: 100, maxRules: 3, maxRuleLength: 40 });
+  fake = await startFakeX({ routes: stream.routes, limits: { stream_connect: 5 } });
+  fake.state.addUser({ username: 'Alice' });
+  fake.state.addUser({ username: 'bob' });
+});
+afterEach(() => fake.stop());
+
+async function rules(body?: unknown, query = ''): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${fake.url}/2/tweets/search/stream/rules${query}`, {
+    method: body ? 'POST' : 'GET',
+    headers: { ...AUTH, 'content-type': 'application/json' },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+/** an open stream connection collecting what it receives */
+async function connect(): Promise<{ status: number; text: () => string; close: () => void; res: Response }> {
+  const abort = new AbortController();
+  const res = await fetch(`${fake.url}/2/tweets/search/stream?expansions=author_id&tweet.fields=author_id,created_at`, {
+    headers: AUTH,
+    signal: abort.signal,
+  });
+  let text = '';
+  if (res.status === 200 && res.body) {
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    void (async () => {
+      for (;;) {
+        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+        if (done) return;
+        text += decoder.decode(value, { stream: true });
+      }
+    })();
+  }
+  return { status: res.status, text: () => text, close: () => abort.abort(), res };
+}
+
+describe('fake X filtered stream rules', () => {
+  it('adds, lists and deletes rules with X meta.summary, dry_run changing nothing', async () => {
+    const dry = await rules({ add: [{ value: 'from:alice', tag: 'sts:a' }] }, '?dry_run=true');
+    expect(dry.json.meta).toMatchObject({ summary: { created: 0, valid: 1, invalid: 0 } });
+    expect((await rules()).json).toMatchObject({ meta: { result_count: 0 } });
+
+    const added = await rules({ add: [{ value: 'from:alice OR from:bob', tag: 'sts:a' }] });
+    expect(added.status).toBe(200);
+    expect(added.json.meta).toMatchObject({ summary: { created: 1, not_created: 0, valid: 1, invalid: 0 } });
+    const [rule] = added.json.data as { id: string; value: string; tag: string }[];
+    expect(rule).toMatchObject({ value: 'from:alice OR from:bob', tag: 'sts:a' });
+    expect((await rules()).json).toMatchObject({ data: [rule], meta: { result_count: 1 } });
+
+    const dup = await rules({ add: [{ value: 'from:alice OR from:bob' }] });
+    expect(dup.json.errors).toEqual([expect.objectContaining({ title: 'DuplicateRule', id: rule!.id })]);
+    expect(dup.json.meta).toMatchObject({ summary: { created: 0, not_created: 1, invalid: 1 } });
+
+    const deleted = await rules({ delete: { ids: [rule!.id, '42'] } });
+    expect(deleted.json.meta).toMatchObject({ summary: { deleted: 1, not_deleted: 1 } });
+    expect((await rules()).json).toMatchObject({ meta: { result_count: 0 } });
+  });
+
+  it('refuses invalid rules, too-long rules and more than the rule cap; an empty body is a 400', async () => {
+    const bad = await rules({
+      add: [{ value: 'cats' }, { value: `from:${'a'.repeat(15)} OR from:${'b'.repeat(15)} OR from:c` }],
+    });
+    expect(bad.json.meta).toMatchObject({ summary: { created: 0, invalid: 2 } });
+    expect(stream.rules()).toHaveLength(0);
+    const cap = await rules({
+      add: [{ value: 'from:a' }, { value: 'from:b' }, { value: 'from:c' }, { value: 'from:d' }],
+    });
+    expect(cap.status).toBe(400);
+    expect(cap.json.title).toBe('RulesCapExceeded');
+    expect((await rules({})).status).toBe(400);
+    expect(fake.requests.count({ family: 'rules' })).toBe(3);
+  });
+});
+
+describe('fake X filtered stream connection', () => {
+  it('delivers a matching tweet at once with matching_rules and includes, sends keep-alives, not others', async () => {
+    await rules({ add: [{ value: 'from:alice', tag: 'sts:x' }] });
+    const c = await connect();
+    expect(c.status).toBe(200);
+    await waitFor(() => c.text().includes('\r\n'));
+    fake.state.post({ author: 'bob', text: 'not watched' });
+    const t = fake.state.post({ author: 'Alice', text: 'hello stream' });
+    await waitFor(() => c.text().includes('hello stream'));
+    const lines = c
+      .text()
+      .split('\r\n')
+      .filter((l) => l.trim() !== '');
+    expect(lines).toHaveLength(1);
+    const line = JSON.parse(lines[0]!) as Record<string, unknown>;
+    expect(line).toMatchObject({
+      data: { id: t.id, text: 'hello stream', author_id: t.author_id },
+      includes: { users: [{ username: 'Alice' }] },
+      matching_rules: [{ id: stream.rules()[0]!.id, tag: 'sts:x' }],
+    });
+    c.close();
+  });
+
+  it('refuses a second connection with 429 TooManyConnections, frees the slot on close', async () => {
+    const first = await connect();
+    const second = await connect();
+    expect(second.status).toBe(429);
+    expect(await second.res.json()).toMatchObject({ connection_issue: 'TooManyConnections' });
+    first.close();
+    await waitFor(() => stream.connections() === 0);
+    const third = await connect();
+    expect(third.status).toBe(200);
+    third.close();
+  });
+
+  it('a forced disconnect ends the response with the operational-disconnect message', async () => {
+    await rules({ add: [{ value: 'from:alice' }] });
+    const c = await connect();
+    stream.disconnect();
+    await waitFor(() => c.text().includes('operational-disconnect'));
+    expect(stream.connections()).toBe(0);
+  });
+
+  it('a stall writes nothing more, keep-alives and tweets included', async () => {
+    await rules({ add: [{ value: 'from:alice' }] });
+    const c = await connect();
+    await waitFor(() => c.text().includes('\r\n'));
+    stream.stall();
+    const before = c.text();
+    fake.state.post({ author: 'Alice', text: 'lost to the stall' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(c.text()).toBe(before);
+    expect(stream.connections()).toBe(1);
+    c.close();
+  });
+});

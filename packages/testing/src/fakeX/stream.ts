@@ -1,0 +1,304 @@
+/**
+ * The fake X's filtered stream, written from X's API v2 documentation:
+ *
+ *   GET  /2/tweets/search/stream/rules   the rule set: `data` [{id, value, tag}], `meta` {sent, result_count}
+ *   POST /2/tweets/search/stream/rules   `{add: [{value, tag}]}` or `{delete: {ids}}`, `?dry_run=true`;
+ *                                         `meta.summary` {created, not_created, valid, invalid} or
+ *                                         {deleted, not_deleted}; invalid rules and duplicates in `errors`
+ *   GET  /2/tweets/search/stream         chunked, one JSON object per line ending in \r\n: `data`,
+ *                                         `includes.users` (expansions=author_id), `matching_rules`
+ *                                         [{id, tag}]; a bare \r\n keep-alive every `keepAliveMs`
+ *                                         (X: 20 s); one connection: a second one gets 429
+ *                                         TooManyConnections
+ *
+ * Rules understand the one operator the poller writes, `from:<username>` clauses joined by ` OR `;
+ * anything else is an invalid rule. A tweet posted to the fake's state (its `'tweet'` event) is
+ * written to the connected stream at once when a rule matches its author. Tests steer the
+ * connection: `disconnect()` (X's operational-disconnect message, then the end of the response)
+ * and `stall()` (the connection stays open but nothing, not even a keep-alive, is written; tweets
+ * posted meanwhile are lost to the stream, as when X's side stalls).
+ */
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { includes, send, tweetObject } from './format';
+import type { FakeXRoute } from './routes';
+import type { FakeXTweet, FakeXUser } from './state';
+
+export interface FakeStreamOptions {
+  /** keep-alive interval; X: 20 000 ms */
+  keepAliveMs?: number;
+  /** X Pro: 1,000 rules of 1,024 characters */
+  maxRules?: number;
+  maxRuleLength?: number;
+}
+
+export interface FakeRule {
+  id: string;
+  value: string;
+  tag?: string;
+  /** the lower-cased usernames of its from: clauses */
+  from: Set<string>;
+}
+
+export interface FakeStream extends EventEmitter {
+  routes: FakeXRoute[];
+  rules(): FakeRule[];
+  /** open stream connections (0 or 1) */
+  connections(): number;
+  /** connections accepted since the start */
+  connects(): number;
+  /** ends the open connection the way X does for an operational disconnect */
+  disconnect(): void;
+  /** writes nothing more on the open connection (no keep-alive, no tweet) until it closes */
+  stall(): void;
+  /** tweets written to a stream */
+  delivered(): number;
+}
+
+const STREAM = '/2/tweets/search/stream';
+const RULES = '/2/tweets/search/stream/rules';
+const FROM = /^from:([A-Za-z0-9_]{1,15})$/;
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+export function parseFromRule(value: string): Set<string> | null {
+  const out = new Set<string>();
+  for (const part of value.split(' OR ')) {
+    const m = FROM.exec(part.trim());
+    if (!m) return null;
+    out.add(m[1]!.toLowerCase());
+  }
+  return out;
+}
+
+const sent = () => new Date().toISOString();
+
+/** The rule set and its three calls, as X answers them. */
+class FakeRuleBook {
+  readonly rules = new Map<string, FakeRule>();
+  private nextRuleId = 1_700_000_000_000_000_000n;
+
+  constructor(
+    private readonly maxRules: number,
+    private readonly maxRuleLength: number,
+    private readonly changed: () => void,
+  ) {}
+
+  list(res: ServerResponse): void {
+    const data = [...this.rules.values()].map((r) => ({ id: r.id, value: r.value, ...(r.tag ? { tag: r.tag } : {}) }));
+    send(res, 200, { ...(data.length > 0 ? { data } : {}), meta: { sent: sent(), result_count: data.length } });
+  }
+
+  private check(add: { value?: unknown; tag?: unknown }[]): {
+    errors: Record<string, unknown>[];
+    valid: { value: string; tag?: string; from: Set<string> }[];
+  } {
+    const errors: Record<string, unknown>[] = [];
+    const valid: { value: string; tag?: string; from: Set<string> }[] = [];
+    for (const r of add) {
+      const value = typeof r.value === 'string' ? r.value : '';
+      const existing = [...this.rules.values()].find((x) => x.value === value);
+      const from = parseFromRule(value);
+      if (existing) {
+        errors.push({
+          value,
+          id: existing.id,
+          title: 'DuplicateRule',
+          type: 'https://api.twitter.com/2/problems/duplicate-rules',
+        });
+      } else if (!from || value.length > this.maxRuleLength) {
+        errors.push({
+          value,
+          details: [from ? `Rule exceeds maximum length of ${this.maxRuleLength}` : 'Unsupported operator'],
+          title: 'Invalid Rule',
+          type: 'https://api.twitter.com/2/problems/invalid-rules',
+        });
+      } else valid.push({ value, ...(typeof r.tag === 'string' ? { tag: r.tag } : {}), from });
+    }
+    return { errors, valid };
+  }
+
+  add(res: ServerResponse, add: { value?: unknown; tag?: unknown }[], dryRun: boolean): void {
+    const { errors, valid } = this.check(add);
+    if (errors.length === 0 && this.rules.size + valid.length > this.maxRules) {
+      send(res, 400, {
+        title: 'RulesCapExceeded',
+        detail: `You have exceeded the maximum number of rules (${this.maxRules})`,
+        type: 'https://api.twitter.com/2/problems/rule-cap',
+      });
+      return;
+    }
+    // X applies a batch only when every rule in it is valid
+    const created = errors.length === 0 && !dryRun ? valid : [];
+    const data = created.map((r) => {
+      const rule: FakeRule = { id: String(this.nextRuleId++), ...r };
+      this.rules.set(rule.id, rule);
+      return { id: rule.id, value: rule.value, ...(rule.tag ? { tag: rule.tag } : {}) };
+    });
+    const summary = {
+      created: data.length,
+      not_created: add.length - data.length,
+      valid: valid.length,
+      invalid: errors.length,
+    };
+    send(res, 200, {
+      ...(data.length > 0 ? { data } : {}),
+      ...(errors.length > 0 ? { errors } : {}),
+      meta: { sent: sent(), summary },
+    });
+    if (data.length > 0) this.changed();
+  }
+
+  delete(res: ServerResponse, ids: unknown[], dryRun: boolean): void {
+    const errors: Record<string, unknown>[] = [];
+    let deleted = 0;
+    for (const id of ids) {
+      if (typeof id === 'string' && this.rules.has(id)) {
+        if (!dryRun) this.rules.delete(id);
+        deleted++;
+      } else errors.push({ parameters: { ids: [String(id)] }, message: 'Rule does not exist' });
+    }
+    const done = dryRun ? 0 : deleted;
+    send(res, 200, {
+      ...(errors.length > 0 ? { errors } : {}),
+      meta: { sent: sent(), summary: { deleted: done, not_deleted: ids.length - done } },
+    });
+    if (done > 0) this.changed();
+  }
+
+  matching(author: string): FakeRule[] {
+    return [...this.rules.values()].filter((r) => r.from.has(author));
+  }
+}
+
+export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
+  const keepAliveMs = options.keepAliveMs ?? 20_000;
+  const emitter = new EventEmitter() as FakeStream;
+  const book = new FakeRuleBook(options.maxRules ?? 1000, options.maxRuleLength ?? 1024, () => emitter.emit('rules'));
+  let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
+  let connects = 0;
+  let delivered = 0;
+
+  const rulesRoute: FakeXRoute = async (req, res, url, ctx) => {
+    if (url.pathname !== RULES) return false;
+    if (req.method !== 'GET' && req.method !== 'POST') return false;
+    if (!ctx.limits.take('rules', res)) return true;
+    if (req.method === 'GET') {
+      book.list(res);
+      return true;
+    }
+    const dryRun = url.searchParams.get('dry_run') === 'true';
+    let body: { add?: unknown; delete?: { ids?: unknown } };
+    try {
+      body = JSON.parse(await readBody(req)) as typeof body;
+    } catch {
+      send(res, 400, {
+        title: 'Invalid Request',
+        detail: 'The request body is not valid JSON',
+        type: 'https://api.twitter.com/2/problems/invalid-request',
+      });
+      return true;
+    }
+    if (Array.isArray(body.add) && body.add.length > 0) book.add(res, body.add as { value?: unknown }[], dryRun);
+    else if (body.delete && Array.isArray(body.delete.ids) && body.delete.ids.length > 0)
+      book.delete(res, body.delete.ids, dryRun);
+    else
+      send(res, 400, {
+        errors: [{ message: 'Must specify one of add or delete with at least one entry' }],
+        title: 'Invalid Request',
+        detail: 'One or more parameters to your request was invalid.',
+        type: 'https://api.twitter.com/2/problems/invalid-request',
+      });
+    return true;
+  };
+
+  function write(tweet: FakeXTweet, author: FakeXUser, params: URLSearchParams): void {
+    if (!open || open.stalled) return;
+    const matching = book.matching(author.username.toLowerCase());
+    if (matching.length === 0) return;
+    const line = {
+      data: tweetObject(tweet, params),
+      ...(includes([tweet], params, () => author) ? { includes: includes([tweet], params, () => author) } : {}),
+      matching_rules: matching.map((r) => ({ id: r.id, ...(r.tag ? { tag: r.tag } : {}) })),
+    };
+    open.res.write(`${JSON.stringify(line)}\r\n`);
+    delivered++;
+    emitter.emit('delivered', tweet.id);
+  }
+
+  const streamRoute: FakeXRoute = (req, res, url, ctx) => {
+    if (url.pathname !== STREAM || req.method !== 'GET') return false;
+    if (!ctx.limits.take('stream_connect', res)) return true;
+    if (open) {
+      send(res, 429, {
+        title: 'ConnectionException',
+        detail: 'This stream is currently at the maximum allowed connection limit.',
+        connection_issue: 'TooManyConnections',
+        type: 'https://api.twitter.com/2/problems/streaming-connection',
+      });
+      return true;
+    }
+    res.statusCode = 200;
+    res.setHeader('content-type', 'application/json; charset=utf-8');
+    res.flushHeaders();
+    const onTweet = (tweet: FakeXTweet, author: FakeXUser) => write(tweet, author, url.searchParams);
+    const keepAlive = setInterval(() => {
+      if (open && !open.stalled) res.write('\r\n');
+    }, keepAliveMs);
+    const conn = {
+      res,
+      stalled: false,
+      close: () => {
+        clearInterval(keepAlive);
+        ctx.state.off('tweet', onTweet);
+        if (open === conn) open = null;
+      },
+    };
+    open = conn;
+    connects++;
+    ctx.state.on('tweet', onTweet);
+    res.on('close', conn.close);
+    emitter.emit('connected');
+    return true;
+  };
+
+  return Object.assign(emitter, {
+    routes: [rulesRoute, streamRoute],
+    rules: () => [...book.rules.values()],
+    connections: () => (open ? 1 : 0),
+    connects: () => connects,
+    delivered: () => delivered,
+    disconnect() {
+      const conn = open;
+      if (!conn) return;
+      conn.close();
+      conn.res.end(
+        `${JSON.stringify({
+          errors: [
+            {
+              title: 'operational-disconnect',
+              disconnect_type: 'OperationalDisconnect',
+              detail: 'This stream has been disconnected for operational reasons.',
+              type: 'https://api.twitter.com/2/problems/operational-disconnect',
+            },
+          ],
+        })}\r\n`,
+      );
+    },
+    stall() {
+      if (open) open.stalled = true;
+    },
+  });
+}
+
+/** The stream and rules routes for startFakeX({ routes }), with default options. */
+export function streamRoutes(options: FakeStreamOptions = {}): FakeXRoute[] {
+  return createFakeStream(options).routes;
+}

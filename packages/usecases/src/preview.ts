@@ -1,0 +1,129 @@
+/**
+ * "Of @target's last 50 posts, these would have fired" (issue 22): the monitor form's preview,
+ * before anything is saved. The rules are @sts/core rules.ts, the same the poller applies; each
+ * post comes back with `matched` and the reason (keyword, type, language, exclusion).
+ *
+ * Upstream cost: one timeline read per target at most, kept in the cache (Redis) for
+ * PREVIEW_CACHE_SECONDS, so editing the keywords again and again reads nothing more. The preview
+ * never goes through the gateway: it costs no API quota.
+ */
+import {
+  compileRules,
+  evaluateRules,
+  preparePost,
+  type MonitorFilters,
+  type ReferenceType,
+  type RuleReasonCode,
+} from '@sts/core';
+import { loadAccount, type Ctx } from './context';
+import { NotConfiguredError, UnavailableError, ValidationError } from './errors';
+import { checkFilters, checkKeywords, checkTarget } from './monitors';
+import type { MonitorInput } from './types';
+
+export const PREVIEW_POSTS = 50;
+export const PREVIEW_CACHE_SECONDS_DEFAULT = 60;
+
+/** A post as the preview needs it (the caller maps its social source's tweets). */
+export interface PreviewTweet {
+  id: string;
+  text: string;
+  createdAt: Date;
+  lang: string | null;
+  referencedTweets?: { type: ReferenceType; id: string }[];
+}
+
+export interface PreviewOptions {
+  /** newest first, at most `limit`; null when the user does not exist */
+  timeline(username: string, limit: number): Promise<PreviewTweet[] | null>;
+  /** a short-lived cache (Redis); without it every preview reads upstream */
+  cache?: { get(key: string): Promise<string | null>; set(key: string, value: string, ttlSec: number): Promise<void> };
+  /** default PREVIEW_CACHE_SECONDS_DEFAULT */
+  cacheSeconds?: number;
+}
+
+export interface PreviewPost extends PreviewTweet {
+  matched: boolean;
+  code: RuleReasonCode;
+  reason: string;
+}
+
+export interface Preview {
+  target: string;
+  filters: MonitorFilters;
+  keywords: string[];
+  posts: PreviewPost[];
+  /** true when the posts came from the cache (no upstream read) */
+  cached: boolean;
+}
+
+export type PreviewInput = Pick<MonitorInput, 'target' | 'keywords' | 'exclude' | 'lang'>;
+
+interface CachedTweet {
+  id: string;
+  text: string;
+  createdAt: string;
+  lang: string | null;
+  referencedTweets: { type: ReferenceType; id: string }[];
+}
+
+async function readTimeline(
+  opts: PreviewOptions,
+  target: string,
+): Promise<{ tweets: PreviewTweet[]; cached: boolean }> {
+  const key = `preview:timeline:${target.toLowerCase()}`;
+  const hit = await opts.cache?.get(key).catch(() => null);
+  if (hit) {
+    const rows = JSON.parse(hit) as CachedTweet[];
+    return { tweets: rows.map((r) => ({ ...r, createdAt: new Date(r.createdAt) })), cached: true };
+  }
+  let tweets: PreviewTweet[] | null;
+  try {
+    tweets = await opts.timeline(target, PREVIEW_POSTS);
+  } catch (err) {
+    throw new UnavailableError(
+      `could not read @${target}'s posts: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  if (tweets === null) throw new ValidationError('target', `@${target} does not exist`);
+  const rows: CachedTweet[] = tweets.slice(0, PREVIEW_POSTS).map((t) => ({
+    id: t.id,
+    text: t.text,
+    createdAt: t.createdAt.toISOString(),
+    lang: t.lang,
+    referencedTweets: t.referencedTweets ?? [],
+  }));
+  await opts.cache
+    ?.set(key, JSON.stringify(rows), opts.cacheSeconds ?? PREVIEW_CACHE_SECONDS_DEFAULT)
+    .catch(() => undefined);
+  return { tweets: rows.map((r) => ({ ...r, createdAt: new Date(r.createdAt) })), cached: false };
+}
+
+export interface PreviewUseCases {
+  /** validates like create (ValidationError naming the field), then marks each of the last 50 posts */
+  preview(accountId: string, input: PreviewInput): Promise<Preview>;
+}
+
+export function previewUseCases(ctx: Ctx): PreviewUseCases {
+  return {
+    async preview(accountId, input) {
+      const target = checkTarget(input.target);
+      const keywords = checkKeywords(input.keywords);
+      const given = checkFilters(input);
+      const filters: MonitorFilters = { exclude: given.exclude ?? [], lang: given.lang ?? [] };
+      await loadAccount(ctx, accountId);
+      const opts = ctx.opts.preview;
+      if (!opts) throw new NotConfiguredError('the preview has no social source configured');
+      const { tweets, cached } = await readTimeline(opts, target);
+      const rules = compileRules(keywords, filters);
+      const posts = tweets.map((t) => ({
+        ...t,
+        referencedTweets: t.referencedTweets ?? [],
+        ...evaluateRules(
+          rules,
+          preparePost({ text: t.text, lang: t.lang, referencedTweets: t.referencedTweets ?? [] }),
+        ),
+      }));
+      return { target, filters, keywords, posts, cached };
+    },
+  };
+}

@@ -1,0 +1,221 @@
+/**
+ * Issue 22: each rule part (post types, languages, exclusions) fires the same hits whichever
+ * source the poller reads: the local store (references in its columns) and X (a fake X API v2
+ * answering in X's format, `referenced_tweets` and `lang` on each tweet).
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import { createLogger } from '@sts/common';
+import { snowflakeId } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import {
+  createLocalSource,
+  createSocialTweet,
+  createSocialUser,
+  createXSource,
+  type ReferencedTweet,
+  type SocialSource,
+} from '@sts/social';
+import { createTestDatabase, createTestRedis } from '@sts/testing';
+import { createRedisLeases } from './adapters/lease';
+import { createPollerRepository } from './adapters/repository';
+import { createPoller } from './poller';
+
+const logger = createLogger({ service: 'poller-rules-test', level: 'error' });
+const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
+
+interface Post {
+  key: string;
+  text: string;
+  lang: string | null;
+  refs: Omit<ReferencedTweet, 'id'>[];
+}
+
+/** One post of each kind the rules tell apart. */
+const POSTS: Post[] = [
+  { key: 'original', text: 'launch day', lang: 'en', refs: [] },
+  { key: 'reply', text: 'launch reply', lang: 'en', refs: [{ type: 'replied_to' }] },
+  { key: 'repost', text: 'RT @x: launch', lang: 'en', refs: [{ type: 'retweeted' }] },
+  { key: 'quote', text: 'launch quote', lang: 'en', refs: [{ type: 'quoted' }] },
+  { key: 'german', text: 'launch heute', lang: 'de', refs: [] },
+  { key: 'french', text: 'launch aujourd’hui', lang: 'fr', refs: [] },
+  { key: 'nolang', text: 'launch ???', lang: null, refs: [] },
+  { key: 'spam', text: 'launch SPAM offer', lang: 'en', refs: [] },
+  { key: 'sale', text: 'launch: big, sale', lang: 'en', refs: [] },
+];
+
+/** Monitor rules and the posts each must fire on. */
+const MONITORS: { name: string; keywords: string[]; excludeTypes: string[]; langs: string[]; fires: string[] }[] = [
+  { name: 'all', keywords: [], excludeTypes: [], langs: [], fires: POSTS.map((p) => p.key) },
+  {
+    name: 'no replies',
+    keywords: [],
+    excludeTypes: ['replies'],
+    langs: [],
+    fires: POSTS.map((p) => p.key).filter((k) => k !== 'reply'),
+  },
+  {
+    name: 'no reposts',
+    keywords: [],
+    excludeTypes: ['reposts'],
+    langs: [],
+    fires: POSTS.map((p) => p.key).filter((k) => k !== 'repost'),
+  },
+  {
+    name: 'no quotes',
+    keywords: [],
+    excludeTypes: ['quotes'],
+    langs: [],
+    fires: POSTS.map((p) => p.key).filter((k) => k !== 'quote'),
+  },
+  {
+    name: 'en,de',
+    keywords: [],
+    excludeTypes: [],
+    langs: ['en', 'de'],
+    fires: POSTS.filter((p) => p.lang === 'en' || p.lang === 'de').map((p) => p.key),
+  },
+  {
+    name: 'exclusions',
+    keywords: ['launch', '-spam', '-"big sale"'],
+    excludeTypes: [],
+    langs: [],
+    fires: POSTS.map((p) => p.key).filter((k) => k !== 'spam' && k !== 'sale'),
+  },
+];
+
+describe('poller: monitor rules on both sources', () => {
+  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let redisHandle: ReturnType<typeof createTestRedis>;
+  let redis: Redis;
+  let accountId: string;
+
+  beforeAll(async () => {
+    dbHandle = await createTestDatabase();
+    db = createDbClient({ url: dbHandle.url, poolSize: 4 });
+    redisHandle = createTestRedis();
+    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    accountId = (await db.account.create({ data: { email: 'rules@example.com', plan: 'starter' } })).id;
+  });
+
+  afterAll(async () => {
+    redis.disconnect();
+    await redisHandle.cleanup();
+    await db.$disconnect();
+    await dbHandle.drop();
+  });
+
+  async function runAndCheck(source: SocialSource, target: string, idOf: Map<string, string>) {
+    const created = new Map<string, string>();
+    for (const m of MONITORS) {
+      const row = await db.monitor.create({
+        data: {
+          accountId,
+          targetUsername: target,
+          targetKey: target.toLowerCase(),
+          keywords: m.keywords,
+          excludeTypes: m.excludeTypes,
+          langs: m.langs,
+          createdAt: new Date(Date.now() - 3600_000),
+        },
+      });
+      created.set(m.name, row.id);
+    }
+    const poller = createPoller({
+      repository: createPollerRepository(db),
+      source,
+      leases: createRedisLeases(redis),
+      logger,
+      intervals: { plans, overrideSec: 1 },
+      concurrency: 1,
+      batchSize: 50,
+    });
+    await poller.runCycle({ force: true });
+    const keyOf = new Map([...idOf].map(([k, id]) => [id, k]));
+    for (const m of MONITORS) {
+      const hits = await db.hit.findMany({ where: { monitorId: created.get(m.name)! } });
+      expect({ monitor: m.name, fires: hits.map((h) => keyOf.get(h.tweetId)).sort() }).toEqual({
+        monitor: m.name,
+        fires: [...m.fires].sort(),
+      });
+    }
+  }
+
+  it('local store', async () => {
+    const target = 'RulesLocal';
+    await createSocialUser(db, { username: target, name: target });
+    const referenced = await createSocialTweet(db, {
+      authorUsername: target,
+      text: 'older post',
+      createdAt: new Date(Date.now() - 7200_000),
+    });
+    const idOf = new Map<string, string>();
+    for (const p of POSTS) {
+      const t = await createSocialTweet(db, {
+        authorUsername: target,
+        text: p.text,
+        ...(p.lang ? { lang: p.lang } : {}),
+        ...(p.refs.some((r) => r.type === 'replied_to') ? { replyToId: referenced.id } : {}),
+        ...(p.refs.some((r) => r.type === 'quoted') ? { quoteOfId: referenced.id } : {}),
+        ...(p.refs.some((r) => r.type === 'retweeted') ? { repostOfId: referenced.id } : {}),
+      });
+      idOf.set(p.key, t.id);
+    }
+    await runAndCheck(createLocalSource({ db }), target, idOf);
+  });
+
+  it('X (fake X API v2 in its own format)', async () => {
+    const user = { id: '5151', username: 'RulesOnX', name: 'Rules on X', created_at: '2020-01-01T00:00:00.000Z' };
+    const start = Date.now() - 60_000;
+    const idOf = new Map<string, string>();
+    const timeline = POSTS.map((p, i) => {
+      const at = new Date(start + i * 1000);
+      const id = snowflakeId(at);
+      idOf.set(p.key, id);
+      return {
+        id,
+        text: p.text,
+        author_id: user.id,
+        created_at: at.toISOString(),
+        edit_history_tweet_ids: [id],
+        // X leaves out lang when it has none, and referenced_tweets on an original post
+        ...(p.lang ? { lang: p.lang } : {}),
+        ...(p.refs.length
+          ? { referenced_tweets: p.refs.map((r) => ({ type: r.type, id: '1700000000000000000' })) }
+          : {}),
+      };
+    }).reverse(); // X lists newest first
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      const send = (body: unknown) =>
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      if (url.pathname === `/2/users/by/username/${user.username}`) return send({ data: user });
+      // the X source resolves usernames in batches (GET /2/users/by?usernames=)
+      if (url.pathname === '/2/users/by') {
+        const names = (url.searchParams.get('usernames') ?? '').split(',');
+        return send({ data: names.some((n) => n.toLowerCase() === user.username.toLowerCase()) ? [user] : [] });
+      }
+      if (url.pathname === `/2/users/${user.id}/tweets`) {
+        const since = url.searchParams.get('since_id');
+        const data = timeline.filter((t) => !since || BigInt(t.id) > BigInt(since));
+        const meta = data.length
+          ? { result_count: data.length, newest_id: data[0]!.id, oldest_id: data[data.length - 1]!.id }
+          : { result_count: 0 };
+        return send(data.length ? { data, includes: { users: [user] }, meta } : { meta });
+      }
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"title":"Not Found"}');
+      return undefined;
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const source = createXSource({ baseUrl, bearerToken: 't', timeoutMs: 5000, overlapMs: 30_000 });
+      await runAndCheck(source, user.username, idOf);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});

@@ -1,0 +1,16 @@
+/**
+ * The `stream` mode's variables (X_MONITOR_MODE=stream, SOCIAL_SOURCE=x), spread into the
+ * poller's environment schema. Bounds: a rule must hold at least one `from:<15 characters>`
+ * clause (20) and X's largest rule is 4,096 characters (Enterprise); X_MAX_RULES up to the
+ * Enterprise counts. A bad value stops the poller with exit code 2.
+ */
+import { z } from 'zod';
+
+export const streamEnv = {
+  /** most characters of one filtered-stream rule (X Pro: 1,024; Basic: 512) */
+  X_RULE_MAX_LENGTH: z.coerce.number().int().min(20).max(4096).default(1024),
+  /** most rules the app may hold (X Pro: 1,000); targets beyond are polled by batched search */
+  X_MAX_RULES: z.coerce.number().int().min(1).max(250_000).default(1000),
+  /** after a rule change, wait this long (X: rules take effect within ~20 s) then backfill its targets */
+  X_RULE_SETTLE_SECONDS: z.coerce.number().int().min(0).max(300).default(20),
+};

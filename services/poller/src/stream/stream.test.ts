@@ -1,0 +1,263 @@
+/**
+ * The X `stream` mode on the real PostgreSQL against the fake X (filtered stream, rules, search):
+ * rules follow monitors, posts become hits through the poller's recording path, a disconnect and
+ * a stall lose nothing (backfill), a killed holder process fails over, two replicas hold one
+ * connection, and every (monitor, tweet) is exactly one hit and one event whatever the overlap.
+ */
+import { Registry } from 'prom-client';
+import { createLogger } from '@sts/common';
+import { createDbClient, type Db } from '@sts/db';
+import {
+  createAccount,
+  createFakeStream,
+  createTestDatabase,
+  createTestRedis,
+  spawnService,
+  startFakeX,
+  waitFor,
+  type FakeStream,
+  type FakeX,
+} from '@sts/testing';
+import { createPollerRepository } from '../adapters/repository';
+import { parseRule } from '../domain/streamRules';
+import { buildStreamMode, type StreamModeEnv } from './index';
+import type { StreamMode } from './streamMode';
+
+const logger = createLogger({ service: 'stream-test', level: process.env.STREAM_TEST_LOG ?? 'error' });
+let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+let db: Db;
+let fake: FakeX;
+let stream: FakeStream;
+const running: StreamMode[] = [];
+
+beforeAll(async () => {
+  dbHandle = await createTestDatabase();
+  db = createDbClient({ url: dbHandle.url, poolSize: 4 });
+});
+afterAll(async () => {
+  await db.$disconnect();
+  await dbHandle.drop();
+});
+beforeEach(async () => {
+  stream = createFakeStream({ keepAliveMs: 100, maxRuleLength: 64 });
+  fake = await startFakeX({ routes: stream.routes });
+  await db.$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state CASCADE`;
+});
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((m) => m.stop()));
+  await fake.stop();
+});
+
+function env(overrides: Partial<StreamModeEnv> = {}): StreamModeEnv {
+  return {
+    DATABASE_URL: dbHandle.url,
+    X_API_BASE_URL: fake.url,
+    X_BEARER_TOKEN: 'test-token',
+    X_TIMEOUT_MS: 5000,
+    X_RULE_MAX_LENGTH: 64,
+    X_MAX_RULES: 100,
+    X_RULE_SETTLE_SECONDS: 0,
+    X_QUERY_MAX_LENGTH: 512,
+    POLL_OVERLAP_SECONDS: 2,
+    PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
+    PLAN_STARTER_POLL_INTERVAL_SECONDS: 60,
+    ...overrides,
+  };
+}
+
+function startMode(overrides: Partial<StreamModeEnv> = {}, registry = new Registry()): StreamMode {
+  const mode = buildStreamMode(env(overrides), {
+    db,
+    pollerRepository: createPollerRepository(db),
+    logger,
+    registry,
+    stallMs: 700,
+    syncMs: 150,
+  });
+  running.push(mode);
+  mode.start();
+  return mode;
+}
+
+async function monitor(username: string, plan: 'free' | 'starter' = 'starter', keywords: string[] = []) {
+  if (!fake.state.user(username)) fake.state.addUser({ username });
+  const account = await createAccount(db, plan);
+  return db.monitor.create({
+    data: { accountId: account.id, targetUsername: username, targetKey: username.toLowerCase(), keywords },
+  });
+}
+
+const ruled = (): string[] =>
+  stream
+    .rules()
+    .flatMap((r) => parseRule({ value: r.value, tag: r.tag }) ?? [])
+    .sort();
+
+async function hitsOf(monitorId: string): Promise<string[]> {
+  return (await db.hit.findMany({ where: { monitorId }, select: { tweetId: true } })).map((h) => h.tweetId).sort();
+}
+
+/** every hit has exactly one event, and no (monitor, tweet) twice */
+async function expectOneEventPerHit(): Promise<void> {
+  const hits = await db.hit.count();
+  expect(await db.outboxEvent.count()).toBe(hits);
+}
+
+describe('X stream mode', () => {
+  it('rules follow monitors: Starter and trial targets in, Free-only out, pause and delete remove them', async () => {
+    const a = await monitor('alice');
+    await monitor('bob', 'free');
+    const trial = await db.account.create({
+      data: { email: 'trial@example.test', plan: 'free', trialEndsAt: new Date(Date.now() + 86_400_000) },
+    });
+    fake.state.addUser({ username: 'Carol' });
+    const c = await db.monitor.create({
+      data: { accountId: trial.id, targetUsername: 'Carol', targetKey: 'carol', keywords: [] },
+    });
+    startMode();
+    await waitFor(() => ruled().join() === 'alice,carol');
+    for (const r of stream.rules()) expect(r.tag).toMatch(/^sts:/);
+
+    await db.monitor.update({ where: { id: a.id }, data: { isActive: false } });
+    await waitFor(() => ruled().join() === 'carol');
+    await db.monitor.delete({ where: { id: c.id } });
+    await waitFor(() => stream.rules().length === 0);
+  });
+
+  it('a post reaches the hit and outbox path at once, keywords and all, one hit per monitor', async () => {
+    const all = await monitor('dave');
+    const ship = await monitor('dave', 'starter', ['ship']);
+    startMode();
+    await waitFor(() => stream.connections() === 1 && ruled().includes('dave'));
+    const t1 = fake.state.post({ author: 'dave', text: 'we ship today' });
+    const t2 = fake.state.post({ author: 'dave', text: 'lunch' });
+    await waitFor(async () => (await hitsOf(all.id)).length === 2);
+    expect(await hitsOf(all.id)).toEqual([t1.id, t2.id].sort());
+    expect(await hitsOf(ship.id)).toEqual([t1.id]);
+    const event = await db.outboxEvent.findFirst({
+      where: { headers: { path: ['accountId'], equals: ship.accountId } },
+    });
+    expect(event?.payload).toMatchObject({ event: 'monitor.hit', tweet: { id: t1.id, text: 'we ship today' } });
+    await expectOneEventPerHit();
+  });
+
+  it('a forced disconnect loses nothing: the gap is backfilled by search, no hit twice', async () => {
+    const m = await monitor('erin');
+    const registry = new Registry();
+    startMode({}, registry);
+    await waitFor(() => stream.connections() === 1 && ruled().includes('erin'));
+    const before = fake.state.post({ author: 'erin', text: 'before' });
+    await waitFor(async () => (await hitsOf(m.id)).length === 1);
+    const searches = fake.requests.count({ family: 'search' });
+    stream.disconnect();
+    // posted while no stream is connected: only a backfill can find these
+    const during = [1, 2, 3].map((i) => fake.state.post({ author: 'erin', text: `during ${i}` }));
+    await waitFor(() => stream.connects() >= 2);
+    const after = fake.state.post({ author: 'erin', text: 'after' });
+    const all = [before, ...during, after].map((t) => t.id).sort();
+    await waitFor(async () => (await hitsOf(m.id)).join() === all.join(), 15_000);
+    expect(fake.requests.count({ family: 'search' })).toBeGreaterThan(searches);
+    const metrics = await registry.metrics();
+    expect(metrics).toMatch(/poller_x_stream_reconnects_total\{reason="(network|dropped)"\} [1-9]/);
+    expect(metrics).toMatch(/poller_x_stream_backfilled_posts_total [1-9]/);
+    expect(metrics).toMatch(/detection_latency_seconds_count\{source="x",mode="stream"\} [1-9]/);
+    await expectOneEventPerHit();
+  });
+
+  it('a stall (no byte, not even a keep-alive) is detected and its posts are backfilled', async () => {
+    const m = await monitor('frank');
+    const registry = new Registry();
+    startMode({}, registry);
+    await waitFor(() => stream.connections() === 1 && ruled().includes('frank'));
+    stream.stall();
+    const lost = [1, 2].map((i) => fake.state.post({ author: 'frank', text: `stalled ${i}` }));
+    await waitFor(
+      async () =>
+        (await hitsOf(m.id)).join() ===
+        lost
+          .map((t) => t.id)
+          .sort()
+          .join(),
+      15_000,
+    );
+    expect(stream.connects()).toBeGreaterThanOrEqual(2);
+    expect(await registry.metrics()).toMatch(/poller_x_stream_reconnects_total\{reason="stall"\} [1-9]/);
+    await expectOneEventPerHit();
+  });
+
+  it('two replicas: one holds the only connection; the other takes over when it stops', async () => {
+    const m = await monitor('gina');
+    const one = startMode();
+    const two = startMode();
+    await waitFor(() => stream.connections() === 1 && ruled().includes('gina'));
+    await new Promise((r) => setTimeout(r, 500));
+    expect([one.isHolder(), two.isHolder()].filter(Boolean)).toHaveLength(1);
+    expect(stream.connects()).toBe(1);
+    const holder = one.isHolder() ? one : two;
+    const other = holder === one ? two : one;
+    await holder.stop();
+    const posted = fake.state.post({ author: 'gina', text: 'during the failover' });
+    await waitFor(() => other.isHolder() && stream.connections() === 1);
+    await waitFor(async () => (await hitsOf(m.id)).join() === posted.id, 15_000);
+    // set-up and failover cost a handful of requests, not one per post or per target
+    expect(fake.requests.count({ family: 'stream_connect', status: 429 })).toBe(0);
+    await expectOneEventPerHit();
+  });
+
+  it('a killed holder process fails over: the survivor connects and backfills from the saved position', async () => {
+    const m = await monitor('hank');
+    const redis = createTestRedis();
+    const proc = spawnService('services/poller/src/main.ts', {
+      DATABASE_URL: dbHandle.url,
+      REDIS_URL: redis.url,
+      REDIS_KEY_PREFIX: redis.prefix,
+      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1',
+      SOCIAL_SOURCE: 'x',
+      X_API_BASE_URL: fake.url,
+      X_BEARER_TOKEN: 'test-token',
+      X_RULE_MAX_LENGTH: '64',
+      X_RULE_SETTLE_SECONDS: '0',
+      LOG_LEVEL: 'info',
+    });
+    try {
+      await proc.waitForLine(/X stream connected/);
+      await waitFor(() => ruled().includes('hank'));
+      const first = fake.state.post({ author: 'hank', text: 'seen by the first holder' });
+      await waitFor(async () => (await hitsOf(m.id)).includes(first.id));
+      // its position is saved every sync (2 s)
+      await waitFor(
+        async () =>
+          (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_state WHERE alive_at IS NOT NULL`).length === 1,
+      );
+      const survivor = startMode();
+      await new Promise((r) => setTimeout(r, 400));
+      expect(survivor.isHolder()).toBe(false);
+      proc.child.kill('SIGKILL');
+      await proc.exited;
+      const lost = fake.state.post({ author: 'hank', text: 'while nobody holds the stream' });
+      await waitFor(() => survivor.isHolder(), 15_000);
+      await waitFor(async () => (await hitsOf(m.id)).join() === [first.id, lost.id].sort().join(), 15_000);
+      await expectOneEventPerHit();
+    } finally {
+      proc.child.kill('SIGKILL');
+      await proc.exited;
+      await redis.cleanup();
+    }
+  });
+
+  it('beyond X_MAX_RULES the overflow is polled by search instead, and reported', async () => {
+    const names = ['ivan', 'jill', 'kate', 'liam', 'mona'];
+    const monitors = await Promise.all(names.map((n) => monitor(n)));
+    // posted before the holder starts: the stream never delivers them, the overflow search must
+    const posts = names.map((n) => fake.state.post({ author: n, text: `early post of ${n}` }));
+    const registry = new Registry();
+    // a rule of at most 25 characters holds two usernames: 2 rules, one target left over
+    startMode({ X_MAX_RULES: 2, X_RULE_MAX_LENGTH: 25 }, registry);
+    await waitFor(() => stream.rules().length === 2 && stream.connections() === 1);
+    expect(await registry.metrics()).toMatch(/poller_x_stream_overflow_targets 1/);
+    const idx = names.findIndex((n) => !ruled().includes(n));
+    expect(idx).toBeGreaterThanOrEqual(0);
+    await waitFor(async () => (await hitsOf(monitors[idx]!.id)).includes(posts[idx]!.id), 15_000);
+    expect(fake.requests.count({ family: 'search' })).toBeGreaterThan(0);
+  });
+});
