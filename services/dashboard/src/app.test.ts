@@ -92,6 +92,24 @@ function client(headers: Record<string, string> = {}) {
   return c;
 }
 
+/**
+ * Signs up (the same "check your email" answer for everyone, no session), marks the address
+ * verified as its link would (accounts.test.ts follows the real link), then signs in.
+ */
+async function join(c: ReturnType<typeof client>, email: string): Promise<{ status: number; location: string | null }> {
+  const page = await c.req('/signup');
+  const signup = await c.req('/signup', { _csrf: c.csrf(page.text), email, password: 'a good long password' });
+  expect(signup.status).toBe(200);
+  const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+  try {
+    await db.account.update({ where: { email }, data: { emailVerifiedAt: new Date() } });
+  } finally {
+    await db.$disconnect();
+  }
+  const signin = await c.req('/signin');
+  return c.req('/signin', { _csrf: c.csrf(signin.text), email, password: 'a good long password' });
+}
+
 describe('dashboard over HTTP', () => {
   it('serves health, readiness and metrics on the ops port only', async () => {
     const ops = `http://127.0.0.1:${dash.opsPort}`;
@@ -144,12 +162,9 @@ describe('dashboard over HTTP', () => {
     const before = c.cookie();
     expect(before).toBe('');
     expect(c.cookie('sts_csrf')).toMatch(/^sts_csrf=/);
-    const signup = await c.req('/signup', {
-      _csrf: c.csrf(page.text),
-      email: 'cookie@example.com',
-      password: 'a good long password',
-    });
-    expect(signup.status).toBe(303);
+    expect(page.status).toBe(200);
+    const signin = await join(c, 'cookie@example.com');
+    expect(signin.status).toBe(303);
     expect(c.cookie()).not.toBe(before);
     const setCookie = c.setCookies.find((x) => x.startsWith('sts_dash=')) ?? '';
     expect(setCookie).toMatch(/HttpOnly/);
@@ -182,9 +197,7 @@ describe('dashboard over HTTP', () => {
 
   it('answers odd input with a 4xx page, never a 500 or a stack trace', async () => {
     const c = client();
-    const page = await c.req('/signup');
-    const csrf = c.csrf(page.text);
-    await c.req('/signup', { _csrf: csrf, email: 'odd@example.com', password: 'a good long password' });
+    await join(c, 'odd@example.com');
     const token = c.csrf((await c.req('/')).text);
     const cases: [string, Record<string, string | string[]> | undefined][] = [
       ['/monitors/%E0%A4%A', undefined],
@@ -216,12 +229,7 @@ describe('dashboard over HTTP', () => {
 
   it('labels a Discord webhook and never shows its token; the verification snippet is on the page', async () => {
     const c = client();
-    const page = await c.req('/signup');
-    await c.req('/signup', {
-      _csrf: c.csrf(page.text),
-      email: 'discord@example.com',
-      password: 'a good long password',
-    });
+    await join(c, 'discord@example.com');
     const token = c.csrf((await c.req('/monitors/new')).text);
     const discord = 'https://discord.com/api/webhooks/123456789012345678/SeCrEtToKeN-abcdefghijklmnop';
     const created = await c.req('/monitors', {
@@ -244,8 +252,7 @@ describe('dashboard over HTTP', () => {
 
   it('pages the hit history with cursors, newest first; the fragment is the table only', async () => {
     const c = client();
-    const page = await c.req('/signup');
-    await c.req('/signup', { _csrf: c.csrf(page.text), email: 'pages@example.com', password: 'a good long password' });
+    await join(c, 'pages@example.com');
     const token = c.csrf((await c.req('/monitors/new')).text);
     const created = await c.req('/monitors', { _csrf: token, target: 'pager', keywords: '', intervalSec: '' });
     const monitorId = (created.location ?? '').split('/').pop() ?? '';
@@ -328,9 +335,7 @@ describe('dashboard over HTTP', () => {
 /** Issue 20, part 3: each item of the abuse review has its own test here (items 1, 2, 4, 9). */
 describe('abuse closed (issue 20)', () => {
   async function signUp(c: ReturnType<typeof client>, email: string): Promise<void> {
-    const page = await c.req('/signup');
-    const res = await c.req('/signup', { _csrf: c.csrf(page.text), email, password: 'a good long password' });
-    expect(res.status).toBe(303);
+    expect((await join(c, email)).status).toBe(303);
   }
 
   async function sessionKeys(): Promise<number> {
@@ -364,8 +369,12 @@ describe('abuse closed (issue 20)', () => {
     expect((await victim.req('/signup', { ...form, _csrf: `${nonce}.forged` })).status).toBe(403);
     expect((await client().req('/signup', { ...form, _csrf: victim.csrf(page.text) })).status).toBe(403);
     expect(await sessionKeys()).toBe(before);
-    // the right token signs up, and only then is there a session
-    expect((await victim.req('/signup', { ...form, _csrf: victim.csrf(page.text) })).status).toBe(303);
+    // the right token signs up (still no session), and the sign-in makes one
+    expect((await victim.req('/signup', { ...form, _csrf: victim.csrf(page.text) })).status).toBe(200);
+    expect(await sessionKeys()).toBe(before);
+    const signin = await victim.req('/signin');
+    const done = await victim.req('/signin', { ...form, _csrf: victim.csrf(signin.text) });
+    expect(done.status).toBe(303);
     expect(await sessionKeys()).toBe(before + 1);
   });
 
@@ -428,13 +437,9 @@ describe('abuse closed (issue 20)', () => {
 
   it('item 9: over TLS the session and CSRF cookies are __Host- prefixed (Secure, Path=/, no Domain)', async () => {
     const c = client({ 'x-forwarded-proto': 'https', 'x-forwarded-for': '203.0.113.20' });
-    const page = await c.req('/signup');
+    await c.req('/signup');
     expect(c.cookie('__Host-sts_csrf')).not.toBe('');
-    const res = await c.req('/signup', {
-      _csrf: c.csrf(page.text),
-      email: 'tls@example.com',
-      password: 'a good long password',
-    });
+    const res = await join(c, 'tls@example.com');
     expect(res.status).toBe(303);
     const set = c.setCookies.find((x) => x.startsWith('__Host-sts_dash=')) ?? '';
     expect(set).toMatch(/; Secure/);
