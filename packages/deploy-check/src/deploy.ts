@@ -60,6 +60,11 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'WEBHOOK_TEST_MAX_PER_MIN',
   'UNKNOWN_KEY_MAX_PER_MIN',
   'GATEWAY_TRUSTED_PROXY_HOPS',
+  'SESSION_MAX_AGE_SEC',
+  'MAIL_RETRY_BASE_MS',
+  'MAIL_RETRY_MAX_MS',
+  'MAIL_POLL_MS',
+  'VERIFY_RESEND_MAX_PER_HOUR',
   'LIVE_REFRESH_MS',
 ]);
 
@@ -72,6 +77,7 @@ export const SECRET_PLACEHOLDERS: Record<string, string> = {
   SECRETS_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
   SESSION_SECRET: 'placeholder-session-secret-0123456789abcdefghijklmnopqrstuvwxyz',
   X_BEARER_TOKEN: '',
+  SMTP_URL: 'smtp://mailer:secret@smtp.example:587',
 };
 
 export interface K8sObject {
