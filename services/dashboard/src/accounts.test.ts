@@ -11,6 +11,7 @@ import { createDbClient, type Db } from '@sts/db';
 import { plansFromEnv } from '@sts/core';
 import { capturingLogger, createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { createQuotaNotices } from '../../gateway/src/adapters/quotaNotices';
+import { checkTrials } from './mail/accountEvents';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
 import { start, type RunningDashboard } from './testing';
 
@@ -249,9 +250,9 @@ describe('accounts a customer can trust (issue 20)', () => {
           headers: { accountId: account.id },
         });
       await publish(failing);
-      await publish({ ...failing, consecutiveFailures: 6 }); // the same day: no second mail
       const hook = await sink.waitFor((m) => to(email)(m) && /webhook for @failing/.test(m.subject));
       expect(hook.text).toContain('failed 5 times in a row');
+      await publish({ ...failing, consecutiveFailures: 6 }); // the same day: no second mail (checked below)
       expect(linkPath(hook, '/deliveries')).toBe(`/monitors/${monitor.id}/deliveries`);
 
       // opt out of webhook mails: a broken endpoint is not mailed
@@ -273,6 +274,47 @@ describe('accounts a customer can trust (issue 20)', () => {
     } finally {
       await amqp.stop();
     }
+  });
+
+  it('trial ends in 3 days, trial ended: one mail each; monitors over the Free limit paused (not deleted) with a banner', async () => {
+    const email = 'ending@example.com';
+    const c = await signUpVerified(email);
+    const account = await db.account.findUniqueOrThrow({ where: { email } });
+    const now = new Date();
+    await db.account.update({
+      where: { id: account.id },
+      data: {
+        trialStartedAt: new Date(now.getTime() - 28 * 86_400_000),
+        trialEndsAt: new Date(now.getTime() + 2 * 86_400_000),
+      },
+    });
+    for (const [i, target] of ['first', 'second', 'third'].entries()) {
+      await db.monitor.create({
+        data: {
+          accountId: account.id,
+          targetUsername: target,
+          targetKey: target,
+          createdAt: new Date(now.getTime() + i),
+        },
+      });
+    }
+    expect(await checkTrials(db, 1, now)).toBeGreaterThanOrEqual(1);
+    await checkTrials(db, 1, now); // once per event
+    const ending = await sink.waitFor((m) => to(email)(m) && /trial ends on/.test(m.subject));
+    expect(ending.text).toContain('paused (not deleted)');
+    // three days later the trial has ended
+    const later = new Date(now.getTime() + 3 * 86_400_000);
+    await checkTrials(db, 1, later);
+    await checkTrials(db, 1, later);
+    const ended = await sink.waitFor((m) => to(email)(m) && /trial has ended/.test(m.subject));
+    expect(ended.text).toContain('@second, @third');
+    const monitors = await db.monitor.findMany({ where: { accountId: account.id }, orderBy: { createdAt: 'asc' } });
+    expect(monitors.map((m) => m.isActive)).toEqual([true, false, false]);
+    await db.account.update({ where: { id: account.id }, data: { trialEndsAt: new Date(now.getTime() - 1000) } });
+    const overview = await c.req('/');
+    expect(overview.text).toMatch(/Your Starter trial ended on .*@second, @third/);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(sink.mails.filter((m) => to(email)(m) && /trial/.test(m.subject))).toHaveLength(2);
   });
 
   it('SMTP down then up: the mail is retried from the outbox and arrives once', async () => {

@@ -3,7 +3,7 @@ import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
-import { createTestDatabase, createTestVhost, waitFor } from '@sts/testing';
+import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { runCli } from '../main';
 import { allCommands } from './index';
 
@@ -357,6 +357,20 @@ describe('monitor and webhook commands', () => {
       r = await cli('webhook', 'test', '--monitor', randomUUID());
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/no monitor with id/);
+    });
+
+    it('test: limited per account (WEBHOOK_TEST_MAX_PER_MIN), with a clear message (issue 20 item 4)', async () => {
+      const redis = createTestRedis();
+      const limited = { ...env, WEBHOOK_TEST_MAX_PER_MIN: '1', REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix };
+      const run = (...argv: string[]) => runCli(argv, limited, allCommands, { resolveHost });
+      try {
+        expect((await run('webhook', 'test', '--monitor', monitorId)).code).toBe(0);
+        const r = await run('webhook', 'test', '--monitor', monitorId);
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(/too many test pings and redeliveries for this account; try again in \d+ s/);
+      } finally {
+        await redis.cleanup();
+      }
     });
 
     it('test: publishes a monitor.test message and prints its id', async () => {
