@@ -36,6 +36,7 @@ import {
   type ServiceUrls,
 } from '../packages/testing/src/services';
 import { createAccount, createMonitor, type MonitorFixture } from '../packages/testing/src/fixtures';
+import { runStreamMode } from './realtimeStream';
 
 const root = path.resolve(__dirname, '..');
 
@@ -268,7 +269,7 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult> {
  * `stream`). A run prints its own figures: upstream requests, 429s, post → hit p50/p99, lost hits.
  */
 export type XModeRun = (e: { dbUrl: string; redisUrl: string; prefix: string }) => Promise<void>;
-export const X_MODE_RUNS: Record<string, XModeRun> = {};
+export const X_MODE_RUNS: Record<string, XModeRun> = { stream: runStreamMode };
 
 async function runXModes(e: Env): Promise<void> {
   if (process.env.BENCH_X === '0') return;

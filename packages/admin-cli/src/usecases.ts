@@ -26,33 +26,41 @@ import { CliUsageError, type CliContext } from './command';
 
 const CONNECT_TIMEOUT_MS = 10_000;
 
-/** Publishes over a connection opened for this one message (a CLI run publishes at most once). */
-function oneShotPublisher(ctx: CliContext): Publisher {
+/**
+ * Publishes over one connection opened at the first message and closed when the command ends
+ * (ctx.onClose): a run publishes once, or up to RECOVER_MAX times for `redeliver --failed-since`.
+ */
+function runPublisher(ctx: CliContext): Publisher {
+  let started: Promise<AmqpClient> | undefined;
+  const start = async () => {
+    const logger = createLogger({ service: 'admin-cli', level: 'error', stream: process.stderr });
+    const amqp = new AmqpClient({
+      url: ctx.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+      logger,
+      name: 'admin-cli',
+      publishTimeoutMs: 10_000,
+    });
+    ctx.onClose(() => amqp.stop());
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        amqp.start(),
+        new Promise((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`cannot reach RabbitMQ (AMQP_URL) within ${CONNECT_TIMEOUT_MS / 1000} s`)),
+            CONNECT_TIMEOUT_MS,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return amqp;
+  };
   return {
     async publish(routingKey, payload, opts) {
-      const logger = createLogger({ service: 'admin-cli', level: 'error', stream: process.stderr });
-      const amqp = new AmqpClient({
-        url: ctx.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
-        logger,
-        name: 'admin-cli',
-        publishTimeoutMs: 10_000,
-      });
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        await Promise.race([
-          amqp.start(),
-          new Promise((_, reject) => {
-            timer = setTimeout(
-              () => reject(new Error(`cannot reach RabbitMQ (AMQP_URL) within ${CONNECT_TIMEOUT_MS / 1000} s`)),
-              CONNECT_TIMEOUT_MS,
-            );
-          }),
-        ]);
-        await amqp.publish(routingKey, payload, opts);
-      } finally {
-        clearTimeout(timer);
-        await amqp.stop();
-      }
+      started ??= start();
+      await (await started).publish(routingKey, payload, opts);
     },
   };
 }
@@ -140,7 +148,7 @@ export function useCases(ctx: CliContext): UseCases {
       db: ctx.db(),
       ...config,
       secretBox: secretBoxFromEnv(ctx.env.SECRETS_ENCRYPTION_KEY),
-      publisher: oneShotPublisher(ctx),
+      publisher: runPublisher(ctx),
       evictApiKey: redisEvictor(ctx),
       outboundLimit: redisOutboundLimit(ctx, config.outboundPerMinute),
       // the save-time URL rule (HTTPS, public addresses, ports, what the name resolves to); a bad

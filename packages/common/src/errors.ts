@@ -57,6 +57,17 @@ export class ServiceUnavailableError extends ApiError {
   }
 }
 
+/**
+ * The upstream (X) budget cannot afford the call now: nothing was sent. Retry-After (seconds,
+ * at least 1) says when it can.
+ */
+export class UpstreamBusyError extends ApiError {
+  constructor(message: string, retryAfterSec: number) {
+    const after = Math.max(1, Math.ceil(retryAfterSec));
+    super(503, 'UPSTREAM_BUSY', message, { retry_after: after }, { 'Retry-After': String(after) });
+  }
+}
+
 export class NotImplementedError extends ApiError {
   constructor(message: string) {
     super(501, 'NOT_IMPLEMENTED', message);

@@ -16,3 +16,21 @@ export const hitSelect = {
 } as const satisfies Prisma.HitSelect;
 
 export type HitRow = Prisma.HitGetPayload<{ select: typeof hitSelect }>;
+
+/**
+ * A monitor's own settings and state (filters, interval, last check), as the dashboard's use-cases
+ * and read-api's monitor records read them; each adds the relations it needs.
+ */
+export const monitorSettingsSelect = {
+  id: true,
+  targetUsername: true,
+  keywords: true,
+  excludeTypes: true,
+  langs: true,
+  isActive: true,
+  checkIntervalSec: true,
+  lastCheckAt: true,
+  lastError: true,
+  createdAt: true,
+  updatedAt: true,
+} as const satisfies Prisma.MonitorSelect;

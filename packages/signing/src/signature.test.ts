@@ -117,9 +117,23 @@ describe('signedHeaders', () => {
       'X-Service-Timestamp': '1700000000',
       'X-Service-Signature': 'sha256=18850141679d876e53a0351cd8b333461b7c51d833e543903b1281478974be82',
       'X-Service-Delivery': 'dlv_123',
+      // Standard Webhooks, besides SPEC's (standard.test.ts verifies them with the standardwebhooks package)
+      'webhook-id': 'dlv_123',
+      'webhook-timestamp': '1700000000',
+      'webhook-signature': expect.stringMatching(/^v1,[A-Za-z0-9+/]{43}=$/),
     });
     expect(Object.keys(headers).sort()).toEqual(
-      ['Content-Type', 'User-Agent', HEADER_EVENT, HEADER_TIMESTAMP, HEADER_SIGNATURE, HEADER_DELIVERY].sort(),
+      [
+        'Content-Type',
+        'User-Agent',
+        HEADER_EVENT,
+        HEADER_TIMESTAMP,
+        HEADER_SIGNATURE,
+        HEADER_DELIVERY,
+        'webhook-id',
+        'webhook-timestamp',
+        'webhook-signature',
+      ].sort(),
     );
     expect(headers['Content-Type']).toBe(CONTENT_TYPE);
     expect(headers['User-Agent']).toBe(USER_AGENT);

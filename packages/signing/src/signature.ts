@@ -12,6 +12,13 @@ export const HEADER_DELIVERY = 'X-Service-Delivery';
 export const HEADER_USER_AGENT = 'User-Agent';
 export const HEADER_CONTENT_TYPE = 'Content-Type';
 
+/** Standard Webhooks (standardwebhooks.com) headers, sent besides SPEC's on every delivery. */
+export const HEADER_WEBHOOK_ID = 'webhook-id';
+export const HEADER_WEBHOOK_TIMESTAMP = 'webhook-timestamp';
+export const HEADER_WEBHOOK_SIGNATURE = 'webhook-signature';
+/** The prefix of a secret in the form the Standard Webhooks libraries take. */
+export const STANDARD_SECRET_PREFIX = 'whsec_';
+
 export const USER_AGENT = 'Service-Webhook/1.0';
 export const CONTENT_TYPE = 'application/json';
 export const SIGNATURE_PREFIX = 'sha256=';
@@ -38,6 +45,9 @@ export type SignedWebhookHeaders = {
   'X-Service-Timestamp': string;
   'X-Service-Signature': string;
   'X-Service-Delivery': string;
+  'webhook-id': string;
+  'webhook-timestamp': string;
+  'webhook-signature': string;
 };
 
 export interface SignedHeadersInput {
@@ -49,6 +59,12 @@ export interface SignedHeadersInput {
   body: RawBody;
   /** Unix time in whole seconds; defaults to now. */
   timestamp?: number;
+  /**
+   * The secrets `webhook-signature` carries a signature by, in order (default `[secret]`). During
+   * an overlapped rotation: the new secret and the old one, while X-Service-Signature (`secret`)
+   * stays on the old one until the switch.
+   */
+  standardSecrets?: readonly string[];
 }
 
 export interface VerifyInput {
@@ -104,8 +120,33 @@ export function sign(secret: string, timestamp: number, body: RawBody): string {
 }
 
 /**
+ * The secret as the Standard Webhooks libraries take it: `whsec_` + base64 of the key bytes. Our
+ * key bytes are the secret's UTF-8 bytes (SPEC's HMAC key), so both signatures use one key.
+ */
+export function standardWebhookSecret(secret: string): string {
+  assertSecret(secret);
+  return STANDARD_SECRET_PREFIX + Buffer.from(secret, 'utf8').toString('base64');
+}
+
+/**
+ * One Standard Webhooks signature: `v1,` + base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")),
+ * the key being the secret's UTF-8 bytes.
+ */
+export function standardSignature(secret: string, id: string, timestamp: number, body: RawBody): string {
+  assertSecret(secret);
+  assertBody(body);
+  const hmac = createHmac('sha256', secret);
+  hmac.update(`${id}.${timestamp}.`);
+  if (typeof body === 'string') hmac.update(body, 'utf8');
+  else hmac.update(body);
+  return `v1,${hmac.digest('base64')}`;
+}
+
+/**
  * Every header a sender must put on a delivery: Content-Type, User-Agent, X-Service-Event,
- * X-Service-Timestamp, X-Service-Signature and X-Service-Delivery.
+ * X-Service-Timestamp, X-Service-Signature and X-Service-Delivery (SPEC), and the Standard
+ * Webhooks trio webhook-id (= X-Service-Delivery), webhook-timestamp (= X-Service-Timestamp) and
+ * webhook-signature (one `v1,<base64>` per secret, space-separated).
  */
 export function signedHeaders(input: SignedHeadersInput): SignedWebhookHeaders {
   const { secret, event, deliveryId, body } = input;
@@ -117,6 +158,7 @@ export function signedHeaders(input: SignedHeadersInput): SignedWebhookHeaders {
     throw new TypeError('deliveryId must be 1-200 visible ASCII characters (no spaces or line breaks)');
   }
   const signature = sign(secret, timestamp, body);
+  const standard = (input.standardSecrets ?? [secret]).map((k) => standardSignature(k, deliveryId, timestamp, body));
   return {
     'Content-Type': CONTENT_TYPE,
     'User-Agent': USER_AGENT,
@@ -124,6 +166,9 @@ export function signedHeaders(input: SignedHeadersInput): SignedWebhookHeaders {
     'X-Service-Timestamp': String(timestamp),
     'X-Service-Signature': signature,
     'X-Service-Delivery': deliveryId,
+    'webhook-id': deliveryId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': standard.join(' '),
   };
 }
 

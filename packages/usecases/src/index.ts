@@ -51,7 +51,7 @@ export {
   type PreviewUseCases,
 } from './preview';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
-export { postUrl, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
+export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
 export { outboundLimiter, OUTBOUND_WINDOW_MS } from './limits';
 export { RESET_TTL_MS, VERIFY_TTL_MS, tokenHash, type IdentityUseCases, type Registration } from './identity';

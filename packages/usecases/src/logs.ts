@@ -6,7 +6,7 @@
  */
 import { decodeCursor, encodeCursor, olderThan, pageLimit } from './cursor';
 import { idOrNotFound, type Ctx } from './context';
-import { ConflictError, NotFoundError } from './errors';
+import { ConflictError, NotFoundError, ValidationError } from './errors';
 import type { DeliveryView, HitView, Page, PageRequest, Queued } from './types';
 import { maskWebhookUrl } from './webhookUrl';
 
@@ -34,7 +34,21 @@ export interface DeliveryUseCases {
   get(accountId: string, attemptId: string): Promise<DeliveryView & { monitorId: string }>;
   /** publishes webhook.redeliver; ConflictError('hit_gone') when the attempt's hit was deleted */
   redeliver(accountId: string, attemptId: string): Promise<Queued & { attemptId: string; monitorId: string }>;
+  /**
+   * "Redeliver every failed delivery since T": each hit delivery of the monitor with a failed
+   * attempt at or after `since` whose latest attempt is still a failure, oldest first, at most
+   * RECOVER_MAX per call (`remaining` says how many more wait; call again). Each goes out as a
+   * webhook.redeliver of its latest attempt: same X-Service-Delivery, paced by the dispatcher's
+   * lanes like any redelivery.
+   */
+  recover(
+    accountId: string,
+    monitorId: string,
+    since: Date,
+  ): Promise<{ queued: number; remaining: number; deliveryIds: string[] }>;
 }
+
+export const RECOVER_MAX = 1000;
 
 export interface HitUseCases {
   list(accountId: string, monitorId: string, page?: PageRequest): Promise<Page<HitView>>;
@@ -43,6 +57,25 @@ export interface HitUseCases {
 export interface LogAdminUseCases {
   /** the account that owns a delivery attempt (the CLI addresses attempts by id alone) */
   ownerOfDelivery(attemptId: string): Promise<string>;
+}
+
+/** The latest attempt of each hit delivery that failed since T, when that latest one is still a failure. */
+async function recoverFailed(ctx: Ctx, accountId: string, monitorId: string, since: Date) {
+  const rows = await ctx.db.$queryRaw<{ id: string; delivery_id: string; total: number }[]>`
+    WITH latest AS (
+      SELECT DISTINCT ON (a.delivery_id) a.id, a.delivery_id, a.outcome, a.hit_id, a.created_at
+      FROM delivery_attempts a
+      WHERE a.monitor_id = ${monitorId}::uuid AND a.event = 'monitor.hit'
+        AND a.delivery_id IN (SELECT f.delivery_id FROM delivery_attempts f
+                              WHERE f.monitor_id = ${monitorId}::uuid AND f.outcome = 'failed' AND f.created_at >= ${since})
+      ORDER BY a.delivery_id, a.created_at DESC, a.id DESC)
+    SELECT id, delivery_id, (count(*) OVER ())::int AS total FROM latest
+    WHERE outcome = 'failed' AND hit_id IS NOT NULL
+    ORDER BY created_at, id
+    LIMIT ${RECOVER_MAX}`;
+  for (const r of rows) await ctx.publish('webhook.redeliver', { attemptId: r.id }, { accountId });
+  const total = rows[0]?.total ?? 0;
+  return { queued: rows.length, remaining: total - rows.length, deliveryIds: rows.map((r) => r.delivery_id) };
 }
 
 export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: HitUseCases; admin: LogAdminUseCases } {
@@ -100,6 +133,14 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
       }
       const messageId = await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId: a.monitor.accountId });
       return { messageId, deliveryId: a.deliveryId, attemptId: a.id, monitorId: a.monitorId };
+    },
+
+    async recover(accountId, monitorId, since) {
+      if (!(since instanceof Date) || Number.isNaN(since.getTime())) {
+        throw new ValidationError('failedSince', 'must be an ISO 8601 time such as 2026-11-24T10:00:00Z');
+      }
+      if (since.getTime() > ctx.now().getTime()) throw new ValidationError('failedSince', 'is in the future');
+      return recoverFailed(ctx, accountId, await ownMonitor(accountId, monitorId), since);
     },
   };
 

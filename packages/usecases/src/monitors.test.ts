@@ -393,6 +393,23 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       const after = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
       expect(createSecretBox(KEY).decrypt(after.secretCiphertext, monitorId)).toBe(r.secret);
       expect(r.webhook.secretRotatedAt).toBeInstanceOf(Date);
+      // overlapped by default: the old secret is kept 24 h, and the Standard Webhooks form is given
+      expect(createSecretBox(KEY).decrypt(after.previousSecretCiphertext!, monitorId)).toBe(old);
+      const overlap = after.previousSecretUntil!.getTime() - r.webhook.secretRotatedAt!.getTime();
+      expect(overlap).toBe(24 * 3600_000);
+      expect(r.webhook.previousSecretUntil).toEqual(after.previousSecretUntil);
+      expect(r.standardSecret).toBe(`whsec_${Buffer.from(r.secret, 'utf8').toString('base64')}`);
+      // "use the new secret now" ends the overlap
+      expect((await uc.webhooks.useNewSecret(starter, monitorId)).previousSecretUntil).toBeNull();
+      const switched = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect([switched.previousSecretCiphertext, switched.previousSecretUntil]).toEqual([null, null]);
+      // "rotate now" (a leaked secret): no overlap at all
+      const leaked = await uc.webhooks.rotate(starter, monitorId, { now: true });
+      expect(leaked.webhook.previousSecretUntil).toBeNull();
+      expect(
+        (await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).previousSecretCiphertext,
+      ).toBeNull();
+      expect((await rejection(uc.webhooks.rotate(starter, monitorId, { overlapSec: 5 }))).field).toBe('overlapSec');
     });
 
     it('sendTest publishes monitor.test to RabbitMQ on every plan, Free included', async () => {
@@ -548,6 +565,68 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect((await uc.deliveries.get(other, attemptId)).monitorId).toBe(monitorId);
       await new Promise((r) => setTimeout(r, 300));
       expect(seen.length).toBe(before);
+    });
+
+    it('recover since T queues exactly the hit deliveries that failed since T and have not succeeded since', async () => {
+      const owner = (await uc.admin.createAccount({ email: 'recover@example.com', plan: 'starter' })).id;
+      const { monitor } = await uc.monitors.create(owner, { target: 'recover_me' });
+      const T = new Date(Date.now() - 3600_000);
+      const at = (minutes: number) => new Date(T.getTime() + minutes * 60_000);
+      const hit = async (i: number) =>
+        (
+          await db.hit.create({
+            data: {
+              monitorId: monitor.id,
+              tweetId: String(1_800_000_000_000_000_000n + BigInt(i)),
+              tweetText: `r ${i}`,
+              tweetAuthorId: '7',
+              tweetAuthorUsername: 'recover_me',
+              tweetCreatedAt: T,
+            },
+          })
+        ).id;
+      const attempt = async (
+        deliveryId: string,
+        hitId: string | null,
+        outcome: 'failed' | 'delivered',
+        createdAt: Date,
+        event = 'monitor.hit',
+      ) =>
+        (
+          await db.deliveryAttempt.create({
+            data: { monitorId: monitor.id, hitId, event, deliveryId, url: 'https://example.com/r', outcome, createdAt },
+          })
+        ).id;
+      const h = await Promise.all([1, 2, 3, 4, 5, 6].map(hit));
+      const expected = [
+        await attempt('r-failed', h[0]!, 'failed', at(1)), // failed since T: yes
+        await attempt('r-twice', h[1]!, 'failed', at(3)),
+      ];
+      expected.push(await attempt('r-twice', h[1]!, 'failed', at(5))); // its latest failed attempt is the one sent
+      expected.splice(1, 1);
+      await attempt('r-fixed', h[2]!, 'failed', at(2));
+      await attempt('r-fixed', h[2]!, 'delivered', at(4)); // succeeded since: no
+      await attempt('r-before', h[3]!, 'failed', at(-5)); // failed before T only: no
+      await attempt('r-ok', h[4]!, 'delivered', at(6)); // never failed: no
+      await attempt('r-test', null, 'failed', at(7), 'monitor.test'); // a test ping: no
+      await attempt('r-gone', null, 'failed', at(8)); // its hit was deleted: no
+      const before = seen.length;
+      const r = await uc.deliveries.recover(owner, monitor.id, T);
+      expect(r).toEqual({ queued: 2, remaining: 0, deliveryIds: ['r-failed', 'r-twice'] });
+      const msgs = await waitFor(() => {
+        const got = seen.slice(before).filter((e) => e.routingKey === 'webhook.redeliver');
+        return got.length >= 2 ? got : null;
+      }, 20_000);
+      expect(msgs.map((e) => (e.payload as { attemptId: string }).attemptId).sort()).toEqual([...expected].sort());
+      expect(msgs.every((e) => e.headers.accountId === owner)).toBe(true);
+      // another account's monitor is NotFound; a bad or future time names the field; nothing is queued
+      expect(await rejection(uc.deliveries.recover(starter, monitor.id, T))).toBeInstanceOf(NotFoundError);
+      expect((await rejection(uc.deliveries.recover(owner, monitor.id, new Date(Date.now() + 60_000)))).field).toBe(
+        'failedSince',
+      );
+      expect((await rejection(uc.deliveries.recover(owner, monitor.id, new Date('nope')))).field).toBe('failedSince');
+      await new Promise((res) => setTimeout(res, 300));
+      expect(seen.length).toBe(before + 2);
     });
 
     it('the log masks the token of a Discord or Slack URL', async () => {

@@ -18,28 +18,22 @@ import {
   type MonitorFilters,
   type PlanName,
 } from '@sts/core';
-import { type Prisma } from '@sts/db';
+import { monitorSettingsSelect, type Prisma } from '@sts/db';
 import { monitorRef } from '@sts/messaging';
+import { standardWebhookSecret } from '@sts/signing';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, requireVerified, type Ctx } from './context';
 import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
 import type { MonitorEdit, MonitorInput, MonitorView, Queued, WebhookView, WebhookWithSecret } from './types';
 import { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
 
 export const MAX_INTERVAL_SEC = 86_400;
+/** how long the old secret still signs after a rotation, by default (issue 22: 24 h) */
+export const ROTATION_OVERLAP_SEC_DEFAULT = 86_400;
+export const ROTATION_OVERLAP_SEC_MAX = 7 * 86_400;
 
 const monitorSelect = {
-  id: true,
+  ...monitorSettingsSelect,
   accountId: true,
-  targetUsername: true,
-  keywords: true,
-  excludeTypes: true,
-  langs: true,
-  isActive: true,
-  checkIntervalSec: true,
-  lastCheckAt: true,
-  lastError: true,
-  createdAt: true,
-  updatedAt: true,
   webhook: {
     select: {
       url: true,
@@ -47,6 +41,7 @@ const monitorSelect = {
       isBroken: true,
       brokenReason: true,
       secretRotatedAt: true,
+      previousSecretUntil: true,
       createdAt: true,
     },
   },
@@ -65,6 +60,7 @@ function toWebhookView(w: WebhookRow): WebhookView {
     isBroken: w.isBroken,
     brokenReason: w.brokenReason,
     secretRotatedAt: w.secretRotatedAt,
+    previousSecretUntil: w.previousSecretUntil,
     createdAt: w.createdAt,
   };
 }
@@ -145,8 +141,19 @@ export interface MonitorUseCases {
 export interface WebhookUseCases {
   /** sets or replaces the URL; a new signing secret is made and returned once (a broken flag is cleared) */
   set(accountId: string, monitorId: string, url: string): Promise<WebhookWithSecret>;
-  /** a new signing secret, returned once; ConflictError('no_webhook') without a webhook */
-  rotate(accountId: string, monitorId: string): Promise<WebhookWithSecret>;
+  /**
+   * A new signing secret, returned once; ConflictError('no_webhook') without a webhook. By default
+   * the old secret overlaps for `overlapSec` (default 24 h): webhook-signature carries both,
+   * X-Service-Signature stays on the old one until useNewSecret or the overlap's end. `now: true`
+   * drops the old secret at once (a leaked secret).
+   */
+  rotate(
+    accountId: string,
+    monitorId: string,
+    opts?: { now?: boolean; overlapSec?: number },
+  ): Promise<WebhookWithSecret>;
+  /** ends an overlapped rotation now: the old secret signs nothing more */
+  useNewSecret(accountId: string, monitorId: string): Promise<WebhookView>;
   remove(accountId: string, monitorId: string): Promise<void>;
   /** publishes monitor.test (every plan, Free included); ConflictError('no_webhook') without a webhook */
   sendTest(accountId: string, monitorId: string): Promise<Queued>;
@@ -326,23 +333,54 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
         secretCiphertext: encrypt(secret, m.id),
         isBroken: false,
         brokenReason: null,
+        previousSecretCiphertext: null,
+        previousSecretUntil: null,
       };
       await db.webhookEndpoint.upsert({
         where: { monitorId: m.id },
         create: { monitorId: m.id, ...fields },
         update: { ...fields, secretRotatedAt: ctx.now() },
       });
-      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: hook.warnings };
+      const webhook = toWebhookView((await withWebhook(accountId, m.id)).webhook);
+      return { webhook, secret, standardSecret: standardWebhookSecret(secret), warnings: hook.warnings };
     },
 
-    async rotate(accountId, monitorId) {
+    async rotate(accountId, monitorId, opts = {}) {
+      const overlapSec = opts.overlapSec ?? ROTATION_OVERLAP_SEC_DEFAULT;
+      if (!Number.isInteger(overlapSec) || overlapSec < 60 || overlapSec > ROTATION_OVERLAP_SEC_MAX) {
+        throw new ValidationError(
+          'overlapSec',
+          `must be a whole number of seconds from 60 to ${ROTATION_OVERLAP_SEC_MAX}`,
+        );
+      }
       const m = await withWebhook(accountId, monitorId);
       const secret = generateWebhookSecret();
+      const now = ctx.now();
+      const current = await db.webhookEndpoint.findUniqueOrThrow({
+        where: { monitorId: m.id },
+        select: { secretCiphertext: true },
+      });
       await db.webhookEndpoint.update({
         where: { monitorId: m.id },
-        data: { secretCiphertext: encrypt(secret, m.id), secretRotatedAt: ctx.now() },
+        data: {
+          secretCiphertext: encrypt(secret, m.id),
+          secretRotatedAt: now,
+          // a rotation during an overlap keeps the secret in force now (the customer's current one) as the old one
+          previousSecretCiphertext: opts.now ? null : current.secretCiphertext,
+          previousSecretUntil: opts.now ? null : new Date(now.getTime() + overlapSec * 1000),
+        },
       });
-      return { webhook: toWebhookView((await withWebhook(accountId, m.id)).webhook), secret, warnings: [] };
+      const webhook = toWebhookView((await withWebhook(accountId, m.id)).webhook);
+      return { webhook, secret, standardSecret: standardWebhookSecret(secret), warnings: [] };
+    },
+
+    async useNewSecret(accountId, monitorId) {
+      const m = await withWebhook(accountId, monitorId);
+      await db.webhookEndpoint.update({
+        where: { monitorId: m.id },
+        data: { previousSecretCiphertext: null, previousSecretUntil: null },
+      });
+      return toWebhookView((await withWebhook(accountId, m.id)).webhook);
     },
 
     async remove(accountId, monitorId) {

@@ -145,6 +145,8 @@ export interface WebhookView {
   isBroken: boolean;
   brokenReason: string | null;
   secretRotatedAt: Date | null;
+  /** an overlapped rotation in progress: X-Service-Signature stays on the old secret until then */
+  previousSecretUntil: Date | null;
   createdAt: Date;
 }
 
@@ -194,6 +196,8 @@ export interface WebhookWithSecret {
   webhook: WebhookView;
   /** the signing secret in plaintext: returned this once, stored encrypted */
   secret: string;
+  /** the same secret in the form the Standard Webhooks libraries take (`whsec_...`) */
+  standardSecret: string;
   /** about the URL: saved, but worth showing (e.g. its name did not resolve); [] mostly */
   warnings: string[];
 }

@@ -347,7 +347,30 @@ describe('dashboard in a browser', () => {
     expect(await db.monitor.count()).toBe(0);
     await axeCheck('monitor-form-errors');
     await page.getByLabel('Account to watch').fill(`@${TARGET}`);
-    await page.getByLabel('Keywords (optional)').fill('launch');
+    await page.getByLabel('Keywords (optional)').fill('launch, -spam');
+    await page.getByLabel('Leave out post types (optional)').fill('reposts');
+    await page.getByLabel('Languages (optional)').fill('klingon!');
+    expect(await submit('Preview')).toBe(422);
+    expect(await fieldError('lang')).toMatch(/not a language code/);
+    await page.getByLabel('Languages (optional)').fill('');
+    // posts older than the monitor: the preview shows them, the monitor will never fire on them
+    const old = await createSocialTweet(db, { authorUsername: TARGET, text: 'Preview: launch news' });
+    await createSocialTweet(db, { authorUsername: TARGET, text: 'Preview: launch spam' });
+    await createSocialTweet(db, { authorUsername: TARGET, text: 'Preview: RT launch', repostOfId: old.id });
+    expect(await submit('Preview')).toBe(200);
+    await expect(page.getByTestId('preview').isVisible()).resolves.toBe(true);
+    const why = async (text: string) =>
+      (await page.locator('[data-testid="preview"] tr', { hasText: text }).locator('td').allTextContents()).map((t) =>
+        t.trim(),
+      );
+    expect(await why('Preview: launch news')).toEqual(['Preview: launch news', 'Yes', 'matched keyword "launch"']);
+    expect(await why('Preview: launch spam')).toEqual(['Preview: launch spam', 'No', 'excluded keyword "spam"']);
+    expect(await why('Preview: RT launch')).toEqual(['Preview: RT launch', 'No', 'excluded: a repost']);
+    await expect(
+      page.getByRole('heading', { name: new RegExp(`of @${TARGET}'s last \\d+ posts`) }).count(),
+    ).resolves.toBe(1);
+    await axeCheck('monitor-preview');
+    expect(await db.monitor.count()).toBe(0); // a preview saves nothing
     expect(await submit('Create monitor')).toBe(422);
     expect(await fieldError('webhookUrl')).toMatch(/https/);
     expect(await db.monitor.count()).toBe(0);
@@ -456,19 +479,36 @@ describe('dashboard in a browser', () => {
     await mainPage('hits');
   });
 
-  it('rotating the secret makes the old one fail at the receiver', async () => {
+  it('rotating overlaps: the old secret keeps verifying until "Use the new secret now", then fails', async () => {
     await go(`/monitors/${monitorId}`);
     await submit('Rotate secret');
     const rotated = ((await page.locator('#shown-secret').textContent()) ?? '').trim();
     expect(rotated).toMatch(/^whsec_/);
     expect(rotated).not.toBe(secret);
-    const before = events('monitor.test').length;
+    // the Standard Webhooks form of the same secret is shown with it
+    const standard = ((await page.getByTestId('standard-secret').textContent()) ?? '').trim();
+    expect(standard).toBe(`whsec_${Buffer.from(rotated, 'utf8').toString('base64')}`);
     await go(`/monitors/${monitorId}`);
-    await submit('Test webhook'); // the receiver still verifies with the old secret
-    const [, failed] = await waitFor(() => {
-      const t = events('monitor.test');
-      return t.length > before ? [t, t[before]!] : null;
-    }, 20_000);
+    await expect(page.getByTestId('rotation').isVisible()).resolves.toBe(true);
+    await axeCheck('monitor-rotation');
+    const sendTest = async () => {
+      const before = events('monitor.test').length;
+      await go(`/monitors/${monitorId}`);
+      await submit('Test webhook');
+      const [, sent] = await waitFor(() => {
+        const t = events('monitor.test');
+        return t.length > before ? [t, t[before]!] : null;
+      }, 20_000);
+      return sent;
+    };
+    // during the overlap the receiver still on the old secret verifies
+    const overlapped = await sendTest();
+    expect(verified(overlapped)).toBe(true);
+    expect(String(overlapped.headers['webhook-signature']).split(' ')).toHaveLength(2);
+
+    await go(`/monitors/${monitorId}`);
+    await submit('Use the new secret now');
+    const failed = await sendTest(); // the receiver still verifies with the old secret
     expect(verified(failed)).toBe(false);
     const row = page.locator(`tr[data-delivery="${String(failed.headers['x-service-delivery'])}"]`);
     await row.waitFor({ timeout: 20_000 });
@@ -484,10 +524,18 @@ describe('dashboard in a browser', () => {
     await page.getByLabel('Keywords (optional)').fill('launch, ship');
     expect(await submit('Save changes')).toBe(422);
     expect(await fieldError('intervalSec')).toMatch(/\d/);
-    expect((await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })).keywords).toEqual(['launch']);
+    expect((await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })).keywords).toEqual(['launch', '-spam']);
     await page.getByLabel('Check every (seconds)').fill('');
+    // the form shows the rules saved at creation; languages added here
+    await expect(page.getByLabel('Leave out post types (optional)').inputValue()).resolves.toBe('reposts');
+    await page.getByLabel('Languages (optional)').fill('en, de');
     expect(await submit('Save changes')).toBe(200);
     await expect(page.locator('.facts').textContent()).resolves.toMatch(/launch, ship/);
+    await expect(page.locator('.facts').textContent()).resolves.toMatch(/reposts left out · languages en, de/);
+    expect(await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })).toMatchObject({
+      excludeTypes: ['reposts'],
+      langs: ['en', 'de'],
+    });
     await submit('Pause');
     await expect(page.locator('.facts .badge').textContent()).resolves.toBe('Paused');
     await submit('Resume');

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
 import { encryptionKeyField } from '@sts/core';
+import { socialEnv } from '@sts/social';
 import { useCaseEnv } from '@sts/usecases';
 
 const int = (fallback: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(fallback);
@@ -27,6 +28,8 @@ const trustProxy = z
 export const dashboardEnvSchema = z.object({
   ...commonEnv,
   ...useCaseEnv,
+  /** the monitor preview reads the target's last posts from the same source as the poller */
+  ...socialEnv,
   DASHBOARD_PORT: envFields.port(3001),
   DASHBOARD_HOST: z.string().default('0.0.0.0'),
   /** OPS_PORT (health, readiness and metrics: internal only, never the public port), STOP_DEADLINE_MS */

@@ -8,6 +8,7 @@ import http from 'node:http';
 import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
+import { createSocialSource } from '@sts/social';
 import { createUseCases, evictApiKeyVia, outboundLimiter, secretBoxFromEnv } from '@sts/usecases';
 import {
   checkWebhookUrlForSave,
@@ -57,6 +58,15 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
             logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
           throw err;
         }
+      },
+      preview: {
+        // one timeline read per target, cached in Redis (@sts/usecases preview.ts); no API quota
+        timeline: async (username, limit) =>
+          (await createSocialSource(env, { db }).getUserTimeline(username, { limit }))?.items ?? null,
+        cache: {
+          get: (key) => redis.get(key),
+          set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
+        },
       },
     });
     const mailer = createMailer({

@@ -142,6 +142,9 @@ describe('poller main', () => {
     ['X_QUERY_MAX_LENGTH', 'long'],
     ['X_QUERY_MAX_LENGTH', '10'],
     ['X_QUERY_MAX_LENGTH', '100000'],
+    ['X_USER_CACHE_TTL_SECONDS', '-1'],
+    ['X_LOW_PRIORITY_RESERVE_PERCENT', '100'],
+    ['X_RATE_LIMITS', 'timeline=lots'],
   ])('refuses %s=%j with exit code 2, naming it', async (name, value) => {
     const bad = spawnService('services/poller/src/main.ts', { [name]: value });
     expect(await bad.exited).toBe(2);

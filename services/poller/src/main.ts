@@ -7,7 +7,7 @@ import { createRedis, runService, type ServiceContext, type ServiceDefinition, t
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource } from '@sts/social';
+import { createSocialSource, isXSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './adapters/relay';
 import { createMetricsReporter } from './adapters/reporter';
@@ -15,7 +15,7 @@ import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller } from './poller';
-import { buildStreamMode } from './stream';
+import { buildStreamMode, streamSelectDue } from './stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -41,7 +41,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     help: 'events published',
     registers: [registry],
   });
-  const source = createSocialSource(env, { db });
+  // the fleet's Redis: X's rate-limit governor and user cache, shared with the stream holder
+  const source = createSocialSource(env, { db, redis, registry });
   const relay = createOutboxRelay({
     db,
     publisher: amqp,
@@ -57,8 +58,16 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   const repository = createPollerRepository(db);
   // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
   const stream =
-    env.SOCIAL_SOURCE === 'x' && env.X_MONITOR_MODE === 'stream'
-      ? buildStreamMode(env, { db, pollerRepository: repository, logger, registry, hits: (n) => hits.inc(n) })
+    env.X_MONITOR_MODE === 'stream' && isXSource(source)
+      ? buildStreamMode(env, {
+          source,
+          db,
+          pollerRepository: repository,
+          logger,
+          registry,
+          latency,
+          hits: (n) => hits.inc(n),
+        })
       : null;
   const poller = createPoller({
     repository,
@@ -71,6 +80,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
     ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
+    // stream mode: the tick polls only Free-only targets, the stream holder the others
+    ...(stream ? { selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger) } : {}),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),

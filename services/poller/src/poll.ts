@@ -64,8 +64,8 @@ export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** The hits of one page, stamped `polledAt`. */
-function pageHits(tweets: readonly SocialTweet[], monitors: CompiledMonitor[], polledAt: Date): NewHit[] {
+/** The hits of one page, stamped `polledAt` (the X stream records its posts with it too). */
+export function pageHits(tweets: readonly SocialTweet[], monitors: CompiledMonitor[], polledAt: Date): NewHit[] {
   return findHits(tweets, monitors).map((h) => ({
     monitorId: h.monitor.id,
     accountId: h.monitor.accountId,

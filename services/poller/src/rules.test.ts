@@ -3,11 +3,8 @@
  * source the poller reads: the local store (references in its columns) and X (a fake X API v2
  * answering in X's format, `referenced_tweets` and `lang` on each tweet).
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { snowflakeId } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import {
   createLocalSource,
@@ -17,7 +14,7 @@ import {
   type ReferencedTweet,
   type SocialSource,
 } from '@sts/social';
-import { createTestDatabase, createTestRedis } from '@sts/testing';
+import { createTestDatabase, createTestRedis, startFakeX } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
@@ -167,55 +164,27 @@ describe('poller: monitor rules on both sources', () => {
   });
 
   it('X (fake X API v2 in its own format)', async () => {
-    const user = { id: '5151', username: 'RulesOnX', name: 'Rules on X', created_at: '2020-01-01T00:00:00.000Z' };
+    // the fake X of @sts/testing (X's response format and limits)
+    const fake = await startFakeX();
+    const user = fake.state.addUser({ id: '5151', username: 'RulesOnX', name: 'Rules on X' });
     const start = Date.now() - 60_000;
     const idOf = new Map<string, string>();
-    const timeline = POSTS.map((p, i) => {
-      const at = new Date(start + i * 1000);
-      const id = snowflakeId(at);
-      idOf.set(p.key, id);
-      return {
-        id,
+    POSTS.forEach((p, i) => {
+      const t = fake.state.post({
+        author: user.id,
         text: p.text,
-        author_id: user.id,
-        created_at: at.toISOString(),
-        edit_history_tweet_ids: [id],
+        createdAt: new Date(start + i * 1000),
         // X leaves out lang when it has none, and referenced_tweets on an original post
-        ...(p.lang ? { lang: p.lang } : {}),
-        ...(p.refs.length
-          ? { referenced_tweets: p.refs.map((r) => ({ type: r.type, id: '1700000000000000000' })) }
-          : {}),
-      };
-    }).reverse(); // X lists newest first
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://fake');
-      const send = (body: unknown) =>
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-      if (url.pathname === `/2/users/by/username/${user.username}`) return send({ data: user });
-      // the X source resolves usernames in batches (GET /2/users/by?usernames=)
-      if (url.pathname === '/2/users/by') {
-        const names = (url.searchParams.get('usernames') ?? '').split(',');
-        return send({ data: names.some((n) => n.toLowerCase() === user.username.toLowerCase()) ? [user] : [] });
-      }
-      if (url.pathname === `/2/users/${user.id}/tweets`) {
-        const since = url.searchParams.get('since_id');
-        const data = timeline.filter((t) => !since || BigInt(t.id) > BigInt(since));
-        const meta = data.length
-          ? { result_count: data.length, newest_id: data[0]!.id, oldest_id: data[data.length - 1]!.id }
-          : { result_count: 0 };
-        return send(data.length ? { data, includes: { users: [user] }, meta } : { meta });
-      }
-      res.writeHead(404, { 'content-type': 'application/json' }).end('{"title":"Not Found"}');
-      return undefined;
+        lang: p.lang ?? null,
+        references: p.refs.map((r) => ({ type: r.type, id: '1700000000000000000' })),
+      });
+      idOf.set(p.key, t.id);
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
-      const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const source = createXSource({ baseUrl, bearerToken: 't', timeoutMs: 5000, overlapMs: 30_000 });
+      const source = createXSource({ baseUrl: fake.url, bearerToken: 't', timeoutMs: 5000, overlapMs: 30_000 });
       await runAndCheck(source, user.username, idOf);
     } finally {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
+      await fake.stop();
     }
   });
 });

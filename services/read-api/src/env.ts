@@ -15,6 +15,15 @@ export const readApiEnvSchema = z
     /** how long a stop waits for in-flight requests */
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    /** Redis (SOCIAL_SOURCE=x): the X budget, the user cache and the read cache, shared with the fleet */
+    REDIS_URL: commonEnv.REDIS_URL,
+    REDIS_MODE: commonEnv.REDIS_MODE,
+    REDIS_KEY_PREFIX: commonEnv.REDIS_KEY_PREFIX,
+    /** X reads cached in Redis, per kind; 0 turns a kind off (README: "Read cache") */
+    READ_CACHE_PROFILE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
+    READ_CACHE_TIMELINE_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(5000),
+    READ_CACHE_TWEET_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
+    READ_CACHE_SEARCH_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(10_000),
     ...socialEnv,
   })
   .superRefine(requireXToken);

@@ -94,5 +94,62 @@ describe('read-api main', () => {
     expect(problems({ INTERNAL_TOKEN: TOKEN, SOCIAL_SOURCE: 'twitter' })[0]).toMatch(/^SOCIAL_SOURCE: /);
     expect(problems({ INTERNAL_TOKEN: TOKEN, READ_API_PORT: 'abc' })[0]).toMatch(/^READ_API_PORT: /);
     expect(problems({ INTERNAL_TOKEN: TOKEN, DATABASE_URL: 'mysql://x' })[0]).toMatch(/^DATABASE_URL: /);
+    expect(loadReadApiEnv({ INTERNAL_TOKEN: TOKEN, X_RATE_LIMITS: 'timeline=900, search=180' })).toMatchObject({
+      READ_CACHE_PROFILE_TTL_MS: 30_000,
+      READ_CACHE_TIMELINE_TTL_MS: 5000,
+      READ_CACHE_TWEET_TTL_MS: 60_000,
+      READ_CACHE_SEARCH_TTL_MS: 10_000,
+      X_USER_CACHE_TTL_SECONDS: 3600,
+      X_LOW_PRIORITY_RESERVE_PERCENT: 20,
+      X_RATE_LIMITS: { timeline: 900, search: 180 },
+    });
+    for (const [name, value] of [
+      ['READ_CACHE_PROFILE_TTL_MS', '-1'],
+      ['READ_CACHE_TIMELINE_TTL_MS', '1.5'],
+      ['READ_CACHE_TWEET_TTL_MS', '3600001'],
+      ['READ_CACHE_SEARCH_TTL_MS', 'soon'],
+      ['X_USER_CACHE_TTL_SECONDS', '0'],
+      ['X_USER_CACHE_TTL_SECONDS', '604801'],
+      ['X_LOW_PRIORITY_RESERVE_PERCENT', '91'],
+      ['X_RATE_LIMITS', 'timeline'],
+      ['X_RATE_LIMITS', 'firehose=5'],
+      ['X_RATE_LIMITS', 'search=0'],
+    ] as const) {
+      expect(problems({ INTERNAL_TOKEN: TOKEN, [name]: value })[0]).toMatch(new RegExp(`^${name}: `));
+    }
+  });
+
+  it.each([
+    ['READ_CACHE_PROFILE_TTL_MS', '-5'],
+    ['READ_CACHE_TIMELINE_TTL_MS', 'often'],
+    ['READ_CACHE_TWEET_TTL_MS', '99999999'],
+    ['READ_CACHE_SEARCH_TTL_MS', '0.5'],
+    ['X_USER_CACHE_TTL_SECONDS', '0'],
+    ['X_LOW_PRIORITY_RESERVE_PERCENT', 'half'],
+    ['X_RATE_LIMITS', 'users=many'],
+  ])('refuses %s=%j with exit code 2, naming it', async (name, value) => {
+    const proc = start({ READ_API_PORT: '0', INTERNAL_TOKEN: TOKEN, DATABASE_URL: testDb.url, [name]: value });
+    expect(await proc.exited).toBe(2);
+    expect(proc.lines.join('\n')).toContain(name);
+  });
+
+  it('with SOCIAL_SOURCE=x checks Redis for readiness', async () => {
+    const proc = start({
+      READ_API_PORT: '0',
+      INTERNAL_TOKEN: TOKEN,
+      DATABASE_URL: testDb.url,
+      SOCIAL_SOURCE: 'x',
+      X_BEARER_TOKEN: 't',
+      X_API_BASE_URL: 'http://127.0.0.1:9',
+      REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+      LOG_LEVEL: 'error',
+    });
+    try {
+      const { opsPort } = JSON.parse(await proc.waitForLine(/read-api listening/)) as { opsPort: number };
+      const ready = await rawRequest(opsPort, 'GET', '/readyz');
+      expect(ready.json).toEqual({ status: 'ok', checks: { postgres: 'ok', migrations: 'ok', redis: 'ok' } });
+    } finally {
+      proc.child.kill('SIGKILL');
+    }
   });
 });

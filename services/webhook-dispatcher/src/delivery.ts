@@ -5,6 +5,7 @@
  * signature) is sent again after the wait the platform names, at most RATE_LIMIT_MAX_WAITS times
  * and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt logged.
  */
+import { inSpan, SpanKind } from '@sts/telemetry';
 import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
@@ -158,6 +159,21 @@ export function createDeliverer(options: DelivererOptions) {
     };
   }
 
+  /**
+   * The secrets of a delivery. During an overlapped rotation X-Service-Signature stays on the old
+   * secret and webhook-signature carries the new one and the old one; afterwards only the new.
+   */
+  function signingKeys(job: SendableJob): { secret: string; standardSecrets: string[] } {
+    const webhook = job.monitor.webhook;
+    const current = secretFor(job.monitor.id, webhook.secretCiphertext);
+    const until = webhook.previousSecretUntil;
+    if (!webhook.previousSecretCiphertext || !until || until.getTime() <= options.now().getTime()) {
+      return { secret: current, standardSecrets: [current] };
+    }
+    const previous = secretFor(job.monitor.id, webhook.previousSecretCiphertext);
+    return { secret: previous, standardSecrets: [current, previous] };
+  }
+
   async function updateBrokenFlag(job: SendableJob, result: SendResult): Promise<void> {
     const webhook = job.monitor.webhook;
     const broken = brokenReasonFor(webhook.kind, result.statusCode);
@@ -187,18 +203,21 @@ export function createDeliverer(options: DelivererOptions) {
         webhook.kind,
       );
     }
-    const secret = secretFor(job.monitor.id, webhook.secretCiphertext);
+    const keys = signingKeys(job);
     let waits = 0;
     let waited = 0;
     for (;;) {
-      const headers = signedHeaders({ secret, event: job.event, deliveryId: job.deliveryId, body });
-      const result = await sender.send({
-        url: webhook.url,
-        body,
-        headers,
-        endpointKey: lane?.key ?? laneKey(webhook.kind, webhook.url),
-        signal,
-      });
+      const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body });
+      // OpenTelemetry: the attempt is a CLIENT span under the message's CONSUMER span (when tracing is on)
+      const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
+      const result = await inSpan(
+        'webhook attempt',
+        SpanKind.CLIENT,
+        { 'webhook.kind': webhook.kind, 'webhook.delivery_id': job.deliveryId },
+        () => sender.send({ url: webhook.url, body, headers, endpointKey, signal }),
+        (span, r) =>
+          span.setAttributes({ 'webhook.outcome': r.outcome, 'http.response.status_code': r.statusCode ?? 0 }),
+      );
       if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
       metrics.latency.observe({ outcome: result.outcome }, result.latencyMs / 1000);
       if (job.detectedAt && result.outcome === 'delivered') {

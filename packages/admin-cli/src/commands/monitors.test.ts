@@ -330,6 +330,19 @@ describe('monitor and webhook commands', () => {
       const hook = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
       expect(createSecretBox(KEY).decrypt(hook.secretCiphertext, monitorId)).toBe(out.secret);
       expect(hook.secretRotatedAt).not.toBeNull();
+      // overlapped by default; --now for a leaked secret; use-new-secret ends an overlap
+      expect(createSecretBox(KEY).decrypt(hook.previousSecretCiphertext!, monitorId)).toBe(firstSecret);
+      expect(out.previous_secret_until).toBe(hook.previousSecretUntil!.toISOString());
+      expect(out.standard_secret).toBe(`whsec_${Buffer.from(out.secret as string).toString('base64')}`);
+      const switched = await json('webhook', 'use-new-secret', '--monitor', monitorId);
+      expect(switched).toEqual({ monitor_id: monitorId, previous_secret_until: null });
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).previousSecretUntil).toBeNull();
+      const now = await json('webhook', 'rotate', '--monitor', monitorId, '--now');
+      expect(now.previous_secret_until).toBeNull();
+      const after = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(after.previousSecretCiphertext).toBeNull();
+      expect(createSecretBox(KEY).decrypt(after.secretCiphertext, monitorId)).toBe(now.secret);
+      firstSecret = now.secret as string;
     });
 
     it('set: a new URL and a new secret; a broken flag is cleared', async () => {
@@ -494,6 +507,42 @@ describe('monitor and webhook commands', () => {
       const r = await cli('redeliver', '--attempt', randomUUID());
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/no delivery attempt with id/);
+    });
+
+    it('redeliver --monitor --failed-since queues the failed hit deliveries not delivered since', async () => {
+      const since = new Date(Date.now() - 3600_000).toISOString();
+      // d-1 failed, then was delivered; d-2 is a test ping: nothing to recover
+      expect(await json('redeliver', '--monitor', monitorId, '--failed-since', since)).toEqual({
+        monitor_id: monitorId,
+        queued: 0,
+        remaining: 0,
+        delivery_ids: [],
+      });
+      const first = await db.deliveryAttempt.findUniqueOrThrow({ where: { id: ids[0]! } });
+      const failed = await db.deliveryAttempt.create({
+        data: {
+          monitorId,
+          hitId: first.hitId,
+          event: 'monitor.hit',
+          deliveryId: 'd-9',
+          url: first.url,
+          outcome: 'failed',
+        },
+      });
+      const out = await json('redeliver', '--monitor', monitorId, '--failed-since', since);
+      expect(out).toEqual({ monitor_id: monitorId, queued: 1, remaining: 0, delivery_ids: ['d-9'] });
+      const msg = await waitFor(() =>
+        seen.find(
+          (e) => e.routingKey === 'webhook.redeliver' && (e.payload as { attemptId: string }).attemptId === failed.id,
+        ),
+      );
+      expect(msg.headers).toEqual({ accountId });
+      const bad = await cli('redeliver', '--monitor', monitorId, '--failed-since', 'yesterday');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--failed-since must be an ISO 8601 time/);
+      const future = await cli('redeliver', '--monitor', monitorId, '--failed-since', '2999-01-01T00:00:00Z');
+      expect(future.code).toBe(2);
+      expect(future.stderr).toMatch(/--failed-since.*is in the future/);
     });
   });
 });

@@ -6,8 +6,9 @@
  * monitor or attempt id act for the account that owns it. `webhook test` and `redeliver` publish
  * to RabbitMQ (AMQP_URL); the webhook-dispatcher sends.
  */
-import { ConflictError, type MonitorView } from '@sts/usecases';
+import { ConflictError, RECOVER_MAX, type MonitorView } from '@sts/usecases';
 import {
+  CliUsageError,
   optionalInt,
   optionalString,
   requireString,
@@ -298,18 +299,50 @@ const webhookSet: Command = {
 
 const webhookRotate: Command = {
   name: 'webhook rotate',
-  summary: "replace a monitor's webhook signing secret (the new one is shown once)",
-  usage: 'usage: npm run cli -- webhook rotate --monitor ID [--json]',
+  summary: "replace a monitor's webhook signing secret (the new one is shown once); the old one overlaps 24 h",
+  usage:
+    'usage: npm run cli -- webhook rotate --monitor ID [--now] [--json]\n' +
+    '  By default the old secret overlaps for 24 h: webhook-signature carries signatures by both, and\n' +
+    '  X-Service-Signature stays on the old one until "webhook use-new-secret" or the overlap ends.\n' +
+    '  --now drops the old secret at once (a leaked secret).',
+  options: { monitor: { type: 'string' }, now: { type: 'boolean' } },
+  async run(ctx, values) {
+    const monitorId = requireUuid(values, 'monitor', 'a monitor');
+    const now = values.now === true;
+    const { webhook, secret, standardSecret } = await forMonitor(ctx, monitorId, (a) =>
+      useCases(ctx).webhooks.rotate(a, monitorId, { now }),
+    );
+    const until = webhook.previousSecretUntil?.toISOString() ?? null;
+    return {
+      json: {
+        monitor_id: monitorId,
+        secret,
+        standard_secret: standardSecret,
+        rotated_at: webhook.secretRotatedAt?.toISOString() ?? null,
+        previous_secret_until: until,
+      },
+      text: [
+        until
+          ? `signing secret of monitor ${monitorId} rotated; X-Service-Signature stays on the old secret until ${until} (or "webhook use-new-secret"), webhook-signature carries both`
+          : `signing secret of monitor ${monitorId} rotated now; the old secret signs nothing more`,
+        `signing secret (shown once, store it now): ${secret}`,
+        `the same for Standard Webhooks libraries: ${standardSecret}`,
+      ].join('\n'),
+    };
+  },
+};
+
+const webhookUseNewSecret: Command = {
+  name: 'webhook use-new-secret',
+  summary: 'end an overlapped rotation now: every signature uses the new secret',
+  usage: 'usage: npm run cli -- webhook use-new-secret --monitor ID [--json]',
   options: { monitor: { type: 'string' } },
   async run(ctx, values) {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const { webhook, secret } = await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.rotate(a, monitorId));
+    await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.useNewSecret(a, monitorId));
     return {
-      json: { monitor_id: monitorId, secret, rotated_at: webhook.secretRotatedAt?.toISOString() ?? null },
-      text: [
-        `signing secret of monitor ${monitorId} rotated; deliveries from now on are signed with the new one`,
-        `signing secret (shown once, store it now): ${secret}`,
-      ].join('\n'),
+      json: { monitor_id: monitorId, previous_secret_until: null },
+      text: `monitor ${monitorId}: deliveries are signed with the new secret only`,
     };
   },
 };
@@ -414,10 +447,15 @@ const hits: Command = {
 
 const redeliver: Command = {
   name: 'redeliver',
-  summary: 'send a logged delivery again (same X-Service-Delivery id, new signature)',
-  usage: 'usage: npm run cli -- redeliver --attempt ID [--json]',
-  options: { attempt: { type: 'string' } },
+  summary: 'send a logged delivery again, or every failed one of a monitor since a time (same X-Service-Delivery)',
+  usage:
+    'usage: npm run cli -- redeliver --attempt ID [--json]\n' +
+    '       npm run cli -- redeliver --monitor ID --failed-since 2026-11-24T10:00:00Z [--json]\n' +
+    '  --failed-since: every hit delivery that failed since then and has not succeeded since, oldest\n' +
+    `  first, at most ${RECOVER_MAX} per run (run again for the rest), paced like any redelivery.`,
+  options: { attempt: { type: 'string' }, monitor: { type: 'string' }, 'failed-since': { type: 'string' } },
   async run(ctx, values) {
+    if (values.monitor !== undefined || values['failed-since'] !== undefined) return recoverSince(ctx, values);
     const attemptId = requireUuid(values, 'attempt', 'a delivery attempt');
     const uc = useCases(ctx);
     const q = await call(async () => uc.deliveries.redeliver(await uc.admin.ownerOfDelivery(attemptId), attemptId));
@@ -427,6 +465,26 @@ const redeliver: Command = {
     };
   },
 };
+
+async function recoverSince(ctx: CliContext, values: OptionValues): Promise<CommandResult> {
+  const monitorId = requireUuid(values, 'monitor', 'a monitor');
+  const raw = requireString(values, 'failed-since');
+  const since = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(raw)
+    ? new Date(raw)
+    : null;
+  if (!since || Number.isNaN(since.getTime())) {
+    throw new CliUsageError('--failed-since must be an ISO 8601 time with a zone, such as 2026-11-24T10:00:00Z');
+  }
+  const r = await forMonitor(ctx, monitorId, (a) => useCases(ctx).deliveries.recover(a, monitorId, since), {
+    failedSince: 'failed-since',
+  });
+  return {
+    json: { monitor_id: monitorId, queued: r.queued, remaining: r.remaining, delivery_ids: r.deliveryIds },
+    text:
+      `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} since ${since.toISOString()} queued again` +
+      (r.remaining > 0 ? `; ${r.remaining} more wait: run the command again` : ''),
+  };
+}
 
 export const monitorCommands: Command[] = [
   monitorCreate,
@@ -439,6 +497,7 @@ export const monitorCommands: Command[] = [
   webhookSet,
   webhookTest,
   webhookRotate,
+  webhookUseNewSecret,
   webhookRemove,
   deliveries,
   hits,

@@ -99,4 +99,24 @@ describe('X rate-limit governor (Redis)', () => {
     while ((await a.governor.tryAcquire('timeline', 'high')).ok) high++;
     expect(high).toBe(3);
   });
+
+  it("reads fetch's Headers too (the stream's calls) and a 429 blocks the family for every replica", async () => {
+    fake = await startFakeX();
+    const a = replica();
+    const b = replica();
+    const reset = Math.ceil((Date.now() + 30_000) / 1000);
+    const headers = (remaining: number) =>
+      new Headers({
+        'x-rate-limit-limit': '50',
+        'x-rate-limit-remaining': String(remaining),
+        'x-rate-limit-reset': String(reset),
+      });
+    await a.governor.observe('stream_connect', { status: 200, headers: headers(7) });
+    expect(await b.governor.budget('stream_connect')).toMatchObject({ limit: 50, remaining: 7, resetAt: reset * 1000 });
+    await a.governor.observe('stream_connect', { status: 429, headers: headers(0) });
+    const refused = await b.governor.tryAcquire('stream_connect');
+    expect(refused.ok).toBe(false);
+    expect(refused.ok === false && refused.retryAfterMs).toBeGreaterThan(25_000);
+    expect((await b.governor.tryAcquire('rules')).ok).toBe(true);
+  });
 });

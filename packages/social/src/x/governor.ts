@@ -53,7 +53,8 @@ export type XAcquireResult = { ok: true } | { ok: false; retryAfterMs: number };
 
 export interface XObservation {
   status: number;
-  headers: Record<string, unknown>;
+  /** the answer's headers: a plain record (axios, node:http) or fetch's Headers */
+  headers: Record<string, unknown> | { get(name: string): string | null };
 }
 
 export interface XBudget {
@@ -83,10 +84,14 @@ export interface XGovernorOptions {
 
 /** X's rate-limit headers of an answer, or null (reset in epoch ms). */
 export function rateLimitHeaders(
-  headers: Record<string, unknown>,
+  headers: XObservation['headers'],
 ): { limit: number; remaining: number; resetAt: number } | null {
+  const read = (name: string): unknown =>
+    typeof headers.get === 'function' && !(name in headers)
+      ? (headers as { get(name: string): string | null }).get(name)
+      : (headers as Record<string, unknown>)[name];
   const num = (name: string) => {
-    const v = headers[name];
+    const v = read(name);
     const n = typeof v === 'string' || typeof v === 'number' ? Number(v) : NaN;
     return Number.isFinite(n) && n >= 0 ? n : null;
   };

@@ -21,4 +21,12 @@ export { MIN_QUERY_LENGTH, packFromQueries, type QueryGroup } from './pack';
 export type { GroupSearchRequest, GroupSearchResult } from './poll';
 export { createXSource, isXSource, type XSource, type XSourceOptions } from './source';
 export { createXUserDirectory, type XUserDirectory, type XUserResolution } from './users';
-export { mapXTweet, mapXUser, X_TWEET_FIELDS, X_USER_FIELDS, type XProblem, type XResponse } from './wire';
+export {
+  mapXTweet,
+  mapXUser,
+  referencesOf,
+  X_TWEET_FIELDS,
+  X_USER_FIELDS,
+  type XProblem,
+  type XResponse,
+} from './wire';

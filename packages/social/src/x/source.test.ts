@@ -71,6 +71,12 @@ describe('X API v2 source', () => {
       }),
     );
     tweets.forEach((t, i) => Object.assign(t.public_metrics, { retweet_count: i, reply_count: 1 }));
+    // X's referenced_tweets: post 5 replies to post 1 and quotes post 2, post 6 reposts post 3
+    tweets[5]!.referenced_tweets = [
+      { type: 'replied_to', id: tweets[1]!.id },
+      { type: 'quoted', id: tweets[2]!.id },
+    ];
+    tweets[6]!.referenced_tweets = [{ type: 'retweeted', id: tweets[3]!.id }];
     newestFirst = [...tweets].reverse();
   });
 
@@ -126,6 +132,14 @@ describe('X API v2 source', () => {
     expect(q.get('tweet.fields')!.split(',')).toEqual(
       expect.arrayContaining(['author_id', 'created_at', 'lang', 'public_metrics', 'referenced_tweets']),
     );
+    // replies, quotes and reposts carry X's referenced_tweets
+    expect((await source().getTweet(tweets[5]!.id))?.referencedTweets).toEqual([
+      { type: 'replied_to', id: tweets[1]!.id },
+      { type: 'quoted', id: tweets[2]!.id },
+    ]);
+    expect((await source().getTweet(tweets[6]!.id))?.referencedTweets).toEqual([
+      { type: 'retweeted', id: tweets[3]!.id },
+    ]);
     expect(await source().getTweet('1')).toBeNull();
   });
 

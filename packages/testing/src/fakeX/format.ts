@@ -29,7 +29,9 @@ export function userObject(u: FakeXUser, params: URLSearchParams): Record<string
 export function tweetObject(t: FakeXTweet, params: URLSearchParams): Record<string, unknown> {
   const want = fields(params, 'tweet.fields');
   const out: Record<string, unknown> = { id: t.id, text: t.text, edit_history_tweet_ids: t.edit_history_tweet_ids };
-  for (const f of ['author_id', 'created_at', 'lang', 'public_metrics'] as const) if (want.has(f)) out[f] = t[f];
+  for (const f of ['author_id', 'created_at', 'lang', 'public_metrics', 'referenced_tweets'] as const) {
+    if (want.has(f) && t[f] !== undefined) out[f] = t[f];
+  }
   return out;
 }
 

@@ -23,8 +23,11 @@ export interface FakeXTweet {
   text: string;
   author_id: string;
   created_at: string;
-  lang: string;
+  /** X leaves it out when it has none */
+  lang?: string;
   edit_history_tweet_ids: string[];
+  /** X sends it only for replies, quotes and reposts */
+  referenced_tweets?: { type: 'replied_to' | 'quoted' | 'retweeted'; id: string }[];
   public_metrics: {
     retweet_count: number;
     reply_count: number;
@@ -52,8 +55,10 @@ export interface FakeXPostInput {
   /** default now; the id is a snowflake of this time unless `id` is given */
   createdAt?: Date;
   id?: string;
-  lang?: string;
+  /** default 'en'; null: none (X leaves the field out) */
+  lang?: string | null;
   likes?: number;
+  references?: { type: 'replied_to' | 'quoted' | 'retweeted'; id: string }[];
 }
 
 let nextUserId = 1_000_000_000n;
@@ -99,8 +104,9 @@ export class FakeXState extends EventEmitter {
       text: input.text,
       author_id: author.id,
       created_at: at.toISOString(),
-      lang: input.lang ?? 'en',
+      ...(input.lang !== null && { lang: input.lang ?? 'en' }),
       edit_history_tweet_ids: [id],
+      ...(input.references?.length && { referenced_tweets: input.references }),
       public_metrics: {
         retweet_count: 0,
         reply_count: 0,

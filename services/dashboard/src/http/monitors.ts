@@ -1,25 +1,43 @@
 import { Router, type Request, type Response } from 'express';
-import type { MonitorView, UseCases } from '@sts/usecases';
+import { standardWebhookSecret } from '@sts/signing';
+import type { MonitorView, Preview, UseCases } from '@sts/usecases';
 import { deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
-import { monitorFormPage, monitorPage, monitorsPage, type MonitorFormValues } from '../views/monitors';
+import {
+  monitorFormPage,
+  monitorPage,
+  monitorsPage,
+  type MonitorFormMode,
+  type MonitorFormValues,
+} from '../views/monitors';
 import { formErrors, optionalInt, query, str } from './forms';
 import { accountId, pageContext, setFlash } from './session';
 
 const PLAN = { free: 'Free', starter: 'Starter' } as const;
-const MONITOR_FIELDS = ['target', 'keywords', 'intervalSec', 'webhookUrl'];
+const MONITOR_FIELDS = ['target', 'keywords', 'exclude', 'lang', 'intervalSec', 'webhookUrl'];
 
-function secretFlash(secret: string) {
+function secretFlash(secret: string, standardSecret: string) {
   return {
     label: 'Signing secret',
     value: secret,
     hint: 'copy it into your receiver now: it is not shown again. Rotate to get a new one.',
+    standard: { label: 'The same secret for Standard Webhooks libraries', value: standardSecret },
   };
 }
 
 /** Monitors, their webhook, delivery log and hit history (signed in). */
-// eslint-disable-next-line max-lines-per-function -- one express route registration per monitor page (each under 30 lines) sharing the form helpers above them
 export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Router {
   const r = Router();
+  const shared = monitorHelpers(uc);
+  monitorRoutes(r, uc, shared);
+  webhookRoutes(r, uc, shared);
+  logRoutes(r, uc, opts);
+  return r;
+}
+
+type Helpers = ReturnType<typeof monitorHelpers>;
+
+/** What the route groups share: the plan facts, the form's values and the two page senders. */
+function monitorHelpers(uc: UseCases) {
   const planFacts = async (req: Request) => {
     const overview = await uc.overview(accountId(req));
     const plan = overview.account.effectivePlan;
@@ -28,6 +46,8 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
   const values = (req: Request): MonitorFormValues => ({
     target: str(req, 'target'),
     keywords: str(req, 'keywords'),
+    exclude: str(req, 'exclude'),
+    lang: str(req, 'lang'),
     intervalSec: str(req, 'intervalSec'),
     webhookUrl: str(req, 'webhookUrl'),
   });
@@ -43,14 +63,37 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
     mode: Parameters<typeof monitorFormPage>[1],
     v: MonitorFormValues,
     errors?: Parameters<typeof monitorFormPage>[3],
+    preview?: Preview,
   ) => {
     const { facts } = await planFacts(req);
     res
       .status(errors ? 422 : 200)
       .type('html')
-      .send(monitorFormPage(pageContext(req), mode, v, errors, facts.pollIntervalSec));
+      .send(monitorFormPage(pageContext(req), mode, v, errors, facts.pollIntervalSec, preview));
   };
+  return { planFacts, values, showMonitor, sendMonitorForm };
+}
 
+/** "Preview" on the monitor form: the same form again, with the last 50 posts marked. */
+async function previewForm(req: Request, res: Response, uc: UseCases, h: Helpers, mode: MonitorFormMode) {
+  const v = h.values(req);
+  try {
+    const preview = await uc.monitors.preview(accountId(req), {
+      target: v.target ?? '',
+      keywords: v.keywords,
+      exclude: v.exclude,
+      lang: v.lang,
+    });
+    await h.sendMonitorForm(req, res, mode, v, undefined, preview);
+  } catch (err) {
+    const errors = formErrors(err, MONITOR_FIELDS);
+    if (!errors) throw err;
+    await h.sendMonitorForm(req, res, mode, v, errors);
+  }
+}
+
+function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
+  const { planFacts, values, showMonitor, sendMonitorForm } = h;
   r.get('/monitors', async (req, res) => {
     const [monitors, { overview, plan }] = await Promise.all([uc.monitors.list(accountId(req)), planFacts(req)]);
     res.type('html').send(monitorsPage(pageContext(req), monitors, overview.monitors, PLAN[plan]));
@@ -61,17 +104,20 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
   });
 
   r.post('/monitors', async (req, res) => {
+    if (str(req, 'action') === 'preview') return previewForm(req, res, uc, h, { kind: 'new' });
     const v = values(req);
     try {
       const { monitor, secret } = await uc.monitors.create(accountId(req), {
         target: v.target ?? '',
         keywords: v.keywords,
+        exclude: v.exclude,
+        lang: v.lang,
         intervalSec: optionalInt(v.intervalSec ?? '', 'intervalSec'),
         webhookUrl: v.webhookUrl?.trim() || undefined,
       });
       setFlash(req, {
         notice: `Monitor of @${monitor.targetUsername} created.`,
-        ...(secret ? { secret: secretFlash(secret) } : {}),
+        ...(secret ? { secret: secretFlash(secret, standardWebhookSecret(secret)) } : {}),
       });
       res.redirect(303, `/monitors/${monitor.id}`);
     } catch (err) {
@@ -89,18 +135,27 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
 
   r.get('/monitors/:id/edit', async (req, res) => {
     const m = await uc.monitors.get(accountId(req), req.params.id ?? '');
-    const v = { target: m.targetUsername, keywords: m.keywords.join(', '), intervalSec: String(m.intervalSec) };
+    const v = {
+      target: m.targetUsername,
+      keywords: m.keywords.join(', '),
+      exclude: m.filters.exclude.join(', '),
+      lang: m.filters.lang.join(', '),
+      intervalSec: String(m.intervalSec),
+    };
     await sendMonitorForm(req, res, { kind: 'edit', monitor: m }, v);
   });
 
   r.post('/monitors/:id', async (req, res) => {
     const id = req.params.id ?? '';
     const m = await uc.monitors.get(accountId(req), id);
+    if (str(req, 'action') === 'preview') return previewForm(req, res, uc, h, { kind: 'edit', monitor: m });
     const v = values(req);
     try {
       await uc.monitors.update(accountId(req), id, {
         target: v.target,
         keywords: v.keywords,
+        exclude: v.exclude,
+        lang: v.lang,
         intervalSec: optionalInt(v.intervalSec ?? '', 'intervalSec'),
       });
       setFlash(req, { notice: 'Monitor saved.' });
@@ -127,14 +182,17 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
     setFlash(req, { notice: 'Monitor deleted.' });
     res.redirect(303, '/monitors');
   });
+}
 
+function webhookRoutes(r: Router, uc: UseCases, h: Helpers): void {
+  const { showMonitor } = h;
   r.post('/monitors/:id/webhook', async (req, res) => {
     const id = req.params.id ?? '';
     const m = await uc.monitors.get(accountId(req), id);
     const url = str(req, 'webhookUrl').trim();
     try {
-      const { webhook, secret } = await uc.webhooks.set(accountId(req), id, url);
-      setFlash(req, { notice: `${webhook.label} URL saved.`, secret: secretFlash(secret) });
+      const { webhook, secret, standardSecret } = await uc.webhooks.set(accountId(req), id, url);
+      setFlash(req, { notice: `${webhook.label} URL saved.`, secret: secretFlash(secret, standardSecret) });
       res.redirect(303, `/monitors/${id}`);
     } catch (err) {
       const errors = formErrors(err, ['webhookUrl']);
@@ -146,11 +204,21 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
 
   r.post('/monitors/:id/webhook/rotate', async (req, res) => {
     const id = req.params.id ?? '';
-    const { secret } = await uc.webhooks.rotate(accountId(req), id);
+    const now = str(req, 'now') === '1';
+    const { secret, standardSecret, webhook } = await uc.webhooks.rotate(accountId(req), id, { now });
     setFlash(req, {
-      notice: 'Signing secret rotated. The old secret no longer signs deliveries.',
-      secret: secretFlash(secret),
+      notice: webhook.previousSecretUntil
+        ? `Signing secret rotated. Until ${webhook.previousSecretUntil.toISOString()} (or "Use the new secret now") X-Service-Signature stays on the old secret and webhook-signature carries both.`
+        : 'Signing secret rotated now. The old secret no longer signs deliveries.',
+      secret: secretFlash(secret, standardSecret),
     });
+    res.redirect(303, `/monitors/${id}`);
+  });
+
+  r.post('/monitors/:id/webhook/use-new-secret', async (req, res) => {
+    const id = req.params.id ?? '';
+    await uc.webhooks.useNewSecret(accountId(req), id);
+    setFlash(req, { notice: 'Every delivery is now signed with the new secret only.' });
     res.redirect(303, `/monitors/${id}`);
   });
 
@@ -170,7 +238,9 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
     });
     res.redirect(303, `/monitors/${id}/deliveries`);
   });
+}
 
+function logRoutes(r: Router, uc: UseCases, opts: { liveRefreshMs: number }): void {
   r.get('/monitors/:id/deliveries', async (req, res) => {
     const id = req.params.id ?? '';
     const cursor = query(req, 'cursor');
@@ -197,6 +267,4 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
     setFlash(req, { notice: `Redelivery queued with the same delivery id ${queued.deliveryId}.` });
     res.redirect(303, `/monitors/${queued.monitorId}/deliveries`);
   });
-
-  return r;
 }

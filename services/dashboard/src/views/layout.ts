@@ -4,7 +4,7 @@ export interface Flash {
   notice?: string;
   error?: string;
   /** a secret shown once (API key, webhook signing secret) */
-  secret?: { label: string; value: string; hint: string };
+  secret?: { label: string; value: string; hint: string; standard?: { label: string; value: string } };
 }
 
 export interface PageContext {
@@ -55,6 +55,17 @@ export function secretBox(secret: NonNullable<Flash['secret']>): SafeHtml {
       <code id="shown-secret" class="mono">${secret.value}</code>
       <button type="button" class="btn small" data-copy="shown-secret" hidden>Copy</button>
     </div>
+    ${
+      secret.standard
+        ? html`<p>${secret.standard.label}:</p>
+            <div class="copyrow">
+              <code id="shown-standard-secret" class="mono" data-testid="standard-secret"
+                >${secret.standard.value}</code
+              >
+              <button type="button" class="btn small" data-copy="shown-standard-secret" hidden>Copy</button>
+            </div>`
+        : ''
+    }
   </div>`;
 }
 

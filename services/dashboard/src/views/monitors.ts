@@ -1,4 +1,4 @@
-import type { MonitorView, Overview } from '@sts/usecases';
+import type { MonitorView, Overview, Preview } from '@sts/usecases';
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html, type SafeHtml } from './html';
@@ -7,8 +7,49 @@ import { csrfField, layout, type PageContext } from './layout';
 export interface MonitorFormValues {
   target?: string;
   keywords?: string;
+  exclude?: string;
+  lang?: string;
   intervalSec?: string;
   webhookUrl?: string;
+}
+
+export type MonitorFormMode = { kind: 'new' } | { kind: 'edit'; monitor: MonitorView };
+
+/** "replies and quotes left out · en, de" or nothing */
+function rulesText(m: MonitorView): string {
+  const parts = [];
+  if (m.filters.exclude.length) parts.push(`${m.filters.exclude.join(' and ')} left out`);
+  if (m.filters.lang.length) parts.push(`languages ${m.filters.lang.join(', ')}`);
+  return parts.length ? parts.join(' · ') : 'every post type, any language';
+}
+
+/** "Of @target's last 50 posts, these would have fired": each post matched or not, and why. */
+function previewSection(p: Preview): SafeHtml {
+  const fired = p.posts.filter((x) => x.matched).length;
+  return html`<section class="card" aria-labelledby="pv-h" data-testid="preview">
+    <h2 id="pv-h">Preview: of @${p.target}'s last ${p.posts.length} posts, ${fired} would have fired</h2>
+    <div class="table-wrap">
+      <table class="stack">
+        <thead>
+          <tr>
+            <th scope="col">Post</th>
+            <th scope="col">Would fire</th>
+            <th scope="col">Why</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${p.posts.map(
+            (x) =>
+              html`<tr data-matched="${x.matched ? 'true' : 'false'}">
+                <td data-label="Post">${x.text}</td>
+                <td data-label="Would fire">${x.matched ? 'Yes' : 'No'}</td>
+                <td data-label="Why">${x.reason}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>
+  </section>`;
 }
 
 function status(m: MonitorView): SafeHtml {
@@ -80,10 +121,11 @@ export function monitorsPage(
 
 export function monitorFormPage(
   ctx: PageContext,
-  mode: { kind: 'new' } | { kind: 'edit'; monitor: MonitorView },
+  mode: MonitorFormMode,
   values: MonitorFormValues,
   errors: FieldErrors | undefined,
   minIntervalSec: number,
+  preview?: Preview,
 ): string {
   const isNew = mode.kind === 'new';
   const action = isNew ? '/monitors' : `/monitors/${mode.monitor.id}`;
@@ -91,36 +133,40 @@ export function monitorFormPage(
     ctx,
     isNew ? 'New monitor' : `Edit @${mode.monitor.targetUsername}`,
     html`<form method="post" action="${action}" class="card narrow" novalidate>
-      ${csrfField(ctx)} ${formError(errors)}
-      ${field({ name: 'target', label: 'Account to watch', value: values.target, required: true, hint: 'A username, with or without @.', errors })}
-      ${field({ name: 'keywords', label: 'Keywords (optional)', value: values.keywords, hint: 'Comma-separated; "quoted phrases" allowed. Empty: every post.', errors })}
-      ${field({
-        name: 'intervalSec',
-        label: 'Check every (seconds)',
-        type: 'number',
-        value: values.intervalSec,
-        min: minIntervalSec,
-        max: 86400,
-        hint: `Your plan allows every ${formatInterval(minIntervalSec)} at the most. Empty: that.`,
-        errors,
-      })}
-      ${
-        isNew
-          ? field({
-              name: 'webhookUrl',
-              label: 'Webhook URL (optional)',
-              type: 'url',
-              value: values.webhookUrl,
-              hint: 'HTTPS on a public address. Discord and Slack webhook URLs work too.',
-              errors,
-            })
-          : ''
-      }
-      <div class="actions">
-        <button type="submit" class="btn primary">${isNew ? 'Create monitor' : 'Save changes'}</button>
-        <a href="${isNew ? '/monitors' : `/monitors/${mode.monitor.id}`}">Cancel</a>
-      </div>
-    </form>`,
+        ${csrfField(ctx)} ${formError(errors)}
+        ${field({ name: 'target', label: 'Account to watch', value: values.target, required: true, hint: 'A username, with or without @.', errors })}
+        ${field({ name: 'keywords', label: 'Keywords (optional)', value: values.keywords, hint: 'Comma-separated; "quoted phrases" allowed. -word or -"a phrase" leaves out posts containing it. Empty: every post.', errors })}
+        ${field({ name: 'exclude', label: 'Leave out post types (optional)', value: values.exclude, hint: 'Any of: replies, reposts, quotes. Empty: all fire.', errors })}
+        ${field({ name: 'lang', label: 'Languages (optional)', value: values.lang, hint: 'Language codes such as en, de. A post without a language never matches. Empty: any language.', errors })}
+        ${field({
+          name: 'intervalSec',
+          label: 'Check every (seconds)',
+          type: 'number',
+          value: values.intervalSec,
+          min: minIntervalSec,
+          max: 86400,
+          hint: `Your plan allows every ${formatInterval(minIntervalSec)} at the most. Empty: that.`,
+          errors,
+        })}
+        ${
+          isNew
+            ? field({
+                name: 'webhookUrl',
+                label: 'Webhook URL (optional)',
+                type: 'url',
+                value: values.webhookUrl,
+                hint: 'HTTPS on a public address. Discord and Slack webhook URLs work too.',
+                errors,
+              })
+            : ''
+        }
+        <div class="actions">
+          <button type="submit" class="btn primary">${isNew ? 'Create monitor' : 'Save changes'}</button>
+          <button type="submit" class="btn" name="action" value="preview">Preview</button>
+          <a href="${isNew ? '/monitors' : `/monitors/${mode.monitor.id}`}">Cancel</a>
+        </div>
+      </form>
+      ${preview ? previewSection(preview) : ''}`,
   );
 }
 
@@ -154,7 +200,15 @@ function webhookSection(
             ${w.isBroken ? html`<p class="alert">Deliveries are paused for this URL: ${w.brokenReason ?? 'it failed'}. Save the URL again to retry.</p>` : ''}
             <p class="muted">
               Signing secret last set ${formatTime(w.secretRotatedAt ?? w.createdAt)}. It is shown only when it is made.
-            </p>`
+            </p>
+            ${
+              w.previousSecretUntil
+                ? html`<p class="notice" data-testid="rotation">
+                    Rotation in progress: until ${formatTime(w.previousSecretUntil)} X-Service-Signature uses the old
+                    secret and webhook-signature carries both.
+                  </p>`
+                : ''
+            }`
         : html`<p>No webhook yet. Hits are still recorded and listed under Hit history.</p>`
     }
     ${
@@ -176,13 +230,25 @@ function webhookSection(
               <form method="post" action="/monitors/${m.id}/webhook/test">
                 ${csrfField(ctx)}<button type="submit" class="btn">Test webhook</button>
               </form>
+              <form method="post" action="/monitors/${m.id}/webhook/rotate">
+                ${csrfField(ctx)}<button type="submit" class="btn">Rotate secret</button>
+              </form>
               <form
                 method="post"
                 action="/monitors/${m.id}/webhook/rotate"
-                data-confirm="Rotate the signing secret? The old one stops working at once."
+                data-confirm="Rotate the signing secret now? The old one stops working at once."
               >
-                ${csrfField(ctx)}<button type="submit" class="btn">Rotate secret</button>
+                ${csrfField(ctx)}<input type="hidden" name="now" value="1" /><button type="submit" class="btn danger">
+                  Rotate now
+                </button>
               </form>
+              ${
+                w.previousSecretUntil
+                  ? html`<form method="post" action="/monitors/${m.id}/webhook/use-new-secret">
+                      ${csrfField(ctx)}<button type="submit" class="btn">Use the new secret now</button>
+                    </form>`
+                  : ''
+              }
               <form
                 method="post"
                 action="/monitors/${m.id}/webhook/delete"
@@ -196,7 +262,10 @@ function webhookSection(
               <pre><code>${VERIFY_SNIPPET}</code></pre>
               <p class="muted">
                 The signature is HMAC-SHA256 over <code>{X-Service-Timestamp}.{raw body}</code> with the whole secret as
-                key, sent as <code>X-Service-Signature: sha256=…</code>. Reject timestamps older than 5 minutes.
+                key, sent as <code>X-Service-Signature: sha256=…</code>. Reject timestamps older than 5 minutes. Every
+                delivery also carries Standard Webhooks headers (<code>webhook-id</code>,
+                <code>webhook-timestamp</code>, <code>webhook-signature</code>): verify them with a
+                <code>standardwebhooks</code> library and the Standard Webhooks form of the secret, shown with it.
               </p>
             </details>`
         : ''
@@ -225,6 +294,8 @@ export function monitorPage(
           <dd>${status(m)}</dd>
           <dt>Keywords</dt>
           <dd>${keywords(m)}</dd>
+          <dt>Rules</dt>
+          <dd>${rulesText(m)}</dd>
           <dt>Checked every</dt>
           <dd>${formatInterval(m.intervalSec)}</dd>
           <dt>Last check</dt>

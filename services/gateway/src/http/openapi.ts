@@ -75,7 +75,9 @@ const errors = {
   ),
   '500': errorResponse('INTERNAL'),
   '502': errorResponse('UPSTREAM_ERROR: the data source failed'),
-  '503': errorResponse('SERVICE_UNAVAILABLE: the service is temporarily unavailable; see Retry-After'),
+  '503': errorResponse(
+    'SERVICE_UNAVAILABLE (the service is temporarily unavailable) or UPSTREAM_BUSY (the upstream X budget cannot afford the read now; nothing was sent); see Retry-After',
+  ),
   '504': errorResponse('UPSTREAM_ERROR: the data source did not answer in time'),
 };
 const ok = (schema: object, description: string) => ({

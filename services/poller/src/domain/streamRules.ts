@@ -13,6 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { effectivePlan, isValidUsername } from '@sts/core';
+import { packFromQueries } from '@sts/social';
 import type { WatchingAccount } from './schedule';
 
 /** the tag prefix of the rules this service owns; other rules are deleted (one stream per app) */
@@ -72,23 +73,9 @@ export function parseRule(rule: Pick<StreamRule, 'value' | 'tag'>): string[] | n
 const joinedLength = (usernames: readonly string[]): number =>
   usernames.reduce((n, u) => n + u.length + 5, 0) + Math.max(0, usernames.length - 1) * 4;
 
-/** Greedy packing of sorted usernames into groups whose rule value fits `maxLength`. */
+/** Greedy packing of usernames, in order, into groups whose rule value fits `maxLength` (packFromQueries). */
 export function packUsernames(usernames: readonly string[], maxLength: number): string[][] {
-  const groups: string[][] = [];
-  let current: string[] = [];
-  let length = 0;
-  for (const u of usernames) {
-    const add = (current.length > 0 ? 4 : 0) + 5 + u.length;
-    if (current.length > 0 && length + add > maxLength) {
-      groups.push(current);
-      current = [];
-      length = 0;
-    }
-    length += (current.length > 0 ? 4 : 0) + 5 + u.length;
-    current.push(u);
-  }
-  if (current.length > 0) groups.push(current);
-  return groups;
+  return packFromQueries(usernames, maxLength).map((g) => g.usernames);
 }
 
 interface Kept {

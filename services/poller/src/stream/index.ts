@@ -6,13 +6,16 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
+import type { XSource } from '@sts/social';
 import type { PollerRepository } from '../adapters/repository';
+import type { TargetState } from '../domain/schedule';
+import { inStream } from '../domain/streamRules';
 import { createStreamElection } from './election';
 import { createStreamMetrics, type LatencyRecorder } from './metrics';
 import { createStreamRepository } from './repository';
 import { createGroupSearch } from './search';
 import { createStreamMode, type StreamMode } from './streamMode';
-import { createXStreamApi, openGate, type XGate } from './xStreamApi';
+import { createXStreamApi } from './xStreamApi';
 
 export { createStreamMode, type StreamMode, type StreamModeOptions, type StreamMetrics } from './streamMode';
 export { streamEnv } from './env';
@@ -38,7 +41,8 @@ export function buildStreamMode(
     pollerRepository: PollerRepository;
     logger: Logger;
     registry: Registry;
-    gate?: XGate;
+    /** the X provider: its request helper and governor (the fleet's), its group search */
+    source: XSource;
     latency?: LatencyRecorder;
     hits?: (n: number) => void;
     /** tests: shorter than X's 20 s */
@@ -46,15 +50,18 @@ export function buildStreamMode(
     syncMs?: number;
   },
 ): StreamMode {
-  const gate = deps.gate ?? openGate;
-  const x = { baseUrl: env.X_API_BASE_URL, bearerToken: env.X_BEARER_TOKEN ?? '', timeoutMs: env.X_TIMEOUT_MS, gate };
   const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
   return createStreamMode({
     repository: createStreamRepository(deps.db),
     pollerRepository: deps.pollerRepository,
     election: createStreamElection({ databaseUrl: env.DATABASE_URL, logger: deps.logger }),
-    api: createXStreamApi(x),
-    search: createGroupSearch(x),
+    api: createXStreamApi({
+      client: deps.source.client,
+      baseUrl: env.X_API_BASE_URL,
+      bearerToken: env.X_BEARER_TOKEN ?? '',
+      timeoutMs: env.X_TIMEOUT_MS,
+    }),
+    search: createGroupSearch(deps.source),
     logger: deps.logger,
     metrics: createStreamMetrics(deps.registry, {
       ...(deps.latency ? { latency: deps.latency } : {}),
@@ -70,4 +77,32 @@ export function buildStreamMode(
     ...(deps.stallMs !== undefined ? { stallMs: deps.stallMs } : {}),
     ...(deps.syncMs !== undefined ? { syncMs: deps.syncMs } : {}),
   });
+}
+
+/**
+ * The tick's `selectDue` in stream mode: it polls the Free-only targets and leaves the streamed
+ * ones (a Starter or trial watcher) to the stream holder, pushing their schedule one `intervalSec`
+ * on so the tick does not read them again every second (one re-check per interval: a target whose
+ * last Starter watcher left becomes Free-only and is polled then).
+ */
+export function streamSelectDue(
+  repository: Pick<PollerRepository, 'reschedule'>,
+  intervalSec: number,
+  logger: Logger,
+): (due: TargetState[]) => TargetState[] {
+  return (due) => {
+    const now = new Date();
+    const streamed = due.filter((t) => inStream(t.accounts, now));
+    if (streamed.length > 0) {
+      const nextDueAt = new Date(now.getTime() + intervalSec * 1000);
+      repository
+        .reschedule(streamed.map((t) => ({ targetKey: t.targetKey, nextDueAt, pushed: true, readAt: now })))
+        .catch((err: unknown) =>
+          logger.warn('could not reschedule streamed targets', {
+            error: err instanceof Error ? err.message : String(err),
+          }),
+        );
+    }
+    return due.filter((t) => !inStream(t.accounts, now));
+  };
 }

@@ -1,37 +1,20 @@
 /**
  * Records tweets the stream (or a backfill) delivered through the SAME path as polled ones: the
- * target's active monitors (PollerRepository.monitorsFor), the shared matching (domain/hits) and
+ * target's active monitors (PollerRepository.monitorsFor), the tick's hit building (poll.ts pageHits) and
  * PollerRepository.recordBatch — hits, their monitor.hit events (outbox) and the target's cursor
  * in one transaction, unique on monitor + tweet, so a tweet the stream and a backfill both bring
  * is one hit and one event.
  */
 import type { SocialTweet } from '@sts/social';
-import { compileMonitors, findHits, hitEvent } from '../domain/hits';
-import type { NewHit, PollerRepository } from '../adapters/repository';
+import { compileMonitors } from '../domain/hits';
+import type { PollerRepository } from '../adapters/repository';
+import { pageHits } from '../poll';
 
 export interface RecordedBatch {
   /** new hits */
   hits: number;
   /** the new hits' tweet creation and recording times (detection latency) */
   newHits: { tweetCreatedAt: Date; detectedAt: Date }[];
-}
-
-export function toNewHits(
-  tweets: readonly SocialTweet[],
-  monitors: Parameters<typeof findHits>[1],
-  at: Date,
-): NewHit[] {
-  return findHits(tweets, monitors).map((h) => ({
-    monitorId: h.monitor.id,
-    accountId: h.monitor.accountId,
-    tweetId: h.tweet.id,
-    tweetText: h.tweet.text,
-    tweetAuthorId: h.tweet.authorId,
-    tweetAuthorUsername: h.tweet.author.username,
-    tweetCreatedAt: h.tweet.createdAt,
-    detectedAt: at,
-    event: hitEvent(h, at),
-  }));
 }
 
 /** Records the tweets of one author (target). */
@@ -44,7 +27,7 @@ async function recordTarget(
   const monitors = compileMonitors(await repository.monitorsFor(targetKey));
   if (monitors.length === 0) return { hits: 0, newHits: [] };
   const at = now();
-  const hits = toNewHits(tweets, monitors, at);
+  const hits = pageHits(tweets, monitors, at);
   let newest = tweets[0]!;
   for (const t of tweets) if (BigInt(t.id) > BigInt(newest.id)) newest = t;
   const inserted = await repository.recordBatch(
@@ -54,7 +37,6 @@ async function recordTarget(
     { lastTweetId: newest.id, lastTweetAt: newest.createdAt, position: null },
     at,
   );
-  // recordBatch returns the hits that were new (a tweet already recorded by a poll is not)
   return { hits: inserted.length, newHits: inserted };
 }
 

@@ -4,9 +4,11 @@
  * a stall lose nothing (backfill), a killed holder process fails over, two replicas hold one
  * connection, and every (monitor, tweet) is exactly one hit and one event whatever the overlap.
  */
+import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
+import { createXSource } from '@sts/social';
 import {
   createAccount,
   createFakeStream,
@@ -26,6 +28,8 @@ import type { StreamMode } from './streamMode';
 const logger = createLogger({ service: 'stream-test', level: process.env.STREAM_TEST_LOG ?? 'error' });
 let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
 let db: Db;
+let redisHandle: ReturnType<typeof createTestRedis>;
+let redis: Redis;
 let fake: FakeX;
 let stream: FakeStream;
 const running: StreamMode[] = [];
@@ -41,11 +45,16 @@ afterAll(async () => {
 beforeEach(async () => {
   stream = createFakeStream({ keepAliveMs: 100, maxRuleLength: 64 });
   fake = await startFakeX({ routes: stream.routes });
+  // the fleet's governor and user cache: one Redis prefix per test, shared by its replicas
+  redisHandle = createTestRedis();
+  redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
   await db.$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state CASCADE`;
 });
 afterEach(async () => {
   await Promise.all(running.splice(0).map((m) => m.stop()));
   await fake.stop();
+  redis.disconnect();
+  await redisHandle.cleanup();
 });
 
 function env(overrides: Partial<StreamModeEnv> = {}): StreamModeEnv {
@@ -66,8 +75,11 @@ function env(overrides: Partial<StreamModeEnv> = {}): StreamModeEnv {
 }
 
 function startMode(overrides: Partial<StreamModeEnv> = {}, registry = new Registry()): StreamMode {
-  const mode = buildStreamMode(env(overrides), {
+  const e = env(overrides);
+  const source = createXSource({ baseUrl: e.X_API_BASE_URL, bearerToken: 'test-token', redis });
+  const mode = buildStreamMode(e, {
     db,
+    source,
     pollerRepository: createPollerRepository(db),
     logger,
     registry,
@@ -148,6 +160,8 @@ describe('X stream mode', () => {
     await waitFor(() => stream.connections() === 1 && ruled().includes('erin'));
     const before = fake.state.post({ author: 'erin', text: 'before' });
     await waitFor(async () => (await hitsOf(m.id)).length === 1);
+    await waitFor(() => fake.requests.count({ family: 'search' }) >= 1);
+    await new Promise((r) => setTimeout(r, 200));
     const searches = fake.requests.count({ family: 'search' });
     stream.disconnect();
     // posted while no stream is connected: only a backfill can find these
@@ -169,6 +183,9 @@ describe('X stream mode', () => {
     const registry = new Registry();
     startMode({}, registry);
     await waitFor(() => stream.connections() === 1 && ruled().includes('frank'));
+    // the new rule's backfill is done (a first start's connection leaves the new rules to it)
+    await waitFor(() => fake.requests.count({ family: 'search' }) >= 1);
+    await new Promise((r) => setTimeout(r, 200));
     stream.stall();
     const lost = [1, 2].map((i) => fake.state.post({ author: 'frank', text: `stalled ${i}` }));
     await waitFor(
@@ -206,11 +223,10 @@ describe('X stream mode', () => {
 
   it('a killed holder process fails over: the survivor connects and backfills from the saved position', async () => {
     const m = await monitor('hank');
-    const redis = createTestRedis();
     const proc = spawnService('services/poller/src/main.ts', {
       DATABASE_URL: dbHandle.url,
-      REDIS_URL: redis.url,
-      REDIS_KEY_PREFIX: redis.prefix,
+      REDIS_URL: redisHandle.url,
+      REDIS_KEY_PREFIX: redisHandle.prefix,
       AMQP_URL: 'amqp://guest:guest@127.0.0.1:1',
       SOCIAL_SOURCE: 'x',
       X_API_BASE_URL: fake.url,
@@ -241,7 +257,6 @@ describe('X stream mode', () => {
     } finally {
       proc.child.kill('SIGKILL');
       await proc.exited;
-      await redis.cleanup();
     }
   });
 

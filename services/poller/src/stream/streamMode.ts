@@ -15,7 +15,6 @@
  * the stream and a backfill bringing the same tweet make one hit.
  */
 import type { Logger } from '@sts/common';
-import { snowflakeBefore } from '@sts/core';
 import type { SocialTweet } from '@sts/social';
 import type { PollerRepository } from '../adapters/repository';
 import { inStream, parseRule, planRules, type StreamRule } from '../domain/streamRules';
@@ -24,7 +23,7 @@ import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { recordTweets } from './recorder';
 import type { StreamRepository, StreamTarget } from './repository';
-import { searchAll, type GroupSearch } from './search';
+import type { GroupSearch } from './search';
 import type { XStreamApi } from './xStreamApi';
 
 export interface StreamMetrics {
@@ -73,6 +72,9 @@ export interface StreamMode {
   drain(): Promise<void>;
 }
 
+/** tweet ids remembered for the backfills' overlap (5/s for an hour is 18,000) */
+const RECENT_IDS = 50_000;
+
 interface HolderState {
   rules: StreamRule[] | null;
   abort: AbortController;
@@ -83,15 +85,17 @@ interface HolderState {
   lastOverflowRun: number;
 }
 
-const sinceId = (at: Date): string => snowflakeBefore(at);
-
 class StreamModeRunner implements StreamMode {
   private holder: HolderState | null = null;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private current: Promise<void> = Promise.resolve();
-  private queue: Promise<void> = Promise.resolve();
+  private streamQueue: Promise<void> = Promise.resolve();
+  private backfillQueue: Promise<void> = Promise.resolve();
+  private readonly recent = new Set<string>();
   private readonly pendingBackfills = new Set<NodeJS.Timeout>();
+  /** usernames whose rule-change backfill is scheduled */
+  private readonly pendingNames = new Set<string>();
   private lastTweetId: string | null = null;
   private aliveAt: Date | null = null;
   private targetsByKey = new Map<string, StreamTarget>();
@@ -106,19 +110,36 @@ class StreamModeRunner implements StreamMode {
   }
 
   private record(tweets: SocialTweet[], via: 'stream' | 'backfill'): Promise<void> {
+    // a backfill re-reads its overlap window: what this holder recorded already is left out
+    const fresh = via === 'backfill' ? tweets.filter((t) => !this.recent.has(t.id)) : tweets;
     const run = async () => {
-      const r = await recordTweets(this.options.pollerRepository, tweets);
+      const r = await recordTweets(this.options.pollerRepository, fresh);
       if (r.hits > 0) this.metrics?.hits(r.hits);
-      if (via === 'stream' && r.newHits.length > 0) this.metrics?.detected(r.newHits);
-      if (via === 'backfill') this.metrics?.backfilled(tweets.length);
-      for (const t of tweets)
+      // mode `stream` covers the gaps' backfills too: what the mode adds to a post's latency
+      if (r.newHits.length > 0) this.metrics?.detected(r.newHits);
+      if (via === 'backfill') this.metrics?.backfilled(fresh.length);
+      for (const t of fresh) {
+        this.remember(t.id);
         if (this.lastTweetId === null || BigInt(t.id) > BigInt(this.lastTweetId)) this.lastTweetId = t.id;
+      }
     };
-    // one after the other, in arrival order; a failure is logged and the gap's backfill repairs it
-    this.queue = this.queue.then(run).catch((err: unknown) => {
+    // each kind in arrival order, on its own queue (a long backfill never holds up the stream's
+    // posts); a failure is logged and the next gap's backfill repairs it
+    const done = (via === 'stream' ? this.streamQueue : this.backfillQueue).then(run).catch((err: unknown) => {
       this.logger.error('recording stream tweets failed', { via, error: errorMessage(err) });
     });
-    return this.queue;
+    if (via === 'stream') this.streamQueue = done;
+    else this.backfillQueue = done;
+    return done;
+  }
+
+  /** the ids recorded lately (bounded): a backfill's overlap is not recorded twice */
+  private remember(id: string): void {
+    this.recent.add(id);
+    if (this.recent.size > RECENT_IDS) {
+      const oldest = this.recent.values().next().value;
+      if (oldest !== undefined) this.recent.delete(oldest);
+    }
   }
 
   private async backfill(usernames: readonly string[], since: Date, why: string): Promise<void> {
@@ -126,7 +147,7 @@ class StreamModeRunner implements StreamMode {
     const floor = Date.now() - 7 * 86_400_000; // search/recent reaches 7 days back
     const from = new Date(Math.max(since.getTime(), floor));
     try {
-      const tweets = await searchAll(this.options.search, usernames, sinceId(from), this.options.queryMaxLength);
+      const tweets = await this.options.search(usernames, from, this.options.queryMaxLength);
       this.logger.info('X stream backfill', {
         why,
         usernames: usernames.length,
@@ -145,7 +166,9 @@ class StreamModeRunner implements StreamMode {
     const saved = await this.options.repository.position();
     const alive = [saved.aliveAt, this.aliveAt].filter((d): d is Date => d !== null);
     state.rules ??= await this.options.api.listRules().catch(() => null);
-    const names = ruleUsernames(state);
+    // never seen alive (a first start): the rules this holder just added have their own backfill
+    const names =
+      alive.length > 0 ? ruleUsernames(state) : ruleUsernames(state).filter((u) => !this.pendingNames.has(u));
     const since =
       alive.length > 0
         ? new Date(Math.max(...alive.map((d) => d.getTime())) - this.options.overlapMs)
@@ -243,9 +266,14 @@ class StreamModeRunner implements StreamMode {
   }
 
   private scheduleBackfill(usernames: string[], since: Date): void {
+    for (const u of usernames) this.pendingNames.add(u);
     const t = setTimeout(() => {
       this.pendingBackfills.delete(t);
-      if (this.holder) void this.backfill(usernames, since, 'rules changed').catch(() => undefined);
+      const done = () => {
+        for (const u of usernames) this.pendingNames.delete(u);
+      };
+      if (this.holder) void this.backfill(usernames, since, 'rules changed').then(done, done);
+      else done();
     }, this.options.ruleSettleMs);
     this.pendingBackfills.add(t);
   }
@@ -315,9 +343,10 @@ class StreamModeRunner implements StreamMode {
     clearTimeout(this.timer);
     for (const t of this.pendingBackfills) clearTimeout(t);
     this.pendingBackfills.clear();
+    this.pendingNames.clear();
     await this.current;
     await this.giveUp();
-    await this.queue;
+    await this.drain();
     await this.options.election.close();
   }
 
@@ -325,8 +354,8 @@ class StreamModeRunner implements StreamMode {
     return this.holder !== null;
   }
 
-  drain(): Promise<void> {
-    return this.queue;
+  async drain(): Promise<void> {
+    await Promise.all([this.streamQueue, this.backfillQueue]);
   }
 }
 

@@ -6,26 +6,24 @@
  *   GET  /2/tweets/search/stream          the stream: one JSON object per line (\r\n), bare \r\n
  *                                          keep-alives; `matching_rules` on every tweet
  *
- * Every call first asks the rate-limit gate (families `rules`, `stream_connect`) and reports X's
- * answer to it (status and x-rate-limit-* headers), so the whole fleet stays inside one budget.
- * Errors: XHttpError (status, X's problem title and Retry-After / reset) or a network error.
+ * The rules calls go through the X provider's request helper (packages/social `XClient`: the
+ * fleet's rate-limit governor, family `rules`, X's error mapping). The stream connect asks the
+ * same governor (family `stream_connect`) and reports X's answer to it, but is read with fetch:
+ * a long-lived chunked body, and a 429 TooManyConnections (our own previous connection X has not
+ * closed yet, after a failover or a stall) is not a rate limit — the helper would stop the whole
+ * family until the window's reset (15 minutes) — so it reaches the governor with its headers only.
+ * Errors: XHttpError (status, X's problem title, retry-after) or a network error.
  */
-import { mapXTweet, X_TWEET_FIELDS, X_USER_FIELDS, type SocialTweet } from '@sts/social';
+import {
+  mapXTweet,
+  SourceBusyError,
+  X_TWEET_FIELDS,
+  X_USER_FIELDS,
+  type SocialTweet,
+  type XClient,
+  type XGovernor,
+} from '@sts/social';
 import type { NewRule, StreamRule } from '../domain/streamRules';
-
-export type StreamFamily = 'rules' | 'stream_connect' | 'search';
-
-/** the part of the shared X governor (packages/social) the stream needs */
-export interface XGate {
-  tryAcquire(
-    family: StreamFamily,
-    priority?: 'high' | 'low',
-  ): Promise<{ ok: true } | { ok: false; retryAfterMs: number }>;
-  observe(family: StreamFamily, answer: { status: number; headers: Headers }): Promise<void> | void;
-}
-
-/** A gate that lets every call through (tests of this file alone). */
-export const openGate: XGate = { tryAcquire: () => Promise.resolve({ ok: true }), observe: () => undefined };
 
 /** X answered with an error status (or the gate refused the call: status 429, `gated`). */
 export class XHttpError extends Error {
@@ -59,11 +57,12 @@ export interface XStreamApi {
 }
 
 export interface XStreamApiOptions {
+  /** the X provider's request helper (its governor is the fleet's) */
+  client: XClient;
   baseUrl: string;
   bearerToken: string;
-  /** rules calls and the stream's connect; default 10 s */
+  /** the stream's connect, until X's headers; default 10 s */
   timeoutMs?: number;
-  gate?: XGate;
 }
 
 interface XProblemBody {
@@ -94,72 +93,81 @@ const STREAM_QUERY = new URLSearchParams({
   'user.fields': X_USER_FIELDS,
 }).toString();
 
-export function createXStreamApi(options: XStreamApiOptions): XStreamApi {
-  const gate = options.gate ?? openGate;
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  const auth = { authorization: `Bearer ${options.bearerToken}` };
-  const url = (path: string) => new URL(path, options.baseUrl).toString();
+function headerRecord(headers: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  headers.forEach((v, k) => (out[k] = v));
+  return out;
+}
 
-  async function gated(family: StreamFamily): Promise<void> {
-    const permit = await gate.tryAcquire(family, 'high');
-    if (!permit.ok) throw new XHttpError(429, `X ${family} budget spent`, permit.retryAfterMs, true);
-  }
-
-  async function rulesCall(method: 'GET' | 'POST', body?: unknown): Promise<XProblemBody> {
-    await gated('rules');
-    const res = await fetch(url('/2/tweets/search/stream/rules'), {
+async function rulesCall(client: XClient, method: 'GET' | 'POST', data?: unknown): Promise<XProblemBody> {
+  try {
+    const answer = await client.request<XProblemBody['data']>({
+      family: 'rules',
+      path: '/2/tweets/search/stream/rules',
       method,
-      headers: { ...auth, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(timeoutMs),
+      ...(data !== undefined && { data }),
     });
-    await gate.observe('rules', { status: res.status, headers: res.headers });
-    const parsed = (await res.json().catch(() => null)) as XProblemBody | null;
-    if (res.status !== 200 && res.status !== 201)
-      throw new XHttpError(res.status, problem(parsed, res.status), retryAfter(res.headers));
-    return parsed ?? {};
+    if (answer.status !== 200 && answer.status !== 201)
+      throw new XHttpError(answer.status, problem(answer.body as XProblemBody, answer.status), null);
+    return answer.body as XProblemBody;
+  } catch (err) {
+    if (err instanceof SourceBusyError) throw new XHttpError(429, err.message, err.retryAfterMs, true);
+    throw err;
   }
+}
 
+/** GET the stream: governor first, X's answer reported; a connection issue is not a rate limit. */
+async function openStream(options: XStreamApiOptions, governor: XGovernor, signal: AbortSignal): Promise<Response> {
+  const grant = await governor.tryAcquire('stream_connect', 'high');
+  if (!grant.ok) throw new XHttpError(429, 'X stream_connect budget spent', grant.retryAfterMs, true);
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  // the time limit covers the connect (until X's headers), not the stream that follows
+  const connecting = new AbortController();
+  const timer = setTimeout(() => connecting.abort(), timeoutMs);
+  const res = await fetch(`${new URL('/2/tweets/search/stream', options.baseUrl).toString()}?${STREAM_QUERY}`, {
+    headers: { authorization: `Bearer ${options.bearerToken}` },
+    signal: AbortSignal.any([signal, connecting.signal]),
+  })
+    .catch((err: unknown) => {
+      throw connecting.signal.aborted ? new Error(`stream connect timed out after ${timeoutMs} ms`) : err;
+    })
+    .finally(() => clearTimeout(timer));
+  const parsed =
+    res.status === 200
+      ? null
+      : ((await res.json().catch(() => null)) as (XProblemBody & { connection_issue?: string }) | null);
+  const issue = parsed?.connection_issue ?? null;
+  const observed = issue === 'TooManyConnections' ? 200 : res.status;
+  await governor
+    .observe('stream_connect', { status: observed, headers: headerRecord(res.headers) })
+    .catch(() => undefined);
+  if (res.status !== 200 || !res.body)
+    throw new XHttpError(res.status, problem(parsed, res.status), retryAfter(res.headers), false, issue);
+  return res;
+}
+
+export function createXStreamApi(options: XStreamApiOptions): XStreamApi {
+  const { client } = options;
   return {
     async listRules() {
-      const body = await rulesCall('GET');
+      const body = await rulesCall(client, 'GET');
       return (body.data ?? []).map((r) => ({ id: r.id, value: r.value, tag: r.tag }));
     },
     async addRules(rules) {
       if (rules.length === 0) return [];
-      const body = await rulesCall('POST', { add: rules });
+      const body = await rulesCall(client, 'POST', { add: rules });
       // a duplicate is a rule X already holds (an earlier call that timed out): not a failure
       const real = (body.errors ?? []).filter((e) => e.title !== 'DuplicateRule');
-      if (real.length > 0 || (body.meta?.summary?.not_created ?? 0) > (body.errors?.length ?? 0) - real.length)
-        throw new XHttpError(400, problem(body, 400), null);
+      if (real.length > 0) throw new XHttpError(400, problem(body, 400), null);
       return (body.data ?? []).map((r) => ({ id: r.id, value: r.value, tag: r.tag }));
     },
     async deleteRules(ids) {
       if (ids.length === 0) return;
-      await rulesCall('POST', { delete: { ids } });
+      await rulesCall(client, 'POST', { delete: { ids } });
     },
     async connect(handlers, signal) {
-      await gated('stream_connect');
-      // the time limit covers the connect (until X's headers), not the stream that follows
-      const connecting = new AbortController();
-      const timer = setTimeout(() => connecting.abort(), timeoutMs);
-      const res = await fetch(`${url('/2/tweets/search/stream')}?${STREAM_QUERY}`, {
-        headers: auth,
-        signal: AbortSignal.any([signal, connecting.signal]),
-      })
-        .catch((err: unknown) => {
-          throw connecting.signal.aborted ? new Error(`stream connect timed out after ${timeoutMs} ms`) : err;
-        })
-        .finally(() => clearTimeout(timer));
-      await gate.observe('stream_connect', { status: res.status, headers: res.headers });
-      if (res.status !== 200 || !res.body) {
-        const parsed = (await res.json().catch(() => null)) as XProblemBody | null;
-        const issue = parsed?.connection_issue ?? null;
-        throw new XHttpError(res.status, problem(parsed, res.status), retryAfter(res.headers), false, issue);
-      }
-      const reader = res.body.getReader();
-      const closed = readLines(reader, handlers);
-      return { closed };
+      const res = await openStream(options, client.governor, signal);
+      return { closed: readLines(res.body!.getReader(), handlers) };
     },
   };
 }

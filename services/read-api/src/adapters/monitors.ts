@@ -3,7 +3,7 @@
  * by keyset on (detected_at, id), which the (monitor_id, detected_at DESC, id DESC) index serves.
  */
 import { UUID_RE } from '@sts/core';
-import { hitSelect, type HitRow, type Prisma, type Db } from '@sts/db';
+import { hitSelect, monitorSettingsSelect, type HitRow, type Prisma, type Db } from '@sts/db';
 import { decodeKeyset, encodeKeyset } from '@sts/social';
 import type { MonitorRow } from '../domain/records';
 const HIT_CURSOR = 'ht';
@@ -23,17 +23,7 @@ export interface MonitorRepository {
 }
 
 const monitorSelect = {
-  id: true,
-  targetUsername: true,
-  keywords: true,
-  excludeTypes: true,
-  langs: true,
-  isActive: true,
-  checkIntervalSec: true,
-  lastCheckAt: true,
-  lastError: true,
-  createdAt: true,
-  updatedAt: true,
+  ...monitorSettingsSelect,
   webhook: { select: { id: true } },
 } as const;
 

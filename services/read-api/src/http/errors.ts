@@ -3,8 +3,8 @@
  * and upstream errors, and an unreachable database as 503. Anything else is a bug: 500 INTERNAL
  * without details (the caller logs it).
  */
-import { ApiError, InvalidRequestError, ServiceUnavailableError, UpstreamError } from '@sts/common';
-import { InvalidCursorError, SocialSourceError } from '@sts/social';
+import { ApiError, InvalidRequestError, ServiceUnavailableError, UpstreamBusyError, UpstreamError } from '@sts/common';
+import { InvalidCursorError, SocialSourceError, SourceBusyError } from '@sts/social';
 import { isDatabaseUnavailable } from '@sts/db';
 
 export class UnsupportedMediaTypeError extends ApiError {
@@ -24,6 +24,12 @@ export function toApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return err;
   if (err instanceof InvalidCursorError) {
     return new InvalidRequestError('cursor is not valid (pass the next_cursor of a previous page)', 'cursor');
+  }
+  if (err instanceof SourceBusyError) {
+    return new UpstreamBusyError(
+      `the upstream X API budget (${err.family}) cannot afford this read now; retry later`,
+      err.retryAfterMs / 1000,
+    );
   }
   if (err instanceof SocialSourceError) {
     return err.timeout

@@ -21,6 +21,9 @@ export interface MonitorContext {
     url: string;
     kind: WebhookKind;
     secretCiphertext: string;
+    /** an overlapped rotation: the old secret, in force for X-Service-Signature until `previousSecretUntil` */
+    previousSecretCiphertext: string | null;
+    previousSecretUntil: Date | null;
     isBroken: boolean;
     brokenReason: string | null;
   } | null;
@@ -98,7 +101,7 @@ export function isMissingParent(err: unknown): boolean {
 const MONITOR_SQL = `
   SELECT m.id, m.account_id, m.target_username, m.keywords, m.is_active, a.plan, a.trial_ends_at,
          w.id AS webhook_id, w.url AS webhook_url, w.kind::text AS webhook_kind,
-         w.secret_ciphertext, w.is_broken, w.broken_reason
+         w.secret_ciphertext, w.previous_secret_ciphertext, w.previous_secret_until, w.is_broken, w.broken_reason
   FROM monitors m
   JOIN accounts a ON a.id = m.account_id
   LEFT JOIN webhook_endpoints w ON w.monitor_id = m.id
@@ -116,6 +119,8 @@ interface MonitorRow {
   webhook_url: string | null;
   webhook_kind: WebhookKind | null;
   secret_ciphertext: string | null;
+  previous_secret_ciphertext: string | null;
+  previous_secret_until: Date | string | null;
   is_broken: boolean | null;
   broken_reason: string | null;
 }
@@ -137,6 +142,8 @@ function monitorOf(r: MonitorRow): MonitorContext {
             url: r.webhook_url!,
             kind: r.webhook_kind!,
             secretCiphertext: r.secret_ciphertext!,
+            previousSecretCiphertext: r.previous_secret_ciphertext,
+            previousSecretUntil: r.previous_secret_until === null ? null : new Date(r.previous_secret_until),
             isBroken: r.is_broken!,
             brokenReason: r.broken_reason,
           },

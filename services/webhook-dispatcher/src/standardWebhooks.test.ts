@@ -1,0 +1,139 @@
+/**
+ * Standard Webhooks headers and overlapped rotation, end to end through the dispatcher (issue
+ * 22): a receiver on the official `standardwebhooks` package verifies every delivery, across an
+ * overlapped rotation, while a receiver on SPEC's X-Service-* headers with the old secret keeps
+ * working until the switch ("use the new secret now") or the overlap's end.
+ */
+import { randomBytes } from 'node:crypto';
+import { createLogger } from '@sts/common';
+import { createSecretBox, generateWebhookSecret } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { standardWebhookSecret, verify } from '@sts/signing';
+import {
+  createAccount,
+  createHit,
+  createMonitor,
+  createTestDatabase,
+  hitEnvelope,
+  type HttpsReceiver,
+  type ReceivedRequest,
+  startHttpsReceiver,
+} from '@sts/testing';
+import { Webhook } from 'standardwebhooks';
+import { createDispatcher, type Dispatcher } from './app';
+import { createPrismaRepository } from './adapters/repository';
+
+const KEY = randomBytes(32).toString('base64');
+const box = createSecretBox(KEY);
+
+/** A receiver on SPEC's headers. */
+function specVerifies(req: ReceivedRequest, secret: string): boolean {
+  try {
+    verify({ secret, body: req.rawBody, headers: req.headers });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A receiver on the standardwebhooks package, holding the secret in its whsec_ form. */
+function standardVerifies(req: ReceivedRequest, secret: string): boolean {
+  const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
+  try {
+    new Webhook(standardWebhookSecret(secret)).verify(req.rawBody, headers);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('Standard Webhooks headers across an overlapped rotation', () => {
+  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let receiver: HttpsReceiver;
+  let dispatcher: Dispatcher;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    db = createDbClient({ url: testDb.url, poolSize: 4 });
+    receiver = await startHttpsReceiver();
+    dispatcher = createDispatcher({
+      repository: createPrismaRepository(db),
+      logger: createLogger({ service: 'dispatcher-std-test', level: 'error' }),
+      secretsKey: KEY,
+      timeoutMs: 2000,
+      maxConcurrencyPerEndpoint: 4,
+      allowPrivateHosts: ['localhost'],
+    });
+  });
+
+  afterAll(async () => {
+    dispatcher.close();
+    await receiver.close();
+    await db.$disconnect();
+    await testDb.drop();
+  });
+
+  it('every delivery verifies with the standardwebhooks package; SPEC receivers switch when the customer says so', async () => {
+    receiver.setResponder(() => ({ status: 200, body: 'ok' }));
+    const account = await createAccount(db, 'starter');
+    const monitor = await createMonitor(db, box, { accountId: account.id, url: `${receiver.url}/h`, keywords: [] });
+    const oldSecret = monitor.secret!;
+    const deliver = async () => {
+      const env = hitEnvelope(monitor, await createHit(db, monitor));
+      await expect(dispatcher.handle(env)).resolves.toBe('ack');
+      const req = receiver.requests[receiver.requests.length - 1]!;
+      // webhook-id is the X-Service-Delivery value, webhook-timestamp SPEC's timestamp
+      expect(req.headers['webhook-id']).toBe(env.messageId);
+      expect(req.headers['webhook-id']).toBe(req.headers['x-service-delivery']);
+      expect(req.headers['webhook-timestamp']).toBe(req.headers['x-service-timestamp']);
+      return req;
+    };
+
+    // before any rotation
+    const r1 = await deliver();
+    expect([standardVerifies(r1, oldSecret), specVerifies(r1, oldSecret)]).toEqual([true, true]);
+
+    // "Rotate" with the default overlap: what webhooks.rotate() writes
+    const newSecret = generateWebhookSecret();
+    await db.webhookEndpoint.update({
+      where: { monitorId: monitor.id },
+      data: {
+        secretCiphertext: box.encrypt(newSecret, monitor.id),
+        previousSecretCiphertext: box.encrypt(oldSecret, monitor.id),
+        previousSecretUntil: new Date(Date.now() + 24 * 3600_000),
+        secretRotatedAt: new Date(),
+      },
+    });
+    const r2 = await deliver();
+    expect(String(r2.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    expect(standardVerifies(r2, newSecret)).toBe(true);
+    expect(standardVerifies(r2, oldSecret)).toBe(true);
+    expect(specVerifies(r2, oldSecret)).toBe(true); // the SPEC receiver has not changed anything yet
+    expect(specVerifies(r2, newSecret)).toBe(false);
+
+    // "use the new secret now"
+    await db.webhookEndpoint.update({
+      where: { monitorId: monitor.id },
+      data: { previousSecretCiphertext: null, previousSecretUntil: null },
+    });
+    const r3 = await deliver();
+    expect(String(r3.headers['webhook-signature']).split(' ')).toHaveLength(1);
+    expect([standardVerifies(r3, newSecret), specVerifies(r3, newSecret)]).toEqual([true, true]);
+    expect([standardVerifies(r3, oldSecret), specVerifies(r3, oldSecret)]).toEqual([false, false]);
+
+    // another overlapped rotation whose overlap has ended: the new secret everywhere
+    const third = generateWebhookSecret();
+    await db.webhookEndpoint.update({
+      where: { monitorId: monitor.id },
+      data: {
+        secretCiphertext: box.encrypt(third, monitor.id),
+        previousSecretCiphertext: box.encrypt(newSecret, monitor.id),
+        previousSecretUntil: new Date(Date.now() - 1000),
+      },
+    });
+    const r4 = await deliver();
+    expect([standardVerifies(r4, third), specVerifies(r4, third)]).toEqual([true, true]);
+    expect([standardVerifies(r4, newSecret), specVerifies(r4, newSecret)]).toEqual([false, false]);
+  });
+});
