@@ -33,10 +33,10 @@ function positiveEnv(name: string, fallback: number): number {
   return n;
 }
 
-const TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
-const RATE = positiveEnv('BENCH_RATE', 5);
-const SECONDS = positiveEnv('BENCH_X_SECONDS', 120);
-const DRAIN_MS = 30_000;
+let TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
+let RATE = positiveEnv('BENCH_RATE', 5);
+let SECONDS = positiveEnv('BENCH_X_SECONDS', 120);
+let DRAIN_MS = 30_000;
 
 const log = (msg: string) => console.log(`[bench:realtime:stream] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -162,28 +162,44 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
   }
 }
 
-/** alone: a fresh database and Redis prefix, removed afterwards */
-async function main(): Promise<void> {
-  loadDevEnv();
-  const urls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
+/** A fresh database (from `adminUrl`) and Redis prefix for the run, removed afterwards. */
+export async function runStreamBench(o: {
+  adminUrl: string;
+  redisUrl: string;
+  prefix: string;
+  targets?: number;
+  rate?: number;
+  seconds?: number;
+  drainSeconds?: number;
+}): Promise<void> {
+  TARGETS = o.targets ?? TARGETS;
+  RATE = o.rate ?? RATE;
+  SECONDS = o.seconds ?? SECONDS;
+  DRAIN_MS = (o.drainSeconds ?? DRAIN_MS / 1000) * 1000;
   const name = `sts_bench_xs_${randomBytes(4).toString('hex')}`;
-  const dbUrl = new URL(urls.postgres);
+  const dbUrl = new URL(o.adminUrl);
   dbUrl.pathname = `/${name}`;
   await ensureDatabase(dbUrl.toString());
   await migrate(dbUrl.toString());
-  const prefix = `bench:${name}:`;
+  const prefix = `${o.prefix}stream:${name}:`;
   try {
-    await runStreamMode({ dbUrl: dbUrl.toString(), redisUrl: urls.redis, prefix });
+    await runStreamMode({ dbUrl: dbUrl.toString(), redisUrl: o.redisUrl, prefix });
   } finally {
-    const admin = new Client({ connectionString: urls.postgres });
+    const admin = new Client({ connectionString: o.adminUrl });
     await admin.connect();
     await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
     await admin.end();
-    const redis = new Redis(urls.redis);
+    const redis = new Redis(o.redisUrl);
     const keys = await redis.keys(`${prefix}*`);
     if (keys.length) await redis.del(...keys);
     redis.disconnect();
   }
+}
+
+async function main(): Promise<void> {
+  loadDevEnv();
+  const urls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
+  await runStreamBench({ adminUrl: urls.postgres, redisUrl: urls.redis, prefix: 'bench:' });
 }
 
 if (require.main === module) {

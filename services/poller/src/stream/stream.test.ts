@@ -260,6 +260,26 @@ describe('X stream mode', () => {
     }
   });
 
+  it('two replicas never exceed the stream_connect budget, however often X drops the stream', async () => {
+    await fake.stop();
+    // 3 connects per 3-second window: the shared governor must refuse the 4th itself
+    fake = await startFakeX({ routes: stream.routes, limits: { stream_connect: 3 }, windowMs: 3000 });
+    const m = await monitor('olga');
+    startMode();
+    startMode();
+    await waitFor(() => stream.connections() === 1 && ruled().includes('olga'));
+    const posted: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      stream.disconnect();
+      posted.push(fake.state.post({ author: 'olga', text: `drop ${i}` }).id);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    await waitFor(async () => (await hitsOf(m.id)).join() === posted.sort().join(), 20_000);
+    expect(fake.requests.count({ family: 'stream_connect', status: 429 })).toBe(0);
+    expect(fake.requests.count({ status: 429 })).toBe(0);
+    await expectOneEventPerHit();
+  });
+
   it('beyond X_MAX_RULES the overflow is polled by search instead, and reported', async () => {
     const names = ['ivan', 'jill', 'kate', 'liam', 'mona'];
     const monitors = await Promise.all(names.map((n) => monitor(n)));

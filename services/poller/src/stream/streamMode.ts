@@ -68,6 +68,8 @@ export interface StreamMode {
   /** one election check + rules sync (what the timer runs; tests call it) */
   sync(): Promise<void>;
   isHolder(): boolean;
+  /** a stream was alive in the fleet lately (the holder's saved position): the tick leaves streamed targets */
+  covers(): boolean;
   /** resolves when every tweet received so far is recorded */
   drain(): Promise<void>;
 }
@@ -93,6 +95,7 @@ class StreamModeRunner implements StreamMode {
   private streamQueue: Promise<void> = Promise.resolve();
   private backfillQueue: Promise<void> = Promise.resolve();
   private readonly recent = new Set<string>();
+  private covering = false;
   private readonly pendingBackfills = new Set<NodeJS.Timeout>();
   /** usernames whose rule-change backfill is scheduled */
   private readonly pendingNames = new Set<string>();
@@ -300,6 +303,7 @@ class StreamModeRunner implements StreamMode {
   }
 
   async sync(): Promise<void> {
+    await this.readCoverage();
     const holds = await this.options.election.check();
     if (!holds) return this.giveUp();
     const becoming = !this.holder;
@@ -352,6 +356,21 @@ class StreamModeRunner implements StreamMode {
 
   isHolder(): boolean {
     return this.holder !== null;
+  }
+
+  covers(): boolean {
+    return this.holder?.connected === true || this.covering;
+  }
+
+  /** any replica: was the holder's stream alive within a stall and a few syncs? */
+  private async readCoverage(): Promise<void> {
+    try {
+      const { aliveAt } = await this.options.repository.position();
+      const window = (this.options.stallMs ?? 20_000) + 3 * (this.options.syncMs ?? 2000);
+      this.covering = aliveAt !== null && Date.now() - aliveAt.getTime() < window;
+    } catch {
+      this.covering = false;
+    }
   }
 
   async drain(): Promise<void> {
