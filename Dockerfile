@@ -28,6 +28,7 @@ COPY packages/http1/package.json packages/http1/
 COPY packages/messaging/package.json packages/messaging/
 COPY packages/signing/package.json packages/signing/
 COPY packages/social/package.json packages/social/
+COPY packages/telemetry/package.json packages/telemetry/
 COPY packages/testing/package.json packages/testing/
 COPY packages/usecases/package.json packages/usecases/
 COPY services/dashboard/package.json services/dashboard/

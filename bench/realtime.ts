@@ -10,8 +10,10 @@
  * 30 s after the last post) and bad signatures; last line
  * `local_post_to_webhook_p50_ms <a> p99_ms <b> lost <n>`.
  *
- * X modes (search, timeline; `stream` is added by the stream's owner through X_MODE_RUNS below)
- * run against the fake X of packages/testing/src/fakeX when it is present (BENCH_X=0 skips them).
+ * X modes (bench/realtimeX.ts: search, timeline; `stream` is added by the stream's owner through
+ * X_MODE_RUNS below) run against the fake X of @sts/testing with Pro-like windows:
+ * BENCH_X_TARGETS (1,000) targets, the same rate and duration (the issue's run: BENCH_SECONDS=120).
+ * BENCH_X=0 skips them; BENCH_X_MODES=search,timeline picks some.
  *
  * Own database, vhost and Redis key prefix, removed afterwards. The receivers use the test CA
  * (packages/testing/src/https.ts), trusted through NODE_EXTRA_CA_CERTS: this script re-runs
@@ -19,7 +21,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from 'pg';
 import { loadDevEnv } from '../packages/common/src';
@@ -36,6 +37,8 @@ import {
   type ServiceUrls,
 } from '../packages/testing/src/services';
 import { createAccount, createMonitor, type MonitorFixture } from '../packages/testing/src/fixtures';
+import { runXBench, type XBenchOptions } from './realtimeX';
+import { runStreamBench } from './realtimeStream';
 
 const root = path.resolve(__dirname, '..');
 
@@ -51,6 +54,7 @@ const TARGETS = positiveEnv('BENCH_TARGETS', 200);
 const RATE = positiveEnv('BENCH_RATE', 5);
 const SECONDS = positiveEnv('BENCH_SECONDS', 30);
 const DRAIN_MS = 30_000;
+const X_TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
 
 const log = (msg: string) => console.log(`[bench:realtime] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -267,19 +271,30 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult> {
  * another branch's work; this list is where each mode's run plugs in (the stream's owner adds
  * `stream`). A run prints its own figures: upstream requests, 429s, post → hit p50/p99, lost hits.
  */
-export type XModeRun = (e: { dbUrl: string; redisUrl: string; prefix: string }) => Promise<void>;
-export const X_MODE_RUNS: Record<string, XModeRun> = {};
+export type XModeRun = (o: XBenchOptions) => Promise<void>;
+export const X_MODE_RUNS: Record<string, XModeRun> = {
+  search: (o) => runXBench('search', o),
+  timeline: (o) => runXBench('timeline', o),
+  // the filtered stream with a forced disconnect half-way (its lost hits included)
+  stream: (o) => runStreamBench(o),
+};
 
 async function runXModes(e: Env): Promise<void> {
   if (process.env.BENCH_X === '0') return;
-  const fakeX = path.join(root, 'packages/testing/src/fakeX/index.ts');
-  if (!existsSync(fakeX) || Object.keys(X_MODE_RUNS).length === 0) {
-    log('X modes: skipped (no fake X / mode runs on this branch yet)');
-    return;
-  }
+  const only = process.env.BENCH_X_MODES?.split(',').filter(Boolean);
   for (const [mode, run] of Object.entries(X_MODE_RUNS)) {
-    log(`X mode ${mode}`);
-    await run({ dbUrl: e.dbUrl, redisUrl: e.urls.redis, prefix: `${e.prefix}${mode}:` });
+    if (only && !only.includes(mode)) continue;
+    log(`X mode ${mode}: ${X_TARGETS} targets, ${RATE}/s for ${SECONDS} s`);
+    await run({
+      adminUrl: e.urls.postgres,
+      redisUrl: e.urls.redis,
+      prefix: `${e.prefix}x:`,
+      targets: X_TARGETS,
+      rate: RATE,
+      seconds: SECONDS,
+      drainSeconds: positiveEnv('BENCH_X_DRAIN_SECONDS', 90),
+      log,
+    });
   }
 }
 
@@ -317,10 +332,11 @@ async function main(): Promise<void> {
   };
   const db = createDbClient({ url: e.dbUrl, poolSize: 8 });
   try {
-    const r = await runLocal(e, db);
-    log(`local: posted ${r.posted}, received ${r.received}, bad signatures ${r.badSignatures}`);
+    // BENCH_LOCAL=0: the X runs only
+    const r = process.env.BENCH_LOCAL === '0' ? null : await runLocal(e, db);
+    if (r) log(`local: posted ${r.posted}, received ${r.received}, bad signatures ${r.badSignatures}`);
     await runXModes(e);
-    console.log(`local_post_to_webhook_p50_ms ${Math.round(r.p50)} p99_ms ${Math.round(r.p99)} lost ${r.lost}`);
+    if (r) console.log(`local_post_to_webhook_p50_ms ${Math.round(r.p50)} p99_ms ${Math.round(r.p99)} lost ${r.lost}`);
   } finally {
     await db.$disconnect();
     await dropAll(e, dbName, vhost);

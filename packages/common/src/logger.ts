@@ -1,4 +1,5 @@
 import winston from 'winston';
+import { activeTraceIds } from '@sts/telemetry';
 
 export type Logger = winston.Logger;
 
@@ -41,6 +42,13 @@ const redactFormat = winston.format((info) => {
   return info;
 });
 
+/** `trace_id` and `span_id` of the active span on every line written inside one (tracing on) */
+const traceFormat = winston.format((info) => {
+  const ids = activeTraceIds();
+  if (ids) Object.assign(info, ids);
+  return info;
+});
+
 export interface LoggerOptions {
   service: string;
   level?: string;
@@ -48,7 +56,7 @@ export interface LoggerOptions {
   stream?: NodeJS.WritableStream;
 }
 
-/** The one logger factory: JSON lines, service name, timestamps, secrets redacted. */
+/** The one logger factory: JSON lines, service name, timestamps, trace ids, secrets redacted. */
 export function createLogger(options: LoggerOptions): Logger {
   const transport = options.stream
     ? new winston.transports.Stream({ stream: options.stream })
@@ -56,7 +64,7 @@ export function createLogger(options: LoggerOptions): Logger {
   return winston.createLogger({
     level: options.level ?? process.env.LOG_LEVEL ?? 'info',
     defaultMeta: { service: options.service },
-    format: winston.format.combine(winston.format.timestamp(), redactFormat(), winston.format.json()),
+    format: winston.format.combine(winston.format.timestamp(), traceFormat(), redactFormat(), winston.format.json()),
     transports: [transport],
   });
 }

@@ -22,6 +22,7 @@
 import { z } from 'zod';
 import type client from 'prom-client';
 import { ConfigError, envFields } from './env';
+import { startTelemetry } from '@sts/telemetry';
 import { createLogger, type Logger } from './logger';
 import { createMetricsRegistry, startOpsServer, type ReadinessCheck, type ServicePhase } from './ops';
 
@@ -46,10 +47,13 @@ export function opsEnv(defaultPort: number) {
     /** longest a graceful stop may take before the process exits anyway (code 3) */
     STOP_DEADLINE_MS: z.coerce.number().int().min(100).max(600_000).default(25_000),
     LOG_LEVEL: envFields.logLevel(),
+    /** OTLP/HTTP collector (e.g. http://otel-collector:4318): traces are exported there; unset: off */
+    OTEL_EXPORTER_OTLP_ENDPOINT: envFields.url(['http', 'https']).optional(),
   };
 }
 
 export interface RunEnv {
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined;
   OPS_PORT: number;
   OPS_HOST: string;
   STOP_DEADLINE_MS: number;
@@ -139,6 +143,8 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
     process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(err instanceof ConfigError ? EXIT_CODES.config : EXIT_CODES.failed);
   }
+  // OpenTelemetry traces when OTEL_EXPORTER_OTLP_ENDPOINT is set (@sts/telemetry); off otherwise
+  const telemetry = startTelemetry({ serviceName: name, endpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT });
   const logger = createLogger({ service: name, level: env.LOG_LEVEL });
   const registry = createMetricsRegistry(name);
   const context: ServiceContext = {
@@ -184,6 +190,7 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
         code = EXIT_CODES.failed;
       }
       await ops.close();
+      await telemetry?.shutdown();
       clearTimeout(deadline);
       line('info', `${name} stopped`, { signal });
       process.exit(code);

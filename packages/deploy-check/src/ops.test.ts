@@ -149,6 +149,14 @@ describeK8s.each(OVERLAYS)('overlay %s: operations', (overlay) => {
       { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'sts-secrets', key: 'DATABASE_URL' } } },
     ]);
     for (const dep of byKind('Deployment')) expect(dep.spec.template.spec.initContainers).toBeUndefined();
+    // and each service's /readyz refuses while migrations are pending (the pods of a release wait for its Job)
+    for (const svc of services) {
+      const main = readFileSync(path.join(REPO_ROOT, 'services', svc.name, 'src/main.ts'), 'utf8');
+      expect({ service: svc.name, checksMigrations: /migrations: migrationsCheck\(/.test(main) }).toEqual({
+        service: svc.name,
+        checksMigrations: true,
+      });
+    }
     for (const pdb of byKind('PodDisruptionBudget')) {
       expect({ pdb: pdb.metadata.name, policy: pdb.spec.unhealthyPodEvictionPolicy }).toEqual({
         pdb: pdb.metadata.name,

@@ -41,6 +41,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
+import { endSpan, SpanKind, startSpan, traceHeaders, tracingEnabled } from '@sts/telemetry';
 import { bodyFraming, ChunkedDecoder, headEnd, NO_BODY, parseHead, WireError, type Framing } from './wire';
 
 export type UpstreamFailureKind = 'unavailable' | 'timeout' | 'failed' | 'cancelled';
@@ -673,6 +674,35 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   const sweeper = setInterval(() => sweep(p), 25);
   sweeper.unref();
   const runPump = () => pump(p);
+  const send: UpstreamClient['forward'] = (method, target, headers, body, requestId, caller) => {
+    const safe = body === null && SAFE.has(method);
+    return new Promise<UpstreamAnswer>((resolve, reject) => {
+      const request =
+        `${method} ${target} HTTP/1.1\r\nhost: ${p.hostHeader}\r\n${headers}` +
+        (body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`);
+      const call: Call = {
+        method,
+        request,
+        body,
+        safe,
+        route: safe && p.depth > 1 ? routeOf(method, target) : null,
+        requestId: requestId ?? null,
+        caller: caller ?? null,
+        deadline: Date.now() + p.timeoutMs,
+        retried: false,
+        resolve,
+        reject,
+        conn: null,
+      };
+      p.active.add(call);
+      p.waiting.push(call);
+      // written at the end of this event-loop turn, together with the turn's other calls
+      if (!p.pumpScheduled) {
+        p.pumpScheduled = true;
+        setImmediate(runPump);
+      }
+    });
+  };
 
   return {
     get openSockets() {
@@ -680,33 +710,9 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
     },
     forward(method, target, headers, body, requestId, caller) {
       if (p.closed) return Promise.reject(new UpstreamFailure('unavailable', 'the upstream client is closed'));
-      const safe = body === null && SAFE.has(method);
-      return new Promise<UpstreamAnswer>((resolve, reject) => {
-        const request =
-          `${method} ${target} HTTP/1.1\r\nhost: ${p.hostHeader}\r\n${headers}` +
-          (body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`);
-        const call: Call = {
-          method,
-          request,
-          body,
-          safe,
-          route: safe && p.depth > 1 ? routeOf(method, target) : null,
-          requestId: requestId ?? null,
-          caller: caller ?? null,
-          deadline: Date.now() + p.timeoutMs,
-          retried: false,
-          resolve,
-          reject,
-          conn: null,
-        };
-        p.active.add(call);
-        p.waiting.push(call);
-        // written at the end of this event-loop turn, together with the turn's other calls
-        if (!p.pumpScheduled) {
-          p.pumpScheduled = true;
-          setImmediate(runPump);
-        }
-      });
+      // OpenTelemetry (@sts/telemetry): only when tracing is on, a CLIENT span and its traceparent
+      if (tracingEnabled()) return tracedSend(send, method, target, headers, body, requestId, caller);
+      return send(method, target, headers, body, requestId, caller);
     },
     close() {
       p.closed = true;
@@ -717,4 +723,34 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
         fail(p, call, new UpstreamFailure('unavailable', 'the upstream client is closed'));
     },
   };
+}
+
+/** a call sent while tracing is on: within a CLIENT span whose `traceparent` goes in the head */
+function tracedSend(
+  forward: UpstreamClient['forward'],
+  method: string,
+  target: string,
+  headers: string,
+  body: Buffer | null,
+  requestId?: string,
+  caller?: UpstreamCaller,
+): Promise<UpstreamAnswer> {
+  const query = target.indexOf('?');
+  const span = startSpan(`upstream ${method}`, SpanKind.CLIENT, {
+    'http.request.method': method,
+    'url.path': query === -1 ? target : target.slice(0, query),
+  });
+  let lines = headers;
+  for (const [name, value] of Object.entries(traceHeaders(span))) lines += `${name}: ${value}\r\n`;
+  return forward(method, target, lines, body, requestId, caller).then(
+    (answer) => {
+      span.setAttribute('http.response.status_code', answer.status);
+      endSpan(span, answer.status >= 500 ? `HTTP ${answer.status}` : undefined);
+      return answer;
+    },
+    (err: unknown) => {
+      endSpan(span, err instanceof Error ? err : String(err));
+      throw err;
+    },
+  );
 }

@@ -4,6 +4,7 @@
  * into ack / dead-letter / requeue on the channel the message came from. Consumers are set up on
  * every new connection (the connection's `setup` hook) and forget their channel when it is lost.
  */
+import { endSpan, SpanKind, startSpan, tracingEnabled, withSpan } from '@sts/telemetry';
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { Logger } from '@sts/common';
 import {
@@ -217,7 +218,7 @@ export class Consumers {
       ctx.drop(`consumer of ${c.opts.queue} cancelled by the broker`);
       return;
     }
-    const work: Promise<void> = this.handleDelivery(c, ch, msg)
+    const work: Promise<void> = (tracingEnabled() ? this.tracedDelivery(c, ch, msg) : this.handleDelivery(c, ch, msg))
       .catch((err: unknown) => {
         this.logger.error('amqp delivery handling failed', {
           queue: c.opts.queue,
@@ -227,6 +228,23 @@ export class Consumers {
       })
       .finally(() => c.inflight.delete(work));
     c.inflight.add(work);
+  }
+
+  /** OpenTelemetry: the delivery in a CONSUMER span continuing the publisher's trace (its traceparent header) */
+  private async tracedDelivery(c: ConsumerState, ch: Channel, msg: ConsumeMessage): Promise<void> {
+    const span = startSpan(
+      `process ${msg.fields.routingKey}`,
+      SpanKind.CONSUMER,
+      { 'messaging.system': 'rabbitmq', 'messaging.destination.name': c.opts.queue },
+      traceCarrier(msg.properties.headers),
+    );
+    try {
+      await withSpan(span, () => this.handleDelivery(c, ch, msg));
+      endSpan(span);
+    } catch (err) {
+      endSpan(span, err instanceof Error ? err : String(err));
+      throw err;
+    }
   }
 
   private async handleDelivery(c: ConsumerState, ch: Channel, msg: ConsumeMessage): Promise<void> {
@@ -283,4 +301,14 @@ export class Consumers {
       });
     }
   }
+}
+
+/** the W3C trace-context headers of a message as strings (AMQP may hand long strings over as Buffers) */
+function traceCarrier(headers: Record<string, unknown> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of ['traceparent', 'tracestate']) {
+    const v = headers?.[name];
+    if (typeof v === 'string' || Buffer.isBuffer(v)) out[name] = v.toString();
+  }
+  return out;
 }

@@ -6,6 +6,7 @@
  */
 import type { Message, Options } from 'amqplib';
 import type { Logger } from '@sts/common';
+import { endSpan, SpanKind, startSpan, traceHeaders, tracingEnabled } from '@sts/telemetry';
 import {
   ContractError,
   EXCHANGE,
@@ -73,7 +74,9 @@ export class Publisher {
       headers,
       mandatory: true,
     };
-    const attempt = this.publishConfirmed(routingKey, body, properties, opts.requireRoute === true);
+    const attempt = tracingEnabled()
+      ? this.tracedPublish(routingKey, body, properties, opts.requireRoute === true)
+      : this.publishConfirmed(routingKey, body, properties, opts.requireRoute === true);
     const settled = attempt.then(
       () => undefined,
       () => undefined,
@@ -81,6 +84,28 @@ export class Publisher {
     this.pending.add(settled);
     void settled.then(() => this.pending.delete(settled));
     return attempt;
+  }
+
+  /** OpenTelemetry: a PRODUCER span around the publish; its W3C traceparent goes in the AMQP headers */
+  private async tracedPublish(
+    routingKey: RoutingKey,
+    body: Buffer,
+    properties: Options.Publish,
+    requireRoute: boolean,
+  ): Promise<void> {
+    const span = startSpan(`publish ${routingKey}`, SpanKind.PRODUCER, {
+      'messaging.system': 'rabbitmq',
+      'messaging.destination.name': EXCHANGE,
+      'messaging.message.id': String(properties.messageId),
+    });
+    const headers = { ...(properties.headers as Record<string, unknown>), ...traceHeaders(span) };
+    try {
+      await this.publishConfirmed(routingKey, body, { ...properties, headers }, requireRoute);
+      endSpan(span);
+    } catch (err) {
+      endSpan(span, err instanceof Error ? err : String(err));
+      throw err;
+    }
   }
 
   /** The broker returned a message as unroutable: remember it until its confirm arrives. */

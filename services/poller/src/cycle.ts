@@ -6,8 +6,9 @@
  */
 import { dueTargets, isPushed, nextDueAt, type IntervalPolicy, type TargetState } from './domain/schedule';
 import type { PollerRepository } from './adapters/repository';
-import type { PollOutcome, TargetPoll } from './poll';
+import type { PollOutcome, PollResult, TargetPoll } from './poll';
 import { errorMessage } from './poll';
+import type { GroupPoll } from './search';
 
 export interface CycleResult {
   /** targets due (all with `force`) */
@@ -31,8 +32,13 @@ export interface CycleDeps {
   /** a poll's outcome and its new hits */
   onPolled: (outcome: PollOutcome, result: Awaited<ReturnType<TargetPoll>>) => void;
   /** which targets a tick polls among the due ones (X stream mode leaves the streamed ones); default all */
-  select?: (due: TargetState[]) => TargetState[];
+  select?: (due: TargetState[], now: Date) => TargetState[];
+  /** X search mode: polls a chunk of targets by batched search instead of one by one */
+  groupPoll?: GroupPoll;
 }
+
+/** targets per group poll: a few packed queries (~20 targets each), well inside one lease */
+export const GROUP_CHUNK = 60;
 
 /** Reads the candidates and reschedules the ones that are not due; returns the due ones. */
 async function dueNow(deps: CycleDeps, readAt: Date): Promise<TargetState[]> {
@@ -58,31 +64,53 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
   return async (opts = {}) => {
     const readAt = deps.now();
     const read = opts.force ? await deps.repository.targets() : await dueNow(deps, readAt);
-    const due = deps.select ? deps.select(read) : read;
+    const due = deps.select ? deps.select(read, readAt) : read;
     const result: CycleResult = { targets: due.length, polled: 0, skipped: 0, failed: 0, hits: 0 };
-    let next = 0;
-    let aborted: unknown;
-    const worker = async () => {
-      while (next < due.length && !deps.stopping() && aborted === undefined) {
-        const target = due[next++]!;
-        let r: Awaited<ReturnType<TargetPoll>>;
-        try {
-          r = await deps.poll(target, { readAt });
-        } catch (err) {
-          aborted = err;
-          return;
-        }
-        if (r.outcome === 'skipped') result.skipped++;
-        else if (r.outcome === 'error') result.failed++;
-        else {
-          result.polled++;
-          result.hits += r.hits.length;
-        }
-        deps.onPolled(r.outcome, r);
+    const count = (r: PollResult) => {
+      if (r.outcome === 'skipped') result.skipped++;
+      else if (r.outcome === 'error') result.failed++;
+      else {
+        result.polled++;
+        result.hits += r.hits.length;
       }
+      deps.onPolled(r.outcome, r);
     };
-    await Promise.all(Array.from({ length: Math.min(deps.concurrency, due.length) }, worker));
-    if (aborted !== undefined) throw aborted instanceof Error ? aborted : new Error(errorMessage(aborted));
+    const group = deps.groupPoll;
+    const units: TargetState[][] = group ? chunks(due, GROUP_CHUNK) : due.map((t) => [t]);
+    const pollUnit = group
+      ? async (unit: TargetState[]) => {
+          for (const r of (await group(unit, readAt)).values()) count(r);
+        }
+      : async (unit: TargetState[]) => count(await deps.poll(unit[0]!, { readAt }));
+    await runPool(units, deps.concurrency, deps.stopping, pollUnit);
     return result;
   };
+}
+
+function chunks<T>(list: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
+  return out;
+}
+
+/** Runs `work` over `units`, `concurrency` at a time; the first error ends the run and is thrown. */
+async function runPool<T>(
+  units: readonly T[],
+  concurrency: number,
+  stopping: () => boolean,
+  work: (unit: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  let aborted: unknown;
+  const worker = async () => {
+    while (next < units.length && !stopping() && aborted === undefined) {
+      try {
+        await work(units[next++]!);
+      } catch (err) {
+        aborted = err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, units.length) }, worker));
+  if (aborted !== undefined) throw aborted instanceof Error ? aborted : new Error(errorMessage(aborted));
 }

@@ -1,4 +1,13 @@
-export { createPoller, type Poller, type PollerOptions, type PollerMetrics, type CycleResult } from './poller';
+export {
+  createPoller,
+  TWEETS_CHANNEL,
+  type Poller,
+  type PollerOptions,
+  type PollerMetrics,
+  type CycleResult,
+} from './poller';
+export * from './domain/groups';
+export { createGroupPoll, type GroupPoll, type GroupPollDeps } from './search';
 export { createOutboxRelay, type OutboxRelay, type OutboxRelayOptions, type Publisher } from './adapters/relay';
 export {
   createPollerRepository,
@@ -12,4 +21,10 @@ export * from './domain/hits';
 export * from './domain/schedule';
 export { loadPollerEnv, pollerEnvSchema, type PollerEnv } from './env';
 export { createMetricsReporter, type MetricsReporter } from './adapters/reporter';
-export { createFleetMetrics, POLL_LAG_BUCKETS, type FleetMetricsOptions } from './metrics';
+export {
+  createDetectionLatency,
+  createFleetMetrics,
+  DETECTION_LATENCY_BUCKETS,
+  POLL_LAG_BUCKETS,
+  type FleetMetricsOptions,
+} from './metrics';

@@ -7,14 +7,14 @@ import { createRedis, runService, type ServiceContext, type ServiceDefinition, t
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource, isXSource } from '@sts/social';
+import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './adapters/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
-import { createPoller } from './poller';
+import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
@@ -78,10 +78,14 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     concurrency: env.POLL_CONCURRENCY,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
+    ...xSearchOptions(env, source),
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
     ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
-    // stream mode: the tick polls only Free-only targets, the stream holder the others
-    ...(stream ? { selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger) } : {}),
+    // stream mode: while a stream is alive the tick polls only Free-only targets, the holder the
+    // others (their schedule moved one Starter interval on); without one, all (tickTargets)
+    ...(stream && {
+      selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger, () => stream.covers()),
+    }),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),
@@ -121,6 +125,16 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       await db.$disconnect();
     },
   };
+}
+
+/**
+ * X_MONITOR_MODE on the X source: `search` polls every due target by batched search (`from:`
+ * OR-queries); `stream` polls what the tick keeps (the Free-only targets, `streamSelectDue`) the
+ * same way; `timeline` reads one timeline per target (the poller's per-target poll).
+ */
+function xSearchOptions(env: PollerEnv, source: SocialSource): Pick<PollerOptions, 'search'> {
+  if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return {};
+  return { search: { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 } };
 }
 
 if (require.main === module) runService(pollerService);

@@ -9,7 +9,7 @@ import type { Logger } from '@sts/common';
 import { compareIds } from '@sts/core';
 import type { PollPage, SocialSource, SocialTweet } from '@sts/social';
 import { compileMonitors, findHits, hitEvent, type CompiledMonitor } from './domain/hits';
-import { oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
+import { isPushed, oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
 import type { LeaseStore } from './adapters/lease';
 import type { CursorState, NewHit, PollerRepository, StoredCursor } from './adapters/repository';
 
@@ -44,7 +44,7 @@ export class LeaseStoreError extends Error {
 
 const SKIPPED: PollResult = { outcome: 'skipped', hits: [], position: null };
 
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     p,
@@ -83,7 +83,10 @@ export function pageHits(tweets: readonly SocialTweet[], monitors: CompiledMonit
  * Where the poll starts. Tweets created before the oldest active monitor match nothing. A cursor
  * from before poll positions existed (position null, last_tweet_at set) resumes at its newest tweet's time.
  */
-function startOf(stored: StoredCursor | null, monitors: CompiledMonitor[]): { cursor: CursorState; notBefore: Date } {
+export function startOf(
+  stored: StoredCursor | null,
+  monitors: CompiledMonitor[],
+): { cursor: CursorState; notBefore: Date } {
   let notBefore = oldestCreation(monitors.map((m) => m.createdAt));
   if (!stored?.position && stored?.lastTweetAt && stored.lastTweetAt > notBefore) notBefore = stored.lastTweetAt;
   const cursor: CursorState = {
@@ -94,7 +97,7 @@ function startOf(stored: StoredCursor | null, monitors: CompiledMonitor[]): { cu
   return { cursor, notBefore };
 }
 
-function advance(cursor: CursorState, page: PollPage): void {
+export function advance(cursor: CursorState, page: Pick<PollPage, 'tweets' | 'position'>): void {
   const newest = newestOf(page.tweets);
   if (newest && (cursor.lastTweetId === null || compareIds(newest.id, cursor.lastTweetId) > 0)) {
     cursor.lastTweetId = newest.id;
@@ -138,6 +141,8 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
           notBefore,
           limit: deps.batchSize,
           firstPage,
+          // X budget: targets watched only by Free accounts leave a reserve to Starter/trial ones
+          priority: isPushed(target, now()) ? 'high' : 'low',
         }),
         left,
         `the social source did not answer within ${pollTimeoutMs} ms`,

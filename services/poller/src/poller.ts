@@ -13,6 +13,7 @@ import type { NewHit, PollerRepository } from './adapters/repository';
 import { createCycle, type CycleResult } from './cycle';
 import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll';
 import { createPush, type Push } from './push';
+import { createGroupPoll, type GroupPoll, type GroupPollDeps } from './search';
 
 export type { CycleResult } from './cycle';
 export type { PollOutcome } from './poll';
@@ -44,7 +45,9 @@ export interface PollerOptions {
   /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
   databaseUrl?: string;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
-  selectDue?: (due: TargetState[]) => TargetState[];
+  selectDue?: (due: TargetState[], now: Date) => TargetState[];
+  /** X search mode: batched search (createGroupPoll's options but the shared ones) */
+  search?: Omit<GroupPollDeps, 'repository' | 'leases' | 'logger' | 'intervals' | 'pollTimeoutMs' | 'now'>;
   metrics?: PollerMetrics;
   now?: () => Date;
 }
@@ -97,6 +100,21 @@ function ticker(run: () => Promise<unknown>, tickMs: number, logger: Logger) {
   };
 }
 
+/** X search mode: the cycle's batched-search poll (none without `search`) */
+function groupPollOf(options: PollerOptions, now: () => Date, inFlight: Set<string>): { groupPoll?: GroupPoll } {
+  if (!options.search) return {};
+  const deps: GroupPollDeps = {
+    ...options.search,
+    repository: options.repository,
+    leases: options.leases,
+    logger: options.logger,
+    intervals: options.intervals,
+    pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
+    now,
+  };
+  return { groupPoll: createGroupPoll(deps, inFlight) };
+}
+
 export function createPoller(options: PollerOptions): Poller {
   const { repository, logger, intervals } = options;
   const concurrency = options.concurrency ?? 8;
@@ -126,6 +144,7 @@ export function createPoller(options: PollerOptions): Poller {
     stopping: () => stopping,
     onPolled,
     ...(options.selectDue ? { select: options.selectDue } : {}),
+    ...groupPollOf(options, now, inFlight),
   });
   const onPushed = recorder(options.metrics, 'push');
   const push = createPush({

@@ -6,6 +6,7 @@
  */
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
+import { traceIncoming } from '@sts/telemetry';
 import type { Socket } from 'node:net';
 import client from 'prom-client';
 import { listenOn, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
@@ -214,15 +215,21 @@ function createNodeServer(
   handleApi: (req: http.IncomingMessage, res: http.ServerResponse, url: string) => Promise<void>,
   answers: Answers,
 ): http.Server {
-  const server = http.createServer({ keepAlive: true }, (req, res) => {
-    let url = req.url ?? '/';
-    if (!url.startsWith('/')) {
-      // absolute-form request targets (proxies): keep only the path and query
-      const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
-      url = m ? url.slice(m[0].length) || '/' : `/${url}`;
-    }
-    void handleApi(req, res, url);
-  });
+  // OpenTelemetry: continues the gateway's trace (traceparent) in a SERVER span when tracing is on
+  const handle = traceIncoming(
+    'read-api',
+    (req: http.IncomingMessage, res: http.ServerResponse) => {
+      let url = req.url ?? '/';
+      if (!url.startsWith('/')) {
+        // absolute-form request targets (proxies): keep only the path and query
+        const m = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
+        url = m ? url.slice(m[0].length) || '/' : `/${url}`;
+      }
+      void handleApi(req, res, url);
+    },
+    (res, done) => res.once('finish', () => done(res.statusCode)),
+  );
+  const server = http.createServer({ keepAlive: true }, handle);
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
   server.requestTimeout = 120_000;

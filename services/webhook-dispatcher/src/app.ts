@@ -10,6 +10,7 @@
  * Stops within a grace period: waiting messages go back at once, deliveries in flight get
  * `shutdownGraceMs` to finish; what is not finished then is handed back unlogged.
  */
+import { bindActive } from '@sts/telemetry';
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
 import { deadLetterQueueName, narrowEnvelope, type Envelope } from '@sts/messaging';
@@ -20,7 +21,7 @@ import { createAmqpParking, type Parking } from './adapters/parking';
 import { isMissingParent, isTransientDbError, type DispatcherRepository } from './adapters/repository';
 import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
 import { createDeliverer, DrainAbortError, SecretsUnavailableError, type Job } from './delivery';
-import { createLaneScheduler } from './lanes';
+import { createLaneScheduler, type LaneControl } from './lanes';
 import { createMessagePreparer } from './messages';
 import { createMetrics } from './metrics';
 import { createRetentionJob, type RetentionJob } from './retention';
@@ -220,8 +221,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const { kind, url } = sendable.monitor.webhook;
     let mayDefer = parking !== null;
     for (;;) {
-      const r = await lanes.run(laneKey(kind, url), paceRuleFor(kind), mayDefer, (control) =>
-        deliverer.send(sendable, control, abort.signal),
+      // bound to the message's trace (OpenTelemetry): a queued turn runs outside its async context
+      const r = await lanes.run(
+        laneKey(kind, url),
+        paceRuleFor(kind),
+        mayDefer,
+        bindActive((control: LaneControl) => deliverer.send(sendable, control, abort.signal)),
       );
       if (r.kind === 'ran') return 'ack';
       if (r.kind === 'released') return 'requeue';

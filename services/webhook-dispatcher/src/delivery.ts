@@ -5,6 +5,7 @@
  * signature) is sent again after the wait the platform names, at most RATE_LIMIT_MAX_WAITS times
  * and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt logged.
  */
+import { inSpan, SpanKind } from '@sts/telemetry';
 import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
@@ -207,13 +208,16 @@ export function createDeliverer(options: DelivererOptions) {
     let waited = 0;
     for (;;) {
       const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body });
-      const result = await sender.send({
-        url: webhook.url,
-        body,
-        headers,
-        endpointKey: lane?.key ?? laneKey(webhook.kind, webhook.url),
-        signal,
-      });
+      // OpenTelemetry: the attempt is a CLIENT span under the message's CONSUMER span (when tracing is on)
+      const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
+      const result = await inSpan(
+        'webhook attempt',
+        SpanKind.CLIENT,
+        { 'webhook.kind': webhook.kind, 'webhook.delivery_id': job.deliveryId },
+        () => sender.send({ url: webhook.url, body, headers, endpointKey, signal }),
+        (span, r) =>
+          span.setAttributes({ 'webhook.outcome': r.outcome, 'http.response.status_code': r.statusCode ?? 0 }),
+      );
       if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
       metrics.latency.observe({ outcome: result.outcome }, result.latencyMs / 1000);
       if (job.detectedAt && result.outcome === 'delivered') {

@@ -62,6 +62,19 @@ describe('X user resolution (batched, cached in Redis)', () => {
     expect(fake.requests.count({ family: 'timeline' })).toBe(1);
   });
 
+  it('concurrent resolutions (concurrent polls) share one users/by call', async () => {
+    const a = source(redisA);
+    const each = await Promise.all(names.slice(0, 40).map((n) => a.resolveUsers([n])));
+    expect(each.every((m) => m.size === 1 && [...m.values()][0]!.status === 'ok')).toBe(true);
+    expect(fake.requests.count({ family: 'users' })).toBe(1);
+    expect(fake.requests.log[0]!.params.get('usernames')!.split(',')).toHaveLength(40);
+    // a poll of each: one timeline call per target, no lookup
+    fake.requests.clear();
+    const poll = { position: null, notBefore: new Date(0), limit: 10, firstPage: true };
+    await Promise.all(names.slice(0, 10).map((n) => a.pollTweets(n, poll)));
+    expect(fake.requests.byFamily()).toEqual({ timeline: { 200: 10 } });
+  });
+
   it('reports renamed, suspended and unknown accounts; the poll of such a target fails with that message', async () => {
     const a = source(redisA, 1);
     await a.resolveUsers(['acct1', 'acct2']);

@@ -35,6 +35,8 @@ export interface XUserDirectoryOptions {
   redis?: RedisClient;
   /** default 3600 */
   ttlSeconds?: number;
+  /** concurrent resolutions within this window share X calls (100 names each); default 20 ms */
+  batchWindowMs?: number;
 }
 
 const BATCH = 100;
@@ -96,6 +98,50 @@ function chunks<T>(list: T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
   return out;
+}
+
+type Fetch = (names: string[], priority: XPriority) => Promise<Map<string, XUserResolution>>;
+
+/**
+ * Coalesces the names of concurrent resolutions (e.g. the poller's concurrent timeline polls)
+ * arriving within `windowMs` into one fetch, so they share users/by calls; a name already being
+ * fetched waits for that fetch. The batch runs at the highest priority any caller asked for.
+ */
+function createBatcher(fetch: Fetch, windowMs: number): Fetch {
+  let queue: Array<{ names: string[]; priority: XPriority; done: (r: Promise<Map<string, XUserResolution>>) => void }> =
+    [];
+  let timer: NodeJS.Timeout | null = null;
+  const inFlight = new Map<string, Promise<Map<string, XUserResolution>>>();
+  function flush() {
+    timer = null;
+    const waiters = queue;
+    queue = [];
+    const names = [...new Set(waiters.flatMap((w) => w.names))];
+    const priority = waiters.some((w) => w.priority === 'high') ? 'high' : 'low';
+    const p = fetch(names, priority);
+    for (const n of names) inFlight.set(n, p);
+    void p.then(
+      () => names.forEach((n) => inFlight.get(n) === p && inFlight.delete(n)),
+      () => names.forEach((n) => inFlight.get(n) === p && inFlight.delete(n)),
+    );
+    for (const w of waiters) w.done(p);
+  }
+  return async (names, priority) => {
+    const waiting = [...new Set(names.map((n) => inFlight.get(n)).filter((p) => p !== undefined))];
+    const rest = names.filter((n) => !inFlight.has(n));
+    const parts = [...waiting];
+    if (rest.length) {
+      parts.push(
+        new Promise<Map<string, XUserResolution>>((resolve, reject) => {
+          queue.push({ names: rest, priority, done: (r) => void r.then(resolve, reject) });
+          timer ??= setTimeout(flush, windowMs);
+        }),
+      );
+    }
+    const out = new Map<string, XUserResolution>();
+    for (const m of await Promise.all(parts)) for (const [k, v] of m) out.set(k, v);
+    return out;
+  };
 }
 
 export function createXUserDirectory(options: XUserDirectoryOptions): XUserDirectory {
@@ -173,6 +219,19 @@ export function createXUserDirectory(options: XUserDirectoryOptions): XUserDirec
     await store.set(entries);
   }
 
+  /** X lookups for names no cache holds, ≤ 100 a call; saved for the fleet */
+  async function fetchNames(misses: string[], priority: XPriority): Promise<Map<string, XUserResolution>> {
+    const fresh = new Map<string, XUserResolution>();
+    for (const batch of chunks(misses, BATCH)) {
+      const missing = await lookup(batch, priority, fresh);
+      if (missing.length) await explain(missing, priority, fresh);
+    }
+    await save(fresh);
+    return fresh;
+  }
+
+  const batcher = createBatcher(fetchNames, options.batchWindowMs ?? 20);
+
   return {
     async resolve(usernames, priority = 'high') {
       const names = [...new Set(usernames.map((u) => u.toLowerCase()))];
@@ -185,13 +244,7 @@ export function createXUserDirectory(options: XUserDirectoryOptions): XUserDirec
       const cached = await store.get(valid.map(userKey));
       const misses: string[] = [];
       valid.forEach((n, i) => (cached[i] ? result.set(n, decode(cached[i])) : misses.push(n)));
-      const fresh = new Map<string, XUserResolution>();
-      for (const batch of chunks(misses, BATCH)) {
-        const missing = await lookup(batch, priority, fresh);
-        if (missing.length) await explain(missing, priority, fresh);
-      }
-      await save(fresh);
-      for (const [k, v] of fresh) result.set(k, v);
+      if (misses.length) for (const [k, v] of await batcher(misses, priority)) if (misses.includes(k)) result.set(k, v);
       return result;
     },
     remember: (user) => save(new Map([[user.username.toLowerCase(), { status: 'ok', user }]])),

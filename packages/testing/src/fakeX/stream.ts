@@ -235,7 +235,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
 
   const streamRoute: FakeXRoute = (req, res, url, ctx) => {
     if (url.pathname !== STREAM || req.method !== 'GET') return false;
-    if (!ctx.limits.take('stream_connect', res)) return true;
+    // a refused second connection is not counted against the connect window (family 'other')
     if (open) {
       send(res, 429, {
         title: 'ConnectionException',
@@ -245,6 +245,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
       });
       return true;
     }
+    if (!ctx.limits.take('stream_connect', res)) return true;
     res.statusCode = 200;
     res.setHeader('content-type', 'application/json; charset=utf-8');
     res.flushHeaders();

@@ -80,18 +80,20 @@ export function buildStreamMode(
 }
 
 /**
- * The tick's `selectDue` in stream mode: it polls the Free-only targets and leaves the streamed
- * ones (a Starter or trial watcher) to the stream holder, pushing their schedule one `intervalSec`
- * on so the tick does not read them again every second (one re-check per interval: a target whose
- * last Starter watcher left becomes Free-only and is polled then).
+ * The tick's `selectDue` in stream mode: while a stream is alive somewhere in the fleet
+ * (`covers()`), it polls the Free-only targets and leaves the streamed ones (a Starter or trial
+ * watcher) to the holder, pushing their schedule one `intervalSec` on so the tick does not read
+ * them again every second; with no stream alive it polls every due target (batched search), so
+ * a stream outage never leaves Starter targets unpolled.
  */
 export function streamSelectDue(
   repository: Pick<PollerRepository, 'reschedule'>,
   intervalSec: number,
   logger: Logger,
-): (due: TargetState[]) => TargetState[] {
-  return (due) => {
-    const now = new Date();
+  covers: () => boolean,
+): (due: TargetState[], now: Date) => TargetState[] {
+  return (due, now) => {
+    if (!covers()) return due;
     const streamed = due.filter((t) => inStream(t.accounts, now));
     if (streamed.length > 0) {
       const nextDueAt = new Date(now.getTime() + intervalSec * 1000);

@@ -2,7 +2,10 @@
  * Backfill by batched search, through the X provider's own group search (packages/social
  * `XSource.searchGroup`: `from:a OR from:b ...` groups packed by `packFromQueries` within
  * X_QUERY_MAX_LENGTH, since_id and paging on GET /2/tweets/search/recent, every call through the
- * request helper and the fleet's rate-limit governor), at high priority.
+ * request helper and the fleet's rate-limit governor), at high priority. The usernames are
+ * resolved first in batches of 100 (`resolveUsers`, cached in Redis), so the group searches find
+ * them cached instead of looking each group up; groups run `concurrency` at a time, so a gap's
+ * backfill over many rules ends in a few round trips.
  */
 import { snowflakeBefore } from '@sts/core';
 import { packFromQueries, type SocialTweet, type XSource } from '@sts/social';
@@ -12,19 +15,26 @@ export interface GroupSearch {
   (usernames: readonly string[], since: Date, queryMaxLength: number): Promise<SocialTweet[]>;
 }
 
-export function createGroupSearch(source: Pick<XSource, 'searchGroup'>): GroupSearch {
+export function createGroupSearch(source: Pick<XSource, 'searchGroup' | 'resolveUsers'>, concurrency = 8): GroupSearch {
   return async (usernames, since, queryMaxLength) => {
+    await source.resolveUsers(usernames, 'high');
+    const groups = packFromQueries([...usernames].sort(), queryMaxLength);
     const out: SocialTweet[] = [];
-    for (const group of packFromQueries([...usernames].sort(), queryMaxLength)) {
-      const r = await source.searchGroup(group, {
-        sinceId: snowflakeBefore(since),
-        notBefore: since,
-        // the caller's `since` already reaches behind the gap
-        firstPage: false,
-        priority: 'high',
-      });
-      out.push(...r.tweets);
-    }
-    return out;
+    let next = 0;
+    const worker = async () => {
+      while (next < groups.length) {
+        const group = groups[next++]!;
+        const r = await source.searchGroup(group, {
+          sinceId: snowflakeBefore(since),
+          notBefore: since,
+          // the caller's `since` already reaches behind the gap
+          firstPage: false,
+          priority: 'high',
+        });
+        out.push(...r.tweets);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, groups.length) }, worker));
+    return out.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : BigInt(a.id) > BigInt(b.id) ? 1 : 0));
   };
 }

@@ -68,9 +68,14 @@ export interface StreamMode {
   /** one election check + rules sync (what the timer runs; tests call it) */
   sync(): Promise<void>;
   isHolder(): boolean;
+  /** a stream was alive in the fleet lately (the holder's saved position): the tick leaves streamed targets */
+  covers(): boolean;
   /** resolves when every tweet received so far is recorded */
   drain(): Promise<void>;
 }
+
+/** tweet ids remembered for the backfills' overlap (5/s for an hour is 18,000) */
+const RECENT_IDS = 50_000;
 
 interface HolderState {
   rules: StreamRule[] | null;
@@ -87,8 +92,13 @@ class StreamModeRunner implements StreamMode {
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private current: Promise<void> = Promise.resolve();
-  private queue: Promise<void> = Promise.resolve();
+  private streamQueue: Promise<void> = Promise.resolve();
+  private backfillQueue: Promise<void> = Promise.resolve();
+  private readonly recent = new Set<string>();
+  private covering = false;
   private readonly pendingBackfills = new Set<NodeJS.Timeout>();
+  /** usernames whose rule-change backfill is scheduled */
+  private readonly pendingNames = new Set<string>();
   private lastTweetId: string | null = null;
   private aliveAt: Date | null = null;
   private targetsByKey = new Map<string, StreamTarget>();
@@ -103,19 +113,36 @@ class StreamModeRunner implements StreamMode {
   }
 
   private record(tweets: SocialTweet[], via: 'stream' | 'backfill'): Promise<void> {
+    // a backfill re-reads its overlap window: what this holder recorded already is left out
+    const fresh = via === 'backfill' ? tweets.filter((t) => !this.recent.has(t.id)) : tweets;
     const run = async () => {
-      const r = await recordTweets(this.options.pollerRepository, tweets);
+      const r = await recordTweets(this.options.pollerRepository, fresh);
       if (r.hits > 0) this.metrics?.hits(r.hits);
-      if (via === 'stream' && r.newHits.length > 0) this.metrics?.detected(r.newHits);
-      if (via === 'backfill') this.metrics?.backfilled(tweets.length);
-      for (const t of tweets)
+      // mode `stream` covers the gaps' backfills too: what the mode adds to a post's latency
+      if (r.newHits.length > 0) this.metrics?.detected(r.newHits);
+      if (via === 'backfill') this.metrics?.backfilled(fresh.length);
+      for (const t of fresh) {
+        this.remember(t.id);
         if (this.lastTweetId === null || BigInt(t.id) > BigInt(this.lastTweetId)) this.lastTweetId = t.id;
+      }
     };
-    // one after the other, in arrival order; a failure is logged and the gap's backfill repairs it
-    this.queue = this.queue.then(run).catch((err: unknown) => {
+    // each kind in arrival order, on its own queue (a long backfill never holds up the stream's
+    // posts); a failure is logged and the next gap's backfill repairs it
+    const done = (via === 'stream' ? this.streamQueue : this.backfillQueue).then(run).catch((err: unknown) => {
       this.logger.error('recording stream tweets failed', { via, error: errorMessage(err) });
     });
-    return this.queue;
+    if (via === 'stream') this.streamQueue = done;
+    else this.backfillQueue = done;
+    return done;
+  }
+
+  /** the ids recorded lately (bounded): a backfill's overlap is not recorded twice */
+  private remember(id: string): void {
+    this.recent.add(id);
+    if (this.recent.size > RECENT_IDS) {
+      const oldest = this.recent.values().next().value;
+      if (oldest !== undefined) this.recent.delete(oldest);
+    }
   }
 
   private async backfill(usernames: readonly string[], since: Date, why: string): Promise<void> {
@@ -142,7 +169,9 @@ class StreamModeRunner implements StreamMode {
     const saved = await this.options.repository.position();
     const alive = [saved.aliveAt, this.aliveAt].filter((d): d is Date => d !== null);
     state.rules ??= await this.options.api.listRules().catch(() => null);
-    const names = ruleUsernames(state);
+    // never seen alive (a first start): the rules this holder just added have their own backfill
+    const names =
+      alive.length > 0 ? ruleUsernames(state) : ruleUsernames(state).filter((u) => !this.pendingNames.has(u));
     const since =
       alive.length > 0
         ? new Date(Math.max(...alive.map((d) => d.getTime())) - this.options.overlapMs)
@@ -240,9 +269,14 @@ class StreamModeRunner implements StreamMode {
   }
 
   private scheduleBackfill(usernames: string[], since: Date): void {
+    for (const u of usernames) this.pendingNames.add(u);
     const t = setTimeout(() => {
       this.pendingBackfills.delete(t);
-      if (this.holder) void this.backfill(usernames, since, 'rules changed').catch(() => undefined);
+      const done = () => {
+        for (const u of usernames) this.pendingNames.delete(u);
+      };
+      if (this.holder) void this.backfill(usernames, since, 'rules changed').then(done, done);
+      else done();
     }, this.options.ruleSettleMs);
     this.pendingBackfills.add(t);
   }
@@ -269,6 +303,7 @@ class StreamModeRunner implements StreamMode {
   }
 
   async sync(): Promise<void> {
+    await this.readCoverage();
     const holds = await this.options.election.check();
     if (!holds) return this.giveUp();
     const becoming = !this.holder;
@@ -312,9 +347,10 @@ class StreamModeRunner implements StreamMode {
     clearTimeout(this.timer);
     for (const t of this.pendingBackfills) clearTimeout(t);
     this.pendingBackfills.clear();
+    this.pendingNames.clear();
     await this.current;
     await this.giveUp();
-    await this.queue;
+    await this.drain();
     await this.options.election.close();
   }
 
@@ -322,8 +358,23 @@ class StreamModeRunner implements StreamMode {
     return this.holder !== null;
   }
 
-  drain(): Promise<void> {
-    return this.queue;
+  covers(): boolean {
+    return this.holder?.connected === true || this.covering;
+  }
+
+  /** any replica: was the holder's stream alive within a stall and a few syncs? */
+  private async readCoverage(): Promise<void> {
+    try {
+      const { aliveAt } = await this.options.repository.position();
+      const window = (this.options.stallMs ?? 20_000) + 3 * (this.options.syncMs ?? 2000);
+      this.covering = aliveAt !== null && Date.now() - aliveAt.getTime() < window;
+    } catch {
+      this.covering = false;
+    }
+  }
+
+  async drain(): Promise<void> {
+    await Promise.all([this.streamQueue, this.backfillQueue]);
   }
 }
 

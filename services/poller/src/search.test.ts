@@ -1,0 +1,145 @@
+/**
+ * X `search` mode against the fake X API v2 (@sts/testing startFakeX), real PostgreSQL and Redis:
+ * due targets are packed into `from:` OR-queries (≤ 1 search request per 20 target-polls), each
+ * target keeps its own position, a post X shows late is still recorded through the overlap window,
+ * every post is exactly one hit per monitor, and a suspended account shows as last_error.
+ */
+import { Redis } from 'ioredis';
+import { createLogger } from '@sts/common';
+import { createDbClient, type Db } from '@sts/db';
+import { createXSource, type XSource } from '@sts/social';
+import { createTestDatabase, createTestRedis, startFakeX, type FakeX } from '@sts/testing';
+import { createRedisLeases } from './adapters/lease';
+import { createPollerRepository } from './adapters/repository';
+import { tickTargets } from './domain/groups';
+import { createPoller, type Poller } from './poller';
+
+const logger = createLogger({ service: 'poller-search-test', level: 'error' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
+const TARGETS = 100;
+
+describe('poller: X search mode', () => {
+  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Db;
+  let redisHandle: ReturnType<typeof createTestRedis>;
+  let redis: Redis;
+  let fake: FakeX;
+  let source: XSource;
+  let poller: Poller;
+  const users: { id: string; username: string }[] = [];
+  const monitorOf = new Map<string, string>();
+
+  beforeAll(async () => {
+    dbHandle = await createTestDatabase();
+    db = createDbClient({ url: dbHandle.url, poolSize: 8 });
+    redisHandle = createTestRedis();
+    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    fake = await startFakeX();
+    const account = (await db.account.create({ data: { email: 'search@example.com', plan: 'starter' } })).id;
+    for (let i = 0; i < TARGETS; i++) {
+      const u = fake.state.addUser({ username: `Searched_${i}` });
+      users.push(u);
+      const m = await db.monitor.create({
+        data: {
+          accountId: account,
+          targetUsername: u.username,
+          targetKey: u.username.toLowerCase(),
+          createdAt: new Date(Date.now() - 3600_000),
+        },
+      });
+      monitorOf.set(u.username, m.id);
+    }
+    source = createXSource({ baseUrl: fake.url, bearerToken: 't', timeoutMs: 5000, overlapMs: 30_000, redis });
+    poller = createPoller({
+      repository: createPollerRepository(db),
+      source,
+      leases: createRedisLeases(redis),
+      logger,
+      intervals: { plans, overrideSec: 1 },
+      concurrency: 2,
+      search: { source, maxQueryLength: 512, overlapMs: 30_000 },
+    });
+  });
+
+  afterAll(async () => {
+    await fake.stop();
+    redis.disconnect();
+    await redisHandle.cleanup();
+    await db.$disconnect();
+    await dbHandle.drop();
+  });
+
+  const searches = () => fake.requests.count({ family: 'search' });
+  const timelines = () => fake.requests.count({ family: 'timeline' });
+
+  it('polls 100 due targets with at most 1 search request per 20 targets, and no timeline read', async () => {
+    fake.requests.clear();
+    const r = await poller.runCycle();
+    expect(r.targets).toBe(TARGETS);
+    expect(r.polled).toBe(TARGETS);
+    expect(searches()).toBeGreaterThan(0);
+    expect(searches()).toBeLessThanOrEqual(TARGETS / 20);
+    expect(timelines()).toBe(0);
+    // every query stays within X_QUERY_MAX_LENGTH
+    for (const q of fake.requests.log.filter((x) => x.family === 'search'))
+      expect(q.params.get('query')!.length).toBeLessThanOrEqual(512);
+  });
+
+  it('every post becomes exactly one hit on its own target; a post shown late is still recorded', async () => {
+    await sleep(1100); // the 1 s interval: all due again
+    const posted = new Map<string, string>(); // tweet id → username
+    for (let i = 0; i < 30; i++) {
+      const u = users[(i * 7) % TARGETS]!;
+      posted.set(fake.state.post({ author: u.id, text: `search post ${i}` }).id, u.username);
+    }
+    fake.requests.clear();
+    await poller.runCycle();
+    expect(searches()).toBeLessThanOrEqual(TARGETS / 20);
+    // X shows a post 10 s old only now: behind every cursor, inside the 30 s overlap window
+    const late = fake.state.post({
+      author: users[3]!.id,
+      text: 'shown late',
+      createdAt: new Date(Date.now() - 10_000),
+    });
+    posted.set(late.id, users[3]!.username);
+    await sleep(1100);
+    await poller.runCycle();
+    await sleep(1100);
+    await poller.runCycle(); // read again through the window: nothing twice
+    const hits = await db.hit.findMany({ where: { tweetId: { in: [...posted.keys()] } } });
+    expect(hits).toHaveLength(posted.size);
+    for (const h of hits) expect(h.monitorId).toBe(monitorOf.get(posted.get(h.tweetId)!));
+  });
+
+  it('a suspended account shows on its monitor as last_error; the others are still read', async () => {
+    await sleep(1100);
+    const gone = users[5]!;
+    fake.state.suspend(gone.id);
+    await redisHandle.cleanup(); // this test's keys only: the cached user resolution expires (TTL) in production; at once here
+    const other = fake.state.post({ author: users[6]!.id, text: 'still read' });
+    await poller.runCycle();
+    const m = await db.monitor.findUniqueOrThrow({ where: { id: monitorOf.get(gone.username)! } });
+    expect(m.lastError).toMatch(/suspended/i);
+    expect(await db.hit.count({ where: { tweetId: other.id } })).toBe(1);
+  });
+
+  it('stream mode keeps only the Free-only targets for the tick while a stream covers the pushed ones', () => {
+    const at = new Date();
+    const starter = {
+      targetKey: 's',
+      username: 's',
+      accounts: [{ plan: 'starter' as const, trialEndsAt: null }],
+      lastPolledAt: null,
+    };
+    const free = {
+      targetKey: 'f',
+      username: 'f',
+      accounts: [{ plan: 'free' as const, trialEndsAt: null }],
+      lastPolledAt: null,
+    };
+    expect(tickTargets('stream', [starter, free], at, true).map((t) => t.targetKey)).toEqual(['f']);
+    expect(tickTargets('stream', [starter, free], at, false).map((t) => t.targetKey)).toEqual(['s', 'f']);
+    expect(tickTargets('search', [starter, free], at, true).map((t) => t.targetKey)).toEqual(['s', 'f']);
+  });
+});

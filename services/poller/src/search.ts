@@ -1,0 +1,164 @@
+/**
+ * X `search` mode (and `stream` mode's ticks): due targets polled by batched search. Each chunk of
+ * due targets takes their leases, packs the leased ones into `from:a OR from:b ...` queries of at
+ * most X_QUERY_MAX_LENGTH characters (packFromQueries: ~20 targets a request), and runs each group
+ * from the oldest position of its targets (since_id, with the overlap window behind it for
+ * late-visible posts). Each target keeps its own position: it takes only its author's tweets not
+ * behind that position's window, records its hits, events, position (the group's newest id) and
+ * next due time in one transaction, exactly as a single-target poll does.
+ */
+import type { Logger } from '@sts/common';
+import { packFromQueries, type QueryGroup, type XSource } from '@sts/social';
+import { compileMonitors, type CompiledMonitor } from './domain/hits';
+import { groupSinceId, tweetsForTarget } from './domain/groups';
+import { scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
+import type { LeaseStore } from './adapters/lease';
+import type { PollerRepository, StoredCursor } from './adapters/repository';
+import { advance, errorMessage, LeaseStoreError, pageHits, startOf, withTimeout, type PollResult } from './poll';
+
+export interface GroupPollDeps {
+  repository: PollerRepository;
+  source: XSource;
+  leases: LeaseStore;
+  logger: Logger;
+  intervals: IntervalPolicy;
+  /** X_QUERY_MAX_LENGTH */
+  maxQueryLength: number;
+  /** POLL_OVERLAP_SECONDS, in ms */
+  overlapMs: number;
+  pollTimeoutMs: number;
+  now: () => Date;
+}
+
+/** A leased target with what its poll needs. */
+interface Leased {
+  target: TargetState;
+  token: string;
+  stored: StoredCursor | null;
+  monitors: CompiledMonitor[];
+}
+
+export type GroupPoll = (targets: TargetState[], readAt: Date) => Promise<Map<string, PollResult>>;
+
+const SKIPPED: PollResult = { outcome: 'skipped', hits: [], position: null };
+
+/** one target's share of a group search, recorded in one transaction */
+async function recordShare(
+  deps: GroupPollDeps,
+  l: Leased,
+  tweets: Parameters<typeof pageHits>[0],
+  newestId: string,
+  readAt: Date,
+): Promise<PollResult> {
+  const key = l.target.targetKey;
+  const { cursor, notBefore } = startOf(l.stored, l.monitors);
+  const own = tweetsForTarget(key, tweets, cursor.position, notBefore, deps.overlapMs);
+  const polledAt = deps.now();
+  advance(cursor, { tweets: own, position: `x.${newestId}` });
+  const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
+  const hits = await deps.repository.recordBatch(key, pageHits(own, l.monitors, polledAt), cursor, polledAt, schedule);
+  return { outcome: 'ok', hits, position: cursor.position };
+}
+
+async function recordFailure(deps: GroupPollDeps, l: Leased, message: string, readAt: Date): Promise<PollResult> {
+  const polledAt = deps.now();
+  const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
+  await deps.repository
+    .recordFailure(l.target.targetKey, message.slice(0, 500), polledAt, schedule)
+    .catch((e: unknown) => deps.logger.warn('could not record the poll failure', { error: errorMessage(e) }));
+  return { outcome: 'error', hits: [], position: null };
+}
+
+/** reads each leased target's position and monitors; keeps those still due with a monitor */
+async function prepare(repository: PollerRepository, taken: Leased[]): Promise<Leased[]> {
+  const ready: Leased[] = [];
+  for (const l of taken) {
+    l.stored = await repository.cursor(l.target.targetKey);
+    const seen = l.target.lastPolledAt?.getTime() ?? -Infinity;
+    if (l.stored?.lastPolledAt && l.stored.lastPolledAt.getTime() > seen) continue; // polled since
+    l.monitors = compileMonitors(await repository.monitorsFor(l.target.targetKey));
+    if (l.monitors.length > 0) ready.push(l);
+  }
+  return ready;
+}
+
+export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): GroupPoll {
+  const { repository, leases, logger } = deps;
+
+  /** takes the leases it can; a target leased elsewhere (or polled since it was read) is skipped */
+  async function lease(targets: TargetState[]): Promise<Leased[]> {
+    const taken: Leased[] = [];
+    for (const target of targets) {
+      const key = target.targetKey;
+      if (inFlight.has(key)) continue;
+      let token: string | null;
+      try {
+        token = await leases.acquire(key, deps.pollTimeoutMs * 2);
+      } catch (err) {
+        await release(taken);
+        throw new LeaseStoreError(`lease store unavailable: ${errorMessage(err)}`);
+      }
+      if (!token) continue;
+      inFlight.add(key);
+      taken.push({ target, token, stored: null, monitors: [] });
+    }
+    return taken;
+  }
+
+  async function release(taken: Leased[]): Promise<void> {
+    for (const l of taken) {
+      inFlight.delete(l.target.targetKey);
+      await leases.release(l.target.targetKey, l.token).catch(() => undefined);
+    }
+  }
+
+  /** one group query for the leased targets of `group` */
+  async function runGroup(group: QueryGroup, members: Leased[], readAt: Date, out: Map<string, PollResult>) {
+    const notBefore = new Date(Math.min(...members.map((l) => startOf(l.stored, l.monitors).notBefore.getTime())));
+    try {
+      const result = await withTimeout(
+        deps.source.searchGroup(group, {
+          sinceId: groupSinceId(members.map((l) => l.stored?.position ?? null)),
+          notBefore,
+          firstPage: true,
+        }),
+        deps.pollTimeoutMs,
+        `the X search did not answer within ${deps.pollTimeoutMs} ms`,
+      );
+      if (result.truncated)
+        logger.warn('group search truncated: its oldest new posts were not read', { query: group.query });
+      for (const l of members) {
+        const problem = result.problems.get(l.target.targetKey);
+        out.set(
+          l.target.targetKey,
+          problem
+            ? await recordFailure(deps, l, problem.message, readAt)
+            : await recordShare(deps, l, result.tweets, result.newestId, readAt),
+        );
+      }
+    } catch (err) {
+      logger.warn('group poll failed', { query: group.query, error: errorMessage(err) });
+      for (const l of members) out.set(l.target.targetKey, await recordFailure(deps, l, errorMessage(err), readAt));
+    }
+  }
+
+  return async (targets, readAt) => {
+    const out = new Map<string, PollResult>(targets.map((t) => [t.targetKey, SKIPPED]));
+    const taken = await lease(targets);
+    try {
+      const ready = await prepare(repository, taken);
+      const byKey = new Map(ready.map((l) => [l.target.targetKey, l]));
+      const groups = packFromQueries(
+        ready.map((l) => l.target.username),
+        deps.maxQueryLength,
+      );
+      for (const g of groups) {
+        const members = g.usernames.map((u) => byKey.get(u.toLowerCase())!);
+        await runGroup(g, members, readAt, out);
+      }
+    } finally {
+      await release(taken);
+    }
+    return out;
+  };
+}
