@@ -10,8 +10,8 @@
  * 30 s after the last post) and bad signatures; last line
  * `local_post_to_webhook_p50_ms <a> p99_ms <b> lost <n>`.
  *
- * X modes (bench/realtimeX.ts: search, timeline; `stream` is added by the stream's owner through
- * X_MODE_RUNS below) run against the fake X of @sts/testing with Pro-like windows:
+ * X modes (bench/realtimeX.ts: search, timeline; bench/realtimeStream.ts: stream; see X_MODE_RUNS
+ * below) run against the fake X of @sts/testing with Pro-like windows:
  * BENCH_X_TARGETS (1,000) targets, the same rate and duration (the issue's run: BENCH_SECONDS=120).
  * BENCH_X=0 skips them; BENCH_X_MODES=search,timeline picks some.
  *
@@ -267,9 +267,9 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult> {
 }
 
 /**
- * X runs: one entry per mode. The fake X (packages/testing/src/fakeX) and the batched search are
- * another branch's work; this list is where each mode's run plugs in (the stream's owner adds
- * `stream`). A run prints its own figures: upstream requests, 429s, post → hit p50/p99, lost hits.
+ * X runs, one entry per mode, against the fake X (packages/testing/src/fakeX). A run prints its own
+ * figures: upstream requests, 429s, post → hit p50/p99, lost hits. What a run gets: the bench's
+ * settings, and the local run's database (the stream run uses it).
  */
 export type XModeRun = (o: XBenchOptions) => Promise<void>;
 export const X_MODE_RUNS: Record<string, XModeRun> = {

@@ -191,7 +191,6 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
       .filter((n) => JSON.stringify(n.spec.egress ?? []).includes('0.0.0.0/0'))
       .map((n) => n.spec.podSelector.matchLabels['app.kubernetes.io/name'])
       .sort();
-    // the dashboard: the monitor preview reads the X API when SOCIAL_SOURCE=x
     expect(internet).toEqual(['dashboard', 'poller', 'read-api', 'webhook-dispatcher']);
   });
 

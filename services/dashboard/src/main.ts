@@ -30,6 +30,8 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       WEBHOOK_ALLOWED_PORTS: env.WEBHOOK_ALLOWED_PORTS,
       WEBHOOK_ALLOW_PRIVATE_HOSTS: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
     });
+    // the monitor preview's X reads spend the fleet's X budget and share its user cache (Redis)
+    const social = createSocialSource(env, { db, redis, registry });
     const useCases = createUseCases({
       db,
       plans: plansFromEnv(env),
@@ -40,8 +42,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       webhookUrlCheck: (raw) => checkWebhookUrlForSave(raw, urlPolicy),
       preview: {
         // one timeline read per target, cached in Redis (@sts/usecases preview.ts); no API quota
-        timeline: async (username, limit) =>
-          (await createSocialSource(env, { db }).getUserTimeline(username, { limit }))?.items ?? null,
+        timeline: async (username, limit) => (await social.getUserTimeline(username, { limit }))?.items ?? null,
         cache: {
           get: (key) => redis.get(key),
           set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
