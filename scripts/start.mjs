@@ -140,7 +140,14 @@ if (seed.account_id) {
 }
 // --- end dashboard ---------------------------------------------------------------------------------
 
+// --- mail: without SMTP_URL a local SMTP sink prints each mail's subject and links ----------------
+const mailSink = !env.SMTP_URL;
+if (mailSink) env.SMTP_URL = `smtp://127.0.0.1:${env.MAIL_SINK_PORT ?? 2525}`;
+env.DASHBOARD_PUBLIC_URL ??= `http://127.0.0.1:${env.DASHBOARD_PORT ?? 3001}`;
+// --- end mail --------------------------------------------------------------------------------------
+
 const services = [
+  ...(mailSink ? [['mail', 'services/dashboard/src/mail/devSinkMain.ts']] : []),
   ['read-api', 'services/read-api/src/main.ts'],
   ['gateway', 'services/gateway/src/main.ts'],
   ['poller', 'services/poller/src/main.ts'],

@@ -11,6 +11,8 @@ import {
   ConflictError,
   createUseCases,
   NotFoundError,
+  outboundLimiter,
+  outboundPerMinuteFromEnv,
   planConfigFromEnv,
   secretBoxFromEnv,
   UseCaseError,
@@ -119,14 +121,19 @@ function previewOptions(ctx: CliContext): PreviewOptions {
   };
 }
 
+/** The per-account Test webhook / Redeliver bound (shared with the dashboard); open when Redis is unreachable. */
+function redisOutboundLimit(ctx: CliContext, perMinute: number): (accountId: string) => Promise<number | null> {
+  return (accountId) => withRedis(ctx, null, (r) => outboundLimiter(r, perMinute)(accountId));
+}
+
 const built = new WeakMap<CliContext, UseCases>();
 
 export function useCases(ctx: CliContext): UseCases {
   let uc = built.get(ctx);
   if (!uc) {
-    let config: ReturnType<typeof planConfigFromEnv>;
+    let config: ReturnType<typeof planConfigFromEnv> & { outboundPerMinute: number };
     try {
-      config = planConfigFromEnv(ctx.env);
+      config = { ...planConfigFromEnv(ctx.env), outboundPerMinute: outboundPerMinuteFromEnv(ctx.env) };
     } catch (err) {
       if (err instanceof ZodError) {
         const issue = err.issues[0];
@@ -143,6 +150,7 @@ export function useCases(ctx: CliContext): UseCases {
       secretBox: secretBoxFromEnv(ctx.env.SECRETS_ENCRYPTION_KEY),
       publisher: runPublisher(ctx),
       evictApiKey: redisEvictor(ctx),
+      outboundLimit: redisOutboundLimit(ctx, config.outboundPerMinute),
       // the save-time URL rule (HTTPS, public addresses, ports, what the name resolves to); a bad
       // WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS is an error naming the variable
       webhookUrlCheck: (raw) => checkWebhookUrlForSave(raw, webhookSavePolicyFromEnv(ctx.env, ctx.resolveHost)),

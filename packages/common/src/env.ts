@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isRedisUrlList, redisConfigProblems, REDIS_MODES } from './redisConfig';
+import { developmentSecretProblems } from './devSecrets';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -17,7 +18,15 @@ export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessE
   // Treat empty strings as unset, as shells and k8s manifests often leave them so.
   const cleaned: Record<string, string> = {};
   for (const [k, v] of Object.entries(source)) if (v !== undefined && v !== '') cleaned[k] = v;
+  // a development secret is refused in production whatever the schema says (issue 20, item 7)
+  const devSecrets = developmentSecretProblems(cleaned);
   const result = schema.safeParse(cleaned);
+  if (devSecrets.length > 0) {
+    const rest = result.success
+      ? []
+      : result.error.issues.map((i) => `${i.path.join('.') || '(environment)'}: ${i.message}`);
+    throw new ConfigError([...devSecrets, ...rest]);
+  }
   if (result.success) {
     // fields that are only valid together (REDIS_MODE with REDIS_URL and REDIS_KEY_PREFIX)
     const data = result.data as Record<string, unknown>;

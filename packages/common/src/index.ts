@@ -6,4 +6,5 @@ export * from './errors';
 export * from './logger';
 export * from './ops';
 export * from './devEnv';
+export * from './devSecrets';
 export * from './runService';

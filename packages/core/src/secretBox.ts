@@ -24,13 +24,17 @@ export interface SecretBox {
   decrypt(stored: string, associatedData: string): string;
 }
 
+/** AES-256-GCM with a 12-byte IV and a full 16-byte tag; decryption refuses anything else. */
+export const IV_BYTES = 12;
+export const TAG_BYTES = 16;
+
 export function createSecretBox(encryptionKey: string | Buffer): SecretBox {
   const key = typeof encryptionKey === 'string' ? parseEncryptionKey(encryptionKey) : encryptionKey;
   if (key.length !== 32) throw new SecretBoxError('encryption key must be 32 bytes');
   return {
     encrypt(plaintext, associatedData) {
-      const iv = randomBytes(12);
-      const cipher = createCipheriv('aes-256-gcm', key, iv);
+      const iv = randomBytes(IV_BYTES);
+      const cipher = createCipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
       cipher.setAAD(Buffer.from(associatedData, 'utf8'));
       const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
       return ['v1', iv, cipher.getAuthTag(), ct]
@@ -41,8 +45,10 @@ export function createSecretBox(encryptionKey: string | Buffer): SecretBox {
       const parts = stored.split('.');
       if (parts.length !== 4 || parts[0] !== 'v1') throw new SecretBoxError('unknown secret format');
       const [iv, tag, ct] = parts.slice(1).map((p) => Buffer.from(p, 'base64url')) as [Buffer, Buffer, Buffer];
+      // a shortened tag would let a forger try 2^32 (or fewer) guesses instead of 2^128
+      if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES) throw new SecretBoxError('unknown secret format');
       try {
-        const decipher = createDecipheriv('aes-256-gcm', key, iv);
+        const decipher = createDecipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
         decipher.setAAD(Buffer.from(associatedData, 'utf8'));
         decipher.setAuthTag(tag);
         return Buffer.concat([decipher.update(ct), decipher.final()]).toString('utf8');

@@ -22,6 +22,8 @@ export class WebhookUrlError extends Error {
   constructor(
     message: string,
     readonly problem: WebhookUrlProblem = 'invalid_url',
+    /** for the server's log only (e.g. the resolved addresses): never shown to the customer */
+    readonly detail?: string,
   ) {
     super(message);
   }
@@ -140,17 +142,15 @@ export async function checkWebhookUrlForSave(raw: string, policy: WebhookSavePol
   }
   const refused = addresses.map((a) => [a, blockedReason(a)] as const).filter(([, r]) => r !== null);
   if (refused.length === addresses.length) {
+    // the addresses are not in the message: it would be a map of the internal network
     throw new WebhookUrlError(
-      `webhook URL host ${host} resolves only to non-public addresses: ${refused.map(([, r]) => r).join('; ')}`,
+      `webhook URL host ${host} resolves only to non-public addresses; use a public HTTPS endpoint`,
       'resolves_to_private_address',
+      refused.map(([, r]) => r).join('; '),
     );
   }
   if (refused.length > 0) {
-    warnings.push(
-      `${host} also resolves to non-public addresses (${refused
-        .map(([a]) => a)
-        .join(', ')}); deliveries are refused while it does`,
-    );
+    warnings.push(`${host} also resolves to non-public addresses; deliveries are refused while it does`);
   }
   return { url, kind, warnings };
 }

@@ -64,6 +64,15 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'SIGNIN_MAX_PER_EMAIL',
   'SIGNIN_MAX_PER_ADDRESS',
   'SIGNIN_WINDOW_SEC',
+  'SIGNIN_MAX_PER_EMAIL_HOURLY',
+  'WEBHOOK_TEST_MAX_PER_MIN',
+  'UNKNOWN_KEY_MAX_PER_MIN',
+  'GATEWAY_TRUSTED_PROXY_HOPS',
+  'SESSION_MAX_AGE_SEC',
+  'MAIL_RETRY_BASE_MS',
+  'MAIL_RETRY_MAX_MS',
+  'MAIL_POLL_MS',
+  'VERIFY_RESEND_MAX_PER_HOUR',
   'LIVE_REFRESH_MS',
 ]);
 
@@ -76,6 +85,7 @@ export const SECRET_PLACEHOLDERS: Record<string, string> = {
   SECRETS_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
   SESSION_SECRET: 'placeholder-session-secret-0123456789abcdefghijklmnopqrstuvwxyz',
   X_BEARER_TOKEN: '',
+  SMTP_URL: 'smtp://mailer:secret@smtp.example:587',
 };
 
 export interface K8sObject {
@@ -138,9 +148,14 @@ export interface ComposeService {
   restart?: string;
 }
 
-/** `${VAR:-default}` / `${VAR}` as compose resolves them with an empty environment. */
+/**
+ * `${VAR:-default}` / `${VAR}` as compose resolves them with an empty environment; a required
+ * `${VAR:?message}` (the secrets) as if the operator had set it, to its SECRET_PLACEHOLDERS value.
+ */
 export function composeValue(v: unknown): string {
-  return String(v).replace(/\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}/g, (_m, _name: string, def?: string) => def ?? '');
+  return String(v)
+    .replace(/\$\{([A-Z0-9_]+):\?[^}]*\}/g, (_m, name: string) => SECRET_PLACEHOLDERS[name] ?? '')
+    .replace(/\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}/g, (_m, _name: string, def?: string) => def ?? '');
 }
 
 export interface ServiceEnv {

@@ -191,6 +191,7 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
       .filter((n) => JSON.stringify(n.spec.egress ?? []).includes('0.0.0.0/0'))
       .map((n) => n.spec.podSelector.matchLabels['app.kubernetes.io/name'])
       .sort();
+    // (the dashboard: the monitor preview's X calls)
     expect(internet).toEqual(['dashboard', 'poller', 'read-api', 'webhook-dispatcher']);
   });
 

@@ -46,6 +46,8 @@ export interface HttpRequest {
   body: Buffer | null;
   /** the request's id, from the `requestId` option (default: a new UUID) */
   requestId: string;
+  /** the peer's address (the socket's; a proxy in front shows up here) */
+  remoteAddress: string;
 }
 
 /** Header lines for an answer, each `name: value\r\n`, without content-length (added by send). */
@@ -447,6 +449,7 @@ class Connection {
       headers,
       body,
       requestId: sh.requestId(headers['x-request-id']),
+      remoteAddress: this.socket.remoteAddress ?? '',
     };
     const responder = new Responder(this, method === 'HEAD', keepAlive);
     try {

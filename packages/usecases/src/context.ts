@@ -2,7 +2,14 @@
 import { randomUUID } from 'node:crypto';
 import { effectivePlan, isUuid, type PlanName, type SecretBox } from '@sts/core';
 import { Prisma, type Db } from '@sts/db';
-import { NotConfiguredError, NotFoundError, UnavailableError, ValidationError } from './errors';
+import {
+  NotConfiguredError,
+  NotFoundError,
+  RateLimitedError,
+  UnavailableError,
+  UnverifiedError,
+  ValidationError,
+} from './errors';
 import { DEFAULT_SCRYPT, type ScryptParams } from './password';
 import type { AccountView, PublishedKey, Publisher, UseCaseOptions } from './types';
 import type { HeadersOf, PayloadOf } from '@sts/messaging';
@@ -33,6 +40,11 @@ export function createCtx(opts: UseCaseOptions): Ctx {
     async publish(routingKey, payload, headers) {
       const publisher: Publisher | undefined = opts.publisher;
       if (!publisher) throw new NotConfiguredError(`cannot send ${routingKey}: no message broker configured`);
+      const wait = opts.outboundLimit ? await opts.outboundLimit(headers.accountId) : null;
+      if (wait !== null) {
+        const what = routingKey === 'monitor.test' ? 'test pings' : 'redeliveries';
+        throw new RateLimitedError(`too many ${what} and redeliveries for this account; try again in ${wait} s`, wait);
+      }
       const messageId = randomUUID();
       try {
         await publisher.publish(routingKey, payload, { messageId, headers });
@@ -63,6 +75,10 @@ export const accountSelect = {
   trialEndsAt: true,
   passwordHash: true,
   createdAt: true,
+  emailVerifiedAt: true,
+  notifyQuota: true,
+  notifyWebhook: true,
+  notifyTrial: true,
 } as const;
 
 export type AccountRow = Prisma.AccountGetPayload<{ select: typeof accountSelect }>;
@@ -77,6 +93,8 @@ export function toAccountView(a: AccountRow, now: Date): AccountView {
     trialEndsAt: a.trialEndsAt,
     hasPassword: a.passwordHash !== null,
     createdAt: a.createdAt,
+    emailVerifiedAt: a.emailVerifiedAt,
+    notifications: { quota: a.notifyQuota, webhook: a.notifyWebhook, trial: a.notifyTrial },
   };
 }
 
@@ -106,4 +124,19 @@ export function normaliseEmail(raw: unknown): string {
   const email = raw.trim().normalize('NFC').toLowerCase();
   if (email.length > 254 || !EMAIL.test(email)) throw new ValidationError('email', 'is not an email address');
   return email;
+}
+
+/** With `requireVerifiedEmail` (the dashboard): UnverifiedError until the account's address is verified. */
+export function requireVerified(ctx: Ctx, a: { emailVerifiedAt: Date | null }, what: string): void {
+  if (ctx.opts.requireVerifiedEmail && !a.emailVerifiedAt) {
+    throw new UnverifiedError(`verify your email address before you ${what}: follow the link we sent you`);
+  }
+}
+
+/**
+ * The key of an address for once-per-address rules (the Starter trial): NFKC (so full-width and
+ * other compatibility forms fold to their plain letters), trimmed, lower-cased.
+ */
+export function emailKey(email: string): string {
+  return email.normalize('NFKC').trim().toLowerCase();
 }

@@ -6,7 +6,15 @@
  * Anything else a use-case throws is a bug or an outage (a 500 / exit 1).
  */
 export type UseCaseErrorCode =
-  'invalid_input' | 'not_found' | 'conflict' | 'plan_limit' | 'invalid_credentials' | 'not_configured' | 'unavailable';
+  | 'invalid_input'
+  | 'not_found'
+  | 'conflict'
+  | 'plan_limit'
+  | 'invalid_credentials'
+  | 'not_configured'
+  | 'unavailable'
+  | 'rate_limited'
+  | 'unverified';
 
 export abstract class UseCaseError extends Error {
   abstract readonly code: UseCaseErrorCode;
@@ -87,6 +95,24 @@ export class UnavailableError extends UseCaseError {
   readonly code = 'unavailable' as const;
 }
 
+/** Too many of an outbound action (Test webhook, Redeliver) for the account; try again after `retryAfterSec`. */
+export class RateLimitedError extends UseCaseError {
+  override name = 'RateLimitedError';
+  readonly code = 'rate_limited' as const;
+  constructor(
+    message: string,
+    readonly retryAfterSec: number,
+  ) {
+    super(message);
+  }
+}
+
+/** The account's email address is not verified yet: keys, webhooks and the trial wait for it. */
+export class UnverifiedError extends UseCaseError {
+  override name = 'UnverifiedError';
+  readonly code = 'unverified' as const;
+}
+
 export function isUseCaseError(err: unknown): err is UseCaseError {
   return err instanceof UseCaseError;
 }
@@ -107,5 +133,9 @@ export function httpStatusOf(err: UseCaseError): number {
     case 'not_configured':
     case 'unavailable':
       return 503;
+    case 'rate_limited':
+      return 429;
+    case 'unverified':
+      return 403;
   }
 }

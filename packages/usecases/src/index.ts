@@ -18,6 +18,7 @@ import { z } from 'zod';
 import { accountUseCases, type AccountAdminUseCases, type AccountUseCases } from './accounts';
 import { createCtx } from './context';
 import { NotConfiguredError } from './errors';
+import { identityUseCases, type IdentityUseCases } from './identity';
 import { keyUseCases, type KeyAdminUseCases, type KeyUseCases } from './keys';
 import { logUseCases, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 import {
@@ -52,6 +53,9 @@ export {
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
 export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
+export { outboundLimiter, OUTBOUND_WINDOW_MS } from './limits';
+export { RESET_TTL_MS, VERIFY_TTL_MS, tokenHash, type IdentityUseCases, type Registration } from './identity';
+export { emailKey } from './context';
 export {
   checkWebhookUrl,
   maskWebhookUrl,
@@ -65,6 +69,7 @@ export type AdminUseCases = AccountAdminUseCases & KeyAdminUseCases & MonitorAdm
 
 export interface UseCases {
   accounts: AccountUseCases;
+  identity: IdentityUseCases;
   overview(accountId: string): Promise<Overview>;
   plans: PlanUseCases;
   keys: KeyUseCases;
@@ -85,6 +90,7 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
   const o = overviewUseCases(ctx);
   return {
     accounts: a.accounts,
+    identity: identityUseCases(ctx),
     overview: o.overview,
     plans: o.plans,
     keys: k.keys,
@@ -97,12 +103,23 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
 }
 
 /** The environment fields the use-cases read: plan numbers, monitor limits (all with defaults). */
-export const useCaseEnv = { ...planEnv, ...planMonitorEnv };
+export const useCaseEnv = {
+  ...planEnv,
+  ...planMonitorEnv,
+  /** Test webhook + Redeliver per account per minute (each makes the service post to the customer's URL) */
+  WEBHOOK_TEST_MAX_PER_MIN: z.coerce.number().int().min(1).max(10_000).default(10),
+};
 
 /** Plans and monitor limits from an environment; throws a zod error naming a bad PLAN_* variable. */
 export function planConfigFromEnv(env: NodeJS.ProcessEnv): { plans: Plans; monitorLimits: MonitorLimits } {
   const parsed = z.object(useCaseEnv).parse(env);
   return { plans: plansFromEnv(parsed), monitorLimits: monitorLimitsFromEnv(parsed) };
+}
+
+/** WEBHOOK_TEST_MAX_PER_MIN (default 10); throws a zod error naming it when malformed. */
+export function outboundPerMinuteFromEnv(env: NodeJS.ProcessEnv): number {
+  return z.object({ WEBHOOK_TEST_MAX_PER_MIN: useCaseEnv.WEBHOOK_TEST_MAX_PER_MIN }).parse(env)
+    .WEBHOOK_TEST_MAX_PER_MIN;
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import { evictCachedApiKey } from '@sts/common';
 import { generateApiKey } from '@sts/core';
-import { idOrNotFound, loadAccount, type Ctx } from './context';
+import { idOrNotFound, loadAccount, requireVerified, type Ctx } from './context';
 import { NotFoundError, ValidationError } from './errors';
 import type { ApiKeyView, CreatedApiKey } from './types';
 
@@ -72,6 +72,7 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
     async create(accountId, input) {
       const name = keyName(input?.name);
       const account = await loadAccount(ctx, accountId);
+      requireVerified(ctx, account, 'create API keys');
       const active = await db.apiKey.count({ where: { accountId: account.id, revokedAt: null } });
       if (active >= MAX_ACTIVE_KEYS) {
         throw new ValidationError('name', `an account can have ${MAX_ACTIVE_KEYS} active keys; revoke one first`);

@@ -21,7 +21,7 @@ import {
 import { monitorSettingsSelect, type Prisma } from '@sts/db';
 import { monitorRef } from '@sts/messaging';
 import { standardWebhookSecret } from '@sts/signing';
-import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, type Ctx } from './context';
+import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, requireVerified, type Ctx } from './context';
 import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
 import type { MonitorEdit, MonitorInput, MonitorView, Queued, WebhookView, WebhookWithSecret } from './types';
 import { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
@@ -233,6 +233,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const keywords = checkKeywords(input.keywords);
       const filters = checkFilters(input);
       const account = await loadAccount(ctx, accountId);
+      if (input.webhookUrl !== undefined) requireVerified(ctx, account, 'save a webhook URL');
       const plan = planOf(ctx, account);
       const interval = checkInterval(ctx, input.intervalSec, plan) ?? ctx.opts.plans[plan].pollIntervalSec;
       const hook =
@@ -323,6 +324,7 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
     async set(accountId, monitorId, rawUrl) {
       // the monitor first: another account's id is NotFound whatever the URL
       const m = await load(accountId, monitorId);
+      requireVerified(ctx, await loadAccount(ctx, accountId), 'save a webhook URL');
       const hook = await checkWebhookUrl(rawUrl, ctx.opts.webhookUrlCheck);
       const secret = generateWebhookSecret();
       const fields = {

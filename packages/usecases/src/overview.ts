@@ -6,7 +6,7 @@
  * batches: they trail the live Redis counters by at most a flush interval.
  */
 import { periodResetEpoch, usagePeriod, type PlanName } from '@sts/core';
-import { loadAccount, planOf, toAccountView, type Ctx } from './context';
+import { emailKey, loadAccount, planOf, requireVerified, toAccountView, type Ctx } from './context';
 import { ConflictError, NotFoundError } from './errors';
 import type { AccountView, Overview, PlanFacts, TrialState } from './types';
 
@@ -93,12 +93,32 @@ export function overviewUseCases(ctx: Ctx): {
       if (account.plan === 'starter') {
         throw new ConflictError('already_starter', 'this account is on the Starter plan already; no trial needed');
       }
+      requireVerified(ctx, account, 'start the trial');
       const now = ctx.now();
       const endsAt = new Date(now.getTime() + ctx.trialDays * 86_400_000);
-      // conditional update: of two concurrent attempts exactly one starts the trial
-      const started = await db.account.updateMany({
-        where: { id: account.id, trialStartedAt: null, trialEndsAt: null },
-        data: { trialStartedAt: now, trialEndsAt: endsAt },
+      // once per verified address, not per account row: the grant is keyed by the normalised
+      // address and outlives the account; in one transaction with the conditional update
+      const started = await db.$transaction(async (tx) => {
+        if (ctx.opts.requireVerifiedEmail) {
+          const granted = await tx.$executeRaw`
+            INSERT INTO trial_grants (email_key, account_id) VALUES (${emailKey(account.email)}, ${account.id}::uuid)
+            ON CONFLICT (email_key) DO NOTHING`;
+          if (granted === 0) {
+            throw new ConflictError(
+              'trial_used',
+              'the Starter trial can be used once per email address, and this address has had it',
+            );
+          }
+        }
+        // conditional update: of two concurrent attempts exactly one starts the trial
+        const r = await tx.account.updateMany({
+          where: { id: account.id, trialStartedAt: null, trialEndsAt: null },
+          data: { trialStartedAt: now, trialEndsAt: endsAt },
+        });
+        if (r.count === 0 && ctx.opts.requireVerifiedEmail) {
+          await tx.$executeRaw`DELETE FROM trial_grants WHERE email_key = ${emailKey(account.email)}`;
+        }
+        return r;
       });
       if (started.count === 0) {
         const fresh = await db.account.findUnique({ where: { id: account.id }, select: { trialStartedAt: true } });

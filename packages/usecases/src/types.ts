@@ -35,6 +35,18 @@ export interface UseCaseOptions {
   /** publishes test pings and redeliveries; without it those two throw NotConfiguredError */
   publisher?: Publisher;
   /**
+   * Bounds Test webhook and Redeliver per account (each makes the service post to a URL the
+   * customer chose): resolves null when allowed, or the seconds to wait; over the limit the
+   * use-case throws RateLimitedError and publishes nothing. `outboundLimiter` (./limits.ts) is
+   * the Redis one. Without it there is no limit (unit tests).
+   */
+  outboundLimit?: (accountId: string) => Promise<number | null>;
+  /**
+   * Self-service (the dashboard): API keys, webhook URLs and the trial need a verified email
+   * address (UnverifiedError otherwise). Off for the operator's CLI, whose accounts are vouched for.
+   */
+  requireVerifiedEmail?: boolean;
+  /**
    * Drops the API key's cached lookup (`apikey:<sha256>` in Redis) so a revocation is immediate;
    * resolves false when the cache was not reachable (the gateways' 5 s TTL bounds it then).
    */
@@ -66,6 +78,15 @@ export interface AccountView {
   trialEndsAt: Date | null;
   hasPassword: boolean;
   createdAt: Date;
+  emailVerifiedAt: Date | null;
+  notifications: NotificationPrefs;
+}
+
+/** Email notifications the customer can turn off (account page). */
+export interface NotificationPrefs {
+  quota: boolean;
+  webhook: boolean;
+  trial: boolean;
 }
 
 export type TrialState = 'available' | 'active' | 'ended';

@@ -32,6 +32,8 @@ beforeAll(async () => {
     SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
     TRUST_PROXY: '1',
     LOG_LEVEL: 'error',
+    SIGNIN_MAX_PER_EMAIL_HOURLY: '15',
+    WEBHOOK_TEST_MAX_PER_MIN: '3',
   });
   base = `http://127.0.0.1:${dash.port}`;
 });
@@ -42,9 +44,10 @@ afterAll(async () => {
   await dbHandle?.drop();
 });
 
-/** a tiny cookie-keeping client */
+/** a tiny cookie-keeping client (a jar: name → value; a cookie set to expire is dropped) */
 function client(headers: Record<string, string> = {}) {
-  let cookie = '';
+  const jar = new Map<string, string>();
+  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
   const c = {
     setCookies: [] as string[],
     async req(path: string, form?: Record<string, string | string[]>, extra: RequestInit = {}) {
@@ -57,13 +60,22 @@ function client(headers: Record<string, string> = {}) {
       const res = await fetch(base + path, {
         method: form ? 'POST' : 'GET',
         redirect: 'manual',
-        headers: { ...headers, cookie, ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+        headers: {
+          ...headers,
+          cookie: cookie(),
+          ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+        },
         body,
         ...extra,
       });
       const set = res.headers.getSetCookie();
       c.setCookies.push(...set);
-      if (set[0]) cookie = set[0].split(';')[0]!;
+      for (const one of set) {
+        const pair = one.split(';')[0]!;
+        const name = pair.slice(0, pair.indexOf('='));
+        if (/Expires=Thu, 01 Jan 1970/i.test(one)) jar.delete(name);
+        else jar.set(name, pair.slice(pair.indexOf('=') + 1));
+      }
       return {
         status: res.status,
         headers: res.headers,
@@ -71,10 +83,31 @@ function client(headers: Record<string, string> = {}) {
         location: res.headers.get('location'),
       };
     },
-    cookie: () => cookie,
+    /** `name=value` of one cookie (default the plain-HTTP session cookie), '' when unset */
+    cookie: (name = 'sts_dash') => (jar.has(name) ? `${name}=${jar.get(name)!}` : ''),
+    /** every cookie, as a Cookie header */
+    cookies: cookie,
     csrf: (text: string) => /name="_csrf" value="([^"]+)"/.exec(text)?.[1] ?? '',
   };
   return c;
+}
+
+/**
+ * Signs up (the same "check your email" answer for everyone, no session), marks the address
+ * verified as its link would (accounts.test.ts follows the real link), then signs in.
+ */
+async function join(c: ReturnType<typeof client>, email: string): Promise<{ status: number; location: string | null }> {
+  const page = await c.req('/signup');
+  const signup = await c.req('/signup', { _csrf: c.csrf(page.text), email, password: 'a good long password' });
+  expect(signup.status).toBe(200);
+  const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+  try {
+    await db.account.update({ where: { email }, data: { emailVerifiedAt: new Date() } });
+  } finally {
+    await db.$disconnect();
+  }
+  const signin = await c.req('/signin');
+  return c.req('/signin', { _csrf: c.csrf(signin.text), email, password: 'a good long password' });
 }
 
 describe('dashboard over HTTP', () => {
@@ -125,16 +158,15 @@ describe('dashboard over HTTP', () => {
   it('keeps the session in Redis, regenerates its id at sign-in, sets HttpOnly/SameSite=Lax, Secure only over TLS', async () => {
     const c = client();
     const page = await c.req('/signup');
+    // anonymous: a CSRF cookie, no session (issue 20 item 1)
     const before = c.cookie();
-    expect(before).toMatch(/^sts_dash=/);
-    const signup = await c.req('/signup', {
-      _csrf: c.csrf(page.text),
-      email: 'cookie@example.com',
-      password: 'a good long password',
-    });
-    expect(signup.status).toBe(303);
+    expect(before).toBe('');
+    expect(c.cookie('sts_csrf')).toMatch(/^sts_csrf=/);
+    expect(page.status).toBe(200);
+    const signin = await join(c, 'cookie@example.com');
+    expect(signin.status).toBe(303);
     expect(c.cookie()).not.toBe(before);
-    const setCookie = c.setCookies.at(-1) ?? '';
+    const setCookie = c.setCookies.find((x) => x.startsWith('sts_dash=')) ?? '';
     expect(setCookie).toMatch(/HttpOnly/);
     expect(setCookie).toMatch(/SameSite=Lax/);
     expect(setCookie).not.toMatch(/Secure/);
@@ -165,9 +197,7 @@ describe('dashboard over HTTP', () => {
 
   it('answers odd input with a 4xx page, never a 500 or a stack trace', async () => {
     const c = client();
-    const page = await c.req('/signup');
-    const csrf = c.csrf(page.text);
-    await c.req('/signup', { _csrf: csrf, email: 'odd@example.com', password: 'a good long password' });
+    await join(c, 'odd@example.com');
     const token = c.csrf((await c.req('/')).text);
     const cases: [string, Record<string, string | string[]> | undefined][] = [
       ['/monitors/%E0%A4%A', undefined],
@@ -191,7 +221,7 @@ describe('dashboard over HTTP', () => {
     }
     const malformed = await fetch(`${base}/keys`, {
       method: 'POST',
-      headers: { cookie: c.cookie(), 'content-type': 'application/x-www-form-urlencoded', 'content-length': '5' },
+      headers: { cookie: c.cookies(), 'content-type': 'application/x-www-form-urlencoded', 'content-length': '5' },
       body: 'a=%ZZ',
     });
     expect(malformed.status).toBeLessThan(500);
@@ -199,12 +229,7 @@ describe('dashboard over HTTP', () => {
 
   it('labels a Discord webhook and never shows its token; the verification snippet is on the page', async () => {
     const c = client();
-    const page = await c.req('/signup');
-    await c.req('/signup', {
-      _csrf: c.csrf(page.text),
-      email: 'discord@example.com',
-      password: 'a good long password',
-    });
+    await join(c, 'discord@example.com');
     const token = c.csrf((await c.req('/monitors/new')).text);
     const discord = 'https://discord.com/api/webhooks/123456789012345678/SeCrEtToKeN-abcdefghijklmnop';
     const created = await c.req('/monitors', {
@@ -227,8 +252,7 @@ describe('dashboard over HTTP', () => {
 
   it('pages the hit history with cursors, newest first; the fragment is the table only', async () => {
     const c = client();
-    const page = await c.req('/signup');
-    await c.req('/signup', { _csrf: c.csrf(page.text), email: 'pages@example.com', password: 'a good long password' });
+    await join(c, 'pages@example.com');
     const token = c.csrf((await c.req('/monitors/new')).text);
     const created = await c.req('/monitors', { _csrf: token, target: 'pager', keywords: '', intervalSec: '' });
     const monitorId = (created.location ?? '').split('/').pop() ?? '';
@@ -305,5 +329,130 @@ describe('dashboard over HTTP', () => {
     expect(env.DASHBOARD_PORT).toBe(3001);
     expect(env.OPS_PORT).toBe(3101);
     expect(env.TRUST_PROXY).toEqual(['10.0.0.0/8', '127.0.0.1']);
+  });
+});
+
+/** Issue 20, part 3: each item of the abuse review has its own test here (items 1, 2, 4, 9). */
+describe('abuse closed (issue 20)', () => {
+  async function signUp(c: ReturnType<typeof client>, email: string): Promise<void> {
+    expect((await join(c, email)).status).toBe(303);
+  }
+
+  async function sessionKeys(): Promise<number> {
+    const redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    try {
+      return (await redis.keys(`${redisHandle.prefix}dashboard:sess:*`)).length;
+    } finally {
+      redis.disconnect();
+    }
+  }
+
+  it('item 1: 1,000 anonymous page views store no session; the stateless CSRF token still protects the forms', async () => {
+    const before = await sessionKeys();
+    for (let i = 0; i < 500; i++) {
+      const a = await fetch(`${base}/signin`);
+      const b = await fetch(`${base}/signup`);
+      expect(a.status + b.status).toBe(400);
+      expect(a.headers.getSetCookie().join()).not.toContain('sts_dash');
+      await a.arrayBuffer();
+      await b.arrayBuffer();
+    }
+    expect(await sessionKeys()).toBe(before);
+    // a form from another visitor's token, a forged token, no cookie: 403, nothing created
+    const victim = client();
+    const page = await victim.req('/signup');
+    const attacker = client();
+    await attacker.req('/signup');
+    const form = { email: 'csrf-anon@example.com', password: 'a good long password' };
+    expect((await attacker.req('/signup', { ...form, _csrf: victim.csrf(page.text) })).status).toBe(403);
+    const nonce = victim.cookie('sts_csrf').split('=')[1]!;
+    expect((await victim.req('/signup', { ...form, _csrf: `${nonce}.forged` })).status).toBe(403);
+    expect((await client().req('/signup', { ...form, _csrf: victim.csrf(page.text) })).status).toBe(403);
+    expect(await sessionKeys()).toBe(before);
+    // the right token signs up (still no session), and the sign-in makes one
+    expect((await victim.req('/signup', { ...form, _csrf: victim.csrf(page.text) })).status).toBe(200);
+    expect(await sessionKeys()).toBe(before);
+    const signin = await victim.req('/signin');
+    const done = await victim.req('/signin', { ...form, _csrf: victim.csrf(signin.text) });
+    expect(done.status).toBe(303);
+    expect(await sessionKeys()).toBe(before + 1);
+  });
+
+  it('item 2: failures from elsewhere do not lock the owner out; guesses stay bounded across addresses', async () => {
+    await signUp(client({ 'x-forwarded-for': '203.0.113.1' }), 'owner@example.com');
+    const guess = async (addr: string, password: string) => {
+      const c = client({ 'x-forwarded-for': addr });
+      const page = await c.req('/signin');
+      return c.req('/signin', { _csrf: c.csrf(page.text), email: 'owner@example.com', password });
+    };
+    for (let i = 0; i < 10; i++) expect((await guess('198.51.100.7', 'wrong password!')).status).toBe(401);
+    // the guessing address is throttled for this email ...
+    const blocked = await guess('198.51.100.7', 'wrong password!');
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+    // ... the owner, from an address with no failures, gets in with the right password
+    const owner = await guess('203.0.113.50', 'a good long password');
+    expect(owner.status).toBe(303);
+    expect(owner.location).toBe('/');
+    // many addresses: at most SIGNIN_MAX_PER_EMAIL_HOURLY (15 here; 100 by default) guesses an hour
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await guess(`192.0.2.${i + 10}`, 'wrong password!')).status);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(5); // 10 before + 5 = 15
+    expect(statuses.slice(5).every((s) => s === 429)).toBe(true);
+  });
+
+  it('item 4: Test webhook and Redeliver are limited per account (429 page with Retry-After, nothing queued)', async () => {
+    const c = client({ 'x-forwarded-for': '203.0.113.9' });
+    await signUp(c, 'tester@example.com');
+    const token = c.csrf((await c.req('/monitors/new')).text);
+    const created = await c.req('/monitors', {
+      _csrf: token,
+      target: 'pinger',
+      keywords: '',
+      intervalSec: '',
+      webhookUrl: 'https://discord.com/api/webhooks/123456789012345678/TokenTokenTokenTokenToken',
+    });
+    const monitorPath = created.location ?? '';
+    const csrf = c.csrf((await c.req(monitorPath)).text);
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await c.req(`${monitorPath}/webhook/test`, { _csrf: csrf })).status);
+    expect(statuses).toEqual([303, 303, 303]);
+    const limited = await c.req(`${monitorPath}/webhook/test`, { _csrf: csrf });
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(limited.text).toMatch(/limited per account/);
+    // the bound is per account: another account's Test webhook still goes out
+    const other = client({ 'x-forwarded-for': '203.0.113.10' });
+    await signUp(other, 'other-tester@example.com');
+    const otherToken = other.csrf((await other.req('/monitors/new')).text);
+    const otherMonitor = await other.req('/monitors', {
+      _csrf: otherToken,
+      target: 'pinger',
+      webhookUrl: 'https://discord.com/api/webhooks/123456789012345679/TokenTokenTokenTokenToken',
+    });
+    const otherCsrf = other.csrf((await other.req(otherMonitor.location ?? '')).text);
+    expect((await other.req(`${otherMonitor.location ?? ''}/webhook/test`, { _csrf: otherCsrf })).status).toBe(303);
+    expect(parseDashboardEnv({ SESSION_SECRET: 'a'.repeat(32) }).WEBHOOK_TEST_MAX_PER_MIN).toBe(10);
+  });
+
+  it('item 9: over TLS the session and CSRF cookies are __Host- prefixed (Secure, Path=/, no Domain)', async () => {
+    const c = client({ 'x-forwarded-proto': 'https', 'x-forwarded-for': '203.0.113.20' });
+    await c.req('/signup');
+    expect(c.cookie('__Host-sts_csrf')).not.toBe('');
+    const res = await join(c, 'tls@example.com');
+    expect(res.status).toBe(303);
+    const set = c.setCookies.find((x) => x.startsWith('__Host-sts_dash=')) ?? '';
+    expect(set).toMatch(/; Secure/);
+    expect(set).toMatch(/; Path=\//);
+    expect(set).not.toMatch(/Domain=/i);
+    expect(c.setCookies.some((x) => x.startsWith('sts_dash='))).toBe(false);
+    expect((await c.req('/')).status).toBe(200);
+    // the plain-HTTP name is not accepted over TLS (no downgrade of the cookie's guarantees)
+    const plain = c.cookie('__Host-sts_dash').replace('__Host-sts_dash', 'sts_dash');
+    const res2 = await fetch(`${base}/`, {
+      redirect: 'manual',
+      headers: { cookie: plain, 'x-forwarded-proto': 'https' },
+    });
+    expect(res2.status).toBe(303);
   });
 });

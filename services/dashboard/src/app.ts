@@ -8,13 +8,16 @@ import helmet from 'helmet';
 import type client from 'prom-client';
 import type { Logger, RedisClient } from '@sts/common';
 import type { UseCases } from '@sts/usecases';
+import type { AccountSessions } from './adapters/sessions';
 import type { SignInThrottle } from './adapters/throttle';
+import type { Mailer } from './mail/mailer';
 import { accountRouter } from './http/account';
-import { authRouter } from './http/auth';
+import { authRouter, linkRouter, type AuthDeps } from './http/auth';
+import { settingsRouter } from './http/settings';
 import { errorMiddleware, notFound } from './http/errors';
 import { httpMetrics } from './http/metrics';
 import { monitorRouter } from './http/monitors';
-import { csrfProtection, requireAccount, sessionMiddleware } from './http/session';
+import { absoluteLifetime, anonymousCsrf, csrfProtection, requireAccount, sessionMiddleware } from './http/session';
 
 export interface AppOptions {
   useCases: UseCases;
@@ -28,6 +31,12 @@ export interface AppOptions {
   trustProxy: boolean | number | string[];
   apiUrl: string;
   liveRefreshMs: number;
+  mailer: Pick<Mailer, 'send'>;
+  sessions: AccountSessions;
+  sessionMaxAgeSec: number;
+  resendLimit: (accountId: string) => Promise<number | null>;
+  /** the trial-end banner of the overview */
+  trialEnd?: (accountId: string) => Promise<{ endedAt: string; paused: string[] } | null>;
   /** where dashboard_http_request_duration_seconds is registered (the service's /metrics) */
   registry?: client.Registry;
 }
@@ -75,10 +84,22 @@ export function createApp(o: AppOptions): Express {
       secure: o.cookieSecure,
     }),
   );
+  app.use(absoluteLifetime(o.sessionMaxAgeSec));
+  app.use(anonymousCsrf(o.sessionSecrets, o.cookieSecure));
   app.use(csrfProtection);
-  app.use(authRouter(o.useCases, o.throttle));
+  const auth: AuthDeps = {
+    uc: o.useCases,
+    throttle: o.throttle,
+    cookieSecure: o.cookieSecure,
+    mailer: o.mailer,
+    sessions: o.sessions,
+    sessionMaxAgeSec: o.sessionMaxAgeSec,
+  };
+  app.use(authRouter(auth));
+  app.use(linkRouter(auth));
   app.use(requireAccount);
-  app.use(accountRouter(o.useCases, { apiUrl: o.apiUrl }));
+  app.use(settingsRouter({ ...auth, resendLimit: o.resendLimit }));
+  app.use(accountRouter(o.useCases, { apiUrl: o.apiUrl, trialEnd: o.trialEnd }));
   app.use(monitorRouter(o.useCases, { liveRefreshMs: o.liveRefreshMs }));
   app.use(notFound);
   app.use(errorMiddleware(o.logger));

@@ -34,6 +34,7 @@ import { createUseCases, planConfigFromEnv, secretBoxFromEnv, type UseCases } fr
 import { gatewayService } from '../../gateway/src/main';
 import { pollerService } from '../../poller/src/main';
 import { dispatcherService } from '../../webhook-dispatcher/src/main';
+import { startSmtpSink, type SmtpSink } from './mail/smtpSink';
 import { start as startDashboard } from './testing';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -61,6 +62,7 @@ let context: BrowserContext;
 let page: Page;
 let base = '';
 let gatewayUrl = '';
+let sink: SmtpSink;
 const cspErrors: string[] = [];
 
 /** the secret the receiver verifies with, per path ('/a' for the journey's account, '/b' for the other) */
@@ -128,8 +130,12 @@ beforeAll(async () => {
       WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
     }),
   );
+  sink = await startSmtpSink();
   const dashboard = await startDashboard({
     ...common,
+    SMTP_URL: sink.url,
+    DASHBOARD_PUBLIC_URL: 'http://dashboard.example.test',
+    MAIL_POLL_MS: '100',
     DASHBOARD_PORT: '0',
     DASHBOARD_HOST: '127.0.0.1',
     OPS_PORT: '0',
@@ -188,6 +194,7 @@ afterAll(async () => {
   await readApi?.exited;
   await amqp?.stop().catch(() => undefined);
   await receiver?.close();
+  await sink?.stop();
   await db?.$disconnect();
   await redisHandle?.cleanup();
   await dbHandle?.drop();
@@ -258,11 +265,17 @@ describe('dashboard in a browser', () => {
     await page.getByLabel('Email').fill(EMAIL);
     await page.getByLabel('Password').fill(PASSWORD);
     expect(await submit('Sign up')).toBe(200);
-    expect(page.url()).toBe(`${base}/`);
-    expect(await page.getByTestId('plan').textContent()).toBe('Free');
-
-    await submit('Sign out');
-    expect(page.url()).toBe(`${base}/signin`);
+    // the same answer for every address; the link comes by email
+    expect(page.url()).toBe(`${base}/signup`);
+    await expect(page.locator('h1').textContent()).resolves.toBe('Check your email');
+    await mainPage('check-email');
+    const mail = await sink.waitFor((m) => m.to.includes(EMAIL));
+    expect(mail.subject).toMatch(/Verify your email address/);
+    const link = mail.links.find((l) => l.includes('/verify?token='))!;
+    expect(link.startsWith('http://dashboard.example.test/verify?token=')).toBe(true);
+    expect(await go(link.replace('http://dashboard.example.test', ''))).toBe(200);
+    await expect(page.getByRole('status').first().textContent()).resolves.toContain('Your email address is verified');
+    expect(page.url()).toContain('/verify');
     await mainPage('signin');
     await page.getByLabel('Email').fill(EMAIL);
     await page.getByLabel('Password').fill('wrong password!');
@@ -291,6 +304,14 @@ describe('dashboard in a browser', () => {
     await page.getByLabel('Password').fill(PASSWORD);
     expect(await submit('Sign in')).toBe(200);
     expect(await page.getByTestId('plan').textContent()).toBe('Free');
+    // the new pages pass axe: account settings, forgotten password, new password
+    expect(await go('/account')).toBe(200);
+    await expect(page.locator('main').textContent()).resolves.toContain('verified');
+    await mainPage('account');
+    expect(await go('/reset')).toBe(200);
+    await mainPage('reset');
+    expect(await go('/reset/confirm?token=x')).toBe(200);
+    await mainPage('reset-confirm');
   });
 
   it('creates an API key shown once, calls the gateway with it and sees the usage on the overview', async () => {

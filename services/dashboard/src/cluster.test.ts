@@ -53,20 +53,26 @@ const PREFIX = 'sts:';
 
   /** a cookie-keeping client */
   function client() {
-    let cookie = '';
+    const jar = new Map<string, string>();
     return {
       async req(path: string, form?: Record<string, string>) {
         const res = await fetch(base + path, {
           method: form ? 'POST' : 'GET',
           redirect: 'manual',
-          headers: { cookie, ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+          headers: {
+            cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
+            ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+          },
           body: form ? new URLSearchParams(form).toString() : undefined,
         });
-        const set = res.headers.getSetCookie();
-        if (set[0]) cookie = set[0].split(';')[0]!;
+        for (const one of res.headers.getSetCookie()) {
+          const pair = one.split(';')[0]!;
+          jar.set(pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1));
+        }
         return { status: res.status, text: await res.text(), location: res.headers.get('location') };
       },
-      cookie: () => cookie,
+      /** the session cookie, `sts_dash=…` */
+      cookie: () => `sts_dash=${jar.get('sts_dash') ?? ''}`,
       csrf: (text: string) => /name="_csrf" value="([^"]+)"/.exec(text)?.[1] ?? '',
     };
   }
@@ -79,7 +85,14 @@ const PREFIX = 'sts:';
       email: 'cluster@example.com',
       password: 'a good long password',
     });
-    expect(signup.status).toBe(303);
+    expect(signup.status).toBe(200); // "check your email": no session before sign-in
+    const signinPage = await c.req('/signin');
+    const signin = await c.req('/signin', {
+      _csrf: c.csrf(signinPage.text),
+      email: 'cluster@example.com',
+      password: 'a good long password',
+    });
+    expect(signin.status).toBe(303);
     const sid = decodeURIComponent(c.cookie().slice('sts_dash='.length)).slice(2).split('.')[0]!;
     const stored = JSON.parse((await redis.get(`dashboard:sess:${sid}`)) ?? '{}') as { email?: string };
     expect(stored.email).toBe('cluster@example.com');

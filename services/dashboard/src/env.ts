@@ -46,8 +46,10 @@ export const dashboardEnvSchema = z.object({
   /** "auto" (Secure when the request came over TLS, see TRUST_PROXY), "true" or "false" */
   COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
   TRUST_PROXY: trustProxy,
-  /** sign-in attempts per email and per client address within SIGNIN_WINDOW_SEC (then 429) */
+  /** sign-in attempts per email from one client address, and per client address, within SIGNIN_WINDOW_SEC (then 429) */
   SIGNIN_MAX_PER_EMAIL: int(10, 1, 10_000),
+  /** sign-in attempts per email from all addresses together, per hour (bounds distributed guessing) */
+  SIGNIN_MAX_PER_EMAIL_HOURLY: int(100, 1, 100_000),
   SIGNIN_MAX_PER_ADDRESS: int(50, 1, 100_000),
   SIGNIN_WINDOW_SEC: int(900, 1, 86_400),
   /** the gateway's public address, shown in the API snippet on the keys page */
@@ -61,6 +63,21 @@ export const dashboardEnvSchema = z.object({
   /** refresh period of the live delivery log and hit history, in the browser */
   LIVE_REFRESH_MS: int(5000, 500, 600_000),
   DB_POOL_SIZE: int(5, 1, 100),
+  /** absolute lifetime of a session, whatever the activity (SESSION_TTL_SEC is the idle one) */
+  SESSION_MAX_AGE_SEC: int(7 * 86_400, 300, 90 * 86_400),
+  /** outgoing mail: smtp://[user:password@]host:port (STARTTLS when offered) or smtps://…; unset: mail waits in the outbox */
+  SMTP_URL: envFields.url(['smtp', 'smtps']).optional(),
+  /** the From of every mail */
+  MAIL_FROM: z.string().min(3).default('Social Timeline <no-reply@localhost>'),
+  /** the dashboard's public address: the links in mails */
+  DASHBOARD_PUBLIC_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3001'),
+  /** first retry of a failed mail; doubles per attempt up to MAIL_RETRY_MAX_MS */
+  MAIL_RETRY_BASE_MS: int(2000, 10, 3_600_000),
+  MAIL_RETRY_MAX_MS: int(3_600_000, 10, 86_400_000),
+  /** how often the mail outbox, the account-event relay and (×60) the trial check run */
+  MAIL_POLL_MS: int(1000, 10, 60_000),
+  /** sign-up verification mails resent per account per hour ("resend the link") */
+  VERIFY_RESEND_MAX_PER_HOUR: int(5, 1, 1000),
 });
 
 export type DashboardEnv = z.infer<typeof dashboardEnvSchema>;

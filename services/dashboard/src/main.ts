@@ -9,9 +9,19 @@ import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource } from '@sts/social';
-import { createUseCases, evictApiKeyVia, secretBoxFromEnv } from '@sts/usecases';
-import { checkWebhookUrlForSave, monitorLimitsFromEnv, plansFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
+import { createUseCases, evictApiKeyVia, outboundLimiter, secretBoxFromEnv } from '@sts/usecases';
+import {
+  checkWebhookUrlForSave,
+  monitorLimitsFromEnv,
+  plansFromEnv,
+  WebhookUrlError,
+  webhookSavePolicyFromEnv,
+} from '@sts/core';
+import { createAccountSessions } from './adapters/sessions';
 import { createSignInThrottle } from './adapters/throttle';
+import { lastTrialEnd } from './mail/accountEvents';
+import { createMailer } from './mail/mailer';
+import { createSmtpTransport } from './mail/transport';
 import { createApp } from './app';
 import { parseDashboardEnv, type DashboardEnv } from './env';
 
@@ -39,7 +49,18 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
-      webhookUrlCheck: (raw) => checkWebhookUrlForSave(raw, urlPolicy),
+      outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
+      requireVerifiedEmail: true,
+      webhookUrlCheck: async (raw) => {
+        try {
+          return await checkWebhookUrlForSave(raw, urlPolicy);
+        } catch (err) {
+          // the customer gets a generic reason; which addresses were refused is for the log only
+          if (err instanceof WebhookUrlError && err.detail)
+            logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
+          throw err;
+        }
+      },
       preview: {
         // one timeline read per target, cached in Redis (@sts/usecases preview.ts); no API quota
         timeline: async (username, limit) => (await social.getUserTimeline(username, { limit }))?.items ?? null,
@@ -49,7 +70,26 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
         },
       },
     });
+    const mailer = createMailer({
+      db,
+      amqp,
+      logger,
+      registry,
+      transport: env.SMTP_URL ? createSmtpTransport(env.SMTP_URL) : null,
+      from: env.MAIL_FROM,
+      baseUrl: env.DASHBOARD_PUBLIC_URL.replace(/\/$/, ''),
+      pollMs: env.MAIL_POLL_MS,
+      retryBaseMs: env.MAIL_RETRY_BASE_MS,
+      retryMaxMs: env.MAIL_RETRY_MAX_MS,
+      freeMonitors: monitorLimitsFromEnv(env).free,
+    });
+    const resend = outboundLimiter(redis, env.VERIFY_RESEND_MAX_PER_HOUR, 3_600_000);
     const app = createApp({
+      mailer,
+      sessions: createAccountSessions(redis, env.SESSION_KEY_PREFIX),
+      sessionMaxAgeSec: env.SESSION_MAX_AGE_SEC,
+      resendLimit: (accountId) => resend(`verify:${accountId}`),
+      trialEnd: (accountId) => lastTrialEnd(db, accountId),
       useCases,
       redis,
       throttle: createSignInThrottle({
@@ -57,6 +97,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
         perEmail: env.SIGNIN_MAX_PER_EMAIL,
         perAddress: env.SIGNIN_MAX_PER_ADDRESS,
         windowSec: env.SIGNIN_WINDOW_SEC,
+        perEmailHourly: env.SIGNIN_MAX_PER_EMAIL_HOURLY,
       }),
       logger,
       sessionSecrets: env.SESSION_SECRET,
@@ -82,6 +123,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
         .catch((err: unknown) =>
           logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
         );
+      await mailer.start();
       const port = await listenOn(server, env.DASHBOARD_PORT, env.DASHBOARD_HOST);
       return {
         info: { port },
@@ -95,6 +137,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
             server.close(() => resolve());
             server.closeIdleConnections();
           });
+          await mailer.stop();
           await amqp.stop();
           redis.disconnect();
           await db.$disconnect();
@@ -102,6 +145,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       };
     } catch (err) {
       server.close();
+      await mailer.stop().catch(() => undefined);
       await amqp.stop().catch(() => undefined);
       redis.disconnect();
       await db.$disconnect();

@@ -20,6 +20,10 @@ import { createGatewayMetrics } from './metrics';
 
 export interface GatewayOptions {
   keys: KeyStore;
+  /** GATEWAY_TRUSTED_PROXY_HOPS (client address for the unknown-key limit) */
+  trustedProxyHops?: number;
+  /** run after each usage write-through: records the quota thresholds crossed (adapters/quotaNotices.ts) */
+  quotaNotices?: () => Promise<number>;
   quota: QuotaStore;
   plans: Plans;
   /** read-api's base URL */
@@ -92,6 +96,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     now: options.now ? () => options.now!().getTime() : Date.now,
     answered,
     rejected: metrics.rejected,
+    trustedProxyHops: options.trustedProxyHops,
   });
 
   function fail(err: unknown, req: HttpRequest, res: HttpResponder, started: number): void {
@@ -150,6 +155,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     await Promise.all([
       quota
         .flush()
+        .then(() => options.quotaNotices?.())
         .catch((err: unknown) => logger.warn('usage write-through failed; will retry', { error: String(err) })),
       keys.flush().catch((err: unknown) => logger.warn('last-used update failed', { error: String(err) })),
     ]);

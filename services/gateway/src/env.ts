@@ -24,6 +24,10 @@ export const gatewayEnvSchema = z.object({
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
   /** how long a key lookup is trusted in process and in Redis (revocation takes at most twice this: ≤ 4 s) */
   KEY_CACHE_TTL_MS: z.coerce.number().int().min(0).max(2000).default(2000),
+  /** lookups of unknown API keys per client address per minute; past it, 401 without a database query */
+  UNKNOWN_KEY_MAX_PER_MIN: z.coerce.number().int().min(1).max(100_000).default(30),
+  /** proxies in front whose X-Forwarded-For is believed for the client address (0: the socket's address) */
+  GATEWAY_TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
   /** how often successful calls are written through to usage_monthly */
   USAGE_FLUSH_MS: z.coerce.number().int().min(50).max(10_000).default(1000),
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(5),

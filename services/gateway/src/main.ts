@@ -10,6 +10,7 @@ import { createRedis, runService, type ServiceDefinition } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { createKeyStore } from './adapters/keys';
+import { createQuotaNotices } from './adapters/quotaNotices';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway } from './app';
 import { loadGatewayEnv, type GatewayEnv } from './env';
@@ -24,7 +25,14 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
     redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
     const gateway = createGateway({
-      keys: createKeyStore({ db, redis, ttlMs: env.KEY_CACHE_TTL_MS }),
+      keys: createKeyStore({
+        db,
+        redis,
+        ttlMs: env.KEY_CACHE_TTL_MS,
+        unknownPerMinute: env.UNKNOWN_KEY_MAX_PER_MIN,
+      }),
+      trustedProxyHops: env.GATEWAY_TRUSTED_PROXY_HOPS,
+      quotaNotices: createQuotaNotices(db, plansFromEnv(env)),
       quota: createQuotaStore({ db, redis }),
       plans: plansFromEnv(env),
       readApiUrl: env.READ_API_URL,

@@ -166,6 +166,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     timeoutMs: options.timeoutMs ?? 15_000,
     maxConcurrencyPerEndpoint: concurrency,
     allowPrivateHosts: options.allowPrivateHosts ?? [],
+    // the delivery log says only "non-public address"; the address itself is for this log
+    onRefused: (host, detail) => logger.warn('webhook address refused', { host, detail }),
     ...options.senderOverrides,
   });
   const metrics = createMetrics(options.registry);

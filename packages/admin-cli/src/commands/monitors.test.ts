@@ -3,7 +3,7 @@ import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
-import { createTestDatabase, createTestVhost, waitFor } from '@sts/testing';
+import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { runCli } from '../main';
 import { allCommands } from './index';
 
@@ -225,7 +225,7 @@ describe('monitor and webhook commands', () => {
       ['https://[fd00::1]/h', /unique-local/],
       ['https://[fe80::1]/h', /link-local/],
       ['https://example.com:8443/h', /--webhook-url: webhook URL port 8443 is not allowed: only 443/],
-      ['https://intranet.example/h', /host intranet\.example resolves only to non-public addresses: 10\.20\.30\.40/],
+      ['https://intranet.example/h', /host intranet\.example resolves only to non-public addresses; use a public/],
       ['https://localhost/h', /host localhost resolves only to non-public addresses/],
     ])('monitor create refuses %s with a usage error, nothing saved', async (url, message) => {
       const monitors = await db.monitor.count();
@@ -370,6 +370,20 @@ describe('monitor and webhook commands', () => {
       r = await cli('webhook', 'test', '--monitor', randomUUID());
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/no monitor with id/);
+    });
+
+    it('test: limited per account (WEBHOOK_TEST_MAX_PER_MIN), with a clear message (issue 20 item 4)', async () => {
+      const redis = createTestRedis();
+      const limited = { ...env, WEBHOOK_TEST_MAX_PER_MIN: '1', REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix };
+      const run = (...argv: string[]) => runCli(argv, limited, allCommands, { resolveHost });
+      try {
+        expect((await run('webhook', 'test', '--monitor', monitorId)).code).toBe(0);
+        const r = await run('webhook', 'test', '--monitor', monitorId);
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(/too many test pings and redeliveries for this account; try again in \d+ s/);
+      } finally {
+        await redis.cleanup();
+      }
     });
 
     it('test: publishes a monitor.test message and prints its id', async () => {

@@ -7,12 +7,25 @@ import { formErrors, str } from './forms';
 import { accountId, pageContext, setFlash } from './session';
 
 /** Overview, API keys and plan pages (signed in). */
-export function accountRouter(uc: UseCases, opts: { apiUrl: string }): Router {
+export function accountRouter(
+  uc: UseCases,
+  opts: {
+    apiUrl: string;
+    trialEnd?: (accountId: string) => Promise<{ endedAt: string; paused: string[] } | null>;
+  },
+): Router {
   const r = Router();
 
   r.get('/', async (req, res) => {
     const overview = await uc.overview(accountId(req));
-    res.type('html').send(overviewPage(pageContext(req), overview));
+    const ended = overview.trial.state === 'ended' ? await opts.trialEnd?.(accountId(req)) : null;
+    const ctx = pageContext(req);
+    if (ended && ended.paused.length > 0) {
+      // the trial-end banner: which monitors were paused, and why
+      const notice = `Your Starter trial ended on ${ended.endedAt.slice(0, 10)}. These monitors were paused (not deleted) because the Free plan allows ${overview.plan.maxMonitors}: ${ended.paused.map((t) => `@${t}`).join(', ')}. Resume one after pausing another, or upgrade.`;
+      ctx.flash = { ...ctx.flash, error: notice };
+    }
+    res.type('html').send(overviewPage(ctx, overview));
   });
 
   r.get('/keys', async (req, res) => {

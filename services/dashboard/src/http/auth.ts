@@ -1,11 +1,35 @@
-import { Router } from 'express';
-import { InvalidCredentialsError, type UseCases } from '@sts/usecases';
+import { Router, type Request } from 'express';
+import { InvalidCredentialsError, type AccountView, type UseCases } from '@sts/usecases';
+import type { AccountSessions } from '../adapters/sessions';
 import type { SignInThrottle } from '../adapters/throttle';
-import { signInPage, signUpPage } from '../views/auth';
+import type { Mailer } from '../mail/mailer';
+import { checkEmailPage, resetConfirmPage, resetRequestPage, signInPage, signUpPage } from '../views/auth';
 import { formErrors, str } from './forms';
-import { destroy, pageContext, regenerate, SESSION_COOKIE } from './session';
+import { destroy, pageContext, regenerate, sessionCookieName, type CookieSecure } from './session';
 
-export function authRouter(uc: UseCases, throttle: SignInThrottle): Router {
+export interface AuthDeps {
+  uc: UseCases;
+  throttle: SignInThrottle;
+  cookieSecure: CookieSecure;
+  mailer: Pick<Mailer, 'send'>;
+  sessions: AccountSessions;
+  /** SESSION_MAX_AGE_SEC: the absolute lifetime of a session */
+  sessionMaxAgeSec: number;
+}
+
+/** A new session for the account: new id (no fixation), its start time, tracked for "end all". */
+export async function startSession(req: Request, account: AccountView, deps: AuthDeps): Promise<void> {
+  await regenerate(req);
+  req.session.accountId = account.id;
+  req.session.email = account.email;
+  req.session.emailVerified = account.emailVerifiedAt !== null;
+  req.session.createdAt = Date.now();
+  await deps.sessions.add(account.id, req.sessionID, deps.sessionMaxAgeSec);
+}
+
+/** Sign up, sign in, sign out; the sign-up answer is the same whether or not the address has an account. */
+export function authRouter(deps: AuthDeps): Router {
+  const { uc, throttle } = deps;
   const r = Router();
 
   r.get('/signup', (req, res) => {
@@ -17,12 +41,20 @@ export function authRouter(uc: UseCases, throttle: SignInThrottle): Router {
     const email = str(req, 'email');
     await throttle.attempt('', req.ip ?? 'unknown');
     try {
-      const account = await uc.accounts.signUp({ email, password: str(req, 'password') });
-      await regenerate(req);
-      req.session.accountId = account.id;
-      req.session.email = account.email;
-      req.session.flash = { notice: 'Welcome! Your account is on the Free plan. Create an API key to start.' };
-      res.redirect(303, '/');
+      const reg = await uc.identity.register({ email, password: str(req, 'password') });
+      if (reg.kind === 'created') {
+        await deps.mailer.send(reg.account.email, reg.account.id, { kind: 'verify', token: reg.token });
+      } else {
+        // at most one such mail per address and hour, however often someone tries
+        const hour = new Date().toISOString().slice(0, 13);
+        await deps.mailer.send(
+          reg.email,
+          reg.accountId,
+          { kind: 'already_registered' },
+          `taken:${reg.accountId}:${hour}`,
+        );
+      }
+      res.type('html').send(checkEmailPage(pageContext(req), 'signup'));
     } catch (err) {
       const errors = formErrors(err, ['email', 'password']);
       if (!errors) throw err;
@@ -43,10 +75,8 @@ export function authRouter(uc: UseCases, throttle: SignInThrottle): Router {
     await throttle.attempt(email, req.ip ?? 'unknown');
     try {
       const account = await uc.accounts.authenticate({ email, password: str(req, 'password') });
-      await throttle.succeeded(email);
-      await regenerate(req);
-      req.session.accountId = account.id;
-      req.session.email = account.email;
+      await throttle.succeeded(email, req.ip ?? 'unknown');
+      await startSession(req, account, deps);
       res.redirect(303, '/');
     } catch (err) {
       if (!(err instanceof InvalidCredentialsError)) throw err;
@@ -59,8 +89,66 @@ export function authRouter(uc: UseCases, throttle: SignInThrottle): Router {
 
   r.post('/signout', async (req, res) => {
     await destroy(req);
-    res.clearCookie(SESSION_COOKIE, { path: '/' });
+    res.clearCookie(sessionCookieName(req, deps.cookieSecure), { path: '/' });
     res.redirect(303, '/signin');
+  });
+
+  return r;
+}
+
+/** The links from mails: verification and password reset (public pages). */
+export function linkRouter(deps: AuthDeps): Router {
+  const { uc } = deps;
+  const r = Router();
+
+  r.get('/verify', async (req, res) => {
+    const account = await uc.identity.verify(typeof req.query.token === 'string' ? req.query.token : '');
+    if (req.session.accountId === account.id) {
+      req.session.emailVerified = true;
+      req.session.flash = { notice: 'Your email address is verified. You can create API keys now.' };
+      return res.redirect(303, '/');
+    }
+    res
+      .type('html')
+      .send(signInPage({ ...pageContext(req), flash: { notice: 'Your email address is verified. Sign in.' } }));
+  });
+
+  r.get('/reset', (req, res) => {
+    res.type('html').send(resetRequestPage(pageContext(req)));
+  });
+
+  r.post('/reset', async (req, res) => {
+    // counts against the client address like a sign-up
+    await deps.throttle.attempt('', req.ip ?? 'unknown');
+    const found = await uc.identity.requestReset(str(req, 'email'));
+    if (found) await deps.mailer.send(found.email, found.accountId, { kind: 'reset', token: found.token });
+    res.type('html').send(checkEmailPage(pageContext(req), 'reset'));
+  });
+
+  r.get('/reset/confirm', (req, res) => {
+    const token = typeof req.query.token === 'string' ? req.query.token : '';
+    res.type('html').send(resetConfirmPage(pageContext(req), token));
+  });
+
+  r.post('/reset/confirm', async (req, res) => {
+    const token = str(req, 'token');
+    try {
+      const account = await uc.identity.resetPassword(token, str(req, 'password'));
+      // every session of the account ends, this browser's too (it signs in with the new password)
+      await deps.sessions.endAll(account.id);
+      if (req.session.accountId) await destroy(req);
+      res
+        .type('html')
+        .send(signInPage({ ...pageContext(req), flash: { notice: 'Your password is changed. Sign in with it.' } }));
+    } catch (err) {
+      const errors = formErrors(err, ['password', 'token']);
+      if (!errors) throw err;
+      if (errors.token) errors._form = errors.token;
+      res
+        .status(422)
+        .type('html')
+        .send(resetConfirmPage(pageContext(req), token, errors));
+    }
   });
 
   return r;

@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import type { Logger } from '@sts/common';
-import { httpStatusOf, NotFoundError, UseCaseError } from '@sts/usecases';
+import { httpStatusOf, NotFoundError, RateLimitedError, UseCaseError } from '@sts/usecases';
 import { ThrottledError } from '../adapters/throttle';
 import { errorPage } from '../views/auth';
 import { pageContext, CsrfError } from './session';
@@ -15,6 +15,12 @@ interface Shown {
 export function describe(err: unknown): Shown {
   if (err instanceof CsrfError) return { status: 403, title: 'Form expired', message: err.message };
   if (err instanceof ThrottledError) return { status: 429, title: 'Too many attempts', message: err.message };
+  if (err instanceof RateLimitedError)
+    return {
+      status: 429,
+      title: 'Slow down',
+      message: `Test webhook and Redeliver are limited per account. ${capitalise(err.message)}.`,
+    };
   if (err instanceof NotFoundError)
     return { status: 404, title: 'Not found', message: 'There is nothing here, or it belongs to another account.' };
   if (err instanceof UseCaseError) {
@@ -32,6 +38,10 @@ export function describe(err: unknown): Shown {
     title: 'Something went wrong',
     message: 'Something went wrong on our side. Please try again in a moment.',
   };
+}
+
+function capitalise(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 function safeContext(req: Request) {
@@ -54,7 +64,8 @@ export function errorMiddleware(logger: Logger): ErrorRequestHandler {
       });
     }
     if (res.headersSent) return void res.end();
-    if (err instanceof ThrottledError) res.set('Retry-After', String(err.retryAfterSec));
+    if (err instanceof ThrottledError || err instanceof RateLimitedError)
+      res.set('Retry-After', String(err.retryAfterSec));
     // no session (Redis down, or the session middleware failed): a page without the account bits
     const ctx = req.session ? safeContext(req) : { csrf: '', path: req.path };
     res

@@ -15,6 +15,8 @@ export interface PageContext {
   /** request path, to mark the current nav entry */
   path: string;
   flash?: Flash;
+  /** signed in with an address not verified yet: the banner with the resend button */
+  unverified?: boolean;
 }
 
 const NAV: [string, string][] = [
@@ -22,7 +24,21 @@ const NAV: [string, string][] = [
   ['/keys', 'API keys'],
   ['/monitors', 'Monitors'],
   ['/plan', 'Plan'],
+  ['/account', 'Account'],
 ];
+
+function unverifiedBanner(ctx: PageContext): HtmlValue {
+  if (!ctx.email || !ctx.unverified) return '';
+  return html`<div class="alert" role="status">
+    <p>
+      Verify your email address to create API keys, save webhook URLs and start the Starter trial: follow the link we
+      sent to ${ctx.email}.
+    </p>
+    <form method="post" action="/verify/resend">
+      ${csrfField(ctx)}<button type="submit" class="btn small">Send the link again</button>
+    </form>
+  </div>`;
+}
 
 export function csrfField(ctx: PageContext): SafeHtml {
   return html`<input type="hidden" name="_csrf" value="${ctx.csrf}" />`;
@@ -100,7 +116,7 @@ export function layout(ctx: PageContext, title: string, body: HtmlValue, opts: {
 </header>
 <main id="main" tabindex="-1">
   <h1>${title}</h1>
-  ${flashBlock(ctx.flash)}
+  ${unverifiedBanner(ctx)} ${flashBlock(ctx.flash)}
   ${body}
 </main>
 <footer class="foot"><p>Social Timeline Service · dashboard</p></footer>

@@ -2,9 +2,16 @@
  * API-key lookups: in-process cache → Redis (`apikey:<sha256>`) → PostgreSQL. Each level trusts
  * an answer for at most `ttlMs`, so a revoked key stops working everywhere within 2 × ttlMs
  * (4 s with the largest allowed ttl of 2 s); `key revoke` also deletes the Redis entry at once.
- * A busy key is refreshed ahead of its expiry, so calls never wait for the refresh. Unknown keys
- * are cached too, so a flood of bad keys does not reach the database. last_used_at is written in
- * batches, at most once a minute per key (a Prisma query holds the event loop about a millisecond).
+ * A busy key is refreshed ahead of its expiry, so calls never wait for the refresh. last_used_at
+ * is written in batches, at most once a minute per key (a Prisma query holds the event loop about
+ * a millisecond).
+ *
+ * Unknown keys (the checksum is a public CRC32, so well-formed unknown keys are cheap to make):
+ * - they are cached apart from the known keys, in their own bounded map, so a flood of them can
+ *   never evict a valid key from the cache (each map drops its own oldest entry when full);
+ * - lookups that turn out unknown are counted per client address (`unknownPerMinute` a minute,
+ *   fixed windows, in process); over it, a key not in the cache is answered unknown (401)
+ *   without asking Redis or PostgreSQL. Cached known keys are still served from that address.
  */
 import { apiKeyCacheKey, type RedisClient } from '@sts/common';
 import { effectivePlan, type PlanName } from '@sts/core';
@@ -24,7 +31,8 @@ interface Cached {
 export interface KeyStore {
   /** the in-process answer while it is fresh: the identity, null (unknown/revoked), or undefined (ask lookup) */
   peek(hash: string): KeyIdentity | null | undefined;
-  lookup(hash: string): Promise<KeyIdentity | null>;
+  /** `clientAddress` counts unknown answers against that address (no counting without it) */
+  lookup(hash: string, clientAddress?: string): Promise<KeyIdentity | null>;
   /** remembers the key was used; flushed to api_keys.last_used_at by flush() */
   touch(keyId: string): void;
   flush(): Promise<void>;
@@ -37,14 +45,55 @@ export interface KeyStoreOptions {
   ttlMs: number;
   /** api_keys.last_used_at is written at most once per this per key; default 60 s */
   lastUsedResolutionMs?: number;
+  /** known keys kept in process; default 100,000 */
   maxEntries?: number;
+  /** unknown keys kept in process (their own map); default 10,000 */
+  maxUnknownEntries?: number;
+  /** lookups answered "unknown" per client address per minute before the database is no longer asked; default 30 */
+  unknownPerMinute?: number;
+}
+
+/** Fixed one-minute windows per client address, in process (bounded: cleared past 100,000 addresses). */
+function createUnknownCounter(perMinute: number): { blocked(addr: string): boolean; count(addr: string): void } {
+  const windows = new Map<string, { start: number; n: number }>();
+  const current = (addr: string) => {
+    const now = Date.now();
+    const w = windows.get(addr);
+    return w && now - w.start < 60_000 ? w : undefined;
+  };
+  return {
+    blocked: (addr) => (current(addr)?.n ?? 0) >= perMinute,
+    count(addr) {
+      const w = current(addr);
+      if (w) w.n++;
+      else {
+        if (windows.size >= 100_000) windows.clear();
+        windows.set(addr, { start: Date.now(), n: 1 });
+      }
+    },
+  };
+}
+
+/** Sets `key` in a bounded map, dropping the oldest entry when full. */
+function setBounded<V>(map: Map<string, V>, key: string, value: V, max: number): void {
+  map.delete(key);
+  if (map.size >= max) {
+    const oldest = map.keys().next();
+    if (!oldest.done) map.delete(oldest.value);
+  }
+  map.set(key, value);
 }
 
 export function createKeyStore(opts: KeyStoreOptions): KeyStore {
   const { db, redis, ttlMs } = opts;
   const maxEntries = opts.maxEntries ?? 100_000;
+  const maxUnknown = opts.maxUnknownEntries ?? 10_000;
   const resolution = opts.lastUsedResolutionMs ?? 60_000;
-  const local = new Map<string, Cached>();
+  // known keys and unknown keys in separate maps: unknown ones never push a valid key out
+  const known = new Map<string, Cached>();
+  const unknown = new Map<string, Cached>();
+  const unknownByAddress = createUnknownCounter(opts.unknownPerMinute ?? 30);
+  const cached = (hash: string) => known.get(hash) ?? unknown.get(hash);
   const inflight = new Map<string, Promise<KeyIdentity | null>>();
   // keys used since the last flush, and when each key's last_used_at was last written
   let used = new Set<string>();
@@ -72,8 +121,14 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
       p = load(hash)
         .then((value) => {
           if (ttlMs > 0) {
-            if (local.size >= maxEntries && !local.has(hash)) local.clear();
-            local.set(hash, { value, expires: Date.now() + ttlMs });
+            const entry = { value, expires: Date.now() + ttlMs };
+            if (value) {
+              unknown.delete(hash);
+              setBounded(known, hash, entry, maxEntries);
+            } else {
+              known.delete(hash);
+              setBounded(unknown, hash, entry, maxUnknown);
+            }
           }
           return value;
         })
@@ -85,7 +140,7 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
 
   return {
     peek(hash) {
-      const hit = local.get(hash);
+      const hit = cached(hash);
       if (!hit) return undefined;
       const left = hit.expires - Date.now();
       if (left <= 0) return undefined;
@@ -93,10 +148,15 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
       if (left < ttlMs / 2 && !inflight.has(hash)) refresh(hash).catch(() => undefined);
       return hit.value;
     },
-    async lookup(hash) {
-      const hit = local.get(hash);
+    async lookup(hash, clientAddress) {
+      const hit = cached(hash);
       if (hit && hit.expires > Date.now()) return hit.value;
-      return refresh(hash);
+      if (clientAddress === undefined) return refresh(hash);
+      // this address already made too many unknown-key lookups: no Redis, no database
+      if (unknownByAddress.blocked(clientAddress)) return null;
+      const value = await refresh(hash);
+      if (value === null) unknownByAddress.count(clientAddress);
+      return value;
     },
     touch(keyId) {
       used.add(keyId);

@@ -120,6 +120,22 @@ export interface ApiHandlerDeps {
   answered: (req: HttpRequest, status: number, started: number) => void;
   /** told about every 429 of the plan's per-minute limit or monthly quota */
   rejected: (plan: PlanName, reason: RejectionReason) => void;
+  /** GATEWAY_TRUSTED_PROXY_HOPS: proxies in front whose X-Forwarded-For entries are believed; default 0 */
+  trustedProxyHops?: number;
+}
+
+/**
+ * The client's address for the unknown-key limit: the socket's, or with `hops` trusted proxies in
+ * front, the X-Forwarded-For entry that the outermost trusted proxy saw (a client cannot forge it
+ * by sending its own header: entries left of that one are ignored).
+ */
+export function clientAddress(req: HttpRequest, hops: number): string {
+  if (hops <= 0) return req.remoteAddress;
+  const chain = (req.headers['x-forwarded-for'] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return chain[chain.length - hops] ?? chain[0] ?? req.remoteAddress;
 }
 
 /**
@@ -222,7 +238,8 @@ class ApiCallHandler {
     const { keys } = this.deps;
     const identity = keys.peek(hash);
     if (identity !== undefined) return this.admit(req, res, identity, fail, started);
-    keys.lookup(hash).then((found) => this.admit(req, res, found, fail, started), fail);
+    const from = clientAddress(req, this.deps.trustedProxyHops ?? 0);
+    keys.lookup(hash, from).then((found) => this.admit(req, res, found, fail, started), fail);
   }
 
   private refuse(req: HttpRequest, res: HttpResponder, err: unknown, started: number): void {

@@ -191,17 +191,26 @@ describe('HTTPS sender', () => {
     });
 
     it('checks the address a name resolves to (the one dialled), not the name', async () => {
+      const logged: string[] = [];
       const s = createHttpsSender({
         timeoutMs: 2000,
         maxConcurrencyPerEndpoint: 2,
         allowPrivateHosts: ['localhost'],
         lookup: tableLookup({ 'evil.example': '10.0.0.5', 'rebind.example': '127.0.0.1', 'v6.example': '::1' }),
+        onRefused: (host, detail) => logged.push(`${host} ${detail}`),
       });
       try {
-        for (const host of ['evil.example', 'rebind.example', 'v6.example']) {
+        for (const [host, address] of [
+          ['evil.example', '10.0.0.5'],
+          ['rebind.example', '127.0.0.1'],
+          ['v6.example', '::1'],
+        ] as const) {
           const r = await s.send({ url: `https://${host}:${receiver.port}/`, body: '{}', headers });
           expect(r).toMatchObject({ outcome: 'failed', refused: true });
           expect(r.error).toContain(`refused to connect to ${host}`);
+          // issue 20 item 5: the delivery log does not name the internal address; the server log does
+          expect(r.error).not.toContain(address);
+          expect(logged.join('\n')).toContain(address);
         }
         expect(receiver.requests).toHaveLength(0);
       } finally {

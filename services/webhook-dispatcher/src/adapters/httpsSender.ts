@@ -58,6 +58,11 @@ export interface HttpsSenderOptions {
   snippetBytes?: number;
   /** bytes of the response read at most (the rest is dropped with the connection) */
   maxResponseBytes?: number;
+  /**
+   * Told the detail of a refused resolved address (which address, which range). The delivery log
+   * and the customer see only a generic reason: the resolved addresses would map the internal network.
+   */
+  onRefused?: (host: string, detail: string) => void;
 }
 
 export interface HttpsSender {
@@ -131,7 +136,11 @@ export function snippetText(buf: Buffer): string {
  * The only path from a host name to an address the sender connects to: every address DNS returns
  * is checked against the address policy (hosts in the allow list skip it).
  */
-function createGuardedLookup(baseLookup: LookupFunction, isAllowed: (host: string) => boolean): LookupFunction {
+function createGuardedLookup(
+  baseLookup: LookupFunction,
+  isAllowed: (host: string) => boolean,
+  onRefused?: (host: string, detail: string) => void,
+): LookupFunction {
   return (hostname, lookupOptions, callback) => {
     const allowed = isAllowed(hostname);
     baseLookup(hostname, { ...lookupOptions, all: true }, (err, addresses, family) => {
@@ -149,7 +158,9 @@ function createGuardedLookup(baseLookup: LookupFunction, isAllowed: (host: strin
         for (const a of list) {
           const reason = blockedReason(a.address);
           if (reason) {
-            return callback(new RefusedAddressError(`refused to connect to ${hostname}: ${reason}`), '', 0);
+            onRefused?.(hostname, reason);
+            const generic = `refused to connect to ${hostname}: not a public address (it resolves to a non-public one)`;
+            return callback(new RefusedAddressError(generic), '', 0);
           }
         }
       }
@@ -269,7 +280,7 @@ class Sender implements HttpsSender {
 
   constructor(private readonly options: HttpsSenderOptions) {
     this.isAllowed = createHostAllowList(options.allowPrivateHosts ?? []);
-    this.lookup = createGuardedLookup(options.lookup ?? dns.lookup, this.isAllowed);
+    this.lookup = createGuardedLookup(options.lookup ?? dns.lookup, this.isAllowed, options.onRefused);
     this.snippetBytes = options.snippetBytes ?? 512;
     this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
     this.agent = new https.Agent({

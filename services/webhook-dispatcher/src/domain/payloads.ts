@@ -170,9 +170,18 @@ export function discordBody(p: WebhookPayload): DiscordBody {
 
 // ---- Slack ----
 
-/** Slack's control characters as HTML entities (the only escaping Slack asks for). */
+/**
+ * Slack's control characters as HTML entities (so `<!channel>` cannot be written), and the
+ * broadcast words `@channel`, `@here`, `@everyone` broken with a word joiner (U+2060) so no
+ * client turns them into a ping; mrkdwn text objects are also sent with `verbatim: true`
+ * (Slack then parses no mentions or links in them), and the fallback `text` with `parse: 'none'`.
+ */
 export function escapeSlack(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/@(channel|here|everyone)\b/gi, '@\u2060$1');
 }
 
 function cutSlack(escaped: string, max: number): string {
@@ -189,9 +198,10 @@ function cutSlack(escaped: string, max: number): string {
 export interface SlackBody {
   text: string;
   blocks: (
-    | { type: 'section'; text: { type: 'mrkdwn'; text: string } }
-    | { type: 'context'; elements: { type: 'mrkdwn'; text: string }[] }
+    | { type: 'section'; text: { type: 'mrkdwn'; text: string; verbatim: true } }
+    | { type: 'context'; elements: { type: 'mrkdwn'; text: string; verbatim: true }[] }
   )[];
+  parse: 'none';
   unfurl_links: false;
   unfurl_media: false;
 }
@@ -211,9 +221,10 @@ export function slackBody(p: WebhookPayload): SlackBody {
     return {
       text,
       blocks: [
-        { type: 'section', text: { type: 'mrkdwn', text: `*Test webhook*\n${text}` } },
-        { type: 'context', elements: [{ type: 'mrkdwn', text: context }] },
+        { type: 'section', text: { type: 'mrkdwn', text: `*Test webhook*\n${text}`, verbatim: true } },
+        { type: 'context', elements: [{ type: 'mrkdwn', text: context, verbatim: true }] },
       ],
+      parse: 'none',
       unfurl_links: false,
       unfurl_media: false,
     };
@@ -227,15 +238,24 @@ export function slackBody(p: WebhookPayload): SlackBody {
     blocks: [
       {
         type: 'section',
-        text: { type: 'mrkdwn', text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length) },
+        text: {
+          type: 'mrkdwn',
+          text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length),
+          verbatim: true,
+        },
       },
       {
         type: 'context',
         elements: [
-          { type: 'mrkdwn', text: `${context} · posted ${slackTime(p.tweet.createdAt)} · <${link}|open post>` },
+          {
+            type: 'mrkdwn',
+            text: `${context} · posted ${slackTime(p.tweet.createdAt)} · <${link}|open post>`,
+            verbatim: true,
+          },
         ],
       },
     ],
+    parse: 'none',
     unfurl_links: false,
     unfurl_media: false,
   };

@@ -1,0 +1,144 @@
+/**
+ * Email identity: sign-up with the same answer for new and taken addresses, verification links
+ * (24 h), password reset links (30 min), notification preferences. Links are single-use and
+ * stored as SHA-256 only; the plaintext token is returned once, for the mail.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { accountSelect, isUniqueViolation, loadAccount, normaliseEmail, toAccountView, type Ctx } from './context';
+import { checkPassword } from './accounts';
+import { ValidationError } from './errors';
+import { hashPassword } from './password';
+import type { AccountView, NotificationPrefs } from './types';
+
+export const VERIFY_TTL_MS = 24 * 3600 * 1000;
+export const RESET_TTL_MS = 30 * 60 * 1000;
+
+export type TokenPurpose = 'verify' | 'reset';
+
+export type Registration =
+  { kind: 'created'; account: AccountView; token: string } | { kind: 'exists'; accountId: string; email: string };
+
+export interface IdentityUseCases {
+  /** a new unverified Free account and its verification token, or `exists` (nothing changed) when the address has an account */
+  register(input: { email: string; password: string }): Promise<Registration>;
+  /** a fresh verification token for an unverified account; null when it is verified already */
+  issueVerification(accountId: string): Promise<{ email: string; token: string } | null>;
+  /** marks the address verified; ValidationError('token') when the link is unknown, used or expired */
+  verify(token: string): Promise<AccountView>;
+  /** a reset token for the address's account; null for an unknown address (the caller answers the same) */
+  requestReset(email: string): Promise<{ accountId: string; email: string; token: string } | null>;
+  /** sets a new password with a reset token; ValidationError('token') or ('password') */
+  resetPassword(token: string, password: string): Promise<AccountView>;
+  setNotifications(accountId: string, prefs: NotificationPrefs): Promise<AccountView>;
+}
+
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+export function identityUseCases(ctx: Ctx): IdentityUseCases {
+  const { db } = ctx;
+
+  async function issue(accountId: string, purpose: TokenPurpose): Promise<string> {
+    const token = randomBytes(32).toString('base64url');
+    const ttl = purpose === 'verify' ? VERIFY_TTL_MS : RESET_TTL_MS;
+    await db.emailToken.create({
+      data: { accountId, purpose, tokenHash: tokenHash(token), expiresAt: new Date(ctx.now().getTime() + ttl) },
+    });
+    return token;
+  }
+
+  /** uses the token once (a conditional update: of two concurrent uses one wins); its account id */
+  async function consume(token: unknown, purpose: TokenPurpose): Promise<string> {
+    const invalid = new ValidationError(
+      'token',
+      'this link is not valid: it was used already, has expired or is wrong',
+    );
+    if (typeof token !== 'string' || !/^[A-Za-z0-9_-]{20,100}$/.test(token)) throw invalid;
+    const row = await db.emailToken.findUnique({ where: { tokenHash: tokenHash(token) } });
+    if (!row || row.purpose !== purpose || row.usedAt || row.expiresAt <= ctx.now()) throw invalid;
+    const used = await db.emailToken.updateMany({ where: { id: row.id, usedAt: null }, data: { usedAt: ctx.now() } });
+    if (used.count === 0) throw invalid;
+    return row.accountId;
+  }
+
+  return {
+    async register(input) {
+      const email = normaliseEmail(input.email);
+      const password = checkPassword(input.password, email);
+      const existing = await db.account.findUnique({ where: { email }, select: { id: true } });
+      if (existing) return { kind: 'exists', accountId: existing.id, email };
+      try {
+        const a = await db.account.create({
+          data: { email, plan: 'free', passwordHash: await hashPassword(password, ctx.scrypt) },
+          select: accountSelect,
+        });
+        return { kind: 'created', account: toAccountView(a, ctx.now()), token: await issue(a.id, 'verify') };
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err;
+        const raced = await db.account.findUniqueOrThrow({ where: { email }, select: { id: true } });
+        return { kind: 'exists', accountId: raced.id, email };
+      }
+    },
+
+    async issueVerification(accountId) {
+      const a = await loadAccount(ctx, accountId);
+      if (a.emailVerifiedAt) return null;
+      return { email: a.email, token: await issue(a.id, 'verify') };
+    },
+
+    async verify(token) {
+      const accountId = await consume(token, 'verify');
+      await db.account.updateMany({
+        where: { id: accountId, emailVerifiedAt: null },
+        data: { emailVerifiedAt: ctx.now() },
+      });
+      return toAccountView(await loadAccount(ctx, accountId), ctx.now());
+    },
+
+    async requestReset(rawEmail) {
+      let email: string;
+      try {
+        email = normaliseEmail(rawEmail);
+      } catch {
+        return null;
+      }
+      const a = await db.account.findUnique({ where: { email }, select: { id: true, email: true } });
+      if (!a) return null;
+      return { accountId: a.id, email: a.email, token: await issue(a.id, 'reset') };
+    },
+
+    async resetPassword(token, password) {
+      // the password first: a bad one does not use up the link
+      if (typeof token !== 'string') throw new ValidationError('token', 'this link is not valid');
+      const row = await db.emailToken.findUnique({
+        where: { tokenHash: tokenHash(token) },
+        select: { account: { select: { email: true } } },
+      });
+      checkPassword(password, row?.account.email);
+      const accountId = await consume(token, 'reset');
+      const passwordHash = await hashPassword(password, ctx.scrypt);
+      // following the emailed link proves the address too
+      await db.account.update({ where: { id: accountId }, data: { passwordHash } });
+      await db.account.updateMany({
+        where: { id: accountId, emailVerifiedAt: null },
+        data: { emailVerifiedAt: ctx.now() },
+      });
+      // every other reset link of the account is void now
+      await db.emailToken.updateMany({
+        where: { accountId, purpose: 'reset', usedAt: null },
+        data: { usedAt: ctx.now() },
+      });
+      return toAccountView(await loadAccount(ctx, accountId), ctx.now());
+    },
+
+    async setNotifications(accountId, prefs) {
+      const a = await loadAccount(ctx, accountId);
+      await db.account.update({
+        where: { id: a.id },
+        data: { notifyQuota: prefs.quota, notifyWebhook: prefs.webhook, notifyTrial: prefs.trial },
+      });
+      return toAccountView(await loadAccount(ctx, a.id), ctx.now());
+    },
+  };
+}

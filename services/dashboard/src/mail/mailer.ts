@@ -1,0 +1,97 @@
+/**
+ * The dashboard's mail service: the outbox, the SMTP worker, the account-event consumer and
+ * relay, and the trial check, as one factory with start()/stop(). Chosen over a separate
+ * `services/mailer`: the dashboard already has PostgreSQL, RabbitMQ and the account pages, and
+ * every replica can run it (rows are leased with SKIP LOCKED; events are de-duplicated by key).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '@sts/common';
+import type { Db } from '@sts/db';
+import type { AmqpClient } from '@sts/messaging';
+import type { Registry } from 'prom-client';
+import type { Transporter } from 'nodemailer';
+import { accountMailHandler, checkTrials, consumeAccountEvents, relayAccountEvents } from './accountEvents';
+import { createMailOutbox, type MailOutbox, type MailRow } from './outbox';
+import { renderMail, type MailSpec } from './templates';
+import { createMailWorker, type MailWorker } from './worker';
+
+export interface MailerOptions {
+  db: Db;
+  amqp: AmqpClient;
+  logger: Logger;
+  registry?: Registry;
+  /** null: mail waits in the outbox (no SMTP_URL) */
+  transport: Pick<Transporter, 'sendMail'> | null;
+  from: string;
+  baseUrl: string;
+  pollMs: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  freeMonitors: number;
+  onSent?: (row: MailRow) => void;
+}
+
+export interface Mailer {
+  /** renders and queues one mail; `dedupKey` (default a new id) makes a repeat a no-op */
+  send(to: string, accountId: string | null, spec: MailSpec, dedupKey?: string): Promise<boolean>;
+  outbox: MailOutbox;
+  worker: MailWorker | null;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function createMailer(o: MailerOptions): Mailer {
+  const outbox = createMailOutbox(o.db);
+  const worker = o.transport
+    ? createMailWorker({
+        outbox,
+        transport: o.transport,
+        from: o.from,
+        logger: o.logger,
+        registry: o.registry,
+        pollMs: o.pollMs,
+        retryBaseMs: o.retryBaseMs,
+        retryMaxMs: o.retryMaxMs,
+        onSent: o.onSent,
+      })
+    : null;
+  let timer: NodeJS.Timeout | undefined;
+  let rounds = 0;
+  let busy: Promise<unknown> | undefined;
+  const warn = (what: string) => (err: unknown) =>
+    o.logger.warn(what, { error: err instanceof Error ? err.message : String(err) });
+
+  function tick(): void {
+    busy = (async () => {
+      await relayAccountEvents(o.db, o.amqp, o.logger).catch(warn('account event relay failed'));
+      // the trial check every 60 rounds (a minute by default)
+      if (rounds++ % 60 === 0) await checkTrials(o.db, o.freeMonitors, new Date()).catch(warn('trial check failed'));
+    })().finally(() => {
+      if (timer) timer = setTimeout(tick, o.pollMs);
+    });
+  }
+
+  return {
+    outbox,
+    worker,
+    send(to, accountId, spec, dedupKey = `${spec.kind}:${randomUUID()}`) {
+      return outbox.enqueue({ dedupKey, accountId, kind: spec.kind, to, mail: renderMail(spec, o.baseUrl) });
+    },
+    start() {
+      if (!worker) o.logger.warn('SMTP_URL is not set: mail is queued in mail_outbox but not sent');
+      worker?.start();
+      const handler = accountMailHandler({ db: o.db, outbox, baseUrl: o.baseUrl, logger: o.logger });
+      // not awaited: the consumer is (re)established whenever RabbitMQ is reachable
+      consumeAccountEvents(o.amqp, handler).catch(warn('account event consumer did not start'));
+      timer = setTimeout(tick, 0);
+      return Promise.resolve();
+    },
+    async stop() {
+      const t = timer;
+      timer = undefined;
+      clearTimeout(t);
+      await busy?.catch(() => undefined);
+      await worker?.stop();
+    },
+  };
+}

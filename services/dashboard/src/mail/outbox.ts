@@ -1,0 +1,63 @@
+/**
+ * The mail outbox (table mail_outbox): the durable place every mail waits in until the SMTP
+ * server took it. One row per event (`dedup_key` unique: the same event never makes two mails);
+ * a row is claimed by moving its `next_attempt_at` ahead (a lease, so replicas do not send the
+ * same row at once), then marked sent, or given its next attempt with exponential back-off.
+ */
+import type { Db } from '@sts/db';
+import type { RenderedMail } from './templates';
+
+export interface MailRow {
+  id: string;
+  dedup_key: string;
+  kind: string;
+  to_address: string;
+  subject: string;
+  text_body: string;
+  html_body: string;
+  attempts: number;
+}
+
+export interface MailOutbox {
+  /** false when a mail with this key exists already (nothing written) */
+  enqueue(m: {
+    dedupKey: string;
+    accountId: string | null;
+    kind: string;
+    to: string;
+    mail: RenderedMail;
+  }): Promise<boolean>;
+  /** due rows, leased for `leaseMs` */
+  claim(limit: number, leaseMs: number): Promise<MailRow[]>;
+  sent(id: string): Promise<void>;
+  failed(id: string, error: string, retryInMs: number): Promise<void>;
+}
+
+export function createMailOutbox(db: Db): MailOutbox {
+  return {
+    async enqueue({ dedupKey, accountId, kind, to, mail }) {
+      const n = await db.$executeRaw`
+        INSERT INTO mail_outbox (dedup_key, account_id, kind, to_address, subject, text_body, html_body)
+        VALUES (${dedupKey}, ${accountId}::uuid, ${kind}, ${to}, ${mail.subject}, ${mail.text}, ${mail.html})
+        ON CONFLICT (dedup_key) DO NOTHING`;
+      return n > 0;
+    },
+    claim(limit, leaseMs) {
+      return db.$queryRaw<MailRow[]>`
+        UPDATE mail_outbox SET next_attempt_at = now() + ${leaseMs} * interval '1 millisecond', attempts = attempts + 1
+        WHERE id IN (
+          SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_attempt_at <= now()
+          ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        RETURNING id, dedup_key, kind, to_address, subject, text_body, html_body, attempts`;
+    },
+    async sent(id) {
+      await db.$executeRaw`UPDATE mail_outbox SET sent_at = now(), last_error = NULL WHERE id = ${id}::uuid`;
+    },
+    async failed(id, error, retryInMs) {
+      await db.$executeRaw`
+        UPDATE mail_outbox SET last_error = ${error.slice(0, 500)},
+          next_attempt_at = now() + ${retryInMs} * interval '1 millisecond'
+        WHERE id = ${id}::uuid`;
+    },
+  };
+}

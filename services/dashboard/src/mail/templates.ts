@@ -1,0 +1,151 @@
+/**
+ * The mails, as pure functions: subject, plain text and HTML (escaped by the views' `html`
+ * template), links built from DASHBOARD_PUBLIC_URL. Every mail says why it was sent and, for
+ * notifications, where to turn them off.
+ */
+import { html, type SafeHtml } from '../views/html';
+
+export interface RenderedMail {
+  subject: string;
+  text: string;
+  html: string;
+}
+
+export type MailSpec =
+  | { kind: 'verify'; token: string }
+  | { kind: 'already_registered' }
+  | { kind: 'reset'; token: string }
+  | { kind: 'quota'; threshold: 80 | 100; used: number; quota: number; month: string }
+  | {
+      kind: 'webhook';
+      state: 'failing' | 'broken' | 'disabled';
+      consecutiveFailures: number;
+      monitorId: string;
+      target: string;
+    }
+  | { kind: 'trial_ending'; endsAt: string }
+  | { kind: 'trial_ended'; paused: string[] };
+
+const PRODUCT = 'Social Timeline';
+
+function page(title: string, paragraphs: (string | SafeHtml)[], link?: { href: string; label: string }): string {
+  return html`<!doctype html>
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <title>${title}</title>
+      </head>
+      <body style="font-family: sans-serif; line-height: 1.5; color: #111">
+        <h1 style="font-size: 20px">${title}</h1>
+        ${paragraphs.map((p) => html`<p>${p}</p>`)}
+        ${
+          link
+            ? html`<p><a href="${link.href}">${link.label}</a></p>
+                <p style="color:#555">${link.href}</p>`
+            : ''
+        }
+        <p style="color: #555; font-size: 12px">${PRODUCT}</p>
+      </body>
+    </html>`.toString();
+}
+
+function text(paragraphs: string[], link?: { href: string; label: string }): string {
+  return [...paragraphs, ...(link ? [`${link.label}: ${link.href}`] : []), `-- ${PRODUCT}`].join('\n\n') + '\n';
+}
+
+function mail(subject: string, paragraphs: string[], link?: { href: string; label: string }): RenderedMail {
+  return { subject, text: text(paragraphs, link), html: page(subject, paragraphs, link) };
+}
+
+const OPT_OUT = 'You get this email because notifications are on for your account; turn them off on the account page.';
+
+/** Renders one mail; `base` is DASHBOARD_PUBLIC_URL without a trailing slash. */
+export function renderMail(spec: MailSpec, base: string): RenderedMail {
+  switch (spec.kind) {
+    case 'verify':
+      return mail(
+        `Verify your email address for ${PRODUCT}`,
+        [
+          'Welcome! Confirm that this address is yours to create API keys, save webhook URLs and start the Starter trial.',
+          'The link works once and expires in 24 hours. If you did not sign up, ignore this email.',
+        ],
+        { href: `${base}/verify?token=${encodeURIComponent(spec.token)}`, label: 'Verify my email address' },
+      );
+    case 'already_registered':
+      return mail(
+        `You already have a ${PRODUCT} account`,
+        [
+          'Someone (probably you) tried to sign up with this address, but it already has an account.',
+          `Sign in at ${base}/signin, or reset your password if you forgot it. If it was not you, nothing changed.`,
+        ],
+        { href: `${base}/reset`, label: 'Reset my password' },
+      );
+    case 'reset':
+      return mail(
+        `Reset your ${PRODUCT} password`,
+        [
+          'Use this link to choose a new password. It works once and expires in 30 minutes; every other session of your account is signed out.',
+          'If you did not ask for it, ignore this email: your password stays as it is.',
+        ],
+        { href: `${base}/reset/confirm?token=${encodeURIComponent(spec.token)}`, label: 'Choose a new password' },
+      );
+    case 'quota':
+      return mail(
+        spec.threshold === 100
+          ? `You have used your whole monthly API quota (${spec.month})`
+          : `You have used ${spec.threshold} % of your monthly API quota (${spec.month})`,
+        [
+          `Your account has made ${spec.used.toLocaleString('en-US')} of ${spec.quota.toLocaleString('en-US')} API calls this month.`,
+          spec.threshold === 100
+            ? 'Further calls are refused (429) until the quota resets at the start of next month, or until you upgrade.'
+            : 'At 100 % further calls are refused (429) until the quota resets at the start of next month.',
+          OPT_OUT,
+        ],
+        { href: `${base}/`, label: 'See your usage' },
+      );
+    case 'webhook': {
+      const what =
+        spec.state === 'failing'
+          ? `has failed ${spec.consecutiveFailures} times in a row`
+          : spec.state === 'broken'
+            ? 'was marked broken (it answers in a way that cannot succeed)'
+            : 'was disabled after failing for too long';
+      return mail(
+        `Your webhook for @${spec.target} ${spec.state === 'failing' ? 'is failing' : `is ${spec.state}`}`,
+        [
+          `The webhook endpoint of your monitor watching @${spec.target} ${what}.`,
+          'Check the delivery log for the answers it gave, fix the endpoint, then use Test webhook.',
+          OPT_OUT,
+        ],
+        { href: `${base}/monitors/${spec.monitorId}/deliveries`, label: 'Open the delivery log' },
+      );
+    }
+    case 'trial_ending':
+      return mail(
+        `Your Starter trial ends on ${spec.endsAt.slice(0, 10)}`,
+        [
+          `Your 30-day Starter trial ends on ${spec.endsAt.slice(0, 10)} (in 3 days or less).`,
+          'After that the account is on the Free plan: monitors over the Free limit are paused (not deleted), and hits are no longer delivered live.',
+          OPT_OUT,
+        ],
+        { href: `${base}/plan`, label: 'Compare the plans' },
+      );
+    case 'trial_ended':
+      return mail(
+        'Your Starter trial has ended',
+        [
+          'Your account is on the Free plan now.',
+          spec.paused.length > 0
+            ? `These monitors were paused (not deleted) to fit the Free limit: ${spec.paused.map((t) => `@${t}`).join(', ')}.`
+            : 'No monitor had to be paused.',
+          OPT_OUT,
+        ],
+        { href: `${base}/monitors`, label: 'See your monitors' },
+      );
+  }
+}
+
+/** The http(s) links of a plain-text mail (the development sink prints them). */
+export function linksOf(textBody: string): string[] {
+  return [...textBody.matchAll(/https?:\/\/[^\s<>"]+/g)].map((m) => m[0]);
+}

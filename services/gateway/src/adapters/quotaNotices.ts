@@ -1,0 +1,34 @@
+/**
+ * Quota thresholds (issue 20): after each usage write-through, the accounts whose calls this
+ * month reached 80 % or 100 % of their plan's quota get an `account.quota.threshold` event in
+ * `account_events` (the dashboard relays it to RabbitMQ and mails it). The event's key
+ * `quota:<account>:<month>:<threshold>` is the table's primary key, so each threshold is written
+ * once per account and month however many gateways see it, and it survives restarts.
+ * Only rows written in the last minute are looked at (usage_monthly.updated_at), so a round
+ * costs a scan of the accounts active right now, not of every account.
+ */
+import { usagePeriod, type Plans } from '@sts/core';
+import type { Db } from '@sts/db';
+
+export function createQuotaNotices(db: Db, plans: Plans, now: () => Date = () => new Date()): () => Promise<number> {
+  return async () => {
+    const at = now();
+    const period = usagePeriod(at);
+    const occurredAt = at.toISOString();
+    return db.$executeRaw`
+      INSERT INTO account_events (dedup_key, routing_key, account_id, payload)
+      SELECT 'quota:' || q.account_id || ':' || q.period || ':' || t.threshold, 'account.quota.threshold', q.account_id,
+        jsonb_build_object('accountId', q.account_id::text, 'occurredAt', ${occurredAt}::text, 'month', q.period,
+          'threshold', t.threshold, 'used', q.used, 'quota', q.quota)
+      FROM (
+        SELECT u.account_id, u.period, u.used,
+          CASE WHEN a.plan = 'starter' OR a.trial_ends_at > ${at} THEN ${plans.starter.monthlyQuota}::int
+               ELSE ${plans.free.monthlyQuota}::int END AS quota
+        FROM usage_monthly u JOIN accounts a ON a.id = u.account_id
+        WHERE u.period = ${period} AND u.updated_at > ${new Date(at.getTime() - 60_000)}
+      ) q
+      CROSS JOIN (VALUES (80), (100)) AS t(threshold)
+      WHERE q.used::bigint * 100 >= q.quota::bigint * t.threshold
+      ON CONFLICT (dedup_key) DO NOTHING`;
+  };
+}
