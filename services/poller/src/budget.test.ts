@@ -62,63 +62,78 @@ describe('poller: two processes, one X budget', () => {
     }
   });
 
-  it('when the budget is short, Starter and trial targets are polled before Free-only ones', async () => {
-    const dbHandle = await createTestDatabase();
-    const redisHandle = createTestRedis();
-    const vhost = await createTestVhost();
-    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
-    const fake = await startFakeX({ limits: { timeline: 10 }, windowMs: 60_000 });
-    const proc = spawnService('services/poller/src/main.ts', {
-      DATABASE_URL: dbHandle.url,
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
-      AMQP_URL: vhost.url,
-      POLL_INTERVAL_SECONDS: '1',
-      SOCIAL_SOURCE: 'x',
-      X_MONITOR_MODE: 'timeline',
-      X_API_BASE_URL: fake.url,
-      X_BEARER_TOKEN: 'fleet-token',
-      X_RATE_LIMITS: 'timeline=10',
-      // Free-only polls may use half of each window
-      X_LOW_PRIORITY_RESERVE_PERCENT: '50',
-      OPS_PORT: '0',
-      LOG_LEVEL: 'error',
-    });
-    try {
-      const free = await db.account.create({ data: { email: 'free@example.com', plan: 'free' } });
-      const starter = await db.account.create({ data: { email: 'starter@example.com', plan: 'starter' } });
-      const trial = await db.account.create({
-        data: { email: 'trial@example.com', plan: 'free', trialEndsAt: new Date(Date.now() + 86_400_000) },
+  // timeline: one read per target; search: targets packed two by two (X_QUERY_MAX_LENGTH 32), the
+  // Starter/trial ones and the Free-only ones in groups of their own
+  it.each([
+    { mode: 'timeline', free: 12, perRequest: 1 },
+    { mode: 'search', free: 20, perRequest: 2 },
+  ] as const)(
+    '$mode: when the budget is short, Starter and trial targets are polled before Free-only ones',
+    async ({ mode, free: freeCount, perRequest }) => {
+      const dbHandle = await createTestDatabase();
+      const redisHandle = createTestRedis();
+      const vhost = await createTestVhost();
+      const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+      const fake = await startFakeX({ limits: { [mode]: 10 }, windowMs: 60_000 });
+      const proc = spawnService('services/poller/src/main.ts', {
+        DATABASE_URL: dbHandle.url,
+        REDIS_URL: redisHandle.url,
+        REDIS_KEY_PREFIX: redisHandle.prefix,
+        AMQP_URL: vhost.url,
+        POLL_INTERVAL_SECONDS: '1',
+        SOCIAL_SOURCE: 'x',
+        X_MONITOR_MODE: mode,
+        X_QUERY_MAX_LENGTH: '32',
+        X_API_BASE_URL: fake.url,
+        X_BEARER_TOKEN: 'fleet-token',
+        X_RATE_LIMITS: `${mode}=10`,
+        // Free-only polls may use half of each window
+        X_LOW_PRIORITY_RESERVE_PERCENT: '50',
+        OPS_PORT: '0',
+        LOG_LEVEL: 'error',
       });
-      const ids = new Map<string, string>();
-      // 12 Free-only targets first (polled first when nothing else orders them), then 5 paid ones
-      const targets = [
-        ...Array.from({ length: 12 }, (_, i) => ({ name: `free${i}`, account: free.id })),
-        ...Array.from({ length: 5 }, (_, i) => ({ name: `paid${i}`, account: i % 2 ? trial.id : starter.id })),
-      ];
-      for (const t of targets) {
-        ids.set(fake.state.addUser({ username: t.name }).id, t.name);
-        await db.monitor.create({
-          data: { accountId: t.account, targetUsername: t.name, targetKey: t.name, keywords: [] },
+      try {
+        const free = await db.account.create({ data: { email: 'free@example.com', plan: 'free' } });
+        const starter = await db.account.create({ data: { email: 'starter@example.com', plan: 'starter' } });
+        const trial = await db.account.create({
+          data: { email: 'trial@example.com', plan: 'free', trialEndsAt: new Date(Date.now() + 86_400_000) },
         });
+        const ids = new Map<string, string>();
+        // the Free-only targets first (polled first when nothing else orders them), then 5 paid ones
+        const targets = [
+          ...Array.from({ length: freeCount }, (_, i) => ({ name: `free${i}`, account: free.id })),
+          ...Array.from({ length: 5 }, (_, i) => ({ name: `paid${i}`, account: i % 2 ? trial.id : starter.id })),
+        ];
+        for (const t of targets) {
+          ids.set(fake.state.addUser({ username: t.name }).id, t.name);
+          await db.monitor.create({
+            data: { accountId: t.account, targetUsername: t.name, targetKey: t.name, keywords: [] },
+          });
+        }
+        await proc.waitForLine(/poller started/);
+        await waitFor(() => fake.requests.count({ family: mode }) >= 10 || undefined, 30_000);
+        await new Promise((r) => setTimeout(r, 3000));
+        const served = fake.requests.log.filter((r) => r.family === mode && r.status === 200);
+        const polled = served.flatMap((r) => polledTargets(r, ids));
+        expect(served).toHaveLength(10);
+        // every paid target got its poll; Free-only ones only the low-priority half of the window
+        expect(new Set(polled.filter((n) => n.startsWith('paid'))).size).toBe(5);
+        expect(polled.filter((n) => n.startsWith('free')).length).toBeLessThanOrEqual(5 * perRequest);
+        expect(fake.requests.count({ status: 429 })).toBe(0);
+      } finally {
+        proc.child.kill('SIGKILL');
+        await fake.stop();
+        await db.$disconnect();
+        await redisHandle.cleanup();
+        await dbHandle.drop();
       }
-      await proc.waitForLine(/poller started/);
-      await waitFor(() => fake.requests.count({ family: 'timeline' }) >= 10 || undefined, 30_000);
-      await new Promise((r) => setTimeout(r, 3000));
-      const polled = fake.requests.log
-        .filter((r) => r.family === 'timeline' && r.status === 200)
-        .map((r) => ids.get(/\/2\/users\/([0-9]+)\/tweets/.exec(r.path)![1]!)!);
-      expect(polled).toHaveLength(10);
-      // every paid target got its poll; Free-only ones only the low-priority half of the window
-      expect(new Set(polled.filter((n) => n.startsWith('paid'))).size).toBe(5);
-      expect(polled.filter((n) => n.startsWith('free')).length).toBeLessThanOrEqual(5);
-      expect(fake.requests.count({ status: 429 })).toBe(0);
-    } finally {
-      proc.child.kill('SIGKILL');
-      await fake.stop();
-      await db.$disconnect();
-      await redisHandle.cleanup();
-      await dbHandle.drop();
-    }
-  });
+    },
+  );
 });
+
+/** the targets one request polled: a timeline read's user, or a search query's `from:` names */
+function polledTargets(r: { path: string; params: URLSearchParams }, ids: Map<string, string>): string[] {
+  const timeline = /\/2\/users\/([0-9]+)\/tweets/.exec(r.path);
+  if (timeline) return [ids.get(timeline[1]!)!];
+  return [...(r.params.get('query') ?? '').matchAll(/from:(\w+)/g)].map((m) => m[1]!);
+}

@@ -11,7 +11,7 @@ import type { Logger } from '@sts/common';
 import { packFromQueries, type QueryGroup, type XSource } from '@sts/social';
 import { compileMonitors, type CompiledMonitor } from './domain/hits';
 import { groupSinceId, tweetsForTarget } from './domain/groups';
-import { scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
+import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
 import type { LeaseStore } from './adapters/lease';
 import type { PollerRepository, StoredCursor } from './adapters/repository';
 import { advance, errorMessage, LeaseStoreError, pageHits, startOf, withTimeout, type PollResult } from './poll';
@@ -69,6 +69,13 @@ async function recordFailure(deps: GroupPollDeps, l: Leased, message: string, re
   return { outcome: 'error', hits: [], position: null };
 }
 
+function partition<T>(items: readonly T[], test: (item: T) => boolean): [T[], T[]] {
+  const yes: T[] = [];
+  const no: T[] = [];
+  for (const item of items) (test(item) ? yes : no).push(item);
+  return [yes, no];
+}
+
 /** reads each leased target's position and monitors; keeps those still due with a monitor */
 async function prepare(repository: PollerRepository, taken: Leased[]): Promise<Leased[]> {
   const ready: Leased[] = [];
@@ -113,7 +120,13 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
   }
 
   /** one group query for the leased targets of `group` */
-  async function runGroup(group: QueryGroup, members: Leased[], readAt: Date, out: Map<string, PollResult>) {
+  async function runGroup(
+    group: QueryGroup,
+    members: Leased[],
+    readAt: Date,
+    out: Map<string, PollResult>,
+    priority: 'high' | 'low',
+  ) {
     const notBefore = new Date(Math.min(...members.map((l) => startOf(l.stored, l.monitors).notBefore.getTime())));
     try {
       const result = await withTimeout(
@@ -121,6 +134,8 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
           sinceId: groupSinceId(members.map((l) => l.stored?.position ?? null)),
           notBefore,
           firstPage: true,
+          // X budget: Free-only groups leave a reserve to Starter/trial ones
+          priority,
         }),
         deps.pollTimeoutMs,
         `the X search did not answer within ${deps.pollTimeoutMs} ms`,
@@ -148,13 +163,20 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
     try {
       const ready = await prepare(repository, taken);
       const byKey = new Map(ready.map((l) => [l.target.targetKey, l]));
-      const groups = packFromQueries(
-        ready.map((l) => l.target.username),
-        deps.maxQueryLength,
-      );
-      for (const g of groups) {
-        const members = g.usernames.map((u) => byKey.get(u.toLowerCase())!);
-        await runGroup(g, members, readAt, out);
+      // Starter/trial targets and Free-only ones in groups of their own, so the X budget can make
+      // the Free-only queries wait (priority 'low') without holding back a paid target
+      const [paid, freeOnly] = partition(ready, (l) => isPushed(l.target, readAt));
+      for (const [share, priority] of [
+        [paid, 'high'],
+        [freeOnly, 'low'],
+      ] as const) {
+        for (const g of packFromQueries(
+          share.map((l) => l.target.username),
+          deps.maxQueryLength,
+        )) {
+          const members = g.usernames.map((u) => byKey.get(u.toLowerCase())!);
+          await runGroup(g, members, readAt, out, priority);
+        }
       }
     } finally {
       await release(taken);
