@@ -17,7 +17,6 @@ import { createGroupSearch } from './search';
 import { createStreamMode, type StreamMode } from './streamMode';
 import { createXStreamApi } from './xStreamApi';
 
-
 export interface StreamModeEnv {
   DATABASE_URL: string;
   X_API_BASE_URL: string;
