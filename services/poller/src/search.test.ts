@@ -124,6 +124,59 @@ describe('poller: X search mode', () => {
     expect(await db.hit.count({ where: { tweetId: other.id } })).toBe(1);
   });
 
+  it('appends the rule parts X can apply only where no monitor of the target needs what they leave out', async () => {
+    await sleep(1100);
+    const account = (await db.account.findFirstOrThrow({ where: { email: 'search@example.com' } })).id;
+    const monitor = async (u: { username: string }, rules: { excludeTypes?: string[]; langs?: string[] }) =>
+      (
+        await db.monitor.create({
+          data: {
+            accountId: account,
+            targetUsername: u.username,
+            targetKey: u.username.toLowerCase(),
+            createdAt: new Date(Date.now() - 3600_000),
+            ...rules,
+          },
+        })
+      ).id;
+    const only = fake.state.addUser({ username: 'NoReposts' });
+    const mixed = fake.state.addUser({ username: 'SomeReposts' });
+    const langs = fake.state.addUser({ username: 'TwoLangs' });
+    const onlyM = await monitor(only, { excludeTypes: ['reposts'] });
+    const mixedNo = await monitor(mixed, { excludeTypes: ['reposts'] });
+    const mixedAll = await monitor(mixed, {});
+    const langsM = await monitor(langs, { langs: ['en', 'de'] });
+    const original = fake.state.post({ author: users[0]!.id, text: 'an original' });
+    const repost = (u: { id: string }) =>
+      fake.state.post({ author: u.id, text: 'RT an original', references: [{ type: 'retweeted', id: original.id }] });
+    const onlyPost = fake.state.post({ author: only.id, text: 'own words' });
+    repost(only);
+    const mixedPost = fake.state.post({ author: mixed.id, text: 'own words' });
+    const mixedRepost = repost(mixed);
+    const en = fake.state.post({ author: langs.id, text: 'hello', lang: 'en' });
+    const de = fake.state.post({ author: langs.id, text: 'hallo', lang: 'de' });
+    fake.state.post({ author: langs.id, text: 'salut', lang: 'fr' });
+    fake.requests.clear();
+    await poller.runCycle();
+
+    const queries = fake.requests.log.filter((x) => x.family === 'search').map((x) => x.params.get('query')!);
+    const queryOf = (name: string) => queries.filter((q) => new RegExp(`from:${name}\\b`).test(q));
+    expect(queryOf('NoReposts')).toEqual([expect.stringMatching(/^\(from:.*\) -is:retweet$/)]);
+    expect(queryOf('SomeReposts')).toHaveLength(1);
+    expect(queryOf('SomeReposts')[0]).not.toContain('is:');
+    expect(queryOf('TwoLangs')).toEqual([expect.stringMatching(/\) \(lang:de OR lang:en\)$/)]);
+    // targets of other rules are never packed into these queries
+    expect(queryOf('NoReposts')[0]).not.toMatch(/from:(SomeReposts|TwoLangs|Searched_)/);
+    for (const q of queries) expect(q.length).toBeLessThanOrEqual(512);
+
+    const hitsOf = async (monitorId: string) =>
+      (await db.hit.findMany({ where: { monitorId } })).map((h) => h.tweetId).sort();
+    expect(await hitsOf(onlyM)).toEqual([onlyPost.id]);
+    expect(await hitsOf(mixedNo)).toEqual([mixedPost.id]);
+    expect(await hitsOf(mixedAll)).toEqual([mixedPost.id, mixedRepost.id].sort());
+    expect(await hitsOf(langsM)).toEqual([en.id, de.id].sort());
+  });
+
   it('stream mode keeps only the Free-only targets for the tick while a stream covers the pushed ones', () => {
     const at = new Date();
     const starter = {

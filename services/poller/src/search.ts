@@ -8,7 +8,15 @@
  * next due time in one transaction, exactly as a single-target poll does.
  */
 import type { Logger } from '@sts/common';
-import { packFromQueries, type QueryGroup, type XSource } from '@sts/social';
+import {
+  MIN_QUERY_LENGTH,
+  packFromQueries,
+  upstreamRuleKey,
+  upstreamRuleParts,
+  withRuleParts,
+  type QueryGroup,
+  type XSource,
+} from '@sts/social';
 import { compileMonitors, type CompiledMonitor } from './domain/hits';
 import { groupSinceId, tweetsForTarget } from './domain/groups';
 import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
@@ -87,6 +95,32 @@ async function prepare(repository: PollerRepository, taken: Leased[]): Promise<L
     if (l.monitors.length > 0) ready.push(l);
   }
   return ready;
+}
+
+/**
+ * Packs the targets into query groups of the same upstream rule parts (issue 22: `-is:retweet`,
+ * `-is:reply`, `-is:quote`, `lang:` only where no monitor of the target needs what they leave out,
+ * see upstreamRuleParts), each `(from:a OR from:b ...) <parts>` within maxLength: the `from:` part
+ * is packed with the parts' length reserved. Parts too long to leave room for one `from:` clause
+ * are dropped (they only save reads: every rule is applied again to what comes back).
+ */
+function ruleGroups(targets: readonly Leased[], maxLength: number): QueryGroup[] {
+  const byRule = new Map<string, { parts: string[]; usernames: string[] }>();
+  for (const l of targets) {
+    let parts = upstreamRuleParts(l.monitors);
+    if (maxLength - withRuleParts('', parts).length < MIN_QUERY_LENGTH) parts = [];
+    const key = upstreamRuleKey(parts);
+    const entry = byRule.get(key) ?? { parts, usernames: [] };
+    entry.usernames.push(l.target.username);
+    byRule.set(key, entry);
+  }
+  const groups: QueryGroup[] = [];
+  for (const { parts, usernames } of byRule.values()) {
+    const reserved = withRuleParts('', parts).length;
+    for (const g of packFromQueries(usernames, maxLength - reserved))
+      groups.push({ query: withRuleParts(g.query, parts), usernames: g.usernames });
+  }
+  return groups;
 }
 
 export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): GroupPoll {
@@ -170,10 +204,7 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
         [paid, 'high'],
         [freeOnly, 'low'],
       ] as const) {
-        for (const g of packFromQueries(
-          share.map((l) => l.target.username),
-          deps.maxQueryLength,
-        )) {
+        for (const g of ruleGroups(share, deps.maxQueryLength)) {
           const members = g.usernames.map((u) => byKey.get(u.toLowerCase())!);
           await runGroup(g, members, readAt, out, priority);
         }
