@@ -21,11 +21,28 @@ export interface Ctx {
   trialDays: number;
   scrypt: ScryptParams;
   secretBox(): SecretBox;
-  publish<K extends PublishedKey>(routingKey: K, payload: PayloadOf<K>, headers: HeadersOf<K>): Promise<string>;
+  /**
+   * Publishes one message; `limited` (default true) counts it against the account's outbound
+   * bound first (a recovery counts once for all it queues: `outboundAllowed`).
+   */
+  publish<K extends PublishedKey>(
+    routingKey: K,
+    payload: PayloadOf<K>,
+    headers: HeadersOf<K>,
+    opts?: { limited?: boolean },
+  ): Promise<string>;
+  /** one outbound action of the account: throws RateLimitedError when its bound is used up */
+  outboundAllowed(accountId: string, what: string): Promise<void>;
 }
 
 export function createCtx(opts: UseCaseOptions): Ctx {
   const now = opts.now ?? (() => new Date());
+  const outboundAllowed = async (accountId: string, what: string) => {
+    const wait = opts.outboundLimit ? await opts.outboundLimit(accountId) : null;
+    if (wait !== null) {
+      throw new RateLimitedError(`too many ${what} and redeliveries for this account; try again in ${wait} s`, wait);
+    }
+  };
   return {
     db: opts.db,
     opts,
@@ -37,14 +54,12 @@ export function createCtx(opts: UseCaseOptions): Ctx {
       if (!box) throw new NotConfiguredError('webhook secrets cannot be stored: SECRETS_ENCRYPTION_KEY is not set');
       return box;
     },
-    async publish(routingKey, payload, headers) {
+    outboundAllowed,
+    async publish(routingKey, payload, headers, publishOpts = {}) {
       const publisher: Publisher | undefined = opts.publisher;
       if (!publisher) throw new NotConfiguredError(`cannot send ${routingKey}: no message broker configured`);
-      const wait = opts.outboundLimit ? await opts.outboundLimit(headers.accountId) : null;
-      if (wait !== null) {
-        const what = routingKey === 'monitor.test' ? 'test pings' : 'redeliveries';
-        throw new RateLimitedError(`too many ${what} and redeliveries for this account; try again in ${wait} s`, wait);
-      }
+      if (publishOpts.limited ?? true)
+        await outboundAllowed(headers.accountId, routingKey === 'monitor.test' ? 'test pings' : 'redeliveries');
       const messageId = randomUUID();
       try {
         await publisher.publish(routingKey, payload, { messageId, headers });

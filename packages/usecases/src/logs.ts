@@ -73,7 +73,9 @@ async function recoverFailed(ctx: Ctx, accountId: string, monitorId: string, sin
     WHERE outcome = 'failed' AND hit_id IS NOT NULL
     ORDER BY created_at, id
     LIMIT ${RECOVER_MAX}`;
-  for (const r of rows) await ctx.publish('webhook.redeliver', { attemptId: r.id }, { accountId });
+  // one click (or one CLI run) is one outbound action, however many it queues (at most RECOVER_MAX)
+  if (rows.length > 0) await ctx.outboundAllowed(accountId, 'recoveries');
+  for (const r of rows) await ctx.publish('webhook.redeliver', { attemptId: r.id }, { accountId }, { limited: false });
   const total = rows[0]?.total ?? 0;
   return { queued: rows.length, remaining: total - rows.length, deliveryIds: rows.map((r) => r.delivery_id) };
 }

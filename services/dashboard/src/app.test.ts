@@ -456,3 +456,97 @@ describe('abuse closed (issue 20)', () => {
     expect(res2.status).toBe(303);
   });
 });
+
+describe('Recover: redeliver every failed delivery since T (issue 22)', () => {
+  it('queues exactly the failed ones as one rate-limited action; a bad time is a clear 422 that queues nothing', async () => {
+    const c = client({ 'x-forwarded-for': '203.0.113.21' });
+    expect((await join(c, 'recover@example.com')).status).toBe(303);
+    const created = await c.req('/monitors', {
+      _csrf: c.csrf((await c.req('/monitors/new')).text),
+      target: 'recovered',
+      webhookUrl: 'https://discord.com/api/webhooks/123456789012345677/TokenTokenTokenTokenToken',
+    });
+    const monitorId = (created.location ?? '').split('/').pop() ?? '';
+    const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+    const since = new Date(Date.now() - 3600_000);
+    try {
+      const attempt = async (n: number, outcome: 'failed' | 'delivered', at: Date) => {
+        const hit = await db.hit.upsert({
+          where: { monitorId_tweetId: { monitorId, tweetId: String(1000 + n) } },
+          update: {},
+          create: {
+            monitorId,
+            tweetId: String(1000 + n),
+            tweetText: 'a post',
+            tweetAuthorId: '1',
+            tweetAuthorUsername: 'recovered',
+            tweetCreatedAt: at,
+          },
+        });
+        await db.deliveryAttempt.create({
+          data: {
+            monitorId,
+            hitId: hit.id,
+            event: 'monitor.hit',
+            deliveryId: `d-${n}`,
+            url: 'x',
+            outcome,
+            createdAt: at,
+          },
+        });
+      };
+      const after = (min: number) => new Date(since.getTime() + min * 60_000);
+      for (let n = 0; n < 5; n++) await attempt(n, 'failed', after(n + 1)); // 5 failed since T: more than the 3 a minute
+      await attempt(5, 'failed', after(10));
+      await attempt(5, 'delivered', after(11)); // delivered since: not again
+      await attempt(6, 'failed', new Date(since.getTime() - 60_000)); // before T
+    } finally {
+      await db.$disconnect();
+    }
+    const path = `/monitors/${monitorId}/deliveries`;
+    const page = await c.req(path);
+    expect(page.text).toContain('Redeliver every failed delivery since then');
+    expect(page.text).toMatch(/<label for="f-failedSince">Failed since \(UTC\)<\/label>/);
+    const csrf = c.csrf(page.text);
+
+    for (const [bad, message] of [
+      ['yesterday', /Must be a date and time \(UTC\)/],
+      ['', /Must be a date and time \(UTC\)/],
+      [new Date(Date.now() + 3600_000).toISOString(), /Is in the future/],
+    ] as const) {
+      const refused = await c.req(`${path}/recover`, { _csrf: csrf, failedSince: bad });
+      expect(refused.status).toBe(422);
+      expect(refused.text).toMatch(/id="f-failedSince-error"/);
+      expect(refused.text).toMatch(message);
+    }
+    // without the form's token: refused, nothing queued
+    expect((await c.req(`${path}/recover`, { failedSince: since.toISOString() })).status).toBe(403);
+
+    // the browser's datetime-local value (read as UTC): 5 failed since T, one click, one outbound action
+    const local = since.toISOString().slice(0, 19);
+    const done = await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local });
+    expect(done.status).toBe(303);
+    expect(done.location).toBe(path);
+    expect((await c.req(path)).text).toContain('5 deliveries queued for redelivery.');
+    // from the minute of the third failure on (ISO with zone, as the CLI takes): 3 of them
+    const later = new Date(since.getTime() + 3 * 60_000).toISOString();
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: later })).status).toBe(303);
+    expect((await c.req(path)).text).toContain('3 deliveries queued for redelivery.');
+    // nothing failed since now-ish: nothing queued
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: new Date().toISOString() })).status).toBe(303);
+    expect((await c.req(path)).text).toContain('No failed deliveries since then: nothing queued.');
+    // a click that queues nothing is no outbound action; the third that queues is
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local })).status).toBe(303);
+    // WEBHOOK_TEST_MAX_PER_MIN=3: the next click is refused with the per-account limit
+    const limited = await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local });
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(limited.text).toMatch(/limited per account/);
+
+    // another account's monitor: 404
+    const other = client({ 'x-forwarded-for': '203.0.113.22' });
+    expect((await join(other, 'recover-other@example.com')).status).toBe(303);
+    const otherCsrf = other.csrf((await other.req('/monitors/new')).text);
+    expect((await other.req(`${path}/recover`, { _csrf: otherCsrf, failedSince: local })).status).toBe(404);
+  });
+});

@@ -516,6 +516,16 @@ describe('dashboard in a browser', () => {
     receiverSecrets.set('/a', rotated); // the receiver takes the new secret: deliveries verify again
     expect(verified(failed)).toBe(true);
     await mainPage('deliveries');
+
+    // Recover (issue 22): a time in the future is named next to the field; the page stays accessible
+    await page.getByLabel('Failed since (UTC)').fill('2099-01-01T10:00');
+    expect(await submit('Redeliver every failed delivery since then')).toBe(422);
+    expect(await fieldError('failedSince')).toMatch(/future/);
+    await axeCheck('deliveries-recover-error');
+    // the failed attempt above is a test ping: no hit delivery to recover
+    await page.getByLabel('Failed since (UTC)').fill(new Date(Date.now() - 3600_000).toISOString().slice(0, 16));
+    expect(await submit('Redeliver every failed delivery since then')).toBe(200);
+    await expect(page.locator('.notice').textContent()).resolves.toMatch(/No failed deliveries since then/);
   });
 
   it('edits (bad input named, nothing saved), pauses and resumes a monitor; revokes a key with confirmation', async () => {

@@ -1,6 +1,6 @@
 import { Router, type Request, type Response } from 'express';
 import { standardWebhookSecret } from '@sts/signing';
-import type { MonitorView, Preview, UseCases } from '@sts/usecases';
+import { ValidationError, type MonitorView, type Preview, type UseCases } from '@sts/usecases';
 import { deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
 import {
   monitorFormPage,
@@ -9,6 +9,8 @@ import {
   type MonitorFormMode,
   type MonitorFormValues,
 } from '../views/monitors';
+import { recoverNotice } from '../views/recover';
+import { parseFailedSince } from '../domain/since';
 import { formErrors, optionalInt, query, str } from './forms';
 import { accountId, pageContext, setFlash } from './session';
 
@@ -31,6 +33,7 @@ export function monitorRouter(uc: UseCases, opts: { liveRefreshMs: number }): Ro
   monitorRoutes(r, uc, shared);
   webhookRoutes(r, uc, shared);
   logRoutes(r, uc, opts);
+  recoverRoute(r, uc, opts);
   return r;
 }
 
@@ -266,5 +269,27 @@ function logRoutes(r: Router, uc: UseCases, opts: { liveRefreshMs: number }): vo
     const queued = await uc.deliveries.redeliver(accountId(req), req.params.id ?? '');
     setFlash(req, { notice: `Redelivery queued with the same delivery id ${queued.deliveryId}.` });
     res.redirect(303, `/monitors/${queued.monitorId}/deliveries`);
+  });
+}
+
+/** Recover: "Redeliver every failed delivery since T" (one outbound action of the account). */
+function recoverRoute(r: Router, uc: UseCases, opts: { liveRefreshMs: number }): void {
+  r.post('/monitors/:id/deliveries/recover', async (req, res) => {
+    const id = req.params.id ?? '';
+    const text = str(req, 'failedSince');
+    try {
+      const since = parseFailedSince(text);
+      if (!since) throw new ValidationError('failedSince', 'must be a date and time (UTC), such as 2026-11-24T10:00');
+      const recovered = await uc.deliveries.recover(accountId(req), id, since);
+      setFlash(req, { notice: recoverNotice(recovered) });
+      res.redirect(303, `/monitors/${id}/deliveries`);
+    } catch (err) {
+      const errors = formErrors(err, ['failedSince']);
+      if (!errors) throw err;
+      const m = await uc.monitors.get(accountId(req), id);
+      const page = await uc.deliveries.list(accountId(req), id, {});
+      const shown = deliveriesPage(pageContext(req), m, page, false, opts.liveRefreshMs, { failedSince: text, errors });
+      res.status(422).type('html').send(shown);
+    }
   });
 }

@@ -7,7 +7,7 @@ export interface FieldOptions {
   name: string;
   label: string;
   value?: string;
-  type?: 'text' | 'email' | 'password' | 'url' | 'number';
+  type?: 'text' | 'email' | 'password' | 'url' | 'number' | 'datetime-local';
   hint?: string;
   required?: boolean;
   autocomplete?: string;

@@ -2,6 +2,7 @@ import type { DeliveryView, HitView, MonitorView, Page } from '@sts/usecases';
 import { formatTime } from '../domain/format';
 import { html, type SafeHtml } from './html';
 import { csrfField, layout, type PageContext } from './layout';
+import { recoverForm, type RecoverFormState } from './recover';
 
 function subnav(m: MonitorView, current: 'deliveries' | 'hits'): SafeHtml {
   const cur = (k: string) => (k === current ? html` aria-current="page"` : '');
@@ -107,6 +108,7 @@ function logPage(
   page: Page<unknown>,
   paged: boolean,
   liveMs: number,
+  extra: SafeHtml | '' = '',
 ): string {
   const base = `/monitors/${m.id}/${kind}`;
   const title = kind === 'deliveries' ? `Delivery log · @${m.targetUsername}` : `Hit history · @${m.targetUsername}`;
@@ -121,7 +123,8 @@ function logPage(
         </p>
         <div id="live" aria-live="polite" ${paged ? '' : html` data-live-src="${base}?fragment=1"`}>${rows}</div>
         ${pager(base, page, paged)}
-      </section>`,
+      </section>
+      ${extra}`,
     { liveMs: paged ? undefined : liveMs },
   );
 }
@@ -132,8 +135,9 @@ export function deliveriesPage(
   page: Page<DeliveryView>,
   paged: boolean,
   liveMs: number,
+  recover: RecoverFormState = {},
 ): string {
-  return logPage(ctx, m, 'deliveries', deliveryRows(ctx, page), page, paged, liveMs);
+  return logPage(ctx, m, 'deliveries', deliveryRows(ctx, page), page, paged, liveMs, recoverForm(ctx, m, recover));
 }
 
 export function hitsPage(
