@@ -1,4 +1,4 @@
-import type { MonitorView, Overview, Preview } from '@sts/usecases';
+import type { MonitorView, Overview, Preview, WebhookHealthView } from '@sts/usecases';
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html, type SafeHtml } from './html';
@@ -181,6 +181,25 @@ try {
 }
 const event = JSON.parse(rawBody.toString('utf8'));`;
 
+/** "failing" / "disabled" and why, with the time the failures began (the dispatcher keeps the state) */
+function webhookHealthNotice(h: WebhookHealthView): SafeHtml | string {
+  if (h.state === 'disabled') {
+    return html`<p class="alert" data-testid="webhook-health" data-state="disabled">
+      <strong>Disabled</strong>: every delivery since ${formatTime(h.failingSince)} failed (${h.consecutiveFailures} in
+      a row), so live deliveries stopped on ${formatTime(h.disabledAt)}. Hits are still recorded and listed under Hit
+      history. Fix the endpoint, then use <em>Test webhook</em>: a successful test turns deliveries back on.
+    </p>`;
+  }
+  if (h.state === 'failing') {
+    return html`<p class="alert" data-testid="webhook-health" data-state="failing">
+      <strong>Failing</strong>: the last ${h.consecutiveFailures} deliveries failed, since
+      ${formatTime(h.failingSince)}. See the delivery log for the answers. After 3 days of only failures live deliveries
+      stop until a test webhook succeeds.
+    </p>`;
+  }
+  return '';
+}
+
 function webhookSection(
   ctx: PageContext,
   m: MonitorView,
@@ -198,6 +217,7 @@ function webhookSection(
               <code class="wrap" data-testid="webhook-url">${w.shownUrl}</code>
             </p>
             ${w.isBroken ? html`<p class="alert">Deliveries are paused for this URL: ${w.brokenReason ?? 'it failed'}. Save the URL again to retry.</p>` : ''}
+            ${webhookHealthNotice(w.health)}
             <p class="muted">
               Signing secret last set ${formatTime(w.secretRotatedAt ?? w.createdAt)}. It is shown only when it is made.
             </p>

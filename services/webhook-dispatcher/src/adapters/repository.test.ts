@@ -63,7 +63,13 @@ describe('dispatcher repository (raw SQL hot path)', () => {
     });
     await db.webhookEndpoint.updateMany({
       where: { monitorId: discord.id },
-      data: { isBroken: true, brokenReason: 'Discord answered 404' },
+      data: {
+        isBroken: true,
+        brokenReason: 'Discord answered 404',
+        consecutiveFailures: 9,
+        firstFailureAt: new Date('2026-11-20T01:02:03.456Z'),
+        disabledAt: new Date('2026-11-23T01:02:03.456Z'),
+      },
     });
     const bare = await createMonitor(db, box, { accountId: free.id });
     const [a, b, c, missing] = await Promise.all([
@@ -83,7 +89,19 @@ describe('dispatcher repository (raw SQL hot path)', () => {
           isActive: true,
           account: { select: { plan: true, trialEndsAt: true } },
           webhook: {
-            select: { id: true, url: true, kind: true, secretCiphertext: true, isBroken: true, brokenReason: true },
+            select: {
+              id: true,
+              url: true,
+              kind: true,
+              secretCiphertext: true,
+              previousSecretCiphertext: true,
+              previousSecretUntil: true,
+              isBroken: true,
+              brokenReason: true,
+              consecutiveFailures: true,
+              firstFailureAt: true,
+              disabledAt: true,
+            },
           },
         },
       });
