@@ -9,8 +9,11 @@ import { PassThrough } from 'node:stream';
 import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
-import { accountEventKey, parsePayload } from '@sts/messaging';
+import { accountEventKey, AmqpClient, parsePayload, type Envelope } from '@sts/messaging';
 import {
+  capturingLogger,
+  createTestVhost,
+  waitFor,
   createAccount,
   createHit,
   createMonitor,
@@ -22,6 +25,8 @@ import {
 } from '@sts/testing';
 import { createDispatcher, type Dispatcher } from './app';
 import { createPrismaRepository } from './adapters/repository';
+// the dashboard's relay publishes what the dispatcher writes to account_events
+import { relayAccountEvents } from '../../dashboard/src/mail/accountEvents';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);
@@ -202,5 +207,39 @@ describe('endpoint health', () => {
     const payload = parsePayload('account.webhook.failing', rows[0]!.payload);
     expect(payload).toMatchObject({ accountId, monitorId: m.id, state: 'broken' });
     expect(rows[0]!.dedupKey).toBe(accountEventKey('account.webhook.failing', payload));
+  });
+
+  it('the failing event reaches RabbitMQ once through the relay (real broker)', async () => {
+    const vhost = await createTestVhost();
+    const amqp = new AmqpClient({ url: vhost.url, logger: capturingLogger().logger, name: 'health-test' });
+    await amqp.start();
+    const got: Envelope<'account.webhook.failing'>[] = [];
+    try {
+      await amqp.consume({
+        queue: 'health-test.account-events',
+        bindings: ['account.webhook.failing'],
+        prefetch: 10,
+        handler: (env) => {
+          got.push(env);
+          return Promise.resolve('ack' as const);
+        },
+      });
+      const m = await monitor();
+      failWith500();
+      await sendHits(m, 7);
+      const logger = capturingLogger().logger;
+      await relayAccountEvents(db, amqp, logger);
+      await relayAccountEvents(db, amqp, logger); // nothing left: each row goes out once
+      const mine = () => got.filter((e) => e.payload.monitorId === m.id);
+      await waitFor(() => mine().length >= 1, 10_000);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(mine()).toHaveLength(1);
+      const [env] = mine();
+      expect(env!.payload).toMatchObject({ accountId, monitorId: m.id, state: 'failing', consecutiveFailures: 5 });
+      expect(env!.messageId).toBe(accountEventKey('account.webhook.failing', env!.payload));
+      expect(env!.headers).toMatchObject({ accountId });
+    } finally {
+      await amqp.stop();
+    }
   });
 });
