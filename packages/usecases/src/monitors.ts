@@ -36,8 +36,8 @@ import { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
 
 export const MAX_INTERVAL_SEC = 86_400;
 /** how long the old secret still signs after a rotation, by default (issue 22: 24 h) */
-export const ROTATION_OVERLAP_SEC_DEFAULT = 86_400;
-export const ROTATION_OVERLAP_SEC_MAX = 7 * 86_400;
+const ROTATION_OVERLAP_SEC_DEFAULT = 86_400;
+const ROTATION_OVERLAP_SEC_MAX = 7 * 86_400;
 
 const monitorSelect = {
   ...monitorSettingsSelect,
@@ -78,7 +78,7 @@ function toWebhookView(w: WebhookRow): WebhookView {
 }
 
 /** the dispatcher's rules (services/webhook-dispatcher domain/health.ts): 5 in a row = failing */
-export const WEBHOOK_FAILING_AFTER = 5;
+const WEBHOOK_FAILING_AFTER = 5;
 
 function webhookHealth(w: WebhookRow): WebhookHealthView {
   const state = w.disabledAt ? 'disabled' : w.consecutiveFailures >= WEBHOOK_FAILING_AFTER ? 'failing' : 'ok';

@@ -35,14 +35,14 @@ export interface MonitorContext {
 }
 
 /** one send's final outcome, counted towards its endpoint's health */
-export interface HealthOutcome {
+interface HealthOutcome {
   endpointId: string;
   delivered: boolean;
   at: Date;
 }
 
 /** an endpoint's health after a counted outcome, and what changed */
-export interface HealthChange {
+interface HealthChange {
   consecutiveFailures: number;
   firstFailureAt: Date | null;
   disabledAt: Date | null;
@@ -51,9 +51,7 @@ export interface HealthChange {
   becameDisabled: boolean;
 }
 
-export type { HitRecord };
-
-export interface AttemptRecord {
+interface AttemptRecord {
   id: string;
   monitorId: string;
   hitId: string | null;
@@ -100,7 +98,7 @@ export interface DispatcherRepository {
   deleteAttemptsBefore(cutoff: Date, batch: number): Promise<number>;
 }
 
-export interface LoggedAttempt {
+interface LoggedAttempt {
   outcome: 'delivered' | 'failed' | 'skipped';
   statusCode: number | null;
 }

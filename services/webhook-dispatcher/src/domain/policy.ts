@@ -6,7 +6,7 @@ import type { WebhookKind } from './payloads';
 import { memoizeString } from './memo';
 import { disabledReason, type EndpointHealth } from './health';
 
-export interface EndpointState extends EndpointHealth {
+interface EndpointState extends EndpointHealth {
   url: string;
   kind: WebhookKind;
   isBroken: boolean;
