@@ -542,6 +542,10 @@ describe('dashboard in a browser', () => {
     expect(disabledText).toContain(`stopped on ${disabledAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`);
     expect(disabledText).toContain('Test webhook');
     await axeCheck('monitor-webhook-disabled');
+    await go('/monitors');
+    await expect(page.getByTestId('webhook-health-badge').textContent()).resolves.toBe('Webhook disabled');
+    await axeCheck('monitors-webhook-disabled');
+    await go(`/monitors/${monitorId}`);
 
     // the receiver answers 200 again (previous test): the test ping goes out and re-enables the endpoint
     await submit('Test webhook');

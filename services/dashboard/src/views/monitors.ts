@@ -56,6 +56,15 @@ function status(m: MonitorView): SafeHtml {
   return html`<span class="badge ${m.status}">${m.status === 'active' ? 'Active' : 'Paused'}</span>`;
 }
 
+/** the list's hint that a monitor's endpoint is failing or disabled (the monitor page says why) */
+function healthBadge(m: MonitorView): SafeHtml | string {
+  const state = m.webhook?.health.state;
+  if (!state || state === 'ok') return '';
+  return html` <span class="badge failed" data-testid="webhook-health-badge"
+    >${state === 'disabled' ? 'Webhook disabled' : 'Webhook failing'}</span
+  >`;
+}
+
 function keywords(m: MonitorView): SafeHtml {
   return m.keywords.length ? html`${m.keywords.join(', ')}` : html`<span class="muted">every post</span>`;
 }
@@ -104,7 +113,7 @@ export function monitorsPage(
                     html`<tr>
                       <td data-label="Target"><a href="/monitors/${m.id}">@${m.targetUsername}</a></td>
                       <td data-label="Keywords">${keywords(m)}</td>
-                      <td data-label="Status">${status(m)}</td>
+                      <td data-label="Status">${status(m)}${healthBadge(m)}</td>
                       <td data-label="Last check">${formatTime(m.lastCheckAt)}</td>
                       <td data-label="Last error">
                         ${m.lastError ? html`<span class="error-text">${m.lastError}</span>` : '—'}
