@@ -479,6 +479,51 @@ describe('dashboard in a browser', () => {
     await mainPage('hits');
   });
 
+  it('opens an attempt: the request exactly as the receiver got it and the first 4 KiB of the answer', async () => {
+    // an answer longer than 4 KiB with characters HTML must escape
+    const answer = Buffer.from('<ok>&amp;!' + 'é'.repeat(3000), 'utf8');
+    receiver.setResponder((r) =>
+      verified(r)
+        ? { status: 200, headers: { 'X-Answer': '<b>"yes"</b> & more' }, body: answer }
+        : { status: 401, body: '{"error":"bad signature"}' },
+    );
+    const before = events('monitor.hit').length;
+    const tweet = await createSocialTweet(db, { authorUsername: TARGET, text: 'launch <b>bold</b> & "quoted" ✓ 🎉' });
+    const got = await waitFor(() => events('monitor.hit').find((h) => h.rawBody.includes(tweet.id)) ?? null, 30_000);
+    expect(events('monitor.hit').length).toBeGreaterThan(before);
+    receiver.setResponder((r) =>
+      verified(r) ? { status: 200, body: '{"ok":true}' } : { status: 401, body: '{"error":"bad signature"}' },
+    );
+    const deliveryId = String(got.headers['x-service-delivery']);
+
+    await go(`/monitors/${monitorId}/deliveries`);
+    const link = page.locator(`tr[data-delivery="${deliveryId}"] a[href^="/deliveries/"]`);
+    await link.first().waitFor({ timeout: 20_000 });
+    await Promise.all([page.waitForNavigation(), link.first().click()]);
+    expect(page.url()).toMatch(/\/deliveries\/[0-9a-f-]{36}$/);
+
+    // the request: URL, every header as the receiver got it (both signature schemes), the body byte for byte
+    await expect(page.locator('[data-part="url"]').textContent()).resolves.toBe(`${receiver.url}/a`);
+    const cells = (part: string) =>
+      page.evaluate<[string, string][]>(
+        `[...document.querySelectorAll('[data-part="${part}"] tbody tr')].map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent))`,
+      );
+    const sent = await cells('request-headers');
+    const names = sent.map(([n]) => n.toLowerCase());
+    for (const h of ['x-service-signature', 'webhook-signature', 'webhook-id', 'x-service-delivery', 'content-length'])
+      expect(names).toContain(h);
+    for (const [name, value] of sent) expect([name, got.headers[name.toLowerCase()]]).toEqual([name, value]);
+    const body = await page.locator('[data-part="request-body"]').textContent();
+    expect(Buffer.from(body ?? '', 'utf8').equals(got.rawBody)).toBe(true);
+
+    // the response: status, headers, the first 4 KiB (escaped, shown as text)
+    await expect(page.locator('[data-part="status"]').textContent()).resolves.toBe('200');
+    expect(await cells('response-headers')).toContainEqual(['X-Answer', '<b>"yes"</b> & more']);
+    const shown = await page.locator('[data-part="response-body"]').textContent();
+    expect(Buffer.from(shown ?? '', 'utf8').equals(answer.subarray(0, 4096))).toBe(true);
+    await mainPage('attempt');
+  });
+
   it('rotating overlaps: the old secret keeps verifying until "Use the new secret now", then fails', async () => {
     await go(`/monitors/${monitorId}`);
     await submit('Rotate secret');
@@ -568,6 +613,8 @@ describe('dashboard in a browser', () => {
       `/monitors/${monitor.id}/deliveries`,
       `/monitors/${monitor.id}/hits`,
       `/monitors/${monitor.id}/edit`,
+      `/deliveries/${attempt.id}`,
+      '/deliveries/not-an-id',
     ]) {
       expect({ url, status: await go(url) }).toEqual({ url, status: 404 });
     }

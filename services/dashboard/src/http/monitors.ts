@@ -1,7 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import { standardWebhookSecret } from '@sts/signing';
 import type { MonitorView, Preview, UseCases } from '@sts/usecases';
-import { deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
+import { attemptPage, deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
 import {
   monitorFormPage,
   monitorPage,
@@ -260,6 +260,12 @@ function logRoutes(r: Router, uc: UseCases, opts: { liveRefreshMs: number }): vo
     ]);
     if (query(req, 'fragment')) res.type('html').send(hitRows(page).value);
     else res.type('html').send(hitsPage(pageContext(req), m, page, cursor !== undefined, opts.liveRefreshMs));
+  });
+
+  r.get('/deliveries/:id', async (req, res) => {
+    const d = await uc.deliveries.detail(accountId(req), req.params.id ?? '');
+    const m = await uc.monitors.get(accountId(req), d.monitorId);
+    res.type('html').send(attemptPage(pageContext(req), m, d));
   });
 
   r.post('/deliveries/:id/redeliver', async (req, res) => {
