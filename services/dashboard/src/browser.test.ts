@@ -522,6 +522,13 @@ describe('dashboard in a browser', () => {
     const shown = await page.locator('[data-part="response-body"]').textContent();
     expect(Buffer.from(shown ?? '', 'utf8').equals(answer.subarray(0, 4096))).toBe(true);
     await mainPage('attempt');
+
+    // the monitor page's payload preview (latest hit) shows the native body exactly as it was received
+    await go(`/monitors/${monitorId}`);
+    const preview = await page.locator('[data-payload="native"]').textContent();
+    expect(Buffer.from(preview ?? '', 'utf8').equals(got.rawBody)).toBe(true);
+    for (const kind of ['discord', 'slack']) expect(await page.locator(`[data-payload="${kind}"]`).count()).toBe(1);
+    await axeCheck('monitor-payload-preview');
   });
 
   it('rotating overlaps: the old secret keeps verifying until "Use the new secret now", then fails', async () => {

@@ -52,8 +52,8 @@ function monitorHelpers(uc: UseCases) {
     webhookUrl: str(req, 'webhookUrl'),
   });
   const showMonitor = async (req: Request, m: MonitorView, status = 200, form = {}) => {
-    const { facts } = await planFacts(req);
-    return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form) };
+    const [{ facts }, payloads] = await Promise.all([planFacts(req), uc.webhooks.payloadPreview(accountId(req), m.id)]);
+    return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form, payloads) };
   };
 
   /** the monitor form (new or edit) with the plan's poll interval, its values and any field errors */
