@@ -15,7 +15,9 @@ import { createLogger, loadDevEnv } from '../packages/common/src';
 import { snowflakeId } from '../packages/core/src';
 import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
-import { createPoller, createPollerRepository, createRedisLeases } from '../services/poller/src';
+import { createRedisLeases } from '../services/poller/src/adapters/lease';
+import { createPollerRepository } from '../services/poller/src/adapters/repository';
+import { createPoller } from '../services/poller/src/poller';
 
 function positiveEnv(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -13,7 +13,9 @@ import { createLogger } from '../packages/common/src';
 import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
 import { createRedisGovernor, createXSource } from '../packages/social/src';
 import { startFakeX, type FakeX } from '../packages/testing/src/fakeX';
-import { createPoller, createPollerRepository, createRedisLeases, type Poller } from '../services/poller/src';
+import { createRedisLeases } from '../services/poller/src/adapters/lease';
+import { createPollerRepository } from '../services/poller/src/adapters/repository';
+import { createPoller, type Poller } from '../services/poller/src/poller';
 
 export type XBenchMode = 'search' | 'timeline';
 

@@ -15,18 +15,7 @@ import path from 'node:path';
 import { ERROR_CODES, HIT_LIMIT, LIMIT, toJsonSchemas, type JsonSchema } from '../packages/api-contract/src';
 import { planEnv, planMonitorEnv } from '../packages/core/src';
 import { contracts, HEADER_NAMES } from '../packages/messaging/src/contracts';
-import {
-  CONTENT_TYPE,
-  DEFAULT_TOLERANCE_SEC,
-  HEADER_CONTENT_TYPE,
-  HEADER_DELIVERY,
-  HEADER_EVENT,
-  HEADER_SIGNATURE,
-  HEADER_TIMESTAMP,
-  HEADER_USER_AGENT,
-  SIGNATURE_PREFIX,
-  USER_AGENT,
-} from '../packages/signing/src';
+import * as signing from '../packages/signing/src';
 import { openApiDocument } from '../services/gateway/src/http/openapi';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
@@ -149,18 +138,24 @@ function webhookParts(): Record<string, string> {
   const headers = table(
     ['header', 'value'],
     [
-      [HEADER_CONTENT_TYPE, `\`${CONTENT_TYPE}\``],
-      [HEADER_USER_AGENT, `\`${USER_AGENT}\``],
-      [HEADER_EVENT, "the event: `monitor.hit` or `monitor.test` (also the body's `event`)"],
-      [HEADER_TIMESTAMP, 'Unix time in seconds, decimal string'],
-      [HEADER_SIGNATURE, `\`${SIGNATURE_PREFIX}<hex HMAC-SHA256 of "{timestamp}.{raw body}">\``],
-      [HEADER_DELIVERY, 'the delivery id: the same on every attempt of one delivery'],
+      [signing.HEADER_CONTENT_TYPE, `\`${signing.CONTENT_TYPE}\``],
+      [signing.HEADER_USER_AGENT, `\`${signing.USER_AGENT}\``],
+      [signing.HEADER_EVENT, "the event: `monitor.hit` or `monitor.test` (also the body's `event`)"],
+      [signing.HEADER_TIMESTAMP, 'Unix time in seconds, decimal string'],
+      [signing.HEADER_SIGNATURE, `\`${signing.SIGNATURE_PREFIX}<hex HMAC-SHA256 of "{timestamp}.{raw body}">\``],
+      [signing.HEADER_DELIVERY, 'the delivery id: the same on every attempt of one delivery'],
+      [signing.HEADER_WEBHOOK_ID, 'Standard Webhooks: the delivery id again'],
+      [signing.HEADER_WEBHOOK_TIMESTAMP, 'Standard Webhooks: the timestamp again'],
+      [
+        signing.HEADER_WEBHOOK_SIGNATURE,
+        `Standard Webhooks: \`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{raw body}">\` keyed by the signing secret (\`${signing.STANDARD_SECRET_PREFIX}\` + its base64 form in their libraries)`,
+      ],
     ],
   );
   return {
     'monitor.hit': fieldTable(json['monitor.hit']),
     'monitor.test': fieldTable(json['monitor.test']),
-    headers: `${headers}\n\nTimestamp tolerance: ${DEFAULT_TOLERANCE_SEC} seconds either way.`,
+    headers: `${headers}\n\nTimestamp tolerance: ${signing.DEFAULT_TOLERANCE_SEC} seconds either way.`,
     'message-headers': table(
       ['envelope field', 'AMQP header'],
       Object.entries(HEADER_NAMES).map(([f, h]) => [`\`${f}\``, `\`${h}\``]),

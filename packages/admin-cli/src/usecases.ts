@@ -67,22 +67,8 @@ function runPublisher(ctx: CliContext): Publisher {
 
 /** Deletes a key's cached lookup in Redis so a revocation is immediate; the gateway's TTLs bound it anyway. */
 function redisEvictor(ctx: CliContext): (keyHash: string) => Promise<boolean> {
-  return async (keyHash) => {
-    // REDIS_MODE / REDIS_URL / REDIS_KEY_PREFIX as the services read them (checked in useCases())
-    const redis = createRedis(
-      { ...ctx.env, REDIS_KEY_PREFIX: ctx.env.REDIS_KEY_PREFIX ?? 'sts:' },
-      { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 2000, reconnect: false },
-    );
-    redis.on('error', () => undefined);
-    try {
-      await redis.connect();
-      return await evictCachedApiKey(redis, keyHash);
-    } catch {
-      return false;
-    } finally {
-      redis.disconnect();
-    }
-  };
+  // REDIS_MODE / REDIS_URL / REDIS_KEY_PREFIX as the services read them (checked in useCases())
+  return (keyHash) => withRedis(ctx, false, (redis) => evictCachedApiKey(redis, keyHash));
 }
 
 /** One short Redis connection per call (a CLI run makes one or two); a cache that is down is skipped. */

@@ -40,9 +40,9 @@ interface Dmmf {
   };
 }
 
-export const SCHEMA_FILE = path.resolve(__dirname, '../prisma/schema.prisma');
+const SCHEMA_FILE = path.resolve(__dirname, '../prisma/schema.prisma');
 
-export function readDmmf(schemaFile = SCHEMA_FILE): Dmmf {
+function readDmmf(schemaFile = SCHEMA_FILE): Dmmf {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const wasm = require('@prisma/prisma-schema-wasm') as { get_dmmf(params: string): string };
   const text = readFileSync(schemaFile, 'utf8');

@@ -242,7 +242,7 @@ export function promtoolPath(): string | null {
  * reporter's advisory lock, the schedule wake-up LISTEN and the X stream leader's advisory lock.
  * k8s/README.md, "Database connection budget".
  */
-export const SESSION_CONNECTIONS: Record<string, number> = { poller: 4 };
+const SESSION_CONNECTIONS: Record<string, number> = { poller: 4 };
 
 /** The default of DB_MAX_CONNECTIONS_BUDGET: PostgreSQL's max_connections 100 less 10 for admins. */
 export const DEFAULT_DB_BUDGET = 90;

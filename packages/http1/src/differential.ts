@@ -16,7 +16,7 @@ import { Duplex } from 'node:stream';
 import { createHttpServer } from './server';
 
 /** a seeded PRNG (mulberry32): the same seed gives the same cases */
-export function prng(seed: number): () => number {
+function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -44,7 +44,7 @@ export interface FuzzResult {
   requests: number;
 }
 
-export interface Disagreement {
+interface Disagreement {
   input: string;
   ours: Seen[];
   llhttp: Seen[];
@@ -256,7 +256,7 @@ function chunkedBody(r: Rand, data: string, eol: string): string {
 }
 
 /** one request (or several pipelined, some smuggling-shaped), as latin1 text */
-export function generate(r: Rand): string {
+function generate(r: Rand): string {
   const odd = () => r() < 0.08;
   const eol = r() < 0.93 ? '\r\n' : pick(r, ['\n', '\r', '\r\r\n', '\n\r']);
   const method = odd() ? pick(r, ODD_METHODS) : pick(r, METHODS);
@@ -319,7 +319,7 @@ export function generate(r: Rand): string {
 }
 
 /** 1–3 random edits: insert, delete, replace, duplicate a line, drop a CR or LF */
-export function mutate(r: Rand, text: string): string {
+function mutate(r: Rand, text: string): string {
   for (let k = 1 + Math.floor(r() * 3); k > 0; k--) {
     const at = Math.floor(r() * (text.length + 1));
     const op = r();

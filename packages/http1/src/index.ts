@@ -24,4 +24,3 @@ export {
   type UpstreamOptions,
 } from './upstream';
 export { bodyFraming, ChunkedDecoder, headEnd, httpDate, parseHead, WireError, type Framing, type Head } from './wire';
-export { fuzz, type Disagreement, type FuzzResult } from './differential';

@@ -6,7 +6,7 @@
  * from request smuggling (the two ends of a hop must agree where a message ends).
  */
 
-export const CRLF = '\r\n';
+const CRLF = '\r\n';
 const CRLFCRLF = Buffer.from('\r\n\r\n');
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /**

@@ -33,7 +33,7 @@ export const DISCORD_LIMITS = {
   total: 6000,
 } as const;
 
-export const SLACK_LIMITS = { sectionText: 3000, contextText: 2000, text: 3000 } as const;
+const SLACK_LIMITS = { sectionText: 3000, contextText: 2000, text: 3000 } as const;
 
 const ELLIPSIS = '…';
 
@@ -48,16 +48,16 @@ export function truncate(s: string, max: number): string {
 }
 
 /** The public link of a post. */
-export function postUrl(username: string, tweetId: string): string {
+function postUrl(username: string, tweetId: string): string {
   return `https://x.com/${encodeURIComponent(username)}/status/${encodeURIComponent(tweetId)}`;
 }
 
-export function profileUrl(username: string): string {
+function profileUrl(username: string): string {
   return `https://x.com/${encodeURIComponent(username)}`;
 }
 
 /** Canonical copies with exactly the documented fields, in the order of docs/webhooks.md. */
-export function canonicalPayload(p: WebhookPayload): WebhookPayload {
+function canonicalPayload(p: WebhookPayload): WebhookPayload {
   const monitor: MonitorRef = {
     id: p.monitor.id,
     targetUsername: p.monitor.targetUsername,
@@ -90,7 +90,7 @@ const URL_IN_TEXT = /https?:\/\/[^\s<>]+/g;
  * no masked links, no headings or lists, no `<@id>` mention syntax. URLs are left as they are so
  * Discord still links them.
  */
-export function escapeDiscordMarkdown(s: string): string {
+function escapeDiscordMarkdown(s: string): string {
   const escapePart = (part: string) =>
     part.replace(/([\\*_~`|[\]<>])/g, '\\$1').replace(/^([ \t]*)([#>-]|\d+\.)/gm, '$1\\$2');
   let out = '';

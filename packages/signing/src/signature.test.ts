@@ -117,7 +117,7 @@ describe('signedHeaders', () => {
       'X-Service-Timestamp': '1700000000',
       'X-Service-Signature': 'sha256=18850141679d876e53a0351cd8b333461b7c51d833e543903b1281478974be82',
       'X-Service-Delivery': 'dlv_123',
-      // Standard Webhooks, besides SPEC's (standard.test.ts verifies them with the standardwebhooks package)
+      // Standard Webhooks, besides the X-Service-* headers (standard.test.ts verifies them with the standardwebhooks package)
       'webhook-id': 'dlv_123',
       'webhook-timestamp': '1700000000',
       'webhook-signature': expect.stringMatching(/^v1,[A-Za-z0-9+/]{43}=$/),

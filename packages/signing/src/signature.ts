@@ -12,7 +12,7 @@ export const HEADER_DELIVERY = 'X-Service-Delivery';
 export const HEADER_USER_AGENT = 'User-Agent';
 export const HEADER_CONTENT_TYPE = 'Content-Type';
 
-/** Standard Webhooks (standardwebhooks.com) headers, sent besides SPEC's on every delivery. */
+/** Standard Webhooks (standardwebhooks.com) headers, sent besides the X-Service-* headers (docs/webhooks.md) on every delivery. */
 export const HEADER_WEBHOOK_ID = 'webhook-id';
 export const HEADER_WEBHOOK_TIMESTAMP = 'webhook-timestamp';
 export const HEADER_WEBHOOK_SIGNATURE = 'webhook-signature';
@@ -121,7 +121,7 @@ export function sign(secret: string, timestamp: number, body: RawBody): string {
 
 /**
  * The secret as the Standard Webhooks libraries take it: `whsec_` + base64 of the key bytes. Our
- * key bytes are the secret's UTF-8 bytes (SPEC's HMAC key), so both signatures use one key.
+ * key bytes are the secret's UTF-8 bytes (the X-Service-Signature HMAC key), so both signatures use one key.
  */
 export function standardWebhookSecret(secret: string): string {
   assertSecret(secret);
@@ -144,7 +144,7 @@ export function standardSignature(secret: string, id: string, timestamp: number,
 
 /**
  * Every header a sender must put on a delivery: Content-Type, User-Agent, X-Service-Event,
- * X-Service-Timestamp, X-Service-Signature and X-Service-Delivery (SPEC), and the Standard
+ * X-Service-Timestamp, X-Service-Signature and X-Service-Delivery (docs/webhooks.md), and the Standard
  * Webhooks trio webhook-id (= X-Service-Delivery), webhook-timestamp (= X-Service-Timestamp) and
  * webhook-signature (one `v1,<base64>` per secret, space-separated).
  */

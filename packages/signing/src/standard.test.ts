@@ -1,6 +1,6 @@
 /**
- * Standard Webhooks headers beside SPEC's (issue 22): the official `standardwebhooks` package
- * verifies what signedHeaders writes, with the secret in its `whsec_` form; SPEC's headers are
+ * Standard Webhooks headers beside the X-Service-* headers of docs/webhooks.md (issue 22): the official `standardwebhooks` package
+ * verifies what signedHeaders writes, with the secret in its `whsec_` form; the X-Service-* headers are
  * unchanged; during a rotation webhook-signature carries a signature by each secret.
  */
 import { Webhook, WebhookVerificationError as StdError } from 'standardwebhooks';
@@ -28,7 +28,7 @@ describe('Standard Webhooks headers', () => {
     expect(() => wh.verify(body, { ...h, 'webhook-id': 'dlv_2' })).toThrow(StdError);
   });
 
-  it("SPEC's headers are exactly as before", () => {
+  it('the X-Service-* headers are exactly as before', () => {
     const secret = 'spec-secret';
     const h = signedHeaders({ secret, event: 'monitor.test', deliveryId: 'd', body, timestamp: now });
     expect(h['X-Service-Signature']).toBe(sign(secret, now, body));

@@ -51,7 +51,7 @@ export const USER_DESCRIPTION_MAX_LENGTH = 160;
  * exactly their matches walk (`a b`, phrases, exclusions; see search): one term, or terms joined by
  * `or`, read just the page from the postings. Measured in bench/store.ts.
  */
-export const SEARCH_WALK_ROWS = 1000;
+const SEARCH_WALK_ROWS = 1000;
 /** Postings read per term (at most) to choose which term of `a b` drives the walk (termWeights). */
 const TERM_SAMPLE = 500;
 /** Query texts whose parsed tsquery the source keeps (oldest dropped first). */

@@ -113,10 +113,6 @@ export class UnverifiedError extends UseCaseError {
   readonly code = 'unverified' as const;
 }
 
-export function isUseCaseError(err: unknown): err is UseCaseError {
-  return err instanceof UseCaseError;
-}
-
 /** The HTTP status a web front end answers with for a use-case error. */
 export function httpStatusOf(err: UseCaseError): number {
   switch (err.code) {

@@ -13,7 +13,7 @@ import type { AccountView, NotificationPrefs } from './types';
 export const VERIFY_TTL_MS = 24 * 3600 * 1000;
 export const RESET_TTL_MS = 30 * 60 * 1000;
 
-export type TokenPurpose = 'verify' | 'reset';
+type TokenPurpose = 'verify' | 'reset';
 
 export type Registration =
   { kind: 'created'; account: AccountView; token: string } | { kind: 'exists'; accountId: string; email: string };

@@ -9,7 +9,7 @@ import { idOrNotFound, loadAccount, requireVerified, type Ctx } from './context'
 import { NotFoundError, ValidationError } from './errors';
 import type { ApiKeyView, CreatedApiKey } from './types';
 
-export const KEY_NAME_MAX = 60;
+const KEY_NAME_MAX = 60;
 /** live (unrevoked) keys per account: enough for rotation across environments, bounded against abuse */
 export const MAX_ACTIVE_KEYS = 20;
 

@@ -41,7 +41,7 @@ export interface AppOptions {
   registry?: client.Registry;
 }
 
-export const PUBLIC_DIR = path.resolve(__dirname, '../public');
+const PUBLIC_DIR = path.resolve(__dirname, '../public');
 
 export function createApp(o: AppOptions): Express {
   const app = express();

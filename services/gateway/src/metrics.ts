@@ -14,7 +14,7 @@ import client from 'prom-client';
 import type { PlanName } from '@sts/core';
 import { openApiDocument } from './http/openapi';
 
-export type StatusClass = '1xx' | '2xx' | '3xx' | '4xx' | '5xx';
+type StatusClass = '1xx' | '2xx' | '3xx' | '4xx' | '5xx';
 const CLASSES: readonly StatusClass[] = ['1xx', '2xx', '3xx', '4xx', '5xx'];
 export const OTHER_ROUTE = 'other';
 /** every route of the API starts with it: compared once, then each route's own segments */

@@ -38,7 +38,7 @@ export interface CycleDeps {
 }
 
 /** targets per group poll: a few packed queries (~20 targets each), well inside one lease */
-export const GROUP_CHUNK = 60;
+const GROUP_CHUNK = 60;
 
 /** Reads the candidates and reschedules the ones that are not due; returns the due ones. */
 async function dueNow(deps: CycleDeps, readAt: Date): Promise<TargetState[]> {

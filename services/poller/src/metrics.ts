@@ -18,7 +18,7 @@ import type { Db } from '@sts/db';
 import type { MetricsReporter } from './adapters/reporter';
 
 /** seconds; the cumulative buckets of poller_targets_by_poll_lag */
-export const POLL_LAG_BUCKETS = [60, 300, 900, 3600, 21_600, 86_400] as const;
+const POLL_LAG_BUCKETS = [60, 300, 900, 3600, 21_600, 86_400] as const;
 
 export interface FleetMetricsOptions {
   registry: client.Registry;

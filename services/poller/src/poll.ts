@@ -33,7 +33,7 @@ export interface TargetPollDeps {
   now: () => Date;
 }
 
-export class PollTimeout extends Error {
+class PollTimeout extends Error {
   override name = 'PollTimeout';
 }
 
@@ -106,7 +106,7 @@ export function advance(cursor: CursorState, page: Pick<PollPage, 'tweets' | 'po
   cursor.position = page.position;
 }
 
-export interface PollOptions {
+interface PollOptions {
   /** woken by a committed tweet: polls even when another replica polled since `target` was read */
   push?: boolean;
   /** when `target` was read (default: now); a monitor or plan change stamped later re-evaluates it at once */

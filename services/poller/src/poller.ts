@@ -15,13 +15,10 @@ import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } fro
 import { createPush, type Push } from './push';
 import { createGroupPoll, type GroupPoll, type GroupPollDeps } from './search';
 
-export type { CycleResult } from './cycle';
-export type { PollOutcome } from './poll';
-
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
-export const TWEETS_CHANNEL = 'sts_tweets';
+const TWEETS_CHANNEL = 'sts_tweets';
 
-export interface PollerMetrics {
+interface PollerMetrics {
   polls(outcome: PollOutcome): void;
   hits(count: number): void;
   /** new hits of a poll, and whether a committed tweet woke it */

@@ -28,7 +28,7 @@ import { createRetentionJob, type RetentionJob } from './retention';
 import type { DispatcherEnv } from './env';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
-export const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = ['monitor.hit', 'monitor.test', 'webhook.redeliver'];
+const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = ['monitor.hit', 'monitor.test', 'webhook.redeliver'];
 
 export interface DispatcherOptions {
   repository: DispatcherRepository;

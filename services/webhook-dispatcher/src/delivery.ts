@@ -269,5 +269,3 @@ function rateLimitWait(kind: WebhookKind, result: SendResult, waits: number, wai
   const wait = retryAfterMs(result.headers, result.responseSnippet, Date.now()) ?? RATE_LIMIT_DEFAULT_WAIT_MS;
   return waited + wait > RATE_LIMIT_MAX_TOTAL_MS ? null : wait;
 }
-
-export type Deliverer = ReturnType<typeof createDeliverer>;

@@ -16,7 +16,7 @@
 import { allowedWaiting, canStart, LANE_IDLE_FORGET_MS, nextLatency, pruneDone } from './domain/laneRules';
 import { TokenBucket, type PaceRule } from './domain/pacing';
 
-export type LaneOutcome<T> = { kind: 'ran'; value: T } | { kind: 'deferred' } | { kind: 'released' };
+type LaneOutcome<T> = { kind: 'ran'; value: T } | { kind: 'deferred' } | { kind: 'released' };
 
 export interface LaneControl {
   /** the lane's key (pacing.ts `laneKey`): computed once by the caller of run(), reused as the sender's endpoint key */

@@ -1,7 +1,7 @@
 /**
  * Standard Webhooks headers and overlapped rotation, end to end through the dispatcher (issue
  * 22): a receiver on the official `standardwebhooks` package verifies every delivery, across an
- * overlapped rotation, while a receiver on SPEC's X-Service-* headers with the old secret keeps
+ * overlapped rotation, while a receiver on the X-Service-* headers (docs/webhooks.md) with the old secret keeps
  * working until the switch ("use the new secret now") or the overlap's end.
  */
 import { randomBytes } from 'node:crypto';
@@ -26,7 +26,7 @@ import { createPrismaRepository } from './adapters/repository';
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);
 
-/** A receiver on SPEC's headers. */
+/** A receiver on the X-Service-* headers. */
 function specVerifies(req: ReceivedRequest, secret: string): boolean {
   try {
     verify({ secret, body: req.rawBody, headers: req.headers });
@@ -74,7 +74,7 @@ describe('Standard Webhooks headers across an overlapped rotation', () => {
     await testDb.drop();
   });
 
-  it('every delivery verifies with the standardwebhooks package; SPEC receivers switch when the customer says so', async () => {
+  it('every delivery verifies with the standardwebhooks package; X-Service-* receivers switch when the customer says so', async () => {
     receiver.setResponder(() => ({ status: 200, body: 'ok' }));
     const account = await createAccount(db, 'starter');
     const monitor = await createMonitor(db, box, { accountId: account.id, url: `${receiver.url}/h`, keywords: [] });
@@ -83,7 +83,7 @@ describe('Standard Webhooks headers across an overlapped rotation', () => {
       const env = hitEnvelope(monitor, await createHit(db, monitor));
       await expect(dispatcher.handle(env)).resolves.toBe('ack');
       const req = receiver.requests[receiver.requests.length - 1]!;
-      // webhook-id is the X-Service-Delivery value, webhook-timestamp SPEC's timestamp
+      // webhook-id is the X-Service-Delivery value, webhook-timestamp the X-Service-Timestamp value
       expect(req.headers['webhook-id']).toBe(env.messageId);
       expect(req.headers['webhook-id']).toBe(req.headers['x-service-delivery']);
       expect(req.headers['webhook-timestamp']).toBe(req.headers['x-service-timestamp']);
@@ -109,7 +109,7 @@ describe('Standard Webhooks headers across an overlapped rotation', () => {
     expect(String(r2.headers['webhook-signature']).split(' ')).toHaveLength(2);
     expect(standardVerifies(r2, newSecret)).toBe(true);
     expect(standardVerifies(r2, oldSecret)).toBe(true);
-    expect(specVerifies(r2, oldSecret)).toBe(true); // the SPEC receiver has not changed anything yet
+    expect(specVerifies(r2, oldSecret)).toBe(true); // the X-Service-* receiver has not changed anything yet
     expect(specVerifies(r2, newSecret)).toBe(false);
 
     // "use the new secret now"

@@ -48,7 +48,7 @@ function unavailable(username: string, r: XUserResolution): SourceUserError | nu
   return null;
 }
 
-export interface TweetPages {
+interface TweetPages {
   tweets: SocialTweet[];
   /** pages were left unread (more than maxSincePages) */
   truncated: boolean;

@@ -33,7 +33,7 @@ interface XCursor {
   offset: number;
 }
 
-export function decodeXCursor(cursor: string | undefined, kind: string): XCursor {
+function decodeXCursor(cursor: string | undefined, kind: string): XCursor {
   if (cursor === undefined) return { token: null, offset: 0 };
   const [token, offset] = decodeCursor(cursor, kind, 2) as [string, string];
   if ((token !== '' && !PAGE_TOKEN.test(token)) || !OFFSET.test(offset)) {

@@ -57,7 +57,7 @@ export interface XResponse<T> {
   type?: string;
 }
 
-export const PROBLEM_NOT_FOUND = 'https://api.twitter.com/2/problems/resource-not-found';
+const PROBLEM_NOT_FOUND = 'https://api.twitter.com/2/problems/resource-not-found';
 
 function int(value: number | undefined): number {
   return typeof value === 'number' && Number.isFinite(value) ? value : 0;

@@ -5,8 +5,8 @@
 import type { ServerResponse } from 'node:http';
 import type { FakeXTweet, FakeXUser } from './state';
 
-export const PROBLEM_NOT_FOUND = 'https://api.twitter.com/2/problems/resource-not-found';
-export const PROBLEM_INVALID_REQUEST = 'https://api.twitter.com/2/problems/invalid-request';
+const PROBLEM_NOT_FOUND = 'https://api.twitter.com/2/problems/resource-not-found';
+const PROBLEM_INVALID_REQUEST = 'https://api.twitter.com/2/problems/invalid-request';
 
 export function send(res: ServerResponse, status: number, body: unknown): true {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));

@@ -68,7 +68,7 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-export function parseFromRule(value: string): Set<string> | null {
+function parseFromRule(value: string): Set<string> | null {
   const out = new Set<string>();
   for (const part of value.split(' OR ')) {
     const m = FROM.exec(part.trim());

@@ -2,7 +2,7 @@
  * Geometry of the per-day usage bar chart (no I/O, no markup): one bar per day of the month so
  * far, scaled to the busiest day, with a "nice" top value for the axis label.
  */
-export interface Bar {
+interface Bar {
   day: string;
   used: number;
   x: number;

@@ -12,7 +12,7 @@ interface Shown {
 }
 
 /** Named errors → status and a page a person can act on; anything else is a 500 without details. */
-export function describe(err: unknown): Shown {
+function describe(err: unknown): Shown {
   if (err instanceof CsrfError) return { status: 403, title: 'Form expired', message: err.message };
   if (err instanceof ThrottledError) return { status: 429, title: 'Too many attempts', message: err.message };
   if (err instanceof RateLimitedError)

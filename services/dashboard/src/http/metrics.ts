@@ -7,7 +7,7 @@
 import type { RequestHandler } from 'express';
 import client from 'prom-client';
 
-export const OTHER_ROUTE = 'other';
+const OTHER_ROUTE = 'other';
 /** seconds; pages render in milliseconds, a slow database shows up to the 30 s request timeout */
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 

@@ -23,16 +23,16 @@ declare module 'express-session' {
 /** the anonymous visitor's signed double-submit CSRF token, per request (no server session before sign-in) */
 const anonymousTokens = new WeakMap<Request, string>();
 
-export const SESSION_COOKIE = 'sts_dash';
+const SESSION_COOKIE = 'sts_dash';
 /** The session cookie's name over TLS: `__Host-` makes the browser refuse it without Secure, Path=/ and no Domain. */
-export const SECURE_SESSION_COOKIE = '__Host-sts_dash';
-export const CSRF_COOKIE = 'sts_csrf';
-export const SECURE_CSRF_COOKIE = '__Host-sts_csrf';
+const SECURE_SESSION_COOKIE = '__Host-sts_dash';
+const CSRF_COOKIE = 'sts_csrf';
+const SECURE_CSRF_COOKIE = '__Host-sts_csrf';
 
 export type CookieSecure = 'auto' | 'true' | 'false';
 
 /** Whether this request's cookies are Secure (and so `__Host-` prefixed). */
-export function secureCookies(req: Request, secure: CookieSecure): boolean {
+function secureCookies(req: Request, secure: CookieSecure): boolean {
   return secure === 'auto' ? req.secure : secure === 'true';
 }
 
@@ -114,7 +114,7 @@ export class CsrfError extends Error {
 }
 
 /** The form token: the session's synchronizer token once signed in, the signed double-submit one before. */
-export function csrfToken(req: Request): string {
+function csrfToken(req: Request): string {
   if (!req.session.accountId) return anonymousTokens.get(req) ?? '';
   req.session.csrf ??= randomBytes(32).toString('base64url');
   return req.session.csrf;

@@ -24,8 +24,8 @@ import {
 import type { MailOutbox } from './outbox';
 import { renderMail, type MailSpec } from './templates';
 
-export const ACCOUNT_MAIL_QUEUE = 'dashboard.account-mail';
-export const TRIAL_ENDING_WINDOW_MS = 3 * 86_400_000;
+const ACCOUNT_MAIL_QUEUE = 'dashboard.account-mail';
+const TRIAL_ENDING_WINDOW_MS = 3 * 86_400_000;
 
 type Prefs = { email: string; notifyQuota: boolean; notifyWebhook: boolean; notifyTrial: boolean };
 

@@ -32,7 +32,7 @@ export interface MailWorker {
   runOnce(): Promise<number>;
 }
 
-export function backoffMs(attempts: number, baseMs: number, maxMs: number): number {
+function backoffMs(attempts: number, baseMs: number, maxMs: number): number {
   return Math.min(maxMs, baseMs * 2 ** Math.max(0, attempts - 1));
 }
 

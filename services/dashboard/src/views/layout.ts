@@ -48,7 +48,7 @@ function current(path: string, href: string): boolean {
   return href === '/' ? path === '/' : path === href || path.startsWith(`${href}/`);
 }
 
-export function secretBox(secret: NonNullable<Flash['secret']>): SafeHtml {
+function secretBox(secret: NonNullable<Flash['secret']>): SafeHtml {
   return html`<div class="secret" role="status">
     <p><strong>${secret.label}</strong> — ${secret.hint}</p>
     <div class="copyrow">

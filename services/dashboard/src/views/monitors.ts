@@ -60,7 +60,7 @@ function keywords(m: MonitorView): SafeHtml {
   return m.keywords.length ? html`${m.keywords.join(', ')}` : html`<span class="muted">every post</span>`;
 }
 
-export function limitMessage(limits: Overview['monitors'], plan: string): SafeHtml {
+function limitMessage(limits: Overview['monitors'], plan: string): SafeHtml {
   return html`<p class="alert" role="status" data-testid="monitor-limit">
     You are using ${limits.count} of ${limits.limit} monitor${limits.limit === 1 ? '' : 's'} on the ${plan} plan.
     ${plan === 'Free' ? html`<a href="/plan">Start the Starter trial</a> for more monitors and live webhooks.` : html`Delete or reuse a monitor to add another.`}

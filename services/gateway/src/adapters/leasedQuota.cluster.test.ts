@@ -14,7 +14,7 @@ import {
   startRedisCluster,
   type RedisClusterHandle,
 } from '@sts/testing';
-import { createQuotaStore, legacyMonthKey, minuteKey, monthKey, type QuotaStore } from './leasedQuota';
+import { createQuotaStore, minuteKey, monthKey, type QuotaStore } from './leasedQuota';
 
 const PERIOD = '2026-11';
 const MINUTE = 29_000_000;
@@ -162,17 +162,5 @@ const PREFIX = 'sts:';
     );
     expect(results.filter((r) => r.outcome === 'ok')).toHaveLength(5);
     expect(await used(id)).toBe(10);
-  });
-
-  it("upgrade in place: a rebuild counts the older gateways' counter (pre-hash-tag name) of the month", async () => {
-    const id = await account();
-    // what an older gateway left: 30 units used or held, none written to PostgreSQL yet
-    await redis.hset(legacyMonthKey(id, PERIOD), 'u', '30', 'e', 'old');
-    const s = store();
-    const results = await Promise.all(
-      Array.from({ length: 20 }, () => Promise.resolve(s.admit(id, PERIOD, MINUTE, 40, 1000))),
-    );
-    expect(results.filter((r) => r.outcome === 'ok')).toHaveLength(10);
-    expect(await used(id)).toBe(40);
   });
 });

@@ -66,7 +66,6 @@ import {
   halve,
   nextBlock,
   rebuildGrace,
-  rebuiltUsed,
   sweepInterval,
   unseenWrites,
   wantedUnits,
@@ -74,7 +73,7 @@ import {
 } from '../domain/quotaBlocks';
 import { withQuotaScripts, type LeaseReply, type RedisWithScripts } from './quotaScripts';
 
-export type AdmitOutcome = 'ok' | 'quota_exceeded' | 'rate_limited';
+type AdmitOutcome = 'ok' | 'quota_exceeded' | 'rate_limited';
 export interface Admission {
   outcome: AdmitOutcome;
   /** units of the month used or held, including this call's when admitted */
@@ -126,13 +125,6 @@ export interface QuotaStoreOptions {
 
 export const monthKey = (accountId: string, period: string) => `quota:{${accountId}}:${period}`;
 export const minuteKey = (accountId: string, minute: number) => `rate:{${accountId}}:${minute}`;
-/**
- * The month counter's name before the hash tag (versions before REDIS_MODE). A rebuild reads it
- * once, so an upgrade in place keeps counting what the old gateways admitted but had not yet
- * written to PostgreSQL (README, "Upgrading"). Remove after a release: it only matters in the
- * month of the upgrade.
- */
-export const legacyMonthKey = (accountId: string, period: string) => `quota:${accountId}:${period}`;
 /** the month counter outlives its month */
 const MONTH_TTL_SECONDS = 40 * 24 * 3600;
 
@@ -412,12 +404,9 @@ class LeasedQuotaStore implements QuotaStore {
       where: { accountId_period: { accountId: l.accountId, period: l.period } },
       select: { used: true },
     });
-    const own = (row?.used ?? 0) + this.outstanding(l);
-    // the pre-hash-tag counter of this month, if an older gateway left one: never count less than it
-    const legacy = Number((await this.redis.hget(legacyMonthKey(l.accountId, l.period), 'u').catch(() => null)) ?? 0);
-    const used = rebuiltUsed(own, legacy);
+    const used = (row?.used ?? 0) + this.outstanding(l);
     const epoch = randomBytes(8).toString('hex');
-    const grace = rebuildGrace(row !== null, own, used, this.rebuildGraceMs);
+    const grace = rebuildGrace(row !== null, used, this.rebuildGraceMs);
     const key = monthKey(l.accountId, l.period);
     const stored = await this.redis.stsInit(key, used, epoch, MONTH_TTL_SECONDS, row?.used ?? 0, grace);
     // our credit is in the rebuilt counter only if our rebuild is the one that happened

@@ -10,7 +10,7 @@ import type { RedisClient } from '@sts/common';
  * are counted in. Returns {code, month used, minute used, epoch, granted units | grace ms left}:
  * -1 the counter is missing, 0 granted, 1 quota exceeded, 2 rate limited, 3 in a rebuild's grace.
  */
-export const LEASE = `
+const LEASE = `
 local u = redis.call('HGET', KEYS[1], 'u')
 if not u then return {-1, 0, 0, '', 0} end
 local e = redis.call('HGET', KEYS[1], 'e')
@@ -38,7 +38,7 @@ if m == n then redis.call('EXPIRE', KEYS[2], 120) end
 return {0, u, m, e, n}`;
 
 /** ARGV: used, epoch, ttl seconds, usage_monthly's count read, grace ms. Creates the hash only if missing. */
-export const INIT = `
+const INIT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'u', ARGV[1], 'e', ARGV[2], 'b', ARGV[4])
   redis.call('EXPIRE', KEYS[1], ARGV[3])
@@ -50,7 +50,7 @@ end
 return redis.call('HGET', KEYS[1], 'e')`;
 
 /** ARGV: month units, epoch, minute units. 0: the counter is of another epoch (nothing given back). */
-export const GIVE_BACK = `
+const GIVE_BACK = `
 if redis.call('HGET', KEYS[1], 'e') ~= ARGV[2] then return 0 end
 if tonumber(ARGV[1]) > 0 then redis.call('HINCRBY', KEYS[1], 'u', -tonumber(ARGV[1])) end
 if tonumber(ARGV[3]) > 0 and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('DECRBY', KEYS[2], ARGV[3]) end
@@ -61,7 +61,7 @@ return 1`;
  * ('' = only look), the units to add. {-1} the counter is missing; {0} it is ours; {1, e, b} it is
  * another epoch (b: the usage_monthly count its rebuild read, -1 if not recorded); {2, e} added.
  */
-export const SYNC = `
+const SYNC = `
 local e = redis.call('HGET', KEYS[1], 'e')
 if not e then return {-1, '', 0} end
 if e == ARGV[1] then return {0, e, 0} end

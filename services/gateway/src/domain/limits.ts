@@ -113,7 +113,7 @@ export function headerLines(headers: Record<string, string>): string {
 export type Refusal = 'rate_limited' | 'quota_exceeded';
 
 /** Seconds until a refused call can succeed: the next minute, or the next UTC month. */
-export function admissionRetryAfter(kind: Refusal, win: Window, nowEpoch: number): number {
+function admissionRetryAfter(kind: Refusal, win: Window, nowEpoch: number): number {
   return Math.max(1, (kind === 'rate_limited' ? win.minuteResetEpoch : win.monthResetEpoch) - nowEpoch);
 }
 

@@ -25,13 +25,10 @@ export const wantedUnits = (block: number, waiters: number, closed: boolean) =>
 
 /**
  * A rebuilt counter grants nothing for the grace period, unless nobody can hold units of the month
- * yet: no usage_monthly row and nothing of this process's own.
+ * yet: no usage_monthly row and nothing of this process's own (`used`: what the rebuild counted).
  */
-export const rebuildGrace = (rowFound: boolean, own: number, used: number, graceMs: number) =>
-  !rowFound && own === 0 && used === 0 ? 0 : graceMs;
-
-/** what a rebuild starts from: ours (PostgreSQL's count + our outstanding) or an older counter's, the larger */
-export const rebuiltUsed = (own: number, legacy: number) => Math.max(own, Number.isFinite(legacy) ? legacy : 0);
+export const rebuildGrace = (rowFound: boolean, used: number, graceMs: number) =>
+  !rowFound && used === 0 ? 0 : graceMs;
 
 /** a process checks the epoch of every month it has outstanding units in at least this often */
 export const checkInterval = (idleReturnMs: number, rebuildGraceMs: number) =>

@@ -16,11 +16,11 @@ export type { HttpRequest, HttpResponder, HttpServer } from '@sts/http1';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-export function apiErrorBody(e: ServerError): { contentType: string; body: string } {
+function apiErrorBody(e: ServerError): { contentType: string; body: string } {
   return { contentType: JSON_TYPE, body: JSON.stringify({ error: e.message, code: e.code, request_id: e.requestId }) };
 }
 
-export function gatewayRequestId(clientValue: string | undefined): string {
+function gatewayRequestId(clientValue: string | undefined): string {
   return acceptRequestId(clientValue) ?? randomUUID();
 }
 

@@ -59,7 +59,7 @@ const WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * read-api's 16 KiB head limit (node:http's maxHeaderSize): no client can make read-api refuse a
  * head the gateway built (which would also fail the calls pipelined with it).
  */
-export const FORWARD_MAX_BYTES: Readonly<Record<string, number>> = {
+const FORWARD_MAX_BYTES: Readonly<Record<string, number>> = {
   accept: 1024,
   'user-agent': 1024,
   'content-type': 256,

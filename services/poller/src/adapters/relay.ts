@@ -11,7 +11,7 @@ import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
 import { createListener, type Listener } from './listener';
 import { OUTBOX_CHANNEL } from './repository';
 
-export interface Publisher {
+interface Publisher {
   publish<K extends 'monitor.hit'>(
     routingKey: K,
     payload: PayloadOf<K>,

@@ -24,7 +24,7 @@ export function tickTargets(
 }
 
 /** The id inside an X poll position ("x.<id>"); null for none or another provider's. */
-export function xPositionId(position: string | null): string | null {
+function xPositionId(position: string | null): string | null {
   if (position === null || !position.startsWith('x.')) return null;
   const id = position.slice(2);
   return /^[0-9]{1,20}$/.test(id) ? id : null;

@@ -4,7 +4,7 @@
  * A target's interval comes from the plans of the accounts watching it: the shortest among them
  * (an account on an active trial counts as Starter). POLL_INTERVAL_SECONDS overrides the plans.
  */
-import { compareIds, effectivePlan, type PlanLimits, type PlanName } from '@sts/core';
+import { effectivePlan, type PlanLimits, type PlanName } from '@sts/core';
 
 export interface WatchingAccount {
   plan: PlanName;
@@ -59,11 +59,6 @@ export function oldestCreation(monitorsCreatedAt: readonly Date[]): Date {
   let oldest = Infinity;
   for (const d of monitorsCreatedAt) oldest = Math.min(oldest, d.getTime());
   return new Date(Number.isFinite(oldest) ? oldest : 0);
-}
-
-/** The larger of two numeric-string ids. */
-export function maxId(a: string | null, b: string): string {
-  return a === null || compareIds(b, a) > 0 ? b : a;
 }
 
 /** A target is pushed (a committed local tweet wakes its poll) when a Starter or trial account watches it. */

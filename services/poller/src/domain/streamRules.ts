@@ -17,7 +17,7 @@ import { packFromQueries } from '@sts/social';
 import type { WatchingAccount } from './schedule';
 
 /** the tag prefix of the rules this service owns; other rules are deleted (one stream per app) */
-export const RULE_TAG_PREFIX = 'sts:';
+const RULE_TAG_PREFIX = 'sts:';
 
 export interface StreamRule {
   id: string;

@@ -17,9 +17,6 @@ import { createGroupSearch } from './search';
 import { createStreamMode, type StreamMode } from './streamMode';
 import { createXStreamApi } from './xStreamApi';
 
-export { createStreamMode, type StreamMode, type StreamModeOptions, type StreamMetrics } from './streamMode';
-export { streamEnv } from './env';
-
 export interface StreamModeEnv {
   DATABASE_URL: string;
   X_API_BASE_URL: string;

@@ -15,7 +15,7 @@ export interface StreamTarget {
   oldestMonitorAt: Date;
 }
 
-export interface StreamPosition {
+interface StreamPosition {
   lastTweetId: string | null;
   /** the last time the holder saw the stream alive (a tweet or a keep-alive) */
   aliveAt: Date | null;

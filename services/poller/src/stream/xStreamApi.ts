@@ -41,7 +41,7 @@ export class XHttpError extends Error {
   }
 }
 
-export interface StreamHandlers {
+interface StreamHandlers {
   onTweet(tweet: SocialTweet, matchingRuleIds: string[]): void;
   /** any byte, keep-alives included (stall detection) */
   onActivity(): void;

@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import type { RedisClient } from '@sts/common';
 import type { Page, PageRequest, SocialSource, SocialTweet, SocialUser } from '@sts/social';
 
-export interface ReadCacheTtls {
+interface ReadCacheTtls {
   profileMs: number;
   timelineMs: number;
   tweetMs: number;

@@ -8,7 +8,6 @@ import { isValidTweetId, isValidUsername } from '@sts/core';
 import { CURSOR_MAX_LENGTH, HIT_LIMIT, LIMIT, Q_MAX_LENGTH, TWEET_TEXT_MAX_LENGTH } from '@sts/api-contract';
 
 // The bounds are published in the OpenAPI document, so they live with the record shapes.
-export { CURSOR_MAX_LENGTH, HIT_LIMIT, LIMIT, Q_MAX_LENGTH, TWEET_TEXT_MAX_LENGTH };
 
 /** Query parameters by name, every occurrence kept (so repeats can be refused). */
 export type Query = Map<string, string[]>;
@@ -39,7 +38,7 @@ export function parseQuery(search: string): Query {
 }
 
 /** The single value of a parameter, undefined when absent; a repeated parameter is a 400. */
-export function single(query: Query, name: string): string | undefined {
+function single(query: Query, name: string): string | undefined {
   const values = query.get(name);
   if (!values) return undefined;
   if (values.length > 1) throw new InvalidRequestError(`${name} must be given at most once`, name);

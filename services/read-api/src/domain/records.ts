@@ -9,7 +9,7 @@ import type { HitRow } from '@sts/db';
 import { parsePostTypes, splitKeywords } from '@sts/core';
 import type { SocialTweet, SocialUser } from '@sts/social';
 
-export type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord };
+export type { HitRecord, ListBody, MonitorRecord, TweetRecord, UserRecord };
 
 /** What the adapter reads for a monitor. */
 export interface MonitorRow {
@@ -67,7 +67,7 @@ export function tweetRecord(t: SocialTweet): TweetRecord {
   };
 }
 
-export function monitorStatus(m: Pick<MonitorRow, 'isActive' | 'lastError'>): MonitorStatus {
+function monitorStatus(m: Pick<MonitorRow, 'isActive' | 'lastError'>): MonitorStatus {
   if (!m.isActive) return 'paused';
   if (m.lastError) return 'error';
   return 'active';
@@ -97,7 +97,7 @@ export function monitorRecord(m: MonitorRow, recentHits?: HitRow[]): MonitorReco
 }
 
 /** The post's public link. */
-export function tweetUrl(username: string, tweetId: string): string {
+function tweetUrl(username: string, tweetId: string): string {
   return `https://x.com/${encodeURIComponent(username)}/status/${encodeURIComponent(tweetId)}`;
 }
 

@@ -3,7 +3,7 @@ import type http from 'node:http';
 import { InvalidRequestError } from '@sts/common';
 import { PayloadTooLargeError, UnsupportedMediaTypeError } from './errors';
 
-export const MAX_BODY_BYTES = 16 * 1024;
+const MAX_BODY_BYTES = 16 * 1024;
 
 function isJsonMediaType(header: string): boolean {
   const [type, ...params] = header.split(';');

@@ -25,7 +25,7 @@ export interface HandlerResult {
   json?: string;
 }
 
-export type Handler = (ctx: RequestContext) => Promise<HandlerResult> | HandlerResult;
+type Handler = (ctx: RequestContext) => Promise<HandlerResult> | HandlerResult;
 
 type Method = 'GET' | 'POST';
 

@@ -2,11 +2,10 @@
  * What the dispatcher takes from @sts/messaging: the envelope of the three routing keys it is
  * bound to, and the consumer side of AmqpClient (tests may drive handle() without it).
  */
-import type { AmqpClient, Envelope } from '@sts/messaging';
+import type { AmqpClient } from '@sts/messaging';
 
 export type { ConsumeOutcome } from '@sts/messaging';
 
 export type DispatcherRoutingKey = 'monitor.hit' | 'monitor.test' | 'webhook.redeliver';
-export type DispatcherEnvelope = Envelope<DispatcherRoutingKey>;
 /** consume; stop when the dispatcher fails closed (it stops consuming, see app.ts) */
 export type DispatcherMessaging = Pick<AmqpClient, 'consume' | 'stop'>;

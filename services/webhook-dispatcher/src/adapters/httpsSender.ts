@@ -20,7 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { blockedReason, createHostAllowList, normalizeHostname } from '../domain/addressPolicy';
 import { boundedHeaderPairs, DETAIL_RESPONSE_BODY_BYTES, type HeaderPairs } from '../domain/attemptDetail';
 
-export interface SendRequest {
+interface SendRequest {
   url: string;
   body: string | Buffer;
   headers: Record<string, string>;
@@ -78,7 +78,7 @@ export interface HttpsSender {
   close(): void;
 }
 
-export class RefusedAddressError extends Error {
+class RefusedAddressError extends Error {
   override name = 'RefusedAddressError';
   readonly code = 'EREFUSEDADDRESS';
 }
@@ -131,7 +131,7 @@ function describeError(err: unknown, timeoutMs: number): string {
 }
 
 /** Text of the first bytes of a response: no NUL (PostgreSQL text refuses it), no broken trailing character. */
-export function snippetText(buf: Buffer): string {
+function snippetText(buf: Buffer): string {
   return buf
     .toString('utf8')
     .replace(/\uFFFD+$/, '')

@@ -39,8 +39,6 @@ export interface ParkingOptions {
   confirmTimeoutMs?: number;
 }
 
-export { parkingNames };
-
 export function createAmqpParking(options: ParkingOptions): Parking {
   const names = parkingNames(options.queue);
   let current: Promise<{ conn: ChannelModel; ch: ConfirmChannel }> | null = null;

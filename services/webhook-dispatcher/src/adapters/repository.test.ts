@@ -63,7 +63,13 @@ describe('dispatcher repository (raw SQL hot path)', () => {
     });
     await db.webhookEndpoint.updateMany({
       where: { monitorId: discord.id },
-      data: { isBroken: true, brokenReason: 'Discord answered 404' },
+      data: {
+        isBroken: true,
+        brokenReason: 'Discord answered 404',
+        // an overlapped rotation: the old secret still signs until then
+        previousSecretCiphertext: 'v1.previous-secret-ciphertext',
+        previousSecretUntil: new Date('2026-11-25T10:00:00Z'),
+      },
     });
     const bare = await createMonitor(db, box, { accountId: free.id });
     const [a, b, c, missing] = await Promise.all([

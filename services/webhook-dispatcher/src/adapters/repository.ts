@@ -30,9 +30,7 @@ export interface MonitorContext {
   } | null;
 }
 
-export type { HitRecord };
-
-export interface AttemptRecord {
+interface AttemptRecord {
   id: string;
   monitorId: string;
   hitId: string | null;
@@ -77,7 +75,7 @@ export interface DispatcherRepository {
   deleteAttemptsBefore(cutoff: Date, batch: number): Promise<number>;
 }
 
-export interface LoggedAttempt {
+interface LoggedAttempt {
   outcome: 'delivered' | 'failed' | 'skipped';
   statusCode: number | null;
 }

@@ -3,4 +3,4 @@
  * check of a webhook URL (`checkWebhookUrlForSave`) and this dial-time guard share ONE definition
  * of "public address". Re-exported here for the dispatcher's imports.
  */
-export { blockedReason, createHostAllowList, embeddedIpv4, normalizeHostname, parseIpv6 } from '@sts/core';
+export { blockedReason, createHostAllowList, normalizeHostname } from '@sts/core';

@@ -5,7 +5,7 @@ import { effectivePlan, type PlanName } from '@sts/core';
 import type { WebhookKind } from './payloads';
 import { memoizeString } from './memo';
 
-export interface EndpointState {
+interface EndpointState {
   url: string;
   kind: WebhookKind;
   isBroken: boolean;
