@@ -8,7 +8,7 @@ export const DETAIL_RESPONSE_BODY_BYTES = 4096;
 /** response headers kept at most (in the order received; the rest are dropped) */
 export const DETAIL_MAX_HEADERS = 100;
 /** characters of one header name or value kept at most */
-export const DETAIL_MAX_HEADER_CHARS = 2048;
+const DETAIL_MAX_HEADER_CHARS = 2048;
 
 export type HeaderPairs = [string, string][];
 
