@@ -23,7 +23,15 @@ import { monitorRef } from '@sts/messaging';
 import { standardWebhookSecret } from '@sts/signing';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, requireVerified, type Ctx } from './context';
 import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
-import type { MonitorEdit, MonitorInput, MonitorView, Queued, WebhookView, WebhookWithSecret } from './types';
+import type {
+  MonitorEdit,
+  MonitorInput,
+  MonitorView,
+  Queued,
+  WebhookHealthView,
+  WebhookView,
+  WebhookWithSecret,
+} from './types';
 import { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
 
 export const MAX_INTERVAL_SEC = 86_400;
@@ -42,6 +50,9 @@ const monitorSelect = {
       brokenReason: true,
       secretRotatedAt: true,
       previousSecretUntil: true,
+      consecutiveFailures: true,
+      firstFailureAt: true,
+      disabledAt: true,
       createdAt: true,
     },
   },
@@ -61,7 +72,21 @@ function toWebhookView(w: WebhookRow): WebhookView {
     brokenReason: w.brokenReason,
     secretRotatedAt: w.secretRotatedAt,
     previousSecretUntil: w.previousSecretUntil,
+    health: webhookHealth(w),
     createdAt: w.createdAt,
+  };
+}
+
+/** the dispatcher's rules (services/webhook-dispatcher domain/health.ts): 5 in a row = failing */
+const WEBHOOK_FAILING_AFTER = 5;
+
+function webhookHealth(w: WebhookRow): WebhookHealthView {
+  const state = w.disabledAt ? 'disabled' : w.consecutiveFailures >= WEBHOOK_FAILING_AFTER ? 'failing' : 'ok';
+  return {
+    state,
+    consecutiveFailures: w.consecutiveFailures,
+    failingSince: w.consecutiveFailures > 0 ? w.firstFailureAt : null,
+    disabledAt: w.disabledAt,
   };
 }
 
@@ -333,6 +358,10 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
         secretCiphertext: encrypt(secret, m.id),
         isBroken: false,
         brokenReason: null,
+        // a new URL starts healthy (and is no longer disabled)
+        consecutiveFailures: 0,
+        firstFailureAt: null,
+        disabledAt: null,
         previousSecretCiphertext: null,
         previousSecretUntil: null,
       };

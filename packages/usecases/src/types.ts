@@ -147,7 +147,21 @@ export interface WebhookView {
   secretRotatedAt: Date | null;
   /** an overlapped rotation in progress: X-Service-Signature stays on the old secret until then */
   previousSecretUntil: Date | null;
+  /** endpoint health, kept by the dispatcher */
+  health: WebhookHealthView;
   createdAt: Date;
+}
+
+/**
+ * 'failing': 5 or more failed deliveries in a row (still sent); 'disabled': only failures for 3 days
+ * (live hits recorded, not sent) until a test webhook succeeds; 'ok' otherwise.
+ */
+export interface WebhookHealthView {
+  state: 'ok' | 'failing' | 'disabled';
+  consecutiveFailures: number;
+  /** when the current run of failures began (null without failures) */
+  failingSince: Date | null;
+  disabledAt: Date | null;
 }
 
 export type MonitorStatus = 'active' | 'paused';

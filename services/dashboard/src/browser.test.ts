@@ -485,6 +485,45 @@ describe('dashboard in a browser', () => {
     await mainPage('deliveries');
   });
 
+  it('shows a failing and a disabled endpoint and why; a successful Test webhook turns deliveries back on', async () => {
+    // the dispatcher keeps this state (its own tests count the failures); here the page shows it
+    const started = new Date(Date.now() - 4 * 86_400_000);
+    await db.webhookEndpoint.update({
+      where: { monitorId },
+      data: { consecutiveFailures: 7, firstFailureAt: started },
+    });
+    await go(`/monitors/${monitorId}`);
+    const health = page.getByTestId('webhook-health');
+    await expect(health.getAttribute('data-state')).resolves.toBe('failing');
+    const failingText = (await health.textContent())?.replace(/\s+/g, ' ') ?? '';
+    expect(failingText).toContain('the last 7 deliveries failed');
+    expect(failingText).toContain(`${started.toISOString().slice(0, 16).replace('T', ' ')} UTC`);
+    await axeCheck('monitor-webhook-failing');
+
+    const disabledAt = new Date(Date.now() - 86_400_000);
+    await db.webhookEndpoint.update({ where: { monitorId }, data: { disabledAt } });
+    await go(`/monitors/${monitorId}`);
+    await expect(health.getAttribute('data-state')).resolves.toBe('disabled');
+    const disabledText = (await health.textContent())?.replace(/\s+/g, ' ') ?? '';
+    expect(disabledText).toContain('Disabled');
+    expect(disabledText).toContain(`stopped on ${disabledAt.toISOString().slice(0, 16).replace('T', ' ')} UTC`);
+    expect(disabledText).toContain('Test webhook');
+    await axeCheck('monitor-webhook-disabled');
+    await go('/monitors');
+    await expect(page.getByTestId('webhook-health-badge').textContent()).resolves.toBe('Webhook disabled');
+    await axeCheck('monitors-webhook-disabled');
+    await go(`/monitors/${monitorId}`);
+
+    // the receiver answers 200 again (previous test): the test ping goes out and re-enables the endpoint
+    await submit('Test webhook');
+    await waitFor(async () => {
+      const e = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      return e.disabledAt === null && e.consecutiveFailures === 0 ? e : null;
+    }, 20_000);
+    await go(`/monitors/${monitorId}`);
+    await expect(health.count()).resolves.toBe(0);
+  });
+
   it('edits (bad input named, nothing saved), pauses and resumes a monitor; revokes a key with confirmation', async () => {
     await go(`/monitors/${monitorId}/edit`);
     await page.getByLabel('Check every (seconds)').fill('0');

@@ -11,6 +11,7 @@ import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
 import { buildBody, MAX_BODY_BYTES, type WebhookKind, type WebhookPayload } from './domain/payloads';
 import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
+import { healthNeedsUpdate } from './domain/health';
 import {
   laneKey,
   RATE_LIMIT_DEFAULT_WAIT_MS,
@@ -188,6 +189,29 @@ export function createDeliverer(options: DelivererOptions) {
   }
 
   /**
+   * Counts the final outcome of a send towards the endpoint's health (not for a healthy endpoint's
+   * success: nothing would change). The repository writes the customer's notification with it.
+   */
+  async function updateHealth(job: SendableJob, result: SendResult): Promise<void> {
+    const webhook = job.monitor.webhook;
+    const delivered = result.outcome === 'delivered';
+    if (!healthNeedsUpdate(webhook, delivered)) return;
+    const change = await repo.recordHealth({ endpointId: webhook.id, delivered, at: options.now() });
+    if (!change) return;
+    const fields = {
+      monitorId: job.monitor.id,
+      url: redactWebhookUrl(webhook.url, webhook.kind),
+      consecutiveFailures: change.consecutiveFailures,
+      firstFailureAt: change.firstFailureAt?.toISOString() ?? null,
+    };
+    if (change.becameDisabled)
+      logger.warn('webhook endpoint disabled: live hits are not sent until a test webhook succeeds', fields);
+    else if (change.becameFailing) logger.warn('webhook endpoint failing', fields);
+    else if (delivered && webhook.disabledAt)
+      logger.info('webhook endpoint re-enabled by a successful delivery', fields);
+  }
+
+  /**
    * Builds, signs and sends a job that goes out, logging each attempt. Resolves after the last
    * attempt row is committed. Throws DrainAbortError (nothing logged for the unfinished attempt)
    * when `signal` aborts first, SecretsUnavailableError when the secret cannot be decrypted.
@@ -232,6 +256,7 @@ export function createDeliverer(options: DelivererOptions) {
             ? `${platform(webhook.kind)} answered HTTP 429 (rate limited); gave up after ${waits} wait(s) of ${Math.round(waited / 100) / 10} s in all`
             : result.error;
         await record(attemptOf(job, result, error), webhook.kind);
+        await updateHealth(job, result);
         return updateBrokenFlag(job, result);
       }
       waits++;

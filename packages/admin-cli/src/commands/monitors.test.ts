@@ -359,6 +359,39 @@ describe('monitor and webhook commands', () => {
       expect(added.secret).toMatch(/^whsec_/);
     });
 
+    it('monitor list reports a disabled endpoint; set: a new URL starts healthy', async () => {
+      const listed = async () => {
+        const out = (await json('monitor', 'list', '--account', accountId)) as unknown as {
+          data: { id: string; webhook: Record<string, unknown> }[];
+        };
+        return out.data.find((m) => m.id === monitorId)!;
+      };
+      const since = new Date('2026-11-20T01:02:03.456Z');
+      const disabledAt = new Date('2026-11-23T04:05:06.789Z');
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: { consecutiveFailures: 12, firstFailureAt: since, disabledAt },
+      });
+      expect((await listed()).webhook).toMatchObject({
+        health: 'disabled',
+        consecutive_failures: 12,
+        failing_since: since.toISOString(),
+        disabled_at: disabledAt.toISOString(),
+      });
+      const before = await cli('monitor', 'list', '--account', accountId);
+      expect(before.stdout.split('\n').find((l) => l.startsWith(monitorId))).toMatch(/\(DISABLED\)/);
+      await json('webhook', 'set', '--monitor', monitorId, '--url', 'https://example.com/fixed');
+      const hook = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(hook).toMatchObject({ consecutiveFailures: 0, firstFailureAt: null, disabledAt: null });
+      const text = await cli('monitor', 'list', '--account', accountId);
+      expect(text.stdout).not.toMatch(/DISABLED/);
+      expect((await listed()).webhook).toMatchObject({
+        health: 'ok',
+        consecutive_failures: 0,
+        failing_since: null,
+      });
+    });
+
     it('set refuses a non-HTTPS URL; rotate/test refuse a monitor without webhook or an unknown one', async () => {
       let r = await cli('webhook', 'set', '--monitor', monitorId, '--url', 'ftp://example.com/');
       expect(r.code).toBe(2);

@@ -51,7 +51,9 @@ function filtersText(m: MonitorView): string {
 }
 
 function monitorLine(m: MonitorView): string {
-  const hook = m.webhook ? `  webhook ${m.webhook.label}${m.webhook.isBroken ? ' (BROKEN)' : ''}` : '';
+  const w = m.webhook;
+  const health = w && w.health.state !== 'ok' ? ` (${w.health.state.toUpperCase()})` : '';
+  const hook = w ? `  webhook ${w.label}${w.isBroken ? ' (BROKEN)' : ''}${health}` : '';
   return (
     `${m.id}  @${m.targetUsername}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}${filtersText(m)}  ${m.status}` +
     `  every ${m.intervalSec} s  hits ${m.hitCount}  last check ${m.lastCheckAt?.toISOString() ?? 'never'}` +
@@ -76,6 +78,10 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
           kind: m.webhook.kind,
           is_broken: m.webhook.isBroken,
           broken_reason: m.webhook.brokenReason,
+          health: m.webhook.health.state,
+          consecutive_failures: m.webhook.health.consecutiveFailures,
+          failing_since: m.webhook.health.failingSince?.toISOString() ?? null,
+          disabled_at: m.webhook.health.disabledAt?.toISOString() ?? null,
         }
       : null,
     created_at: m.createdAt.toISOString(),

@@ -109,7 +109,7 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
           ? `has failed ${spec.consecutiveFailures} times in a row`
           : spec.state === 'broken'
             ? 'was marked broken (it answers in a way that cannot succeed)'
-            : 'was disabled after failing for too long';
+            : 'was disabled after 3 days of only failures: hits are still recorded, but none is sent live until a Test webhook succeeds';
       return mail(
         `Your webhook for @${spec.target} ${spec.state === 'failing' ? 'is failing' : `is ${spec.state}`}`,
         [

@@ -1,4 +1,4 @@
-import type { MonitorView, Overview, Preview } from '@sts/usecases';
+import type { MonitorView, Overview, Preview, WebhookHealthView } from '@sts/usecases';
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html, type SafeHtml } from './html';
@@ -56,6 +56,15 @@ function status(m: MonitorView): SafeHtml {
   return html`<span class="badge ${m.status}">${m.status === 'active' ? 'Active' : 'Paused'}</span>`;
 }
 
+/** the list's hint that a monitor's endpoint is failing or disabled (the monitor page says why) */
+function healthBadge(m: MonitorView): SafeHtml | string {
+  const state = m.webhook?.health.state;
+  if (!state || state === 'ok') return '';
+  return html` <span class="badge failed" data-testid="webhook-health-badge"
+    >${state === 'disabled' ? 'Webhook disabled' : 'Webhook failing'}</span
+  >`;
+}
+
 function keywords(m: MonitorView): SafeHtml {
   return m.keywords.length ? html`${m.keywords.join(', ')}` : html`<span class="muted">every post</span>`;
 }
@@ -104,7 +113,7 @@ export function monitorsPage(
                     html`<tr>
                       <td data-label="Target"><a href="/monitors/${m.id}">@${m.targetUsername}</a></td>
                       <td data-label="Keywords">${keywords(m)}</td>
-                      <td data-label="Status">${status(m)}</td>
+                      <td data-label="Status">${status(m)}${healthBadge(m)}</td>
                       <td data-label="Last check">${formatTime(m.lastCheckAt)}</td>
                       <td data-label="Last error">
                         ${m.lastError ? html`<span class="error-text">${m.lastError}</span>` : '—'}
@@ -181,6 +190,25 @@ try {
 }
 const event = JSON.parse(rawBody.toString('utf8'));`;
 
+/** "failing" / "disabled" and why, with the time the failures began (the dispatcher keeps the state) */
+function webhookHealthNotice(h: WebhookHealthView): SafeHtml | string {
+  if (h.state === 'disabled') {
+    return html`<p class="alert" data-testid="webhook-health" data-state="disabled">
+      <strong>Disabled</strong>: every delivery since ${formatTime(h.failingSince)} failed (${h.consecutiveFailures} in
+      a row), so live deliveries stopped on ${formatTime(h.disabledAt)}. Hits are still recorded and listed under Hit
+      history. Fix the endpoint, then use <em>Test webhook</em>: a successful test turns deliveries back on.
+    </p>`;
+  }
+  if (h.state === 'failing') {
+    return html`<p class="alert" data-testid="webhook-health" data-state="failing">
+      <strong>Failing</strong>: the last ${h.consecutiveFailures} deliveries failed, since
+      ${formatTime(h.failingSince)}. See the delivery log for the answers. After 3 days of only failures live deliveries
+      stop until a test webhook succeeds.
+    </p>`;
+  }
+  return '';
+}
+
 function webhookSection(
   ctx: PageContext,
   m: MonitorView,
@@ -198,6 +226,7 @@ function webhookSection(
               <code class="wrap" data-testid="webhook-url">${w.shownUrl}</code>
             </p>
             ${w.isBroken ? html`<p class="alert">Deliveries are paused for this URL: ${w.brokenReason ?? 'it failed'}. Save the URL again to retry.</p>` : ''}
+            ${webhookHealthNotice(w.health)}
             <p class="muted">
               Signing secret last set ${formatTime(w.secretRotatedAt ?? w.createdAt)}. It is shown only when it is made.
             </p>

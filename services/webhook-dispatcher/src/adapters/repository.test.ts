@@ -66,6 +66,9 @@ describe('dispatcher repository (raw SQL hot path)', () => {
       data: {
         isBroken: true,
         brokenReason: 'Discord answered 404',
+        consecutiveFailures: 9,
+        firstFailureAt: new Date('2026-11-20T01:02:03.456Z'),
+        disabledAt: new Date('2026-11-23T01:02:03.456Z'),
         // an overlapped rotation: the old secret still signs until then
         previousSecretCiphertext: 'v1.previous-secret-ciphertext',
         previousSecretUntil: new Date('2026-11-25T10:00:00Z'),
@@ -98,6 +101,9 @@ describe('dispatcher repository (raw SQL hot path)', () => {
               previousSecretUntil: true,
               isBroken: true,
               brokenReason: true,
+              consecutiveFailures: true,
+              firstFailureAt: true,
+              disabledAt: true,
             },
           },
         },

@@ -6,6 +6,7 @@
 import { hitSelect, isDatabaseUnavailable, Prisma, type Db, type HitRow as HitRecord } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { WebhookKind } from '../domain/payloads';
+import { DISABLE_AFTER_MS, FAILING_AFTER } from '../domain/health';
 import { createBatcher } from './batch';
 
 export interface MonitorContext {
@@ -26,7 +27,28 @@ export interface MonitorContext {
     previousSecretUntil: Date | null;
     isBroken: boolean;
     brokenReason: string | null;
+    /** endpoint health (domain/health.ts) */
+    consecutiveFailures: number;
+    firstFailureAt: Date | null;
+    disabledAt: Date | null;
   } | null;
+}
+
+/** one send's final outcome, counted towards its endpoint's health */
+interface HealthOutcome {
+  endpointId: string;
+  delivered: boolean;
+  at: Date;
+}
+
+/** an endpoint's health after a counted outcome, and what changed */
+interface HealthChange {
+  consecutiveFailures: number;
+  firstFailureAt: Date | null;
+  disabledAt: Date | null;
+  /** this outcome made it failing (FAILING_AFTER in a row) or disabled */
+  becameFailing: boolean;
+  becameDisabled: boolean;
 }
 
 interface AttemptRecord {
@@ -59,6 +81,13 @@ export interface DispatcherRepository {
   recordAttempt(attempt: NewAttempt): Promise<void>;
   /** the attempts already logged with this delivery id (outcome and status) */
   loggedAttempts(deliveryId: string): Promise<LoggedAttempt[]>;
+  /**
+   * Counts a send's final outcome towards the endpoint's health (batched, one statement) and, in
+   * the same statement, writes `account.webhook.failing` to `account_events` when the endpoint
+   * becomes failing or disabled. Null when the endpoint is gone.
+   */
+  recordHealth(outcome: HealthOutcome): Promise<HealthChange | null>;
+  /** marks broken; when it was not broken yet, also writes `account.webhook.failing` (state broken) */
   markBroken(endpointId: string, reason: string): Promise<void>;
   clearBroken(endpointId: string): Promise<void>;
   ping(): Promise<void>;
@@ -99,7 +128,8 @@ export function isMissingParent(err: unknown): boolean {
 const MONITOR_SQL = `
   SELECT m.id, m.account_id, m.target_username, m.keywords, m.is_active, a.plan, a.trial_ends_at,
          w.id AS webhook_id, w.url AS webhook_url, w.kind::text AS webhook_kind,
-         w.secret_ciphertext, w.previous_secret_ciphertext, w.previous_secret_until, w.is_broken, w.broken_reason
+         w.secret_ciphertext, w.previous_secret_ciphertext, w.previous_secret_until, w.is_broken, w.broken_reason,
+         w.consecutive_failures, w.first_failure_at, w.disabled_at
   FROM monitors m
   JOIN accounts a ON a.id = m.account_id
   LEFT JOIN webhook_endpoints w ON w.monitor_id = m.id
@@ -121,7 +151,12 @@ interface MonitorRow {
   previous_secret_until: Date | string | null;
   is_broken: boolean | null;
   broken_reason: string | null;
+  consecutive_failures: number | null;
+  first_failure_at: Date | string | null;
+  disabled_at: Date | string | null;
 }
+
+const dateOrNull = (d: Date | string | null) => (d === null ? null : new Date(d));
 
 function monitorOf(r: MonitorRow): MonitorContext {
   return {
@@ -144,6 +179,9 @@ function monitorOf(r: MonitorRow): MonitorContext {
             previousSecretUntil: r.previous_secret_until === null ? null : new Date(r.previous_secret_until),
             isBroken: r.is_broken!,
             brokenReason: r.broken_reason,
+            consecutiveFailures: r.consecutive_failures!,
+            firstFailureAt: dateOrNull(r.first_failure_at),
+            disabledAt: dateOrNull(r.disabled_at),
           },
   };
 }
@@ -170,6 +208,93 @@ function attemptColumns(rows: NewAttempt[]): unknown[] {
   ];
 }
 
+/**
+ * \`account.webhook.failing\` rows for the dashboard's relay (services/dashboard mail/accountEvents.ts),
+ * from a CTE \`ev(account_id, monitor_id, state, failures, at)\`. The key and payload are @sts/messaging's
+ * accountEventKey and contract (once per monitor, state and UTC day; tested against them).
+ */
+const INSERT_WEBHOOK_EVENTS_SQL = `
+  INSERT INTO account_events (dedup_key, routing_key, account_id, payload)
+  SELECT 'webhook:' || ev.account_id || ':' || ev.monitor_id || ':' || ev.state || ':'
+           || to_char(ev.at AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
+         'account.webhook.failing', ev.account_id,
+         jsonb_build_object('accountId', ev.account_id::text, 'monitorId', ev.monitor_id::text, 'state', ev.state,
+           'consecutiveFailures', ev.failures,
+           'occurredAt', to_char(ev.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+  FROM ev
+  ON CONFLICT (dedup_key) DO NOTHING`;
+
+/**
+ * Endpoint health for a batch of outcomes, in order (ordinality): per endpoint, the failures after
+ * its last success in the batch continue the stored streak (or start a new one after a success);
+ * a success clears \`disabled_at\`; a streak of at least FAILING_AFTER that began DISABLE_AFTER_MS
+ * before the outcome disables. The rows are locked (FOR UPDATE) so two batches count in turn.
+ */
+const HEALTH_SQL = `
+  WITH input AS (
+    SELECT * FROM unnest($1::uuid[], $2::boolean[], $3::timestamptz[]) WITH ORDINALITY AS i(endpoint_id, ok, at, n)
+  ), tail AS (
+    SELECT i.endpoint_id, l.last_ok IS NOT NULL AS any_ok, max(i.at) AS last_at,
+           count(*) FILTER (WHERE NOT i.ok AND i.n > coalesce(l.last_ok, 0))::int AS fails,
+           min(i.at) FILTER (WHERE NOT i.ok AND i.n > coalesce(l.last_ok, 0)) AS first_fail
+    FROM input i
+    JOIN (SELECT endpoint_id, max(n) FILTER (WHERE ok) AS last_ok FROM input GROUP BY endpoint_id) l USING (endpoint_id)
+    GROUP BY i.endpoint_id, l.last_ok
+  ), prev AS (
+    SELECT w.id, w.monitor_id, w.consecutive_failures, w.first_failure_at, w.disabled_at
+    FROM webhook_endpoints w WHERE w.id IN (SELECT endpoint_id FROM tail) FOR UPDATE
+  ), calc AS (
+    SELECT p.id, p.monitor_id, t.last_at, t.any_ok, p.consecutive_failures AS old_count, p.disabled_at AS old_disabled,
+           CASE WHEN t.any_ok THEN t.fails ELSE p.consecutive_failures + t.fails END AS failures,
+           CASE WHEN t.fails = 0 THEN NULL WHEN t.any_ok THEN t.first_fail
+                ELSE coalesce(p.first_failure_at, t.first_fail) END AS first_at
+    FROM prev p JOIN tail t ON t.endpoint_id = p.id
+  ), fin AS (
+    SELECT c.*,
+           CASE WHEN c.any_ok THEN NULL WHEN c.old_disabled IS NOT NULL THEN c.old_disabled
+                WHEN c.failures >= ${FAILING_AFTER}
+                     AND c.first_at <= c.last_at - interval '${DISABLE_AFTER_MS} milliseconds' THEN c.last_at
+           END AS disabled_at
+    FROM calc c
+  ), upd AS (
+    UPDATE webhook_endpoints w
+    SET consecutive_failures = f.failures, first_failure_at = f.first_at, disabled_at = f.disabled_at
+    FROM fin f WHERE w.id = f.id
+    RETURNING w.id
+  ), ev AS (
+    SELECT m.account_id, f.monitor_id, s.state, f.failures, f.last_at AS at
+    FROM fin f JOIN monitors m ON m.id = f.monitor_id
+    CROSS JOIN LATERAL (VALUES
+      ('failing', f.old_count < ${FAILING_AFTER} AND f.failures >= ${FAILING_AFTER}),
+      ('disabled', f.old_disabled IS NULL AND f.disabled_at IS NOT NULL)) AS s(state, happened)
+    WHERE s.happened
+  ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
+  SELECT f.id, f.failures, f.first_at, f.disabled_at,
+         f.old_count < ${FAILING_AFTER} AND f.failures >= ${FAILING_AFTER} AS became_failing,
+         f.old_disabled IS NULL AND f.disabled_at IS NOT NULL AS became_disabled
+  FROM fin f`;
+
+interface HealthRow {
+  id: string;
+  failures: number;
+  first_at: Date | string | null;
+  disabled_at: Date | string | null;
+  became_failing: boolean;
+  became_disabled: boolean;
+}
+
+/** marks broken; writes the event only when it was not broken before (the row is locked meanwhile) */
+const MARK_BROKEN_SQL = `
+  WITH prev AS (
+    SELECT id, monitor_id, is_broken AS was_broken, consecutive_failures FROM webhook_endpoints WHERE id = $1::uuid FOR UPDATE
+  ), upd AS (
+    UPDATE webhook_endpoints w SET is_broken = true, broken_reason = $2 FROM prev WHERE w.id = prev.id RETURNING w.id
+  ), ev AS (
+    SELECT m.account_id, prev.monitor_id, 'broken' AS state, prev.consecutive_failures AS failures, $3::timestamptz AS at
+    FROM prev JOIN monitors m ON m.id = prev.monitor_id WHERE NOT prev.was_broken
+  ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
+  SELECT 1`;
+
 export function createPrismaRepository(db: Db): DispatcherRepository {
   const loadMonitors = createBatcher<string, MonitorContext | null>(async (ids) => {
     const rows = await db.$queryRawUnsafe<MonitorRow[]>(MONITOR_SQL, [...new Set(ids)]);
@@ -192,6 +317,30 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
     }
   });
 
+  const writeHealth = createBatcher<HealthOutcome, HealthChange | null>(async (outcomes) => {
+    const rows = await db.$queryRawUnsafe<HealthRow[]>(
+      HEALTH_SQL,
+      outcomes.map((o) => o.endpointId),
+      outcomes.map((o) => o.delivered),
+      outcomes.map((o) => o.at.toISOString()),
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    // the change is the batch's: reported to the endpoint's last outcome in it, the others get the state
+    const last = new Map(outcomes.map((o, i) => [o.endpointId, i]));
+    return outcomes.map((o, i) => {
+      const r = byId.get(o.endpointId);
+      if (!r) return null;
+      const own = last.get(o.endpointId) === i;
+      return {
+        consecutiveFailures: r.failures,
+        firstFailureAt: dateOrNull(r.first_at),
+        disabledAt: dateOrNull(r.disabled_at),
+        becameFailing: own && r.became_failing,
+        becameDisabled: own && r.became_disabled,
+      };
+    });
+  });
+
   return {
     getMonitor: (id) => loadMonitors(id),
     getHit: (id) => db.hit.findUnique({ where: { id }, select: hitSelect }),
@@ -206,11 +355,9 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
     },
     loggedAttempts: (deliveryId) =>
       db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true, statusCode: true } }),
+    recordHealth: (outcome) => writeHealth(outcome),
     markBroken: async (endpointId, reason) => {
-      await db.webhookEndpoint.updateMany({
-        where: { id: endpointId },
-        data: { isBroken: true, brokenReason: reason },
-      });
+      await db.$queryRawUnsafe(MARK_BROKEN_SQL, endpointId, reason, new Date().toISOString());
     },
     clearBroken: async (endpointId) => {
       await db.webhookEndpoint.updateMany({

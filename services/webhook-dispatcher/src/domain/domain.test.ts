@@ -11,6 +11,7 @@ import {
   type TestPayload,
 } from './payloads';
 import { brokenReasonFor, redactWebhookUrl, skipReason, SKIP_REASONS } from './policy';
+import { healthNeedsUpdate, healthState } from './health';
 import { laneKey, PLATFORM_PACE, retryAfterMs, TokenBucket } from './pacing';
 
 const hit: HitPayload = {
@@ -131,7 +132,15 @@ describe('truncate', () => {
 });
 
 describe('delivery policy', () => {
-  const webhook = { url: 'https://example.com/h', kind: 'native' as const, isBroken: false, brokenReason: null };
+  const webhook = {
+    url: 'https://example.com/h',
+    kind: 'native' as const,
+    isBroken: false,
+    brokenReason: null,
+    consecutiveFailures: 0,
+    firstFailureAt: null as Date | null,
+    disabledAt: null as Date | null,
+  };
   const starter = { isActive: true, plan: 'starter' as const, trialEndsAt: null, webhook };
   const now = new Date('2026-11-20T00:00:00Z');
 
@@ -148,6 +157,27 @@ describe('delivery policy', () => {
     const free = { ...starter, plan: 'free' as const, webhook: { ...webhook, isBroken: true, brokenReason: 'x' } };
     expect(skipReason('monitor.test', free, now)).toBeNull();
     expect(skipReason('monitor.hit', { ...starter, webhook: free.webhook }, now)).toMatch(/marked broken \(x\)/);
+  });
+
+  it('skips live hits to a disabled endpoint, saying since when; test pings still go out', () => {
+    const disabled = {
+      ...webhook,
+      consecutiveFailures: 40,
+      firstFailureAt: new Date('2026-11-16T08:00:00Z'),
+      disabledAt: new Date('2026-11-19T09:00:00Z'),
+    };
+    expect(skipReason('monitor.hit', { ...starter, webhook: disabled }, now)).toBe(
+      'endpoint disabled: only failures since 2026-11-16T08:00:00.000Z (40 in a row); the hit is recorded; send a test webhook, a success re-enables it',
+    );
+    expect(skipReason('monitor.test', { ...starter, webhook: disabled }, now)).toBeNull();
+    // failing (5 in a row) but not disabled: still sent
+    expect(skipReason('monitor.hit', { ...starter, webhook: { ...disabled, disabledAt: null } }, now)).toBeNull();
+    expect(healthState(disabled)).toBe('disabled');
+    expect(healthState({ ...disabled, disabledAt: null })).toBe('failing');
+    expect(healthState({ ...disabled, disabledAt: null, consecutiveFailures: 4 })).toBe('ok');
+    expect(healthNeedsUpdate(webhook, true)).toBe(false);
+    expect(healthNeedsUpdate(webhook, false)).toBe(true);
+    expect(healthNeedsUpdate({ ...webhook, consecutiveFailures: 1 }, true)).toBe(true);
   });
 
   it('skips monitors without webhook or inactive ones', () => {

@@ -4,8 +4,9 @@
 import { effectivePlan, type PlanName } from '@sts/core';
 import type { WebhookKind } from './payloads';
 import { memoizeString } from './memo';
+import { disabledReason, type EndpointHealth } from './health';
 
-interface EndpointState {
+interface EndpointState extends EndpointHealth {
   url: string;
   kind: WebhookKind;
   isBroken: boolean;
@@ -28,8 +29,8 @@ export const SKIP_REASONS = {
 /**
  * Null when the delivery should be sent; otherwise the reason it is skipped.
  * Live hits need an active monitor with a webhook, an endpoint not marked broken, and Starter
- * (a running trial counts as Starter). Test pings go out on every plan and also to a broken
- * endpoint, so the user can check a fix.
+ * (a running trial counts as Starter), and an endpoint not disabled by its health (health.ts).
+ * Test pings go out on every plan and also to a broken or disabled endpoint, so the user can check a fix.
  */
 export function skipReason(
   event: 'monitor.hit' | 'monitor.test',
@@ -43,6 +44,7 @@ export function skipReason(
   if (m.webhook.isBroken) {
     return `endpoint is marked broken (${m.webhook.brokenReason ?? 'no reason recorded'}); fix it, then send a test ping`;
   }
+  if (m.webhook.disabledAt) return disabledReason(m.webhook);
   return null;
 }
 

@@ -1,0 +1,18 @@
+import { renderMail } from './templates';
+
+describe('webhook health mails', () => {
+  const base = 'https://dash.example';
+  const spec = { kind: 'webhook' as const, consecutiveFailures: 5, monitorId: 'm-1', target: 'NASA' };
+
+  it('say failing, broken or disabled, what it means and where to look', () => {
+    const failing = renderMail({ ...spec, state: 'failing' }, base);
+    expect(failing.subject).toBe('Your webhook for @NASA is failing');
+    expect(failing.text).toContain('has failed 5 times in a row');
+    const disabled = renderMail({ ...spec, state: 'disabled', consecutiveFailures: 40 }, base);
+    expect(disabled.subject).toBe('Your webhook for @NASA is disabled');
+    expect(disabled.text).toContain('after 3 days of only failures');
+    expect(disabled.text).toContain('until a Test webhook succeeds');
+    expect(disabled.text).toContain(`${base}/monitors/m-1/deliveries`);
+    expect(renderMail({ ...spec, state: 'broken' }, base).subject).toBe('Your webhook for @NASA is broken');
+  });
+});
