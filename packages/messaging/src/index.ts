@@ -2,3 +2,4 @@ export * from './contracts';
 export * from './client';
 export * from './topology';
 export * from './dlq';
+export * from './webhookBodies';

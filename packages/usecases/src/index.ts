@@ -30,6 +30,7 @@ import {
 } from './monitors';
 import { overviewUseCases, type PlanUseCases } from './overview';
 import { previewUseCases, type PreviewUseCases } from './preview';
+import { payloadPreviewUseCases, type PayloadPreviewUseCases } from './payloadPreview';
 import type { Overview, UseCaseOptions } from './types';
 
 export * from './errors';
@@ -51,6 +52,7 @@ export {
   type PreviewUseCases,
 } from './preview';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
+export { EXAMPLE_TWEET_ID, type PayloadPreview, type PayloadPreviewUseCases } from './payloadPreview';
 export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
 export { outboundLimiter, OUTBOUND_WINDOW_MS } from './limits';
@@ -74,7 +76,7 @@ export interface UseCases {
   plans: PlanUseCases;
   keys: KeyUseCases;
   monitors: MonitorUseCases & PreviewUseCases;
-  webhooks: WebhookUseCases;
+  webhooks: WebhookUseCases & PayloadPreviewUseCases;
   deliveries: DeliveryUseCases;
   hits: HitUseCases;
   /** operator-only calls (the CLI): not scoped by account — never reachable from the dashboard */
@@ -95,7 +97,7 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
     plans: o.plans,
     keys: k.keys,
     monitors: { ...m.monitors, ...previewUseCases(ctx) },
-    webhooks: webhookUseCases(ctx),
+    webhooks: { ...webhookUseCases(ctx), ...payloadPreviewUseCases(ctx) },
     deliveries: logs.deliveries,
     hits: logs.hits,
     admin: { ...a.admin, ...k.admin, ...m.admin, ...logs.admin },

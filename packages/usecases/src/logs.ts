@@ -7,7 +7,7 @@
 import { decodeCursor, encodeCursor, olderThan, pageLimit } from './cursor';
 import { idOrNotFound, type Ctx } from './context';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
-import type { DeliveryView, HitView, Page, PageRequest, Queued } from './types';
+import type { DeliveryDetail, DeliveryView, HeaderPair, HitView, Page, PageRequest, Queued } from './types';
 import { maskWebhookUrl } from './webhookUrl';
 
 const deliverySelect = {
@@ -32,6 +32,8 @@ export interface DeliveryUseCases {
   list(accountId: string, monitorId: string, page?: PageRequest): Promise<Page<DeliveryView>>;
   /** one attempt (attempt ids are what list() returns as `id`) */
   get(accountId: string, attemptId: string): Promise<DeliveryView & { monitorId: string }>;
+  /** one attempt with the request as sent and the response (attempt detail) */
+  detail(accountId: string, attemptId: string): Promise<DeliveryDetail>;
   /** publishes webhook.redeliver; ConflictError('hit_gone') when the attempt's hit was deleted */
   redeliver(accountId: string, attemptId: string): Promise<Queued & { attemptId: string; monitorId: string }>;
   /**
@@ -49,6 +51,14 @@ export interface DeliveryUseCases {
 }
 
 export const RECOVER_MAX = 1000;
+
+/** the stored [name, value] pairs (jsonb), keeping only well-formed ones */
+function headerPairs(json: unknown): HeaderPair[] {
+  if (!Array.isArray(json)) return [];
+  return json.filter(
+    (p): p is HeaderPair => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string',
+  );
+}
 
 export interface HitUseCases {
   list(accountId: string, monitorId: string, page?: PageRequest): Promise<Page<HitView>>;
@@ -126,6 +136,28 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
     async get(accountId, attemptId) {
       const { monitor: _m, ...view } = await loadAttempt(accountId, attemptId);
       return { ...view, url: maskWebhookUrl(view.url) };
+    },
+
+    async detail(accountId, attemptId) {
+      const { monitor: _m, ...view } = await loadAttempt(accountId, attemptId);
+      const d = await db.deliveryAttempt.findUniqueOrThrow({
+        where: { id: view.id },
+        select: { requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
+      });
+      const url = maskWebhookUrl(view.url);
+      return {
+        ...view,
+        url,
+        request: d.requestBody === null ? null : { url, headers: headerPairs(d.requestHeaders), body: d.requestBody },
+        response:
+          view.statusCode === null || d.responseHeaders === null
+            ? null
+            : {
+                status: view.statusCode,
+                headers: headerPairs(d.responseHeaders),
+                body: Buffer.from(d.responseBody ?? new Uint8Array()),
+              },
+      };
     },
 
     async redeliver(accountId, attemptId) {

@@ -233,6 +233,21 @@ export interface DeliveryView {
   createdAt: Date;
 }
 
+/** [name, value] as sent or as received, in order */
+export type HeaderPair = [string, string];
+
+/**
+ * Attempt detail (issue 22): the request as sent and the response. `request` is null when
+ * nothing was sent (skipped, payload too large) or the attempt was logged before the detail was
+ * kept; `response` is null when no answer came (refused, timed out, connection error).
+ */
+export interface DeliveryDetail extends DeliveryView {
+  monitorId: string;
+  request: { url: string; headers: HeaderPair[]; body: string } | null;
+  /** `body`: the first 4 KiB exactly as received */
+  response: { status: number; headers: HeaderPair[]; body: Buffer } | null;
+}
+
 export interface HitView {
   id: string;
   tweetId: string;

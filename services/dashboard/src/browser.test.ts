@@ -9,7 +9,7 @@
  * at 1280 and 390 px into .tmp/screenshots/.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -23,21 +23,17 @@ import {
   createTestRedis,
   createTestVhost,
   REPO_ROOT,
-  spawnService,
   startHttpsReceiver,
   waitFor,
   type HttpsReceiver,
   type ReceivedRequest,
-  type ServiceProcess,
 } from '@sts/testing';
 import { createUseCases, planConfigFromEnv, secretBoxFromEnv, type UseCases } from '@sts/usecases';
-import { gatewayService } from '../../gateway/src/main';
 import { pollerService } from '../../poller/src/main';
 import { dispatcherService } from '../../webhook-dispatcher/src/main';
 import { startSmtpSink, type SmtpSink } from './mail/smtpSink';
-import { start as startDashboard } from './testing';
+import { chromiumOptions, start as startDashboard, startGateway } from './testing';
 
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = path.join(REPO_ROOT, '.tmp', 'screenshots');
 const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const TARGET = 'launchco';
@@ -53,7 +49,6 @@ interface Stoppable {
 let dbHandle: { url: string; drop(): Promise<void> };
 let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };
 let db: Db;
-let readApi: ServiceProcess;
 const running: Stoppable[] = [];
 let amqp: AmqpClient;
 let uc: UseCases;
@@ -102,25 +97,9 @@ beforeAll(async () => {
     handler: (r) =>
       verified(r) ? { status: 200, body: '{"ok":true}' } : { status: 401, body: '{"error":"bad signature"}' },
   });
-  readApi = spawnService('services/read-api/src/main.ts', {
-    DATABASE_URL: dbHandle.url,
-    READ_API_PORT: '0',
-    READ_API_HOST: '127.0.0.1',
-    INTERNAL_TOKEN: internalToken,
-    LOG_LEVEL: 'error',
-  });
-  const readApiPort = (JSON.parse(await readApi.waitForLine(/read-api listening/, 60_000)) as { port: number }).port;
-  const gateway = await startInProcess(gatewayService, {
-    ...common,
-    OPS_PORT: '0',
-    GATEWAY_PORT: '0',
-    GATEWAY_HOST: '127.0.0.1',
-    READ_API_URL: `http://127.0.0.1:${readApiPort}`,
-    INTERNAL_TOKEN: internalToken,
-    USAGE_FLUSH_MS: '200',
-  });
+  const gateway = await startGateway(common, internalToken);
   running.push(gateway);
-  gatewayUrl = `http://127.0.0.1:${gateway.info.port as number}`;
+  gatewayUrl = gateway.url;
   running.push(await startInProcess(pollerService, { ...common, OPS_PORT: '0', POLL_INTERVAL_SECONDS: '1' }));
   running.push(
     await startInProcess(dispatcherService, {
@@ -166,18 +145,8 @@ beforeAll(async () => {
 
   rmSync(SHOTS, { recursive: true, force: true });
   mkdirSync(SHOTS, { recursive: true });
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
   context = await chromium.launchPersistentContext(mkdtempSync(path.join(os.tmpdir(), 'dash-chromium-')), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    ...chromiumOptions(),
     viewport: { width: 1280, height: 800 },
   });
   page = context.pages()[0] ?? (await context.newPage());
@@ -190,8 +159,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await context?.close().catch(() => undefined);
   for (const s of running.reverse()) await s.stop().catch(() => undefined);
-  readApi?.child.kill('SIGTERM');
-  await readApi?.exited;
   await amqp?.stop().catch(() => undefined);
   await receiver?.close();
   await sink?.stop();
@@ -479,6 +446,58 @@ describe('dashboard in a browser', () => {
     await mainPage('hits');
   });
 
+  it('opens an attempt: the request exactly as the receiver got it and the first 4 KiB of the answer', async () => {
+    // an answer longer than 4 KiB with characters HTML must escape
+    const answer = Buffer.from('<ok>&amp;!' + 'é'.repeat(3000), 'utf8');
+    receiver.setResponder((r) =>
+      verified(r)
+        ? { status: 200, headers: { 'X-Answer': '<b>"yes"</b> & more' }, body: answer }
+        : { status: 401, body: '{"error":"bad signature"}' },
+    );
+    const before = events('monitor.hit').length;
+    const tweet = await createSocialTweet(db, { authorUsername: TARGET, text: 'launch <b>bold</b> & "quoted" ✓ 🎉' });
+    const got = await waitFor(() => events('monitor.hit').find((h) => h.rawBody.includes(tweet.id)) ?? null, 30_000);
+    expect(events('monitor.hit').length).toBeGreaterThan(before);
+    receiver.setResponder((r) =>
+      verified(r) ? { status: 200, body: '{"ok":true}' } : { status: 401, body: '{"error":"bad signature"}' },
+    );
+    const deliveryId = String(got.headers['x-service-delivery']);
+
+    await go(`/monitors/${monitorId}/deliveries`);
+    const link = page.locator(`tr[data-delivery="${deliveryId}"] a[href^="/deliveries/"]`);
+    await link.first().waitFor({ timeout: 20_000 });
+    await Promise.all([page.waitForNavigation(), link.first().click()]);
+    expect(page.url()).toMatch(/\/deliveries\/[0-9a-f-]{36}$/);
+
+    // the request: URL, every header as the receiver got it (both signature schemes), the body byte for byte
+    await expect(page.locator('[data-part="url"]').textContent()).resolves.toBe(`${receiver.url}/a`);
+    const cells = (part: string) =>
+      page.evaluate<[string, string][]>(
+        `[...document.querySelectorAll('[data-part="${part}"] tbody tr')].map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent))`,
+      );
+    const sent = await cells('request-headers');
+    const names = sent.map(([n]) => n.toLowerCase());
+    for (const h of ['x-service-signature', 'webhook-signature', 'webhook-id', 'x-service-delivery', 'content-length'])
+      expect(names).toContain(h);
+    for (const [name, value] of sent) expect([name, got.headers[name.toLowerCase()]]).toEqual([name, value]);
+    const body = await page.locator('[data-part="request-body"]').textContent();
+    expect(Buffer.from(body ?? '', 'utf8').equals(got.rawBody)).toBe(true);
+
+    // the response: status, headers, the first 4 KiB (escaped, shown as text)
+    await expect(page.locator('[data-part="status"]').textContent()).resolves.toBe('200');
+    expect(await cells('response-headers')).toContainEqual(['X-Answer', '<b>"yes"</b> & more']);
+    const shown = await page.locator('[data-part="response-body"]').textContent();
+    expect(Buffer.from(shown ?? '', 'utf8').equals(answer.subarray(0, 4096))).toBe(true);
+    await mainPage('attempt');
+
+    // the monitor page's payload preview (latest hit) shows the native body exactly as it was received
+    await go(`/monitors/${monitorId}`);
+    const preview = await page.locator('[data-payload="native"]').textContent();
+    expect(Buffer.from(preview ?? '', 'utf8').equals(got.rawBody)).toBe(true);
+    for (const kind of ['discord', 'slack']) expect(await page.locator(`[data-payload="${kind}"]`).count()).toBe(1);
+    await axeCheck('monitor-payload-preview');
+  });
+
   it('rotating overlaps: the old secret keeps verifying until "Use the new secret now", then fails', async () => {
     await go(`/monitors/${monitorId}`);
     await submit('Rotate secret');
@@ -617,6 +636,8 @@ describe('dashboard in a browser', () => {
       `/monitors/${monitor.id}/deliveries`,
       `/monitors/${monitor.id}/hits`,
       `/monitors/${monitor.id}/edit`,
+      `/deliveries/${attempt.id}`,
+      '/deliveries/not-an-id',
     ]) {
       expect({ url, status: await go(url) }).toEqual({ url, status: 404 });
     }

@@ -11,6 +11,7 @@ import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
 import { buildBody, MAX_BODY_BYTES, type WebhookKind, type WebhookPayload } from './domain/payloads';
 import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
+import { requestHeaderPairs } from './domain/attemptDetail';
 import { healthNeedsUpdate } from './domain/health';
 import {
   laneKey,
@@ -23,6 +24,11 @@ import type { HttpsSender, SendResult } from './adapters/httpsSender';
 import type { DispatcherRepository, MonitorContext, NewAttempt } from './adapters/repository';
 import type { LaneControl } from './lanes';
 import type { DispatcherMetrics } from './metrics';
+
+interface SentRequest {
+  headers: Record<string, string>;
+  body: string;
+}
 
 export interface Job {
   event: 'monitor.hit' | 'monitor.test';
@@ -149,7 +155,8 @@ export function createDeliverer(options: DelivererOptions) {
     );
   }
 
-  function attemptOf(job: Job, result: SendResult, error: string | null): NewAttempt {
+  /** the attempt row, with its detail: the request as sent and what came back */
+  function attemptOf(job: Job, result: SendResult, error: string | null, sent: SentRequest): NewAttempt {
     return {
       ...base(job),
       outcome: result.outcome,
@@ -157,6 +164,10 @@ export function createDeliverer(options: DelivererOptions) {
       latencyMs: result.latencyMs,
       error,
       responseSnippet: result.responseSnippet,
+      requestHeaders: requestHeaderPairs(sent.headers, sent.body),
+      requestBody: sent.body,
+      responseHeaders: result.statusCode === null ? null : result.responseHeaders,
+      responseBody: result.responseBody,
     };
   }
 
@@ -255,14 +266,14 @@ export function createDeliverer(options: DelivererOptions) {
           result.statusCode === 429 && webhook.kind !== 'native'
             ? `${platform(webhook.kind)} answered HTTP 429 (rate limited); gave up after ${waits} wait(s) of ${Math.round(waited / 100) / 10} s in all`
             : result.error;
-        await record(attemptOf(job, result, error), webhook.kind);
+        await record(attemptOf(job, result, error, { headers, body }), webhook.kind);
         await updateHealth(job, result);
         return updateBrokenFlag(job, result);
       }
       waits++;
       waited += wait;
       const error = `${platform(webhook.kind)} answered HTTP 429 (rate limited); sending again in ${Math.round(wait / 100) / 10} s (wait ${waits} of ${RATE_LIMIT_MAX_WAITS})`;
-      await record(attemptOf(job, result, error), webhook.kind);
+      await record(attemptOf(job, result, error, { headers, body }), webhook.kind);
       lane?.blockUntil(Date.now() + wait);
       await sleep(wait, signal);
       if (signal.aborted) throw new DrainAbortError('stopping while waiting out a 429');

@@ -6,7 +6,7 @@
  * monitor or attempt id act for the account that owns it. `webhook test` and `redeliver` publish
  * to RabbitMQ (AMQP_URL); the webhook-dispatcher sends.
  */
-import { ConflictError, RECOVER_MAX, type MonitorView } from '@sts/usecases';
+import { ConflictError, RECOVER_MAX, type DeliveryDetail, type MonitorView } from '@sts/usecases';
 import {
   CliUsageError,
   optionalInt,
@@ -389,13 +389,26 @@ function page(values: OptionValues): { limit: number; cursor?: string } {
 const deliveries: Command = {
   name: 'deliveries',
   summary: "a monitor's webhook delivery attempts, newest first",
-  usage: 'usage: npm run cli -- deliveries --monitor ID [--limit N (1-500, default 20)] [--cursor C] [--json]',
-  options: { monitor: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } },
+  usage:
+    'usage: npm run cli -- deliveries --monitor ID [--limit N (1-500, default 20)] [--cursor C] [--detail] [--json]',
+  options: {
+    monitor: { type: 'string' },
+    limit: { type: 'string' },
+    cursor: { type: 'string' },
+    detail: { type: 'boolean' },
+  },
   async run(ctx, values): Promise<CommandResult> {
     const monitorId = requireUuid(values, 'monitor', 'a monitor');
     const p = page(values);
-    const result = await forMonitor(ctx, monitorId, (a) => useCases(ctx).deliveries.list(a, monitorId, p));
-    const data = result.items.map((r) => ({
+    const uc = useCases(ctx);
+    const { result, details } = await forMonitor(ctx, monitorId, async (a) => {
+      const list = await uc.deliveries.list(a, monitorId, p);
+      // --detail: each attempt's request as sent and response (one look-up per attempt, at most --limit)
+      const more = [];
+      if (values.detail) for (const r of list.items) more.push(attemptDetailJson(await uc.deliveries.detail(a, r.id)));
+      return { result: list, details: more };
+    });
+    const data = result.items.map((r, i) => ({
       id: r.id,
       event: r.event,
       delivery_id: r.deliveryId,
@@ -407,6 +420,7 @@ const deliveries: Command = {
       url: r.url,
       response_snippet: r.responseSnippet,
       created_at: r.createdAt.toISOString(),
+      ...(values.detail ? details[i] : {}),
     }));
     const lines = data.map(
       (d) =>
@@ -423,6 +437,27 @@ const deliveries: Command = {
     };
   },
 };
+
+/** attempt detail as JSON: the request as sent, the response with its first 4 KiB as base64 (and as text when UTF-8) */
+function attemptDetailJson(d: DeliveryDetail) {
+  let text: string | null = null;
+  if (d.response) {
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(d.response.body);
+    } catch {
+      text = null;
+    }
+  }
+  return {
+    request: d.request,
+    response: d.response && {
+      status: d.response.status,
+      headers: d.response.headers,
+      body_base64: d.response.body.toString('base64'),
+      body_text: text,
+    },
+  };
+}
 
 const hits: Command = {
   name: 'hits',

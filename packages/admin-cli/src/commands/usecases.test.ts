@@ -134,6 +134,37 @@ describe('CLI over @sts/usecases', () => {
     const bad = await runCli(['deliveries', '--monitor', m.id as string, '--cursor', 'zzz'], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--cursor is not a cursor this list handed out/);
+
+    // --detail: the request as sent and the response's first bytes, as stored by the dispatcher
+    const answer = Buffer.from([0x7b, 0xff, 0x00, 0x7d]);
+    await db.deliveryAttempt.create({
+      data: {
+        monitorId: m.id as string,
+        event: 'monitor.test',
+        deliveryId: 'd-detail',
+        url: 'https://hooks.example.com/in',
+        outcome: 'failed',
+        statusCode: 500,
+        requestHeaders: [['X-Service-Event', 'monitor.test']],
+        requestBody: '{"event":"monitor.test"}',
+        responseHeaders: [['x-trace', 'a b']],
+        responseBody: answer,
+      },
+    });
+    const detailed = (await json('deliveries', '--monitor', m.id as string, '--detail')) as {
+      data: { delivery_id: string; request: unknown; response: Record<string, unknown> }[];
+    };
+    expect(detailed.data[0]).toMatchObject({
+      delivery_id: 'd-detail',
+      request: {
+        url: 'https://hooks.example.com/in',
+        headers: [['X-Service-Event', 'monitor.test']],
+        body: '{"event":"monitor.test"}',
+      },
+      response: { status: 500, headers: [['x-trace', 'a b']], body_base64: answer.toString('base64'), body_text: null },
+    });
+    const plain = (await json('deliveries', '--monitor', m.id as string)) as { data: Record<string, unknown>[] };
+    expect(plain.data[0]).not.toHaveProperty('request');
   });
 
   it('key list shows prefixes, names and revocations, never the key', async () => {

@@ -17,6 +17,8 @@ export interface AuthDeps {
   sessionMaxAgeSec: number;
 }
 
+const PASSWORD_CHANGED = 'Your password is changed. Sign in with it.';
+
 /** A new session for the account: new id (no fixation), its start time, tracked for "end all". */
 export async function startSession(req: Request, account: AccountView, deps: AuthDeps): Promise<void> {
   await regenerate(req);
@@ -67,7 +69,10 @@ export function authRouter(deps: AuthDeps): Router {
 
   r.get('/signin', (req, res) => {
     if (req.session.accountId) return res.redirect(303, '/');
-    res.type('html').send(signInPage(pageContext(req)));
+    const ctx = pageContext(req);
+    // after a reset from a signed-in browser (below): its session is gone, so the notice comes by query
+    const changed = req.query.password === 'changed' ? { flash: { notice: PASSWORD_CHANGED } } : {};
+    res.type('html').send(signInPage({ ...ctx, ...changed }));
   });
 
   r.post('/signin', async (req, res) => {
@@ -136,10 +141,13 @@ export function linkRouter(deps: AuthDeps): Router {
       const account = await uc.identity.resetPassword(token, str(req, 'password'));
       // every session of the account ends, this browser's too (it signs in with the new password)
       await deps.sessions.endAll(account.id);
-      if (req.session.accountId) await destroy(req);
-      res
-        .type('html')
-        .send(signInPage({ ...pageContext(req), flash: { notice: 'Your password is changed. Sign in with it.' } }));
+      if (req.session.accountId) {
+        // signed in here: the session is destroyed, and the sign-in page (a GET) sets the anonymous form token
+        await destroy(req);
+        res.clearCookie(sessionCookieName(req, deps.cookieSecure), { path: '/' });
+        return res.redirect(303, '/signin?password=changed');
+      }
+      res.type('html').send(signInPage({ ...pageContext(req), flash: { notice: PASSWORD_CHANGED } }));
     } catch (err) {
       const errors = formErrors(err, ['password', 'token']);
       if (!errors) throw err;

@@ -1,7 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import { standardWebhookSecret } from '@sts/signing';
 import { ValidationError, type MonitorView, type Preview, type UseCases } from '@sts/usecases';
-import { deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
+import { attemptPage, deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
 import {
   monitorFormPage,
   monitorPage,
@@ -55,8 +55,8 @@ function monitorHelpers(uc: UseCases) {
     webhookUrl: str(req, 'webhookUrl'),
   });
   const showMonitor = async (req: Request, m: MonitorView, status = 200, form = {}) => {
-    const { facts } = await planFacts(req);
-    return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form) };
+    const [{ facts }, payloads] = await Promise.all([planFacts(req), uc.webhooks.payloadPreview(accountId(req), m.id)]);
+    return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form, payloads) };
   };
 
   /** the monitor form (new or edit) with the plan's poll interval, its values and any field errors */
@@ -263,6 +263,12 @@ function logRoutes(r: Router, uc: UseCases, opts: { liveRefreshMs: number }): vo
     ]);
     if (query(req, 'fragment')) res.type('html').send(hitRows(page).value);
     else res.type('html').send(hitsPage(pageContext(req), m, page, cursor !== undefined, opts.liveRefreshMs));
+  });
+
+  r.get('/deliveries/:id', async (req, res) => {
+    const d = await uc.deliveries.detail(accountId(req), req.params.id ?? '');
+    const m = await uc.monitors.get(accountId(req), d.monitorId);
+    res.type('html').send(attemptPage(pageContext(req), m, d));
   });
 
   r.post('/deliveries/:id/redeliver', async (req, res) => {

@@ -1,4 +1,4 @@
-import type { DeliveryView, HitView, MonitorView, Page } from '@sts/usecases';
+import type { DeliveryDetail, DeliveryView, HeaderPair, HitView, MonitorView, Page } from '@sts/usecases';
 import { formatTime } from '../domain/format';
 import { html, type SafeHtml } from './html';
 import { csrfField, layout, type PageContext } from './layout';
@@ -48,7 +48,11 @@ export function deliveryRows(ctx: PageContext, page: Page<DeliveryView>): SafeHt
             html`<tr data-delivery="${d.deliveryId}">
               <td data-label="Time">${formatTime(d.createdAt)}</td>
               <td data-label="Event"><code>${d.event}</code></td>
-              <td data-label="Delivery id"><code class="wrap">${d.deliveryId}</code></td>
+              <td data-label="Delivery id">
+                <a href="/deliveries/${d.id}" class="wrap"
+                  ><code>${d.deliveryId}</code><span class="sr-only"> attempt details</span></a
+                >
+              </td>
               <td data-label="Status">${outcome(d)}</td>
               <td data-label="Latency">${d.latencyMs !== null ? `${d.latencyMs} ms` : '—'}</td>
               <td data-label="Error / response" class="wrap">
@@ -148,4 +152,103 @@ export function hitsPage(
   liveMs: number,
 ): string {
   return logPage(ctx, m, 'hits', hitRows(page), page, paged, liveMs);
+}
+
+function headerTable(caption: string, part: string, pairs: HeaderPair[]): SafeHtml {
+  if (pairs.length === 0) return html`<p class="muted">${caption}: none.</p>`;
+  return html`<div class="table-wrap">
+    <table class="headers" data-part="${part}">
+      <caption>
+        ${caption}
+      </caption>
+      <thead>
+        <tr>
+          <th scope="col">Name</th>
+          <th scope="col">Value</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${pairs.map(
+          ([n, v]) =>
+            html`<tr>
+              <td><code>${n}</code></td>
+              <td><code class="wrap">${v}</code></td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </div>`;
+}
+
+/**
+ * The response body as text when it is UTF-8 (as received), else base64 saying so. A character
+ * the 4 KiB cut split is left out (stream decoding holds its first bytes back) and said so.
+ */
+function responseBody(body: Buffer): SafeHtml {
+  if (body.length === 0) return html`<p class="muted">Empty body.</p>`;
+  try {
+    const text = new TextDecoder('utf-8', { fatal: true }).decode(body, { stream: true });
+    const split = Buffer.byteLength(text) < body.length;
+    return html`<pre
+        class="body"
+        data-part="response-body"
+        tabindex="0"
+        aria-label="Response body"
+      ><code>${text}</code></pre>
+      ${split ? html`<p class="muted">The 4 KiB cut split the last character; its first bytes are not shown.</p>` : ''}`;
+  } catch {
+    return html`<p class="muted">Not UTF-8 text; shown as base64.</p>
+      <pre
+        class="body"
+        data-part="response-body-base64"
+        tabindex="0"
+        aria-label="Response body, base64"
+      ><code>${body.toString('base64')}</code></pre>`;
+  }
+}
+
+/** Attempt detail: the request as sent (URL, headers, exact body) and the response (status, headers, first 4 KiB). */
+export function attemptPage(ctx: PageContext, m: MonitorView, d: DeliveryDetail): string {
+  const req = d.request;
+  const res = d.response;
+  return layout(
+    ctx,
+    `Delivery attempt · @${m.targetUsername}`,
+    html`${subnav(m, 'deliveries')}
+      <section class="card" aria-labelledby="sent">
+        <h2 id="sent">Request as sent</h2>
+        <p>
+          ${formatTime(d.createdAt)} · <code>${d.event}</code> · delivery <code class="wrap">${d.deliveryId}</code> ·
+          ${outcome(d)}${d.latencyMs !== null ? ` · ${d.latencyMs} ms` : ''}
+        </p>
+        ${d.error ? html`<p class="error-text">${d.error}</p>` : ''}
+        ${
+          req
+            ? html`<p>POST <code class="wrap" data-part="url">${req.url}</code></p>
+                ${headerTable('Request headers', 'request-headers', req.headers)}
+                <h3>Body</h3>
+                <pre
+                  class="body"
+                  data-part="request-body"
+                  tabindex="0"
+                  aria-label="Request body"
+                ><code>${req.body}</code></pre>`
+            : html`<p class="muted">Nothing was sent${d.outcome === 'skipped' ? ' (skipped)' : ''}.</p>`
+        }
+      </section>
+      <section class="card" aria-labelledby="answer">
+        <h2 id="answer">Response</h2>
+        ${
+          res
+            ? html`<p>Status <strong data-part="status">${String(res.status)}</strong></p>
+                ${headerTable('Response headers', 'response-headers', res.headers)}
+                <h3>Body (first 4 KiB)</h3>
+                ${responseBody(res.body)}`
+            : html`<p class="muted">No answer.</p>`
+        }
+        <form method="post" action="/deliveries/${d.id}/redeliver">
+          ${csrfField(ctx)}<button type="submit" class="btn">Redeliver</button>
+        </form>
+      </section>`,
+  );
 }

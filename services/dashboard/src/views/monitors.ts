@@ -1,4 +1,4 @@
-import type { MonitorView, Overview, Preview, WebhookHealthView } from '@sts/usecases';
+import type { MonitorView, Overview, PayloadPreview, Preview, WebhookHealthView } from '@sts/usecases';
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html, type SafeHtml } from './html';
@@ -307,6 +307,7 @@ export function monitorPage(
   m: MonitorView,
   liveWebhooks: boolean,
   webhookForm: { url?: string; errors?: FieldErrors } = {},
+  payloads?: PayloadPreview,
 ): string {
   return layout(
     ctx,
@@ -348,6 +349,38 @@ export function monitorPage(
           </form>
         </div>
       </section>
-      ${webhookSection(ctx, m, liveWebhooks, webhookForm.errors, webhookForm.url)}`,
+      ${webhookSection(ctx, m, liveWebhooks, webhookForm.errors, webhookForm.url)}
+      ${payloads ? payloadSection(payloads) : ''}`,
   );
+}
+
+const FORMATS = [
+  ['native', 'Native (your endpoint)'],
+  ['discord', 'Discord'],
+  ['slack', 'Slack'],
+] as const;
+
+/** The exact body each format would receive for a sample hit (built by the dispatcher's own builders). */
+function payloadSection(p: PayloadPreview): SafeHtml {
+  const what =
+    p.sample === 'latest-hit'
+      ? `this monitor's latest hit (post ${p.payload.tweet.id})`
+      : 'an example post by the target (no hit yet)';
+  return html`<section class="card" aria-labelledby="payload-h">
+    <h2 id="payload-h">Payload preview</h2>
+    <p class="muted">
+      The exact body each format would receive for ${what}, byte for byte as the dispatcher sends it (compact JSON).
+      Headers and signature are added per delivery.
+    </p>
+    ${FORMATS.map(
+      ([kind, label]) =>
+        html`<h3 id="payload-${kind}">${label}${p.kind === kind ? ' · this webhook' : ''}</h3>
+          <pre
+            class="body"
+            data-payload="${kind}"
+            tabindex="0"
+            aria-labelledby="payload-${kind}"
+          ><code>${p.bodies[kind]}</code></pre>`,
+    )}
+  </section>`;
 }

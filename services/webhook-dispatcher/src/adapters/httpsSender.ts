@@ -7,7 +7,8 @@
  * Keep-alive agent (one pool per endpoint, at most WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT sockets,
  * idle sockets closed after 4 s), a per-endpoint semaphore so at most that many deliveries to one
  * endpoint are in flight, a whole-request deadline, no redirects followed, response bodies read
- * up to 64 KiB (the first 512 bytes kept as the snippet). One transparent reconnect happens only
+ * up to 64 KiB (the first 512 bytes kept as the snippet, the first 4 KiB and the headers as the
+ * attempt detail). One transparent reconnect happens only
  * when a reused keep-alive socket turns out closed before any response (the request never
  * reached the receiver); there are no other retries.
  */
@@ -17,6 +18,7 @@ import type { ClientRequest, IncomingMessage } from 'node:http';
 import { isIP, type LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { blockedReason, createHostAllowList, normalizeHostname } from '../domain/addressPolicy';
+import { boundedHeaderPairs, DETAIL_RESPONSE_BODY_BYTES, type HeaderPairs } from '../domain/attemptDetail';
 
 interface SendRequest {
   url: string;
@@ -40,6 +42,10 @@ export interface SendResult {
   headers: Record<string, string | string[] | undefined>;
   /** the answer was longer than the read limit; only its start was read */
   truncated: boolean;
+  /** attempt detail: response headers as received ([name, value], bounded); empty without a response */
+  responseHeaders: HeaderPairs;
+  /** attempt detail: the first DETAIL_RESPONSE_BODY_BYTES bytes of the response body; null without a response */
+  responseBody: Buffer | null;
 }
 
 export interface HttpsSenderOptions {
@@ -242,6 +248,8 @@ function failure(error: string, latencyMs: number, refused = false): SendResult 
     refused,
     headers: {},
     truncated: false,
+    responseHeaders: [],
+    responseBody: null,
   };
 }
 
@@ -264,6 +272,8 @@ function answerResult(answer: Answer, latencyMs: number, snippetBytes: number): 
     refused: false,
     headers: answer.res.headers,
     truncated: answer.truncated,
+    responseHeaders: boundedHeaderPairs(answer.res.rawHeaders),
+    responseBody: Buffer.from(answer.data.subarray(0, DETAIL_RESPONSE_BODY_BYTES)),
   };
 }
 
@@ -282,7 +292,7 @@ class Sender implements HttpsSender {
     this.isAllowed = createHostAllowList(options.allowPrivateHosts ?? []);
     this.lookup = createGuardedLookup(options.lookup ?? dns.lookup, this.isAllowed, options.onRefused);
     this.snippetBytes = options.snippetBytes ?? 512;
-    this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
+    this.maxResponseBytes = Math.max(options.maxResponseBytes ?? 64 * 1024, DETAIL_RESPONSE_BODY_BYTES);
     this.agent = new https.Agent({
       keepAlive: true,
       keepAliveMsecs: 1000,

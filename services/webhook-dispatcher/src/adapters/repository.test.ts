@@ -159,6 +159,43 @@ describe('dispatcher repository (raw SQL hot path)', () => {
     expect(new Set(stored.map((s) => s.createdAt.getTime())).size).toBeLessThan(rows.length);
   });
 
+  it('writes each row of a batch with its own attempt detail (headers as pairs, body bytes), or none', async () => {
+    const bytes = Buffer.from([0, 1, 0xff, 0xfe, 0x7b]);
+    const rows = [
+      attempt({
+        requestHeaders: [
+          ['X-Service-Event', 'monitor.hit'],
+          ['Content-Length', '2'],
+        ],
+        requestBody: '{"a":"\\u0000 ✓"}',
+        responseHeaders: [
+          ['set-cookie', 'a=1'],
+          ['set-cookie', 'b=2'],
+        ],
+        responseBody: bytes,
+      }),
+      attempt({ outcome: 'skipped', statusCode: null, responseSnippet: null }),
+      attempt({ requestHeaders: [], requestBody: '', responseHeaders: [], responseBody: Buffer.alloc(0) }),
+    ];
+    await Promise.all(rows.map((r) => repo.recordAttempt(r)));
+    const stored = await db.deliveryAttempt.findMany({
+      where: { deliveryId: { in: rows.map((r) => r.deliveryId) } },
+      select: { deliveryId: true, requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
+    });
+    const by = new Map(stored.map((r) => [r.deliveryId, r]));
+    const [full, none, empty] = rows.map((r) => by.get(r.deliveryId)!);
+    expect(full!.requestHeaders).toEqual(rows[0]!.requestHeaders);
+    expect(full!.requestBody).toBe(rows[0]!.requestBody);
+    expect(full!.responseHeaders).toEqual([
+      ['set-cookie', 'a=1'],
+      ['set-cookie', 'b=2'],
+    ]);
+    expect(Buffer.from(full!.responseBody!).equals(bytes)).toBe(true);
+    expect(none).toMatchObject({ requestHeaders: null, requestBody: null, responseHeaders: null, responseBody: null });
+    expect(empty).toMatchObject({ requestHeaders: [], requestBody: '', responseHeaders: [] });
+    expect(Buffer.from(empty!.responseBody!).length).toBe(0);
+  });
+
   it('a row whose monitor was deleted fails alone (missing parent); the rest of its batch is written', async () => {
     const account = await createAccount(db, 'starter');
     const gone = await createMonitor(db, box, { accountId: account.id, url: 'https://hooks.example.com/gone' });

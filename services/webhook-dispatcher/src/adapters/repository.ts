@@ -6,6 +6,7 @@
 import { hitSelect, isDatabaseUnavailable, Prisma, type Db, type HitRow as HitRecord } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { WebhookKind } from '../domain/payloads';
+import type { HeaderPairs } from '../domain/attemptDetail';
 import { DISABLE_AFTER_MS, FAILING_AFTER } from '../domain/health';
 import { createBatcher } from './batch';
 
@@ -71,6 +72,11 @@ export interface NewAttempt {
   latencyMs: number | null;
   error: string | null;
   responseSnippet: string | null;
+  /** attempt detail (absent for skipped attempts and sends that never started) */
+  requestHeaders?: HeaderPairs | null;
+  requestBody?: string | null;
+  responseHeaders?: HeaderPairs | null;
+  responseBody?: Buffer | null;
 }
 
 export interface DispatcherRepository {
@@ -186,12 +192,21 @@ function monitorOf(r: MonitorRow): MonitorContext {
   };
 }
 
-/** many attempts in one statement: one array parameter per column */
+/**
+ * many attempts in one statement: one array parameter per column. The detail's headers travel as
+ * JSON text and its response body as base64 text (plain text arrays: the driver's array encoding
+ * is the same for every column), turned into jsonb / bytea by the statement itself.
+ */
 const INSERT_ATTEMPTS_SQL = `
   INSERT INTO delivery_attempts
-    (monitor_id, hit_id, event, delivery_id, url, outcome, status_code, latency_ms, error, response_snippet)
-  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::"DeliveryOutcome"[],
-                       $7::int[], $8::int[], $9::text[], $10::text[])`;
+    (monitor_id, hit_id, event, delivery_id, url, outcome, status_code, latency_ms, error, response_snippet,
+     request_headers, request_body, response_headers, response_body)
+  SELECT m, h, e, d, u, o, s, l, er, rs, rqh::jsonb, rqb, rsh::jsonb, decode(rsb, 'base64')
+  FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::"DeliveryOutcome"[],
+              $7::int[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+       AS t(m, h, e, d, u, o, s, l, er, rs, rqh, rqb, rsh, rsb)`;
+
+const jsonOrNull = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
 
 function attemptColumns(rows: NewAttempt[]): unknown[] {
   return [
@@ -205,6 +220,10 @@ function attemptColumns(rows: NewAttempt[]): unknown[] {
     rows.map((r) => r.latencyMs),
     rows.map((r) => r.error),
     rows.map((r) => r.responseSnippet),
+    rows.map((r) => jsonOrNull(r.requestHeaders)),
+    rows.map((r) => r.requestBody ?? null),
+    rows.map((r) => jsonOrNull(r.responseHeaders)),
+    rows.map((r) => (r.responseBody ? r.responseBody.toString('base64') : null)),
   ];
 }
 

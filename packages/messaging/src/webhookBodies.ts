@@ -1,0 +1,275 @@
+/**
+ * The bodies a webhook receives. Pure functions, no I/O. The webhook-dispatcher sends exactly
+ * these; the dashboard's payload preview shows them (one home, so the preview cannot drift).
+ *
+ * - native: the docs/webhooks.md payloads, field for field (camelCase), serialised once; the
+ *   signature is computed over exactly these bytes.
+ * - discord: an Execute Webhook body with one embed (title, description = the post's text,
+ *   author, link to the post, timestamp, footer naming the monitor) and `allowed_mentions`
+ *   mentioning nobody; every length within Discord's limits (content 2000, title 256,
+ *   description 4096, author name 256, footer 2048, all embed text together 6000).
+ * - slack: an incoming-webhook body with `text` (the notification fallback) and `blocks`
+ *   (a mrkdwn section with the linked title and the text, and a context block naming the
+ *   monitor and the time); `&`, `<` and `>` escaped so text cannot form links or mentions.
+ */
+import type { MonitorHitEvent, MonitorTestEvent } from './contracts';
+
+/** The payload types are the message contracts of @sts/messaging (docs/webhooks.md), not copies. */
+export type HitPayload = MonitorHitEvent;
+export type TestPayload = MonitorTestEvent;
+type MonitorRef = MonitorHitEvent['monitor'];
+export type WebhookPayload = HitPayload | TestPayload;
+export type WebhookKind = 'native' | 'discord' | 'slack';
+
+/** The largest body the dispatcher sends; larger ones are logged as failed, never sent. */
+export const MAX_BODY_BYTES = 256 * 1024;
+
+export const DISCORD_LIMITS = {
+  content: 2000,
+  title: 256,
+  description: 4096,
+  authorName: 256,
+  footer: 2048,
+  total: 6000,
+} as const;
+
+const SLACK_LIMITS = { sectionText: 3000, contextText: 2000, text: 3000 } as const;
+
+const ELLIPSIS = '…';
+
+/** Cuts `s` to at most `max` UTF-16 units, ending with "…", never splitting a surrogate pair. */
+export function truncate(s: string, max: number): string {
+  if (s.length <= max) return s;
+  if (max <= 0) return '';
+  let cut = s.slice(0, max - ELLIPSIS.length);
+  const last = cut.charCodeAt(cut.length - 1);
+  if (last >= 0xd800 && last <= 0xdbff) cut = cut.slice(0, -1);
+  return cut + ELLIPSIS;
+}
+
+/** The public link of a post. */
+function postUrl(username: string, tweetId: string): string {
+  return `https://x.com/${encodeURIComponent(username)}/status/${encodeURIComponent(tweetId)}`;
+}
+
+function profileUrl(username: string): string {
+  return `https://x.com/${encodeURIComponent(username)}`;
+}
+
+/** Canonical copies with exactly the documented fields, in the order of docs/webhooks.md. */
+function canonicalPayload(p: WebhookPayload): WebhookPayload {
+  const monitor: MonitorRef = {
+    id: p.monitor.id,
+    targetUsername: p.monitor.targetUsername,
+    keywords: p.monitor.keywords && p.monitor.keywords.length > 0 ? [...p.monitor.keywords] : null,
+  };
+  if (p.event === 'monitor.test') return { event: 'monitor.test', monitor, test: true };
+  return {
+    event: 'monitor.hit',
+    monitor,
+    tweet: {
+      id: p.tweet.id,
+      text: p.tweet.text,
+      authorUsername: p.tweet.authorUsername,
+      createdAt: p.tweet.createdAt,
+    },
+    detectedAt: p.detectedAt,
+  };
+}
+
+export function nativeBody(p: WebhookPayload): string {
+  return JSON.stringify(canonicalPayload(p));
+}
+
+// ---- Discord ----
+
+const URL_IN_TEXT = /https?:\/\/[^\s<>]+/g;
+
+/**
+ * Backslash-escapes Discord markdown so a post's text shows as written: no bold/italic/spoilers,
+ * no masked links, no headings or lists, no `<@id>` mention syntax. URLs are left as they are so
+ * Discord still links them.
+ */
+function escapeDiscordMarkdown(s: string): string {
+  const escapePart = (part: string) =>
+    part.replace(/([\\*_~`|[\]<>])/g, '\\$1').replace(/^([ \t]*)([#>-]|\d+\.)/gm, '$1\\$2');
+  let out = '';
+  let last = 0;
+  for (const m of s.matchAll(URL_IN_TEXT)) {
+    out += escapePart(s.slice(last, m.index)) + m[0];
+    last = m.index + m[0].length;
+  }
+  return out + escapePart(s.slice(last));
+}
+
+function cutEscaped(s: string, max: number): string {
+  let out = truncate(s, max);
+  if (out.length < s.length) {
+    // do not leave a lone escaping backslash before the ellipsis
+    const body = out.slice(0, -ELLIPSIS.length);
+    const trailing = /\\+$/.exec(body)?.[0].length ?? 0;
+    if (trailing % 2 === 1) out = body.slice(0, -1) + ELLIPSIS;
+  }
+  return out;
+}
+
+function monitorLine(m: MonitorRef): string {
+  const kw = m.keywords && m.keywords.length ? ` · keywords: ${m.keywords.join(', ')}` : '';
+  return `Monitor @${m.targetUsername}${kw}`;
+}
+
+export interface DiscordBody {
+  content?: string;
+  allowed_mentions: { parse: never[] };
+  embeds: {
+    title: string;
+    url?: string;
+    description: string;
+    author?: { name: string; url: string };
+    timestamp?: string;
+    footer: { text: string };
+    color: number;
+  }[];
+}
+
+export function discordBody(p: WebhookPayload): DiscordBody {
+  const footer = truncate(monitorLine(p.monitor), DISCORD_LIMITS.footer);
+  if (p.event === 'monitor.test') {
+    const title = 'Test webhook';
+    const description = cutEscaped(
+      escapeDiscordMarkdown(
+        `This is a test ping for the monitor watching @${p.monitor.targetUsername}. Your webhook is set up correctly.`,
+      ),
+      DISCORD_LIMITS.description,
+    );
+    return {
+      allowed_mentions: { parse: [] },
+      embeds: [{ title, description, footer: { text: footer }, color: 0x57f287, timestamp: new Date().toISOString() }],
+    };
+  }
+  const author = truncate(`@${p.tweet.authorUsername}`, DISCORD_LIMITS.authorName);
+  const title = truncate(`New post by @${p.tweet.authorUsername}`, DISCORD_LIMITS.title);
+  const used = title.length + author.length + footer.length;
+  const room = Math.min(DISCORD_LIMITS.description, DISCORD_LIMITS.total - used);
+  const text = p.tweet.text.trim() === '' ? '(no text)' : p.tweet.text;
+  const description = cutEscaped(escapeDiscordMarkdown(text), room);
+  return {
+    allowed_mentions: { parse: [] },
+    embeds: [
+      {
+        title,
+        url: postUrl(p.tweet.authorUsername, p.tweet.id),
+        description,
+        author: { name: author, url: profileUrl(p.tweet.authorUsername) },
+        timestamp: p.tweet.createdAt,
+        footer: { text: footer },
+        color: 0x1d9bf0,
+      },
+    ],
+  };
+}
+
+// ---- Slack ----
+
+/**
+ * Slack's control characters as HTML entities (so `<!channel>` cannot be written), and the
+ * broadcast words `@channel`, `@here`, `@everyone` broken with a word joiner (U+2060) so no
+ * client turns them into a ping; mrkdwn text objects are also sent with `verbatim: true`
+ * (Slack then parses no mentions or links in them), and the fallback `text` with `parse: 'none'`.
+ */
+export function escapeSlack(s: string): string {
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/@(channel|here|everyone)\b/gi, '@\u2060$1');
+}
+
+function cutSlack(escaped: string, max: number): string {
+  let out = truncate(escaped, max);
+  if (out.length < escaped.length) {
+    // do not cut an entity in half
+    const body = out.slice(0, -ELLIPSIS.length);
+    const amp = body.lastIndexOf('&');
+    if (amp >= 0 && !body.slice(amp).includes(';')) out = body.slice(0, amp) + ELLIPSIS;
+  }
+  return out;
+}
+
+export interface SlackBody {
+  text: string;
+  blocks: (
+    | { type: 'section'; text: { type: 'mrkdwn'; text: string; verbatim: true } }
+    | { type: 'context'; elements: { type: 'mrkdwn'; text: string; verbatim: true }[] }
+  )[];
+  parse: 'none';
+  unfurl_links: false;
+  unfurl_media: false;
+}
+
+function slackTime(iso: string): string {
+  const ms = Date.parse(iso);
+  if (!Number.isFinite(ms)) return escapeSlack(iso);
+  return `<!date^${Math.floor(ms / 1000)}^{date_short_pretty} {time}|${escapeSlack(iso)}>`;
+}
+
+export function slackBody(p: WebhookPayload): SlackBody {
+  const context = cutSlack(escapeSlack(monitorLine(p.monitor)), SLACK_LIMITS.contextText - 200);
+  if (p.event === 'monitor.test') {
+    const text = escapeSlack(
+      `Test webhook: this is a test ping for the monitor watching @${p.monitor.targetUsername}. Your webhook is set up correctly.`,
+    );
+    return {
+      text,
+      blocks: [
+        { type: 'section', text: { type: 'mrkdwn', text: `*Test webhook*\n${text}`, verbatim: true } },
+        { type: 'context', elements: [{ type: 'mrkdwn', text: context, verbatim: true }] },
+      ],
+      parse: 'none',
+      unfurl_links: false,
+      unfurl_media: false,
+    };
+  }
+  const user = escapeSlack(p.tweet.authorUsername);
+  const link = postUrl(p.tweet.authorUsername, p.tweet.id);
+  const heading = `*<${link}|New post by @${user}>*\n`;
+  const body = escapeSlack(p.tweet.text.trim() === '' ? '(no text)' : p.tweet.text);
+  return {
+    text: cutSlack(`New post by @${user}: ${body}`, SLACK_LIMITS.text),
+    blocks: [
+      {
+        type: 'section',
+        text: {
+          type: 'mrkdwn',
+          text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length),
+          verbatim: true,
+        },
+      },
+      {
+        type: 'context',
+        elements: [
+          {
+            type: 'mrkdwn',
+            text: `${context} · posted ${slackTime(p.tweet.createdAt)} · <${link}|open post>`,
+            verbatim: true,
+          },
+        ],
+      },
+    ],
+    parse: 'none',
+    unfurl_links: false,
+    unfurl_media: false,
+  };
+}
+
+/** The exact bytes to send for an endpoint of `kind`. */
+export function buildBody(kind: WebhookKind, payload: WebhookPayload): string {
+  switch (kind) {
+    case 'native':
+      return nativeBody(payload);
+    case 'discord':
+      return JSON.stringify(discordBody(payload));
+    case 'slack':
+      return JSON.stringify(slackBody(payload));
+  }
+}
