@@ -88,6 +88,14 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
   };
 }
 
+/** the flags that make up a monitor's rule: target, keywords (with -word exclusions), post types, languages */
+const RULE_OPTIONS = {
+  target: { type: 'string' },
+  keywords: { type: 'string' },
+  exclude: { type: 'string' },
+  lang: { type: 'string' },
+} as const;
+
 const monitorCreate: Command = {
   name: 'monitor create',
   summary: 'create a monitor (optionally with a webhook; its signing secret is shown once)',
@@ -101,10 +109,7 @@ const monitorCreate: Command = {
     "  and how short the interval may be (the plan's poll interval).",
   options: {
     account: { type: 'string' },
-    target: { type: 'string' },
-    keywords: { type: 'string' },
-    exclude: { type: 'string' },
-    lang: { type: 'string' },
+    ...RULE_OPTIONS,
     'webhook-url': { type: 'string' },
     interval: { type: 'string' },
   },
@@ -160,10 +165,7 @@ const monitorPreview: Command = {
     '  {"id", "text", "created_at", "lang", "referenced_tweets", "matched", "reason", "code"}.',
   options: {
     account: { type: 'string' },
-    target: { type: 'string' },
-    keywords: { type: 'string' },
-    exclude: { type: 'string' },
-    lang: { type: 'string' },
+    ...RULE_OPTIONS,
   },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
@@ -202,10 +204,7 @@ const monitorUpdate: Command = {
     '  An empty value clears a list: --keywords "" (every post), --exclude "" (all types), --lang "" (any language).',
   options: {
     monitor: { type: 'string' },
-    target: { type: 'string' },
-    keywords: { type: 'string' },
-    exclude: { type: 'string' },
-    lang: { type: 'string' },
+    ...RULE_OPTIONS,
     interval: { type: 'string' },
   },
   async run(ctx, values) {
