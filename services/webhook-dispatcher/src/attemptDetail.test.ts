@@ -5,51 +5,28 @@
  * the body byte for byte), with the header count bounded.
  */
 import { randomBytes } from 'node:crypto';
-import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
-import {
-  createAccount,
-  createHit,
-  createMonitor,
-  createTestDatabase,
-  hitEnvelope,
-  type HttpsReceiver,
-  startHttpsReceiver,
-} from '@sts/testing';
-import { createDispatcher, type Dispatcher } from './app';
-import { createPrismaRepository } from './adapters/repository';
+import type { Db } from '@sts/db';
+import { createAccount, createHit, createMonitor, hitEnvelope, type HttpsReceiver } from '@sts/testing';
+import type { Dispatcher } from './app';
+import { startInProcessDispatcher, type InProcessDispatcher } from './testing';
 import { DETAIL_MAX_HEADERS, DETAIL_RESPONSE_BODY_BYTES } from './domain/attemptDetail';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);
 
 describe('attempt detail', () => {
-  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let harness: InProcessDispatcher;
   let db: Db;
   let receiver: HttpsReceiver;
   let dispatcher: Dispatcher;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = createDbClient({ url: testDb.url, poolSize: 4 });
-    receiver = await startHttpsReceiver();
-    dispatcher = createDispatcher({
-      repository: createPrismaRepository(db),
-      logger: createLogger({ service: 'dispatcher-detail-test', level: 'error' }),
-      secretsKey: KEY,
-      timeoutMs: 2000,
-      maxConcurrencyPerEndpoint: 4,
-      allowPrivateHosts: ['localhost'],
-    });
+    harness = await startInProcessDispatcher('dispatcher-detail-test', KEY);
+    ({ db, receiver, dispatcher } = harness);
   });
 
-  afterAll(async () => {
-    dispatcher.close();
-    await receiver.close();
-    await db.$disconnect();
-    await testDb.drop();
-  });
+  afterAll(() => harness.close());
 
   async function deliverOnce(url: string) {
     const account = await createAccount(db, 'starter');

@@ -5,23 +5,20 @@
  * working until the switch ("use the new secret now") or the overlap's end.
  */
 import { randomBytes } from 'node:crypto';
-import { createLogger } from '@sts/common';
 import { createSecretBox, generateWebhookSecret } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { standardWebhookSecret, verify } from '@sts/signing';
 import {
   createAccount,
   createHit,
   createMonitor,
-  createTestDatabase,
   hitEnvelope,
   type HttpsReceiver,
   type ReceivedRequest,
-  startHttpsReceiver,
 } from '@sts/testing';
 import { Webhook } from 'standardwebhooks';
-import { createDispatcher, type Dispatcher } from './app';
-import { createPrismaRepository } from './adapters/repository';
+import type { Dispatcher } from './app';
+import { startInProcessDispatcher, type InProcessDispatcher } from './testing';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);
@@ -48,31 +45,17 @@ function standardVerifies(req: ReceivedRequest, secret: string): boolean {
 }
 
 describe('Standard Webhooks headers across an overlapped rotation', () => {
-  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let harness: InProcessDispatcher;
   let db: Db;
   let receiver: HttpsReceiver;
   let dispatcher: Dispatcher;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = createDbClient({ url: testDb.url, poolSize: 4 });
-    receiver = await startHttpsReceiver();
-    dispatcher = createDispatcher({
-      repository: createPrismaRepository(db),
-      logger: createLogger({ service: 'dispatcher-std-test', level: 'error' }),
-      secretsKey: KEY,
-      timeoutMs: 2000,
-      maxConcurrencyPerEndpoint: 4,
-      allowPrivateHosts: ['localhost'],
-    });
+    harness = await startInProcessDispatcher('dispatcher-std-test', KEY);
+    ({ db, receiver, dispatcher } = harness);
   });
 
-  afterAll(async () => {
-    dispatcher.close();
-    await receiver.close();
-    await db.$disconnect();
-    await testDb.drop();
-  });
+  afterAll(() => harness.close());
 
   it('every delivery verifies with the standardwebhooks package; X-Service-* receivers switch when the customer says so', async () => {
     receiver.setResponder(() => ({ status: 200, body: 'ok' }));

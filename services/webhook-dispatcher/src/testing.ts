@@ -1,8 +1,19 @@
 /**
  * The dispatcher's own test support (the general helpers are @sts/testing's): the service as a
- * child process, as it runs in production, so tests can SIGKILL or SIGTERM it.
+ * child process, as it runs in production, so tests can SIGKILL or SIGTERM it; or in process, with
+ * its database and an HTTPS receiver (startInProcessDispatcher).
  */
-import { spawnService, type ServiceProcess } from '@sts/testing';
+import { createLogger } from '@sts/common';
+import { createDbClient, type Db } from '@sts/db';
+import {
+  createTestDatabase,
+  spawnService,
+  startHttpsReceiver,
+  type HttpsReceiver,
+  type ServiceProcess,
+} from '@sts/testing';
+import { createPrismaRepository } from './adapters/repository';
+import { createDispatcher, type Dispatcher } from './app';
 
 /** Starts src/main.ts with `env`; resolves once it consumes (its "started" line is printed). */
 export async function spawnDispatcher(env: Record<string, string>, timeoutMs = 30_000): Promise<ServiceProcess> {
@@ -22,4 +33,40 @@ export function opsPort(p: ServiceProcess): number {
   const port = line === undefined ? undefined : (JSON.parse(line) as { opsPort?: number }).opsPort;
   if (!port) throw new Error('the dispatcher printed no ops port');
   return port;
+}
+
+/**
+ * A dispatcher in process on its own test database, delivering to a real HTTPS receiver on
+ * localhost: the set-up the end-to-end delivery tests share. `close()` undoes all of it.
+ */
+export interface InProcessDispatcher {
+  db: Db;
+  receiver: HttpsReceiver;
+  dispatcher: Dispatcher;
+  close(): Promise<void>;
+}
+
+export async function startInProcessDispatcher(service: string, secretsKey: string): Promise<InProcessDispatcher> {
+  const testDb = await createTestDatabase();
+  const db = createDbClient({ url: testDb.url, poolSize: 4 });
+  const receiver = await startHttpsReceiver();
+  const dispatcher = createDispatcher({
+    repository: createPrismaRepository(db),
+    logger: createLogger({ service, level: 'error' }),
+    secretsKey,
+    timeoutMs: 2000,
+    maxConcurrencyPerEndpoint: 4,
+    allowPrivateHosts: ['localhost'],
+  });
+  return {
+    db,
+    receiver,
+    dispatcher,
+    async close() {
+      dispatcher.close();
+      await receiver.close();
+      await db.$disconnect();
+      await testDb.drop();
+    },
+  };
 }
