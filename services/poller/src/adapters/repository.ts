@@ -171,9 +171,11 @@ export function createPollerRepository(db: Db): PollerRepository {
 
     async dueTargets(now) {
       // the due keys first (an index range on next_due_at: nothing due, nothing else read), then
-      // their monitors through the (target_key, is_active) index
+      // their monitors through the (target_key, is_active) index. `now` has the JS clock's
+      // millisecond resolution and the triggers stamp now() in microseconds: a change made in the
+      // same millisecond as the tick is due at it, not one interval later
       const due = await db.$queryRaw<{ target_key: string }[]>`
-        SELECT target_key FROM poll_targets WHERE next_due_at <= ${now}`;
+        SELECT target_key FROM poll_targets WHERE next_due_at < ${now}::timestamptz + interval '1 millisecond'`;
       if (due.length === 0) return [];
       const keys = due.map((r) => r.target_key);
       return (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget);
