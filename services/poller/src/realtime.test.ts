@@ -256,6 +256,13 @@ describe('poller: push and schedule', () => {
       const account = (await db.account.create({ data: { email: 'rt-schedule@example.com' } })).id;
       const { repository, read } = recording();
       const poller = makePoller({ repository });
+      // a change stamped in the same millisecond as a tick's read counts as after it (re-evaluated
+      // by the following tick, the safe side); each tick here starts in a later millisecond so one
+      // tick settles each change
+      const tick = async () => {
+        await new Promise((r) => setTimeout(r, 2));
+        await poller.runCycle();
+      };
       await poller.runCycle(); // everything new is due once
       read.length = 0;
       calls = [];
@@ -265,26 +272,26 @@ describe('poller: push and schedule', () => {
       let row = await schedule(target);
       expect(row.activeMonitors).toBe(1);
       expect(row.nextDueAt.getTime()).toBeLessThanOrEqual(Date.now());
-      await poller.runCycle();
+      await tick();
       expect(read.at(-1)).toEqual([target]);
       expect(calls).toEqual([target]);
       row = await schedule(target);
       const polledAt = (await db.pollCursor.findUniqueOrThrow({ where: { targetKey: target } })).lastPolledAt!;
       expect(row.nextDueAt.getTime()).toBe(polledAt.getTime() + 300_000);
-      await poller.runCycle();
+      await tick();
       expect(read.at(-1)).toEqual([]);
 
       // plan change (Free → Starter): re-evaluated, not polled again (polled just now), rescheduled at +60 s
       await db.account.update({ where: { id: account }, data: { plan: 'starter' } });
       expect((await schedule(target)).nextDueAt.getTime()).toBeLessThanOrEqual(Date.now());
-      await poller.runCycle();
+      await tick();
       expect(read.at(-1)).toEqual([target]);
       expect(calls).toEqual([target]);
       row = await schedule(target);
       expect(row.nextDueAt.getTime()).toBe(polledAt.getTime() + 60_000);
       expect(row.pushed).toBe(true);
       await db.account.update({ where: { id: account }, data: { plan: 'free' } });
-      await poller.runCycle();
+      await tick();
       row = await schedule(target);
       expect(row.nextDueAt.getTime()).toBe(polledAt.getTime() + 300_000);
       expect(row.pushed).toBe(false);
@@ -294,11 +301,11 @@ describe('poller: push and schedule', () => {
       row = await schedule(target);
       expect(row.activeMonitors).toBe(0);
       expect(row.nextDueAt.getTime()).toBe(NEVER.getTime());
-      await poller.runCycle();
+      await tick();
       expect(read.at(-1)).toEqual([]);
       await db.monitor.update({ where: { id: m.id }, data: { isActive: true } });
       expect((await schedule(target)).activeMonitors).toBe(1);
-      await poller.runCycle();
+      await tick();
       expect(read.at(-1)).toEqual([target]);
 
       // delete: never due again
@@ -307,7 +314,7 @@ describe('poller: push and schedule', () => {
       expect(row.activeMonitors).toBe(0);
       expect(row.nextDueAt.getTime()).toBe(NEVER.getTime());
       calls = [];
-      await poller.runCycle();
+      await tick();
       expect(read.at(-1)).toEqual([]);
       expect(calls).toEqual([]);
     });
