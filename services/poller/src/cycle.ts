@@ -4,7 +4,14 @@
  * due at once so its interval is computed again: one not due yet is rescheduled, not polled) and
  * polls the due ones, `concurrency` at a time. A forced cycle polls every target.
  */
-import { dueTargets, isPushed, nextDueAt, type IntervalPolicy, type TargetState } from './domain/schedule';
+import {
+  dueTargets,
+  isPushed,
+  nextDueAt,
+  type IntervalPolicy,
+  type ReadTime,
+  type TargetState,
+} from './domain/schedule';
 import type { PollerRepository } from './adapters/repository';
 import type { PollOutcome, PollResult, TargetPoll } from './poll';
 import { errorMessage } from './poll';
@@ -40,9 +47,12 @@ export interface CycleDeps {
 /** targets per group poll: a few packed queries (~20 targets each), well inside one lease */
 const GROUP_CHUNK = 60;
 
-/** Reads the candidates and reschedules the ones that are not due; returns the due ones. */
-async function dueNow(deps: CycleDeps, readAt: Date): Promise<TargetState[]> {
-  const candidates = await deps.repository.dueTargets(readAt);
+/**
+ * Reads the candidates and reschedules the ones that are not due; returns the due ones and the
+ * read time (PostgreSQL's clock, the one the schedule's stamps come from).
+ */
+async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetState[] }> {
+  const { readAt, targets: candidates } = await deps.repository.dueTargets();
   const due = dueTargets(candidates, deps.intervals, readAt);
   if (due.length < candidates.length) {
     const dueKeys = new Set(due.map((t) => t.targetKey));
@@ -57,13 +67,14 @@ async function dueNow(deps: CycleDeps, readAt: Date): Promise<TargetState[]> {
         })),
     );
   }
-  return due;
+  return { readAt, due };
 }
 
 export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Promise<CycleResult> {
   return async (opts = {}) => {
-    const readAt = deps.now();
-    const read = opts.force ? await deps.repository.targets() : await dueNow(deps, readAt);
+    const { readAt, due: read } = opts.force
+      ? { readAt: deps.now(), due: await deps.repository.targets() }
+      : await dueNow(deps);
     const due = deps.select ? deps.select(read, readAt) : read;
     const result: CycleResult = { targets: due.length, polled: 0, skipped: 0, failed: 0, hits: 0 };
     const count = (r: PollResult) => {

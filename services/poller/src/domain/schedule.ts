@@ -72,12 +72,22 @@ export function nextDueAt(target: TargetState, policy: IntervalPolicy, now: Date
   return new Date(from.getTime() + intervalFor(target, policy, now) * 1000);
 }
 
+/**
+ * When the poller read a target's state. A tick's read time comes from PostgreSQL's own clock (the
+ * due query's `clock_timestamp()`), the clock the triggers stamp `changed_at` / `next_due_at`
+ * with, and carries its microseconds in `exact` (a Date holds milliseconds): the schedule writes
+ * compare that with the stamps, so a change is either read by the tick or after it, never both.
+ * A plain Date (pushes, forced cycles: the JS clock) compares at its millisecond, where a change
+ * stamped in the same millisecond counts as after the read (re-evaluated: the safe side).
+ */
+export type ReadTime = Date & { readonly exact?: string };
+
 /** What the poller writes into a target's schedule row after a poll or a re-evaluation. */
 export interface ScheduleWrite {
   nextDueAt: Date;
   pushed: boolean;
   /** when the poller read the target's state: a change stamped later makes the target due at once */
-  readAt: Date;
+  readAt: ReadTime;
 }
 
 /** The schedule after polling `target` at `polledAt`. */
@@ -85,7 +95,7 @@ export function scheduleAfterPoll(
   target: TargetState,
   policy: IntervalPolicy,
   polledAt: Date,
-  readAt: Date,
+  readAt: ReadTime,
 ): ScheduleWrite {
   return {
     nextDueAt: new Date(polledAt.getTime() + intervalFor(target, policy, polledAt) * 1000),
