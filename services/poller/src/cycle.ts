@@ -2,10 +2,12 @@
  * One poll cycle: reads the due targets from the schedule (poll_targets.next_due_at, indexed: a
  * tick with nothing due reads nothing), re-evaluates them (a monitor or plan change makes a target
  * due at once so its interval is computed again: one not due yet is rescheduled, not polled) and
- * polls the due ones, `concurrency` at a time. A forced cycle polls every target.
+ * polls the due ones, `concurrency` at a time, in a fair order (`fairOrder`: Starter/trial first,
+ * then the longest unread). A forced cycle polls every target.
  */
 import {
   dueTargets,
+  fairOrder,
   isPushed,
   nextDueAt,
   type IntervalPolicy,
@@ -75,9 +77,14 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
     const { readAt, due: read } = opts.force
       ? { readAt: deps.now(), due: await deps.repository.targets() }
       : await dueNow(deps);
-    const due = deps.select ? deps.select(read, readAt) : read;
+    // Starter/trial first, then the longest unread: a short budget stretches polls, starves none
+    const due = fairOrder(deps.select ? deps.select(read, readAt) : read, readAt);
     const result: CycleResult = { targets: due.length, polled: 0, skipped: 0, failed: 0, hits: 0 };
+    // the budget refused a poll: the rest of this tick would be refused too (and the order of
+    // the next tick, which sees every unread target due, is the fair one)
+    let refused = false;
     const count = (r: PollResult) => {
+      if (r.busy) refused = true;
       if (r.outcome === 'skipped') result.skipped++;
       else if (r.outcome === 'error') result.failed++;
       else {
@@ -93,7 +100,7 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
           for (const r of (await group(unit, readAt)).values()) count(r);
         }
       : async (unit: TargetState[]) => count(await deps.poll(unit[0]!, { readAt }));
-    await runPool(units, deps.concurrency, deps.stopping, pollUnit);
+    await runPool(units, deps.concurrency, () => refused || deps.stopping(), pollUnit);
     return result;
   };
 }

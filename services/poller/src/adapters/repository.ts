@@ -58,6 +58,11 @@ export interface PollerRepository {
   ): Promise<NewHit[]>;
   /** Records a failed poll: cursor untouched; the error goes on the target's monitors. */
   recordFailure(targetKey: string, error: string, polledAt: Date, schedule?: ScheduleWrite): Promise<void>;
+  /**
+   * A poll the fleet's budget refused before any read: the error shows on the target's monitors
+   * and cursor, but it is no poll (last_polled_at and last_check_at stay), so the target stays due.
+   */
+  recordRefusal(targetKey: string, error: string, schedule: ScheduleWrite): Promise<void>;
 }
 
 interface TargetRow {
@@ -66,6 +71,7 @@ interface TargetRow {
   plans: PlanName[];
   free_trial_ends_at: Date | null;
   last_polled_at: Date | null;
+  last_success_at: Date | null;
 }
 
 /**
@@ -77,12 +83,12 @@ function targetRows(db: Db, keys: Prisma.Sql): Promise<TargetRow[]> {
     SELECT m.target_key, min(m.target_username) AS username,
            array_agg(DISTINCT a.plan::text) AS plans,
            max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-           c.last_polled_at
+           c.last_polled_at, c.last_success_at
     FROM monitors m
     JOIN accounts a ON a.id = m.account_id
     LEFT JOIN poll_cursors c ON c.target_key = m.target_key
     WHERE m.is_active AND m.target_key IN (${keys})
-    GROUP BY m.target_key, c.last_polled_at`;
+    GROUP BY m.target_key, c.last_polled_at, c.last_success_at`;
 }
 
 function toTarget(r: TargetRow): TargetState {
@@ -91,6 +97,7 @@ function toTarget(r: TargetRow): TargetState {
     username: r.username,
     accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
     lastPolledAt: r.last_polled_at,
+    lastSuccessAt: r.last_success_at,
   };
 }
 
@@ -262,6 +269,18 @@ export function createPollerRepository(db: Db): PollerRepository {
           data: { lastCheckAt: polledAt, lastError: error },
         });
         if (schedule) await writeSchedule(tx, targetKey, schedule);
+      });
+    },
+
+    async recordRefusal(targetKey, error, schedule) {
+      await db.$transaction(async (tx) => {
+        await tx.pollCursor.upsert({
+          where: { targetKey },
+          create: { targetKey, lastError: error },
+          update: { lastError: error },
+        });
+        await tx.monitor.updateMany({ where: { targetKey, isActive: true }, data: { lastError: error } });
+        await writeSchedule(tx, targetKey, schedule);
       });
     },
   };

@@ -19,6 +19,8 @@ export interface TargetState {
   /** the distinct plans (with trial end) of the accounts whose active monitors watch the target */
   accounts: WatchingAccount[];
   lastPolledAt: Date | null;
+  /** the last poll that was recorded (a failed or refused poll moves lastPolledAt only); absent: unknown */
+  lastSuccessAt?: Date | null;
 }
 
 export interface IntervalPolicy {
@@ -59,6 +61,21 @@ export function oldestCreation(monitorsCreatedAt: readonly Date[]): Date {
   let oldest = Infinity;
   for (const d of monitorsCreatedAt) oldest = Math.min(oldest, d.getTime());
   return new Date(Number.isFinite(oldest) ? oldest : 0);
+}
+
+/**
+ * The order a tick polls its due targets in, so that a short budget (the X governor refusing
+ * calls) stretches polls fairly instead of starving some targets: Starter/trial targets before
+ * Free-only ones, and within each the one read successfully longest ago first (never read first).
+ * A refused poll does not count as a read, so the targets it left out come first next time: every
+ * target is read once before any is read twice.
+ */
+export function fairOrder(targets: readonly TargetState[], now: Date): TargetState[] {
+  const success = (t: TargetState) => t.lastSuccessAt?.getTime() ?? -Infinity;
+  return targets
+    .map((t) => ({ t, paid: isPushed(t, now) ? 0 : 1, at: success(t) }))
+    .sort((a, b) => a.paid - b.paid || a.at - b.at || (a.t.targetKey < b.t.targetKey ? -1 : 1))
+    .map((x) => x.t);
 }
 
 /** A target is pushed (a committed local tweet wakes its poll) when a Starter or trial account watches it. */
