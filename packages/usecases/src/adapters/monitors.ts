@@ -3,7 +3,13 @@
  * (`monitorSelect` → `toMonitorRecord`) is written here once.
  */
 import { monitorSettingsSelect, type Db, type Prisma } from '@sts/db';
-import type { MonitorChange, MonitorRecord, MonitorsRepository, WebhookRecord } from '../repositories/monitors';
+import {
+  FRESH_WEBHOOK,
+  type MonitorChange,
+  type MonitorRecord,
+  type MonitorsRepository,
+  type WebhookRecord,
+} from '../repositories/monitors';
 
 const monitorSelect = {
   ...monitorSettingsSelect,
@@ -88,17 +94,8 @@ export function prismaMonitors(db: Db): MonitorsRepository {
     },
 
     async setWebhook(monitorId, hook, at) {
-      const fields = {
-        ...hook,
-        isBroken: false,
-        brokenReason: null,
-        // a new URL starts healthy (and is no longer disabled)
-        consecutiveFailures: 0,
-        firstFailureAt: null,
-        disabledAt: null,
-        previousSecretCiphertext: null,
-        previousSecretUntil: null,
-      };
+      // a new URL starts healthy (and is no longer disabled)
+      const fields = { ...hook, ...FRESH_WEBHOOK };
       await db.webhookEndpoint.upsert({
         where: { monitorId },
         create: { monitorId, ...fields },

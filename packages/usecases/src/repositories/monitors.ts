@@ -51,6 +51,17 @@ interface SecretRotation {
   previousSecretUntil: Date | null;
 }
 
+/** What `setWebhook` and a new monitor's webhook start with: healthy, not disabled, no overlapped secret. */
+export const FRESH_WEBHOOK = {
+  isBroken: false,
+  brokenReason: null,
+  consecutiveFailures: 0,
+  firstFailureAt: null,
+  disabledAt: null,
+  previousSecretCiphertext: null,
+  previousSecretUntil: null,
+} as const;
+
 export interface MonitorsRepository {
   /** the account's monitors, newest first (createdAt, then id) */
   list(accountId: string): Promise<MonitorRecord[]>;
