@@ -93,6 +93,15 @@ export function prismaMonitors(db: Db): MonitorsRepository {
       return (await db.monitor.deleteMany({ where: { id, accountId } })).count > 0;
     },
 
+    ...prismaWebhooks(db),
+  };
+}
+
+type WebhookWrites = 'setWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook';
+
+/** a monitor's webhook endpoint: its URL and secrets (read only for a rotation) */
+function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
+  return {
     async setWebhook(monitorId, hook, at) {
       // a new URL starts healthy (and is no longer disabled)
       const fields = { ...hook, ...FRESH_WEBHOOK };
