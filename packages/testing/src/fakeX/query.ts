@@ -16,7 +16,7 @@ export const FAKE_X_QUERY_MAX_LENGTH = 512;
 export type CompiledQuery = (tweet: FakeXTweet, author: FakeXUser | undefined) => boolean;
 
 /** one operand: `from:`, a known `is:` type, `lang:`, or anything else as a word */
-export interface QueryTerm {
+interface QueryTerm {
   type: 'term';
   negated: boolean;
   operator: 'from' | 'is' | 'lang' | 'word';
