@@ -70,6 +70,7 @@ export interface StreamCandidate {
   monitors: readonly MonitorRuleColumns[];
 }
 
+/** A target is in the stream when a Starter account or one on an active trial watches it. */
 export function inStream(accounts: readonly WatchingAccount[], now: Date): boolean {
   return accounts.some((a) => effectivePlan(a, now) !== 'free');
 }
@@ -140,8 +141,8 @@ interface Kept {
 
 /** valid usernames, lower-cased, each with its group (parts fitted to `maxLength`) */
 function wantedGroups(wanted: Iterable<string> | WantedRules, maxLength: number): Map<string, Group> {
-  const entries: [string, readonly string[]][] =
-    wanted instanceof Map ? [...(wanted as WantedRules)] : [...(wanted as Iterable<string>)].map((u) => [u, []]);
+  const entries: Iterable<[string, readonly string[]]> =
+    wanted instanceof Map ? (wanted as WantedRules) : [...(wanted as Iterable<string>)].map((u) => [u, []]);
   const groups = new Map<string, Group>();
   const out = new Map<string, Group>();
   for (const [name, wantedParts] of entries) {
