@@ -239,7 +239,16 @@ class InMemoryStore {
         Object.assign(monitors.get(id) ?? {}, change, { updatedAt: this.now() });
         return Promise.resolve();
       },
-      remove: (accountId, id) => Promise.resolve(owned(accountId, id) !== undefined && monitors.delete(id)),
+      remove: (accountId, id) => {
+        if (!owned(accountId, id)) return Promise.resolve(false);
+        monitors.delete(id);
+        // with its hits and delivery log
+        const keep = <T extends { monitorId: string }>(rows: T[]) =>
+          rows.splice(0, rows.length, ...rows.filter((r) => r.monitorId !== id));
+        keep(this.hits);
+        keep(this.attempts);
+        return Promise.resolve(true);
+      },
       setWebhook: (monitorId, hook, at) => {
         const m = monitors.get(monitorId)!;
         const created = m.webhook
@@ -402,6 +411,12 @@ describe('use-case rules over in-memory repositories', () => {
       ['a1', 'paused'],
     ]);
     expect((await uc.overview(id)).monitors).toEqual({ count: 3, limit: 1 });
+    // back under the limit only when the monitors left are fewer than it
+    await uc.monitors.remove(id, made[2]!.id);
+    await uc.monitors.remove(id, made[1]!.id);
+    await expect(uc.monitors.create(id, { target: 'a4' })).rejects.toBeInstanceOf(PlanLimitError);
+    await uc.monitors.remove(id, made[0]!.id);
+    expect((await uc.monitors.create(id, { target: 'a4' })).monitor.intervalSec).toBe(300);
   });
 
   it('rotates a webhook secret with a 24 h overlap by default, keeps the secret in force as the old one, and drops it at once when asked', async () => {
