@@ -33,9 +33,7 @@ export {
   PREVIEW_POSTS,
   type Preview,
   type PreviewInput,
-  type PreviewOptions,
   type PreviewPost,
-  type PreviewTweet,
   type PreviewUseCases,
 } from './preview';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
