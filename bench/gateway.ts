@@ -23,14 +23,7 @@ import { loadDevEnv } from '../packages/common/src';
 import { generateApiKey } from '../packages/core/src';
 import { createDbClient, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
-import {
-  benchAdminUrl,
-  benchRedisUrl,
-  createBenchDatabase,
-  deleteRedisKeys,
-  dropBenchDatabase,
-  root,
-} from './lib/services';
+import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, root } from './lib/services';
 import { cpuMs, fixedRate } from './load';
 
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
@@ -215,15 +208,15 @@ async function cleanup(db: Db, children: ChildProcess[], admin: string, name: st
   for (const c of children) c.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 500));
   await db.$disconnect();
-  await deleteRedisKeys(benchRedisUrl(), `bench:${name}:`);
-  await dropBenchDatabase(admin, name);
+  await deleteKeys(redisUrl(), `bench:${name}:`);
+  await dropDatabase(admin, name);
 }
 
 async function main(): Promise<void> {
   loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
-  const admin = benchAdminUrl();
+  const admin = postgresAdminUrl();
   const name = `sts_bench_${randomBytes(4).toString('hex')}`;
-  const dbUrl = await createBenchDatabase(admin, name);
+  const dbUrl = await createDatabase(admin, name);
   const db = createDbClient({ url: dbUrl });
   const children: ChildProcess[] = [];
   try {

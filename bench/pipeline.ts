@@ -36,15 +36,8 @@ import { AmqpClient } from '../packages/messaging/src';
 import { startHttpsReceiver, type HttpsReceiver } from '../packages/testing/src/https';
 import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing/src/services';
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
-import {
-  benchServiceUrls,
-  createBenchDatabase,
-  dropBenchDatabase,
-  percentile,
-  root,
-  stopChild,
-  trustTestCa,
-} from './lib/services';
+import { percentile } from './lib/numbers';
+import { createDatabase, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
 
 const HITS = Number(process.env.BENCH_HITS ?? 20_000);
 const RATE = Number(process.env.BENCH_RATE ?? 200);
@@ -178,7 +171,7 @@ interface Result {
 }
 
 function newBench(): Bench {
-  const urls = benchServiceUrls();
+  const urls = serviceUrls();
   const id = randomBytes(4).toString('hex');
   return {
     urls,
@@ -278,7 +271,7 @@ async function seedHits(db: Db, monitors: MonitorFixture[], deadMonitor: Monitor
 /** Database, vhost, receivers, monitors, hits, the dispatcher and a publisher. */
 async function setUp(b: Bench): Promise<Run> {
   log(`database ${b.dbName}, vhost ${b.vhost}`);
-  b.dbUrl = await createBenchDatabase(b.urls.postgres, b.dbName);
+  b.dbUrl = await createDatabase(b.urls.postgres, b.dbName);
   const db = createDbClient({ url: b.dbUrl, poolSize: 4 });
   b.db = db;
   const amqpUrl = await createVhost(b.urls, b.vhost);
@@ -454,7 +447,7 @@ async function tearDown(b: Bench): Promise<void> {
   await b.amqp?.stop().catch(() => undefined);
   for (const r of b.receivers) await r.close();
   await b.db?.$disconnect();
-  await dropBenchDatabase(b.urls.postgres, b.dbName).catch(() => undefined);
+  await dropDatabase(b.urls.postgres, b.dbName).catch(() => undefined);
   await deleteVhosts(b.urls, b.vhost).catch(() => undefined);
   log('database and vhost removed');
 }

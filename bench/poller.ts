@@ -18,14 +18,8 @@ import type { SocialSource, SocialTweet } from '../packages/social/src';
 import { createRedisLeases } from '../services/poller/src/adapters/lease';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { createPoller } from '../services/poller/src/poller';
-import {
-  benchAdminUrl,
-  benchRedisUrl,
-  createBenchDatabase,
-  deleteRedisKeys,
-  dropBenchDatabase,
-  positiveEnv,
-} from './lib/services';
+import { positiveEnv } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl } from './lib/services';
 
 const MONITORS = positiveEnv('BENCH_MONITORS', 10_000, { whole: true });
 const TARGETS = positiveEnv('BENCH_TARGETS', 1_000, { whole: true });
@@ -84,12 +78,12 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
   seedMs: number;
 }> {
   const runTheCycle = opts.cycle ?? process.env.BENCH_CYCLE !== '0';
-  const admin = benchAdminUrl();
+  const admin = postgresAdminUrl();
   const name = `sts_bench_${randomBytes(4).toString('hex')}`;
-  const url = await createBenchDatabase(admin, name);
+  const url = await createDatabase(admin, name);
   const db = createDbClient({ url, poolSize: 10 });
   const prefix = `bench:${name}:`;
-  const redis = new Redis(benchRedisUrl(), { keyPrefix: prefix });
+  const redis = new Redis(redisUrl(), { keyPrefix: prefix });
   try {
     const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
     const created = new Date(Date.now() - 3600_000);
@@ -154,8 +148,8 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
   } finally {
     await db.$disconnect();
     redis.disconnect();
-    await deleteRedisKeys(benchRedisUrl(), prefix);
-    await dropBenchDatabase(admin, name);
+    await deleteKeys(redisUrl(), prefix);
+    await dropDatabase(admin, name);
   }
 }
 

@@ -31,17 +31,8 @@ import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing
 import { createAccount, createMonitor, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { runXBench, type XBenchOptions } from './realtimeX';
 import { runStreamBench } from './realtimeStream';
-import {
-  benchServiceUrls,
-  createBenchDatabase,
-  deleteRedisKeys,
-  dropBenchDatabase,
-  percentile,
-  positiveEnv,
-  root,
-  stopChild,
-  trustTestCa,
-} from './lib/services';
+import { percentile, positiveEnv } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
 
 const TARGETS = positiveEnv('BENCH_TARGETS', 200);
 const RATE = positiveEnv('BENCH_RATE', 5);
@@ -268,21 +259,21 @@ async function runXModes(e: Env): Promise<void> {
 }
 
 async function dropAll(e: Env, dbName: string, vhost: string): Promise<void> {
-  await dropBenchDatabase(e.urls.postgres, dbName);
+  await dropDatabase(e.urls.postgres, dbName);
   await deleteVhosts(e.urls, vhost).catch(() => undefined);
-  await deleteRedisKeys(e.urls.redis, e.prefix);
+  await deleteKeys(e.urls.redis, e.prefix);
 }
 
 async function main(): Promise<void> {
   loadDevEnv();
   await trustTestCa(__filename);
-  const urls = benchServiceUrls();
+  const urls = serviceUrls();
   const id = randomBytes(4).toString('hex');
   const dbName = `sts_bench_${id}`;
   const vhost = `sts_bench_${id}`;
   const e: Env = {
     urls,
-    dbUrl: await createBenchDatabase(urls.postgres, dbName),
+    dbUrl: await createDatabase(urls.postgres, dbName),
     amqpUrl: await createVhost(urls, vhost),
     prefix: `bench:${id}:`,
     key: randomBytes(32).toString('base64'),

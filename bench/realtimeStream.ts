@@ -22,14 +22,8 @@ import { createXSource } from '../packages/social/src';
 import { createFakeStream, startFakeX, type FakeX } from '../packages/testing/src/fakeX';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { buildStreamMode } from '../services/poller/src/stream';
-import {
-  benchServiceUrls,
-  createBenchDatabase,
-  deleteRedisKeys,
-  dropBenchDatabase,
-  percentile,
-  positiveEnv,
-} from './lib/services';
+import { percentile, positiveEnv } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';
 
 let TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
 let RATE = positiveEnv('BENCH_RATE', 5);
@@ -170,19 +164,19 @@ export async function runStreamBench(o: {
   SECONDS = o.seconds ?? SECONDS;
   DRAIN_MS = (o.drainSeconds ?? DRAIN_MS / 1000) * 1000;
   const name = `sts_bench_xs_${randomBytes(4).toString('hex')}`;
-  const dbUrl = await createBenchDatabase(o.adminUrl, name);
+  const dbUrl = await createDatabase(o.adminUrl, name);
   const prefix = `${o.prefix}stream:${name}:`;
   try {
     await runStreamMode({ dbUrl, redisUrl: o.redisUrl, prefix });
   } finally {
-    await dropBenchDatabase(o.adminUrl, name);
-    await deleteRedisKeys(o.redisUrl, prefix);
+    await dropDatabase(o.adminUrl, name);
+    await deleteKeys(o.redisUrl, prefix);
   }
 }
 
 async function main(): Promise<void> {
   loadDevEnv();
-  const urls = benchServiceUrls();
+  const urls = serviceUrls();
   await runStreamBench({ adminUrl: urls.postgres, redisUrl: urls.redis, prefix: 'bench:' });
 }
 

@@ -15,7 +15,8 @@ import { startFakeX, type FakeX } from '../packages/testing/src/fakeX';
 import { createRedisLeases } from '../services/poller/src/adapters/lease';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { createPoller, type Poller } from '../services/poller/src/poller';
-import { createBenchDatabase, deleteRedisKeys, dropBenchDatabase, percentile } from './lib/services';
+import { percentile } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase } from './lib/services';
 
 export type XBenchMode = 'search' | 'timeline';
 
@@ -106,7 +107,7 @@ async function measure(mode: XBenchMode, db: Db, redis: Redis, fake: FakeX, auth
 /** One X mode's run; prints its figures. */
 export async function runXBench(mode: XBenchMode, o: XBenchOptions): Promise<void> {
   const name = `${o.prefix.replace(/\W/g, '_')}${mode}`;
-  const db = createDbClient({ url: await createBenchDatabase(o.adminUrl, name), poolSize: 8 });
+  const db = createDbClient({ url: await createDatabase(o.adminUrl, name), poolSize: 8 });
   const redis = new Redis(o.redisUrl, { keyPrefix: `${o.prefix}${mode}:` });
   const fake = await startFakeX({ limits: { timeline: 1500, search: 450, users: 300, stream_connect: 50 } });
   try {
@@ -123,8 +124,8 @@ export async function runXBench(mode: XBenchMode, o: XBenchOptions): Promise<voi
   } finally {
     await fake.stop();
     redis.disconnect();
-    await deleteRedisKeys(o.redisUrl, `${o.prefix}${mode}:`);
+    await deleteKeys(o.redisUrl, `${o.prefix}${mode}:`);
     await db.$disconnect();
-    await dropBenchDatabase(o.adminUrl, name);
+    await dropDatabase(o.adminUrl, name);
   }
 }

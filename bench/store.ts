@@ -30,7 +30,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { createDbClient, ensureDatabase, migrate, Prisma, type Db } from '../packages/db/src';
 import { createLocalSource, type SocialSource } from '../packages/social/src';
-import { benchAdminUrl, benchDatabaseUrl, dropBenchDatabase } from './lib/services';
+import { databaseUrl, dropDatabase, postgresAdminUrl } from './lib/services';
 
 const ROWS = Number(process.env.STORE_ROWS ?? 10_000_000);
 const RUNS = Number(process.env.STORE_RUNS ?? 50);
@@ -347,11 +347,11 @@ function withQuerySpy(real: Db, captured: Prisma.Sql[]): Db {
 }
 
 async function main(): Promise<void> {
-  const admin = benchAdminUrl();
+  const admin = postgresAdminUrl();
   // STORE_DB: measure a data set kept by an earlier run (STORE_KEEP=1) instead of building one
   const reuse = process.env.STORE_DB;
   const name = reuse ?? `sts_bench_store_${randomBytes(4).toString('hex')}`;
-  const url = benchDatabaseUrl(admin, name);
+  const url = databaseUrl(admin, name);
   await ensureDatabase(url);
   const c = new Client({ connectionString: url });
   let db: ReturnType<typeof createDbClient> | undefined;
@@ -377,7 +377,7 @@ async function main(): Promise<void> {
     if (process.env.STORE_KEEP || reuse) {
       log(`STORE_KEEP: database ${name} kept; drop it when done`);
     } else {
-      await dropBenchDatabase(admin, name);
+      await dropDatabase(admin, name);
     }
   }
 }

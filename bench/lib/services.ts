@@ -1,11 +1,11 @@
 /**
- * The set-up every bench main repeats: its settings from the environment, where the shared services
- * are, a database of its own (created, migrated, dropped afterwards), its Redis keys under a prefix,
- * the test CA for HTTPS receivers, and service processes started as they are deployed.
+ * The set-up every bench main repeats: where the shared services are, a database of its own
+ * (created, migrated, dropped afterwards), its Redis keys under a prefix, the test CA for HTTPS
+ * receivers, and stopping the service processes it started.
  *
  * Where the benches find the services: BENCH_POSTGRES_URL (the admin URL, database `postgres`) and
  * BENCH_REDIS_URL, else the local defaults; the benches that also use RabbitMQ read the test run's
- * TEST_* variables too (`benchServiceUrls`).
+ * TEST_* variables too (`serviceUrls`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
@@ -18,60 +18,40 @@ import { LOCAL_DEFAULTS, urlsFromEnv, type ServiceUrls } from '../../packages/te
 /** the repository root: service files are started from here */
 export const root = path.resolve(__dirname, '../..');
 
-/** A positive number from the environment (`whole`: a positive whole number), else `fallback`. */
-export function positiveEnv(name: string, fallback: number, opts: { whole?: boolean } = {}): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (opts.whole) {
-    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive whole number`);
-  } else if (!Number.isFinite(n) || n <= 0) {
-    throw new Error(`${name} must be a positive number`);
-  }
-  return n;
-}
-
-/** The p-th percentile of an ascending list (nearest rank); NaN for an empty list. */
-export function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i]!;
-}
-
 /** PostgreSQL's admin URL: BENCH_POSTGRES_URL, else the local server. */
-export function benchAdminUrl(): string {
+export function postgresAdminUrl(): string {
   return process.env.BENCH_POSTGRES_URL ?? LOCAL_DEFAULTS.postgres;
 }
 
 /** Redis: BENCH_REDIS_URL, else the local server. */
-export function benchRedisUrl(): string {
+export function redisUrl(): string {
   return process.env.BENCH_REDIS_URL ?? LOCAL_DEFAULTS.redis;
 }
 
 /** PostgreSQL, Redis and RabbitMQ as the tests find them (TEST_*), BENCH_POSTGRES_URL first for PostgreSQL. */
-export function benchServiceUrls(): ServiceUrls {
+export function serviceUrls(): ServiceUrls {
   const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
   if (process.env.BENCH_POSTGRES_URL) urls.postgres = process.env.BENCH_POSTGRES_URL;
   return urls;
 }
 
 /** Creates database `name` next to `adminUrl` and applies the migrations; returns its URL. */
-export async function createBenchDatabase(adminUrl: string, name: string): Promise<string> {
-  const url = benchDatabaseUrl(adminUrl, name);
+export async function createDatabase(adminUrl: string, name: string): Promise<string> {
+  const url = databaseUrl(adminUrl, name);
   await ensureDatabase(url);
   await migrate(url);
   return url;
 }
 
 /** The URL of database `name` on the server of `adminUrl`. */
-export function benchDatabaseUrl(adminUrl: string, name: string): string {
+export function databaseUrl(adminUrl: string, name: string): string {
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return url.toString();
 }
 
 /** Drops database `name` (closing its connections). */
-export async function dropBenchDatabase(adminUrl: string, name: string): Promise<void> {
+export async function dropDatabase(adminUrl: string, name: string): Promise<void> {
   const c = new Client({ connectionString: adminUrl });
   await c.connect();
   try {
@@ -82,8 +62,8 @@ export async function dropBenchDatabase(adminUrl: string, name: string): Promise
 }
 
 /** Deletes every Redis key that starts with `prefix`. */
-export async function deleteRedisKeys(redisUrl: string, prefix: string): Promise<void> {
-  const redis = new Redis(redisUrl);
+export async function deleteKeys(url: string, prefix: string): Promise<void> {
+  const redis = new Redis(url);
   try {
     const keys = await redis.keys(`${prefix}*`);
     if (keys.length) await redis.del(...keys);
