@@ -412,9 +412,11 @@ async function isolationPhase(run: Run): Promise<number> {
   return isolationP99;
 }
 
-/** The phases in order. CPU per delivery: the dispatcher's CPU time over the throughput and latency
+/**
+ * The phases in order. CPU per delivery: the dispatcher's CPU time over the throughput and latency
  * phases (after the warm-up, before the isolation phase, whose dead endpoint's backlog circulates
- * through parking). */
+ * through parking).
+ */
 async function measure(run: Run): Promise<Result> {
   await warmUp(run);
   const cpuBefore = cpuMicros(run.dispatcher.pid!);
