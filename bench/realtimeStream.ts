@@ -19,22 +19,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { Client } from 'pg';
 import { createLogger, createMetricsRegistry, loadDevEnv } from '../packages/common/src';
-import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { createDbClient, type Db } from '../packages/db/src';
 import { createXSource } from '../packages/social/src';
 import { createFakeStream, startFakeX, type FakeX } from '../packages/testing/src/fakeX';
-import { LOCAL_DEFAULTS, urlsFromEnv } from '../packages/testing/src/services';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { buildStreamMode } from '../services/poller/src/stream';
-
-function positiveEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number`);
-  return n;
-}
+import { percentile, positiveEnv } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';
 
 let TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
 let RATE = positiveEnv('BENCH_RATE', 5);
@@ -43,11 +35,6 @@ let DRAIN_MS = 30_000;
 
 const log = (msg: string) => console.log(`[bench:realtime:stream] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
 
 async function until(check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
@@ -186,28 +173,19 @@ export async function runStreamBench(o: {
   SECONDS = o.seconds ?? SECONDS;
   DRAIN_MS = (o.drainSeconds ?? DRAIN_MS / 1000) * 1000;
   const name = `sts_bench_xs_${randomBytes(4).toString('hex')}`;
-  const dbUrl = new URL(o.adminUrl);
-  dbUrl.pathname = `/${name}`;
-  await ensureDatabase(dbUrl.toString());
-  await migrate(dbUrl.toString());
+  const dbUrl = await createDatabase(o.adminUrl, name);
   const prefix = `${o.prefix}stream:${name}:`;
   try {
-    await runStreamMode({ dbUrl: dbUrl.toString(), redisUrl: o.redisUrl, prefix });
+    await runStreamMode({ dbUrl, redisUrl: o.redisUrl, prefix });
   } finally {
-    const admin = new Client({ connectionString: o.adminUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await admin.end();
-    const redis = new Redis(o.redisUrl);
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length) await redis.del(...keys);
-    redis.disconnect();
+    await dropDatabase(o.adminUrl, name);
+    await deleteKeys(o.redisUrl, prefix);
   }
 }
 
 async function main(): Promise<void> {
   loadDevEnv();
-  const urls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
+  const urls = serviceUrls();
   await runStreamBench({ adminUrl: urls.postgres, redisUrl: urls.redis, prefix: 'bench:' });
 }
 

@@ -14,15 +14,16 @@
  * --drain-seconds 300` (each flag defaults to its env variable, then to the defaults above).
  */
 import { Redis } from 'ioredis';
-import { Client } from 'pg';
 import { createLogger, loadDevEnv } from '../packages/common/src';
-import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { createDbClient, type Db } from '../packages/db/src';
 import { createRedisGovernor, createXSource } from '../packages/social/src';
 import { startFakeX, type FakeX } from '../packages/testing/src/fakeX';
 import { LOCAL_DEFAULTS, urlsFromEnv } from '../packages/testing/src/services';
 import { createRedisLeases } from '../services/poller/src/adapters/lease';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { createPoller, type Poller } from '../services/poller/src/poller';
+import { percentile } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase } from './lib/services';
 
 export type XBenchMode = 'search' | 'timeline';
 
@@ -42,11 +43,6 @@ export interface XBenchOptions {
 export const X_DRAIN_SECONDS: Record<XBenchMode, number> = { timeline: 960, search: 90 };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
 
 async function seedTargets(db: Db, fake: FakeX, n: number): Promise<string[]> {
   const account = await db.account.create({ data: { email: 'bench-x@example.com', plan: 'starter' } });
@@ -135,11 +131,7 @@ async function measure(mode: XBenchMode, db: Db, redis: Redis, fake: FakeX, auth
 /** One X mode's run; prints its figures. */
 export async function runXBench(mode: XBenchMode, o: XBenchOptions): Promise<void> {
   const name = `${o.prefix.replace(/\W/g, '_')}${mode}`;
-  const url = new URL(o.adminUrl);
-  url.pathname = `/${name}`;
-  await ensureDatabase(url.toString());
-  await migrate(url.toString());
-  const db = createDbClient({ url: url.toString(), poolSize: 8 });
+  const db = createDbClient({ url: await createDatabase(o.adminUrl, name), poolSize: 8 });
   const redis = new Redis(o.redisUrl, { keyPrefix: `${o.prefix}${mode}:` });
   const fake = await startFakeX({ limits: { timeline: 1500, search: 450, users: 300, stream_connect: 50 } });
   try {
@@ -157,14 +149,10 @@ export async function runXBench(mode: XBenchMode, o: XBenchOptions): Promise<voi
     );
   } finally {
     await fake.stop();
-    const keys = await redis.keys(`${o.prefix}${mode}:*`); // KEYS patterns are not prefixed
-    if (keys.length) await redis.del(...keys.map((k) => k.slice(`${o.prefix}${mode}:`.length)));
     redis.disconnect();
+    await deleteKeys(o.redisUrl, `${o.prefix}${mode}:`);
     await db.$disconnect();
-    const c = new Client({ connectionString: o.adminUrl });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await c.end();
+    await dropDatabase(o.adminUrl, name);
   }
 }
 
