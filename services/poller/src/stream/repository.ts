@@ -5,6 +5,7 @@
  */
 import type { Db } from '@sts/db';
 import type { PlanName } from '@sts/core';
+import type { MonitorRuleColumns } from '@sts/social';
 import type { WatchingAccount } from '../domain/schedule';
 
 export interface StreamTarget {
@@ -13,6 +14,8 @@ export interface StreamTarget {
   accounts: WatchingAccount[];
   /** creation of the target's oldest active monitor: nothing older can be a hit */
   oldestMonitorAt: Date;
+  /** the rule columns of its active monitors: the parts its stream rule may carry (issue 22) */
+  monitors: MonitorRuleColumns[];
 }
 
 interface StreamPosition {
@@ -34,12 +37,20 @@ export function createStreamRepository(db: Db): StreamRepository {
   return {
     async targets() {
       const rows = await db.$queryRaw<
-        { target_key: string; username: string; plans: PlanName[]; free_trial_ends_at: Date | null; oldest: Date }[]
+        {
+          target_key: string;
+          username: string;
+          plans: PlanName[];
+          free_trial_ends_at: Date | null;
+          oldest: Date;
+          monitors: MonitorRuleColumns[];
+        }[]
       >`
         SELECT m.target_key, min(m.target_username) AS username,
                array_agg(DISTINCT a.plan::text) AS plans,
                max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-               min(m.created_at) AS oldest
+               min(m.created_at) AS oldest,
+               json_agg(json_build_object('excludeTypes', m.exclude_types, 'langs', m.langs)) AS monitors
         FROM monitors m JOIN accounts a ON a.id = m.account_id
         WHERE m.is_active
         GROUP BY m.target_key`;
@@ -48,6 +59,7 @@ export function createStreamRepository(db: Db): StreamRepository {
         username: r.username,
         accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
         oldestMonitorAt: r.oldest,
+        monitors: r.monitors,
       }));
     },
     async position() {

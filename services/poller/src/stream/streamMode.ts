@@ -17,7 +17,7 @@
 import type { Logger } from '@sts/common';
 import type { SocialTweet } from '@sts/social';
 import type { PollerRepository } from '../adapters/repository';
-import { inStream, parseRule, planRules, type StreamRule } from '../domain/streamRules';
+import { parseRule, planRules, wantedRules, type StreamRule } from '../domain/streamRules';
 import type { DropKind } from '../domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
@@ -242,7 +242,7 @@ class StreamModeRunner implements StreamMode {
     const targets = await repository.targets();
     this.targetsByKey = new Map(targets.map((t) => [t.targetKey, t]));
     const now = new Date();
-    const wanted = targets.filter((t) => inStream(t.accounts, now)).map((t) => t.targetKey);
+    const wanted = wantedRules(targets, now);
     state.rules ??= await api.listRules();
     const plan = planRules(state.rules, wanted, this.options.ruleMaxLength, this.options.maxRules);
     const before = new Set(ruleUsernames(state));
