@@ -6,11 +6,14 @@
  * stream disconnect half-way. The stream holder runs in this process (services/poller/src/stream)
  * with the poller's recording path on the bench database.
  *
- * Prints: set-up requests (rules, connect, the new rules' backfill) and requests per 20 targets,
- * requests while posting (independent of the number of posts: only the disconnect's reconnect and
- * backfill), upstream 429s, post → hit p50/p99 (hit `detected_at` − the post's `created_at`, the
- * fake delivering at once) and hits lost (posts with no hit 30 s after the last one); last line
- * `x_stream_post_to_hit_p50_ms <a> p99_ms <b> lost <n> requests <setup>+<posting> 429s <n>`.
+ * Prints: set-up requests (rules, connect, the new rules' backfill; no user lookup is on that
+ * path) and requests per 20 targets, requests while posting (independent of the number of posts:
+ * only the disconnect's reconnect and backfill), the background account check's user lookups
+ * apart (`GET /2/users/by`, 100 a call, only accounts not seen posting within the cache TTL; the
+ * first pass one minute after the holder starts), upstream 429s, post → hit p50/p99 (hit
+ * `detected_at` − the post's `created_at`, the fake delivering at once) and hits lost (posts with
+ * no hit 30 s after the last one); last line
+ * `x_stream_post_to_hit_p50_ms <a> p99_ms <b> lost <n> requests <setup>+<posting> lookups <n> 429s <n>`.
  *
  * Run alone: `npx tsx bench/realtimeStream.ts` (its own database and Redis prefix).
  */
@@ -122,6 +125,8 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
     const ready = await until(() => stream.connections() === 1 && covered().size === TARGETS, 60_000);
     if (!ready) throw new Error(`the stream did not cover ${TARGETS} targets within 60 s`);
     await sleep(env.X_RULE_SETTLE_SECONDS * 1000 + 3000); // the new rules' backfill
+    const lookups = () => fake.requests.count({ family: 'users' });
+    const setupLookups = lookups(); // none expected: counted in set-up if any
     const setup = fake.requests.log.length;
     log(
       `set-up: ${setup} requests for ${TARGETS} targets (${stream.rules().length} rules): ${JSON.stringify(fake.requests.byFamily())}`,
@@ -131,15 +136,19 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
     const ids = [...posted.keys()];
     await until(async () => (await db.hit.count({ where: { tweetId: { in: ids } } })) >= ids.length, DRAIN_MS);
     const lat = await latencies(db, ids);
-    const posting = fake.requests.log.length - setup;
+    const background = lookups() - setupLookups;
+    const posting = fake.requests.log.length - setup - background;
     const tooMany = fake.requests.count({ status: 429 });
-    log(`requests while posting ${ids.length} posts: ${posting}; all: ${JSON.stringify(fake.requests.byFamily())}`);
+    log(
+      `requests while posting ${ids.length} posts: ${posting} (reconnect and gap backfill), ` +
+        `background user lookups: ${background}; all: ${JSON.stringify(fake.requests.byFamily())}`,
+    );
     log(
       `set-up requests per 20 targets: ${((setup / TARGETS) * 20).toFixed(2)}; stream connects: ${stream.connects()}`,
     );
     console.log(
       `x_stream_post_to_hit_p50_ms ${Math.round(percentile(lat, 50))} p99_ms ${Math.round(percentile(lat, 99))} ` +
-        `lost ${ids.length - lat.length} requests ${setup}+${posting} 429s ${tooMany}`,
+        `lost ${ids.length - lat.length} requests ${setup}+${posting} lookups ${background} 429s ${tooMany}`,
     );
   } finally {
     await mode.stop();
