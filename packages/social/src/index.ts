@@ -19,4 +19,12 @@ export {
   type SocialSourceConfig,
   type SocialSourceDeps,
 } from './factory';
-export { upstreamRuleKey, upstreamRuleParts, withRuleParts, type MonitorRuleColumns } from './upstreamRules';
+export {
+  fitRuleParts,
+  rulePartsLength,
+  splitRuleParts,
+  upstreamRuleKey,
+  upstreamRuleParts,
+  withRuleParts,
+  type MonitorRuleColumns,
+} from './upstreamRules';

@@ -1,4 +1,13 @@
-import { upstreamRuleKey, upstreamRuleParts, withRuleParts, type MonitorRuleColumns } from './upstreamRules';
+import {
+  fitRuleParts,
+  rulePartsLength,
+  splitRuleParts,
+  upstreamRuleKey,
+  upstreamRuleParts,
+  withRuleParts,
+  type MonitorRuleColumns,
+} from './upstreamRules';
+import { MIN_QUERY_LENGTH } from './x/pack';
 
 const m = (excludeTypes: string[] = [], langs: string[] = []): MonitorRuleColumns => ({ excludeTypes, langs });
 
@@ -36,5 +45,27 @@ describe('upstreamRuleParts: only what no monitor of the target needs', () => {
     expect(withRuleParts('from:a', [])).toBe('from:a');
     expect(upstreamRuleKey(parts)).toBe(upstreamRuleKey(upstreamRuleParts([m(['reposts'], ['EN'])])));
     expect(upstreamRuleKey(parts)).not.toBe(upstreamRuleKey([]));
+  });
+
+  it('splitRuleParts reads back what withRuleParts wrote: the from: query and the key', () => {
+    for (const parts of [[], ['-is:retweet'], ['-is:reply', '(lang:de OR lang:en)']]) {
+      const query = withRuleParts('from:a OR from:b', parts);
+      expect(splitRuleParts(query)).toEqual({ fromQuery: 'from:a OR from:b', key: upstreamRuleKey(parts) });
+      expect(rulePartsLength(parts)).toBe(query.length - 'from:a OR from:b'.length);
+    }
+    expect(splitRuleParts('(from:a)')).toEqual({ fromQuery: '(from:a)', key: '' });
+  });
+
+  it('fitRuleParts drops the last parts until one longest from: clause fits, never past the limit', () => {
+    const parts = ['-is:retweet', '(lang:de OR lang:en OR lang:fr)'];
+    expect(fitRuleParts(parts, 1024)).toEqual(parts);
+    const both = MIN_QUERY_LENGTH + rulePartsLength(parts);
+    expect(fitRuleParts(parts, both)).toEqual(parts);
+    expect(fitRuleParts(parts, both - 1)).toEqual(['-is:retweet']);
+    expect(fitRuleParts(parts, MIN_QUERY_LENGTH + rulePartsLength(['-is:retweet']) - 1)).toEqual([]);
+    for (let max = MIN_QUERY_LENGTH; max < both + 2; max++) {
+      const fitted = fitRuleParts(parts, max);
+      expect(withRuleParts(`from:${'x'.repeat(15)}`, fitted).length).toBeLessThanOrEqual(max);
+    }
   });
 });

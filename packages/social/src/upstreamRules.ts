@@ -13,6 +13,7 @@
  * parts only save reads. Targets packed into one `from:a OR from:b` query must share the same
  * parts (group by `upstreamRuleKey`). Pure: no I/O.
  */
+import { MIN_QUERY_LENGTH } from './x/pack';
 
 /** What this needs of each monitor of one target (the monitors' stored columns). */
 export interface MonitorRuleColumns {
@@ -49,7 +50,10 @@ export function upstreamRuleParts(monitorsOfTarget: readonly MonitorRuleColumns[
   return parts;
 }
 
-/** A key equal for targets whose queries may be packed together (same upstream parts). */
+/**
+ * A key equal for targets whose queries may be packed together (same upstream parts). It is the
+ * text `withRuleParts` appends after the `from:` group, so `splitRuleParts` reads it back.
+ */
 export function upstreamRuleKey(parts: readonly string[]): string {
   return parts.join(' ');
 }
@@ -58,4 +62,30 @@ export function upstreamRuleKey(parts: readonly string[]): string {
 export function withRuleParts(fromQuery: string, parts: readonly string[]): string {
   if (parts.length === 0) return fromQuery;
   return `(${fromQuery}) ${parts.join(' ')}`;
+}
+
+/** The characters `withRuleParts` adds to a `from:` query for these parts. */
+export function rulePartsLength(parts: readonly string[]): number {
+  return withRuleParts('', parts).length;
+}
+
+/**
+ * The parts that still leave room for one `from:` clause of the longest username within
+ * `maxLength`: the last parts (the language list, the longest) are dropped first. Fewer parts never
+ * lose a post (each part only narrows), they only save fewer reads.
+ */
+export function fitRuleParts(parts: readonly string[], maxLength: number): string[] {
+  let fitted = [...parts];
+  while (fitted.length > 0 && maxLength - rulePartsLength(fitted) < MIN_QUERY_LENGTH) fitted = fitted.slice(0, -1);
+  return fitted;
+}
+
+/**
+ * The inverse of `withRuleParts`: the `from:` query inside and the parts' key after it (`''` for a
+ * query without parts). Says nothing about whether the `from:` query is well formed.
+ */
+export function splitRuleParts(query: string): { fromQuery: string; key: string } {
+  const close = query.indexOf(') ');
+  if (!query.startsWith('(') || close < 0) return { fromQuery: query, key: '' };
+  return { fromQuery: query.slice(1, close), key: query.slice(close + 2) };
 }

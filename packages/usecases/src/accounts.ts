@@ -1,7 +1,7 @@
 /** Accounts: sign-up, sign-in, passwords; and the admin's account and plan changes. */
 import type { PlanName } from '@sts/core';
-import { accountSelect, isUniqueViolation, loadAccount, normaliseEmail, toAccountView, type Ctx } from './context';
-import { ConflictError, InvalidCredentialsError, NotFoundError, ValidationError } from './errors';
+import { changeAccount, loadAccount, normaliseEmail, toAccountView, type Ctx } from './context';
+import { ConflictError, InvalidCredentialsError, ValidationError } from './errors';
 import { hashPassword, needsRehash, verifyPassword } from './password';
 import type { AccountView } from './types';
 
@@ -40,7 +40,7 @@ export interface AccountAdminUseCases {
 }
 
 export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: AccountAdminUseCases } {
-  const { db } = ctx;
+  const repo = ctx.repos.accounts;
   // a hash to verify against when the email is unknown, so both paths cost one scrypt
   let dummy: Promise<string> | undefined;
   const dummyHash = () => (dummy ??= hashPassword('not a password of anyone', ctx.scrypt));
@@ -51,18 +51,9 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
     passwordHash: string | null,
     emailVerifiedAt: Date | null = null,
   ): Promise<AccountView> {
-    try {
-      const a = await db.account.create({
-        data: { email, plan, passwordHash, emailVerifiedAt },
-        select: accountSelect,
-      });
-      return toAccountView(a, ctx.now());
-    } catch (err) {
-      if (isUniqueViolation(err)) {
-        throw new ConflictError('email_taken', `an account with email ${email} already exists`, 'email');
-      }
-      throw err;
-    }
+    const a = await repo.create({ email, plan, passwordHash, emailVerifiedAt });
+    if (!a) throw new ConflictError('email_taken', `an account with email ${email} already exists`, 'email');
+    return toAccountView(a, ctx.now());
   }
 
   const accounts: AccountUseCases = {
@@ -85,14 +76,11 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
       const password = tooLong ? given.slice(0, PASSWORD_MAX) : given;
       // made on the first sign-in whatever its outcome, so that one is not slower for unknown emails only
       const dummy = await dummyHash();
-      const a = email ? await db.account.findUnique({ where: { email }, select: accountSelect }) : null;
+      const a = email ? await repo.findByEmail(email) : null;
       const ok = await verifyPassword(password, (!tooLong && a?.passwordHash) || dummy);
       if (!a || !a.passwordHash || tooLong || !ok) throw new InvalidCredentialsError();
       if (needsRehash(a.passwordHash, ctx.scrypt)) {
-        await db.account.update({
-          where: { id: a.id },
-          data: { passwordHash: await hashPassword(password, ctx.scrypt) },
-        });
+        await changeAccount(ctx, a.id, { passwordHash: await hashPassword(password, ctx.scrypt) });
       }
       return toAccountView(a, ctx.now());
     },
@@ -104,7 +92,7 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
       if (!a.passwordHash || current.length > PASSWORD_MAX || !(await verifyPassword(current, a.passwordHash))) {
         throw new ValidationError('currentPassword', 'is not your current password');
       }
-      await db.account.update({ where: { id: a.id }, data: { passwordHash: await hashPassword(next, ctx.scrypt) } });
+      await changeAccount(ctx, a.id, { passwordHash: await hashPassword(next, ctx.scrypt) });
     },
 
     async get(accountId) {
@@ -137,15 +125,14 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
                 trialEndsAt: new Date(now.getTime() + trialDays * 86_400_000),
                 trialStartedAt: a.trialStartedAt ?? now,
               };
-      const updated = await db.account.updateMany({ where: { id: a.id }, data: { plan: input.plan, ...trial } });
-      if (updated.count === 0) throw new NotFoundError('account', `no account with id ${a.id}`);
+      await changeAccount(ctx, a.id, { plan: input.plan, ...trial });
       return toAccountView(await loadAccount(ctx, a.id), ctx.now());
     },
 
     async setPassword(accountId, password) {
       const a = await loadAccount(ctx, accountId);
       const hash = await hashPassword(checkPassword(password, a.email), ctx.scrypt);
-      await db.account.update({ where: { id: a.id }, data: { passwordHash: hash } });
+      await changeAccount(ctx, a.id, { passwordHash: hash });
     },
   };
 

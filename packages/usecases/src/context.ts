@@ -1,7 +1,6 @@
 /** What every use-case module shares: the options, resolved, and small helpers. */
 import { randomUUID } from 'node:crypto';
 import { effectivePlan, isUuid, type PlanName, type SecretBox } from '@sts/core';
-import { Prisma, type Db } from '@sts/db';
 import {
   NotConfiguredError,
   NotFoundError,
@@ -11,12 +10,17 @@ import {
   ValidationError,
 } from './errors';
 import { DEFAULT_SCRYPT, type ScryptParams } from './password';
+import type { Repositories } from './repositories';
+import type { AccountChange, AccountRecord } from './repositories/accounts';
 import type { AccountView, PublishedKey, Publisher, UseCaseOptions } from './types';
 import type { HeadersOf, PayloadOf } from '@sts/messaging';
 
+/** the options without the database: the use-cases reach it through `repos` */
+type Settings = Omit<UseCaseOptions, 'db'>;
+
 export interface Ctx {
-  db: Db;
-  opts: UseCaseOptions;
+  repos: Repositories;
+  opts: Settings;
   now(): Date;
   trialDays: number;
   scrypt: ScryptParams;
@@ -35,7 +39,7 @@ export interface Ctx {
   outboundAllowed(accountId: string, what: string): Promise<void>;
 }
 
-export function createCtx(opts: UseCaseOptions): Ctx {
+export function createCtx(opts: Settings, repos: Repositories): Ctx {
   const now = opts.now ?? (() => new Date());
   const outboundAllowed = async (accountId: string, what: string) => {
     const wait = opts.outboundLimit ? await opts.outboundLimit(accountId) : null;
@@ -44,7 +48,7 @@ export function createCtx(opts: UseCaseOptions): Ctx {
     }
   };
   return {
-    db: opts.db,
+    repos,
     opts,
     now,
     trialDays: opts.trialDays ?? 30,
@@ -82,23 +86,7 @@ export function idOrNotFound(id: string, kind: string, message: string): string 
   return id.toLowerCase();
 }
 
-export const accountSelect = {
-  id: true,
-  email: true,
-  plan: true,
-  trialStartedAt: true,
-  trialEndsAt: true,
-  passwordHash: true,
-  createdAt: true,
-  emailVerifiedAt: true,
-  notifyQuota: true,
-  notifyWebhook: true,
-  notifyTrial: true,
-} as const;
-
-export type AccountRow = Prisma.AccountGetPayload<{ select: typeof accountSelect }>;
-
-export function toAccountView(a: AccountRow, now: Date): AccountView {
+export function toAccountView(a: AccountRecord, now: Date): AccountView {
   return {
     id: a.id,
     email: a.email,
@@ -113,12 +101,17 @@ export function toAccountView(a: AccountRow, now: Date): AccountView {
   };
 }
 
-export async function loadAccount(ctx: Ctx, accountId: string): Promise<AccountRow> {
+export async function loadAccount(ctx: Ctx, accountId: string): Promise<AccountRecord> {
   const message = `no account with id ${accountId}`;
   const id = idOrNotFound(accountId, 'account', message);
-  const a = await ctx.db.account.findUnique({ where: { id }, select: accountSelect });
+  const a = await ctx.repos.accounts.findById(id);
   if (!a) throw new NotFoundError('account', message);
   return a;
+}
+
+/** A change to an account loaded just before: NotFound when it was deleted in between. */
+export async function changeAccount(ctx: Ctx, id: string, change: AccountChange): Promise<void> {
+  if (!(await ctx.repos.accounts.update(id, change))) throw new NotFoundError('account', `no account with id ${id}`);
 }
 
 export function planOf(ctx: Ctx, a: { plan: PlanName; trialEndsAt: Date | null }): PlanName {
@@ -126,10 +119,6 @@ export function planOf(ctx: Ctx, a: { plan: PlanName; trialEndsAt: Date | null }
 }
 
 export const PLAN_LABEL: Record<PlanName, string> = { free: 'Free', starter: 'Starter' };
-
-export function isUniqueViolation(err: unknown): boolean {
-  return err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
-}
 
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}\.[^\s@]{2,63}$/;
 

@@ -4,6 +4,7 @@
  */
 import { isUuid } from '@sts/core';
 import { ValidationError } from './errors';
+import type { Page, PageRequest } from './types';
 
 export interface CursorPosition {
   at: Date;
@@ -23,20 +24,32 @@ export function decodeCursor(cursor: string): CursorPosition {
   return { at: new Date(Number(m[1])), id: m[2]! };
 }
 
-/** Prisma `where` for rows after the cursor in (field desc, id desc) order. */
-export function olderThan<F extends string>(field: F, c: CursorPosition) {
-  return {
-    OR: [{ [field]: { lt: c.at } }, { [field]: c.at, id: { lt: c.id } }],
-  } as { OR: Record<string, unknown>[] };
-}
-
 export const PAGE_DEFAULT = 25;
 export const PAGE_MAX = 500;
 
-export function pageLimit(limit: number | undefined): number {
+function pageLimit(limit: number | undefined): number {
   if (limit === undefined) return PAGE_DEFAULT;
   if (!Number.isInteger(limit) || limit < 1 || limit > PAGE_MAX) {
     throw new ValidationError('limit', `must be a whole number from 1 to ${PAGE_MAX}`);
   }
   return limit;
+}
+
+/**
+ * One page newest first: checks the request (limit, then cursor), reads one row more than the
+ * page holds through `read` (rows strictly older than the cursor) to know whether another page
+ * follows, and hands out the cursor of the page's last item.
+ */
+export async function readPage<R, V extends { id: string }>(
+  page: PageRequest,
+  read: (after: CursorPosition | undefined, take: number) => Promise<R[]>,
+  view: (row: R) => V,
+  at: (item: V) => Date,
+): Promise<Page<V>> {
+  const take = pageLimit(page.limit);
+  const after = page.cursor ? decodeCursor(page.cursor) : undefined;
+  const rows = await read(after, take + 1);
+  const items = rows.slice(0, take).map(view);
+  const last = items.at(-1);
+  return { items, nextCursor: rows.length > take && last ? encodeCursor(at(last), last.id) : null };
 }

@@ -4,16 +4,15 @@
  * stored as SHA-256 only; the plaintext token is returned once, for the mail.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { accountSelect, isUniqueViolation, loadAccount, normaliseEmail, toAccountView, type Ctx } from './context';
+import { changeAccount, loadAccount, normaliseEmail, toAccountView, type Ctx } from './context';
 import { checkPassword } from './accounts';
 import { ValidationError } from './errors';
 import { hashPassword } from './password';
+import type { TokenPurpose } from './repositories/accounts';
 import type { AccountView, NotificationPrefs } from './types';
 
 export const VERIFY_TTL_MS = 24 * 3600 * 1000;
 export const RESET_TTL_MS = 30 * 60 * 1000;
-
-type TokenPurpose = 'verify' | 'reset';
 
 export type Registration =
   { kind: 'created'; account: AccountView; token: string } | { kind: 'exists'; accountId: string; email: string };
@@ -37,13 +36,16 @@ export function tokenHash(token: string): string {
 }
 
 export function identityUseCases(ctx: Ctx): IdentityUseCases {
-  const { db } = ctx;
+  const { accounts, emailTokens } = ctx.repos;
 
   async function issue(accountId: string, purpose: TokenPurpose): Promise<string> {
     const token = randomBytes(32).toString('base64url');
     const ttl = purpose === 'verify' ? VERIFY_TTL_MS : RESET_TTL_MS;
-    await db.emailToken.create({
-      data: { accountId, purpose, tokenHash: tokenHash(token), expiresAt: new Date(ctx.now().getTime() + ttl) },
+    await emailTokens.create({
+      accountId,
+      purpose,
+      tokenHash: tokenHash(token),
+      expiresAt: new Date(ctx.now().getTime() + ttl),
     });
     return token;
   }
@@ -55,10 +57,9 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
       'this link is not valid: it was used already, has expired or is wrong',
     );
     if (typeof token !== 'string' || !/^[A-Za-z0-9_-]{20,100}$/.test(token)) throw invalid;
-    const row = await db.emailToken.findUnique({ where: { tokenHash: tokenHash(token) } });
+    const row = await emailTokens.findByHash(tokenHash(token));
     if (!row || row.purpose !== purpose || row.usedAt || row.expiresAt <= ctx.now()) throw invalid;
-    const used = await db.emailToken.updateMany({ where: { id: row.id, usedAt: null }, data: { usedAt: ctx.now() } });
-    if (used.count === 0) throw invalid;
+    if (!(await emailTokens.use(row.id, ctx.now()))) throw invalid;
     return row.accountId;
   }
 
@@ -66,19 +67,15 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
     async register(input) {
       const email = normaliseEmail(input.email);
       const password = checkPassword(input.password, email);
-      const existing = await db.account.findUnique({ where: { email }, select: { id: true } });
+      const existing = await accounts.findByEmail(email);
       if (existing) return { kind: 'exists', accountId: existing.id, email };
-      try {
-        const a = await db.account.create({
-          data: { email, plan: 'free', passwordHash: await hashPassword(password, ctx.scrypt) },
-          select: accountSelect,
-        });
-        return { kind: 'created', account: toAccountView(a, ctx.now()), token: await issue(a.id, 'verify') };
-      } catch (err) {
-        if (!isUniqueViolation(err)) throw err;
-        const raced = await db.account.findUniqueOrThrow({ where: { email }, select: { id: true } });
-        return { kind: 'exists', accountId: raced.id, email };
-      }
+      const passwordHash = await hashPassword(password, ctx.scrypt);
+      const a = await accounts.create({ email, plan: 'free', passwordHash, emailVerifiedAt: null });
+      if (a) return { kind: 'created', account: toAccountView(a, ctx.now()), token: await issue(a.id, 'verify') };
+      // a concurrent sign-up took the address
+      const raced = await accounts.findByEmail(email);
+      if (!raced) throw new Error(`the account of ${email} was created and deleted during this sign-up`);
+      return { kind: 'exists', accountId: raced.id, email };
     },
 
     async issueVerification(accountId) {
@@ -89,10 +86,7 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
 
     async verify(token) {
       const accountId = await consume(token, 'verify');
-      await db.account.updateMany({
-        where: { id: accountId, emailVerifiedAt: null },
-        data: { emailVerifiedAt: ctx.now() },
-      });
+      await accounts.markVerified(accountId, ctx.now());
       return toAccountView(await loadAccount(ctx, accountId), ctx.now());
     },
 
@@ -103,7 +97,7 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
       } catch {
         return null;
       }
-      const a = await db.account.findUnique({ where: { email }, select: { id: true, email: true } });
+      const a = await accounts.findByEmail(email);
       if (!a) return null;
       return { accountId: a.id, email: a.email, token: await issue(a.id, 'reset') };
     },
@@ -111,32 +105,24 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
     async resetPassword(token, password) {
       // the password first: a bad one does not use up the link
       if (typeof token !== 'string') throw new ValidationError('token', 'this link is not valid');
-      const row = await db.emailToken.findUnique({
-        where: { tokenHash: tokenHash(token) },
-        select: { account: { select: { email: true } } },
-      });
-      checkPassword(password, row?.account.email);
+      const row = await emailTokens.findByHash(tokenHash(token));
+      checkPassword(password, row?.email);
       const accountId = await consume(token, 'reset');
       const passwordHash = await hashPassword(password, ctx.scrypt);
       // following the emailed link proves the address too
-      await db.account.update({ where: { id: accountId }, data: { passwordHash } });
-      await db.account.updateMany({
-        where: { id: accountId, emailVerifiedAt: null },
-        data: { emailVerifiedAt: ctx.now() },
-      });
+      await changeAccount(ctx, accountId, { passwordHash });
+      await accounts.markVerified(accountId, ctx.now());
       // every other reset link of the account is void now
-      await db.emailToken.updateMany({
-        where: { accountId, purpose: 'reset', usedAt: null },
-        data: { usedAt: ctx.now() },
-      });
+      await emailTokens.useAll(accountId, 'reset', ctx.now());
       return toAccountView(await loadAccount(ctx, accountId), ctx.now());
     },
 
     async setNotifications(accountId, prefs) {
       const a = await loadAccount(ctx, accountId);
-      await db.account.update({
-        where: { id: a.id },
-        data: { notifyQuota: prefs.quota, notifyWebhook: prefs.webhook, notifyTrial: prefs.trial },
+      await changeAccount(ctx, a.id, {
+        notifyQuota: prefs.quota,
+        notifyWebhook: prefs.webhook,
+        notifyTrial: prefs.trial,
       });
       return toAccountView(await loadAccount(ctx, a.id), ctx.now());
     },

@@ -15,23 +15,10 @@ import {
   type SecretBox,
 } from '@sts/core';
 import { z } from 'zod';
-import { accountUseCases, type AccountAdminUseCases, type AccountUseCases } from './accounts';
-import { createCtx } from './context';
+import { prismaRepositories } from './adapters/prisma';
+import { composeUseCases, type UseCases } from './compose';
 import { NotConfiguredError } from './errors';
-import { identityUseCases, type IdentityUseCases } from './identity';
-import { keyUseCases, type KeyAdminUseCases, type KeyUseCases } from './keys';
-import { logUseCases, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
-import {
-  monitorUseCases,
-  webhookUseCases,
-  type MonitorAdminUseCases,
-  type MonitorUseCases,
-  type WebhookUseCases,
-} from './monitors';
-import { overviewUseCases, type PlanUseCases } from './overview';
-import { previewUseCases, type PreviewUseCases } from './preview';
-import { payloadPreviewUseCases, type PayloadPreviewUseCases } from './payloadPreview';
-import type { Overview, UseCaseOptions } from './types';
+import type { UseCaseOptions } from './types';
 
 export * from './errors';
 export * from './types';
@@ -46,9 +33,7 @@ export {
   PREVIEW_POSTS,
   type Preview,
   type PreviewInput,
-  type PreviewOptions,
   type PreviewPost,
-  type PreviewTweet,
   type PreviewUseCases,
 } from './preview';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
@@ -67,41 +52,11 @@ export {
   type WebhookUrlCheck,
 } from './webhookUrl';
 
-export type AdminUseCases = AccountAdminUseCases & KeyAdminUseCases & MonitorAdminUseCases & LogAdminUseCases;
-
-export interface UseCases {
-  accounts: AccountUseCases;
-  identity: IdentityUseCases;
-  overview(accountId: string): Promise<Overview>;
-  plans: PlanUseCases;
-  keys: KeyUseCases;
-  monitors: MonitorUseCases & PreviewUseCases;
-  webhooks: WebhookUseCases & PayloadPreviewUseCases;
-  deliveries: DeliveryUseCases;
-  hits: HitUseCases;
-  /** operator-only calls (the CLI): not scoped by account — never reachable from the dashboard */
-  admin: AdminUseCases;
-}
+export type { AdminUseCases, UseCases } from './compose';
 
 export function createUseCases(opts: UseCaseOptions): UseCases {
-  const ctx = createCtx(opts);
-  const k = keyUseCases(ctx);
-  const a = accountUseCases(ctx);
-  const m = monitorUseCases(ctx);
-  const logs = logUseCases(ctx);
-  const o = overviewUseCases(ctx);
-  return {
-    accounts: a.accounts,
-    identity: identityUseCases(ctx),
-    overview: o.overview,
-    plans: o.plans,
-    keys: k.keys,
-    monitors: { ...m.monitors, ...previewUseCases(ctx) },
-    webhooks: { ...webhookUseCases(ctx), ...payloadPreviewUseCases(ctx) },
-    deliveries: logs.deliveries,
-    hits: logs.hits,
-    admin: { ...a.admin, ...k.admin, ...m.admin, ...logs.admin },
-  };
+  const { db, ...settings } = opts;
+  return composeUseCases(settings, prismaRepositories(db));
 }
 
 /** The environment fields the use-cases read: plan numbers, monitor limits (all with defaults). */

@@ -7,20 +7,12 @@ import { evictCachedApiKey } from '@sts/common';
 import { generateApiKey } from '@sts/core';
 import { idOrNotFound, loadAccount, requireVerified, type Ctx } from './context';
 import { NotFoundError, ValidationError } from './errors';
+import type { KeyRevocation } from './repositories/keys';
 import type { ApiKeyView, CreatedApiKey } from './types';
 
 const KEY_NAME_MAX = 60;
 /** live (unrevoked) keys per account: enough for rotation across environments, bounded against abuse */
 export const MAX_ACTIVE_KEYS = 20;
-
-const keySelect = {
-  id: true,
-  name: true,
-  prefix: true,
-  createdAt: true,
-  lastUsedAt: true,
-  revokedAt: true,
-} as const;
 
 export interface RevokedApiKey extends ApiKeyView {
   revokedAt: Date;
@@ -51,20 +43,18 @@ function keyName(raw: string | undefined): string {
 }
 
 export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCases } {
-  const { db } = ctx;
+  const repo = ctx.repos.keys;
 
-  async function revokeRow(row: { id: string; keyHash: string; revokedAt: Date | null }) {
+  async function revokeRow(row: KeyRevocation): Promise<RevokedApiKey & { accountId: string }> {
     let revokedAt = row.revokedAt;
     if (!revokedAt) {
       revokedAt = ctx.now();
       // only the first revocation sets the time
-      await db.apiKey.updateMany({ where: { id: row.id, revokedAt: null }, data: { revokedAt } });
+      await repo.revoke(row.id, revokedAt);
     }
     const cacheEvicted = ctx.opts.evictApiKey ? await ctx.opts.evictApiKey(row.keyHash).catch(() => false) : false;
-    const fresh = await db.apiKey.findUniqueOrThrow({
-      where: { id: row.id },
-      select: { ...keySelect, accountId: true },
-    });
+    const fresh = await repo.get(row.id);
+    if (!fresh) throw new NotFoundError('apiKey', `no API key with id ${row.id}`);
     return { ...fresh, revokedAt: fresh.revokedAt ?? revokedAt, cacheEvicted };
   }
 
@@ -73,34 +63,24 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
       const name = keyName(input?.name);
       const account = await loadAccount(ctx, accountId);
       requireVerified(ctx, account, 'create API keys');
-      const active = await db.apiKey.count({ where: { accountId: account.id, revokedAt: null } });
+      const active = await repo.countActive(account.id);
       if (active >= MAX_ACTIVE_KEYS) {
         throw new ValidationError('name', `an account can have ${MAX_ACTIVE_KEYS} active keys; revoke one first`);
       }
       const k = generateApiKey();
-      const row = await db.apiKey.create({
-        data: { accountId: account.id, keyHash: k.hash, prefix: k.prefix, name },
-        select: keySelect,
-      });
+      const row = await repo.create({ accountId: account.id, keyHash: k.hash, prefix: k.prefix, name });
       return { ...row, key: k.key };
     },
 
     async list(accountId) {
       const account = await loadAccount(ctx, accountId);
-      return db.apiKey.findMany({
-        where: { accountId: account.id },
-        select: keySelect,
-        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-      });
+      return repo.list(account.id);
     },
 
     async revoke(accountId, keyId) {
       const message = `no API key with id ${keyId}`;
       const id = idOrNotFound(keyId, 'apiKey', message);
-      const row = await db.apiKey.findFirst({
-        where: { id, accountId: idOrNotFound(accountId, 'apiKey', message) },
-        select: { id: true, keyHash: true, revokedAt: true },
-      });
+      const row = await repo.findOwned(idOrNotFound(accountId, 'apiKey', message), id);
       if (!row) throw new NotFoundError('apiKey', message);
       const { accountId: _owner, ...view } = await revokeRow(row);
       return view;
@@ -109,10 +89,7 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
 
   const admin: KeyAdminUseCases = {
     async revokeKeyByPrefix(prefix) {
-      const row = await db.apiKey.findUnique({
-        where: { prefix: prefix.trim() },
-        select: { id: true, keyHash: true, revokedAt: true },
-      });
+      const row = await repo.findByPrefix(prefix.trim());
       if (!row) throw new NotFoundError('apiKey', `no API key with prefix ${prefix}`);
       return revokeRow(row);
     },

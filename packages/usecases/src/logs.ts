@@ -4,25 +4,13 @@
  * publishes webhook.redeliver for one logged attempt; the dispatcher sends it again with the same
  * X-Service-Delivery and a fresh signature.
  */
-import { decodeCursor, encodeCursor, olderThan, pageLimit } from './cursor';
+import { readPage } from './cursor';
 import { idOrNotFound, type Ctx } from './context';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
+import { ownMonitor } from './monitors';
+import type { HitRow } from '@sts/db';
 import type { DeliveryDetail, DeliveryView, HeaderPair, HitView, Page, PageRequest, Queued } from './types';
 import { maskWebhookUrl } from './webhookUrl';
-
-const deliverySelect = {
-  id: true,
-  event: true,
-  deliveryId: true,
-  hitId: true,
-  outcome: true,
-  statusCode: true,
-  latencyMs: true,
-  error: true,
-  url: true,
-  responseSnippet: true,
-  createdAt: true,
-} as const;
 
 export function postUrl(username: string, tweetId: string): string {
   return `https://x.com/${encodeURIComponent(username)}/status/${encodeURIComponent(tweetId)}`;
@@ -71,79 +59,54 @@ export interface LogAdminUseCases {
 
 /** The latest attempt of each hit delivery that failed since T, when that latest one is still a failure. */
 async function recoverFailed(ctx: Ctx, accountId: string, monitorId: string, since: Date) {
-  const rows = await ctx.db.$queryRaw<{ id: string; delivery_id: string; total: number }[]>`
-    WITH latest AS (
-      SELECT DISTINCT ON (a.delivery_id) a.id, a.delivery_id, a.outcome, a.hit_id, a.created_at
-      FROM delivery_attempts a
-      WHERE a.monitor_id = ${monitorId}::uuid AND a.event = 'monitor.hit'
-        AND a.delivery_id IN (SELECT f.delivery_id FROM delivery_attempts f
-                              WHERE f.monitor_id = ${monitorId}::uuid AND f.outcome = 'failed' AND f.created_at >= ${since})
-      ORDER BY a.delivery_id, a.created_at DESC, a.id DESC)
-    SELECT id, delivery_id, (count(*) OVER ())::int AS total FROM latest
-    WHERE outcome = 'failed' AND hit_id IS NOT NULL
-    ORDER BY created_at, id
-    LIMIT ${RECOVER_MAX}`;
+  const { attempts, total } = await ctx.repos.logs.failedDeliveries(monitorId, since, RECOVER_MAX);
   // one click (or one CLI run) is one outbound action, however many it queues (at most RECOVER_MAX)
-  if (rows.length > 0) await ctx.outboundAllowed(accountId, 'recoveries');
-  for (const r of rows) await ctx.publish('webhook.redeliver', { attemptId: r.id }, { accountId }, { limited: false });
-  const total = rows[0]?.total ?? 0;
-  return { queued: rows.length, remaining: total - rows.length, deliveryIds: rows.map((r) => r.delivery_id) };
+  if (attempts.length > 0) await ctx.outboundAllowed(accountId, 'recoveries');
+  for (const a of attempts) {
+    await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId }, { limited: false });
+  }
+  return {
+    queued: attempts.length,
+    remaining: total - attempts.length,
+    deliveryIds: attempts.map((a) => a.deliveryId),
+  };
+}
+
+function toHitView({ monitorId: _m, tweetText: text, tweetAuthorUsername: authorUsername, ...h }: HitRow): HitView {
+  return { ...h, text, authorUsername, postUrl: postUrl(authorUsername, h.tweetId) };
 }
 
 export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: HitUseCases; admin: LogAdminUseCases } {
-  const { db } = ctx;
+  const repo = ctx.repos.logs;
   const noAttempt = (id: string) => new NotFoundError('delivery', `no delivery attempt with id ${id}`);
 
-  async function ownMonitor(accountId: string, monitorId: string): Promise<string> {
-    const message = `no monitor with id ${monitorId}`;
-    const id = idOrNotFound(monitorId, 'monitor', message);
-    const m = await db.monitor.findFirst({
-      where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
-      select: { id: true },
-    });
-    if (!m) throw new NotFoundError('monitor', message);
-    return m.id;
-  }
-
+  /** the account's attempt (with its monitor id and owner), or NotFound */
   async function loadAttempt(accountId: string, attemptId: string) {
     const id = idOrNotFound(attemptId, 'delivery', `no delivery attempt with id ${attemptId}`);
     const owner = idOrNotFound(accountId, 'delivery', `no delivery attempt with id ${attemptId}`);
-    const a = await db.deliveryAttempt.findFirst({
-      where: { id, monitor: { accountId: owner } },
-      select: { ...deliverySelect, monitorId: true, monitor: { select: { accountId: true } } },
-    });
+    const a = await repo.findAttempt(owner, id);
     if (!a) throw noAttempt(attemptId);
     return a;
   }
 
   const deliveries: DeliveryUseCases = {
-    async list(accountId, monitorId, page = {}) {
-      const take = pageLimit(page.limit);
-      const after = page.cursor ? decodeCursor(page.cursor) : undefined;
-      const id = await ownMonitor(accountId, monitorId);
-      const rows = await db.deliveryAttempt.findMany({
-        where: { monitorId: id, ...(after ? olderThan('createdAt', after) : {}) },
-        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-        take: take + 1,
-        select: deliverySelect,
-      });
-      // Discord and Slack URLs carry their token: the log shows them masked
-      const items = rows.slice(0, take).map((r) => ({ ...r, url: maskWebhookUrl(r.url) }));
-      const last = items.at(-1);
-      return { items, nextCursor: rows.length > take && last ? encodeCursor(last.createdAt, last.id) : null };
-    },
+    list: (accountId, monitorId, page = {}) =>
+      readPage(
+        page,
+        async (after, take) => repo.attempts(await ownMonitor(ctx, accountId, monitorId), after, take),
+        // Discord and Slack URLs carry their token: the log shows them masked
+        (r) => ({ ...r, url: maskWebhookUrl(r.url) }),
+        (r) => r.createdAt,
+      ),
 
     async get(accountId, attemptId) {
-      const { monitor: _m, ...view } = await loadAttempt(accountId, attemptId);
+      const { accountId: _owner, ...view } = await loadAttempt(accountId, attemptId);
       return { ...view, url: maskWebhookUrl(view.url) };
     },
 
     async detail(accountId, attemptId) {
-      const { monitor: _m, ...view } = await loadAttempt(accountId, attemptId);
-      const d = await db.deliveryAttempt.findUniqueOrThrow({
-        where: { id: view.id },
-        select: { requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
-      });
+      const { accountId: _owner, ...view } = await loadAttempt(accountId, attemptId);
+      const d = await repo.attemptDetail(view.id);
       const url = maskWebhookUrl(view.url);
       return {
         ...view,
@@ -165,7 +128,7 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
       if (a.event === 'monitor.hit' && !a.hitId) {
         throw new ConflictError('hit_gone', `the hit of attempt ${a.id} no longer exists; nothing to redeliver`);
       }
-      const messageId = await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId: a.monitor.accountId });
+      const messageId = await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId: a.accountId });
       return { messageId, deliveryId: a.deliveryId, attemptId: a.id, monitorId: a.monitorId };
     },
 
@@ -174,43 +137,26 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
         throw new ValidationError('failedSince', 'must be an ISO 8601 time such as 2026-11-24T10:00:00Z');
       }
       if (since.getTime() > ctx.now().getTime()) throw new ValidationError('failedSince', 'is in the future');
-      return recoverFailed(ctx, accountId, await ownMonitor(accountId, monitorId), since);
+      return recoverFailed(ctx, accountId, await ownMonitor(ctx, accountId, monitorId), since);
     },
   };
 
   const hits: HitUseCases = {
-    async list(accountId, monitorId, page = {}) {
-      const take = pageLimit(page.limit);
-      const after = page.cursor ? decodeCursor(page.cursor) : undefined;
-      const id = await ownMonitor(accountId, monitorId);
-      const rows = await db.hit.findMany({
-        where: { monitorId: id, ...(after ? olderThan('detectedAt', after) : {}) },
-        orderBy: [{ detectedAt: 'desc' }, { id: 'desc' }],
-        take: take + 1,
-      });
-      const items: HitView[] = rows.slice(0, take).map((h) => ({
-        id: h.id,
-        tweetId: h.tweetId,
-        text: h.tweetText,
-        authorUsername: h.tweetAuthorUsername,
-        tweetCreatedAt: h.tweetCreatedAt,
-        detectedAt: h.detectedAt,
-        postUrl: postUrl(h.tweetAuthorUsername, h.tweetId),
-      }));
-      const last = items.at(-1);
-      return { items, nextCursor: rows.length > take && last ? encodeCursor(last.detectedAt, last.id) : null };
-    },
+    list: (accountId, monitorId, page = {}) =>
+      readPage(
+        page,
+        async (after, take) => repo.hits(await ownMonitor(ctx, accountId, monitorId), after, take),
+        toHitView,
+        (h) => h.detectedAt,
+      ),
   };
 
   const admin: LogAdminUseCases = {
     async ownerOfDelivery(attemptId) {
       const id = idOrNotFound(attemptId, 'delivery', `no delivery attempt with id ${attemptId}`);
-      const a = await db.deliveryAttempt.findUnique({
-        where: { id },
-        select: { monitor: { select: { accountId: true } } },
-      });
-      if (!a) throw noAttempt(attemptId);
-      return a.monitor.accountId;
+      const owner = await repo.ownerOfAttempt(id);
+      if (owner === null) throw noAttempt(attemptId);
+      return owner;
     },
   };
 

@@ -18,11 +18,11 @@ import {
   type MonitorFilters,
   type PlanName,
 } from '@sts/core';
-import { monitorSettingsSelect, type Prisma } from '@sts/db';
 import { monitorRef } from '@sts/messaging';
 import { standardWebhookSecret } from '@sts/signing';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, requireVerified, type Ctx } from './context';
 import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
+import type { MonitorRecord, WebhookRecord } from './repositories/monitors';
 import type {
   MonitorEdit,
   MonitorInput,
@@ -39,30 +39,7 @@ export const MAX_INTERVAL_SEC = 86_400;
 const ROTATION_OVERLAP_SEC_DEFAULT = 86_400;
 const ROTATION_OVERLAP_SEC_MAX = 7 * 86_400;
 
-const monitorSelect = {
-  ...monitorSettingsSelect,
-  accountId: true,
-  webhook: {
-    select: {
-      url: true,
-      kind: true,
-      isBroken: true,
-      brokenReason: true,
-      secretRotatedAt: true,
-      previousSecretUntil: true,
-      consecutiveFailures: true,
-      firstFailureAt: true,
-      disabledAt: true,
-      createdAt: true,
-    },
-  },
-  _count: { select: { hits: true } },
-} as const;
-
-type MonitorRow = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
-type WebhookRow = NonNullable<MonitorRow['webhook']>;
-
-function toWebhookView(w: WebhookRow): WebhookView {
+function toWebhookView(w: WebhookRecord): WebhookView {
   return {
     url: w.url,
     shownUrl: shownWebhookUrl(w.url, w.kind),
@@ -80,7 +57,7 @@ function toWebhookView(w: WebhookRow): WebhookView {
 /** the dispatcher's rules (services/webhook-dispatcher domain/health.ts): 5 in a row = failing */
 const WEBHOOK_FAILING_AFTER = 5;
 
-function webhookHealth(w: WebhookRow): WebhookHealthView {
+function webhookHealth(w: WebhookRecord): WebhookHealthView {
   const state = w.disabledAt ? 'disabled' : w.consecutiveFailures >= WEBHOOK_FAILING_AFTER ? 'failing' : 'ok';
   return {
     state,
@@ -90,7 +67,7 @@ function webhookHealth(w: WebhookRow): WebhookHealthView {
   };
 }
 
-function toMonitorView(m: MonitorRow): MonitorView {
+function toMonitorView(m: MonitorRecord): MonitorView {
   return {
     id: m.id,
     targetUsername: m.targetUsername,
@@ -100,7 +77,7 @@ function toMonitorView(m: MonitorRow): MonitorView {
     intervalSec: m.checkIntervalSec,
     lastCheckAt: m.lastCheckAt,
     lastError: m.lastError,
-    hitCount: m._count.hits,
+    hitCount: m.hitCount,
     webhook: m.webhook ? toWebhookView(m.webhook) : null,
     createdAt: m.createdAt,
     updatedAt: m.updatedAt,
@@ -192,15 +169,25 @@ export interface MonitorAdminUseCases {
 const notFound = (monitorId: string) => new NotFoundError('monitor', `no monitor with id ${monitorId}`);
 
 /** The account's monitor, or NotFound (also for another account's id or a malformed one). */
-async function loadMonitor(ctx: Ctx, accountId: string, monitorId: string): Promise<MonitorRow> {
-  const message = `no monitor with id ${monitorId}`;
-  const id = idOrNotFound(monitorId, 'monitor', message);
-  const m = await ctx.db.monitor.findFirst({
-    where: { id, accountId: idOrNotFound(accountId, 'monitor', message) },
-    select: monitorSelect,
-  });
+export async function loadMonitor(ctx: Ctx, accountId: string, monitorId: string): Promise<MonitorRecord> {
+  const [owner, id] = monitorIds(accountId, monitorId);
+  const m = await ctx.repos.monitors.find(owner, id);
   if (!m) throw notFound(monitorId);
   return m;
+}
+
+/** The account's monitor id, checked to exist (for the logs: no projection read), or NotFound. */
+export async function ownMonitor(ctx: Ctx, accountId: string, monitorId: string): Promise<string> {
+  const [owner, id] = monitorIds(accountId, monitorId);
+  if (!(await ctx.repos.monitors.owns(owner, id))) throw notFound(monitorId);
+  return id;
+}
+
+/** [accountId, monitorId], or NotFound when either is not a UUID */
+function monitorIds(accountId: string, monitorId: string): [string, string] {
+  const message = `no monitor with id ${monitorId}`;
+  const id = idOrNotFound(monitorId, 'monitor', message);
+  return [idOrNotFound(accountId, 'monitor', message), id];
 }
 
 function checkInterval(ctx: Ctx, raw: number | undefined, plan: PlanName): number | undefined {
@@ -229,24 +216,19 @@ function limitMessage(ctx: Ctx, plan: PlanName, limit: number): string {
 }
 
 export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: MonitorAdminUseCases } {
-  const { db } = ctx;
+  const repo = ctx.repos.monitors;
   const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
 
   async function setStatus(accountId: string, monitorId: string, isActive: boolean): Promise<MonitorView> {
     const m = await load(accountId, monitorId);
-    if (m.isActive !== isActive) await db.monitor.update({ where: { id: m.id }, data: { isActive } });
+    if (m.isActive !== isActive) await repo.update(m.id, { isActive });
     return toMonitorView(await load(accountId, m.id));
   }
 
   const monitors: MonitorUseCases = {
     async list(accountId) {
       const account = await loadAccount(ctx, accountId);
-      const rows = await db.monitor.findMany({
-        where: { accountId: account.id },
-        select: monitorSelect,
-        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-      });
-      return rows.map(toMonitorView);
+      return (await repo.list(account.id)).map(toMonitorView);
     },
 
     async get(accountId, monitorId) {
@@ -268,26 +250,19 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       // before the transaction: a missing encryption key fails here, with nothing written
       const secretCiphertext = secret ? ctx.secretBox().encrypt(secret, id) : null;
       const limit = ctx.opts.monitorLimits[plan];
-      await db.$transaction(async (tx) => {
-        // serialises creates per account, so the count below cannot be raced past the limit
-        await tx.$queryRaw`SELECT id FROM accounts WHERE id = ${account.id}::uuid FOR UPDATE`;
-        const count = await tx.monitor.count({ where: { accountId: account.id } });
-        if (count >= limit) throw new PlanLimitError(limitMessage(ctx, plan, limit), limit, plan);
-        await tx.monitor.create({
-          data: {
-            id,
-            accountId: account.id,
-            targetUsername: target,
-            targetKey: target.toLowerCase(),
-            keywords,
-            ...filterColumns(filters),
-            checkIntervalSec: interval,
-            ...(hook && secretCiphertext
-              ? { webhook: { create: { url: hook.url, kind: hook.kind, secretCiphertext } } }
-              : {}),
-          },
-        });
-      });
+      const created = await repo.createWithinLimit(
+        {
+          id,
+          accountId: account.id,
+          targetUsername: target,
+          keywords,
+          ...filterColumns(filters),
+          checkIntervalSec: interval,
+          webhook: hook && secretCiphertext ? { url: hook.url, kind: hook.kind, secretCiphertext } : null,
+        },
+        limit,
+      );
+      if (!created) throw new PlanLimitError(limitMessage(ctx, plan, limit), limit, plan);
       return { monitor: toMonitorView(await load(account.id, id)), secret, warnings: hook?.warnings ?? [] };
     },
 
@@ -298,14 +273,11 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const filters = checkFilters(edit);
       const account = await loadAccount(ctx, accountId);
       const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
-      await db.monitor.update({
-        where: { id: m.id },
-        data: {
-          ...(target !== undefined ? { targetUsername: target, targetKey: target.toLowerCase() } : {}),
-          ...(keywords !== undefined ? { keywords } : {}),
-          ...filterColumns(filters),
-          ...(interval !== undefined ? { checkIntervalSec: interval } : {}),
-        },
+      await repo.update(m.id, {
+        ...(target !== undefined ? { targetUsername: target } : {}),
+        ...(keywords !== undefined ? { keywords } : {}),
+        ...filterColumns(filters),
+        ...(interval !== undefined ? { checkIntervalSec: interval } : {}),
       });
       return toMonitorView(await load(accountId, m.id));
     },
@@ -315,17 +287,16 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
 
     async remove(accountId, monitorId) {
       const m = await load(accountId, monitorId);
-      const deleted = await db.monitor.deleteMany({ where: { id: m.id, accountId: m.accountId } });
-      if (deleted.count === 0) throw notFound(monitorId);
+      if (!(await repo.remove(m.accountId, m.id))) throw notFound(monitorId);
     },
   };
 
   const admin: MonitorAdminUseCases = {
     async ownerOfMonitor(monitorId) {
       const id = idOrNotFound(monitorId, 'monitor', `no monitor with id ${monitorId}`);
-      const m = await db.monitor.findUnique({ where: { id }, select: { accountId: true } });
-      if (!m) throw notFound(monitorId);
-      return m.accountId;
+      const owner = await repo.ownerOf(id);
+      if (owner === null) throw notFound(monitorId);
+      return owner;
     },
   };
 
@@ -333,7 +304,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
 }
 
 export function webhookUseCases(ctx: Ctx): WebhookUseCases {
-  const { db } = ctx;
+  const repo = ctx.repos.monitors;
   const load = (accountId: string, monitorId: string) => loadMonitor(ctx, accountId, monitorId);
   const encrypt = (secret: string, monitorId: string) => ctx.secretBox().encrypt(secret, monitorId);
 
@@ -352,24 +323,11 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
       requireVerified(ctx, await loadAccount(ctx, accountId), 'save a webhook URL');
       const hook = await checkWebhookUrl(rawUrl, ctx.opts.webhookUrlCheck);
       const secret = generateWebhookSecret();
-      const fields = {
-        url: hook.url,
-        kind: hook.kind,
-        secretCiphertext: encrypt(secret, m.id),
-        isBroken: false,
-        brokenReason: null,
-        // a new URL starts healthy (and is no longer disabled)
-        consecutiveFailures: 0,
-        firstFailureAt: null,
-        disabledAt: null,
-        previousSecretCiphertext: null,
-        previousSecretUntil: null,
-      };
-      await db.webhookEndpoint.upsert({
-        where: { monitorId: m.id },
-        create: { monitorId: m.id, ...fields },
-        update: { ...fields, secretRotatedAt: ctx.now() },
-      });
+      await repo.setWebhook(
+        m.id,
+        { url: hook.url, kind: hook.kind, secretCiphertext: encrypt(secret, m.id) },
+        ctx.now(),
+      );
       const webhook = toWebhookView((await withWebhook(accountId, m.id)).webhook);
       return { webhook, secret, standardSecret: standardWebhookSecret(secret), warnings: hook.warnings };
     },
@@ -385,19 +343,13 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
       const m = await withWebhook(accountId, monitorId);
       const secret = generateWebhookSecret();
       const now = ctx.now();
-      const current = await db.webhookEndpoint.findUniqueOrThrow({
-        where: { monitorId: m.id },
-        select: { secretCiphertext: true },
-      });
-      await db.webhookEndpoint.update({
-        where: { monitorId: m.id },
-        data: {
-          secretCiphertext: encrypt(secret, m.id),
-          secretRotatedAt: now,
-          // a rotation during an overlap keeps the secret in force now (the customer's current one) as the old one
-          previousSecretCiphertext: opts.now ? null : current.secretCiphertext,
-          previousSecretUntil: opts.now ? null : new Date(now.getTime() + overlapSec * 1000),
-        },
+      const current = await repo.webhookSecret(m.id);
+      await repo.rotateSecret(m.id, {
+        secretCiphertext: encrypt(secret, m.id),
+        rotatedAt: now,
+        // a rotation during an overlap keeps the secret in force now (the customer's current one) as the old one
+        previousSecretCiphertext: opts.now ? null : current,
+        previousSecretUntil: opts.now ? null : new Date(now.getTime() + overlapSec * 1000),
       });
       const webhook = toWebhookView((await withWebhook(accountId, m.id)).webhook);
       return { webhook, secret, standardSecret: standardWebhookSecret(secret), warnings: [] };
@@ -405,16 +357,13 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
 
     async useNewSecret(accountId, monitorId) {
       const m = await withWebhook(accountId, monitorId);
-      await db.webhookEndpoint.update({
-        where: { monitorId: m.id },
-        data: { previousSecretCiphertext: null, previousSecretUntil: null },
-      });
+      await repo.dropPreviousSecret(m.id);
       return toWebhookView((await withWebhook(accountId, m.id)).webhook);
     },
 
     async remove(accountId, monitorId) {
       const m = await load(accountId, monitorId);
-      await db.webhookEndpoint.deleteMany({ where: { monitorId: m.id } });
+      await repo.removeWebhook(m.id);
     },
 
     async sendTest(accountId, monitorId) {

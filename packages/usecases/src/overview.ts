@@ -33,7 +33,7 @@ export function overviewUseCases(ctx: Ctx): {
   overview: (accountId: string) => Promise<Overview>;
   plans: PlanUseCases;
 } {
-  const { db } = ctx;
+  const { accounts, usage, monitors } = ctx.repos;
   const { plans, monitorLimits } = ctx.opts;
 
   async function overview(accountId: string): Promise<Overview> {
@@ -43,23 +43,16 @@ export function overviewUseCases(ctx: Ctx): {
     const period = usagePeriod(now);
     const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
     const today = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-    const [monthly, dailyRows, monitorCount] = await Promise.all([
-      db.usageMonthly.findUnique({
-        where: { accountId_period: { accountId: account.id, period } },
-        select: { used: true },
-      }),
-      db.usageDaily.findMany({
-        where: { accountId: account.id, day: { gte: monthStart, lte: today } },
-        select: { day: true, used: true },
-      }),
-      db.monitor.count({ where: { accountId: account.id } }),
+    const [used, dailyRows, monitorCount] = await Promise.all([
+      usage.monthly(account.id, period),
+      usage.daily(account.id, monthStart, today),
+      monitors.count(account.id),
     ]);
     const byDay = new Map(dailyRows.map((r) => [isoDay(r.day), r.used]));
     const daily: Overview['daily'] = [];
     for (let d = new Date(monthStart); d.getTime() <= today.getTime(); d = new Date(d.getTime() + 86_400_000)) {
       daily.push({ day: isoDay(d), used: byDay.get(isoDay(d)) ?? 0 });
     }
-    const used = monthly?.used ?? 0;
     const limits = plans[plan];
     return {
       account: toAccountView(account, now),
@@ -97,31 +90,20 @@ export function overviewUseCases(ctx: Ctx): {
       const now = ctx.now();
       const endsAt = new Date(now.getTime() + ctx.trialDays * 86_400_000);
       // once per verified address, not per account row: the grant is keyed by the normalised
-      // address and outlives the account; in one transaction with the conditional update
-      const started = await db.$transaction(async (tx) => {
-        if (ctx.opts.requireVerifiedEmail) {
-          const granted = await tx.$executeRaw`
-            INSERT INTO trial_grants (email_key, account_id) VALUES (${emailKey(account.email)}, ${account.id}::uuid)
-            ON CONFLICT (email_key) DO NOTHING`;
-          if (granted === 0) {
-            throw new ConflictError(
-              'trial_used',
-              'the Starter trial can be used once per email address, and this address has had it',
-            );
-          }
-        }
-        // conditional update: of two concurrent attempts exactly one starts the trial
-        const r = await tx.account.updateMany({
-          where: { id: account.id, trialStartedAt: null, trialEndsAt: null },
-          data: { trialStartedAt: now, trialEndsAt: endsAt },
-        });
-        if (r.count === 0 && ctx.opts.requireVerifiedEmail) {
-          await tx.$executeRaw`DELETE FROM trial_grants WHERE email_key = ${emailKey(account.email)}`;
-        }
-        return r;
+      // address and outlives the account
+      const started = await accounts.startTrial(account.id, {
+        startedAt: now,
+        endsAt,
+        grantKey: ctx.opts.requireVerifiedEmail ? emailKey(account.email) : null,
       });
-      if (started.count === 0) {
-        const fresh = await db.account.findUnique({ where: { id: account.id }, select: { trialStartedAt: true } });
+      if (started === 'address_used') {
+        throw new ConflictError(
+          'trial_used',
+          'the Starter trial can be used once per email address, and this address has had it',
+        );
+      }
+      if (started === 'account_used') {
+        const fresh = await accounts.findById(account.id);
         if (!fresh) throw new NotFoundError('account', `no account with id ${account.id}`);
         const when = fresh.trialStartedAt ? ` (started ${isoDay(fresh.trialStartedAt)})` : '';
         throw new ConflictError('trial_used', `the Starter trial can be used once per account and was used${when}`);

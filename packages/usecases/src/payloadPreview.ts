@@ -6,8 +6,8 @@
  * its first include keyword, so it is one that would match).
  */
 import { buildBody, monitorHitPayload, monitorRef, type MonitorHitEvent, type WebhookKind } from '@sts/messaging';
-import { idOrNotFound, type Ctx } from './context';
-import { NotFoundError } from './errors';
+import type { Ctx } from './context';
+import { loadMonitor } from './monitors';
 
 export interface PayloadPreview {
   /** whether the sample is the monitor's latest real hit or a made-up post */
@@ -40,19 +40,8 @@ function examplePayload(m: { id: string; targetUsername: string; keywords: strin
 export function payloadPreviewUseCases(ctx: Ctx): PayloadPreviewUseCases {
   return {
     async payloadPreview(accountId, monitorId) {
-      const message = `no monitor with id ${monitorId}`;
-      const m = await ctx.db.monitor.findFirst({
-        where: {
-          id: idOrNotFound(monitorId, 'monitor', message),
-          accountId: idOrNotFound(accountId, 'monitor', message),
-        },
-        select: { id: true, targetUsername: true, keywords: true, webhook: { select: { kind: true } } },
-      });
-      if (!m) throw new NotFoundError('monitor', message);
-      const hit = await ctx.db.hit.findFirst({
-        where: { monitorId: m.id },
-        orderBy: [{ detectedAt: 'desc' }, { id: 'desc' }],
-      });
+      const m = await loadMonitor(ctx, accountId, monitorId);
+      const hit = await ctx.repos.logs.latestHit(m.id);
       const payload = hit
         ? monitorHitPayload(
             monitorRef(m),

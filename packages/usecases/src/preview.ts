@@ -18,28 +18,10 @@ import {
 import { loadAccount, type Ctx } from './context';
 import { NotConfiguredError, UnavailableError, ValidationError } from './errors';
 import { checkFilters, checkKeywords, checkTarget } from './monitors';
-import type { MonitorInput } from './types';
+import type { MonitorInput, PreviewOptions, PreviewTweet } from './types';
 
 export const PREVIEW_POSTS = 50;
 export const PREVIEW_CACHE_SECONDS_DEFAULT = 60;
-
-/** A post as the preview needs it (the caller maps its social source's tweets). */
-export interface PreviewTweet {
-  id: string;
-  text: string;
-  createdAt: Date;
-  lang: string | null;
-  referencedTweets?: { type: ReferenceType; id: string }[];
-}
-
-export interface PreviewOptions {
-  /** newest first, at most `limit`; null when the user does not exist */
-  timeline(username: string, limit: number): Promise<PreviewTweet[] | null>;
-  /** a short-lived cache (Redis); without it every preview reads upstream */
-  cache?: { get(key: string): Promise<string | null>; set(key: string, value: string, ttlSec: number): Promise<void> };
-  /** default PREVIEW_CACHE_SECONDS_DEFAULT */
-  cacheSeconds?: number;
-}
 
 export interface PreviewPost extends PreviewTweet {
   matched: boolean;

@@ -2,11 +2,18 @@
  * The public shapes of @sts/usecases: what the dashboard renders and the CLI prints. Dates are
  * Date objects (the caller formats them); ids are UUID strings.
  */
-import type { MonitorFilters, MonitorLimits, PlanName, Plans, SecretBox, WebhookKindName } from '@sts/core';
+import type {
+  MonitorFilters,
+  MonitorLimits,
+  PlanName,
+  Plans,
+  ReferenceType,
+  SecretBox,
+  WebhookKindName,
+} from '@sts/core';
 import type { Db } from '@sts/db';
 import type { HeadersOf, PayloadOf } from '@sts/messaging';
 import type { ScryptParams } from './password';
-import type { PreviewOptions } from './preview';
 import type { WebhookUrlCheck } from './webhookUrl';
 
 export type PublishedKey = 'monitor.test' | 'webhook.redeliver';
@@ -277,4 +284,22 @@ export interface Queued {
   messageId: string;
   /** X-Service-Delivery of what will be sent */
   deliveryId: string;
+}
+
+/** A post as the preview needs it (the caller maps its social source's tweets). */
+export interface PreviewTweet {
+  id: string;
+  text: string;
+  createdAt: Date;
+  lang: string | null;
+  referencedTweets?: { type: ReferenceType; id: string }[];
+}
+
+export interface PreviewOptions {
+  /** newest first, at most `limit`; null when the user does not exist */
+  timeline(username: string, limit: number): Promise<PreviewTweet[] | null>;
+  /** a short-lived cache (Redis); without it every preview reads upstream */
+  cache?: { get(key: string): Promise<string | null>; set(key: string, value: string, ttlSec: number): Promise<void> };
+  /** default PREVIEW_CACHE_SECONDS_DEFAULT */
+  cacheSeconds?: number;
 }

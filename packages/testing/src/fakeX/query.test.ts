@@ -1,5 +1,5 @@
 /** The fake X's query subset: groups, OR, negation, is: and lang: (what the poller's queries use). */
-import { compileQuery } from './query';
+import { compileQuery, parseQuery } from './query';
 import type { FakeXTweet, FakeXUser } from './state';
 
 const user = (username: string) => ({ username, suspended: false }) as unknown as FakeXUser;
@@ -35,5 +35,28 @@ describe('fake X query', () => {
     expect(q(tweet('I like cats'), user('alice'))).toBe(true);
     expect(q(tweet('cats and dogs'), user('alice'))).toBe(false);
     expect(q(tweet('nothing'), user('bob'))).toBe(true);
+  });
+
+  it('binds AND before OR, as X documents, and reads its tree back', () => {
+    // `from:alice OR from:bob -is:retweet` is `from:alice OR (from:bob -is:retweet)`
+    const q = compileQuery('from:alice OR from:bob -is:retweet');
+    expect(q(repost, user('alice'))).toBe(true);
+    expect(q(repost, user('bob'))).toBe(false);
+    const tree = parseQuery('(from:a OR from:b) -is:retweet');
+    expect(tree.alternatives).toHaveLength(1);
+    expect(tree.alternatives[0]).toEqual([
+      {
+        type: 'group',
+        negated: false,
+        unclosed: false,
+        alternatives: [
+          [{ type: 'term', negated: false, operator: 'from', value: 'a' }],
+          [{ type: 'term', negated: false, operator: 'from', value: 'b' }],
+        ],
+      },
+      { type: 'term', negated: true, operator: 'is', value: 'retweeted' },
+    ]);
+    expect(parseQuery('(from:a').alternatives[0]![0]).toMatchObject({ unclosed: true });
+    expect(parseQuery('from:a) x').unclosed).toBe(true);
   });
 });

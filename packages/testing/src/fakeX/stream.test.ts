@@ -82,6 +82,87 @@ describe('fake X filtered stream rules', () => {
   });
 });
 
+describe('fake X filtered stream rules with parts (X rule syntax)', () => {
+  it('accepts from: groups with is:/lang: parts; refuses parts alone, negated groups, unbalanced ones', async () => {
+    const wide = createFakeStream({ maxRuleLength: 1024 });
+    const other = await startFakeX({ routes: wide.routes });
+    try {
+      const add = async (value: string) => {
+        const res = await fetch(`${other.url}/2/tweets/search/stream/rules`, {
+          method: 'POST',
+          headers: { ...AUTH, 'content-type': 'application/json' },
+          body: JSON.stringify({ add: [{ value }] }),
+        });
+        return (await res.json()) as { data?: unknown[]; errors?: { details?: string[] }[] };
+      };
+      for (const value of [
+        '(from:alice OR from:bob) -is:retweet',
+        '(from:alice) -is:reply -is:quote (lang:de OR lang:en)',
+        'from:alice lang:en',
+      ])
+        expect(await add(value)).toMatchObject({ data: [{ value }] });
+      const refused = async (value: string, detail: RegExp) =>
+        expect((await add(value)).errors?.[0]?.details?.[0]).toMatch(detail);
+      await refused('-is:retweet', /standalone/);
+      await refused('lang:en OR is:quote', /standalone/);
+      await refused('-from:alice lang:en', /standalone/);
+      await refused('-(from:alice OR from:bob)', /Negated groups/);
+      await refused('(from:alice OR from:bob -is:retweet', /Unbalanced/);
+      await refused('from:alice) lang:en', /Unbalanced/);
+      await refused('(from:alice) cats', /Unsupported operator/);
+      await refused('(from:alice) is:verified', /Unsupported operator/);
+      await refused('from:alice OR', /Empty clause/);
+      expect(wide.rules()).toHaveLength(3);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('counts the whole value, parts included, toward the length limit', async () => {
+    // 40 characters: from:alice (10) fits; with its parts it does not
+    const long = '(from:alice) -is:retweet -is:reply lang:en';
+    expect(long.length).toBeGreaterThan(40);
+    const res = await rules({ add: [{ value: long }] });
+    expect(res.json.errors).toEqual([expect.objectContaining({ details: ['Rule exceeds maximum length of 40'] })]);
+    expect((await rules({ add: [{ value: '(from:alice) -is:retweet lang:en' }] })).json.data).toHaveLength(1);
+  });
+
+  it('streams only what a rule matches: -is:retweet keeps reposts out, lang: posts of other or no language', async () => {
+    await rules({ add: [{ value: '(from:alice) -is:retweet', tag: 'sts:norts' }] });
+    await rules({ add: [{ value: '(from:bob) lang:en', tag: 'sts:en' }] });
+    const c = await connect();
+    await waitFor(() => c.text().includes('\r\n'));
+    const delivered: string[] = [];
+    stream.on('delivered', (id: string) => delivered.push(id));
+    const own = fake.state.post({ author: 'Alice', text: 'own words' });
+    fake.state.post({ author: 'Alice', text: 'RT a post', references: [{ type: 'retweeted', id: own.id }] });
+    const reply = fake.state.post({
+      author: 'Alice',
+      text: '@bob yes',
+      references: [{ type: 'replied_to', id: own.id }],
+    });
+    const en = fake.state.post({ author: 'bob', text: 'hello', lang: 'en' });
+    fake.state.post({ author: 'bob', text: 'hallo', lang: 'de' });
+    fake.state.post({ author: 'bob', text: '...', lang: null });
+    const last = fake.state.post({ author: 'bob', text: 'the end', lang: 'en' });
+    await waitFor(() => delivered.includes(last.id));
+    expect(delivered).toEqual([own.id, reply.id, en.id, last.id]);
+    await waitFor(() => c.text().includes('the end'));
+    const lines = c
+      .text()
+      .split('\r\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l) as { data: { id: string }; matching_rules: { tag: string }[] });
+    expect(lines.map((l) => [l.data.id, l.matching_rules.map((r) => r.tag)])).toEqual([
+      [own.id, ['sts:norts']],
+      [reply.id, ['sts:norts']],
+      [en.id, ['sts:en']],
+      [last.id, ['sts:en']],
+    ]);
+    c.close();
+  });
+});
+
 describe('fake X filtered stream connection', () => {
   it('delivers a matching tweet at once with matching_rules and includes, sends keep-alives, not others', async () => {
     await rules({ add: [{ value: 'from:alice', tag: 'sts:x' }] });

@@ -11,9 +11,13 @@
  *                                         (X: 20 s); one connection: a second one gets 429
  *                                         TooManyConnections
  *
- * Rules understand the one operator the poller writes, `from:<username>` clauses joined by ` OR `;
- * anything else is an invalid rule. A tweet posted to the fake's state (its `'tweet'` event) is
- * written to the connected stream at once when a rule matches its author. Tests steer the
+ * Rules understand the operators the poller writes, with X's semantics (query.ts: AND before OR,
+ * parentheses, `-` negation): `from:<username>`, `is:retweet|reply|quote` and `lang:<code>`, as in
+ * `(from:a OR from:b) -is:retweet (lang:de OR lang:en)`. As X documents, `is:` and `lang:` are
+ * conjunction-required (a rule needs a positive `from:`), a negated group is refused and the whole
+ * value counts toward the length limit; anything else (words included) is an invalid rule here, so
+ * a poller writing something new shows in the tests. A tweet posted to the fake's state (its
+ * `'tweet'` event) is written to the connected stream at once when a rule matches it. Tests steer the
  * connection: `disconnect()` (X's operational-disconnect message, then the end of the response)
  * and `stall()` (the connection stays open but nothing, not even a keep-alive, is written; tweets
  * posted meanwhile are lost to the stream, as when X's side stalls).
@@ -21,6 +25,7 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { includes, send, tweetObject } from './format';
+import { compileQuery, parseQuery, type CompiledQuery, type QueryNode } from './query';
 import type { FakeXRoute } from './routes';
 import type { FakeXTweet, FakeXUser } from './state';
 
@@ -36,8 +41,10 @@ export interface FakeRule {
   id: string;
   value: string;
   tag?: string;
-  /** the lower-cased usernames of its from: clauses */
+  /** the lower-cased usernames of its (positive) from: clauses */
   from: Set<string>;
+  /** the rule as X applies it to a post */
+  matches: CompiledQuery;
 }
 
 export interface FakeStream extends EventEmitter {
@@ -57,7 +64,6 @@ export interface FakeStream extends EventEmitter {
 
 const STREAM = '/2/tweets/search/stream';
 const RULES = '/2/tweets/search/stream/rules';
-const FROM = /^from:([A-Za-z0-9_]{1,15})$/;
 
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -68,14 +74,29 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-function parseFromRule(value: string): Set<string> | null {
-  const out = new Set<string>();
-  for (const part of value.split(' OR ')) {
-    const m = FROM.exec(part.trim());
-    if (!m) return null;
-    out.add(m[1]!.toLowerCase());
-  }
-  return out;
+const USERNAME = /^[a-z0-9_]{1,15}$/;
+
+/** Why X would refuse this rule value (null: valid); fills `from` with its positive from: usernames. */
+function ruleProblem(value: string, from: Set<string>): string | null {
+  const root = parseQuery(value);
+  let problem: string | null = null;
+  const visit = (node: QueryNode): void => {
+    if (node.type === 'group') {
+      if (node.unclosed) problem ??= 'Unbalanced parentheses';
+      if (node.negated) problem ??= 'Negated groups are not supported: negate each operator instead';
+      for (const conj of node.alternatives) {
+        if (conj.length === 0) problem ??= 'Empty clause';
+        conj.forEach(visit);
+      }
+    } else if (node.operator === 'word') problem ??= 'Unsupported operator';
+    else if (node.operator === 'from') {
+      if (!USERNAME.test(node.value)) problem ??= 'Invalid username in from:';
+      else if (!node.negated) from.add(node.value);
+    }
+  };
+  visit(root);
+  // is: and lang: are conjunction-required: a rule of only those (or only negations) is refused
+  return problem ?? (from.size === 0 ? 'Rules must contain a standalone operator that is not negated' : null);
 }
 
 const sent = () => new Date().toISOString();
@@ -98,14 +119,17 @@ class FakeRuleBook {
 
   private check(add: { value?: unknown; tag?: unknown }[]): {
     errors: Record<string, unknown>[];
-    valid: { value: string; tag?: string; from: Set<string> }[];
+    valid: Omit<FakeRule, 'id'>[];
   } {
     const errors: Record<string, unknown>[] = [];
-    const valid: { value: string; tag?: string; from: Set<string> }[] = [];
+    const valid: Omit<FakeRule, 'id'>[] = [];
     for (const r of add) {
       const value = typeof r.value === 'string' ? r.value : '';
       const existing = [...this.rules.values()].find((x) => x.value === value);
-      const from = parseFromRule(value);
+      const from = new Set<string>();
+      const problem =
+        ruleProblem(value, from) ??
+        (value.length > this.maxRuleLength ? `Rule exceeds maximum length of ${this.maxRuleLength}` : null);
       if (existing) {
         errors.push({
           value,
@@ -113,14 +137,15 @@ class FakeRuleBook {
           title: 'DuplicateRule',
           type: 'https://api.twitter.com/2/problems/duplicate-rules',
         });
-      } else if (!from || value.length > this.maxRuleLength) {
+      } else if (problem) {
         errors.push({
           value,
-          details: [from ? `Rule exceeds maximum length of ${this.maxRuleLength}` : 'Unsupported operator'],
+          details: [problem],
           title: 'Invalid Rule',
           type: 'https://api.twitter.com/2/problems/invalid-rules',
         });
-      } else valid.push({ value, ...(typeof r.tag === 'string' ? { tag: r.tag } : {}), from });
+      } else
+        valid.push({ value, ...(typeof r.tag === 'string' ? { tag: r.tag } : {}), from, matches: compileQuery(value) });
     }
     return { errors, valid };
   }
@@ -173,8 +198,8 @@ class FakeRuleBook {
     if (done > 0) this.changed();
   }
 
-  matching(author: string): FakeRule[] {
-    return [...this.rules.values()].filter((r) => r.from.has(author));
+  matching(tweet: FakeXTweet, author: FakeXUser): FakeRule[] {
+    return [...this.rules.values()].filter((r) => r.matches(tweet, author));
   }
 }
 
@@ -221,7 +246,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
 
   function write(tweet: FakeXTweet, author: FakeXUser, params: URLSearchParams): void {
     if (!open || open.stalled) return;
-    const matching = book.matching(author.username.toLowerCase());
+    const matching = book.matching(tweet, author);
     if (matching.length === 0) return;
     const line = {
       data: tweetObject(tweet, params),

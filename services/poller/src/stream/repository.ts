@@ -5,6 +5,7 @@
  */
 import type { Db } from '@sts/db';
 import type { PlanName } from '@sts/core';
+import type { MonitorRuleColumns } from '@sts/social';
 import type { WatchingAccount } from '../domain/schedule';
 
 export interface StreamTarget {
@@ -13,6 +14,8 @@ export interface StreamTarget {
   accounts: WatchingAccount[];
   /** creation of the target's oldest active monitor: nothing older can be a hit */
   oldestMonitorAt: Date;
+  /** the rule columns of its active monitors: the parts its stream rule may carry (issue 22) */
+  monitors: MonitorRuleColumns[];
 }
 
 interface StreamPosition {
@@ -26,6 +29,8 @@ export interface StreamRepository {
   position(): Promise<StreamPosition>;
   /** moves the position forward only (another holder's later write wins) */
   savePosition(position: StreamPosition): Promise<void>;
+  /** the target's account can be read again: `last_error` off its active monitors and cursor */
+  clearError(targetKey: string): Promise<void>;
 }
 
 const NAME = 'x';
@@ -34,12 +39,20 @@ export function createStreamRepository(db: Db): StreamRepository {
   return {
     async targets() {
       const rows = await db.$queryRaw<
-        { target_key: string; username: string; plans: PlanName[]; free_trial_ends_at: Date | null; oldest: Date }[]
+        {
+          target_key: string;
+          username: string;
+          plans: PlanName[];
+          free_trial_ends_at: Date | null;
+          oldest: Date;
+          monitors: MonitorRuleColumns[];
+        }[]
       >`
         SELECT m.target_key, min(m.target_username) AS username,
                array_agg(DISTINCT a.plan::text) AS plans,
                max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-               min(m.created_at) AS oldest
+               min(m.created_at) AS oldest,
+               json_agg(json_build_object('excludeTypes', m.exclude_types, 'langs', m.langs)) AS monitors
         FROM monitors m JOIN accounts a ON a.id = m.account_id
         WHERE m.is_active
         GROUP BY m.target_key`;
@@ -48,6 +61,7 @@ export function createStreamRepository(db: Db): StreamRepository {
         username: r.username,
         accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
         oldestMonitorAt: r.oldest,
+        monitors: r.monitors,
       }));
     },
     async position() {
@@ -66,6 +80,12 @@ export function createStreamRepository(db: Db): StreamRepository {
                                ELSE x_stream_state.last_tweet_id END,
           alive_at = greatest(x_stream_state.alive_at, EXCLUDED.alive_at),
           updated_at = now()`;
+    },
+    async clearError(targetKey) {
+      await db.$transaction([
+        db.monitor.updateMany({ where: { targetKey, isActive: true }, data: { lastError: null } }),
+        db.pollCursor.updateMany({ where: { targetKey }, data: { lastError: null } }),
+      ]);
     },
   };
 }

@@ -1,0 +1,83 @@
+/** The delivery log and the hit history in PostgreSQL (Prisma; the recovery's query as SQL). */
+import { hitSelect, type Db, type Prisma } from '@sts/db';
+import type { CursorPosition } from '../cursor';
+import type { AttemptRecord, LogsRepository } from '../repositories/logs';
+
+const attemptSelect = {
+  id: true,
+  event: true,
+  deliveryId: true,
+  hitId: true,
+  outcome: true,
+  statusCode: true,
+  latencyMs: true,
+  error: true,
+  url: true,
+  responseSnippet: true,
+  createdAt: true,
+} as const satisfies Prisma.DeliveryAttemptSelect satisfies Record<keyof AttemptRecord, true>;
+
+type Newest = 'createdAt' | 'detectedAt';
+
+/**
+ * A monitor's rows newest first in (field desc, id desc), strictly older than the cursor when
+ * there is one: the keyset the (monitor_id, time desc) indexes serve.
+ */
+function newestFirst<F extends Newest>(field: F, monitorId: string, after: CursorPosition | undefined, take: number) {
+  const older = after ? { OR: [{ [field]: { lt: after.at } }, { [field]: after.at, id: { lt: after.id } }] } : {};
+  const orderBy = [{ [field]: 'desc' } as Record<F, 'desc'>, { id: 'desc' as const }];
+  return { where: { monitorId, ...older }, orderBy, take };
+}
+
+export function prismaLogs(db: Db): LogsRepository {
+  return {
+    attempts: (monitorId, after, take) =>
+      db.deliveryAttempt.findMany({ ...newestFirst('createdAt', monitorId, after, take), select: attemptSelect }),
+
+    async findAttempt(accountId, id) {
+      const a = await db.deliveryAttempt.findFirst({
+        where: { id, monitor: { accountId } },
+        select: { ...attemptSelect, monitorId: true, monitor: { select: { accountId: true } } },
+      });
+      if (!a) return null;
+      const { monitor, ...attempt } = a;
+      return { ...attempt, accountId: monitor.accountId };
+    },
+
+    attemptDetail: (id) =>
+      db.deliveryAttempt.findUniqueOrThrow({
+        where: { id },
+        select: { requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
+      }),
+
+    async ownerOfAttempt(id) {
+      const a = await db.deliveryAttempt.findUnique({
+        where: { id },
+        select: { monitor: { select: { accountId: true } } },
+      });
+      return a?.monitor.accountId ?? null;
+    },
+
+    async failedDeliveries(monitorId, since, max) {
+      const rows = await db.$queryRaw<{ id: string; delivery_id: string; total: number }[]>`
+        WITH latest AS (
+          SELECT DISTINCT ON (a.delivery_id) a.id, a.delivery_id, a.outcome, a.hit_id, a.created_at
+          FROM delivery_attempts a
+          WHERE a.monitor_id = ${monitorId}::uuid AND a.event = 'monitor.hit'
+            AND a.delivery_id IN (SELECT f.delivery_id FROM delivery_attempts f
+                                  WHERE f.monitor_id = ${monitorId}::uuid AND f.outcome = 'failed' AND f.created_at >= ${since})
+          ORDER BY a.delivery_id, a.created_at DESC, a.id DESC)
+        SELECT id, delivery_id, (count(*) OVER ())::int AS total FROM latest
+        WHERE outcome = 'failed' AND hit_id IS NOT NULL
+        ORDER BY created_at, id
+        LIMIT ${max}`;
+      return { attempts: rows.map((r) => ({ id: r.id, deliveryId: r.delivery_id })), total: rows[0]?.total ?? 0 };
+    },
+
+    hits: (monitorId, after, take) =>
+      db.hit.findMany({ ...newestFirst('detectedAt', monitorId, after, take), select: hitSelect }),
+
+    latestHit: (monitorId) =>
+      db.hit.findFirst({ ...newestFirst('detectedAt', monitorId, undefined, 1), select: hitSelect }),
+  };
+}

@@ -1,0 +1,146 @@
+/**
+ * Monitors and their webhook endpoints in PostgreSQL (Prisma). The projection the use-cases read
+ * (`monitorSelect` → `toMonitorRecord`) is written here once.
+ */
+import { monitorSettingsSelect, type Db, type Prisma } from '@sts/db';
+import {
+  FRESH_WEBHOOK,
+  type MonitorChange,
+  type MonitorRecord,
+  type MonitorsRepository,
+  type WebhookRecord,
+} from '../repositories/monitors';
+
+const monitorSelect = {
+  ...monitorSettingsSelect,
+  accountId: true,
+  webhook: {
+    select: {
+      url: true,
+      kind: true,
+      isBroken: true,
+      brokenReason: true,
+      secretRotatedAt: true,
+      previousSecretUntil: true,
+      consecutiveFailures: true,
+      firstFailureAt: true,
+      disabledAt: true,
+      createdAt: true,
+    } satisfies Record<keyof WebhookRecord, true>,
+  },
+  _count: { select: { hits: true } },
+} as const satisfies Prisma.MonitorSelect;
+
+type MonitorRow = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
+
+function toMonitorRecord({ _count, ...m }: MonitorRow): MonitorRecord {
+  return { ...m, hitCount: _count.hits };
+}
+
+/** the columns of a change: the target's lookup key follows the target */
+function columns({ targetUsername, ...rest }: MonitorChange): Prisma.MonitorUpdateManyMutationInput {
+  return targetUsername === undefined ? rest : { ...rest, targetUsername, targetKey: targetUsername.toLowerCase() };
+}
+
+export function prismaMonitors(db: Db): MonitorsRepository {
+  return {
+    async list(accountId) {
+      const rows = await db.monitor.findMany({
+        where: { accountId },
+        select: monitorSelect,
+        orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+      });
+      return rows.map(toMonitorRecord);
+    },
+
+    async find(accountId, id) {
+      const m = await db.monitor.findFirst({ where: { id, accountId }, select: monitorSelect });
+      return m && toMonitorRecord(m);
+    },
+
+    async owns(accountId, id) {
+      return (await db.monitor.findFirst({ where: { id, accountId }, select: { id: true } })) !== null;
+    },
+
+    async ownerOf(id) {
+      return (await db.monitor.findUnique({ where: { id }, select: { accountId: true } }))?.accountId ?? null;
+    },
+
+    count: (accountId) => db.monitor.count({ where: { accountId } }),
+
+    async createWithinLimit({ webhook, targetUsername, ...m }, limit) {
+      return db.$transaction(async (tx) => {
+        // serialises creates per account, so the count below cannot be raced past the limit
+        await tx.$queryRaw`SELECT id FROM accounts WHERE id = ${m.accountId}::uuid FOR UPDATE`;
+        if ((await tx.monitor.count({ where: { accountId: m.accountId } })) >= limit) return false;
+        await tx.monitor.create({
+          data: {
+            ...m,
+            targetUsername,
+            targetKey: targetUsername.toLowerCase(),
+            ...(webhook ? { webhook: { create: webhook } } : {}),
+          },
+        });
+        return true;
+      });
+    },
+
+    async update(id, change) {
+      await db.monitor.update({ where: { id }, data: columns(change) });
+    },
+
+    async remove(accountId, id) {
+      return (await db.monitor.deleteMany({ where: { id, accountId } })).count > 0;
+    },
+
+    ...prismaWebhooks(db),
+  };
+}
+
+type WebhookWrites = 'setWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook';
+
+/** a monitor's webhook endpoint: its URL and secrets (read only for a rotation) */
+function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
+  return {
+    async setWebhook(monitorId, hook, at) {
+      // a new URL starts healthy (and is no longer disabled)
+      const fields = { ...hook, ...FRESH_WEBHOOK };
+      await db.webhookEndpoint.upsert({
+        where: { monitorId },
+        create: { monitorId, ...fields },
+        update: { ...fields, secretRotatedAt: at },
+      });
+    },
+
+    async webhookSecret(monitorId) {
+      const w = await db.webhookEndpoint.findUniqueOrThrow({
+        where: { monitorId },
+        select: { secretCiphertext: true },
+      });
+      return w.secretCiphertext;
+    },
+
+    async rotateSecret(monitorId, r) {
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: {
+          secretCiphertext: r.secretCiphertext,
+          secretRotatedAt: r.rotatedAt,
+          previousSecretCiphertext: r.previousSecretCiphertext,
+          previousSecretUntil: r.previousSecretUntil,
+        },
+      });
+    },
+
+    async dropPreviousSecret(monitorId) {
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: { previousSecretCiphertext: null, previousSecretUntil: null },
+      });
+    },
+
+    async removeWebhook(monitorId) {
+      await db.webhookEndpoint.deleteMany({ where: { monitorId } });
+    },
+  };
+}

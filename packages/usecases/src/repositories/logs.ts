@@ -1,0 +1,40 @@
+/** A monitor's delivery log and hit history, read newest first in keyset pages. */
+import type { HitRow } from '@sts/db';
+import type { CursorPosition } from '../cursor';
+import type { DeliveryView } from '../types';
+
+/** an attempt as logged (its URL unmasked) */
+export type AttemptRecord = DeliveryView;
+
+interface AttemptDetailRecord {
+  /** [name, value] pairs as stored (jsonb); null when not kept */
+  requestHeaders: unknown;
+  requestBody: string | null;
+  responseHeaders: unknown;
+  responseBody: Uint8Array | null;
+}
+
+export interface LogsRepository {
+  /** up to `take` attempts of the monitor strictly older than `after` in (createdAt desc, id desc) */
+  attempts(monitorId: string, after: CursorPosition | undefined, take: number): Promise<AttemptRecord[]>;
+  /** the attempt when its monitor belongs to the account */
+  findAttempt(
+    accountId: string,
+    attemptId: string,
+  ): Promise<(AttemptRecord & { monitorId: string; accountId: string }) | null>;
+  attemptDetail(attemptId: string): Promise<AttemptDetailRecord>;
+  ownerOfAttempt(attemptId: string): Promise<string | null>;
+  /**
+   * The latest attempt of each hit delivery of the monitor that failed at or after `since`, when
+   * that latest one is a failure and its hit still exists: oldest first, at most `max`, with how
+   * many there are in all.
+   */
+  failedDeliveries(
+    monitorId: string,
+    since: Date,
+    max: number,
+  ): Promise<{ attempts: { id: string; deliveryId: string }[]; total: number }>;
+  /** up to `take` hits strictly older than `after` in (detectedAt desc, id desc) */
+  hits(monitorId: string, after: CursorPosition | undefined, take: number): Promise<HitRow[]>;
+  latestHit(monitorId: string): Promise<HitRow | null>;
+}
