@@ -11,6 +11,7 @@
  * ratio. The machine's other work moves single rounds; the medians of alternating rounds do not.
  */
 import { InvalidRequestError, MethodNotAllowedError, NotFoundError } from '../packages/common/src';
+import { percentile, positiveEnv } from './lib/numbers';
 import { apiRoutes } from '../services/read-api/src/http/handlers';
 import { createRouter, type Route } from '../services/read-api/src/http/router';
 
@@ -119,11 +120,15 @@ function time(match: Match, mix: Array<[string, string]>, lookups: number): numb
   return ns;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) =>
+  percentile(
+    [...xs].sort((a, b) => a - b),
+    50,
+  );
 
 function main(): void {
-  const rounds = Number(process.env.BENCH_ROUNDS ?? 21);
-  const lookups = Number(process.env.BENCH_LOOKUPS ?? 200_000);
+  const rounds = positiveEnv('BENCH_ROUNDS', 21, { whole: true });
+  const lookups = positiveEnv('BENCH_LOOKUPS', 200_000, { whole: true });
   const routes = apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never });
   const routers: Record<string, Match> = {
     'find-my-way': createRouter(routes),

@@ -3,7 +3,10 @@
  * app.test.ts check it over HTTP); these are the corners where find-my-way's defaults differ and
  * router.ts overrides them, and the bound on a path param.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { ApiError } from '@sts/common';
+import { apiRoutes } from './handlers';
 import { createRouter, MAX_PARAM_LENGTH, type HandlerResult, type Route } from './router';
 
 const ok = (): HandlerResult => ({ status: 200, body: null });
@@ -29,6 +32,24 @@ function refusal(method: string, path: string): string {
 }
 
 describe('read-api router', () => {
+  it("serves docs/api.md's endpoints, its patterns being the OpenAPI templates the metrics label by", () => {
+    // the gateway labels its latency histogram with the OpenAPI paths (`{username}` as `:username`);
+    // read-api labels read_api_http_request_duration_seconds with these patterns: the same strings
+    const doc = readFileSync(path.resolve(__dirname, '../../../../docs/api.md'), 'utf8');
+    const table = doc.slice(
+      doc.indexOf('<!-- generated:endpoints -->'),
+      doc.indexOf('<!-- end generated:endpoints -->'),
+    );
+    const documented = [...table.matchAll(/^\| (GET|POST) +\| `([^`]+)`/gm)]
+      .map(([, method, p]) => `${method} ${p!.replace(/\{([^}]+)\}/g, ':$1')}`)
+      .filter((e) => e !== 'GET /api/v1/openapi.json'); // served by the gateway itself
+    const served = apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never }).flatMap((r) =>
+      Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`),
+    );
+    expect(served.sort()).toEqual(documented.sort());
+    expect(served).toHaveLength(7);
+  });
+
   it('matches a route, decodes its params once and dispatches on the method', () => {
     const m = match('GET', '/api/v1/users/bob/tweets');
     expect(m.pattern).toBe('/api/v1/users/:username/tweets');
