@@ -18,17 +18,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import autocannon from 'autocannon';
-import { Redis } from 'ioredis';
-import { Client } from 'pg';
 import { loadDevEnv } from '../packages/common/src';
 import { generateApiKey } from '../packages/core/src';
-import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { createDbClient, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
+import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, root } from './lib/services';
 import { cpuMs, fixedRate } from './load';
 
-const root = path.resolve(__dirname, '..');
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -211,28 +208,19 @@ async function cleanup(db: Db, children: ChildProcess[], admin: string, name: st
   for (const c of children) c.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 500));
   await db.$disconnect();
-  const redis = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379');
-  const keys = await redis.keys(`bench:${name}:*`);
-  if (keys.length) await redis.del(...keys);
-  redis.disconnect();
-  const c = new Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-  await c.end();
+  await deleteKeys(redisUrl(), `bench:${name}:`);
+  await dropDatabase(admin, name);
 }
 
 async function main(): Promise<void> {
   loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
-  const admin = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  const admin = postgresAdminUrl();
   const name = `sts_bench_${randomBytes(4).toString('hex')}`;
-  const dbUrl = new URL(admin);
-  dbUrl.pathname = `/${name}`;
-  await ensureDatabase(dbUrl.toString());
-  await migrate(dbUrl.toString());
-  const db = createDbClient({ url: dbUrl.toString() });
+  const dbUrl = await createDatabase(admin, name);
+  const db = createDbClient({ url: dbUrl });
   const children: ChildProcess[] = [];
   try {
-    const sys = await startSystem(db, dbUrl.toString(), name, children);
+    const sys = await startSystem(db, dbUrl, name, children);
     // warm-up: caches, JIT, keep-alive pools
     await autocannon({ url: sys.direct, connections: 10, duration: 2, headers: sys.internal });
     await autocannon({ url: sys.viaGateway, connections: 10, duration: 2, headers: sys.auth });

@@ -21,26 +21,24 @@
  *
  * The receivers use the test CA (packages/testing/src/https.ts); Node trusts it only through
  * NODE_EXTRA_CA_CERTS at start, so this script makes the CA and re-runs itself with it set.
+ *
+ * Read top to bottom, `main` is: set up (database, vhost, receivers, monitors, hits, dispatcher) →
+ * warm up → the three phases, each publishing and measuring → tear down → report.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger, loadDevEnv } from '../packages/common/src';
-import { createSecretBox, snowflakeId } from '../packages/core/src';
-import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { createSecretBox, snowflakeId, type SecretBox } from '../packages/core/src';
+import { createDbClient, type Db } from '../packages/db/src';
 import { AmqpClient } from '../packages/messaging/src';
-import { ensureTestCa, startHttpsReceiver, testCaTrusted, type HttpsReceiver } from '../packages/testing/src/https';
-import {
-  createVhost,
-  deleteVhosts,
-  LOCAL_DEFAULTS,
-  urlsFromEnv,
-  type ServiceUrls,
-} from '../packages/testing/src/services';
+import { startHttpsReceiver, type HttpsReceiver } from '../packages/testing/src/https';
+import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing/src/services';
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
+import { percentile } from './lib/numbers';
+import { createDatabase, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
 
-const root = path.resolve(__dirname, '..');
 const HITS = Number(process.env.BENCH_HITS ?? 20_000);
 const RATE = Number(process.env.BENCH_RATE ?? 200);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -50,26 +48,16 @@ const DEAD_BACKLOG = Number(process.env.BENCH_DEAD_BACKLOG ?? 1000);
 const ISOLATION_RATE = Number(process.env.BENCH_ISOLATION_RATE ?? 20);
 const ISOLATION_SECONDS = Number(process.env.BENCH_ISOLATION_SECONDS ?? 5);
 
-const log = (msg: string) => console.log(`[bench:pipeline] ${msg}`);
+/** the hits, in the order they are published: warm-up, throughput burst, latency, isolation */
+const WARMUP = 500;
+const LATENCY_HITS = RATE * SECONDS;
+const ISOLATION_HITS = ISOLATION_RATE * ISOLATION_SECONDS;
+const TOTAL = WARMUP + HITS + LATENCY_HITS + ISOLATION_HITS;
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i]!;
-}
+const log = (msg: string) => console.log(`[bench:pipeline] ${msg}`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
-
-async function reexecWithCa(): Promise<never> {
-  const ca = await ensureTestCa();
-  const child = spawn(process.execPath, ['--import', 'tsx', __filename, ...process.argv.slice(2)], {
-    cwd: root,
-    stdio: 'inherit',
-    env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.certPath },
-  });
-  const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
-  process.exit(code);
-}
 
 interface Receipts {
   /** delivery id -> receipt time (ms) */
@@ -140,267 +128,366 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   return child;
 }
 
-// eslint-disable-next-line max-lines-per-function -- a benchmark script read top to bottom (set up, publish, measure, report); splitting it would only scatter its steps
-async function main(): Promise<void> {
-  loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
-  if (!testCaTrusted()) await reexecWithCa();
+/** What the bench made, as far as it got: tearDown removes it. */
+interface Bench {
+  urls: ServiceUrls;
+  dbName: string;
+  dbUrl: string;
+  vhost: string;
+  key: string;
+  db?: Db;
+  amqp?: AmqpClient;
+  dispatcher?: ChildProcess;
+  receivers: HttpsReceiver[];
+}
 
-  const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
-  if (process.env.BENCH_POSTGRES_URL) urls.postgres = process.env.BENCH_POSTGRES_URL;
+interface Hit {
+  id: string;
+  monitor: MonitorFixture;
+  tweetId: string;
+}
+
+/** What the phases work with, once everything is set up. */
+interface Run {
+  db: Db;
+  dbName: string;
+  dispatcher: ChildProcess;
+  receivers: HttpsReceiver[];
+  receipts: Receipts;
+  /** deliveries to the dead endpoint that started (and never finish) */
+  dead: { inFlight: number };
+  /** TOTAL hits for the healthy endpoints, in publishing order */
+  hits: Hit[];
+  deadHits: Hit[];
+  publish: (h: Hit) => Promise<unknown>;
+}
+
+interface Result {
+  deliveriesPerS: number;
+  p50: number;
+  p99: number;
+  isolationP99: number;
+  cpuPerDelivery: number;
+}
+
+function newBench(): Bench {
+  const urls = serviceUrls();
   const id = randomBytes(4).toString('hex');
-  const dbName = `sts_bench_${id}`;
-  const dbUrl = new URL(urls.postgres);
-  dbUrl.pathname = `/${dbName}`;
-  const vhost = `sts_bench_${id}`;
-  const logger = createLogger({ service: 'bench', level: 'warn' });
-  const key = randomBytes(32).toString('base64');
-  const box = createSecretBox(key);
+  return {
+    urls,
+    dbName: `sts_bench_${id}`,
+    dbUrl: '',
+    vhost: `sts_bench_${id}`,
+    key: randomBytes(32).toString('base64'),
+    receivers: [],
+  };
+}
 
-  let db: Db | undefined;
-  let amqp: AmqpClient | undefined;
-  let dispatcher: ChildProcess | undefined;
-  const receivers: HttpsReceiver[] = [];
-  let result = { deliveriesPerS: NaN, p50: NaN, p99: NaN, isolationP99: NaN, cpuPerDelivery: NaN };
-  try {
-    log(`database ${dbName}, vhost ${vhost}`);
-    await ensureDatabase(dbUrl.toString());
-    await migrate(dbUrl.toString());
-    db = createDbClient({ url: dbUrl.toString(), poolSize: 4 });
-    const amqpUrl = await createVhost(urls, vhost);
+// ---- set up --------------------------------------------------------------------------------
 
-    const receipts: Receipts = { at: new Map(), latencies: [], isolation: [], phase: 'throughput', waiters: new Set() };
-    for (let i = 0; i < RECEIVERS; i++) {
-      receivers.push(
-        await startHttpsReceiver({
-          record: false,
-          handler: () => ({ status: 200, body: '{"ok":true}' }),
-          onRequest: (req) => {
-            const deliveryId = String(req.headers['x-service-delivery']);
-            if (receipts.at.has(deliveryId)) return;
-            receipts.at.set(deliveryId, req.receivedAt);
-            if (receipts.phase !== 'throughput') {
-              const body = JSON.parse(req.rawBody.toString('utf8')) as { detectedAt: string };
-              const list = receipts.phase === 'latency' ? receipts.latencies : receipts.isolation;
-              list.push(req.receivedAt - Date.parse(body.detectedAt));
-            }
-            for (const w of receipts.waiters) w();
-          },
-        }),
-      );
-    }
-    const waitForReceipts = (n: number, timeoutMs: number) =>
-      new Promise<void>((resolve, reject) => {
-        const check = () => {
-          if (receipts.at.size >= n) {
-            receipts.waiters.delete(check);
-            clearTimeout(timer);
-            resolve();
+/** RECEIVERS healthy HTTPS endpoints that record each delivery's first receipt (and its latency). */
+async function startReceivers(b: Bench, receipts: Receipts): Promise<void> {
+  for (let i = 0; i < RECEIVERS; i++) {
+    b.receivers.push(
+      await startHttpsReceiver({
+        record: false,
+        handler: () => ({ status: 200, body: '{"ok":true}' }),
+        onRequest: (req) => {
+          const deliveryId = String(req.headers['x-service-delivery']);
+          if (receipts.at.has(deliveryId)) return;
+          receipts.at.set(deliveryId, req.receivedAt);
+          if (receipts.phase !== 'throughput') {
+            const body = JSON.parse(req.rawBody.toString('utf8')) as { detectedAt: string };
+            const list = receipts.phase === 'latency' ? receipts.latencies : receipts.isolation;
+            list.push(req.receivedAt - Date.parse(body.detectedAt));
           }
-        };
-        const timer = setTimeout(() => {
-          receipts.waiters.delete(check);
-          reject(new Error(`only ${receipts.at.size} of ${n} deliveries arrived within ${timeoutMs} ms`));
-        }, timeoutMs);
-        receipts.waiters.add(check);
-        check();
-      });
-
-    // Starter monitors spread over the receivers (each receiver is its own endpoint)
-    const account = await createAccount(db, 'starter');
-    const monitors: MonitorFixture[] = [];
-    for (let i = 0; i < MONITORS; i++) {
-      const r = receivers[i % receivers.length]!;
-      monitors.push(
-        await createMonitor(db, box, { accountId: account.id, url: `${r.url}/hooks/${i}`, targetUsername: `user${i}` }),
-      );
-    }
-    // the dead endpoint of another account (isolation phase)
-    const dead = await startHttpsReceiver({ record: false });
-    receivers.push(dead);
-    let deadInFlight = 0;
-    const deadAccount = await createAccount(db, 'starter');
-    const deadMonitor = await createMonitor(db, box, { accountId: deadAccount.id, url: `${dead.url}/hooks/dead` });
-    dead.setResponder(() => {
-      deadInFlight++;
-      return { status: 200, delayMs: 3_600_000 };
-    });
-    const warmup = 500;
-    const latencyHits = RATE * SECONDS;
-    const isolationHits = ISOLATION_RATE * ISOLATION_SECONDS;
-    const total = warmup + HITS + latencyHits + isolationHits;
-    log(
-      `seeding ${total} hits for ${MONITORS} monitors on ${RECEIVERS} receivers, ${DEAD_BACKLOG} for a dead endpoint`,
+          for (const w of receipts.waiters) w();
+        },
+      }),
     );
-    const hits: { id: string; monitor: MonitorFixture; tweetId: string }[] = [];
-    for (let i = 0; i < total; i++) {
-      hits.push({ id: randomUUID(), monitor: monitors[i % monitors.length]!, tweetId: snowflakeId() });
-    }
-    const deadHits = Array.from({ length: DEAD_BACKLOG }, () => ({
-      id: randomUUID(),
-      monitor: deadMonitor,
-      tweetId: snowflakeId(),
-    }));
-    const created = new Date();
-    const allHits = [...hits, ...deadHits];
-    for (let i = 0; i < allHits.length; i += 5000) {
-      await db.hit.createMany({
-        data: allHits.slice(i, i + 5000).map((h) => ({
-          id: h.id,
-          monitorId: h.monitor.id,
-          tweetId: h.tweetId,
-          tweetText: `Benchmark post ${h.tweetId} #launch`,
-          tweetAuthorId: '1',
-          tweetAuthorUsername: h.monitor.targetUsername,
-          tweetCreatedAt: created,
-          detectedAt: created,
-        })),
-      });
-    }
+  }
+}
 
-    dispatcher = await startDispatcher({
-      ...process.env,
-      DATABASE_URL: dbUrl.toString(),
-      AMQP_URL: amqpUrl,
-      SECRETS_ENCRYPTION_KEY: key,
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      OPS_PORT: '0',
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-      // the dead endpoint's deliveries never finish: do not wait the default 20 s at the end
-      DISPATCH_SHUTDOWN_GRACE_MS: '1000',
-    });
-    amqp = new AmqpClient({ url: amqpUrl, logger, name: 'bench-publisher' });
-    await amqp.start();
-    const client = amqp;
-
-    const publish = (h: (typeof hits)[number]) => {
-      const now = new Date();
-      const payload = hitPayload(h.monitor, h.tweetId, `Benchmark post ${h.tweetId} #launch`, created, now);
-      return client.publish('monitor.hit', payload, {
-        messageId: randomUUID(),
-        headers: { accountId: h.monitor.accountId, hitId: h.id },
-      });
-    };
-    const publishAll = async (list: typeof hits, window = 500) => {
-      for (let i = 0; i < list.length; i += window) await Promise.all(list.slice(i, i + window).map(publish));
-    };
-
-    // 0. warm-up (connections, JIT, caches)
-    await publishAll(hits.slice(0, warmup));
-    await waitForReceipts(warmup, 60_000);
-    log(`warm-up: ${warmup} delivered`);
-
-    // CPU per delivery: the dispatcher's CPU time over the throughput and latency phases (after the
-    // warm-up, before the isolation phase, whose dead endpoint's backlog circulates through parking)
-    const cpuBefore = cpuMicros(dispatcher.pid!);
-    // statements the database committed (each autocommit statement is one transaction)
-    const commits = async () =>
-      Number(
-        (
-          await db!.$queryRawUnsafe<{ n: bigint }[]>(
-            `SELECT xact_commit AS n FROM pg_stat_database WHERE datname = '${dbName}'`,
-          )
-        )[0]?.n ?? 0,
-      );
-    const commitsBefore = await commits();
-
-    // 1. throughput
-    const burst = hits.slice(warmup, warmup + HITS);
-    const t0 = Date.now();
-    await publishAll(burst);
-    const published = Date.now();
-    await waitForReceipts(warmup + HITS, 300_000);
-    const last = Math.max(...[...receipts.at.values()]);
-    log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
-    const tls = receivers.slice(0, RECEIVERS).reduce((n, r) => n + r.connectionCount(), 0);
-    log(`TLS connections accepted by the receivers so far: ${tls} (for ${receipts.at.size} deliveries)`);
-    const deliveriesPerS = HITS / ((last - t0) / 1000);
-    log(
-      `throughput: ${HITS} hits published in ${published - t0} ms, all delivered after ${last - t0} ms: ${Math.round(deliveriesPerS)} deliveries/s`,
+/** Starter monitors spread over the receivers (each receiver is its own endpoint), and the dead endpoint's. */
+async function createMonitors(
+  b: Bench,
+  db: Db,
+  box: SecretBox,
+  dead: { inFlight: number },
+): Promise<{ monitors: MonitorFixture[]; deadMonitor: MonitorFixture }> {
+  const account = await createAccount(db, 'starter');
+  const monitors: MonitorFixture[] = [];
+  for (let i = 0; i < MONITORS; i++) {
+    const r = b.receivers[i % b.receivers.length]!;
+    monitors.push(
+      await createMonitor(db, box, { accountId: account.id, url: `${r.url}/hooks/${i}`, targetUsername: `user${i}` }),
     );
+  }
+  // the dead endpoint of another account (isolation phase)
+  const deadReceiver = await startHttpsReceiver({ record: false });
+  b.receivers.push(deadReceiver);
+  const deadAccount = await createAccount(db, 'starter');
+  const deadMonitor = await createMonitor(db, box, {
+    accountId: deadAccount.id,
+    url: `${deadReceiver.url}/hooks/dead`,
+  });
+  deadReceiver.setResponder(() => {
+    dead.inFlight++;
+    return { status: 200, delayMs: 3_600_000 };
+  });
+  return { monitors, deadMonitor };
+}
 
-    const publishSteady = async (list: typeof hits, rate: number) => {
-      const start = Date.now();
-      const interval = 1000 / rate;
-      const pending: Promise<unknown>[] = [];
-      for (let i = 0; i < list.length; i++) {
-        const due = start + i * interval;
-        const wait = due - Date.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        pending.push(publish(list[i]!));
+/** The hits' rows, written before the dispatcher starts (it looks each one up). */
+async function seedHits(db: Db, monitors: MonitorFixture[], deadMonitor: MonitorFixture, created: Date) {
+  log(`seeding ${TOTAL} hits for ${MONITORS} monitors on ${RECEIVERS} receivers, ${DEAD_BACKLOG} for a dead endpoint`);
+  const hits: Hit[] = [];
+  for (let i = 0; i < TOTAL; i++) {
+    hits.push({ id: randomUUID(), monitor: monitors[i % monitors.length]!, tweetId: snowflakeId() });
+  }
+  const deadHits = Array.from({ length: DEAD_BACKLOG }, () => ({
+    id: randomUUID(),
+    monitor: deadMonitor,
+    tweetId: snowflakeId(),
+  }));
+  const allHits = [...hits, ...deadHits];
+  for (let i = 0; i < allHits.length; i += 5000) {
+    await db.hit.createMany({
+      data: allHits.slice(i, i + 5000).map((h) => ({
+        id: h.id,
+        monitorId: h.monitor.id,
+        tweetId: h.tweetId,
+        tweetText: `Benchmark post ${h.tweetId} #launch`,
+        tweetAuthorId: '1',
+        tweetAuthorUsername: h.monitor.targetUsername,
+        tweetCreatedAt: created,
+        detectedAt: created,
+      })),
+    });
+  }
+  return { hits, deadHits };
+}
+
+/** Database, vhost, receivers, monitors, hits, the dispatcher and a publisher. */
+async function setUp(b: Bench): Promise<Run> {
+  log(`database ${b.dbName}, vhost ${b.vhost}`);
+  b.dbUrl = await createDatabase(b.urls.postgres, b.dbName);
+  const db = createDbClient({ url: b.dbUrl, poolSize: 4 });
+  b.db = db;
+  const amqpUrl = await createVhost(b.urls, b.vhost);
+  const receipts: Receipts = { at: new Map(), latencies: [], isolation: [], phase: 'throughput', waiters: new Set() };
+  await startReceivers(b, receipts);
+  const dead = { inFlight: 0 };
+  const { monitors, deadMonitor } = await createMonitors(b, db, createSecretBox(b.key), dead);
+  const created = new Date();
+  const { hits, deadHits } = await seedHits(db, monitors, deadMonitor, created);
+  const dispatcher = await startDispatcher({
+    ...process.env,
+    DATABASE_URL: b.dbUrl,
+    AMQP_URL: amqpUrl,
+    SECRETS_ENCRYPTION_KEY: b.key,
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+    OPS_PORT: '0',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    // the dead endpoint's deliveries never finish: do not wait the default 20 s at the end
+    DISPATCH_SHUTDOWN_GRACE_MS: '1000',
+  });
+  b.dispatcher = dispatcher;
+  const logger = createLogger({ service: 'bench', level: 'warn' });
+  const amqp = new AmqpClient({ url: amqpUrl, logger, name: 'bench-publisher' });
+  b.amqp = amqp;
+  await amqp.start();
+  const publish = (h: Hit) => {
+    const now = new Date();
+    const payload = hitPayload(h.monitor, h.tweetId, `Benchmark post ${h.tweetId} #launch`, created, now);
+    return amqp.publish('monitor.hit', payload, {
+      messageId: randomUUID(),
+      headers: { accountId: h.monitor.accountId, hitId: h.id },
+    });
+  };
+  return { db, dbName: b.dbName, dispatcher, receivers: b.receivers, receipts, dead, hits, deadHits, publish };
+}
+
+// ---- publish -------------------------------------------------------------------------------
+
+/** as fast as the broker confirms, `window` publishes at a time */
+async function publishAll(run: Run, list: Hit[], window = 500): Promise<void> {
+  for (let i = 0; i < list.length; i += window) await Promise.all(list.slice(i, i + window).map(run.publish));
+}
+
+/** `rate` publishes a second, each at its due time */
+async function publishSteady(run: Run, list: Hit[], rate: number): Promise<void> {
+  const start = Date.now();
+  const interval = 1000 / rate;
+  const pending: Promise<unknown>[] = [];
+  for (let i = 0; i < list.length; i++) {
+    const due = start + i * interval;
+    const wait = due - Date.now();
+    if (wait > 0) await sleep(wait);
+    pending.push(run.publish(list[i]!));
+  }
+  await Promise.all(pending);
+}
+
+function waitForReceipts(receipts: Receipts, n: number, timeoutMs: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const check = () => {
+      if (receipts.at.size >= n) {
+        receipts.waiters.delete(check);
+        clearTimeout(timer);
+        resolve();
       }
-      await Promise.all(pending);
     };
+    const timer = setTimeout(() => {
+      receipts.waiters.delete(check);
+      reject(new Error(`only ${receipts.at.size} of ${n} deliveries arrived within ${timeoutMs} ms`));
+    }, timeoutMs);
+    receipts.waiters.add(check);
+    check();
+  });
+}
 
-    // 2. latency at a steady rate
-    receipts.phase = 'latency';
-    await publishSteady(hits.slice(warmup + HITS, warmup + HITS + latencyHits), RATE);
-    await waitForReceipts(warmup + HITS + latencyHits, 60_000);
-    const sorted = [...receipts.latencies].sort((a, b) => a - b);
-    const p50 = percentile(sorted, 50);
-    const p99 = percentile(sorted, 99);
-    log(
-      `latency at ${RATE} hits/s for ${SECONDS} s (${sorted.length} hits): p50 ${p50} ms, p99 ${p99} ms, max ${sorted.at(-1)} ms`,
-    );
+// ---- measure -------------------------------------------------------------------------------
 
-    const cpuPerDelivery = (cpuMicros(dispatcher.pid!) - cpuBefore) / (HITS + latencyHits);
-    log(`dispatcher cpu: ${Math.round(cpuPerDelivery)} µs per delivery (throughput and latency phases)`);
-    // pg_stat_database lags by up to PGSTAT's flush interval (about 1 s): a rough figure
-    await new Promise((r) => setTimeout(r, 1500));
-    log(`database transactions per delivery: ${round(((await commits()) - commitsBefore) / (HITS + latencyHits), 2)}`);
+/** 0. warm-up (connections, JIT, caches) */
+async function warmUp(run: Run): Promise<void> {
+  await publishAll(run, run.hits.slice(0, WARMUP));
+  await waitForReceipts(run.receipts, WARMUP, 60_000);
+  log(`warm-up: ${WARMUP} delivered`);
+}
 
-    // 3. isolation: a dead endpoint with a backlog, healthy endpoints at a steady rate
-    await publishAll(deadHits);
-    const deadline = Date.now() + 60_000;
-    while (DEAD_BACKLOG > 0 && deadInFlight < 8 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    receipts.phase = 'isolation';
-    await publishSteady(hits.slice(warmup + HITS + latencyHits), ISOLATION_RATE);
-    await waitForReceipts(total, 60_000);
-    const isolated = [...receipts.isolation].sort((a, b) => a - b);
-    const isolationP99 = percentile(isolated, 99);
-    log(
-      `isolation: ${DEAD_BACKLOG} hits queued for a dead endpoint (${deadInFlight} in flight); ${isolated.length} healthy hits at ${ISOLATION_RATE}/s: p50 ${percentile(isolated, 50)} ms, p99 ${isolationP99} ms, max ${isolated.at(-1)} ms`,
-    );
-    log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
-    const attempts = await db.deliveryAttempt.groupBy({ by: ['outcome'], _count: { _all: true } });
-    log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
-    result = { deliveriesPerS, p50, p99, isolationP99, cpuPerDelivery };
-  } finally {
-    if (dispatcher?.pid && dispatcher.exitCode === null) {
-      // CPU time the dispatcher used for the whole run (less sensitive to a busy machine than rates)
-      log(`dispatcher cpu: ${(cpuMicros(dispatcher.pid) / 1e6).toFixed(1)} s (user+system) for the whole run`);
-    }
-    if (dispatcher && dispatcher.exitCode === null) {
-      const exited = new Promise((r) => dispatcher!.once('exit', r));
-      dispatcher.kill('SIGTERM');
-      await exited;
-    }
-    await amqp?.stop().catch(() => undefined);
-    for (const r of receivers) await r.close();
-    await db?.$disconnect();
-    const admin = createDbClient({ url: urls.postgres, poolSize: 1 });
-    await admin.$executeRawUnsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => undefined);
-    await admin.$disconnect();
-    await deleteVhosts(urls, vhost).catch(() => undefined);
-    log('database and vhost removed');
+/** statements the database committed (each autocommit statement is one transaction) */
+async function commits(run: Run): Promise<number> {
+  const rows = await run.db.$queryRawUnsafe<{ n: bigint }[]>(
+    `SELECT xact_commit AS n FROM pg_stat_database WHERE datname = '${run.dbName}'`,
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** 1. throughput: HITS published as fast as the broker confirms; deliveries/s */
+async function throughputPhase(run: Run): Promise<number> {
+  const burst = run.hits.slice(WARMUP, WARMUP + HITS);
+  const t0 = Date.now();
+  await publishAll(run, burst);
+  const published = Date.now();
+  await waitForReceipts(run.receipts, WARMUP + HITS, 300_000);
+  const last = Math.max(...[...run.receipts.at.values()]);
+  log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
+  const tls = run.receivers.slice(0, RECEIVERS).reduce((n, r) => n + r.connectionCount(), 0);
+  log(`TLS connections accepted by the receivers so far: ${tls} (for ${run.receipts.at.size} deliveries)`);
+  const deliveriesPerS = HITS / ((last - t0) / 1000);
+  log(
+    `throughput: ${HITS} hits published in ${published - t0} ms, all delivered after ${last - t0} ms: ${Math.round(deliveriesPerS)} deliveries/s`,
+  );
+  return deliveriesPerS;
+}
+
+/** 2. latency at a steady rate */
+async function latencyPhase(run: Run): Promise<{ p50: number; p99: number }> {
+  run.receipts.phase = 'latency';
+  await publishSteady(run, run.hits.slice(WARMUP + HITS, WARMUP + HITS + LATENCY_HITS), RATE);
+  await waitForReceipts(run.receipts, WARMUP + HITS + LATENCY_HITS, 60_000);
+  const sorted = [...run.receipts.latencies].sort((a, b) => a - b);
+  const p50 = percentile(sorted, 50);
+  const p99 = percentile(sorted, 99);
+  log(
+    `latency at ${RATE} hits/s for ${SECONDS} s (${sorted.length} hits): p50 ${p50} ms, p99 ${p99} ms, max ${sorted.at(-1)} ms`,
+  );
+  return { p50, p99 };
+}
+
+/** 3. isolation: a dead endpoint with a backlog, healthy endpoints at a steady rate; the healthy p99 */
+async function isolationPhase(run: Run): Promise<number> {
+  await publishAll(run, run.deadHits);
+  const deadline = Date.now() + 60_000;
+  while (DEAD_BACKLOG > 0 && run.dead.inFlight < 8 && Date.now() < deadline) await sleep(20);
+  run.receipts.phase = 'isolation';
+  await publishSteady(run, run.hits.slice(WARMUP + HITS + LATENCY_HITS), ISOLATION_RATE);
+  await waitForReceipts(run.receipts, TOTAL, 60_000);
+  const isolated = [...run.receipts.isolation].sort((a, b) => a - b);
+  const isolationP99 = percentile(isolated, 99);
+  log(
+    `isolation: ${DEAD_BACKLOG} hits queued for a dead endpoint (${run.dead.inFlight} in flight); ${isolated.length} healthy hits at ${ISOLATION_RATE}/s: p50 ${percentile(isolated, 50)} ms, p99 ${isolationP99} ms, max ${isolated.at(-1)} ms`,
+  );
+  return isolationP99;
+}
+
+/**
+ * The phases in order. CPU per delivery: the dispatcher's CPU time over the throughput and latency
+ * phases (after the warm-up, before the isolation phase, whose dead endpoint's backlog circulates
+ * through parking).
+ */
+async function measure(run: Run): Promise<Result> {
+  await warmUp(run);
+  const cpuBefore = cpuMicros(run.dispatcher.pid!);
+  const commitsBefore = await commits(run);
+  const deliveriesPerS = await throughputPhase(run);
+  const { p50, p99 } = await latencyPhase(run);
+  const cpuPerDelivery = (cpuMicros(run.dispatcher.pid!) - cpuBefore) / (HITS + LATENCY_HITS);
+  log(`dispatcher cpu: ${Math.round(cpuPerDelivery)} µs per delivery (throughput and latency phases)`);
+  // pg_stat_database lags by up to PGSTAT's flush interval (about 1 s): a rough figure
+  await sleep(1500);
+  log(
+    `database transactions per delivery: ${round(((await commits(run)) - commitsBefore) / (HITS + LATENCY_HITS), 2)}`,
+  );
+  const isolationP99 = await isolationPhase(run);
+  log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
+  const attempts = await run.db.deliveryAttempt.groupBy({ by: ['outcome'], _count: { _all: true } });
+  log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
+  return { deliveriesPerS, p50, p99, isolationP99, cpuPerDelivery };
+}
+
+// ---- tear down and report ------------------------------------------------------------------
+
+async function tearDown(b: Bench): Promise<void> {
+  const { dispatcher } = b;
+  if (dispatcher?.pid && dispatcher.exitCode === null) {
+    // CPU time the dispatcher used for the whole run (less sensitive to a busy machine than rates)
+    log(`dispatcher cpu: ${(cpuMicros(dispatcher.pid) / 1e6).toFixed(1)} s (user+system) for the whole run`);
   }
+  await stopChild(dispatcher);
+  await b.amqp?.stop().catch(() => undefined);
+  for (const r of b.receivers) await r.close();
+  await b.db?.$disconnect();
+  await dropDatabase(b.urls.postgres, b.dbName).catch(() => undefined);
+  await deleteVhosts(b.urls, b.vhost).catch(() => undefined);
+  log('database and vhost removed');
+}
 
-  let sourceCalls: number | string = 'n/a';
+/** 4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists */
+async function measureSourceCalls(): Promise<number | string> {
   const pollerBench = path.join(__dirname, 'poller.ts');
-  if (existsSync(pollerBench)) {
-    const mod = (await import(pollerBench)) as {
-      measurePollerCycle?: () => Promise<{ sourceCallsPerCycle: number }>;
-    };
-    if (mod.measurePollerCycle) sourceCalls = (await mod.measurePollerCycle()).sourceCallsPerCycle;
-    else log('bench/poller.ts has no measurePollerCycle()');
-  } else {
+  if (!existsSync(pollerBench)) {
     log('bench/poller.ts not found: source calls per cycle not measured');
+    return 'n/a';
   }
+  const mod = (await import(pollerBench)) as {
+    measurePollerCycle?: () => Promise<{ sourceCallsPerCycle: number }>;
+  };
+  if (mod.measurePollerCycle) return (await mod.measurePollerCycle()).sourceCallsPerCycle;
+  log('bench/poller.ts has no measurePollerCycle()');
+  return 'n/a';
+}
 
+function report(result: Result, sourceCalls: number | string): void {
   console.log(`dispatcher_cpu_us_per_delivery ${Math.round(result.cpuPerDelivery)}`);
   console.log(`isolation_p99_ms ${round(result.isolationP99)}`);
   console.log(
     `deliveries_per_s ${Math.round(result.deliveriesPerS)} p50_ms ${round(result.p50)} p99_ms ${round(result.p99)} source_calls_per_cycle ${sourceCalls}`,
   );
+}
+
+async function main(): Promise<void> {
+  loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
+  await trustTestCa(__filename);
+  const bench = newBench();
+  let result: Result;
+  try {
+    result = await measure(await setUp(bench));
+  } finally {
+    await tearDown(bench);
+  }
+  report(result, await measureSourceCalls());
 }
 
 main().catch((err: unknown) => {

@@ -13,22 +13,16 @@ import { Client } from 'pg';
 import { Redis } from 'ioredis';
 import { createLogger, loadDevEnv } from '../packages/common/src';
 import { snowflakeId } from '../packages/core/src';
-import { createDbClient, ensureDatabase, migrate } from '../packages/db/src';
+import { createDbClient } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
 import { createRedisLeases } from '../services/poller/src/adapters/lease';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { createPoller } from '../services/poller/src/poller';
+import { positiveEnv } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl } from './lib/services';
 
-function positiveEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive whole number`);
-  return n;
-}
-
-const MONITORS = positiveEnv('BENCH_MONITORS', 10_000);
-const TARGETS = positiveEnv('BENCH_TARGETS', 1_000);
+const MONITORS = positiveEnv('BENCH_MONITORS', 10_000, { whole: true });
+const TARGETS = positiveEnv('BENCH_TARGETS', 1_000, { whole: true });
 
 /**
  * The monitors, and their schedule rows written in one statement: the row trigger would upsert
@@ -84,20 +78,17 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
   seedMs: number;
 }> {
   const runTheCycle = opts.cycle ?? process.env.BENCH_CYCLE !== '0';
-  const admin = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  const admin = postgresAdminUrl();
   const name = `sts_bench_${randomBytes(4).toString('hex')}`;
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  await ensureDatabase(url.toString());
-  await migrate(url.toString());
-  const db = createDbClient({ url: url.toString(), poolSize: 10 });
+  const url = await createDatabase(admin, name);
+  const db = createDbClient({ url, poolSize: 10 });
   const prefix = `bench:${name}:`;
-  const redis = new Redis(process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379', { keyPrefix: prefix });
+  const redis = new Redis(redisUrl(), { keyPrefix: prefix });
   try {
     const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
     const created = new Date(Date.now() - 3600_000);
     const s0 = performance.now();
-    await seed(url.toString(), account.id, created);
+    await seed(url, account.id, created);
     const seedMs = performance.now() - s0;
 
     // an in-memory source: every target has one new tweet; calls are counted
@@ -156,13 +147,9 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
     return { sourceCallsPerCycle: calls, monitors: MONITORS, targets: TARGETS, cycleMs, idleTickMs, seedMs };
   } finally {
     await db.$disconnect();
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length) await redis.del(...keys.map((k) => k.slice(prefix.length)));
     redis.disconnect();
-    const c = new Client({ connectionString: admin });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await c.end();
+    await deleteKeys(redisUrl(), prefix);
+    await dropDatabase(admin, name);
   }
 }
 

@@ -12,8 +12,10 @@
  *
  * X modes (bench/realtimeX.ts: search, timeline; bench/realtimeStream.ts: stream; see X_MODE_RUNS
  * below) run against the fake X of @sts/testing with Pro-like windows:
- * BENCH_X_TARGETS (1,000) targets, the same rate and duration (the issue's run: BENCH_SECONDS=120).
- * BENCH_X=0 skips them; BENCH_X_MODES=search,timeline picks some.
+ * BENCH_X_TARGETS (1,000) targets, the same rate and duration (the issue's run: BENCH_SECONDS=120),
+ * then a drain until every post is hit or BENCH_X_DRAIN_SECONDS (default per mode; `timeline` 16
+ * minutes: lost is reported apart from late). BENCH_X=0 skips them; BENCH_X_MODES=search,timeline
+ * picks some.
  *
  * Own database, vhost and Redis key prefix, removed afterwards. The receivers use the test CA
  * (packages/testing/src/https.ts), trusted through NODE_EXTRA_CA_CERTS: this script re-runs
@@ -21,34 +23,18 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
-import { Client } from 'pg';
 import { loadDevEnv } from '../packages/common/src';
 import { createSecretBox } from '../packages/core/src';
-import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { createDbClient, type Db } from '../packages/db/src';
 import { verify } from '../packages/signing/src';
 import { createSocialTweet, createSocialUser } from '../packages/social/src';
-import { ensureTestCa, startHttpsReceiver, testCaTrusted, type HttpsReceiver } from '../packages/testing/src/https';
-import {
-  createVhost,
-  deleteVhosts,
-  LOCAL_DEFAULTS,
-  urlsFromEnv,
-  type ServiceUrls,
-} from '../packages/testing/src/services';
+import { startHttpsReceiver, type HttpsReceiver } from '../packages/testing/src/https';
+import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing/src/services';
 import { createAccount, createMonitor, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { runXBench, type XBenchOptions } from './realtimeX';
 import { runStreamBench } from './realtimeStream';
-
-const root = path.resolve(__dirname, '..');
-
-function positiveEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number`);
-  return n;
-}
+import { percentile, positiveEnv } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
 
 const TARGETS = positiveEnv('BENCH_TARGETS', 200);
 const RATE = positiveEnv('BENCH_RATE', 5);
@@ -58,23 +44,6 @@ const X_TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
 
 const log = (msg: string) => console.log(`[bench:realtime] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i]!;
-}
-
-async function reexecWithCa(): Promise<never> {
-  const ca = await ensureTestCa();
-  const child = spawn(process.execPath, ['--import', 'tsx', __filename, ...process.argv.slice(2)], {
-    cwd: root,
-    stdio: 'inherit',
-    env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.certPath },
-  });
-  const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
-  process.exit(code);
-}
 
 /** Starts a service's main.ts as a child process; resolves once it logged "<name> started". */
 async function startService(file: string, name: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
@@ -103,13 +72,6 @@ async function startService(file: string, name: string, env: NodeJS.ProcessEnv):
     );
   });
   return child;
-}
-
-async function stopChild(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await Promise.race([exited, sleep(30_000).then(() => child.kill('SIGKILL'))]);
 }
 
 interface Receipts {
@@ -292,40 +254,29 @@ async function runXModes(e: Env): Promise<void> {
       targets: X_TARGETS,
       rate: RATE,
       seconds: SECONDS,
-      drainSeconds: positiveEnv('BENCH_X_DRAIN_SECONDS', 90),
+      // unset: each mode's own drain limit (timeline 16 min, search 90 s, stream 30 s)
+      ...(process.env.BENCH_X_DRAIN_SECONDS ? { drainSeconds: positiveEnv('BENCH_X_DRAIN_SECONDS', 90) } : {}),
       log,
     });
   }
 }
 
 async function dropAll(e: Env, dbName: string, vhost: string): Promise<void> {
-  const admin = new Client({ connectionString: e.urls.postgres });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-  await admin.end();
+  await dropDatabase(e.urls.postgres, dbName);
   await deleteVhosts(e.urls, vhost).catch(() => undefined);
-  const { Redis } = await import('ioredis');
-  const redis = new Redis(e.urls.redis);
-  const keys = await redis.keys(`${e.prefix}*`);
-  if (keys.length) await redis.del(...keys);
-  redis.disconnect();
+  await deleteKeys(e.urls.redis, e.prefix);
 }
 
 async function main(): Promise<void> {
   loadDevEnv();
-  if (!testCaTrusted()) await reexecWithCa();
-  const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
-  if (process.env.BENCH_POSTGRES_URL) urls.postgres = process.env.BENCH_POSTGRES_URL;
+  await trustTestCa(__filename);
+  const urls = serviceUrls();
   const id = randomBytes(4).toString('hex');
   const dbName = `sts_bench_${id}`;
-  const dbUrl = new URL(urls.postgres);
-  dbUrl.pathname = `/${dbName}`;
   const vhost = `sts_bench_${id}`;
-  await ensureDatabase(dbUrl.toString());
-  await migrate(dbUrl.toString());
   const e: Env = {
     urls,
-    dbUrl: dbUrl.toString(),
+    dbUrl: await createDatabase(urls.postgres, dbName),
     amqpUrl: await createVhost(urls, vhost),
     prefix: `bench:${id}:`,
     key: randomBytes(32).toString('base64'),

@@ -6,32 +6,27 @@
  * stream disconnect half-way. The stream holder runs in this process (services/poller/src/stream)
  * with the poller's recording path on the bench database.
  *
- * Prints: set-up requests (rules, connect, the new rules' backfill) and requests per 20 targets,
- * requests while posting (independent of the number of posts: only the disconnect's reconnect and
- * backfill), upstream 429s, post → hit p50/p99 (hit `detected_at` − the post's `created_at`, the
- * fake delivering at once) and hits lost (posts with no hit 30 s after the last one); last line
- * `x_stream_post_to_hit_p50_ms <a> p99_ms <b> lost <n> requests <setup>+<posting> 429s <n>`.
+ * Prints: set-up requests (rules, connect, the new rules' backfill; no user lookup is on that
+ * path) and requests per 20 targets, requests while posting (independent of the number of posts:
+ * only the disconnect's reconnect and backfill), the background account check's user lookups
+ * apart (`GET /2/users/by`, 100 a call, only accounts not seen posting within the cache TTL; the
+ * first pass one minute after the holder starts), upstream 429s, post → hit p50/p99 (hit
+ * `detected_at` − the post's `created_at`, the fake delivering at once) and hits lost (posts with
+ * no hit 30 s after the last one); last line
+ * `x_stream_post_to_hit_p50_ms <a> p99_ms <b> lost <n> requests <setup>+<posting> lookups <n> 429s <n>`.
  *
  * Run alone: `npx tsx bench/realtimeStream.ts` (its own database and Redis prefix).
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { Client } from 'pg';
 import { createLogger, createMetricsRegistry, loadDevEnv } from '../packages/common/src';
-import { createDbClient, ensureDatabase, migrate, type Db } from '../packages/db/src';
+import { createDbClient, type Db } from '../packages/db/src';
 import { createXSource } from '../packages/social/src';
 import { createFakeStream, startFakeX, type FakeX } from '../packages/testing/src/fakeX';
-import { LOCAL_DEFAULTS, urlsFromEnv } from '../packages/testing/src/services';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { buildStreamMode } from '../services/poller/src/stream';
-
-function positiveEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number`);
-  return n;
-}
+import { percentile, positiveEnv } from './lib/numbers';
+import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';
 
 let TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
 let RATE = positiveEnv('BENCH_RATE', 5);
@@ -40,11 +35,6 @@ let DRAIN_MS = 30_000;
 
 const log = (msg: string) => console.log(`[bench:realtime:stream] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
 
 async function until(check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
@@ -135,6 +125,8 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
     const ready = await until(() => stream.connections() === 1 && covered().size === TARGETS, 60_000);
     if (!ready) throw new Error(`the stream did not cover ${TARGETS} targets within 60 s`);
     await sleep(env.X_RULE_SETTLE_SECONDS * 1000 + 3000); // the new rules' backfill
+    const lookups = () => fake.requests.count({ family: 'users' });
+    const setupLookups = lookups(); // none expected: counted in set-up if any
     const setup = fake.requests.log.length;
     log(
       `set-up: ${setup} requests for ${TARGETS} targets (${stream.rules().length} rules): ${JSON.stringify(fake.requests.byFamily())}`,
@@ -144,15 +136,19 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
     const ids = [...posted.keys()];
     await until(async () => (await db.hit.count({ where: { tweetId: { in: ids } } })) >= ids.length, DRAIN_MS);
     const lat = await latencies(db, ids);
-    const posting = fake.requests.log.length - setup;
+    const background = lookups() - setupLookups;
+    const posting = fake.requests.log.length - setup - background;
     const tooMany = fake.requests.count({ status: 429 });
-    log(`requests while posting ${ids.length} posts: ${posting}; all: ${JSON.stringify(fake.requests.byFamily())}`);
+    log(
+      `requests while posting ${ids.length} posts: ${posting} (reconnect and gap backfill), ` +
+        `background user lookups: ${background}; all: ${JSON.stringify(fake.requests.byFamily())}`,
+    );
     log(
       `set-up requests per 20 targets: ${((setup / TARGETS) * 20).toFixed(2)}; stream connects: ${stream.connects()}`,
     );
     console.log(
       `x_stream_post_to_hit_p50_ms ${Math.round(percentile(lat, 50))} p99_ms ${Math.round(percentile(lat, 99))} ` +
-        `lost ${ids.length - lat.length} requests ${setup}+${posting} 429s ${tooMany}`,
+        `lost ${ids.length - lat.length} requests ${setup}+${posting} lookups ${background} 429s ${tooMany}`,
     );
   } finally {
     await mode.stop();
@@ -177,28 +173,19 @@ export async function runStreamBench(o: {
   SECONDS = o.seconds ?? SECONDS;
   DRAIN_MS = (o.drainSeconds ?? DRAIN_MS / 1000) * 1000;
   const name = `sts_bench_xs_${randomBytes(4).toString('hex')}`;
-  const dbUrl = new URL(o.adminUrl);
-  dbUrl.pathname = `/${name}`;
-  await ensureDatabase(dbUrl.toString());
-  await migrate(dbUrl.toString());
+  const dbUrl = await createDatabase(o.adminUrl, name);
   const prefix = `${o.prefix}stream:${name}:`;
   try {
-    await runStreamMode({ dbUrl: dbUrl.toString(), redisUrl: o.redisUrl, prefix });
+    await runStreamMode({ dbUrl, redisUrl: o.redisUrl, prefix });
   } finally {
-    const admin = new Client({ connectionString: o.adminUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await admin.end();
-    const redis = new Redis(o.redisUrl);
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length) await redis.del(...keys);
-    redis.disconnect();
+    await dropDatabase(o.adminUrl, name);
+    await deleteKeys(o.redisUrl, prefix);
   }
 }
 
 async function main(): Promise<void> {
   loadDevEnv();
-  const urls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
+  const urls = serviceUrls();
   await runStreamBench({ adminUrl: urls.postgres, redisUrl: urls.redis, prefix: 'bench:' });
 }
 

@@ -30,6 +30,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { createDbClient, ensureDatabase, migrate, Prisma, type Db } from '../packages/db/src';
 import { createLocalSource, type SocialSource } from '../packages/social/src';
+import { databaseUrl, dropDatabase, postgresAdminUrl } from './lib/services';
 
 const ROWS = Number(process.env.STORE_ROWS ?? 10_000_000);
 const RUNS = Number(process.env.STORE_RUNS ?? 50);
@@ -346,24 +347,23 @@ function withQuerySpy(real: Db, captured: Prisma.Sql[]): Db {
 }
 
 async function main(): Promise<void> {
-  const admin = process.env.BENCH_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  const admin = postgresAdminUrl();
   // STORE_DB: measure a data set kept by an earlier run (STORE_KEEP=1) instead of building one
   const reuse = process.env.STORE_DB;
   const name = reuse ?? `sts_bench_store_${randomBytes(4).toString('hex')}`;
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  await ensureDatabase(url.toString());
-  const c = new Client({ connectionString: url.toString() });
+  const url = databaseUrl(admin, name);
+  await ensureDatabase(url);
+  const c = new Client({ connectionString: url });
   let db: ReturnType<typeof createDbClient> | undefined;
   try {
     await c.connect();
     if (!reuse) {
-      await migrate(url.toString());
+      await migrate(url);
       const t0 = Date.now();
       await build(c);
       log(`data set of ${ROWS} tweets built in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     }
-    db = createDbClient({ url: url.toString(), poolSize: 2 });
+    db = createDbClient({ url, poolSize: 2 });
     const captured: Prisma.Sql[] = [];
     const spy = withQuerySpy(db, captured);
     const r = await run(createLocalSource({ db: spy }), c, captured);
@@ -377,10 +377,7 @@ async function main(): Promise<void> {
     if (process.env.STORE_KEEP || reuse) {
       log(`STORE_KEEP: database ${name} kept; drop it when done`);
     } else {
-      const a = new Client({ connectionString: admin });
-      await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await a.end();
+      await dropDatabase(admin, name);
     }
   }
 }

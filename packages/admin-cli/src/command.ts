@@ -2,7 +2,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { isUuid, type HostResolver } from '@sts/core';
 import type { Db } from '@sts/db';
 
-type OptionSpec = NonNullable<ParseArgsConfig['options']>;
+export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
 export type OptionValues = Record<string, string | boolean | string[] | boolean[] | undefined>;
 
 /** A usage error: printed with the command's usage, exit code 2, nothing changed. */

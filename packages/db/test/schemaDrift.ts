@@ -187,9 +187,16 @@ async function tableDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
   return diffs;
 }
 
+/** What the schema wants and the database has, each as a set of one-line descriptions: what is in only one. */
+function setDrift(what: string, want: Set<string>, got: Set<string>): string[] {
+  const diffs: string[] = [];
+  for (const k of want) if (!got.has(k)) diffs.push(`${what} missing in the database: ${k}`);
+  for (const k of got) if (!want.has(k)) diffs.push(`${what} in the database but not in the schema: ${k}`);
+  return diffs;
+}
+
 /** Indexes, primary keys and unique constraints: compare column lists, uniqueness, order, method. */
 async function indexDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
-  const diffs: string[] = [];
   const byModel = new Map(dmmf.datamodel.models.map((m) => [m.name, m]));
   const idx = await db.query<{
     table_name: string;
@@ -232,14 +239,11 @@ async function indexDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
       ),
     );
   }
-  for (const k of wantIdx) if (!dbIdx.has(k)) diffs.push(`index missing in the database: ${k}`);
-  for (const k of dbIdx) if (!wantIdx.has(k)) diffs.push(`index in the database but not in the schema: ${k}`);
-  return diffs;
+  return setDrift('index', wantIdx, dbIdx);
 }
 
 /** Foreign keys with their referential actions. */
 async function foreignKeyDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
-  const diffs: string[] = [];
   const byModel = new Map(dmmf.datamodel.models.map((m) => [m.name, m]));
   const fks = await db.query<{
     table_name: string;
@@ -279,9 +283,7 @@ async function foreignKeyDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
       );
     }
   }
-  for (const k of wantFks) if (!dbFks.has(k)) diffs.push(`foreign key missing in the database: ${k}`);
-  for (const k of dbFks) if (!wantFks.has(k)) diffs.push(`foreign key in the database but not in the schema: ${k}`);
-  return diffs;
+  return setDrift('foreign key', wantFks, dbFks);
 }
 
 export async function schemaDrift(databaseUrl: string, schemaFile = SCHEMA_FILE): Promise<string[]> {

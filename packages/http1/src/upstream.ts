@@ -728,12 +728,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
 /** a call sent while tracing is on: within a CLIENT span whose `traceparent` goes in the head */
 function tracedSend(
   forward: UpstreamClient['forward'],
-  method: string,
-  target: string,
-  headers: string,
-  body: Buffer | null,
-  requestId?: string,
-  caller?: UpstreamCaller,
+  ...[method, target, headers, body, requestId, caller]: Parameters<UpstreamClient['forward']>
 ): Promise<UpstreamAnswer> {
   const query = target.indexOf('?');
   const span = startSpan(`upstream ${method}`, SpanKind.CLIENT, {

@@ -61,6 +61,25 @@ function sendError(res: WebhookResponse, status: number, message: string, code: 
   res.end(payload);
 }
 
+/** A verified body as a JSON object, or why it is not one (the 400's message). */
+function jsonObject(body: Buffer): { value: object } | string {
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    return 'Request body is not valid UTF-8';
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return 'Request body is not valid JSON';
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    return 'Request body must be a JSON object';
+  return { value: parsed };
+}
+
 function declaredLength(req: WebhookRequest): number | undefined {
   const raw = req.headers['content-length'];
   if (typeof raw !== 'string' || !/^\d+$/.test(raw)) return undefined;
@@ -182,25 +201,12 @@ export function webhookMiddleware<Req extends WebhookRequest = WebhookRequest>(
       return 'answered';
     }
 
-    let text: string;
-    try {
-      text = utf8.decode(body);
-    } catch {
-      sendError(res, 400, 'Request body is not valid UTF-8', 'INVALID_REQUEST');
+    const parsed = jsonObject(body);
+    if (typeof parsed === 'string') {
+      sendError(res, 400, parsed, 'INVALID_REQUEST');
       return 'answered';
     }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      sendError(res, 400, 'Request body is not valid JSON', 'INVALID_REQUEST');
-      return 'answered';
-    }
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-      sendError(res, 400, 'Request body must be a JSON object', 'INVALID_REQUEST');
-      return 'answered';
-    }
-    req.body = parsed;
+    req.body = parsed.value;
     return 'next';
   }
 

@@ -2,9 +2,18 @@
  * One poll cycle: reads the due targets from the schedule (poll_targets.next_due_at, indexed: a
  * tick with nothing due reads nothing), re-evaluates them (a monitor or plan change makes a target
  * due at once so its interval is computed again: one not due yet is rescheduled, not polled) and
- * polls the due ones, `concurrency` at a time. A forced cycle polls every target.
+ * polls the due ones, `concurrency` at a time, in a fair order (`fairOrder`: Starter/trial first,
+ * then the longest unread). A forced cycle polls every target.
  */
-import { dueTargets, isPushed, nextDueAt, type IntervalPolicy, type TargetState } from './domain/schedule';
+import {
+  dueTargets,
+  fairOrder,
+  isPushed,
+  nextDueAt,
+  type IntervalPolicy,
+  type ReadTime,
+  type TargetState,
+} from './domain/schedule';
 import type { PollerRepository } from './adapters/repository';
 import type { PollOutcome, PollResult, TargetPoll } from './poll';
 import { errorMessage } from './poll';
@@ -40,9 +49,12 @@ export interface CycleDeps {
 /** targets per group poll: a few packed queries (~20 targets each), well inside one lease */
 const GROUP_CHUNK = 60;
 
-/** Reads the candidates and reschedules the ones that are not due; returns the due ones. */
-async function dueNow(deps: CycleDeps, readAt: Date): Promise<TargetState[]> {
-  const candidates = await deps.repository.dueTargets(readAt);
+/**
+ * Reads the candidates and reschedules the ones that are not due; returns the due ones and the
+ * read time (PostgreSQL's clock, the one the schedule's stamps come from).
+ */
+async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetState[] }> {
+  const { readAt, targets: candidates } = await deps.repository.dueTargets();
   const due = dueTargets(candidates, deps.intervals, readAt);
   if (due.length < candidates.length) {
     const dueKeys = new Set(due.map((t) => t.targetKey));
@@ -57,16 +69,22 @@ async function dueNow(deps: CycleDeps, readAt: Date): Promise<TargetState[]> {
         })),
     );
   }
-  return due;
+  return { readAt, due };
 }
 
 export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Promise<CycleResult> {
   return async (opts = {}) => {
-    const readAt = deps.now();
-    const read = opts.force ? await deps.repository.targets() : await dueNow(deps, readAt);
-    const due = deps.select ? deps.select(read, readAt) : read;
+    const { readAt, due: read } = opts.force
+      ? { readAt: deps.now(), due: await deps.repository.targets() }
+      : await dueNow(deps);
+    // Starter/trial first, then the longest unread: a short budget stretches polls, starves none
+    const due = fairOrder(deps.select ? deps.select(read, readAt) : read, readAt);
     const result: CycleResult = { targets: due.length, polled: 0, skipped: 0, failed: 0, hits: 0 };
+    // the budget refused a poll: the rest of this tick would be refused too (and the order of
+    // the next tick, which sees every unread target due, is the fair one)
+    let refused = false;
     const count = (r: PollResult) => {
+      if (r.busy) refused = true;
       if (r.outcome === 'skipped') result.skipped++;
       else if (r.outcome === 'error') result.failed++;
       else {
@@ -82,7 +100,7 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
           for (const r of (await group(unit, readAt)).values()) count(r);
         }
       : async (unit: TargetState[]) => count(await deps.poll(unit[0]!, { readAt }));
-    await runPool(units, deps.concurrency, deps.stopping, pollUnit);
+    await runPool(units, deps.concurrency, () => refused || deps.stopping(), pollUnit);
     return result;
   };
 }

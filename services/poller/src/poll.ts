@@ -7,7 +7,7 @@
  */
 import type { Logger } from '@sts/common';
 import { compareIds } from '@sts/core';
-import type { PollPage, SocialSource, SocialTweet } from '@sts/social';
+import { SourceBusyError, type PollPage, type SocialSource, type SocialTweet } from '@sts/social';
 import { compileMonitors, findHits, hitEvent, type CompiledMonitor } from './domain/hits';
 import { isPushed, oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
 import type { LeaseStore } from './adapters/lease';
@@ -20,6 +20,8 @@ export interface PollResult {
   outcome: PollOutcome;
   hits: NewHit[];
   position: string | null;
+  /** refused by the fleet's budget (SourceBusyError): the tick takes no further target */
+  busy?: true;
 }
 
 export interface TargetPollDeps {
@@ -167,10 +169,18 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
     const message = errorMessage(err);
     logger.warn('poll failed', { target: key, error: message });
     const polledAt = now();
-    await repository
-      .recordFailure(key, message.slice(0, 500), polledAt, scheduleAfterPoll(target, deps.intervals, polledAt, readAt))
-      .catch((e: unknown) => logger.warn('could not record the poll failure', { target: key, error: errorMessage(e) }));
-    return { outcome: 'error', hits: [], position: null };
+    const schedule = scheduleAfterPoll(target, deps.intervals, polledAt, readAt);
+    const busy = err instanceof SourceBusyError;
+    // refused by the fleet's budget: no read and no poll (last_polled_at stays), so the target
+    // stays due and the tick stops taking targets (cycle.ts); each tick then tries once, and when
+    // the budget reopens every unread target is due and taken in fair order (`fairOrder`)
+    const write = busy
+      ? repository.recordRefusal(key, message.slice(0, 500), { ...schedule, nextDueAt: polledAt })
+      : repository.recordFailure(key, message.slice(0, 500), polledAt, schedule);
+    await write.catch((e: unknown) =>
+      logger.warn('could not record the poll failure', { target: key, error: errorMessage(e) }),
+    );
+    return busy ? { outcome: 'error', hits: [], position: null, busy } : { outcome: 'error', hits: [], position: null };
   }
 
   return async (target, opts = {}) => {

@@ -271,8 +271,8 @@ describe('poller', () => {
     const repository = createPollerRepository(db);
     const stale = {
       ...repository,
-      dueTargets: async (now: Date) => {
-        const snapshot = await repository.dueTargets(now);
+      dueTargets: async () => {
+        const snapshot = await repository.dueTargets();
         snapped();
         await aFinished;
         return snapshot;

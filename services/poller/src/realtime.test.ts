@@ -242,9 +242,9 @@ describe('poller: push and schedule', () => {
         read,
         repository: {
           ...inner,
-          dueTargets: async (now) => {
-            const due = await inner.dueTargets(now);
-            read.push(due.map((t) => t.targetKey));
+          dueTargets: async () => {
+            const due = await inner.dueTargets();
+            read.push(due.targets.map((t) => t.targetKey));
             return due;
           },
         },
@@ -256,13 +256,9 @@ describe('poller: push and schedule', () => {
       const account = (await db.account.create({ data: { email: 'rt-schedule@example.com' } })).id;
       const { repository, read } = recording();
       const poller = makePoller({ repository });
-      // a change stamped in the same millisecond as a tick's read counts as after it (re-evaluated
-      // by the following tick, the safe side); each tick here starts in a later millisecond so one
-      // tick settles each change
-      const tick = async () => {
-        await new Promise((r) => setTimeout(r, 2));
-        await poller.runCycle();
-      };
+      // the tick's read time is PostgreSQL's clock, in microseconds like the triggers' stamps: a
+      // change made right before a tick (even in the same millisecond) is settled by that tick
+      const tick = () => poller.runCycle();
       await poller.runCycle(); // everything new is due once
       read.length = 0;
       calls = [];

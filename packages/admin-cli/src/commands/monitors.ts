@@ -6,7 +6,7 @@
  * monitor or attempt id act for the account that owns it. `webhook test` and `redeliver` publish
  * to RabbitMQ (AMQP_URL); the webhook-dispatcher sends.
  */
-import { ConflictError, RECOVER_MAX, type DeliveryDetail, type MonitorView } from '@sts/usecases';
+import { ConflictError, RECOVER_MAX, type DeliveryDetail, type MonitorView, type UseCases } from '@sts/usecases';
 import {
   CliUsageError,
   optionalInt,
@@ -16,6 +16,7 @@ import {
   type CliContext,
   type Command,
   type CommandResult,
+  type OptionSpec,
   type OptionValues,
 } from '../command';
 import { call, useCases } from '../usecases';
@@ -43,6 +44,39 @@ async function forMonitor<T>(
     { flags },
   );
 }
+
+/**
+ * A command on one monitor (`--monitor ID`), run for the account that owns it: `parse` reads the
+ * other flags first (a usage error before anything is looked up), `act` calls the use-case,
+ * `print` shapes the answer. `flags`: use-case field → flag, for validation errors.
+ */
+function monitorCommand<A, T>(c: {
+  name: string;
+  summary: string;
+  usage: string;
+  options?: OptionSpec;
+  flags?: Record<string, string>;
+  parse: (values: OptionValues) => A;
+  act: (uc: UseCases, accountId: string, monitorId: string, args: A) => Promise<T>;
+  print: (result: T, monitorId: string, args: A) => CommandResult;
+}): Command {
+  return {
+    name: c.name,
+    summary: c.summary,
+    usage: c.usage,
+    options: { monitor: { type: 'string' }, ...c.options },
+    async run(ctx, values) {
+      const monitorId = requireUuid(values, 'monitor', 'a monitor');
+      const args = c.parse(values);
+      const uc = useCases(ctx);
+      const result = await forMonitor(ctx, monitorId, (a) => c.act(uc, a, monitorId, args), c.flags);
+      return c.print(result, monitorId, args);
+    },
+  };
+}
+
+/** for commands that read no flag but --monitor */
+const noFlags = (): void => undefined;
 
 /** "  excluding replies, quotes  lang en, de" or "" */
 function filtersText(m: MonitorView): string {
@@ -195,38 +229,29 @@ const monitorPreview: Command = {
   },
 };
 
-const monitorUpdate: Command = {
+const monitorUpdate = monitorCommand({
   name: 'monitor update',
   summary: "change a monitor's target, keywords, rules or interval (only the flags given change)",
   usage:
     'usage: npm run cli -- monitor update --monitor ID [--target USERNAME] [--keywords "a,-b"]\n' +
     '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--interval SECONDS] [--json]\n' +
     '  An empty value clears a list: --keywords "" (every post), --exclude "" (all types), --lang "" (any language).',
-  options: {
-    monitor: { type: 'string' },
-    ...RULE_OPTIONS,
-    interval: { type: 'string' },
-  },
-  async run(ctx, values) {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
+  options: { ...RULE_OPTIONS, interval: { type: 'string' } },
+  flags: { intervalSec: 'interval' },
+  parse: (values) => {
     const target = optionalString(values, 'target');
     const keywords = optionalString(values, 'keywords');
     const intervalSec = optionalInt(values, 'interval', 10, 86_400);
-    const m = await forMonitor(
-      ctx,
-      monitorId,
-      (a) =>
-        useCases(ctx).monitors.update(a, monitorId, {
-          ...(target !== undefined ? { target } : {}),
-          ...(keywords !== undefined ? { keywords } : {}),
-          ...ruleFlags(values),
-          ...(intervalSec !== undefined ? { intervalSec } : {}),
-        }),
-      { intervalSec: 'interval' },
-    );
-    return { json: monitorJson(m), text: `monitor updated: ${monitorLine(m)}` };
+    return {
+      ...(target !== undefined ? { target } : {}),
+      ...(keywords !== undefined ? { keywords } : {}),
+      ...ruleFlags(values),
+      ...(intervalSec !== undefined ? { intervalSec } : {}),
+    };
   },
-};
+  act: (uc, a, monitorId, changes) => uc.monitors.update(a, monitorId, changes),
+  print: (m) => ({ json: monitorJson(m), text: `monitor updated: ${monitorLine(m)}` }),
+});
 
 const monitorList: Command = {
   name: 'monitor list',
@@ -244,65 +269,50 @@ const monitorList: Command = {
 };
 
 function statusCommand(name: 'pause' | 'resume'): Command {
-  return {
+  return monitorCommand({
     name: `monitor ${name}`,
     summary: name === 'pause' ? 'pause a monitor (it still counts against the plan limit)' : 'resume a paused monitor',
     usage: `usage: npm run cli -- monitor ${name} --monitor ID [--json]`,
-    options: { monitor: { type: 'string' } },
-    async run(ctx, values) {
-      const monitorId = requireUuid(values, 'monitor', 'a monitor');
-      const m = await forMonitor(ctx, monitorId, (a) => useCases(ctx).monitors[name](a, monitorId));
-      return { json: monitorJson(m), text: monitorLine(m) };
-    },
-  };
+    parse: noFlags,
+    act: (uc, a, monitorId) => uc.monitors[name](a, monitorId),
+    print: (m) => ({ json: monitorJson(m), text: monitorLine(m) }),
+  });
 }
 
-const monitorDelete: Command = {
+const monitorDelete = monitorCommand({
   name: 'monitor delete',
   summary: 'delete a monitor with its webhook, hits and delivery log',
   usage: 'usage: npm run cli -- monitor delete --monitor ID [--json]',
-  options: { monitor: { type: 'string' } },
-  async run(ctx, values) {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    await forMonitor(ctx, monitorId, (a) => useCases(ctx).monitors.remove(a, monitorId));
-    return { json: { id: monitorId, deleted: true }, text: `monitor ${monitorId} deleted` };
-  },
-};
+  parse: noFlags,
+  act: (uc, a, monitorId) => uc.monitors.remove(a, monitorId),
+  print: (_, monitorId) => ({ json: { id: monitorId, deleted: true }, text: `monitor ${monitorId} deleted` }),
+});
 
-const webhookSet: Command = {
+const webhookSet = monitorCommand({
   name: 'webhook set',
   summary: "set a monitor's webhook URL (a new signing secret is shown once)",
   usage: 'usage: npm run cli -- webhook set --monitor ID --url https://... [--json]',
-  options: { monitor: { type: 'string' }, url: { type: 'string' } },
-  async run(ctx, values) {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const url = requireString(values, 'url');
-    const { webhook, secret, warnings } = await forMonitor(
-      ctx,
-      monitorId,
-      (a) => useCases(ctx).webhooks.set(a, monitorId, url),
-      {
-        webhookUrl: 'url',
-      },
-    );
-    return {
-      json: {
-        monitor_id: monitorId,
-        url: webhook.shownUrl,
-        kind: webhook.kind,
-        secret,
-        ...(warnings.length ? { warnings } : {}),
-      },
-      text: [
-        `webhook of monitor ${monitorId}: ${webhook.shownUrl} (${webhook.kind})`,
-        `signing secret (shown once, store it now): ${secret}`,
-        ...warnings.map((w) => `warning: ${w}`),
-      ].join('\n'),
-    };
-  },
-};
+  options: { url: { type: 'string' } },
+  flags: { webhookUrl: 'url' },
+  parse: (values) => requireString(values, 'url'),
+  act: (uc, a, monitorId, url) => uc.webhooks.set(a, monitorId, url),
+  print: ({ webhook, secret, warnings }, monitorId) => ({
+    json: {
+      monitor_id: monitorId,
+      url: webhook.shownUrl,
+      kind: webhook.kind,
+      secret,
+      ...(warnings.length ? { warnings } : {}),
+    },
+    text: [
+      `webhook of monitor ${monitorId}: ${webhook.shownUrl} (${webhook.kind})`,
+      `signing secret (shown once, store it now): ${secret}`,
+      ...warnings.map((w) => `warning: ${w}`),
+    ].join('\n'),
+  }),
+});
 
-const webhookRotate: Command = {
+const webhookRotate = monitorCommand({
   name: 'webhook rotate',
   summary: "replace a monitor's webhook signing secret (the new one is shown once); the old one overlaps 24 h",
   usage:
@@ -310,13 +320,10 @@ const webhookRotate: Command = {
     '  By default the old secret overlaps for 24 h: webhook-signature carries signatures by both, and\n' +
     '  X-Service-Signature stays on the old one until "webhook use-new-secret" or the overlap ends.\n' +
     '  --now drops the old secret at once (a leaked secret).',
-  options: { monitor: { type: 'string' }, now: { type: 'boolean' } },
-  async run(ctx, values) {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const now = values.now === true;
-    const { webhook, secret, standardSecret } = await forMonitor(ctx, monitorId, (a) =>
-      useCases(ctx).webhooks.rotate(a, monitorId, { now }),
-    );
+  options: { now: { type: 'boolean' } },
+  parse: (values) => ({ now: values.now === true }),
+  act: (uc, a, monitorId, o) => uc.webhooks.rotate(a, monitorId, o),
+  print: ({ webhook, secret, standardSecret }, monitorId) => {
     const until = webhook.previousSecretUntil?.toISOString() ?? null;
     return {
       json: {
@@ -335,49 +342,46 @@ const webhookRotate: Command = {
       ].join('\n'),
     };
   },
-};
+});
 
-const webhookUseNewSecret: Command = {
+const webhookUseNewSecret = monitorCommand({
   name: 'webhook use-new-secret',
   summary: 'end an overlapped rotation now: every signature uses the new secret',
   usage: 'usage: npm run cli -- webhook use-new-secret --monitor ID [--json]',
-  options: { monitor: { type: 'string' } },
-  async run(ctx, values) {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.useNewSecret(a, monitorId));
-    return {
-      json: { monitor_id: monitorId, previous_secret_until: null },
-      text: `monitor ${monitorId}: deliveries are signed with the new secret only`,
-    };
-  },
-};
+  parse: noFlags,
+  act: (uc, a, monitorId) => uc.webhooks.useNewSecret(a, monitorId),
+  print: (_, monitorId) => ({
+    json: { monitor_id: monitorId, previous_secret_until: null },
+    text: `monitor ${monitorId}: deliveries are signed with the new secret only`,
+  }),
+});
 
-const webhookRemove: Command = {
+const webhookRemove = monitorCommand({
   name: 'webhook remove',
   summary: "remove a monitor's webhook (hits are still recorded)",
   usage: 'usage: npm run cli -- webhook remove --monitor ID [--json]',
-  options: { monitor: { type: 'string' } },
-  async run(ctx, values) {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.remove(a, monitorId));
-    return { json: { monitor_id: monitorId, removed: true }, text: `webhook of monitor ${monitorId} removed` };
-  },
-};
+  parse: noFlags,
+  act: (uc, a, monitorId) => uc.webhooks.remove(a, monitorId),
+  print: (_, monitorId) => ({
+    json: { monitor_id: monitorId, removed: true },
+    text: `webhook of monitor ${monitorId} removed`,
+  }),
+});
 
-const webhookTest: Command = {
+const webhookTest = monitorCommand({
   name: 'webhook test',
   summary: 'send a test ping (monitor.test) to the monitor’s webhook, on every plan',
   usage: 'usage: npm run cli -- webhook test --monitor ID [--json]',
-  options: { monitor: { type: 'string' } },
-  async run(ctx, values) {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const q = await forMonitor(ctx, monitorId, (a) => useCases(ctx).webhooks.sendTest(a, monitorId));
-    return {
-      json: { message_id: q.messageId, delivery_id: q.deliveryId, monitor_id: monitorId },
-      text: `test ping queued: message ${q.messageId} (X-Service-Delivery); see "deliveries --monitor ${monitorId}"`,
-    };
-  },
-};
+  parse: noFlags,
+  act: (uc, a, monitorId) => uc.webhooks.sendTest(a, monitorId),
+  print: (q, monitorId) => ({
+    json: { message_id: q.messageId, delivery_id: q.deliveryId, monitor_id: monitorId },
+    text: `test ping queued: message ${q.messageId} (X-Service-Delivery); see "deliveries --monitor ${monitorId}"`,
+  }),
+});
+
+/** --limit and --cursor: one page of a list, newest first */
+const PAGE_OPTIONS = { limit: { type: 'string' }, cursor: { type: 'string' } } as const;
 
 function page(values: OptionValues): { limit: number; cursor?: string } {
   const limit = optionalInt(values, 'limit', 1, 500) ?? 20;
@@ -385,28 +389,35 @@ function page(values: OptionValues): { limit: number; cursor?: string } {
   return cursor !== undefined ? { limit, cursor } : { limit };
 }
 
-const deliveries: Command = {
+/** a page of a list: JSON with its count and the next cursor; one line per item, then where the older ones are */
+function pageResult(
+  data: Record<string, unknown>[],
+  lines: string[],
+  nextCursor: string | null,
+  none: string,
+): CommandResult {
+  const text = nextCursor ? [...lines, `(older: --cursor ${nextCursor})`] : lines;
+  return {
+    json: { data, meta: { count: data.length }, next_cursor: nextCursor },
+    text: data.length ? text.join('\n') : none,
+  };
+}
+
+const deliveries = monitorCommand({
   name: 'deliveries',
   summary: "a monitor's webhook delivery attempts, newest first",
   usage:
     'usage: npm run cli -- deliveries --monitor ID [--limit N (1-500, default 20)] [--cursor C] [--detail] [--json]',
-  options: {
-    monitor: { type: 'string' },
-    limit: { type: 'string' },
-    cursor: { type: 'string' },
-    detail: { type: 'boolean' },
+  options: { ...PAGE_OPTIONS, detail: { type: 'boolean' } },
+  parse: (values) => ({ page: page(values), detail: values.detail === true }),
+  act: async (uc, a, monitorId, o) => {
+    const list = await uc.deliveries.list(a, monitorId, o.page);
+    // --detail: each attempt's request as sent and response (one look-up per attempt, at most --limit)
+    const more = [];
+    if (o.detail) for (const r of list.items) more.push(attemptDetailJson(await uc.deliveries.detail(a, r.id)));
+    return { result: list, details: more };
   },
-  async run(ctx, values): Promise<CommandResult> {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const p = page(values);
-    const uc = useCases(ctx);
-    const { result, details } = await forMonitor(ctx, monitorId, async (a) => {
-      const list = await uc.deliveries.list(a, monitorId, p);
-      // --detail: each attempt's request as sent and response (one look-up per attempt, at most --limit)
-      const more = [];
-      if (values.detail) for (const r of list.items) more.push(attemptDetailJson(await uc.deliveries.detail(a, r.id)));
-      return { result: list, details: more };
-    });
+  print: ({ result, details }, monitorId, o) => {
     const data = result.items.map((r, i) => ({
       id: r.id,
       event: r.event,
@@ -419,7 +430,7 @@ const deliveries: Command = {
       url: r.url,
       response_snippet: r.responseSnippet,
       created_at: r.createdAt.toISOString(),
-      ...(values.detail ? details[i] : {}),
+      ...(o.detail ? details[i] : {}),
     }));
     const lines = data.map(
       (d) =>
@@ -429,13 +440,9 @@ const deliveries: Command = {
           d.error ? `  error: ${d.error}` : ''
         }`,
     );
-    if (result.nextCursor) lines.push(`(older: --cursor ${result.nextCursor})`);
-    return {
-      json: { data, meta: { count: data.length }, next_cursor: result.nextCursor },
-      text: data.length ? lines.join('\n') : `no delivery attempts for monitor ${monitorId}`,
-    };
+    return pageResult(data, lines, result.nextCursor, `no delivery attempts for monitor ${monitorId}`);
   },
-};
+});
 
 /** attempt detail as JSON: the request as sent, the response with its first 4 KiB as base64 (and as text when UTF-8) */
 function attemptDetailJson(d: DeliveryDetail) {
@@ -458,15 +465,14 @@ function attemptDetailJson(d: DeliveryDetail) {
   };
 }
 
-const hits: Command = {
+const hits = monitorCommand({
   name: 'hits',
   summary: "a monitor's hits, newest first, with links to the posts",
   usage: 'usage: npm run cli -- hits --monitor ID [--limit N (1-500, default 20)] [--cursor C] [--json]',
-  options: { monitor: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' } },
-  async run(ctx, values): Promise<CommandResult> {
-    const monitorId = requireUuid(values, 'monitor', 'a monitor');
-    const p = page(values);
-    const result = await forMonitor(ctx, monitorId, (a) => useCases(ctx).hits.list(a, monitorId, p));
+  options: PAGE_OPTIONS,
+  parse: page,
+  act: (uc, a, monitorId, p) => uc.hits.list(a, monitorId, p),
+  print: (result, monitorId) => {
     const data = result.items.map((h) => ({
       id: h.id,
       tweet_id: h.tweetId,
@@ -477,13 +483,9 @@ const hits: Command = {
       post_url: h.postUrl,
     }));
     const lines = data.map((h) => `${h.detected_at}  @${h.author_username}  ${h.post_url}  ${h.text.slice(0, 80)}`);
-    if (result.nextCursor) lines.push(`(older: --cursor ${result.nextCursor})`);
-    return {
-      json: { data, meta: { count: data.length }, next_cursor: result.nextCursor },
-      text: data.length ? lines.join('\n') : `no hits for monitor ${monitorId}`,
-    };
+    return pageResult(data, lines, result.nextCursor, `no hits for monitor ${monitorId}`);
   },
-};
+});
 
 const redeliver: Command = {
   name: 'redeliver',

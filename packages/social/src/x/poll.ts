@@ -122,6 +122,13 @@ export async function pollTweets(ctx: XPollContext, username: string, request: P
   return { tweets, position: `x.${next ?? floor}`, more: read.tweets.length > limit || read.truncated };
 }
 
+/** the authors X sent with the posts refresh the fleet's user cache (a cache failure costs only a lookup later) */
+async function rememberAuthors(ctx: XPollContext, tweets: readonly SocialTweet[]): Promise<void> {
+  if (tweets.length === 0) return;
+  const authors = new Map(tweets.map((t) => [t.author.username.toLowerCase(), t.author]));
+  await ctx.users.rememberMany([...authors.values()]).catch(() => undefined);
+}
+
 export interface GroupSearchRequest {
   /** the group's newest id from the previous call (null: start at notBefore) */
   sinceId: string | null;
@@ -130,6 +137,12 @@ export interface GroupSearchRequest {
   /** re-read the overlap window behind sinceId (a poll's first call); default true */
   firstPage?: boolean;
   priority?: XPriority;
+  /**
+   * look the group's usernames up (batched, cached) to report renamed and suspended accounts in
+   * `problems`; default true. The stream's backfill passes false: `from:` queries need no user id,
+   * and the stream checks its accounts in the background instead (services/poller stream mode).
+   */
+  resolveUsers?: boolean;
 }
 
 export interface GroupSearchResult {
@@ -139,13 +152,14 @@ export interface GroupSearchResult {
   newestId: string;
   /** more than maxSincePages pages were new: the oldest of them were not read */
   truncated: boolean;
-  /** the group's usernames that cannot be read (renamed, suspended, not found), by lowercase name */
+  /** the group's usernames that cannot be read (renamed, suspended, not found), by lowercase name; empty without resolveUsers */
   problems: Map<string, Exclude<XUserResolution, { status: 'ok' }>>;
 }
 
 /**
  * One group query (`packFromQueries`) with since_id and paging. The group's usernames are also
- * resolved (batched, cached: usually no call), so renamed and suspended accounts are reported.
+ * resolved (batched, cached: usually no call; unless `resolveUsers: false`), so renamed and
+ * suspended accounts are reported. The posts' authors (`includes.users`) refresh the user cache.
  */
 export async function searchGroup(
   ctx: XPollContext,
@@ -157,8 +171,9 @@ export async function searchGroup(
     throw new RangeError('sinceId is not a tweet id');
   const priority = request.priority ?? 'high';
   const problems: GroupSearchResult['problems'] = new Map();
-  for (const [name, r] of await ctx.users.resolve(group.usernames, priority))
-    if (r.status !== 'ok') problems.set(name, r);
+  if (request.resolveUsers ?? true)
+    for (const [name, r] of await ctx.users.resolve(group.usernames, priority))
+      if (r.status !== 'ok') problems.set(name, r);
   let since = sinceFor(ctx, sinceId, request.notBefore, request.firstPage ?? true);
   const reach = snowflakeBefore(new Date(Date.now() - SEARCH_REACH_MS));
   if (compareIds(since, reach) < 0) since = reach;
@@ -169,6 +184,7 @@ export async function searchGroup(
     tokenParam: 'next_token',
   } as const;
   const read = await readBack(ctx, call, since, priority);
+  await rememberAuthors(ctx, read.tweets);
   let newest = sinceId ?? snowflakeBefore(request.notBefore);
   for (const t of read.tweets) if (compareIds(t.id, newest) > 0) newest = t.id;
   return { tweets: read.tweets, newestId: newest, truncated: read.truncated, problems };

@@ -113,4 +113,22 @@ describe('X user resolution (batched, cached in Redis)', () => {
     const r = await source(redisB).resolveUsers(['acct5']);
     expect(r.get('acct5')!.status).toBe('suspended');
   });
+
+  it("a group search without lookups refreshes the cache from its posts' authors (includes.users)", async () => {
+    const a = source(redisA);
+    fake.state.post({ author: 'acct1', text: 'one' });
+    fake.state.post({ author: 'acct2', text: 'two' });
+    const r = await a.searchGroup(
+      { query: '(from:acct1 OR from:acct2 OR from:acct3)', usernames: ['acct1', 'acct2', 'acct3'] },
+      { sinceId: null, notBefore: new Date(Date.now() - 60_000), resolveUsers: false },
+    );
+    expect(r.tweets).toHaveLength(2);
+    expect(r.problems.size).toBe(0);
+    expect(fake.requests.count({ family: 'users' })).toBe(0);
+    // another replica finds the two authors cached; only the quiet account is looked up
+    const resolved = await source(redisB).resolveUsers(['acct1', 'acct2', 'acct3']);
+    expect(resolved.get('acct2')).toMatchObject({ status: 'ok', user: { id: fake.state.user('acct2')!.id } });
+    expect(fake.requests.count({ family: 'users' })).toBe(1);
+    expect(fake.requests.log.at(-1)!.params.get('usernames')).toBe('acct3');
+  });
 });

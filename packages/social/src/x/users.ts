@@ -7,6 +7,8 @@
  * or suspended. A missing name whose account this cache knew (`x:uid:<name>`, kept 30 days) was
  * renamed or deactivated: one `GET /2/users?ids=` (batched too) tells which, and the new username.
  * Problems are cached for at most 10 minutes, so a reinstated account comes back soon.
+ * `rememberMany` seeds the cache from the authors X sends with posts anyway (`includes.users`), so
+ * an account that posts stays cached without a lookup of its own.
  */
 import type { RedisClient } from '@sts/common';
 import { isValidUsername } from '@sts/core';
@@ -26,6 +28,11 @@ export interface XUserDirectory {
   resolve(usernames: readonly string[], priority?: XPriority): Promise<Map<string, XUserResolution>>;
   /** a user read elsewhere (profile read) refreshes the cache */
   remember(user: SocialUser): Promise<void>;
+  /**
+   * users seen elsewhere (the authors in a search's or the stream's `includes.users`) refresh the
+   * cache in one round: a target that posts is never looked up
+   */
+  rememberMany(users: readonly SocialUser[]): Promise<void>;
   forget(username: string): Promise<void>;
 }
 
@@ -248,6 +255,14 @@ export function createXUserDirectory(options: XUserDirectoryOptions): XUserDirec
       return result;
     },
     remember: (user) => save(new Map([[user.username.toLowerCase(), { status: 'ok', user }]])),
+    rememberMany: (users) =>
+      save(
+        new Map(
+          users
+            .filter((u) => u.id !== '' && u.username !== '')
+            .map((user) => [user.username.toLowerCase(), { status: 'ok', user }] as const),
+        ),
+      ),
     forget: (username) => store.del(userKey(username.toLowerCase())),
   };
 }

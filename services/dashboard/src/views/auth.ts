@@ -1,40 +1,55 @@
 import { field, formError, type FieldErrors } from './forms';
-import { html } from './html';
+import { html, type HtmlValue, type SafeHtml } from './html';
 import { csrfField, layout, type PageContext } from './layout';
 
-export function signUpPage(ctx: PageContext, values: { email?: string } = {}, errors?: FieldErrors): string {
+/** A page of one small form: the CSRF field and the form's error first, the submit button after its fields. */
+function formPage(
+  ctx: PageContext,
+  o: { title: string; action: string; submit: string; errors: FieldErrors | undefined },
+  fields: HtmlValue,
+  after: HtmlValue = '',
+): string {
   return layout(
     ctx,
-    'Create your account',
-    html`<form method="post" action="/signup" class="card narrow" novalidate>
-      ${csrfField(ctx)} ${formError(errors)}
-      ${field({ name: 'email', label: 'Email', type: 'email', value: values.email, required: true, autocomplete: 'email', errors })}
-      ${field({
-        name: 'password',
-        label: 'Password',
-        type: 'password',
-        required: true,
-        autocomplete: 'new-password',
-        hint: 'At least 10 characters.',
-        errors,
-      })}
-      <button type="submit" class="btn primary">Sign up</button>
-      <p>New accounts start on the Free plan. Already have one? <a href="/signin">Sign in</a>.</p>
+    o.title,
+    html`<form method="post" action="${o.action}" class="card narrow" novalidate>
+      ${csrfField(ctx)} ${formError(o.errors)} ${fields}
+      <button type="submit" class="btn primary">${o.submit}</button>
+      ${after}
     </form>`,
   );
 }
 
-export function signInPage(ctx: PageContext, values: { email?: string } = {}, errors?: FieldErrors): string {
-  return layout(
+function emailField(value: string | undefined, errors: FieldErrors | undefined): SafeHtml {
+  return field({ name: 'email', label: 'Email', type: 'email', value, required: true, autocomplete: 'email', errors });
+}
+
+/** `autocomplete`: new-password where one is chosen, current-password where one is asked for */
+function passwordField(
+  o: { label: string; autocomplete: 'new-password' | 'current-password'; hint?: string },
+  errors: FieldErrors | undefined,
+): SafeHtml {
+  return field({ name: 'password', type: 'password', required: true, ...o, errors });
+}
+
+export function signUpPage(ctx: PageContext, values: { email?: string } = {}, errors?: FieldErrors): string {
+  return formPage(
     ctx,
-    'Sign in',
-    html`<form method="post" action="/signin" class="card narrow" novalidate>
-      ${csrfField(ctx)} ${formError(errors)}
-      ${field({ name: 'email', label: 'Email', type: 'email', value: values.email, required: true, autocomplete: 'email', errors })}
-      ${field({ name: 'password', label: 'Password', type: 'password', required: true, autocomplete: 'current-password', errors })}
-      <button type="submit" class="btn primary">Sign in</button>
-      <p>No account yet? <a href="/signup">Sign up</a> — it is free. <a href="/reset">Forgot your password?</a></p>
-    </form>`,
+    { title: 'Create your account', action: '/signup', submit: 'Sign up', errors },
+    [
+      emailField(values.email, errors),
+      passwordField({ label: 'Password', autocomplete: 'new-password', hint: 'At least 10 characters.' }, errors),
+    ],
+    html`<p>New accounts start on the Free plan. Already have one? <a href="/signin">Sign in</a>.</p>`,
+  );
+}
+
+export function signInPage(ctx: PageContext, values: { email?: string } = {}, errors?: FieldErrors): string {
+  return formPage(
+    ctx,
+    { title: 'Sign in', action: '/signin', submit: 'Sign in', errors },
+    [emailField(values.email, errors), passwordField({ label: 'Password', autocomplete: 'current-password' }, errors)],
+    html`<p>No account yet? <a href="/signup">Sign up</a> — it is free. <a href="/reset">Forgot your password?</a></p>`,
   );
 }
 
@@ -73,34 +88,27 @@ export function checkEmailPage(ctx: PageContext, what: 'signup' | 'reset'): stri
 }
 
 export function resetRequestPage(ctx: PageContext, errors?: FieldErrors): string {
-  return layout(
+  return formPage(
     ctx,
-    'Reset your password',
-    html`<form method="post" action="/reset" class="card narrow" novalidate>
-      ${csrfField(ctx)} ${formError(errors)}
-      ${field({ name: 'email', label: 'Email', type: 'email', required: true, autocomplete: 'email', errors })}
-      <button type="submit" class="btn primary">Email me a reset link</button>
-    </form>`,
+    { title: 'Reset your password', action: '/reset', submit: 'Email me a reset link', errors },
+    emailField(undefined, errors),
   );
 }
 
 export function resetConfirmPage(ctx: PageContext, token: string, errors?: FieldErrors): string {
-  return layout(
+  return formPage(
     ctx,
-    'Choose a new password',
-    html`<form method="post" action="/reset/confirm" class="card narrow" novalidate>
-      ${csrfField(ctx)} ${formError(errors)}
-      <input type="hidden" name="token" value="${token}" />
-      ${field({
-        name: 'password',
-        label: 'New password',
-        type: 'password',
-        required: true,
-        autocomplete: 'new-password',
-        hint: 'At least 10 characters. Every session of your account is signed out.',
+    { title: 'Choose a new password', action: '/reset/confirm', submit: 'Set the new password', errors },
+    [
+      html`<input type="hidden" name="token" value="${token}" />`,
+      passwordField(
+        {
+          label: 'New password',
+          autocomplete: 'new-password',
+          hint: 'At least 10 characters. Every session of your account is signed out.',
+        },
         errors,
-      })}
-      <button type="submit" class="btn primary">Set the new password</button>
-    </form>`,
+      ),
+    ],
   );
 }

@@ -2,7 +2,8 @@ import type { ApiKeyView } from '@sts/usecases';
 import { formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html } from './html';
-import { csrfField, layout, type PageContext } from './layout';
+import { csrfField, layout, postButton, type PageContext } from './layout';
+import { ACTIONS_COLUMN, tableHead } from './table';
 
 export function keysPage(
   ctx: PageContext,
@@ -31,15 +32,7 @@ export function keysPage(
             ? html`<p>No active keys yet.</p>`
             : html`<div class="table-wrap">
                 <table class="stack">
-                  <thead>
-                    <tr>
-                      <th scope="col">Name</th>
-                      <th scope="col">Prefix</th>
-                      <th scope="col">Created</th>
-                      <th scope="col">Last used</th>
-                      <th scope="col"><span class="sr-only">Actions</span></th>
-                    </tr>
-                  </thead>
+                  ${tableHead(['Name', 'Prefix', 'Created', 'Last used', ACTIONS_COLUMN])}
                   <tbody>
                     ${live.map(
                       (k) =>
@@ -49,15 +42,12 @@ export function keysPage(
                           <td data-label="Created">${formatTime(k.createdAt)}</td>
                           <td data-label="Last used">${formatTime(k.lastUsedAt)}</td>
                           <td data-label="">
-                            <form
-                              method="post"
-                              action="/keys/${k.id}/revoke"
-                              data-confirm="Revoke the key ${k.prefix}…? Calls with it stop working within seconds."
-                            >
-                              ${csrfField(ctx)}<button type="submit" class="btn danger small">
-                                Revoke<span class="sr-only"> ${k.name || k.prefix}</span>
-                              </button>
-                            </form>
+                            ${postButton(ctx, {
+                              action: `/keys/${k.id}/revoke`,
+                              label: html`Revoke<span class="sr-only"> ${k.name || k.prefix}</span>`,
+                              class: 'btn danger small',
+                              confirm: `Revoke the key ${k.prefix}…? Calls with it stop working within seconds.`,
+                            })}
                           </td>
                         </tr>`,
                     )}

@@ -34,14 +34,26 @@ function unverifiedBanner(ctx: PageContext): HtmlValue {
       Verify your email address to create API keys, save webhook URLs and start the Starter trial: follow the link we
       sent to ${ctx.email}.
     </p>
-    <form method="post" action="/verify/resend">
-      ${csrfField(ctx)}<button type="submit" class="btn small">Send the link again</button>
-    </form>
+    ${postButton(ctx, { action: '/verify/resend', label: 'Send the link again', class: 'btn small' })}
   </div>`;
 }
 
 export function csrfField(ctx: PageContext): SafeHtml {
   return html`<input type="hidden" name="_csrf" value="${ctx.csrf}" />`;
+}
+
+/**
+ * A form of one button that posts to `action` with the CSRF field (and `hidden` fields);
+ * `confirm`: the question the page asks before it is sent (data-confirm).
+ */
+export function postButton(
+  ctx: PageContext,
+  o: { action: string; label: HtmlValue; class?: string; confirm?: string; hidden?: Record<string, string> },
+): SafeHtml {
+  const hidden = Object.entries(o.hidden ?? {}).map(([n, v]) => html`<input type="hidden" name="${n}" value="${v}" />`);
+  return html`<form method="post" action="${o.action}" ${o.confirm ? html` data-confirm="${o.confirm}"` : ''}>
+    ${csrfField(ctx)}${hidden}<button type="submit" class="${o.class ?? 'btn'}">${o.label}</button>
+  </form>`;
 }
 
 function current(path: string, href: string): boolean {

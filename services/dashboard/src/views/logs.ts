@@ -1,8 +1,9 @@
 import type { DeliveryDetail, DeliveryView, HeaderPair, HitView, MonitorView, Page } from '@sts/usecases';
 import { formatTime } from '../domain/format';
 import { html, type SafeHtml } from './html';
-import { csrfField, layout, type PageContext } from './layout';
+import { layout, postButton, type PageContext } from './layout';
 import { recoverForm, type RecoverFormState } from './recover';
+import { ACTIONS_COLUMN, tableHead } from './table';
 
 function subnav(m: MonitorView, current: 'deliveries' | 'hits'): SafeHtml {
   const cur = (k: string) => (k === current ? html` aria-current="page"` : '');
@@ -31,17 +32,7 @@ export function deliveryRows(ctx: PageContext, page: Page<DeliveryView>): SafeHt
     return html`<p class="empty">No deliveries yet. Use Test webhook on the settings tab to send one.</p>`;
   return html`<div class="table-wrap">
     <table class="log stack">
-      <thead>
-        <tr>
-          <th scope="col">Time</th>
-          <th scope="col">Event</th>
-          <th scope="col">Delivery id</th>
-          <th scope="col">Status</th>
-          <th scope="col">Latency</th>
-          <th scope="col">Error / response</th>
-          <th scope="col"><span class="sr-only">Actions</span></th>
-        </tr>
-      </thead>
+      ${tableHead(['Time', 'Event', 'Delivery id', 'Status', 'Latency', 'Error / response', ACTIONS_COLUMN])}
       <tbody>
         ${page.items.map(
           (d) =>
@@ -63,11 +54,11 @@ export function deliveryRows(ctx: PageContext, page: Page<DeliveryView>): SafeHt
                 </div>
               </td>
               <td data-label="">
-                <form method="post" action="/deliveries/${d.id}/redeliver">
-                  ${csrfField(ctx)}<button type="submit" class="btn small">
-                    Redeliver<span class="sr-only"> ${d.deliveryId}</span>
-                  </button>
-                </form>
+                ${postButton(ctx, {
+                  action: `/deliveries/${d.id}/redeliver`,
+                  label: html`Redeliver<span class="sr-only"> ${d.deliveryId}</span>`,
+                  class: 'btn small',
+                })}
               </td>
             </tr>`,
         )}
@@ -81,14 +72,7 @@ export function hitRows(page: Page<HitView>): SafeHtml {
     return html`<p class="empty">No hits yet. New posts of the target that match the keywords show up here.</p>`;
   return html`<div class="table-wrap">
     <table class="log stack">
-      <thead>
-        <tr>
-          <th scope="col">Detected</th>
-          <th scope="col">Author</th>
-          <th scope="col">Post</th>
-          <th scope="col">Posted</th>
-        </tr>
-      </thead>
+      ${tableHead(['Detected', 'Author', 'Post', 'Posted'])}
       <tbody>
         ${page.items.map(
           (h) =>
@@ -161,12 +145,7 @@ function headerTable(caption: string, part: string, pairs: HeaderPair[]): SafeHt
       <caption>
         ${caption}
       </caption>
-      <thead>
-        <tr>
-          <th scope="col">Name</th>
-          <th scope="col">Value</th>
-        </tr>
-      </thead>
+      ${tableHead(['Name', 'Value'])}
       <tbody>
         ${pairs.map(
           ([n, v]) =>
@@ -246,9 +225,7 @@ export function attemptPage(ctx: PageContext, m: MonitorView, d: DeliveryDetail)
                 ${responseBody(res.body)}`
             : html`<p class="muted">No answer.</p>`
         }
-        <form method="post" action="/deliveries/${d.id}/redeliver">
-          ${csrfField(ctx)}<button type="submit" class="btn">Redeliver</button>
-        </form>
+        ${postButton(ctx, { action: `/deliveries/${d.id}/redeliver`, label: 'Redeliver' })}
       </section>`,
   );
 }

@@ -2,7 +2,8 @@ import type { MonitorView, Overview, PayloadPreview, Preview, WebhookHealthView 
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html, type SafeHtml } from './html';
-import { csrfField, layout, type PageContext } from './layout';
+import { csrfField, layout, postButton, type PageContext } from './layout';
+import { tableHead } from './table';
 
 export interface MonitorFormValues {
   target?: string;
@@ -30,13 +31,7 @@ function previewSection(p: Preview): SafeHtml {
     <h2 id="pv-h">Preview: of @${p.target}'s last ${p.posts.length} posts, ${fired} would have fired</h2>
     <div class="table-wrap">
       <table class="stack">
-        <thead>
-          <tr>
-            <th scope="col">Post</th>
-            <th scope="col">Would fire</th>
-            <th scope="col">Why</th>
-          </tr>
-        </thead>
+        ${tableHead(['Post', 'Would fire', 'Why'])}
         <tbody>
           ${p.posts.map(
             (x) =>
@@ -97,16 +92,7 @@ export function monitorsPage(
           </div>`
         : html`<div class="table-wrap">
             <table class="stack">
-              <thead>
-                <tr>
-                  <th scope="col">Target</th>
-                  <th scope="col">Keywords</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Last check</th>
-                  <th scope="col">Last error</th>
-                  <th scope="col">Hits</th>
-                </tr>
-              </thead>
+              ${tableHead(['Target', 'Keywords', 'Status', 'Last check', 'Last error', 'Hits'])}
               <tbody>
                 ${monitors.map(
                   (m) =>
@@ -256,35 +242,29 @@ function webhookSection(
     ${
       w
         ? html`<div class="actions">
-              <form method="post" action="/monitors/${m.id}/webhook/test">
-                ${csrfField(ctx)}<button type="submit" class="btn">Test webhook</button>
-              </form>
-              <form method="post" action="/monitors/${m.id}/webhook/rotate">
-                ${csrfField(ctx)}<button type="submit" class="btn">Rotate secret</button>
-              </form>
-              <form
-                method="post"
-                action="/monitors/${m.id}/webhook/rotate"
-                data-confirm="Rotate the signing secret now? The old one stops working at once."
-              >
-                ${csrfField(ctx)}<input type="hidden" name="now" value="1" /><button type="submit" class="btn danger">
-                  Rotate now
-                </button>
-              </form>
+              ${postButton(ctx, { action: `/monitors/${m.id}/webhook/test`, label: 'Test webhook' })}
+              ${postButton(ctx, { action: `/monitors/${m.id}/webhook/rotate`, label: 'Rotate secret' })}
+              ${postButton(ctx, {
+                action: `/monitors/${m.id}/webhook/rotate`,
+                label: 'Rotate now',
+                class: 'btn danger',
+                confirm: 'Rotate the signing secret now? The old one stops working at once.',
+                hidden: { now: '1' },
+              })}
               ${
                 w.previousSecretUntil
-                  ? html`<form method="post" action="/monitors/${m.id}/webhook/use-new-secret">
-                      ${csrfField(ctx)}<button type="submit" class="btn">Use the new secret now</button>
-                    </form>`
+                  ? postButton(ctx, {
+                      action: `/monitors/${m.id}/webhook/use-new-secret`,
+                      label: 'Use the new secret now',
+                    })
                   : ''
               }
-              <form
-                method="post"
-                action="/monitors/${m.id}/webhook/delete"
-                data-confirm="Remove the webhook? Hits are still recorded."
-              >
-                ${csrfField(ctx)}<button type="submit" class="btn danger">Remove webhook</button>
-              </form>
+              ${postButton(ctx, {
+                action: `/monitors/${m.id}/webhook/delete`,
+                label: 'Remove webhook',
+                class: 'btn danger',
+                confirm: 'Remove the webhook? Hits are still recorded.',
+              })}
             </div>
             <details>
               <summary>Verify the signature (Node, packages/signing)</summary>
@@ -337,16 +317,16 @@ export function monitorPage(
         </dl>
         <div class="actions">
           <a class="btn" href="/monitors/${m.id}/edit">Edit</a>
-          <form method="post" action="/monitors/${m.id}/${m.status === 'active' ? 'pause' : 'resume'}">
-            ${csrfField(ctx)}<button type="submit" class="btn">${m.status === 'active' ? 'Pause' : 'Resume'}</button>
-          </form>
-          <form
-            method="post"
-            action="/monitors/${m.id}/delete"
-            data-confirm="Delete the monitor of @${m.targetUsername}, its webhook, hits and delivery log?"
-          >
-            ${csrfField(ctx)}<button type="submit" class="btn danger">Delete</button>
-          </form>
+          ${postButton(ctx, {
+            action: `/monitors/${m.id}/${m.status === 'active' ? 'pause' : 'resume'}`,
+            label: m.status === 'active' ? 'Pause' : 'Resume',
+          })}
+          ${postButton(ctx, {
+            action: `/monitors/${m.id}/delete`,
+            label: 'Delete',
+            class: 'btn danger',
+            confirm: `Delete the monitor of @${m.targetUsername}, its webhook, hits and delivery log?`,
+          })}
         </div>
       </section>
       ${webhookSection(ctx, m, liveWebhooks, webhookForm.errors, webhookForm.url)}

@@ -3,6 +3,7 @@ import { barChart } from '../domain/chart';
 import { formatDay, formatNumber, formatTime, percent } from '../domain/format';
 import { html, type SafeHtml } from './html';
 import { layout, type PageContext } from './layout';
+import { tableHead } from './table';
 
 const PLAN_NAME = { free: 'Free', starter: 'Starter' } as const;
 
@@ -54,12 +55,7 @@ export function usageChart(daily: Overview['daily']): SafeHtml {
         <caption class="sr-only">
           API calls per day this month
         </caption>
-        <thead>
-          <tr>
-            <th scope="col">Day</th>
-            <th scope="col">Calls</th>
-          </tr>
-        </thead>
+        ${tableHead(['Day', 'Calls'])}
         <tbody>
           ${daily.map(
             (d) =>

@@ -1,7 +1,7 @@
 import type { Overview, PlanFacts } from '@sts/usecases';
 import { formatDay, formatInterval, formatNumber } from '../domain/format';
 import { html, type SafeHtml } from './html';
-import { csrfField, layout, type PageContext } from './layout';
+import { layout, postButton, type PageContext } from './layout';
 
 function column(name: string, f: PlanFacts, current: boolean, extra: SafeHtml | string): SafeHtml {
   return html`<section class="card plan${current ? ' current' : ''}" aria-labelledby="plan-${f.name}">
@@ -24,9 +24,11 @@ export function planPage(ctx: PageContext, o: Overview, facts: { free: PlanFacts
   const onStarter = o.account.effectivePlan === 'starter';
   let trial: SafeHtml;
   if (o.trial.state === 'available' && !onStarter) {
-    trial = html`<form method="post" action="/plan/trial">
-      ${csrfField(ctx)}<button type="submit" class="btn primary">Start the ${o.trial.days}-day Starter trial</button>
-    </form>`;
+    trial = postButton(ctx, {
+      action: '/plan/trial',
+      label: `Start the ${o.trial.days}-day Starter trial`,
+      class: 'btn primary',
+    });
   } else if (o.trial.state === 'active') {
     trial = html`<p>Trial active until <strong>${formatDay(o.trial.endsAt)}</strong>.</p>`;
   } else if (o.trial.state === 'ended') {

@@ -8,7 +8,7 @@ import { Prisma, type Db, type HitRow } from '@sts/db';
 import type { MonitorHitEvent } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
-import type { ScheduleWrite, TargetState } from '../domain/schedule';
+import type { ReadTime, ScheduleWrite, TargetState } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
 
@@ -34,8 +34,11 @@ export interface StoredCursor extends CursorState {
 export interface PollerRepository {
   /** every target with active monitors (a forced cycle) */
   targets(): Promise<TargetState[]>;
-  /** the targets whose schedule row is due at `now` (poll_targets.next_due_at, indexed): what a tick reads */
-  dueTargets(now: Date): Promise<TargetState[]>;
+  /**
+   * the targets whose schedule row is due (poll_targets.next_due_at, indexed): what a tick reads,
+   * and the read time on PostgreSQL's clock (with its microseconds)
+   */
+  dueTargets(): Promise<{ readAt: ReadTime; targets: TargetState[] }>;
   /** one target's state (null: no active monitor watches it) */
   target(targetKey: string): Promise<TargetState | null>;
   /** writes re-evaluated schedules of targets that were read as due but are not */
@@ -55,6 +58,11 @@ export interface PollerRepository {
   ): Promise<NewHit[]>;
   /** Records a failed poll: cursor untouched; the error goes on the target's monitors. */
   recordFailure(targetKey: string, error: string, polledAt: Date, schedule?: ScheduleWrite): Promise<void>;
+  /**
+   * A poll the fleet's budget refused before any read: the error shows on the target's monitors
+   * and cursor, but it is no poll (last_polled_at and last_check_at stay), so the target stays due.
+   */
+  recordRefusal(targetKey: string, error: string, schedule: ScheduleWrite): Promise<void>;
 }
 
 interface TargetRow {
@@ -63,6 +71,7 @@ interface TargetRow {
   plans: PlanName[];
   free_trial_ends_at: Date | null;
   last_polled_at: Date | null;
+  last_success_at: Date | null;
 }
 
 /**
@@ -74,12 +83,12 @@ function targetRows(db: Db, keys: Prisma.Sql): Promise<TargetRow[]> {
     SELECT m.target_key, min(m.target_username) AS username,
            array_agg(DISTINCT a.plan::text) AS plans,
            max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-           c.last_polled_at
+           c.last_polled_at, c.last_success_at
     FROM monitors m
     JOIN accounts a ON a.id = m.account_id
     LEFT JOIN poll_cursors c ON c.target_key = m.target_key
     WHERE m.is_active AND m.target_key IN (${keys})
-    GROUP BY m.target_key, c.last_polled_at`;
+    GROUP BY m.target_key, c.last_polled_at, c.last_success_at`;
 }
 
 function toTarget(r: TargetRow): TargetState {
@@ -88,6 +97,7 @@ function toTarget(r: TargetRow): TargetState {
     username: r.username,
     accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
     lastPolledAt: r.last_polled_at,
+    lastSuccessAt: r.last_success_at,
   };
 }
 
@@ -96,11 +106,16 @@ function toTarget(r: TargetRow): TargetState {
  * after the poller read the target (then due at once, re-evaluated by the next tick), or no active
  * monitor is left (never due).
  */
+/** a read time for SQL: PostgreSQL's exact one when the tick has it */
+function pgTime(readAt: ReadTime): string {
+  return readAt.exact ?? readAt.toISOString();
+}
+
 function writeSchedule(db: Pick<Db, '$executeRaw'>, targetKey: string, s: ScheduleWrite): Promise<number> {
   return db.$executeRaw`
     UPDATE poll_targets SET
       next_due_at = CASE WHEN active_monitors = 0 THEN '9999-12-31 00:00:00+00'::timestamptz
-                         WHEN changed_at >= ${s.readAt} THEN least(next_due_at, now())
+                         WHEN changed_at >= ${pgTime(s.readAt)}::timestamptz THEN least(next_due_at, now())
                          ELSE ${s.nextDueAt} END,
       pushed = ${s.pushed}
     WHERE target_key = ${targetKey}`;
@@ -169,16 +184,21 @@ export function createPollerRepository(db: Db): PollerRepository {
       return (await targetRows(db, Prisma.sql`SELECT target_key FROM monitors WHERE is_active`)).map(toTarget);
     },
 
-    async dueTargets(now) {
-      // the due keys first (an index range on next_due_at: nothing due, nothing else read), then
-      // their monitors through the (target_key, is_active) index. `now` has the JS clock's
-      // millisecond resolution and the triggers stamp now() in microseconds: a change made in the
-      // same millisecond as the tick is due at it, not one interval later
-      const due = await db.$queryRaw<{ target_key: string }[]>`
-        SELECT target_key FROM poll_targets WHERE next_due_at < ${now}::timestamptz + interval '1 millisecond'`;
-      if (due.length === 0) return [];
-      const keys = due.map((r) => r.target_key);
-      return (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget);
+    async dueTargets() {
+      // the read time from PostgreSQL's clock, taken once after the statement's snapshot (every
+      // change visible to it was stamped before), in microseconds like the triggers' stamps; then
+      // the due keys (an index range on next_due_at: nothing due, nothing else read) and their
+      // monitors through the (target_key, is_active) index
+      const rows = await db.$queryRaw<{ at_ms: number; at_exact: string; target_key: string | null }[]>`
+        WITH t AS MATERIALIZED (SELECT clock_timestamp() AS at)
+        SELECT floor(extract(epoch FROM t.at) * 1000)::float8 AS at_ms,
+               to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_exact,
+               p.target_key
+        FROM t LEFT JOIN poll_targets p ON p.next_due_at <= t.at`;
+      const readAt: ReadTime = Object.assign(new Date(Number(rows[0]!.at_ms)), { exact: rows[0]!.at_exact });
+      const keys = rows.flatMap((r) => (r.target_key === null ? [] : [r.target_key]));
+      if (keys.length === 0) return { readAt, targets: [] };
+      return { readAt, targets: (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget) };
     },
 
     async target(targetKey) {
@@ -195,7 +215,7 @@ export function createPollerRepository(db: Db): PollerRepository {
                              ELSE r.next_due_at END,
           pushed = r.pushed
         FROM unnest(${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.nextDueAt)}::timestamptz[],
-                    ${rows.map((r) => r.pushed)}::boolean[], ${rows.map((r) => r.readAt)}::timestamptz[])
+                    ${rows.map((r) => r.pushed)}::boolean[], ${rows.map((r) => pgTime(r.readAt))}::timestamptz[])
              AS r(target_key, next_due_at, pushed, read_at)
         WHERE p.target_key = r.target_key`;
     },
@@ -249,6 +269,18 @@ export function createPollerRepository(db: Db): PollerRepository {
           data: { lastCheckAt: polledAt, lastError: error },
         });
         if (schedule) await writeSchedule(tx, targetKey, schedule);
+      });
+    },
+
+    async recordRefusal(targetKey, error, schedule) {
+      await db.$transaction(async (tx) => {
+        await tx.pollCursor.upsert({
+          where: { targetKey },
+          create: { targetKey, lastError: error },
+          update: { lastError: error },
+        });
+        await tx.monitor.updateMany({ where: { targetKey, isActive: true }, data: { lastError: error } });
+        await writeSchedule(tx, targetKey, schedule);
       });
     },
   };

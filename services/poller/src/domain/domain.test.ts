@@ -1,7 +1,7 @@
 import { compareIds, snowflakeBefore, snowflakeId } from '@sts/core';
 import type { SocialTweet } from '@sts/social';
 import { compileMonitors, findHits, hitEvent, type WatchingMonitor } from './hits';
-import { dueTargets, intervalFor, oldestCreation, type IntervalPolicy, type TargetState } from './schedule';
+import { dueTargets, fairOrder, intervalFor, oldestCreation, type IntervalPolicy, type TargetState } from './schedule';
 
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 const now = new Date('2026-05-01T12:00:00.000Z');
@@ -81,6 +81,36 @@ describe('intervals', () => {
     const recent = { ...target(free, new Date(now.getTime() - 299_000)), targetKey: 'recent' };
     const old = { ...target(free, new Date(now.getTime() - 300_000)), targetKey: 'old' };
     expect(dueTargets([never, recent, old], policy, now).map((t) => t.targetKey)).toEqual(['never', 'old']);
+  });
+
+  it('a tick polls Starter/trial targets first, then the one read successfully longest ago (never read first)', () => {
+    const free = [{ plan: 'free' as const, trialEndsAt: null }];
+    const trial = [{ plan: 'free' as const, trialEndsAt: new Date(now.getTime() + 86_400_000) }];
+    const starter = [{ plan: 'starter' as const, trialEndsAt: null }];
+    const ago = (s: number) => new Date(now.getTime() - s * 1000);
+    // lastPolledAt moves on refused polls too: the order follows the last success only
+    const t = (key: string, accounts: TargetState['accounts'], success: Date | null) => ({
+      ...target(accounts, now),
+      targetKey: key,
+      lastSuccessAt: success,
+    });
+    const order = fairOrder(
+      [
+        t('free-old', free, ago(900)),
+        t('starter-recent', starter, ago(60)),
+        t('free-never', free, null),
+        t('trial-old', trial, ago(600)),
+        t('starter-never', starter, null),
+      ],
+      now,
+    );
+    expect(order.map((x) => x.targetKey)).toEqual([
+      'starter-never',
+      'trial-old',
+      'starter-recent',
+      'free-never',
+      'free-old',
+    ]);
   });
 });
 

@@ -19,6 +19,8 @@ export interface TargetState {
   /** the distinct plans (with trial end) of the accounts whose active monitors watch the target */
   accounts: WatchingAccount[];
   lastPolledAt: Date | null;
+  /** the last poll that was recorded (a failed or refused poll moves lastPolledAt only); absent: unknown */
+  lastSuccessAt?: Date | null;
 }
 
 export interface IntervalPolicy {
@@ -61,6 +63,21 @@ export function oldestCreation(monitorsCreatedAt: readonly Date[]): Date {
   return new Date(Number.isFinite(oldest) ? oldest : 0);
 }
 
+/**
+ * The order a tick polls its due targets in, so that a short budget (the X governor refusing
+ * calls) stretches polls fairly instead of starving some targets: Starter/trial targets before
+ * Free-only ones, and within each the one read successfully longest ago first (never read first).
+ * A refused poll does not count as a read, so the targets it left out come first next time: every
+ * target is read once before any is read twice.
+ */
+export function fairOrder(targets: readonly TargetState[], now: Date): TargetState[] {
+  const success = (t: TargetState) => t.lastSuccessAt?.getTime() ?? -Infinity;
+  return targets
+    .map((t) => ({ t, paid: isPushed(t, now) ? 0 : 1, at: success(t) }))
+    .sort((a, b) => a.paid - b.paid || a.at - b.at || (a.t.targetKey < b.t.targetKey ? -1 : 1))
+    .map((x) => x.t);
+}
+
 /** A target is pushed (a committed local tweet wakes its poll) when a Starter or trial account watches it. */
 export function isPushed(target: Pick<TargetState, 'accounts'>, now: Date): boolean {
   return target.accounts.some((a) => effectivePlan(a, now) !== 'free');
@@ -72,12 +89,22 @@ export function nextDueAt(target: TargetState, policy: IntervalPolicy, now: Date
   return new Date(from.getTime() + intervalFor(target, policy, now) * 1000);
 }
 
+/**
+ * When the poller read a target's state. A tick's read time comes from PostgreSQL's own clock (the
+ * due query's `clock_timestamp()`), the clock the triggers stamp `changed_at` / `next_due_at`
+ * with, and carries its microseconds in `exact` (a Date holds milliseconds): the schedule writes
+ * compare that with the stamps, so a change is either read by the tick or after it, never both.
+ * A plain Date (pushes, forced cycles: the JS clock) compares at its millisecond, where a change
+ * stamped in the same millisecond counts as after the read (re-evaluated: the safe side).
+ */
+export type ReadTime = Date & { readonly exact?: string };
+
 /** What the poller writes into a target's schedule row after a poll or a re-evaluation. */
 export interface ScheduleWrite {
   nextDueAt: Date;
   pushed: boolean;
   /** when the poller read the target's state: a change stamped later makes the target due at once */
-  readAt: Date;
+  readAt: ReadTime;
 }
 
 /** The schedule after polling `target` at `polledAt`. */
@@ -85,7 +112,7 @@ export function scheduleAfterPoll(
   target: TargetState,
   policy: IntervalPolicy,
   polledAt: Date,
-  readAt: Date,
+  readAt: ReadTime,
 ): ScheduleWrite {
   return {
     nextDueAt: new Date(polledAt.getTime() + intervalFor(target, policy, polledAt) * 1000),

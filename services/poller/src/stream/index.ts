@@ -14,6 +14,7 @@ import { createStreamElection } from './election';
 import { createStreamMetrics, type LatencyRecorder } from './metrics';
 import { createStreamRepository } from './repository';
 import { createGroupSearch } from './search';
+import { createUserCheck } from './userCheck';
 import { createStreamMode, type StreamMode } from './streamMode';
 import { createXStreamApi } from './xStreamApi';
 
@@ -45,11 +46,14 @@ export function buildStreamMode(
     /** tests: shorter than X's 20 s */
     stallMs?: number;
     syncMs?: number;
+    /** the accounts' background check interval; default 60 s */
+    userCheckMs?: number;
   },
 ): StreamMode {
   const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
+  const repository = createStreamRepository(deps.db);
   return createStreamMode({
-    repository: createStreamRepository(deps.db),
+    repository,
     pollerRepository: deps.pollerRepository,
     election: createStreamElection({ databaseUrl: env.DATABASE_URL, logger: deps.logger }),
     api: createXStreamApi({
@@ -59,6 +63,13 @@ export function buildStreamMode(
       timeoutMs: env.X_TIMEOUT_MS,
     }),
     search: createGroupSearch(deps.source),
+    userCheck: createUserCheck({
+      users: deps.source.users,
+      pollerRepository: deps.pollerRepository,
+      repository,
+      logger: deps.logger,
+      ...(deps.userCheckMs !== undefined && { intervalMs: deps.userCheckMs }),
+    }),
     logger: deps.logger,
     metrics: createStreamMetrics(deps.registry, {
       ...(deps.latency ? { latency: deps.latency } : {}),

@@ -29,6 +29,8 @@ export interface StreamRepository {
   position(): Promise<StreamPosition>;
   /** moves the position forward only (another holder's later write wins) */
   savePosition(position: StreamPosition): Promise<void>;
+  /** the target's account can be read again: `last_error` off its active monitors and cursor */
+  clearError(targetKey: string): Promise<void>;
 }
 
 const NAME = 'x';
@@ -78,6 +80,12 @@ export function createStreamRepository(db: Db): StreamRepository {
                                ELSE x_stream_state.last_tweet_id END,
           alive_at = greatest(x_stream_state.alive_at, EXCLUDED.alive_at),
           updated_at = now()`;
+    },
+    async clearError(targetKey) {
+      await db.$transaction([
+        db.monitor.updateMany({ where: { targetKey, isActive: true }, data: { lastError: null } }),
+        db.pollCursor.updateMany({ where: { targetKey }, data: { lastError: null } }),
+      ]);
     },
   };
 }

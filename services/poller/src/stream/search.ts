@@ -2,10 +2,10 @@
  * Backfill by batched search, through the X provider's own group search (packages/social
  * `XSource.searchGroup`: `from:a OR from:b ...` groups packed by `packFromQueries` within
  * X_QUERY_MAX_LENGTH, since_id and paging on GET /2/tweets/search/recent, every call through the
- * request helper and the fleet's rate-limit governor), at high priority. The usernames are
- * resolved first in batches of 100 (`resolveUsers`, cached in Redis), so the group searches find
- * them cached instead of looking each group up; groups run `concurrency` at a time, so a gap's
- * backfill over many rules ends in a few round trips.
+ * request helper and the fleet's rate-limit governor), at high priority. No user lookup: `from:`
+ * queries need no user id, and the posts' authors (`includes.users`) refresh the fleet's user
+ * cache as they come; the stream mode checks its accounts in the background (stream/userCheck.ts).
+ * Groups run `concurrency` at a time, so a gap's backfill over many rules ends in a few round trips.
  */
 import { snowflakeBefore } from '@sts/core';
 import { packFromQueries, type SocialTweet, type XSource } from '@sts/social';
@@ -15,9 +15,8 @@ export interface GroupSearch {
   (usernames: readonly string[], since: Date, queryMaxLength: number): Promise<SocialTweet[]>;
 }
 
-export function createGroupSearch(source: Pick<XSource, 'searchGroup' | 'resolveUsers'>, concurrency = 8): GroupSearch {
+export function createGroupSearch(source: Pick<XSource, 'searchGroup'>, concurrency = 8): GroupSearch {
   return async (usernames, since, queryMaxLength) => {
-    await source.resolveUsers(usernames, 'high');
     const groups = packFromQueries([...usernames].sort(), queryMaxLength);
     const out: SocialTweet[] = [];
     let next = 0;
@@ -30,6 +29,7 @@ export function createGroupSearch(source: Pick<XSource, 'searchGroup' | 'resolve
           // the caller's `since` already reaches behind the gap
           firstPage: false,
           priority: 'high',
+          resolveUsers: false,
         });
         out.push(...r.tweets);
       }

@@ -74,9 +74,18 @@ function env(overrides: Partial<StreamModeEnv> = {}): StreamModeEnv {
   };
 }
 
-function startMode(overrides: Partial<StreamModeEnv> = {}, registry = new Registry()): StreamMode {
+function startMode(
+  overrides: Partial<StreamModeEnv> = {},
+  registry = new Registry(),
+  extra: { userCheckMs?: number; userCacheTtlSeconds?: number } = {},
+): StreamMode {
   const e = env(overrides);
-  const source = createXSource({ baseUrl: e.X_API_BASE_URL, bearerToken: 'test-token', redis });
+  const source = createXSource({
+    baseUrl: e.X_API_BASE_URL,
+    bearerToken: 'test-token',
+    redis,
+    ...(extra.userCacheTtlSeconds !== undefined && { userCacheTtlSeconds: extra.userCacheTtlSeconds }),
+  });
   const mode = buildStreamMode(e, {
     db,
     source,
@@ -85,6 +94,7 @@ function startMode(overrides: Partial<StreamModeEnv> = {}, registry = new Regist
     registry,
     stallMs: 700,
     syncMs: 150,
+    ...(extra.userCheckMs !== undefined && { userCheckMs: extra.userCheckMs }),
   });
   running.push(mode);
   mode.start();
@@ -294,5 +304,49 @@ describe('X stream mode', () => {
     expect(idx).toBeGreaterThanOrEqual(0);
     await waitFor(async () => (await hitsOf(monitors[idx]!.id)).includes(posts[idx]!.id), 15_000);
     expect(fake.requests.count({ family: 'search' })).toBeGreaterThan(0);
+  });
+
+  it('set-up costs at most one request per 20 targets: rules, one connect, the backfill; no user lookup', async () => {
+    const account = await createAccount(db, 'starter');
+    const names = Array.from({ length: 200 }, (_, i) => `su_${String(i).padStart(3, '0')}`);
+    for (const n of names) fake.state.addUser({ username: n });
+    await db.monitor.createMany({
+      data: names.map((n) => ({ accountId: account.id, targetUsername: n, targetKey: n, keywords: [] })),
+    });
+    // rules of 64 characters here (the fake's limit; X's is 1,024+): 4 usernames a rule, 50 rules in one call
+    startMode();
+    await waitFor(() => stream.connections() === 1 && ruled().length === names.length, 15_000);
+    // the new rules' backfill (X_RULE_SETTLE_SECONDS 0 here): every group searched once
+    const groups = Math.ceil(names.length / Math.floor(512 / ' OR from:su_000'.length));
+    await waitFor(() => fake.requests.count({ family: 'search' }) >= groups);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(fake.requests.count({ family: 'users' })).toBe(0);
+    expect(fake.requests.log.length).toBeLessThanOrEqual(names.length / 20);
+    // a post still becomes a hit: the stream needed no user id
+    const m = await db.monitor.findFirstOrThrow({ where: { targetKey: 'su_007' } });
+    const t = fake.state.post({ author: 'su_007', text: 'hello' });
+    await waitFor(async () => (await hitsOf(m.id)).includes(t.id));
+  });
+
+  it('renamed and suspended accounts show as last_error by the background check, cleared when readable again', async () => {
+    const nina = await monitor('nina');
+    const omar = await monitor('omar');
+    const pete = await monitor('pete');
+    // cache TTL 1 s: a sighting ages out within the test (X_USER_CACHE_TTL_SECONDS, 1 h by default)
+    startMode({}, new Registry(), { userCheckMs: 400, userCacheTtlSeconds: 1 });
+    await waitFor(() => stream.connections() === 1 && ruled().join() === 'nina,omar,pete');
+    expect(fake.requests.count({ family: 'users' })).toBe(0); // not at set-up
+    // the first background pass looks the accounts up (and learns their ids)
+    await waitFor(() => fake.requests.count({ family: 'users' }) >= 1, 10_000);
+    fake.state.rename('nina', 'nina_new');
+    fake.state.suspend('omar');
+    const errorOf = async (id: string) => (await db.monitor.findUniqueOrThrow({ where: { id } })).lastError;
+    await waitFor(async () => /renamed/.test((await errorOf(nina.id)) ?? ''), 15_000);
+    await waitFor(async () => /suspended/.test((await errorOf(omar.id)) ?? ''), 15_000);
+    expect(await errorOf(nina.id)).toMatch(/@nina was renamed on X: account \d+ is now @nina_new/);
+    expect(await errorOf(pete.id)).toBeNull();
+    fake.state.suspend('omar', false);
+    await waitFor(async () => (await errorOf(omar.id)) === null, 15_000);
+    expect(await errorOf(nina.id)).toMatch(/renamed/);
   });
 });

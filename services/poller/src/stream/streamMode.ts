@@ -13,6 +13,9 @@
  * creation (at most `lookbackMs` back). Overflow targets (beyond X_MAX_RULES) are polled by the
  * holder with batched search every `overflowIntervalMs`. Hits are unique per monitor and tweet, so
  * the stream and a backfill bringing the same tweet make one hit.
+ *
+ * No user lookup on the way: rules and backfills use `from:username`, posts carry their author.
+ * Renamed and suspended accounts are found by the background check (stream/userCheck.ts).
  */
 import type { Logger } from '@sts/common';
 import type { SocialTweet } from '@sts/social';
@@ -24,6 +27,7 @@ import type { StreamElection } from './election';
 import { recordTweets } from './recorder';
 import type { StreamRepository, StreamTarget } from './repository';
 import type { GroupSearch } from './search';
+import type { UserCheck } from './userCheck';
 import type { XStreamApi } from './xStreamApi';
 
 export interface StreamMetrics {
@@ -42,6 +46,8 @@ export interface StreamModeOptions {
   election: StreamElection;
   api: XStreamApi;
   search: GroupSearch;
+  /** the accounts' background check (renamed, suspended → last_error), off the set-up path */
+  userCheck?: UserCheck;
   logger: Logger;
   metrics?: StreamMetrics;
   /** X_RULE_MAX_LENGTH, X_MAX_RULES, X_QUERY_MAX_LENGTH */
@@ -115,6 +121,7 @@ class StreamModeRunner implements StreamMode {
   private record(tweets: SocialTweet[], via: 'stream' | 'backfill'): Promise<void> {
     // a backfill re-reads its overlap window: what this holder recorded already is left out
     const fresh = via === 'backfill' ? tweets.filter((t) => !this.recent.has(t.id)) : tweets;
+    if (via === 'stream') this.options.userCheck?.seen(fresh.map((t) => t.author));
     const run = async () => {
       const r = await recordTweets(this.options.pollerRepository, fresh);
       if (r.hits > 0) this.metrics?.hits(r.hits);
@@ -233,6 +240,7 @@ class StreamModeRunner implements StreamMode {
     if (!state) return;
     state.abort.abort();
     await state.connection;
+    this.options.userCheck?.reset();
     this.metrics?.connected(0);
     this.logger.info('this replica no longer holds the X stream');
   }
@@ -323,6 +331,9 @@ class StreamModeRunner implements StreamMode {
     if (becoming) this.connect(state);
     if (state.connected && this.aliveAt)
       await this.options.repository.savePosition({ lastTweetId: this.lastTweetId, aliveAt: this.aliveAt });
+    await this.options.userCheck?.flush();
+    // in the background, at low priority: never part of a connection's set-up
+    if (state.connected) this.options.userCheck?.maybeRun([...ruleUsernames(state), ...state.overflow]);
   }
 
   private tick(): void {
@@ -351,6 +362,7 @@ class StreamModeRunner implements StreamMode {
     await this.current;
     await this.giveUp();
     await this.drain();
+    await this.options.userCheck?.stop();
     await this.options.election.close();
   }
 

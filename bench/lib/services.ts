@@ -1,0 +1,100 @@
+/**
+ * The set-up every bench main repeats: where the shared services are, a database of its own
+ * (created, migrated, dropped afterwards), its Redis keys under a prefix, the test CA for HTTPS
+ * receivers, and stopping the service processes it started.
+ *
+ * Where the benches find the services: BENCH_POSTGRES_URL (the admin URL, database `postgres`) and
+ * BENCH_REDIS_URL, else the local defaults; the benches that also use RabbitMQ read the test run's
+ * TEST_* variables too (`serviceUrls`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { Client } from 'pg';
+import { ensureDatabase, migrate } from '../../packages/db/src';
+import { ensureTestCa, testCaTrusted } from '../../packages/testing/src/https';
+import { LOCAL_DEFAULTS, urlsFromEnv, type ServiceUrls } from '../../packages/testing/src/services';
+
+/** the repository root: service files are started from here */
+export const root = path.resolve(__dirname, '../..');
+
+/** PostgreSQL's admin URL: BENCH_POSTGRES_URL, else the local server. */
+export function postgresAdminUrl(): string {
+  return process.env.BENCH_POSTGRES_URL ?? LOCAL_DEFAULTS.postgres;
+}
+
+/** Redis: BENCH_REDIS_URL, else the local server. */
+export function redisUrl(): string {
+  return process.env.BENCH_REDIS_URL ?? LOCAL_DEFAULTS.redis;
+}
+
+/** PostgreSQL, Redis and RabbitMQ as the tests find them (TEST_*), BENCH_POSTGRES_URL first for PostgreSQL. */
+export function serviceUrls(): ServiceUrls {
+  const urls: ServiceUrls = { ...LOCAL_DEFAULTS, ...urlsFromEnv() };
+  if (process.env.BENCH_POSTGRES_URL) urls.postgres = process.env.BENCH_POSTGRES_URL;
+  return urls;
+}
+
+/** Creates database `name` next to `adminUrl` and applies the migrations; returns its URL. */
+export async function createDatabase(adminUrl: string, name: string): Promise<string> {
+  const url = databaseUrl(adminUrl, name);
+  await ensureDatabase(url);
+  await migrate(url);
+  return url;
+}
+
+/** The URL of database `name` on the server of `adminUrl`. */
+export function databaseUrl(adminUrl: string, name: string): string {
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Drops database `name` (closing its connections). */
+export async function dropDatabase(adminUrl: string, name: string): Promise<void> {
+  const c = new Client({ connectionString: adminUrl });
+  await c.connect();
+  try {
+    await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  } finally {
+    await c.end();
+  }
+}
+
+/** Deletes every Redis key that starts with `prefix`. */
+export async function deleteKeys(url: string, prefix: string): Promise<void> {
+  const redis = new Redis(url);
+  try {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length) await redis.del(...keys);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * HTTPS receivers use the test CA (packages/testing/src/https.ts); Node trusts it only through
+ * NODE_EXTRA_CA_CERTS at start, so a bench that needs it makes the CA and runs `file` (its own
+ * __filename) again with it set, exiting with that run's code.
+ */
+export async function trustTestCa(file: string): Promise<void> {
+  if (testCaTrusted()) return;
+  const ca = await ensureTestCa();
+  const child = spawn(process.execPath, ['--import', 'tsx', file, ...process.argv.slice(2)], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.certPath },
+  });
+  const code = await new Promise<number>((resolve) => child.on('exit', (c) => resolve(c ?? 1)));
+  process.exit(code);
+}
+
+/** Stops a child with SIGTERM and waits for its exit (SIGKILL after `killAfterMs`). */
+export async function stopChild(child: ChildProcess | undefined, killAfterMs = 30_000): Promise<void> {
+  if (!child || child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  await exited;
+  clearTimeout(timer);
+}
