@@ -37,7 +37,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.test.ts', 'bench/**/*.ts', 'packages/testing/**/*.ts'],
+    files: ['**/*.test.ts', 'bench/**/*.ts', 'packages/testing/**/*.ts', '{packages,services}/*/test/**/*.ts'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',
       '@typescript-eslint/no-unsafe-assignment': 'off',

@@ -4,7 +4,7 @@
  * printed), in rounds of 10000 with a new seed each (seed + round). Exits 1 on the first round
  * with a disagreement, printing the inputs (replay: FUZZ_SEED=<round seed> FUZZ_ITERATIONS=10000).
  */
-import { fuzz } from '../packages/http1/src/differential';
+import { fuzz } from '../packages/http1/test/differential';
 
 async function main(): Promise<void> {
   const total = Number(process.env.FUZZ_ITERATIONS ?? 200_000);

@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import { createTestDatabase } from '@sts/testing';
 import { createDbClient } from './client';
 import { loadMigrations, migrate, MIGRATIONS_DIR, MigrationError } from './migrate';
-import { schemaDrift } from './schema-drift';
+import { schemaDrift } from '../test/schemaDrift';
 
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;

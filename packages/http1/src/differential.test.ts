@@ -5,7 +5,7 @@
  * two disagree ours must be the one refusing; it never takes a request llhttp frames
  * differently. Longer runs: `pnpm fuzz:gateway` (FUZZ_ITERATIONS).
  */
-import { cases, differential, fuzz, type FuzzResult } from './differential';
+import { cases, differential, fuzz, type FuzzResult } from '../test/differential';
 
 function report(seed: number, result: FuzzResult): string {
   return result.disagreements

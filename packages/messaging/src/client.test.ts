@@ -4,7 +4,7 @@ import { capturingLogger, createTestVhost, queueInfo, rawChannel, turns, waitFor
 import { AmqpClient, PublishError, type ConsumeOutcome } from './client';
 import { ContractError, DEAD_LETTER_EXCHANGE, EXCHANGE, type Envelope, type RoutingKey } from './contracts';
 import { declareQueue } from './topology';
-import { hitPayload, testPayload } from './testing';
+import { hitPayload, testPayload } from '../test/payloads';
 
 let vhost: { url: string; vhost: string };
 let client: AmqpClient;

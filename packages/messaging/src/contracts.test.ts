@@ -10,7 +10,7 @@ import {
   type MonitorHitEvent,
 } from './contracts';
 import { accountEventKey } from './contracts';
-import { hitPayload, testPayload } from './testing';
+import { hitPayload, testPayload } from '../test/payloads';
 
 describe('contracts', () => {
   it('has exactly the monitor, webhook and account routing keys', () => {

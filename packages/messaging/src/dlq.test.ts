@@ -4,7 +4,7 @@ import { capturingLogger, createTestVhost, management, queueInfo, waitFor } from
 import { AmqpClient, type ConsumeOutcome } from './client';
 import { DEAD_LETTER_EXCHANGE, EXCHANGE, type Envelope } from './contracts';
 import { listDeadLetters, migrateToQuorum, replayDeadLetters } from './dlq';
-import { hitPayload, testPayload } from './testing';
+import { hitPayload, testPayload } from '../test/payloads';
 import { declareQueue, DELIVERY_LIMIT, DLQ_DELIVERY_LIMIT, DLQ_MAX_LENGTH } from './topology';
 
 let vhost: { url: string; vhost: string };

@@ -14,7 +14,7 @@ import {
 } from '@sts/testing';
 import { AmqpClient, PublishError } from './client';
 import { type Envelope } from './contracts';
-import { hitPayload } from './testing';
+import { hitPayload } from '../test/payloads';
 
 let vhost: { url: string; vhost: string };
 let proxy: TcpProxy;

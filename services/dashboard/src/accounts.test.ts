@@ -13,7 +13,7 @@ import { capturingLogger, createTestDatabase, createTestRedis, createTestVhost, 
 import { createQuotaNotices } from '../../gateway/src/adapters/quotaNotices';
 import { checkTrials } from './mail/accountEvents';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import { start, type RunningDashboard } from './testing';
+import { start, type RunningDashboard } from '../test/dashboard';
 
 let dbHandle: { url: string; drop(): Promise<void> };
 let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };

@@ -12,7 +12,7 @@ import { createDbClient, type Db } from '@sts/db';
 import { createSocialUser } from '@sts/social';
 import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import { launchChromium, start, startGateway, type RunningDashboard, type RunningGateway } from './testing';
+import { launchChromium, start, startGateway, type RunningDashboard, type RunningGateway } from '../test/dashboard';
 
 const PASSWORD = 'a good long password';
 const PUBLIC_URL = 'http://dash.example.test';

@@ -9,7 +9,7 @@ import { createDbClient } from '@sts/db';
 import { ConfigError } from '@sts/common';
 import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { parseDashboardEnv } from './env';
-import { start, type RunningDashboard } from './testing';
+import { start, type RunningDashboard } from '../test/dashboard';
 
 let dbHandle: { url: string; drop(): Promise<void> };
 let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };

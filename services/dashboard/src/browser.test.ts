@@ -32,7 +32,7 @@ import { createUseCases, planConfigFromEnv, secretBoxFromEnv, type UseCases } fr
 import { pollerService } from '../../poller/src/main';
 import { dispatcherService } from '../../webhook-dispatcher/src/main';
 import { startSmtpSink, type SmtpSink } from './mail/smtpSink';
-import { chromiumOptions, start as startDashboard, startGateway } from './testing';
+import { chromiumOptions, start as startDashboard, startGateway } from '../test/dashboard';
 
 const SHOTS = path.join(REPO_ROOT, '.tmp', 'screenshots');
 const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');

@@ -12,7 +12,7 @@ import {
   startRedisCluster,
   type RedisClusterHandle,
 } from '@sts/testing';
-import { start, type RunningDashboard } from './testing';
+import { start, type RunningDashboard } from '../test/dashboard';
 
 const PREFIX = 'sts:';
 

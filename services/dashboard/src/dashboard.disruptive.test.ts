@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createTestDatabase, createTestRedis, startPrivateRabbitMq, waitFor, type PrivateRabbitMq } from '@sts/testing';
-import { start, type RunningDashboard } from './testing';
+import { start, type RunningDashboard } from '../test/dashboard';
 
 let rabbit: PrivateRabbitMq;
 let db: { url: string; drop(): Promise<void> };

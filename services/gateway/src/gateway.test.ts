@@ -23,7 +23,7 @@ import { createKeyStore } from './adapters/keys';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway, type Gateway } from './app';
 import type { openApiDocument } from './http/openapi';
-import { validate } from './http/schemaCheck';
+import { validate } from '../test/schemaCheck';
 
 const logger = createLogger({ service: 'gateway-test', level: 'error' });
 const TOKEN = 'internal-token-for-tests-0123456789';

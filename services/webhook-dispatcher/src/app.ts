@@ -21,9 +21,9 @@ import { createAmqpParking, type Parking } from './adapters/parking';
 import { isMissingParent, isTransientDbError, type DispatcherRepository } from './adapters/repository';
 import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
 import { createDeliverer, DrainAbortError, SecretsUnavailableError, type Job } from './delivery';
-import { createLaneScheduler, type LaneControl } from './lanes';
+import { createLaneScheduler, type LaneControl, type LaneScheduler } from './lanes';
 import { createMessagePreparer } from './messages';
-import { createMetrics } from './metrics';
+import { createMetrics, type DispatcherMetrics } from './metrics';
 import { createRetentionJob, type RetentionJob } from './retention';
 import type { DispatcherEnv } from './env';
 
@@ -117,7 +117,7 @@ async function outcomeOfError(
   err: unknown,
   ctx: {
     logger: Logger;
-    metrics: ReturnType<typeof createMetrics>;
+    metrics: DispatcherMetrics;
     failClosed: (err: Error) => void;
     transientRetryDelayMs: number | undefined;
   },
@@ -151,155 +151,203 @@ async function outcomeOfError(
   throw err;
 }
 
-/**
- * Composition of the parts above; over ~120 lines only because the returned object's methods
- * (start / stop / handle) share the drain and fail-closed state as closures. Every inner function
- * is short; the logic lives in messages.ts, delivery.ts, lanes.ts and the adapters.
- */
-// eslint-disable-next-line max-lines-per-function -- composition; the reason is in the comment above
-export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  const { repository: repo, logger } = options;
-  const queue = options.queue ?? DISPATCHER_QUEUE;
-  const prefetch = options.prefetch ?? 256;
-  const concurrency = options.maxConcurrencyPerEndpoint ?? 8;
-  const sender: HttpsSender = createHttpsSender({
+/** The parts a dispatcher composes; the logic lives in them (messages.ts, delivery.ts, lanes.ts, the adapters). */
+interface Parts {
+  sender: HttpsSender;
+  metrics: DispatcherMetrics;
+  deliverer: ReturnType<typeof createDeliverer>;
+  prepare: ReturnType<typeof createMessagePreparer>;
+  lanes: LaneScheduler;
+  retention: RetentionJob;
+}
+
+function prefetchOf(options: DispatcherOptions): number {
+  return options.prefetch ?? 256;
+}
+
+function concurrencyOf(options: DispatcherOptions): number {
+  return options.maxConcurrencyPerEndpoint ?? 8;
+}
+
+function createSender(options: DispatcherOptions): HttpsSender {
+  const { logger } = options;
+  return createHttpsSender({
     timeoutMs: options.timeoutMs ?? 15_000,
-    maxConcurrencyPerEndpoint: concurrency,
+    maxConcurrencyPerEndpoint: concurrencyOf(options),
     allowPrivateHosts: options.allowPrivateHosts ?? [],
     // the delivery log says only "non-public address"; the address itself is for this log
     onRefused: (host, detail) => logger.warn('webhook address refused', { host, detail }),
     ...options.senderOverrides,
   });
-  const metrics = createMetrics(options.registry);
-  const deliverer = createDeliverer({
-    repository: repo,
-    sender,
-    logger,
-    metrics,
-    secretsKey: options.secretsKey,
-    now: options.now ?? (() => new Date()),
-  });
-  const prepare = createMessagePreparer(repo, logger);
-  // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
-  // formed leaves the other half to other endpoints until the sweep re-checks it.
-  const lanes = createLaneScheduler({
-    concurrency,
-    holdMs: options.holdMs ?? 2000,
-    maxWaitingPerLane: Math.max(concurrency, Math.floor(prefetch / 2)),
-  });
-  const retention = createRetentionJob({
-    repository: repo,
-    logger,
-    retentionDays: options.retentionDays ?? 30,
-    intervalMs: options.retentionIntervalMs ?? 3_600_000,
-  });
-  let parking: Parking | null = null;
-  const inflight = new Set<Promise<ConsumeOutcome>>();
-  const abort = new AbortController();
-  // one listener per delivery in flight (hundreds): not a leak
-  setMaxListeners(0, abort.signal);
-  let stopping: Promise<void> | null = null;
-  let fault: Error | null = null;
+}
 
-  function failClosed(err: Error): void {
-    if (fault) return;
-    fault = err;
+function createParts(options: DispatcherOptions): Parts {
+  const { repository, logger } = options;
+  const concurrency = concurrencyOf(options);
+  const sender = createSender(options);
+  const metrics = createMetrics(options.registry);
+  const now = options.now ?? (() => new Date());
+  return {
+    sender,
+    metrics,
+    deliverer: createDeliverer({ repository, sender, logger, metrics, secretsKey: options.secretsKey, now }),
+    prepare: createMessagePreparer(repository, logger),
+    // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
+    // formed leaves the other half to other endpoints until the sweep re-checks it.
+    lanes: createLaneScheduler({
+      concurrency,
+      holdMs: options.holdMs ?? 2000,
+      maxWaitingPerLane: Math.max(concurrency, Math.floor(prefetchOf(options) / 2)),
+    }),
+    retention: createRetentionJob({
+      repository,
+      logger,
+      retentionDays: options.retentionDays ?? 30,
+      intervalMs: options.retentionIntervalMs ?? 3_600_000,
+    }),
+  };
+}
+
+/**
+ * The running dispatcher: the drain and fail-closed state in fields, one method per step of a
+ * message (handle → process → deliver) and of the life cycle (start, stop, close).
+ */
+class WebhookDispatcher implements Dispatcher {
+  readonly retention: RetentionJob;
+  private parking: Parking | null = null;
+  private readonly inflight = new Set<Promise<ConsumeOutcome>>();
+  private readonly abort = new AbortController();
+  private stopping: Promise<void> | null = null;
+  private fault: Error | null = null;
+
+  constructor(
+    private readonly options: DispatcherOptions,
+    private readonly parts: Parts,
+  ) {
+    this.retention = parts.retention;
+    // one listener per delivery in flight (hundreds): not a leak
+    setMaxListeners(0, this.abort.signal);
+  }
+
+  async start(): Promise<void> {
+    const { options, parts } = this;
+    if (!options.messaging) throw new Error('createDispatcher: start() needs the messaging client');
+    const queue = options.queue ?? DISPATCHER_QUEUE;
+    await options.messaging.consume({
+      queue,
+      bindings: DISPATCHER_BINDINGS,
+      prefetch: prefetchOf(options),
+      handler: this.handle,
+    });
+    if (options.amqpUrl) {
+      this.parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, options.logger);
+    }
+    const parking = this.parking;
+    const dlq = deadLetterQueueName(queue);
+    if (parking) parts.metrics.setDeadLetterReader(async () => ({ [dlq]: await parking.depth(dlq) }));
+    if ((options.retentionDays ?? 30) > 0) parts.retention.start();
+  }
+
+  /** handles one message (the consumer's handler) */
+  readonly handle = async (env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> => {
+    let outcome: ConsumeOutcome = 'requeue';
+    if (!this.fault && !this.stopping) {
+      const work = this.process(env);
+      this.inflight.add(work);
+      try {
+        outcome = await work;
+      } finally {
+        this.inflight.delete(work);
+      }
+    }
+    this.parts.metrics.messages.inc({ routing_key: env.routingKey, result: outcome });
+    return outcome;
+  };
+
+  stop(): Promise<void> {
+    this.stopping ??= this.drain();
+    return this.stopping;
+  }
+
+  close(): void {
+    this.parts.sender.close();
+    this.parts.lanes.close();
+  }
+
+  readonly check = (): Promise<void> => (this.fault ? Promise.reject(this.fault) : Promise.resolve());
+
+  readonly inFlight = (): number => this.parts.sender.inFlight();
+
+  private async drain(): Promise<void> {
+    this.parts.lanes.releaseAll();
+    const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs ?? 20_000);
+    await Promise.allSettled([...this.inflight]);
+    clearTimeout(timer);
+    await this.parts.retention.stop();
+    await this.parking?.close();
+  }
+
+  private failClosed(err: Error): void {
+    if (this.fault) return;
+    this.fault = err;
+    const { logger, messaging } = this.options;
     logger.error('webhook-dispatcher failed closed: not consuming, messages stay on the queue', {
       reason: err.message,
       fix: 'start the dispatcher with the SECRETS_ENCRYPTION_KEY the secrets were stored with',
     });
-    lanes.releaseAll();
+    this.parts.lanes.releaseAll();
     // not awaited: the messaging client's stop waits for the handlers, this one included
-    options.messaging?.stop().catch((e: unknown) => logger.warn('stopping the consumer failed', { error: String(e) }));
+    messaging?.stop().catch((e: unknown) => logger.warn('stopping the consumer failed', { error: String(e) }));
+  }
+
+  private async process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
+    const { logger } = this.options;
+    if (!DISPATCHER_BINDINGS.includes(env.routingKey)) {
+      logger.warn('unexpected routing key; dead-lettered', { routingKey: env.routingKey, messageId: env.messageId });
+      return 'dead-letter';
+    }
+    try {
+      const prepared = await this.parts.prepare(narrowEnvelope(env));
+      return 'outcome' in prepared ? prepared.outcome : await this.deliver(env, prepared.job);
+    } catch (err) {
+      return outcomeOfError(env, err, {
+        logger,
+        metrics: this.parts.metrics,
+        failClosed: (e) => this.failClosed(e),
+        transientRetryDelayMs: this.options.transientRetryDelayMs,
+      });
+    }
   }
 
   /** runs a job that goes out in its endpoint's lane; parks the message when the lane is backed up */
-  async function deliver(env: Envelope<DispatcherRoutingKey>, job: Job): Promise<ConsumeOutcome> {
+  private async deliver(env: Envelope<DispatcherRoutingKey>, job: Job): Promise<ConsumeOutcome> {
+    const { deliverer, lanes, metrics } = this.parts;
     const sendable = deliverer.sendable(job);
     if (!sendable) {
       await deliverer.recordSkip(job);
       return 'ack';
     }
     const { kind, url } = sendable.monitor.webhook;
-    let mayDefer = parking !== null;
+    let mayDefer = this.parking !== null;
     for (;;) {
       // bound to the message's trace (OpenTelemetry): a queued turn runs outside its async context
       const r = await lanes.run(
         laneKey(kind, url),
         paceRuleFor(kind),
         mayDefer,
-        bindActive((control: LaneControl) => deliverer.send(sendable, control, abort.signal)),
+        bindActive((control: LaneControl) => deliverer.send(sendable, control, this.abort.signal)),
       );
       if (r.kind === 'ran') return 'ack';
       if (r.kind === 'released') return 'requeue';
-      if (parking && (await parking.park(env))) {
+      if (this.parking && (await this.parking.park(env))) {
         metrics.messages.inc({ routing_key: env.routingKey, result: 'deferred' });
         return 'ack';
       }
       mayDefer = false; // parking failed: wait in memory like before
     }
   }
+}
 
-  async function process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
-    if (!DISPATCHER_BINDINGS.includes(env.routingKey)) {
-      logger.warn('unexpected routing key; dead-lettered', { routingKey: env.routingKey, messageId: env.messageId });
-      return 'dead-letter';
-    }
-    try {
-      const prepared = await prepare(narrowEnvelope(env));
-      return 'outcome' in prepared ? prepared.outcome : await deliver(env, prepared.job);
-    } catch (err) {
-      return outcomeOfError(env, err, {
-        logger,
-        metrics,
-        failClosed,
-        transientRetryDelayMs: options.transientRetryDelayMs,
-      });
-    }
-  }
-
-  async function handle(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
-    let outcome: ConsumeOutcome = 'requeue';
-    if (!fault && !stopping) {
-      const work = process(env);
-      inflight.add(work);
-      try {
-        outcome = await work;
-      } finally {
-        inflight.delete(work);
-      }
-    }
-    metrics.messages.inc({ routing_key: env.routingKey, result: outcome });
-    return outcome;
-  }
-
-  return {
-    async start() {
-      if (!options.messaging) throw new Error('createDispatcher: start() needs the messaging client');
-      await options.messaging.consume({ queue, bindings: DISPATCHER_BINDINGS, prefetch, handler: handle });
-      if (options.amqpUrl) parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, logger);
-      const dlq = deadLetterQueueName(queue);
-      if (parking) metrics.setDeadLetterReader(async () => ({ [dlq]: await parking!.depth(dlq) }));
-      if ((options.retentionDays ?? 30) > 0) retention.start();
-    },
-    handle,
-    stop() {
-      stopping ??= (async () => {
-        lanes.releaseAll();
-        const timer = setTimeout(() => abort.abort(), options.shutdownGraceMs ?? 20_000);
-        await Promise.allSettled([...inflight]);
-        clearTimeout(timer);
-        await retention.stop();
-        await parking?.close();
-      })();
-      return stopping;
-    },
-    close() {
-      sender.close();
-      lanes.close();
-    },
-    check: () => (fault ? Promise.reject(fault) : Promise.resolve()),
-    inFlight: () => sender.inFlight(),
-    retention,
-  };
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  return new WebhookDispatcher(options, createParts(options));
 }

@@ -9,7 +9,7 @@ import { createSecretBox } from '@sts/core';
 import type { Db } from '@sts/db';
 import { createAccount, createHit, createMonitor, hitEnvelope, type HttpsReceiver } from '@sts/testing';
 import type { Dispatcher } from './app';
-import { startInProcessDispatcher, type InProcessDispatcher } from './testing';
+import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
 import { DETAIL_MAX_HEADERS, DETAIL_RESPONSE_BODY_BYTES } from './domain/attemptDetail';
 
 const KEY = randomBytes(32).toString('base64');

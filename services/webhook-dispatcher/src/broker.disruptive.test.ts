@@ -24,7 +24,7 @@ import {
   startHttpsReceiver,
   waitFor,
 } from '@sts/testing';
-import { spawnDispatcher } from './testing';
+import { spawnDispatcher } from '../test/dispatcher';
 
 const run = promisify(execFile);
 const KEY = randomBytes(32).toString('base64');

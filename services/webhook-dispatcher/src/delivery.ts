@@ -1,9 +1,21 @@
 /**
- * One delivery: decide whether it goes out (skip reasons), build and sign the body, send it, log
- * every attempt, and keep the endpoint's broken flag current. Discord and Slack 429 answers are
- * the platform's flow control: the same delivery (same X-Service-Delivery, fresh timestamp and
- * signature) is sent again after the wait the platform names, at most RATE_LIMIT_MAX_WAITS times
- * and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt logged.
+ * One delivery as named steps (the shape of Svix's worker: prepare_dispatch, make_http_call,
+ * handle_successful_dispatch / handle_failed_dispatch), one method each:
+ *
+ *   prepare  whether it goes out at all (`sendable` / `recordSkip`, before its lane), then the
+ *            body, its size limit and the signing secrets (`prepare`, in its lane)
+ *   send     one signed HTTPS attempt: fresh timestamp and signature, a CLIENT span (`attempt`)
+ *   record   the attempt row (batched into one INSERT per tick by the repository), its metric
+ *            and its log line (`record`)
+ *   outcome  Discord and Slack 429 answers are the platform's flow control: the same delivery
+ *            (same X-Service-Delivery) is sent again after the wait the platform names, at most
+ *            RATE_LIMIT_MAX_WAITS times and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt recorded
+ *            (`waitOut`); the final answer frees the lane and counts towards the endpoint's
+ *            health and broken flag (`finish`)
+ *
+ * `send` runs the steps in that order. The pure rules are in domain/ (skip reasons, 429 waits,
+ * health); what the message becomes (ack, requeue, park) is app.ts's, which runs `send` in the
+ * endpoint's lane.
  */
 import { inSpan, SpanKind } from '@sts/telemetry';
 import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
@@ -13,13 +25,7 @@ import { buildBody, MAX_BODY_BYTES, type WebhookKind, type WebhookPayload } from
 import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
 import { requestHeaderPairs } from './domain/attemptDetail';
 import { healthNeedsUpdate } from './domain/health';
-import {
-  laneKey,
-  RATE_LIMIT_DEFAULT_WAIT_MS,
-  RATE_LIMIT_MAX_TOTAL_MS,
-  RATE_LIMIT_MAX_WAITS,
-  retryAfterMs,
-} from './domain/pacing';
+import { laneKey, rateLimitGiveUpError, rateLimitWait, rateLimitWaitError } from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
 import type { DispatcherRepository, MonitorContext, NewAttempt } from './adapters/repository';
 import type { LaneControl } from './lanes';
@@ -40,7 +46,7 @@ export interface Job {
 }
 
 /** A job that goes out: its monitor has a webhook and no skip reason. */
-export type SendableJob = Job & { monitor: MonitorContext & { webhook: NonNullable<MonitorContext['webhook']> } };
+type SendableJob = Job & { monitor: MonitorContext & { webhook: NonNullable<MonitorContext['webhook']> } };
 
 /** A stored secret cannot be decrypted: a server-side fault (wrong SECRETS_ENCRYPTION_KEY), not the message's. */
 export class SecretsUnavailableError extends Error {
@@ -73,41 +79,209 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/**
- * A factory of small closures (each under 60 lines) sharing the secret cache, the repository and
- * the metrics; its length is the sum of those, not one long procedure.
- */
-// eslint-disable-next-line max-lines-per-function -- a factory of small closures, see the comment above
-export function createDeliverer(options: DelivererOptions) {
-  const { repository: repo, sender, logger, metrics } = options;
-  const box: SecretBox = createSecretBox(options.secretsKey);
-
+/** A stored secret in plain text, decrypted once per rotation. */
+class SecretCache {
+  private readonly box: SecretBox;
   // Decrypting is cheap but not free at 1000/s; the ciphertext changes on every rotation, so a
   // cache keyed by it can never hand out an old secret.
-  const secrets = new Map<string, string>();
-  function secretFor(monitorId: string, ciphertext: string): string {
+  private readonly secrets = new Map<string, string>();
+
+  constructor(key: string | Buffer) {
+    this.box = createSecretBox(key);
+  }
+
+  get(monitorId: string, ciphertext: string): string {
     const key = `${monitorId}|${ciphertext}`;
-    let s = secrets.get(key);
+    let s = this.secrets.get(key);
     if (s === undefined) {
-      try {
-        s = box.decrypt(ciphertext, monitorId);
-      } catch (err) {
-        if (err instanceof SecretBoxError) {
-          throw new SecretsUnavailableError(
-            'a stored webhook signing secret cannot be decrypted: SECRETS_ENCRYPTION_KEY is not the key the secrets were stored with',
-          );
-        }
-        throw err;
-      }
-      if (secrets.size >= 10_000) secrets.clear();
-      secrets.set(key, s);
+      s = this.decrypt(monitorId, ciphertext);
+      if (this.secrets.size >= 10_000) this.secrets.clear();
+      this.secrets.set(key, s);
     }
     return s;
   }
 
-  async function record(attempt: NewAttempt, kind: WebhookKind | 'none'): Promise<void> {
-    await repo.recordAttempt(attempt);
-    metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
+  private decrypt(monitorId: string, ciphertext: string): string {
+    try {
+      return this.box.decrypt(ciphertext, monitorId);
+    } catch (err) {
+      if (err instanceof SecretBoxError) {
+        throw new SecretsUnavailableError(
+          'a stored webhook signing secret cannot be decrypted: SECRETS_ENCRYPTION_KEY is not the key the secrets were stored with',
+        );
+      }
+      throw err;
+    }
+  }
+}
+
+interface SigningKeys {
+  secret: string;
+  standardSecrets: string[];
+}
+
+/** A delivery that passed prepare: what each of its attempts sends. */
+interface PreparedDelivery {
+  job: SendableJob;
+  body: string;
+  keys: SigningKeys;
+  endpointKey: string;
+}
+
+/** One attempt: the request as sent and what came back. */
+interface SentAttempt {
+  request: SentRequest;
+  result: SendResult;
+}
+
+/** The 429 waits of one delivery so far. */
+interface Waits {
+  count: number;
+  totalMs: number;
+}
+
+/** The columns every attempt row of a job shares. */
+function attemptBase(job: Job) {
+  const webhook = job.monitor.webhook;
+  return {
+    monitorId: job.monitor.id,
+    hitId: job.hitId,
+    event: job.event,
+    deliveryId: job.deliveryId,
+    url: webhook ? redactWebhookUrl(webhook.url, webhook.kind) : '',
+  };
+}
+
+/** the row of a job that did not get as far as a request (skipped, or its body too large) */
+function unsentAttempt(job: Job, outcome: 'skipped' | 'failed', error: string): NewAttempt {
+  return { ...attemptBase(job), outcome, statusCode: null, latencyMs: null, error, responseSnippet: null };
+}
+
+/** the attempt row, with its detail: the request as sent and what came back */
+function sentAttempt(job: Job, { request, result }: SentAttempt, error: string | null): NewAttempt {
+  return {
+    ...attemptBase(job),
+    outcome: result.outcome,
+    statusCode: result.statusCode,
+    latencyMs: result.latencyMs,
+    error,
+    responseSnippet: result.responseSnippet,
+    requestHeaders: requestHeaderPairs(request.headers, request.body),
+    requestBody: request.body,
+    responseHeaders: result.statusCode === null ? null : result.responseHeaders,
+    responseBody: result.responseBody,
+  };
+}
+
+/** The steps of one delivery (see the top of the file), sharing the secret cache, repository and metrics. */
+class Deliverer {
+  private readonly secrets: SecretCache;
+
+  constructor(private readonly options: DelivererOptions) {
+    this.secrets = new SecretCache(options.secretsKey);
+  }
+
+  // prepare ---------------------------------------------------------------------------------
+
+  /** the job as one that goes out, or null when it is skipped (then log it with recordSkip) */
+  sendable(job: Job): SendableJob | null {
+    const webhook = job.monitor.webhook;
+    if (!webhook || skipReason(job.event, job.monitor, this.options.now())) return null;
+    return { ...job, monitor: { ...job.monitor, webhook } };
+  }
+
+  /** logs why a job does not go out */
+  async recordSkip(job: Job): Promise<void> {
+    const error = skipReason(job.event, job.monitor, this.options.now()) ?? 'monitor has no webhook';
+    await this.record(unsentAttempt(job, 'skipped', error), job.monitor.webhook?.kind ?? 'none');
+  }
+
+  /** the body and the secrets, or the reason it cannot go out (a body over MAX_BODY_BYTES) */
+  private prepare(job: SendableJob, lane: LaneControl | null): PreparedDelivery | { error: string } {
+    const webhook = job.monitor.webhook;
+    const body = buildBody(webhook.kind, job.payload);
+    const size = Buffer.byteLength(body);
+    if (size > MAX_BODY_BYTES) return { error: `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit` };
+    const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
+    return { job, body, keys: this.signingKeys(job), endpointKey };
+  }
+
+  /**
+   * The secrets of a delivery. During an overlapped rotation X-Service-Signature stays on the old
+   * secret and webhook-signature carries the new one and the old one; afterwards only the new.
+   */
+  private signingKeys(job: SendableJob): SigningKeys {
+    const webhook = job.monitor.webhook;
+    const current = this.secrets.get(job.monitor.id, webhook.secretCiphertext);
+    const until = webhook.previousSecretUntil;
+    if (!webhook.previousSecretCiphertext || !until || until.getTime() <= this.options.now().getTime()) {
+      return { secret: current, standardSecrets: [current] };
+    }
+    const previous = this.secrets.get(job.monitor.id, webhook.previousSecretCiphertext);
+    return { secret: previous, standardSecrets: [current, previous] };
+  }
+
+  // the steps in order ----------------------------------------------------------------------
+
+  /**
+   * Prepares, sends, records and settles a job that goes out. Resolves after the last attempt row
+   * is committed. Throws DrainAbortError (nothing logged for the unfinished attempt) when `signal`
+   * aborts first, SecretsUnavailableError when the secret cannot be decrypted.
+   */
+  async send(job: SendableJob, lane: LaneControl | null, signal: AbortSignal): Promise<void> {
+    const kind = job.monitor.webhook.kind;
+    const prepared = this.prepare(job, lane);
+    if ('error' in prepared) return this.record(unsentAttempt(job, 'failed', prepared.error), kind);
+    const waits: Waits = { count: 0, totalMs: 0 };
+    for (;;) {
+      const sent = await this.attempt(prepared, signal);
+      const wait = rateLimitWait(kind, sent.result, waits.count, waits.totalMs, Date.now());
+      if (wait === null) return this.finish(job, sent, lane, waits);
+      waits.count++;
+      waits.totalMs += wait;
+      await this.record(sentAttempt(job, sent, rateLimitWaitError(kind, wait, waits.count)), kind);
+      await this.waitOut(wait, lane, signal);
+    }
+  }
+
+  // send ------------------------------------------------------------------------------------
+
+  /** one signed request; the attempt is a CLIENT span under the message's CONSUMER span (OpenTelemetry, when on) */
+  private async attempt(prepared: PreparedDelivery, signal: AbortSignal): Promise<SentAttempt> {
+    const { job, body, keys, endpointKey } = prepared;
+    const webhook = job.monitor.webhook;
+    const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body });
+    const result = await inSpan(
+      'webhook attempt',
+      SpanKind.CLIENT,
+      { 'webhook.kind': webhook.kind, 'webhook.delivery_id': job.deliveryId },
+      () => this.options.sender.send({ url: webhook.url, body, headers, endpointKey, signal }),
+      (span, r) => span.setAttributes({ 'webhook.outcome': r.outcome, 'http.response.status_code': r.statusCode ?? 0 }),
+    );
+    if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
+    this.observe(job, result);
+    return { request: { headers, body }, result };
+  }
+
+  private observe(job: SendableJob, result: SendResult): void {
+    const { metrics } = this.options;
+    metrics.latency.observe({ outcome: result.outcome }, result.latencyMs / 1000);
+    if (job.detectedAt && result.outcome === 'delivered') {
+      const age = (Date.now() - Date.parse(job.detectedAt)) / 1000;
+      if (Number.isFinite(age) && age >= 0) metrics.hitAge.observe(age);
+    }
+  }
+
+  // record ----------------------------------------------------------------------------------
+
+  private async record(attempt: NewAttempt, kind: WebhookKind | 'none'): Promise<void> {
+    await this.options.repository.recordAttempt(attempt);
+    this.options.metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
+    this.log(attempt);
+  }
+
+  private log(attempt: NewAttempt): void {
+    const { logger } = this.options;
     // winston formats (timestamp, redaction, JSON) every entry before the transport drops the ones
     // below its level: at `info` the per-delivery line would cost that for nothing
     if (attempt.outcome === 'delivered' && !logger.isLevelEnabled('verbose')) return;
@@ -127,74 +301,39 @@ export function createDeliverer(options: DelivererOptions) {
     else logger.warn('webhook delivery failed', fields);
   }
 
-  function base(job: Job) {
-    const webhook = job.monitor.webhook;
-    return {
-      monitorId: job.monitor.id,
-      hitId: job.hitId,
-      event: job.event,
-      deliveryId: job.deliveryId,
-      url: webhook ? redactWebhookUrl(webhook.url, webhook.kind) : '',
-    };
+  // outcome ---------------------------------------------------------------------------------
+
+  /** a 429 with a wait left: the lane pauses for the platform, then the same delivery goes again */
+  private async waitOut(wait: number, lane: LaneControl | null, signal: AbortSignal): Promise<void> {
+    lane?.blockUntil(Date.now() + wait);
+    await sleep(wait, signal);
+    if (signal.aborted) throw new DrainAbortError('stopping while waiting out a 429');
+    await lane?.paced();
   }
 
-  /** the job as one that goes out, or null when it is skipped (then log it with recordSkip) */
-  function sendable(job: Job): SendableJob | null {
-    const webhook = job.monitor.webhook;
-    if (!webhook || skipReason(job.event, job.monitor, options.now())) return null;
-    return { ...job, monitor: { ...job.monitor, webhook } };
+  /** the endpoint answered for the last time: its slot is free, the attempt logged, its health counted */
+  private async finish(job: SendableJob, sent: SentAttempt, lane: LaneControl | null, waits: Waits): Promise<void> {
+    lane?.release(); // free for the next delivery before the row is written
+    const kind = job.monitor.webhook.kind;
+    const error =
+      sent.result.statusCode === 429 && kind !== 'native'
+        ? rateLimitGiveUpError(kind, waits.count, waits.totalMs)
+        : sent.result.error;
+    await this.record(sentAttempt(job, sent, error), kind);
+    await this.updateHealth(job, sent.result);
+    return this.updateBrokenFlag(job, sent.result);
   }
 
-  /** logs why a job does not go out */
-  async function recordSkip(job: Job): Promise<void> {
-    const webhook = job.monitor.webhook;
-    const error = skipReason(job.event, job.monitor, options.now()) ?? 'monitor has no webhook';
-    await record(
-      { ...base(job), outcome: 'skipped', statusCode: null, latencyMs: null, error, responseSnippet: null },
-      webhook?.kind ?? 'none',
-    );
-  }
-
-  /** the attempt row, with its detail: the request as sent and what came back */
-  function attemptOf(job: Job, result: SendResult, error: string | null, sent: SentRequest): NewAttempt {
-    return {
-      ...base(job),
-      outcome: result.outcome,
-      statusCode: result.statusCode,
-      latencyMs: result.latencyMs,
-      error,
-      responseSnippet: result.responseSnippet,
-      requestHeaders: requestHeaderPairs(sent.headers, sent.body),
-      requestBody: sent.body,
-      responseHeaders: result.statusCode === null ? null : result.responseHeaders,
-      responseBody: result.responseBody,
-    };
-  }
-
-  /**
-   * The secrets of a delivery. During an overlapped rotation X-Service-Signature stays on the old
-   * secret and webhook-signature carries the new one and the old one; afterwards only the new.
-   */
-  function signingKeys(job: SendableJob): { secret: string; standardSecrets: string[] } {
-    const webhook = job.monitor.webhook;
-    const current = secretFor(job.monitor.id, webhook.secretCiphertext);
-    const until = webhook.previousSecretUntil;
-    if (!webhook.previousSecretCiphertext || !until || until.getTime() <= options.now().getTime()) {
-      return { secret: current, standardSecrets: [current] };
-    }
-    const previous = secretFor(job.monitor.id, webhook.previousSecretCiphertext);
-    return { secret: previous, standardSecrets: [current, previous] };
-  }
-
-  async function updateBrokenFlag(job: SendableJob, result: SendResult): Promise<void> {
+  private async updateBrokenFlag(job: SendableJob, result: SendResult): Promise<void> {
+    const { repository, logger } = this.options;
     const webhook = job.monitor.webhook;
     const broken = brokenReasonFor(webhook.kind, result.statusCode);
     const url = redactWebhookUrl(webhook.url, webhook.kind);
     if (broken) {
-      await repo.markBroken(webhook.id, broken);
+      await repository.markBroken(webhook.id, broken);
       logger.warn('webhook endpoint marked broken', { monitorId: job.monitor.id, url, reason: broken });
     } else if (result.outcome === 'delivered' && webhook.isBroken) {
-      await repo.clearBroken(webhook.id);
+      await repository.clearBroken(webhook.id);
       logger.info('webhook endpoint works again', { monitorId: job.monitor.id, url });
     }
   }
@@ -203,11 +342,12 @@ export function createDeliverer(options: DelivererOptions) {
    * Counts the final outcome of a send towards the endpoint's health (not for a healthy endpoint's
    * success: nothing would change). The repository writes the customer's notification with it.
    */
-  async function updateHealth(job: SendableJob, result: SendResult): Promise<void> {
+  private async updateHealth(job: SendableJob, result: SendResult): Promise<void> {
+    const { repository, logger } = this.options;
     const webhook = job.monitor.webhook;
     const delivered = result.outcome === 'delivered';
     if (!healthNeedsUpdate(webhook, delivered)) return;
-    const change = await repo.recordHealth({ endpointId: webhook.id, delivered, at: options.now() });
+    const change = await repository.recordHealth({ endpointId: webhook.id, delivered, at: this.options.now() });
     if (!change) return;
     const fields = {
       monitorId: job.monitor.id,
@@ -221,76 +361,8 @@ export function createDeliverer(options: DelivererOptions) {
     else if (delivered && webhook.disabledAt)
       logger.info('webhook endpoint re-enabled by a successful delivery', fields);
   }
-
-  /**
-   * Builds, signs and sends a job that goes out, logging each attempt. Resolves after the last
-   * attempt row is committed. Throws DrainAbortError (nothing logged for the unfinished attempt)
-   * when `signal` aborts first, SecretsUnavailableError when the secret cannot be decrypted.
-   */
-  async function send(job: SendableJob, lane: LaneControl | null, signal: AbortSignal): Promise<void> {
-    const webhook = job.monitor.webhook;
-    const body = buildBody(webhook.kind, job.payload);
-    const size = Buffer.byteLength(body);
-    if (size > MAX_BODY_BYTES) {
-      const error = `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit`;
-      return record(
-        { ...base(job), outcome: 'failed', statusCode: null, latencyMs: null, error, responseSnippet: null },
-        webhook.kind,
-      );
-    }
-    const keys = signingKeys(job);
-    let waits = 0;
-    let waited = 0;
-    for (;;) {
-      const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body });
-      // OpenTelemetry: the attempt is a CLIENT span under the message's CONSUMER span (when tracing is on)
-      const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
-      const result = await inSpan(
-        'webhook attempt',
-        SpanKind.CLIENT,
-        { 'webhook.kind': webhook.kind, 'webhook.delivery_id': job.deliveryId },
-        () => sender.send({ url: webhook.url, body, headers, endpointKey, signal }),
-        (span, r) =>
-          span.setAttributes({ 'webhook.outcome': r.outcome, 'http.response.status_code': r.statusCode ?? 0 }),
-      );
-      if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
-      metrics.latency.observe({ outcome: result.outcome }, result.latencyMs / 1000);
-      if (job.detectedAt && result.outcome === 'delivered') {
-        const age = (Date.now() - Date.parse(job.detectedAt)) / 1000;
-        if (Number.isFinite(age) && age >= 0) metrics.hitAge.observe(age);
-      }
-      const wait = rateLimitWait(webhook.kind, result, waits, waited);
-      if (wait === null) {
-        lane?.release(); // the endpoint answered for the last time: its slot is free for the next delivery
-        const error =
-          result.statusCode === 429 && webhook.kind !== 'native'
-            ? `${platform(webhook.kind)} answered HTTP 429 (rate limited); gave up after ${waits} wait(s) of ${Math.round(waited / 100) / 10} s in all`
-            : result.error;
-        await record(attemptOf(job, result, error, { headers, body }), webhook.kind);
-        await updateHealth(job, result);
-        return updateBrokenFlag(job, result);
-      }
-      waits++;
-      waited += wait;
-      const error = `${platform(webhook.kind)} answered HTTP 429 (rate limited); sending again in ${Math.round(wait / 100) / 10} s (wait ${waits} of ${RATE_LIMIT_MAX_WAITS})`;
-      await record(attemptOf(job, result, error, { headers, body }), webhook.kind);
-      lane?.blockUntil(Date.now() + wait);
-      await sleep(wait, signal);
-      if (signal.aborted) throw new DrainAbortError('stopping while waiting out a 429');
-      await lane?.paced();
-    }
-  }
-
-  return { sendable, recordSkip, send };
 }
 
-function platform(kind: WebhookKind): string {
-  return kind === 'discord' ? 'Discord' : kind === 'slack' ? 'Slack' : 'the receiver';
-}
-
-/** ms to wait before sending again after a Discord/Slack 429, or null to stop here */
-function rateLimitWait(kind: WebhookKind, result: SendResult, waits: number, waited: number): number | null {
-  if (kind === 'native' || result.statusCode !== 429 || waits >= RATE_LIMIT_MAX_WAITS) return null;
-  const wait = retryAfterMs(result.headers, result.responseSnippet, Date.now()) ?? RATE_LIMIT_DEFAULT_WAIT_MS;
-  return waited + wait > RATE_LIMIT_MAX_TOTAL_MS ? null : wait;
+export function createDeliverer(options: DelivererOptions): Deliverer {
+  return new Deliverer(options);
 }

@@ -24,7 +24,7 @@ import {
   startHttpsReceiver,
   waitFor,
 } from '@sts/testing';
-import { opsPort, spawnDispatcher } from './testing';
+import { opsPort, spawnDispatcher } from '../test/dispatcher';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);

@@ -13,127 +13,146 @@ import type { Job } from './delivery';
 
 export type Prepared = { job: Job } | { outcome: ConsumeOutcome };
 
-export function createMessagePreparer(repo: DispatcherRepository, logger: Logger) {
-  /** the monitor of a message, or why the message is dropped */
-  async function monitorFor(
-    env: EnvelopeOf<DispatcherRoutingKey>,
-    monitorId: string,
-  ): Promise<{ monitor: MonitorContext } | { outcome: ConsumeOutcome }> {
-    if (!isUuid(monitorId)) {
-      logger.warn('message names no valid monitor id; dead-lettered', {
-        messageId: env.messageId,
-        routingKey: env.routingKey,
+/** what the steps below read: the repository and the log */
+interface Context {
+  repo: DispatcherRepository;
+  logger: Logger;
+}
+
+/** the monitor of a message, or why the message is dropped */
+async function monitorFor(
+  { repo, logger }: Context,
+  env: EnvelopeOf<DispatcherRoutingKey>,
+  monitorId: string,
+): Promise<{ monitor: MonitorContext } | { outcome: ConsumeOutcome }> {
+  if (!isUuid(monitorId)) {
+    logger.warn('message names no valid monitor id; dead-lettered', {
+      messageId: env.messageId,
+      routingKey: env.routingKey,
+    });
+    return { outcome: 'dead-letter' };
+  }
+  const monitor = await repo.getMonitor(monitorId);
+  if (!monitor) {
+    // deleted since the event was published: nothing to deliver, nowhere to log an attempt
+    logger.info('monitor no longer exists; message dropped', { messageId: env.messageId, monitorId });
+    return { outcome: 'ack' };
+  }
+  const accountId = env.headers.accountId;
+  if (accountId !== '' && accountId !== monitor.accountId) {
+    logger.warn('message account does not own the monitor; dead-lettered', { messageId: env.messageId, monitorId });
+    return { outcome: 'dead-letter' };
+  }
+  return { monitor };
+}
+
+async function hit(ctx: Context, env: EnvelopeOf<'monitor.hit'>): Promise<Prepared> {
+  const { repo, logger } = ctx;
+  const { payload, headers } = env;
+  if (headers.hitId !== '' && !isUuid(headers.hitId)) {
+    logger.warn('malformed monitor.hit message (hitId); dead-lettered', { messageId: env.messageId });
+    return { outcome: 'dead-letter' };
+  }
+  if (env.redelivered) {
+    // The broker re-sent a message we may have handled already (we stopped before the ack).
+    // Its final attempt is logged: do not send again (delivered, or failed: no automatic
+    // retries). Not logged: it was never sent, or sent but not recorded; send it (at least once).
+    const logged = finalOutcome(await repo.loggedAttempts(env.messageId));
+    if (logged) {
+      logger.info('hit already handled; redelivered message acknowledged', {
+        deliveryId: env.messageId,
+        outcome: logged,
       });
-      return { outcome: 'dead-letter' };
-    }
-    const monitor = await repo.getMonitor(monitorId);
-    if (!monitor) {
-      // deleted since the event was published: nothing to deliver, nowhere to log an attempt
-      logger.info('monitor no longer exists; message dropped', { messageId: env.messageId, monitorId });
       return { outcome: 'ack' };
     }
-    const accountId = env.headers.accountId;
-    if (accountId !== '' && accountId !== monitor.accountId) {
-      logger.warn('message account does not own the monitor; dead-lettered', { messageId: env.messageId, monitorId });
-      return { outcome: 'dead-letter' };
-    }
-    return { monitor };
   }
+  const found = await monitorFor(ctx, env, payload.monitor.id);
+  if ('outcome' in found) return found;
+  return {
+    job: {
+      event: 'monitor.hit',
+      deliveryId: env.messageId,
+      hitId: headers.hitId === '' ? null : headers.hitId,
+      monitor: found.monitor,
+      payload,
+      detectedAt: payload.detectedAt,
+    },
+  };
+}
 
-  async function hit(env: EnvelopeOf<'monitor.hit'>): Promise<Prepared> {
-    const { payload, headers } = env;
-    if (headers.hitId !== '' && !isUuid(headers.hitId)) {
-      logger.warn('malformed monitor.hit message (hitId); dead-lettered', { messageId: env.messageId });
-      return { outcome: 'dead-letter' };
-    }
-    if (env.redelivered) {
-      // The broker re-sent a message we may have handled already (we stopped before the ack).
-      // Its final attempt is logged: do not send again (delivered, or failed: no automatic
-      // retries). Not logged: it was never sent, or sent but not recorded; send it (at least once).
-      const logged = finalOutcome(await repo.loggedAttempts(env.messageId));
-      if (logged) {
-        logger.info('hit already handled; redelivered message acknowledged', {
-          deliveryId: env.messageId,
-          outcome: logged,
-        });
-        return { outcome: 'ack' };
-      }
-    }
-    const found = await monitorFor(env, payload.monitor.id);
-    if ('outcome' in found) return found;
-    return {
-      job: {
-        event: 'monitor.hit',
-        deliveryId: env.messageId,
-        hitId: headers.hitId === '' ? null : headers.hitId,
-        monitor: found.monitor,
-        payload,
-        detectedAt: payload.detectedAt,
-      },
-    };
+async function test(ctx: Context, env: EnvelopeOf<'monitor.test'>): Promise<Prepared> {
+  const found = await monitorFor(ctx, env, env.payload.monitor.id);
+  if ('outcome' in found) return found;
+  const m = found.monitor;
+  const sent = env.payload.monitor;
+  return {
+    job: {
+      event: 'monitor.test',
+      deliveryId: env.messageId,
+      hitId: null,
+      monitor: m,
+      payload: monitorTestPayload(
+        monitorRef({ id: m.id, targetUsername: sent.targetUsername, keywords: sent.keywords ?? m.keywords }),
+      ),
+    },
+  };
+}
+
+async function redeliver(ctx: Context, env: EnvelopeOf<'webhook.redeliver'>): Promise<Prepared> {
+  const { repo, logger } = ctx;
+  const { attemptId } = env.payload;
+  if (!isUuid(attemptId)) {
+    // the contract requires a UUID; handle() may also be driven without the consumer
+    logger.warn('malformed webhook.redeliver message; dead-lettered', { messageId: env.messageId });
+    return { outcome: 'dead-letter' };
   }
-
-  async function test(env: EnvelopeOf<'monitor.test'>): Promise<Prepared> {
-    const found = await monitorFor(env, env.payload.monitor.id);
-    if ('outcome' in found) return found;
-    const m = found.monitor;
-    const sent = env.payload.monitor;
-    return {
-      job: {
-        event: 'monitor.test',
-        deliveryId: env.messageId,
-        hitId: null,
-        monitor: m,
-        payload: monitorTestPayload(
-          monitorRef({ id: m.id, targetUsername: sent.targetUsername, keywords: sent.keywords ?? m.keywords }),
-        ),
-      },
-    };
+  const attempt = await repo.getAttempt(attemptId);
+  if (!attempt) {
+    logger.warn('redeliver: no such delivery attempt; dropped', { messageId: env.messageId, attemptId });
+    return { outcome: 'ack' };
   }
-
-  async function redeliver(env: EnvelopeOf<'webhook.redeliver'>): Promise<Prepared> {
-    const { attemptId } = env.payload;
-    if (!isUuid(attemptId)) {
-      // the contract requires a UUID; handle() may also be driven without the consumer
-      logger.warn('malformed webhook.redeliver message; dead-lettered', { messageId: env.messageId });
-      return { outcome: 'dead-letter' };
-    }
-    const attempt = await repo.getAttempt(attemptId);
-    if (!attempt) {
-      logger.warn('redeliver: no such delivery attempt; dropped', { messageId: env.messageId, attemptId });
-      return { outcome: 'ack' };
-    }
-    const found = await monitorFor(env, attempt.monitorId);
-    if ('outcome' in found) return found;
-    const m = found.monitor;
-    if (attempt.event === 'monitor.test') {
-      const payload = monitorTestPayload(monitorRef(m));
-      return { job: { event: 'monitor.test', deliveryId: attempt.deliveryId, hitId: null, monitor: m, payload } };
-    }
-    const row = attempt.hitId ? await repo.getHit(attempt.hitId) : null;
-    if (!row) {
-      logger.warn('redeliver: the hit of this attempt no longer exists; dropped', { attemptId });
-      return { outcome: 'ack' };
-    }
-    const tweet = {
-      id: row.tweetId,
-      text: row.tweetText,
-      authorUsername: row.tweetAuthorUsername,
-      createdAt: row.tweetCreatedAt.toISOString(),
-    };
-    const payload = monitorHitPayload(monitorRef(m), tweet, row.detectedAt.toISOString());
-    return { job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload } };
+  const found = await monitorFor(ctx, env, attempt.monitorId);
+  if ('outcome' in found) return found;
+  const m = found.monitor;
+  if (attempt.event === 'monitor.test') {
+    const payload = monitorTestPayload(monitorRef(m));
+    return { job: { event: 'monitor.test', deliveryId: attempt.deliveryId, hitId: null, monitor: m, payload } };
   }
+  return redeliverHit(ctx, attempt, m);
+}
 
+/** a redelivered monitor.hit attempt: its hit as it was detected, or dropped when the hit is gone */
+async function redeliverHit(
+  { repo, logger }: Context,
+  attempt: { id: string; deliveryId: string; hitId: string | null },
+  m: MonitorContext,
+): Promise<Prepared> {
+  const row = attempt.hitId ? await repo.getHit(attempt.hitId) : null;
+  if (!row) {
+    logger.warn('redeliver: the hit of this attempt no longer exists; dropped', { attemptId: attempt.id });
+    return { outcome: 'ack' };
+  }
+  const tweet = {
+    id: row.tweetId,
+    text: row.tweetText,
+    authorUsername: row.tweetAuthorUsername,
+    createdAt: row.tweetCreatedAt.toISOString(),
+  };
+  const payload = monitorHitPayload(monitorRef(m), tweet, row.detectedAt.toISOString());
+  return { job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload } };
+}
+
+export function createMessagePreparer(repo: DispatcherRepository, logger: Logger) {
+  const ctx: Context = { repo, logger };
   /** the job of a message, or what to do with the message when there is none */
   return function prepare(env: EnvelopeOf<DispatcherRoutingKey>): Promise<Prepared> {
     switch (env.routingKey) {
       case 'monitor.hit':
-        return hit(env);
+        return hit(ctx, env);
       case 'monitor.test':
-        return test(env);
+        return test(ctx, env);
       case 'webhook.redeliver':
-        return redeliver(env);
+        return redeliver(ctx, env);
     }
   };
 }

@@ -18,7 +18,7 @@ import {
 } from '@sts/testing';
 import { Webhook } from 'standardwebhooks';
 import type { Dispatcher } from './app';
-import { startInProcessDispatcher, type InProcessDispatcher } from './testing';
+import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);

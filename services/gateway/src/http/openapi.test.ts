@@ -12,7 +12,7 @@ import {
   MonitorRecord as MonitorSchema,
 } from '@sts/api-contract';
 import { openApiDocument } from './openapi';
-import { validate } from './schemaCheck';
+import { validate } from '../../test/schemaCheck';
 
 // The OAS 3.1 schema as published by the OpenAPI Initiative, in the form the maintained
 // @seriousme/openapi-schema-validator ships for ajv ($dynamicRef replaced by $ref). That package's

@@ -39,41 +39,71 @@ export interface ParkingOptions {
   confirmTimeoutMs?: number;
 }
 
-export function createAmqpParking(options: ParkingOptions): Parking {
+type ParkingChannel = { conn: ChannelModel; ch: ConfirmChannel };
+
+/** opens the parking connection and declares its exchanges and queue; `onLost` runs when it closes */
+async function openParking(options: ParkingOptions, onLost: () => void): Promise<ParkingChannel> {
   const names = parkingNames(options.queue);
-  let current: Promise<{ conn: ChannelModel; ch: ConfirmChannel }> | null = null;
-  let closed = false;
-
-  async function open(): Promise<{ conn: ChannelModel; ch: ConfirmChannel }> {
-    const conn = await connect(options.url, { clientProperties: { connection_name: `${options.queue}-parking` } });
-    const drop = () => {
-      current = null;
-    };
-    conn.on('close', drop);
-    conn.on('error', (err: unknown) =>
-      options.logger.warn('parking connection error', { error: err instanceof Error ? err.message : String(err) }),
-    );
-    try {
-      const ch = await conn.createConfirmChannel();
-      ch.on('close', drop);
-      ch.on('error', () => undefined); // the connection's handlers report it
-      await ch.assertExchange(names.defer, 'direct', { durable: true });
-      await ch.assertExchange(names.back, 'direct', { durable: true });
-      await ch.assertQueue(names.parked, { durable: true, arguments: parkedQueueArguments(options.queue) });
-      for (const key of options.bindings) {
-        await ch.bindQueue(names.parked, names.defer, key);
-        await ch.bindQueue(options.queue, names.back, key);
-      }
-      return { conn, ch };
-    } catch (err) {
-      await conn.close().catch(() => undefined);
-      throw err;
+  const conn = await connect(options.url, { clientProperties: { connection_name: `${options.queue}-parking` } });
+  conn.on('close', onLost);
+  conn.on('error', (err: unknown) =>
+    options.logger.warn('parking connection error', { error: err instanceof Error ? err.message : String(err) }),
+  );
+  try {
+    const ch = await conn.createConfirmChannel();
+    ch.on('close', onLost);
+    ch.on('error', () => undefined); // the connection's handlers report it
+    await ch.assertExchange(names.defer, 'direct', { durable: true });
+    await ch.assertExchange(names.back, 'direct', { durable: true });
+    await ch.assertQueue(names.parked, { durable: true, arguments: parkedQueueArguments(options.queue) });
+    for (const key of options.bindings) {
+      await ch.bindQueue(names.parked, names.defer, key);
+      await ch.bindQueue(options.queue, names.back, key);
     }
+    return { conn, ch };
+  } catch (err) {
+    await conn.close().catch(() => undefined);
+    throw err;
   }
+}
 
-  function channel(): Promise<{ conn: ChannelModel; ch: ConfirmChannel }> {
+/** publishes the parked copy; resolves once the broker confirmed it */
+function publishParked(ch: ConfirmChannel, options: ParkingOptions, env: Envelope<RoutingKey>): Promise<void> {
+  const body = Buffer.from(JSON.stringify(env.payload), 'utf8');
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no confirm')), options.confirmTimeoutMs ?? 5000);
+    ch.publish(
+      parkingNames(options.queue).defer,
+      env.routingKey,
+      body,
+      {
+        messageId: env.messageId,
+        type: env.routingKey,
+        contentType: 'application/json',
+        persistent: true,
+        expiration: String(options.delayMs),
+        ...(env.publishedAt ? { timestamp: Math.floor(env.publishedAt.getTime() / 1000) } : {}),
+        headers: toAmqpHeaders(env.headers),
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        if (err) reject(err instanceof Error ? err : new Error('message nacked'));
+        else resolve();
+      },
+    );
+  });
+}
+
+export function createAmqpParking(options: ParkingOptions): Parking {
+  let current: Promise<ParkingChannel> | null = null;
+  let closed = false;
+  const drop = () => {
+    current = null;
+  };
+
+  function channel(): Promise<ParkingChannel> {
     if (closed) return Promise.reject(new Error('parking is closed'));
-    current ??= open().catch((err: unknown) => {
+    current ??= openParking(options, drop).catch((err: unknown) => {
       current = null;
       throw err;
     });
@@ -87,29 +117,7 @@ export function createAmqpParking(options: ParkingOptions): Parking {
     async park(env) {
       try {
         const { ch } = await channel();
-        const body = Buffer.from(JSON.stringify(env.payload), 'utf8');
-        await new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error('no confirm')), options.confirmTimeoutMs ?? 5000);
-          ch.publish(
-            names.defer,
-            env.routingKey,
-            body,
-            {
-              messageId: env.messageId,
-              type: env.routingKey,
-              contentType: 'application/json',
-              persistent: true,
-              expiration: String(options.delayMs),
-              ...(env.publishedAt ? { timestamp: Math.floor(env.publishedAt.getTime() / 1000) } : {}),
-              headers: toAmqpHeaders(env.headers),
-            },
-            (err: unknown) => {
-              clearTimeout(timer);
-              if (err) reject(err instanceof Error ? err : new Error('message nacked'));
-              else resolve();
-            },
-          );
-        });
+        await publishParked(ch, options, env);
         return true;
       } catch (err) {
         options.logger.warn('parking a message failed; it waits in memory instead', {

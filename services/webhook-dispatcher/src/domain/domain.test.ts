@@ -12,7 +12,15 @@ import {
 } from './payloads';
 import { brokenReasonFor, redactWebhookUrl, skipReason, SKIP_REASONS } from './policy';
 import { healthNeedsUpdate, healthState } from './health';
-import { laneKey, PLATFORM_PACE, retryAfterMs, TokenBucket } from './pacing';
+import {
+  laneKey,
+  PLATFORM_PACE,
+  rateLimitGiveUpError,
+  rateLimitWait,
+  rateLimitWaitError,
+  retryAfterMs,
+  TokenBucket,
+} from './pacing';
 
 const hit: HitPayload = {
   event: 'monitor.hit',
@@ -205,6 +213,27 @@ describe('delivery policy', () => {
       expect(laneKey('slack', 'https://hooks.slack.com/services/T1/B2/x')).toBe('slack:/services/T1/B2/x');
       expect(laneKey('native', 'https://Example.com/a?b=1')).toBe('example.com:443');
       expect(laneKey('native', 'https://example.com:8443/a')).toBe('example.com:8443');
+    });
+
+    it('waits out a Discord/Slack 429 at most 3 times and 60 s in all; a native 429 is final', () => {
+      const answer = (status: number, retryAfter?: string) => ({
+        statusCode: status,
+        headers: retryAfter === undefined ? {} : { 'retry-after': retryAfter },
+        responseSnippet: null,
+      });
+      expect(rateLimitWait('discord', answer(429, '1.5'), 0, 0, 0)).toBe(1500);
+      expect(rateLimitWait('slack', answer(429), 0, 0, 0)).toBe(1000); // no wait named: the default
+      expect(rateLimitWait('discord', answer(429, '1'), 3, 3000, 0)).toBeNull(); // 3 waits already
+      expect(rateLimitWait('discord', answer(429, '30'), 1, 31_000, 0)).toBeNull(); // over 60 s in all
+      expect(rateLimitWait('discord', answer(429, '29'), 1, 31_000, 0)).toBe(29_000);
+      expect(rateLimitWait('native', answer(429, '1'), 0, 0, 0)).toBeNull();
+      expect(rateLimitWait('discord', answer(500, '1'), 0, 0, 0)).toBeNull();
+      expect(rateLimitWaitError('discord', 1500, 1)).toBe(
+        'Discord answered HTTP 429 (rate limited); sending again in 1.5 s (wait 1 of 3)',
+      );
+      expect(rateLimitGiveUpError('slack', 3, 3000)).toBe(
+        'Slack answered HTTP 429 (rate limited); gave up after 3 wait(s) of 3 s in all',
+      );
     });
 
     it('paces with a token bucket (Discord: 5 at once, then 2.5/s) and honours a block', () => {

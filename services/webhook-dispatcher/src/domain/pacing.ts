@@ -27,10 +27,10 @@ export const PLATFORM_PACE: Readonly<Record<'discord' | 'slack', PaceRule>> = {
 };
 
 /** At most this many 429 waits per delivery, and at most this long waiting in all. */
-export const RATE_LIMIT_MAX_WAITS = 3;
-export const RATE_LIMIT_MAX_TOTAL_MS = 60_000;
+const RATE_LIMIT_MAX_WAITS = 3;
+const RATE_LIMIT_MAX_TOTAL_MS = 60_000;
 /** used when a 429 names no wait */
-export const RATE_LIMIT_DEFAULT_WAIT_MS = 1000;
+const RATE_LIMIT_DEFAULT_WAIT_MS = 1000;
 
 export function paceRuleFor(kind: WebhookKind): PaceRule | null {
   return kind === 'native' ? null : PLATFORM_PACE[kind];
@@ -149,4 +149,45 @@ export function retryAfterMs(
     }
   }
   return null;
+}
+
+/** the part of an answer the 429 rules read */
+export interface RateLimitAnswer {
+  statusCode: number | null;
+  headers: Record<string, string | string[] | undefined>;
+  responseSnippet: string | null;
+}
+
+/**
+ * ms to wait before sending a delivery again after a Discord/Slack 429, or null to stop here:
+ * `waits` waits of `waited` ms in all so far, bounded by RATE_LIMIT_MAX_WAITS and RATE_LIMIT_MAX_TOTAL_MS.
+ */
+export function rateLimitWait(
+  kind: WebhookKind,
+  answer: RateLimitAnswer,
+  waits: number,
+  waited: number,
+  now: number,
+): number | null {
+  if (kind === 'native' || answer.statusCode !== 429 || waits >= RATE_LIMIT_MAX_WAITS) return null;
+  const wait = retryAfterMs(answer.headers, answer.responseSnippet, now) ?? RATE_LIMIT_DEFAULT_WAIT_MS;
+  return waited + wait > RATE_LIMIT_MAX_TOTAL_MS ? null : wait;
+}
+
+function platform(kind: WebhookKind): string {
+  return kind === 'discord' ? 'Discord' : kind === 'slack' ? 'Slack' : 'the receiver';
+}
+
+function seconds(ms: number): number {
+  return Math.round(ms / 100) / 10;
+}
+
+/** the attempt log's error for a 429 that is sent again after `wait` ms (the `waits`th wait) */
+export function rateLimitWaitError(kind: WebhookKind, wait: number, waits: number): string {
+  return `${platform(kind)} answered HTTP 429 (rate limited); sending again in ${seconds(wait)} s (wait ${waits} of ${RATE_LIMIT_MAX_WAITS})`;
+}
+
+/** the attempt log's error for a 429 after which the delivery gives up */
+export function rateLimitGiveUpError(kind: WebhookKind, waits: number, waited: number): string {
+  return `${platform(kind)} answered HTTP 429 (rate limited); gave up after ${waits} wait(s) of ${seconds(waited)} s in all`;
 }

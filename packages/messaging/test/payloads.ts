@@ -2,7 +2,7 @@
  * This package's own test data (the general helpers are @sts/testing's): sample payloads of the
  * event contracts.
  */
-import type { MonitorHitEvent, MonitorTestEvent } from './contracts';
+import type { MonitorHitEvent, MonitorTestEvent } from '../src/contracts';
 
 let seq = 0;
 

@@ -12,8 +12,8 @@ import {
   type HttpsReceiver,
   type ServiceProcess,
 } from '@sts/testing';
-import { createPrismaRepository } from './adapters/repository';
-import { createDispatcher, type Dispatcher } from './app';
+import { createPrismaRepository } from '../src/adapters/repository';
+import { createDispatcher, type Dispatcher } from '../src/app';
 
 /** Starts src/main.ts with `env`; resolves once it consumes (its "started" line is printed). */
 export async function spawnDispatcher(env: Record<string, string>, timeoutMs = 30_000): Promise<ServiceProcess> {

@@ -7,7 +7,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { startInProcess } from '@sts/common';
 import { spawnService } from '@sts/testing';
 import { gatewayService } from '../../gateway/src/main';
-import { dashboardService } from './main';
+import { dashboardService } from '../src/main';
 
 export interface RunningDashboard {
   port: number;

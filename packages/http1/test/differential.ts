@@ -7,13 +7,13 @@
  * differently — that is what request smuggling needs.
  *
  * Both servers are fed in memory (a Duplex standing in for the socket, `server.emit('connection')`)
- * so thousands of cases run in a few seconds. Used by differential.test.ts (a fixed seed and one
+ * so thousands of cases run in a few seconds. Used by src/differential.test.ts (a fixed seed and one
  * random seed per run) and by `pnpm fuzz:gateway` (bench/fuzz-gateway.ts; FUZZ_ITERATIONS,
  * FUZZ_SEED) for longer runs.
  */
 import http from 'node:http';
 import { Duplex } from 'node:stream';
-import { createHttpServer } from './server';
+import { createHttpServer } from '../src/server';
 
 /** a seeded PRNG (mulberry32): the same seed gives the same cases */
 function prng(seed: number): () => number {
