@@ -65,7 +65,6 @@ export function buildStreamMode(
     search: createGroupSearch(deps.source),
     userCheck: createUserCheck({
       users: deps.source.users,
-      pollerRepository: deps.pollerRepository,
       repository,
       logger: deps.logger,
       ...(deps.userCheckMs !== undefined && { intervalMs: deps.userCheckMs }),

@@ -29,6 +29,11 @@ export interface StreamRepository {
   position(): Promise<StreamPosition>;
   /** moves the position forward only (another holder's later write wins) */
   savePosition(position: StreamPosition): Promise<void>;
+  /**
+   * the target's account cannot be read (renamed, suspended, unknown): `last_error` on its active
+   * monitors and cursor; no poll happened, so nothing else moves (the tick's fallback schedule stays)
+   */
+  markError(targetKey: string, error: string): Promise<void>;
   /** the target's account can be read again: `last_error` off its active monitors and cursor */
   clearError(targetKey: string): Promise<void>;
 }
@@ -80,6 +85,16 @@ export function createStreamRepository(db: Db): StreamRepository {
                                ELSE x_stream_state.last_tweet_id END,
           alive_at = greatest(x_stream_state.alive_at, EXCLUDED.alive_at),
           updated_at = now()`;
+    },
+    async markError(targetKey, error) {
+      await db.$transaction([
+        db.monitor.updateMany({ where: { targetKey, isActive: true }, data: { lastError: error } }),
+        db.pollCursor.upsert({
+          where: { targetKey },
+          create: { targetKey, lastError: error },
+          update: { lastError: error },
+        }),
+      ]);
     },
     async clearError(targetKey) {
       await db.$transaction([

@@ -345,6 +345,9 @@ describe('X stream mode', () => {
     await waitFor(async () => /suspended/.test((await errorOf(omar.id)) ?? ''), 15_000);
     expect(await errorOf(nina.id)).toMatch(/@nina was renamed on X: account \d+ is now @nina_new/);
     expect(await errorOf(pete.id)).toBeNull();
+    // on the target's cursor too; no poll happened (the tick's fallback schedule is untouched)
+    const cursor = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: 'omar' } });
+    expect(cursor).toMatchObject({ lastError: expect.stringMatching(/suspended/), lastPolledAt: null });
     fake.state.suspend('omar', false);
     await waitFor(async () => (await errorOf(omar.id)) === null, 15_000);
     expect(await errorOf(nina.id)).toMatch(/renamed/);

@@ -105,6 +105,8 @@ class StreamModeRunner implements StreamMode {
   private readonly pendingBackfills = new Set<NodeJS.Timeout>();
   /** usernames whose rule-change backfill is scheduled */
   private readonly pendingNames = new Set<string>();
+  /** rule-change backfills that came due before the connection was up: run once it is */
+  private deferred: { usernames: string[]; since: Date }[] = [];
   private lastTweetId: string | null = null;
   private aliveAt: Date | null = null;
   private targetsByKey = new Map<string, StreamTarget>();
@@ -222,7 +224,7 @@ class StreamModeRunner implements StreamMode {
           state.connected = true;
           this.metrics?.connected(1);
           this.logger.info('X stream connected');
-          void this.gapBackfill(state);
+          void this.gapBackfill(state).then(() => this.runDeferred());
         },
         onDropped: (kind) => {
           state.connected = false;
@@ -240,6 +242,8 @@ class StreamModeRunner implements StreamMode {
     if (!state) return;
     state.abort.abort();
     await state.connection;
+    for (const d of this.deferred) this.settled(d.usernames);
+    this.deferred = [];
     this.options.userCheck?.reset();
     this.metrics?.connected(0);
     this.logger.info('this replica no longer holds the X stream');
@@ -280,13 +284,29 @@ class StreamModeRunner implements StreamMode {
     for (const u of usernames) this.pendingNames.add(u);
     const t = setTimeout(() => {
       this.pendingBackfills.delete(t);
-      const done = () => {
-        for (const u of usernames) this.pendingNames.delete(u);
-      };
-      if (this.holder) void this.backfill(usernames, since, 'rules changed').then(done, done);
-      else done();
+      if (!this.holder) return this.settled(usernames);
+      // no connection yet: a backfill now would leave a gap until it is up; it runs right after
+      // the connection's own backfill instead (which leaves these names to it), so a first start
+      // searches every new name once
+      if (!this.holder.connected) return void this.deferred.push({ usernames, since });
+      this.runBackfill(usernames, since);
     }, this.options.ruleSettleMs);
     this.pendingBackfills.add(t);
+  }
+
+  private settled(usernames: readonly string[]): void {
+    for (const u of usernames) this.pendingNames.delete(u);
+  }
+
+  private runBackfill(usernames: string[], since: Date): void {
+    const done = () => this.settled(usernames);
+    void this.backfill(usernames, since, 'rules changed').then(done, done);
+  }
+
+  private runDeferred(): void {
+    const due = this.deferred;
+    this.deferred = [];
+    for (const d of due) this.runBackfill(d.usernames, d.since);
   }
 
   /** targets beyond X_MAX_RULES: polled by batched search on the Starter interval */
@@ -359,6 +379,7 @@ class StreamModeRunner implements StreamMode {
     for (const t of this.pendingBackfills) clearTimeout(t);
     this.pendingBackfills.clear();
     this.pendingNames.clear();
+    this.deferred = [];
     await this.current;
     await this.giveUp();
     await this.drain();

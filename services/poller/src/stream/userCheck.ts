@@ -17,7 +17,6 @@
  */
 import type { Logger } from '@sts/common';
 import type { SocialUser, XUserDirectory } from '@sts/social';
-import type { PollerRepository } from '../adapters/repository';
 import type { StreamRepository } from './repository';
 
 export interface UserCheck {
@@ -35,8 +34,7 @@ export interface UserCheck {
 
 export interface UserCheckOptions {
   users: Pick<XUserDirectory, 'resolve' | 'rememberMany'>;
-  pollerRepository: Pick<PollerRepository, 'recordFailure'>;
-  repository: Pick<StreamRepository, 'clearError'>;
+  repository: Pick<StreamRepository, 'markError' | 'clearError'>;
   logger: Logger;
   /** default 60 s */
   intervalMs?: number;
@@ -51,14 +49,13 @@ export function createUserCheck(options: UserCheckOptions): UserCheck {
   const flagged = new Set<string>();
 
   async function pass(usernames: readonly string[]): Promise<void> {
-    const at = new Date();
     const resolved = await options.users.resolve(usernames, 'low');
     let problems = 0;
     for (const [name, r] of resolved) {
       if (r.status !== 'ok') {
         problems++;
         if (flagged.has(name)) continue;
-        await options.pollerRepository.recordFailure(name, r.message, at);
+        await options.repository.markError(name, r.message);
         flagged.add(name);
       } else if (flagged.delete(name)) {
         await options.repository.clearError(name);
