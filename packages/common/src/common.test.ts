@@ -12,6 +12,7 @@ import {
   InvalidRequestError,
   parseEnv,
   redact,
+  redactText,
   startOpsServer,
   toErrorResponse,
   UnauthorizedError,
@@ -87,6 +88,23 @@ describe('logger', () => {
     expect(JSON.stringify(line)).not.toContain('hunter2');
     expect(JSON.stringify(line)).not.toContain('ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789');
     expect(typeof line.timestamp).toBe('string');
+  });
+
+  it('redactText masks every kind of secret in free text, whatever its case, and leaves other text as it is', () => {
+    const cases: [string, string][] = [
+      ['key sts_live_ABCDEFGH12345678 used', 'sts_live_ABCDEFGH12345678'],
+      ['auth BEARER abc.def-ghi', 'abc.def-ghi'],
+      ['amqp://guest:hunter2@rabbit:5672', 'hunter2'],
+      ['POST https://discordapp.com/api/webhooks/12/tok-EN_x', 'tok-EN_x'],
+      ['https://hooks.slack.com/services/T1/B2/zzSecret', 'zzSecret'],
+    ];
+    for (const [text, secret] of cases) {
+      const out = redactText(text);
+      expect(out).toContain('[REDACTED]');
+      expect(out).not.toContain(secret);
+    }
+    const plain = 'GET /v1/users/bench_user/tweets 200 in 1.2 ms';
+    expect(redactText(plain)).toBe(plain);
   });
 
   it('redact handles errors, arrays and Discord/Slack webhook tokens', () => {
