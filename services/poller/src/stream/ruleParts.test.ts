@@ -4,90 +4,25 @@
  * monitor of it allows and no more, so X streams less and no monitor misses a post; parts follow
  * filter changes within a sync; each (monitor, tweet) is still one hit and one event.
  */
-import { Redis } from 'ioredis';
-import { Registry } from 'prom-client';
-import { createLogger } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
-import { createXSource } from '@sts/social';
-import {
-  createAccount,
-  createFakeStream,
-  createTestDatabase,
-  createTestRedis,
-  startFakeX,
-  waitFor,
-  type FakeStream,
-  type FakeX,
-} from '@sts/testing';
-import { createPollerRepository } from '../adapters/repository';
+import { createAccount, waitFor, type FakeStream, type FakeX } from '@sts/testing';
+import type { Db } from '@sts/db';
 import { parseRule } from '../domain/streamRules';
-import { buildStreamMode } from './index';
-import type { StreamMode } from './streamMode';
+import { useStreamHarness } from '../../test/streamMode';
 
-const logger = createLogger({ service: 'stream-parts-test', level: process.env.STREAM_TEST_LOG ?? 'error' });
-let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+const h = useStreamHarness('stream-parts-test');
+// the harness's fields under short names, current in every test
 let db: Db;
-let redisHandle: ReturnType<typeof createTestRedis>;
-let redis: Redis;
 let fake: FakeX;
 let stream: FakeStream;
-let mode: StreamMode | null = null;
 /** tweet ids the fake wrote to the stream */
 let streamed: string[];
-
-beforeAll(async () => {
-  dbHandle = await createTestDatabase();
-  db = createDbClient({ url: dbHandle.url, poolSize: 4 });
-});
-afterAll(async () => {
-  await db.$disconnect();
-  await dbHandle.drop();
-});
-beforeEach(async () => {
-  stream = createFakeStream({ keepAliveMs: 100, maxRuleLength: 64 });
+beforeEach(() => {
+  ({ db, fake, stream } = h);
   streamed = [];
   stream.on('delivered', (id: string) => streamed.push(id));
-  fake = await startFakeX({ routes: stream.routes });
-  redisHandle = createTestRedis();
-  redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
-  await db.$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state CASCADE`;
 });
-afterEach(async () => {
-  await mode?.stop();
-  mode = null;
-  await fake.stop();
-  redis.disconnect();
-  await redisHandle.cleanup();
-});
-
-function startMode(): void {
-  const source = createXSource({ baseUrl: fake.url, bearerToken: 'test-token', redis });
-  mode = buildStreamMode(
-    {
-      DATABASE_URL: dbHandle.url,
-      X_API_BASE_URL: fake.url,
-      X_BEARER_TOKEN: 'test-token',
-      X_TIMEOUT_MS: 5000,
-      X_RULE_MAX_LENGTH: 64,
-      X_MAX_RULES: 100,
-      X_RULE_SETTLE_SECONDS: 0,
-      X_QUERY_MAX_LENGTH: 512,
-      POLL_OVERLAP_SECONDS: 2,
-      PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
-      PLAN_STARTER_POLL_INTERVAL_SECONDS: 60,
-    },
-    {
-      db,
-      source,
-      pollerRepository: createPollerRepository(db),
-      logger,
-      registry: new Registry(),
-      stallMs: 700,
-      syncMs: 150,
-    },
-  );
-  mode.start();
-}
+const startMode = (): void => void h.startMode();
+const hitsOf = h.hitsOf.bind(h);
 
 async function monitor(username: string, filters: { excludeTypes?: string[]; langs?: string[] } = {}) {
   if (!fake.state.user(username)) fake.state.addUser({ username });
@@ -100,10 +35,6 @@ async function monitor(username: string, filters: { excludeTypes?: string[]; lan
 /** the value of the rule that holds `username` */
 const ruleOf = (username: string): string | undefined =>
   stream.rules().find((r) => (parseRule({ value: r.value, tag: r.tag }) ?? []).includes(username))?.value;
-
-async function hitsOf(monitorId: string): Promise<string[]> {
-  return (await db.hit.findMany({ where: { monitorId }, select: { tweetId: true } })).map((h) => h.tweetId).sort();
-}
 
 const repostOf = (author: string, original: { id: string }) =>
   fake.state.post({ author, text: 'RT a post', references: [{ type: 'retweeted', id: original.id }] });

@@ -4,102 +4,22 @@
  * a stall lose nothing (backfill), a killed holder process fails over, two replicas hold one
  * connection, and every (monitor, tweet) is exactly one hit and one event whatever the overlap.
  */
-import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { createLogger } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
-import { createXSource } from '@sts/social';
-import {
-  createAccount,
-  createFakeStream,
-  createTestDatabase,
-  createTestRedis,
-  spawnService,
-  startFakeX,
-  waitFor,
-  type FakeStream,
-  type FakeX,
-} from '@sts/testing';
-import { createPollerRepository } from '../adapters/repository';
+import { createAccount, spawnService, startFakeX, waitFor, type FakeStream, type FakeX } from '@sts/testing';
+import type { Db } from '@sts/db';
 import { parseRule } from '../domain/streamRules';
-import { buildStreamMode, type StreamModeEnv } from './index';
-import type { StreamMode } from './streamMode';
+import { useStreamHarness } from '../../test/streamMode';
 
-const logger = createLogger({ service: 'stream-test', level: process.env.STREAM_TEST_LOG ?? 'error' });
-let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+const h = useStreamHarness('stream-test');
+// the harness's fields under short names, current in every test
 let db: Db;
-let redisHandle: ReturnType<typeof createTestRedis>;
-let redis: Redis;
 let fake: FakeX;
 let stream: FakeStream;
-const running: StreamMode[] = [];
-
-beforeAll(async () => {
-  dbHandle = await createTestDatabase();
-  db = createDbClient({ url: dbHandle.url, poolSize: 4 });
+beforeEach(() => {
+  ({ db, fake, stream } = h);
 });
-afterAll(async () => {
-  await db.$disconnect();
-  await dbHandle.drop();
-});
-beforeEach(async () => {
-  stream = createFakeStream({ keepAliveMs: 100, maxRuleLength: 64 });
-  fake = await startFakeX({ routes: stream.routes });
-  // the fleet's governor and user cache: one Redis prefix per test, shared by its replicas
-  redisHandle = createTestRedis();
-  redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
-  await db.$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state CASCADE`;
-});
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((m) => m.stop()));
-  await fake.stop();
-  redis.disconnect();
-  await redisHandle.cleanup();
-});
-
-function env(overrides: Partial<StreamModeEnv> = {}): StreamModeEnv {
-  return {
-    DATABASE_URL: dbHandle.url,
-    X_API_BASE_URL: fake.url,
-    X_BEARER_TOKEN: 'test-token',
-    X_TIMEOUT_MS: 5000,
-    X_RULE_MAX_LENGTH: 64,
-    X_MAX_RULES: 100,
-    X_RULE_SETTLE_SECONDS: 0,
-    X_QUERY_MAX_LENGTH: 512,
-    POLL_OVERLAP_SECONDS: 2,
-    PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
-    PLAN_STARTER_POLL_INTERVAL_SECONDS: 60,
-    ...overrides,
-  };
-}
-
-function startMode(
-  overrides: Partial<StreamModeEnv> = {},
-  registry = new Registry(),
-  extra: { userCheckMs?: number; userCacheTtlSeconds?: number } = {},
-): StreamMode {
-  const e = env(overrides);
-  const source = createXSource({
-    baseUrl: e.X_API_BASE_URL,
-    bearerToken: 'test-token',
-    redis,
-    ...(extra.userCacheTtlSeconds !== undefined && { userCacheTtlSeconds: extra.userCacheTtlSeconds }),
-  });
-  const mode = buildStreamMode(e, {
-    db,
-    source,
-    pollerRepository: createPollerRepository(db),
-    logger,
-    registry,
-    stallMs: 700,
-    syncMs: 150,
-    ...(extra.userCheckMs !== undefined && { userCheckMs: extra.userCheckMs }),
-  });
-  running.push(mode);
-  mode.start();
-  return mode;
-}
+const startMode = h.startMode.bind(h);
+const hitsOf = h.hitsOf.bind(h);
 
 async function monitor(username: string, plan: 'free' | 'starter' = 'starter', keywords: string[] = []) {
   if (!fake.state.user(username)) fake.state.addUser({ username });
@@ -114,10 +34,6 @@ const ruled = (): string[] =>
     .rules()
     .flatMap((r) => parseRule({ value: r.value, tag: r.tag }) ?? [])
     .sort();
-
-async function hitsOf(monitorId: string): Promise<string[]> {
-  return (await db.hit.findMany({ where: { monitorId }, select: { tweetId: true } })).map((h) => h.tweetId).sort();
-}
 
 /** every hit has exactly one event, and no (monitor, tweet) twice */
 async function expectOneEventPerHit(): Promise<void> {
@@ -234,9 +150,9 @@ describe('X stream mode', () => {
   it('a killed holder process fails over: the survivor connects and backfills from the saved position', async () => {
     const m = await monitor('hank');
     const proc = spawnService('services/poller/src/main.ts', {
-      DATABASE_URL: dbHandle.url,
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
+      DATABASE_URL: h.dbHandle.url,
+      REDIS_URL: h.redisHandle.url,
+      REDIS_KEY_PREFIX: h.redisHandle.prefix,
       AMQP_URL: 'amqp://guest:guest@127.0.0.1:1',
       SOCIAL_SOURCE: 'x',
       X_API_BASE_URL: fake.url,
@@ -273,7 +189,7 @@ describe('X stream mode', () => {
   it('two replicas never exceed the stream_connect budget, however often X drops the stream', async () => {
     await fake.stop();
     // 3 connects per 3-second window: the shared governor must refuse the 4th itself
-    fake = await startFakeX({ routes: stream.routes, limits: { stream_connect: 3 }, windowMs: 3000 });
+    fake = h.fake = await startFakeX({ routes: stream.routes, limits: { stream_connect: 3 }, windowMs: 3000 });
     const m = await monitor('olga');
     startMode();
     startMode();

@@ -1,0 +1,116 @@
+/**
+ * The X `stream` mode's test set-up, shared by stream.test.ts and ruleParts.test.ts: a test
+ * database (one per file), a Redis prefix and a fake X with its filtered stream per test, the
+ * stream mode built as main.ts builds it, and the modes a test started stopped after it.
+ * `useStreamHarness()` registers the jest hooks; read the fields inside tests and hooks only.
+ */
+import { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { createLogger } from '@sts/common';
+import { createDbClient, type Db } from '@sts/db';
+import { createXSource } from '@sts/social';
+import {
+  createFakeStream,
+  createTestDatabase,
+  createTestRedis,
+  startFakeX,
+  type FakeStream,
+  type FakeX,
+} from '@sts/testing';
+import { createPollerRepository } from '../src/adapters/repository';
+import { buildStreamMode, type StreamModeEnv } from '../src/stream/index';
+import type { StreamMode } from '../src/stream/streamMode';
+
+export interface StartExtra {
+  userCheckMs?: number;
+  userCacheTtlSeconds?: number;
+}
+
+export class StreamHarness {
+  dbHandle!: Awaited<ReturnType<typeof createTestDatabase>>;
+  db!: Db;
+  redisHandle!: ReturnType<typeof createTestRedis>;
+  redis!: Redis;
+  fake!: FakeX;
+  stream!: FakeStream;
+  readonly running: StreamMode[] = [];
+  readonly logger;
+
+  constructor(service: string) {
+    this.logger = createLogger({ service, level: process.env.STREAM_TEST_LOG ?? 'error' });
+  }
+
+  env(overrides: Partial<StreamModeEnv> = {}): StreamModeEnv {
+    return {
+      DATABASE_URL: this.dbHandle.url,
+      X_API_BASE_URL: this.fake.url,
+      X_BEARER_TOKEN: 'test-token',
+      X_TIMEOUT_MS: 5000,
+      X_RULE_MAX_LENGTH: 64,
+      X_MAX_RULES: 100,
+      X_RULE_SETTLE_SECONDS: 0,
+      X_QUERY_MAX_LENGTH: 512,
+      POLL_OVERLAP_SECONDS: 2,
+      PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
+      PLAN_STARTER_POLL_INTERVAL_SECONDS: 60,
+      ...overrides,
+    };
+  }
+
+  /** builds and starts a stream mode (one replica); it is stopped after the test */
+  startMode(overrides: Partial<StreamModeEnv> = {}, registry = new Registry(), extra: StartExtra = {}): StreamMode {
+    const e = this.env(overrides);
+    const source = createXSource({
+      baseUrl: e.X_API_BASE_URL,
+      bearerToken: 'test-token',
+      redis: this.redis,
+      ...(extra.userCacheTtlSeconds !== undefined && { userCacheTtlSeconds: extra.userCacheTtlSeconds }),
+    });
+    const mode = buildStreamMode(e, {
+      db: this.db,
+      source,
+      pollerRepository: createPollerRepository(this.db),
+      logger: this.logger,
+      registry,
+      stallMs: 700,
+      syncMs: 150,
+      ...(extra.userCheckMs !== undefined && { userCheckMs: extra.userCheckMs }),
+    });
+    this.running.push(mode);
+    mode.start();
+    return mode;
+  }
+
+  async hitsOf(monitorId: string): Promise<string[]> {
+    const hits = await this.db.hit.findMany({ where: { monitorId }, select: { tweetId: true } });
+    return hits.map((h) => h.tweetId).sort();
+  }
+}
+
+/** the harness of one test file, its jest hooks registered */
+export function useStreamHarness(service: string): StreamHarness {
+  const h = new StreamHarness(service);
+  beforeAll(async () => {
+    h.dbHandle = await createTestDatabase();
+    h.db = createDbClient({ url: h.dbHandle.url, poolSize: 4 });
+  });
+  afterAll(async () => {
+    await h.db.$disconnect();
+    await h.dbHandle.drop();
+  });
+  beforeEach(async () => {
+    h.stream = createFakeStream({ keepAliveMs: 100, maxRuleLength: 64 });
+    h.fake = await startFakeX({ routes: h.stream.routes });
+    // the fleet's governor and user cache: one Redis prefix per test, shared by its replicas
+    h.redisHandle = createTestRedis();
+    h.redis = new Redis(h.redisHandle.url, { keyPrefix: h.redisHandle.prefix });
+    await h.db.$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state CASCADE`;
+  });
+  afterEach(async () => {
+    await Promise.all(h.running.splice(0).map((m) => m.stop()));
+    await h.fake.stop();
+    h.redis.disconnect();
+    await h.redisHandle.cleanup();
+  });
+  return h;
+}
