@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
-import { createXSource, type XSource } from '@sts/social';
+import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
 import { createTestDatabase, createTestRedis, startFakeX, type FakeX } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
@@ -175,6 +175,53 @@ describe('poller: X search mode', () => {
     expect(await hitsOf(mixedNo)).toEqual([mixedPost.id]);
     expect(await hitsOf(mixedAll)).toEqual([mixedPost.id, mixedRepost.id].sort());
     expect(await hitsOf(langsM)).toEqual([en.id, de.id].sort());
+  });
+
+  it('a group search the fleet budget refuses is no poll: its targets stay due with last_polled_at unchanged', async () => {
+    await sleep(1100);
+    // a fleet whose search window has room for one request (its own Redis prefix, so its budget
+    // is not the one the other tests' source learnt from X's headers)
+    const fleet = createTestRedis();
+    const fleetRedis = new Redis(fleet.url, { keyPrefix: fleet.prefix });
+    const governor = createRedisGovernor(fleetRedis, { limits: { search: 1 }, windowMs: 60_000 });
+    const short = createXSource({ baseUrl: fake.url, bearerToken: 't', timeoutMs: 5000, redis: fleetRedis, governor });
+    const refusing = createPoller({
+      repository: createPollerRepository(db),
+      source: short,
+      leases: createRedisLeases(fleetRedis),
+      logger,
+      intervals: { plans, overrideSec: 1 },
+      concurrency: 2,
+      search: { source: short, maxQueryLength: 512, overlapMs: 30_000 },
+    });
+    type Row = { target_key: string; last_polled_at: Date | null };
+    const before = new Map(
+      (await db.$queryRaw<Row[]>`SELECT target_key, last_polled_at FROM poll_cursors`).map((r) => [
+        r.target_key,
+        r.last_polled_at?.getTime(),
+      ]),
+    );
+    fake.requests.clear();
+    try {
+      const r = await refusing.runCycle();
+      expect(searches()).toBe(1);
+      expect(fake.requests.count({ status: 429 })).toBe(0);
+      expect(r.polled).toBeGreaterThan(0);
+      expect(r.failed).toBe(r.targets - r.polled - r.skipped);
+      expect(r.failed).toBeGreaterThan(0);
+      const after = await db.$queryRaw<(Row & { due: boolean; last_error: string | null })[]>`
+        SELECT c.target_key, c.last_polled_at, c.last_error, t.next_due_at <= clock_timestamp() AS due
+          FROM poll_cursors c JOIN poll_targets t USING (target_key)`;
+      const refused = after.filter((a) => a.last_error !== null && /budget|rate|busy/i.test(a.last_error));
+      expect(refused.length).toBe(r.failed);
+      for (const a of refused) {
+        expect(a.last_polled_at?.getTime()).toBe(before.get(a.target_key));
+        expect(a.due).toBe(true);
+      }
+    } finally {
+      fleetRedis.disconnect();
+      await fleet.cleanup();
+    }
   });
 
   it('stream mode keeps only the Free-only targets for the tick while a stream covers the pushed ones', () => {

@@ -11,6 +11,7 @@ import type { Logger } from '@sts/common';
 import {
   MIN_QUERY_LENGTH,
   packFromQueries,
+  SourceBusyError,
   upstreamRuleKey,
   upstreamRuleParts,
   withRuleParts,
@@ -75,6 +76,20 @@ async function recordFailure(deps: GroupPollDeps, l: Leased, message: string, re
     .recordFailure(l.target.targetKey, message.slice(0, 500), polledAt, schedule)
     .catch((e: unknown) => deps.logger.warn('could not record the poll failure', { error: errorMessage(e) }));
   return { outcome: 'error', hits: [], position: null };
+}
+
+/**
+ * The fleet's budget refused the group's search (SourceBusyError), as poll.ts treats a single
+ * target: no read and no poll (last_polled_at stays), each target stays due, and the tick takes no
+ * further group; when the budget reopens every unread target is taken in fair order.
+ */
+async function recordRefusal(deps: GroupPollDeps, l: Leased, message: string, readAt: Date): Promise<PollResult> {
+  const polledAt = deps.now();
+  const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
+  await deps.repository
+    .recordRefusal(l.target.targetKey, message.slice(0, 500), { ...schedule, nextDueAt: polledAt })
+    .catch((e: unknown) => deps.logger.warn('could not record the poll refusal', { error: errorMessage(e) }));
+  return { outcome: 'error', hits: [], position: null, busy: true };
 }
 
 function partition<T>(items: readonly T[], test: (item: T) => boolean): [T[], T[]] {
@@ -187,7 +202,8 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
       }
     } catch (err) {
       logger.warn('group poll failed', { query: group.query, error: errorMessage(err) });
-      for (const l of members) out.set(l.target.targetKey, await recordFailure(deps, l, errorMessage(err), readAt));
+      const record = err instanceof SourceBusyError ? recordRefusal : recordFailure;
+      for (const l of members) out.set(l.target.targetKey, await record(deps, l, errorMessage(err), readAt));
     }
   }
 
