@@ -3,10 +3,11 @@
  * echoed), and createRedis() building the client each mode asks for (against the real Redis for
  * standalone; the cluster client against a real cluster is tested by the gateway and the poller).
  */
+import { Writable } from 'node:stream';
 import { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
-import { createTestRedis } from '@sts/testing';
-import { commonEnv, ConfigError, createRedis, parseEnv, redisConfigFromEnv } from './index';
+import { createTestRedis, waitFor } from '@sts/testing';
+import { commonEnv, ConfigError, createLogger, createRedis, parseEnv, redisConfigFromEnv } from './index';
 
 const schema = z.object({ ...commonEnv });
 
@@ -92,5 +93,29 @@ describe('Redis settings', () => {
       raw.disconnect();
       await handle.cleanup();
     }
+  });
+
+  it("with a service's logger, a connection error is a 'redis connection error' warning naming the cause", async () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const logger = createLogger({ service: 'redis-test', stream, level: 'warn' });
+    // nothing listens on port 1: the connection is refused (the client connects at once)
+    const client = createRedis(
+      { REDIS_URL: 'redis://127.0.0.1:1', REDIS_KEY_PREFIX: 't:' },
+      { logger, reconnect: false },
+    );
+    // winston writes through its transport stream: the line arrives on a later tick
+    await waitFor(() => lines.some((l) => l.includes('redis connection error')));
+    client.disconnect();
+    const warning = lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.message === 'redis connection error');
+    expect(warning).toMatchObject({ level: 'warn', service: 'redis-test' });
+    expect(String(warning!.error)).toMatch(/ECONNREFUSED/);
   });
 });

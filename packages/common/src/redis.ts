@@ -15,6 +15,7 @@
  */
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { ConfigError } from './env';
+import type { Logger } from './logger';
 import {
   DEFAULT_REDIS_URL,
   redisConfigProblems,
@@ -51,6 +52,8 @@ export interface CreateRedisOptions {
   connectTimeout?: number;
   /** false: never reconnect (one-shot tools such as the admin CLI); default true */
   reconnect?: boolean;
+  /** a service's logger: connection errors become `redis connection error` warnings (else unhandled) */
+  logger?: Pick<Logger, 'warn'>;
 }
 
 /**
@@ -58,6 +61,13 @@ export interface CreateRedisOptions {
  * password and TLS from the URL(s).
  */
 export function createRedis(env: RedisEnv, opts: CreateRedisOptions = {}): RedisClient {
+  const client = newClient(env, opts);
+  const logger = opts.logger;
+  if (logger) client.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
+  return client;
+}
+
+function newClient(env: RedisEnv, opts: CreateRedisOptions): RedisClient {
   const config = redisConfigFromEnv(env);
   const common = {
     ...(opts.lazyConnect !== undefined && { lazyConnect: opts.lazyConnect }),

@@ -32,8 +32,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
   async start(env, { logger, registry, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
-    const redis = createRedis(env, { maxRetriesPerRequest: 2, lazyConnect: true });
-    redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
+    const redis = createRedis(env, { maxRetriesPerRequest: 2, lazyConnect: true, logger });
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'dashboard' });
     // a bad WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS fails the start, naming the variable
     const urlPolicy = webhookSavePolicyFromEnv({

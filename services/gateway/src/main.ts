@@ -22,8 +22,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
   async start(env, { logger, registry, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
-    const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
-    redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
+    const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, logger });
     const gateway = createGateway({
       keys: createKeyStore({
         db,

@@ -26,8 +26,7 @@ export const pollerService: ServiceDefinition<PollerEnv> = {
 async function start(env: PollerEnv, { logger, registry }: ServiceContext): Promise<StartedService> {
   const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
   // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
-  const redis = createRedis(env, { maxRetriesPerRequest: 2 });
-  redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
+  const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
   const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'poller' });
   const polls = new Counter({
     name: 'poller_polls_total',

@@ -20,8 +20,7 @@ export function buildSource(
 ): { source: SocialSource; redis?: RedisClient } {
   const { db, logger, registry } = deps;
   if (env.SOCIAL_SOURCE !== 'x') return { source: createSocialSource(env, { db }) };
-  const redis = createRedis(env, { maxRetriesPerRequest: 2 });
-  redis.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
+  const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
   const source = createCachedSource(createSocialSource(env, { db, redis, registry }), {
     redis,
     ttls: {
