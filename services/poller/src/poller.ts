@@ -131,28 +131,18 @@ export function createPoller(options: PollerOptions): Poller {
     },
     inFlight,
   );
-  const onPolled = recorder(options.metrics, 'poll');
+  // what the tick's cycle and the push both poll with
+  const polling = { repository, poll, now, concurrency };
   const runCycle = createCycle({
-    repository,
+    ...polling,
     intervals,
-    concurrency,
-    now,
-    poll,
     stopping: () => stopping,
-    onPolled,
+    onPolled: recorder(options.metrics, 'poll'),
     ...(options.selectDue ? { select: options.selectDue } : {}),
     ...groupPollOf(options, now, inFlight),
   });
   const onPushed = recorder(options.metrics, 'push');
-  const push = createPush({
-    repository,
-    poll,
-    logger,
-    now,
-    concurrency,
-    inFlight,
-    onPolled: (r) => onPushed(r.outcome, r),
-  });
+  const push = createPush({ ...polling, logger, inFlight, onPolled: (r) => onPushed(r.outcome, r) });
   const tick = ticker(() => runCycle(), options.tickMs ?? 1000, logger);
   let listener: Listener | undefined;
 
