@@ -6,9 +6,10 @@
  */
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
-import { createTestDatabase, createTestRedis, startFakeX, type FakeX } from '@sts/testing';
+import { createTestRedis, type FakeX } from '@sts/testing';
+import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { tickTargets } from './domain/groups';
@@ -20,9 +21,9 @@ const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 }
 const TARGETS = 100;
 
 describe('poller: X search mode', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: XTestBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
+  let redisHandle: XTestBed['redisHandle'];
   let redis: Redis;
   let fake: FakeX;
   let source: XSource;
@@ -31,11 +32,8 @@ describe('poller: X search mode', () => {
   const monitorOf = new Map<string, string>();
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 8 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
-    fake = await startFakeX();
+    bed = await openXTestBed({ poolSize: 8 });
+    ({ db, redis, redisHandle, fake } = bed);
     const account = (await db.account.create({ data: { email: 'search@example.com', plan: 'starter' } })).id;
     for (let i = 0; i < TARGETS; i++) {
       const u = fake.state.addUser({ username: `Searched_${i}` });
@@ -62,13 +60,7 @@ describe('poller: X search mode', () => {
     });
   });
 
-  afterAll(async () => {
-    await fake.stop();
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
-  });
+  afterAll(() => bed.close());
 
   const searches = () => fake.requests.count({ family: 'search' });
   const timelines = () => fake.requests.count({ family: 'timeline' });

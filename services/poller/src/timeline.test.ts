@@ -6,11 +6,12 @@
  * is no read and stops the tick) reads every target once before any twice, and every post becomes
  * its hit — late, never lost. Without the fair order some targets starve (the test times out).
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { createRedisGovernor, createXSource } from '@sts/social';
-import { createTestDatabase, createTestRedis, startFakeX, waitFor, type FakeX } from '@sts/testing';
+import { waitFor, type FakeX } from '@sts/testing';
+import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
@@ -21,26 +22,16 @@ const WINDOW = { reads: 5, ms: 3000 };
 const CONCURRENCY = 1;
 
 describe('poller: X timeline mode on a short budget', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: XTestBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let fake: FakeX;
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 4 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
-    fake = await startFakeX({ limits: { timeline: WINDOW.reads }, windowMs: WINDOW.ms });
+    bed = await openXTestBed({ poolSize: 4, fakeX: { limits: { timeline: WINDOW.reads }, windowMs: WINDOW.ms } });
+    ({ db, redis, fake } = bed);
   });
-  afterAll(async () => {
-    await fake.stop();
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
-  });
+  afterAll(() => bed.close());
 
   it('reads every target once before any twice and loses no post (late, not lost), with no 429', async () => {
     const account = (await db.account.create({ data: { email: 'timeline@example.com', plan: 'starter' } })).id;
