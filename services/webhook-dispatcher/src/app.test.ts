@@ -4,7 +4,6 @@
  * crash, broker restart) is in consumer.test.ts and broker.disruptive.test.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { PassThrough } from 'node:stream';
 import { createLogger } from '@sts/common';
 import { createSecretBox, generateWebhookSecret } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
@@ -13,7 +12,6 @@ import {
   createAccount,
   createHit,
   createMonitor,
-  createTestDatabase,
   hitEnvelope,
   type HttpsReceiver,
   type MonitorFixture,
@@ -24,6 +22,7 @@ import {
 } from '@sts/testing';
 import { createDispatcher, type Dispatcher } from './app';
 import { createPrismaRepository } from './adapters/repository';
+import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
 
 const KEY = randomBytes(32).toString('base64');
 const box = createSecretBox(KEY);
@@ -38,41 +37,26 @@ function verifies(req: ReceivedRequest, secret: string): boolean {
 }
 
 describe('webhook dispatcher', () => {
-  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let harness: InProcessDispatcher;
   let db: Db;
   let receiver: HttpsReceiver;
   let dispatcher: Dispatcher;
-  const logLines: string[] = [];
+  let logLines: string[];
   let starterId: string;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = createDbClient({ url: testDb.url, poolSize: 4 });
-    receiver = await startHttpsReceiver();
-    const stream = new PassThrough();
-    stream.on('data', (chunk: Buffer) => logLines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
-    dispatcher = createDispatcher({
-      repository: createPrismaRepository(db),
-      logger: createLogger({ service: 'dispatcher-test', level: 'debug', stream }),
-      secretsKey: KEY,
+    harness = await startInProcessDispatcher('dispatcher-test', KEY, {
       timeoutMs: 500,
       maxConcurrencyPerEndpoint: 4,
-      allowPrivateHosts: ['localhost'],
-      senderOverrides: {
-        // Discord and Slack URLs really go to the local receiver (the body is still chosen by kind)
-        urlOverride: (url) =>
-          ['discord.com', 'hooks.slack.com'].includes(url.hostname) ? new URL(`${receiver.url}${url.pathname}`) : url,
-      },
+      captureLogs: true,
+      // Discord and Slack URLs really go to the local receiver (the body is still chosen by kind)
+      routeToReceiver: ['discord.com', 'hooks.slack.com'],
     });
+    ({ db, receiver, dispatcher, logLines } = harness);
     starterId = (await createAccount(db, 'starter')).id;
   });
 
-  afterAll(async () => {
-    dispatcher.close();
-    await receiver.close();
-    await db.$disconnect();
-    await testDb.drop();
-  });
+  afterAll(() => harness.close());
 
   beforeEach(() => {
     receiver.requests.length = 0;

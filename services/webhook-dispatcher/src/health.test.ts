@@ -5,10 +5,8 @@
  * skipped, not sent), a successful test webhook re-enables, a success resets the count.
  */
 import { randomBytes } from 'node:crypto';
-import { PassThrough } from 'node:stream';
-import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { accountEventKey, AmqpClient, parsePayload, type Envelope } from '@sts/messaging';
 import {
   capturingLogger,
@@ -17,14 +15,12 @@ import {
   createAccount,
   createHit,
   createMonitor,
-  createTestDatabase,
   hitEnvelope,
   type HttpsReceiver,
-  startHttpsReceiver,
   testEnvelope,
 } from '@sts/testing';
-import { createDispatcher, type Dispatcher } from './app';
-import { createPrismaRepository } from './adapters/repository';
+import type { Dispatcher } from './app';
+import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
 // the dashboard's relay publishes what the dispatcher writes to account_events
 import { relayAccountEvents } from '../../dashboard/src/mail/accountEvents';
 
@@ -33,39 +29,24 @@ const box = createSecretBox(KEY);
 const DAY = 86_400_000;
 
 describe('endpoint health', () => {
-  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let harness: InProcessDispatcher;
   let db: Db;
   let receiver: HttpsReceiver;
   let dispatcher: Dispatcher;
-  const logLines: string[] = [];
+  let logLines: string[];
   let accountId: string;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = createDbClient({ url: testDb.url, poolSize: 4 });
-    receiver = await startHttpsReceiver();
-    const stream = new PassThrough();
-    stream.on('data', (chunk: Buffer) => logLines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
-    dispatcher = createDispatcher({
-      repository: createPrismaRepository(db),
-      logger: createLogger({ service: 'dispatcher-test', level: 'debug', stream }),
-      secretsKey: KEY,
-      timeoutMs: 2000,
+    harness = await startInProcessDispatcher('dispatcher-test', KEY, {
       maxConcurrencyPerEndpoint: 8,
-      allowPrivateHosts: ['localhost'],
-      senderOverrides: {
-        urlOverride: (url) => (url.hostname === 'discord.com' ? new URL(`${receiver.url}${url.pathname}`) : url),
-      },
+      captureLogs: true,
+      routeToReceiver: ['discord.com'],
     });
+    ({ db, receiver, dispatcher, logLines } = harness);
     accountId = (await createAccount(db, 'starter')).id;
   });
 
-  afterAll(async () => {
-    dispatcher.close();
-    await receiver.close();
-    await db.$disconnect();
-    await testDb.drop();
-  });
+  afterAll(() => harness.close());
 
   beforeEach(() => {
     receiver.requests.length = 0;

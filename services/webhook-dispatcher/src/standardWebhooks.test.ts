@@ -72,6 +72,17 @@ describe('Standard Webhooks headers across an overlapped rotation', () => {
       expect(req.headers['webhook-timestamp']).toBe(req.headers['x-service-timestamp']);
       return req;
     };
+    /** an overlapped rotation as the endpoint row holds it: `secret` signs, `previous` too until `until` */
+    const rotate = (secret: string, previous: string, until: Date, extra: { secretRotatedAt?: Date } = {}) =>
+      db.webhookEndpoint.update({
+        where: { monitorId: monitor.id },
+        data: {
+          secretCiphertext: box.encrypt(secret, monitor.id),
+          previousSecretCiphertext: box.encrypt(previous, monitor.id),
+          previousSecretUntil: until,
+          ...extra,
+        },
+      });
 
     // before any rotation
     const r1 = await deliver();
@@ -79,15 +90,7 @@ describe('Standard Webhooks headers across an overlapped rotation', () => {
 
     // "Rotate" with the default overlap: what webhooks.rotate() writes
     const newSecret = generateWebhookSecret();
-    await db.webhookEndpoint.update({
-      where: { monitorId: monitor.id },
-      data: {
-        secretCiphertext: box.encrypt(newSecret, monitor.id),
-        previousSecretCiphertext: box.encrypt(oldSecret, monitor.id),
-        previousSecretUntil: new Date(Date.now() + 24 * 3600_000),
-        secretRotatedAt: new Date(),
-      },
-    });
+    await rotate(newSecret, oldSecret, new Date(Date.now() + 24 * 3600_000), { secretRotatedAt: new Date() });
     const r2 = await deliver();
     expect(String(r2.headers['webhook-signature']).split(' ')).toHaveLength(2);
     expect(standardVerifies(r2, newSecret)).toBe(true);
@@ -107,14 +110,7 @@ describe('Standard Webhooks headers across an overlapped rotation', () => {
 
     // another overlapped rotation whose overlap has ended: the new secret everywhere
     const third = generateWebhookSecret();
-    await db.webhookEndpoint.update({
-      where: { monitorId: monitor.id },
-      data: {
-        secretCiphertext: box.encrypt(third, monitor.id),
-        previousSecretCiphertext: box.encrypt(newSecret, monitor.id),
-        previousSecretUntil: new Date(Date.now() - 1000),
-      },
-    });
+    await rotate(third, newSecret, new Date(Date.now() - 1000));
     const r4 = await deliver();
     expect([standardVerifies(r4, third), specVerifies(r4, third)]).toEqual([true, true]);
     expect([standardVerifies(r4, newSecret), specVerifies(r4, newSecret)]).toEqual([false, false]);

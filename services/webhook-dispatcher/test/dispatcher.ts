@@ -3,6 +3,7 @@
  * child process, as it runs in production, so tests can SIGKILL or SIGTERM it; or in process, with
  * its database and an HTTPS receiver (startInProcessDispatcher).
  */
+import { PassThrough } from 'node:stream';
 import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import {
@@ -43,25 +44,52 @@ export interface InProcessDispatcher {
   db: Db;
   receiver: HttpsReceiver;
   dispatcher: Dispatcher;
+  /** the dispatcher's log lines (JSON), when started with `captureLogs` */
+  logLines: string[];
   close(): Promise<void>;
 }
 
-export async function startInProcessDispatcher(service: string, secretsKey: string): Promise<InProcessDispatcher> {
+export interface InProcessOptions {
+  /** default 2000 */
+  timeoutMs?: number;
+  /** default 4 */
+  maxConcurrencyPerEndpoint?: number;
+  /** log at debug into `logLines` instead of at error to stdout */
+  captureLogs?: boolean;
+  /** these hosts' webhook URLs (Discord, Slack) really go to the local receiver, path kept */
+  routeToReceiver?: readonly string[];
+}
+
+export async function startInProcessDispatcher(
+  service: string,
+  secretsKey: string,
+  opts: InProcessOptions = {},
+): Promise<InProcessDispatcher> {
   const testDb = await createTestDatabase();
   const db = createDbClient({ url: testDb.url, poolSize: 4 });
   const receiver = await startHttpsReceiver();
+  const logLines: string[] = [];
+  const stream = opts.captureLogs ? new PassThrough() : undefined;
+  stream?.on('data', (chunk: Buffer) => logLines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
+  const routed = new Set(opts.routeToReceiver ?? []);
   const dispatcher = createDispatcher({
     repository: createPrismaRepository(db),
-    logger: createLogger({ service, level: 'error' }),
+    logger: stream ? createLogger({ service, level: 'debug', stream }) : createLogger({ service, level: 'error' }),
     secretsKey,
-    timeoutMs: 2000,
-    maxConcurrencyPerEndpoint: 4,
+    timeoutMs: opts.timeoutMs ?? 2000,
+    maxConcurrencyPerEndpoint: opts.maxConcurrencyPerEndpoint ?? 4,
     allowPrivateHosts: ['localhost'],
+    ...(routed.size > 0 && {
+      senderOverrides: {
+        urlOverride: (url: URL) => (routed.has(url.hostname) ? new URL(`${receiver.url}${url.pathname}`) : url),
+      },
+    }),
   });
   return {
     db,
     receiver,
     dispatcher,
+    logLines,
     async close() {
       dispatcher.close();
       await receiver.close();
