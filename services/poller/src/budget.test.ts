@@ -4,21 +4,16 @@
  * sends exactly the window's 12 timeline reads and X never answers 429; the polls it cannot afford
  * show on their targets as `last_error` and wait for the window's reset.
  */
-import { createDbClient } from '@sts/db';
-import { createTestDatabase, createTestRedis, createTestVhost, spawnService, startFakeX, waitFor } from '@sts/testing';
+import { spawnService, startFakeX, waitFor } from '@sts/testing';
+import { openProcessBed } from '../test/processBed';
 
 describe('poller: two processes, one X budget', () => {
   it('never exceed the window, and never meet a 429', async () => {
-    const dbHandle = await createTestDatabase();
-    const redisHandle = createTestRedis();
-    const vhost = await createTestVhost();
-    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    const bed = await openProcessBed();
+    const db = bed.db;
     const fake = await startFakeX({ limits: { timeline: 12 }, windowMs: 60_000 });
     const env = {
-      DATABASE_URL: dbHandle.url,
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
-      AMQP_URL: vhost.url,
+      ...bed.env,
       POLL_INTERVAL_SECONDS: '1',
       SOCIAL_SOURCE: 'x',
       X_MONITOR_MODE: 'timeline',
@@ -56,9 +51,7 @@ describe('poller: two processes, one X budget', () => {
     } finally {
       for (const p of procs) p.child.kill('SIGKILL');
       await fake.stop();
-      await db.$disconnect();
-      await redisHandle.cleanup();
-      await dbHandle.drop();
+      await bed.close();
     }
   });
 
@@ -70,16 +63,11 @@ describe('poller: two processes, one X budget', () => {
   ] as const)(
     '$mode: when the budget is short, Starter and trial targets are polled before Free-only ones',
     async ({ mode, free: freeCount, perRequest }) => {
-      const dbHandle = await createTestDatabase();
-      const redisHandle = createTestRedis();
-      const vhost = await createTestVhost();
-      const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+      const bed = await openProcessBed();
+      const db = bed.db;
       const fake = await startFakeX({ limits: { [mode]: 10 }, windowMs: 60_000 });
       const proc = spawnService('services/poller/src/main.ts', {
-        DATABASE_URL: dbHandle.url,
-        REDIS_URL: redisHandle.url,
-        REDIS_KEY_PREFIX: redisHandle.prefix,
-        AMQP_URL: vhost.url,
+        ...bed.env,
         POLL_INTERVAL_SECONDS: '1',
         SOCIAL_SOURCE: 'x',
         X_MONITOR_MODE: mode,
@@ -123,9 +111,7 @@ describe('poller: two processes, one X budget', () => {
       } finally {
         proc.child.kill('SIGKILL');
         await fake.stop();
-        await db.$disconnect();
-        await redisHandle.cleanup();
-        await dbHandle.drop();
+        await bed.close();
       }
     },
   );

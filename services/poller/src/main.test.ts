@@ -1,9 +1,9 @@
 import http from 'node:http';
-import { createDbClient } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createLogger } from '@sts/common';
 import { createSocialTweet, createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, createTestVhost, spawnService, waitFor } from '@sts/testing';
+import { spawnService, waitFor } from '@sts/testing';
+import { openProcessBed } from '../test/processBed';
 
 function fetchText(port: number, path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -24,18 +24,13 @@ async function get(port: number, path: string): Promise<number> {
 
 describe('poller main', () => {
   it('runs the whole loop as a process: tweet → hit → event on RabbitMQ; exits 0 on SIGTERM', async () => {
-    const dbHandle = await createTestDatabase();
-    const redisHandle = createTestRedis();
-    const vhost = await createTestVhost();
-    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    const bed = await openProcessBed();
+    const db = bed.db;
     const logger = createLogger({ service: 'poller-main-test', level: 'error' });
-    const amqp = new AmqpClient({ url: vhost.url, logger, name: 'poller-main-test' });
+    const amqp = new AmqpClient({ url: bed.env.AMQP_URL, logger, name: 'poller-main-test' });
     const received: Envelope<'monitor.hit'>[] = [];
     const proc = spawnService('services/poller/src/main.ts', {
-      DATABASE_URL: dbHandle.url,
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
-      AMQP_URL: vhost.url,
+      ...bed.env,
       POLL_INTERVAL_SECONDS: '1',
       LOG_LEVEL: 'error',
     });
@@ -65,21 +60,15 @@ describe('poller main', () => {
     } finally {
       proc.child.kill('SIGKILL');
       await amqp.stop();
-      await db.$disconnect();
-      await redisHandle.cleanup();
-      await dbHandle.drop();
+      await bed.close();
     }
   });
 
   it('with RabbitMQ unreachable at start it still polls, keeps the events in the outbox and is not ready', async () => {
-    const dbHandle = await createTestDatabase();
-    const redisHandle = createTestRedis();
-    const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    const bed = await openProcessBed({ amqpUrl: 'amqp://guest:guest@127.0.0.1:1/' });
+    const db = bed.db;
     const proc = spawnService('services/poller/src/main.ts', {
-      DATABASE_URL: dbHandle.url,
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
-      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1/',
+      ...bed.env,
       POLL_INTERVAL_SECONDS: '1',
       LOG_LEVEL: 'error',
     });
@@ -121,9 +110,7 @@ describe('poller main', () => {
       expect(await proc.exited).toBe(0);
     } finally {
       proc.child.kill('SIGKILL');
-      await db.$disconnect();
-      await redisHandle.cleanup();
-      await dbHandle.drop();
+      await bed.close();
     }
   });
 
