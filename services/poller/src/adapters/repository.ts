@@ -102,15 +102,37 @@ function toTarget(r: TargetRow): TargetState {
 }
 
 /**
- * The schedule write of a poll: its next due time, unless a monitor or plan change was stamped
- * after the poller read the target (then due at once, re-evaluated by the next tick), or no active
- * monitor is left (never due).
+ * `last_error` on the target's cursor and active monitors (a failed poll, a budget refusal, the
+ * stream's account check); with `polledAt` it was a poll: last_polled_at and last_check_at move too.
  */
+export async function writeLastError(
+  tx: Pick<Db, 'pollCursor' | 'monitor'>,
+  targetKey: string,
+  error: string,
+  polledAt?: Date,
+): Promise<void> {
+  const polled = polledAt ? { lastPolledAt: polledAt } : {};
+  await tx.pollCursor.upsert({
+    where: { targetKey },
+    create: { targetKey, ...polled, lastError: error },
+    update: { ...polled, lastError: error },
+  });
+  await tx.monitor.updateMany({
+    where: { targetKey, isActive: true },
+    data: { ...(polledAt && { lastCheckAt: polledAt }), lastError: error },
+  });
+}
+
 /** a read time for SQL: PostgreSQL's exact one when the tick has it */
 function pgTime(readAt: ReadTime): string {
   return readAt.exact ?? readAt.toISOString();
 }
 
+/**
+ * The schedule write of a poll: its next due time, unless a monitor or plan change was stamped
+ * after the poller read the target (then due at once, re-evaluated by the next tick), or no active
+ * monitor is left (never due).
+ */
 function writeSchedule(db: Pick<Db, '$executeRaw'>, targetKey: string, s: ScheduleWrite): Promise<number> {
   return db.$executeRaw`
     UPDATE poll_targets SET
@@ -259,27 +281,14 @@ export function createPollerRepository(db: Db): PollerRepository {
 
     async recordFailure(targetKey, error, polledAt, schedule) {
       await db.$transaction(async (tx) => {
-        await tx.pollCursor.upsert({
-          where: { targetKey },
-          create: { targetKey, lastPolledAt: polledAt, lastError: error },
-          update: { lastPolledAt: polledAt, lastError: error },
-        });
-        await tx.monitor.updateMany({
-          where: { targetKey, isActive: true },
-          data: { lastCheckAt: polledAt, lastError: error },
-        });
+        await writeLastError(tx, targetKey, error, polledAt);
         if (schedule) await writeSchedule(tx, targetKey, schedule);
       });
     },
 
     async recordRefusal(targetKey, error, schedule) {
       await db.$transaction(async (tx) => {
-        await tx.pollCursor.upsert({
-          where: { targetKey },
-          create: { targetKey, lastError: error },
-          update: { lastError: error },
-        });
-        await tx.monitor.updateMany({ where: { targetKey, isActive: true }, data: { lastError: error } });
+        await writeLastError(tx, targetKey, error);
         await writeSchedule(tx, targetKey, schedule);
       });
     },

@@ -7,6 +7,7 @@ import type { Db } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { MonitorRuleColumns } from '@sts/social';
 import type { WatchingAccount } from '../domain/schedule';
+import { writeLastError } from '../adapters/repository';
 
 export interface StreamTarget {
   targetKey: string;
@@ -87,14 +88,7 @@ export function createStreamRepository(db: Db): StreamRepository {
           updated_at = now()`;
     },
     async markError(targetKey, error) {
-      await db.$transaction([
-        db.monitor.updateMany({ where: { targetKey, isActive: true }, data: { lastError: error } }),
-        db.pollCursor.upsert({
-          where: { targetKey },
-          create: { targetKey, lastError: error },
-          update: { lastError: error },
-        }),
-      ]);
+      await db.$transaction((tx) => writeLastError(tx, targetKey, error));
     },
     async clearError(targetKey) {
       await db.$transaction([
