@@ -69,27 +69,26 @@ async function recordShare(
   return { outcome: 'ok', hits, position: cursor.position };
 }
 
-async function recordFailure(deps: GroupPollDeps, l: Leased, message: string, readAt: Date): Promise<PollResult> {
-  const polledAt = deps.now();
-  const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
-  await deps.repository
-    .recordFailure(l.target.targetKey, message.slice(0, 500), polledAt, schedule)
-    .catch((e: unknown) => deps.logger.warn('could not record the poll failure', { error: errorMessage(e) }));
-  return { outcome: 'error', hits: [], position: null };
-}
-
 /**
- * The fleet's budget refused the group's search (SourceBusyError), as poll.ts treats a single
- * target: no read and no poll (last_polled_at stays), each target stays due, and the tick takes no
- * further group; when the budget reopens every unread target is taken in fair order.
+ * A target's share of a failed group search: its error on the cursor and monitors. When the fleet's
+ * budget refused the search (SourceBusyError) it is no poll, as poll.ts treats a single target:
+ * last_polled_at stays, the target stays due and the tick takes no further group; when the budget
+ * reopens every unread target is taken in fair order.
  */
-async function recordRefusal(deps: GroupPollDeps, l: Leased, message: string, readAt: Date): Promise<PollResult> {
+async function recordProblem(deps: GroupPollDeps, l: Leased, err: unknown, readAt: Date): Promise<PollResult> {
+  const message = (typeof err === 'string' ? err : errorMessage(err)).slice(0, 500);
+  const refused = err instanceof SourceBusyError;
   const polledAt = deps.now();
   const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
-  await deps.repository
-    .recordRefusal(l.target.targetKey, message.slice(0, 500), { ...schedule, nextDueAt: polledAt })
-    .catch((e: unknown) => deps.logger.warn('could not record the poll refusal', { error: errorMessage(e) }));
-  return { outcome: 'error', hits: [], position: null, busy: true };
+  const key = l.target.targetKey;
+  await (
+    refused
+      ? deps.repository.recordRefusal(key, message, { ...schedule, nextDueAt: polledAt })
+      : deps.repository.recordFailure(key, message, polledAt, schedule)
+  ).catch((e: unknown) => deps.logger.warn('could not record the poll failure', { error: errorMessage(e) }));
+  return refused
+    ? { outcome: 'error', hits: [], position: null, busy: true }
+    : { outcome: 'error', hits: [], position: null };
 }
 
 function partition<T>(items: readonly T[], test: (item: T) => boolean): [T[], T[]] {
@@ -196,14 +195,13 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
         out.set(
           l.target.targetKey,
           problem
-            ? await recordFailure(deps, l, problem.message, readAt)
+            ? await recordProblem(deps, l, problem.message, readAt)
             : await recordShare(deps, l, result.tweets, result.newestId, readAt),
         );
       }
     } catch (err) {
       logger.warn('group poll failed', { query: group.query, error: errorMessage(err) });
-      const record = err instanceof SourceBusyError ? recordRefusal : recordFailure;
-      for (const l of members) out.set(l.target.targetKey, await record(deps, l, errorMessage(err), readAt));
+      for (const l of members) out.set(l.target.targetKey, await recordProblem(deps, l, err, readAt));
     }
   }
 
