@@ -5,19 +5,24 @@
  * password ending another browser's session, the trial once per address, notifications by email
  * (quota 80 % after the calls, failing endpoint, opt-out) and SMTP down then up (mail arrives once).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { accountEventKey, AmqpClient } from '@sts/messaging';
 import { createDbClient, type Db } from '@sts/db';
 import { plansFromEnv } from '@sts/core';
-import { capturingLogger, createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
+import { capturingLogger, waitFor } from '@sts/testing';
 import { createQuotaNotices } from '../../gateway/src/adapters/quotaNotices';
 import { checkTrials } from './mail/accountEvents';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import { start, type RunningDashboard } from '../test/dashboard';
+import {
+  createBackends,
+  dashboardClient,
+  dashboardEnv,
+  start,
+  type RunningDashboard,
+  type TestBackends,
+} from '../test/dashboard';
 
-let dbHandle: { url: string; drop(): Promise<void> };
-let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };
-let vhost: { url: string };
+let backends: TestBackends;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
@@ -25,21 +30,11 @@ let base = '';
 const PASSWORD = 'a good long password';
 
 beforeAll(async () => {
-  dbHandle = await createTestDatabase();
-  redisHandle = createTestRedis();
-  vhost = await createTestVhost();
+  backends = await createBackends();
   sink = await startSmtpSink();
-  db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+  db = createDbClient({ url: backends.db.url, poolSize: 2 });
   dash = await start({
-    DATABASE_URL: dbHandle.url,
-    REDIS_URL: redisHandle.url,
-    REDIS_KEY_PREFIX: redisHandle.prefix,
-    AMQP_URL: vhost.url,
-    DASHBOARD_PORT: '0',
-    DASHBOARD_HOST: '127.0.0.1',
-    OPS_PORT: '0',
-    SESSION_SECRET: randomBytes(32).toString('base64url'),
-    SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    ...dashboardEnv(backends),
     SMTP_URL: sink.url,
     MAIL_FROM: 'Social Timeline <no-reply@example.test>',
     DASHBOARD_PUBLIC_URL: 'http://dash.example.test',
@@ -49,47 +44,17 @@ beforeAll(async () => {
     PLAN_FREE_MONTHLY_QUOTA: '10',
     LOG_LEVEL: 'error',
   });
-  base = `http://127.0.0.1:${dash.port}`;
+  base = dash.base;
 });
 
 afterAll(async () => {
   await dash?.stop();
   await sink?.stop();
   await db?.$disconnect();
-  await redisHandle?.cleanup();
-  await dbHandle?.drop();
+  await backends?.drop();
 });
 
-function client() {
-  const jar = new Map<string, string>();
-  const c = {
-    async req(path: string, form?: Record<string, string>) {
-      const res = await fetch(path.startsWith('http') ? path : base + path, {
-        method: form ? 'POST' : 'GET',
-        redirect: 'manual',
-        headers: {
-          cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
-          ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
-        },
-        body: form ? new URLSearchParams(form).toString() : undefined,
-      });
-      for (const one of res.headers.getSetCookie()) {
-        const pair = one.split(';')[0]!;
-        const name = pair.slice(0, pair.indexOf('='));
-        if (/Expires=Thu, 01 Jan 1970/i.test(one)) jar.delete(name);
-        else jar.set(name, pair.slice(pair.indexOf('=') + 1));
-      }
-      return { status: res.status, text: await res.text(), location: res.headers.get('location') };
-    },
-    async post(pagePath: string, action: string, form: Record<string, string>) {
-      const page = await c.req(pagePath);
-      const csrf = /name="_csrf" value="([^"]+)"/.exec(page.text)?.[1] ?? '';
-      return c.req(action, { _csrf: csrf, ...form });
-    },
-    signedIn: () => jar.has('sts_dash'),
-  };
-  return c;
-}
+const client = () => dashboardClient(base);
 
 const to = (email: string) => (m: SinkMail) => m.to.includes(email);
 /** the dashboard path of a mail's link (the links use DASHBOARD_PUBLIC_URL) */
@@ -234,7 +199,7 @@ describe('accounts a customer can trust (issue 20)', () => {
     const monitor = await db.monitor.create({
       data: { accountId: account.id, targetUsername: 'failing', targetKey: 'failing', keywords: [] },
     });
-    const amqp = new AmqpClient({ url: vhost.url, logger: capturingLogger().logger, name: 'test' });
+    const amqp = new AmqpClient({ url: backends.env.AMQP_URL, logger: capturingLogger().logger, name: 'test' });
     await amqp.start();
     try {
       const failing = {

@@ -10,9 +10,20 @@ import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { createDbClient, type Db } from '@sts/db';
 import { createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import { launchChromium, start, startGateway, type RunningDashboard, type RunningGateway } from '../test/dashboard';
+import {
+  createBackends,
+  launchChromium,
+  listenEnv,
+  newSecretsKey,
+  start,
+  startGateway,
+  submit,
+  type RunningDashboard,
+  type RunningGateway,
+  type TestBackends,
+} from '../test/dashboard';
 
 const PASSWORD = 'a good long password';
 const PUBLIC_URL = 'http://dash.example.test';
@@ -20,8 +31,7 @@ const TARGET = 'quotauser';
 
 jest.setTimeout(120_000);
 
-let dbHandle: { url: string; drop(): Promise<void> };
-let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };
+let backends: TestBackends;
 let db: Db;
 let sink: SmtpSink;
 let gateway: RunningGateway;
@@ -30,33 +40,21 @@ let browser: Browser;
 let base = '';
 
 beforeAll(async () => {
-  dbHandle = await createTestDatabase();
-  redisHandle = createTestRedis();
-  const vhost = await createTestVhost();
-  db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+  backends = await createBackends();
+  db = createDbClient({ url: backends.db.url, poolSize: 2 });
   sink = await startSmtpSink();
-  const common = {
-    DATABASE_URL: dbHandle.url,
-    REDIS_URL: redisHandle.url,
-    REDIS_KEY_PREFIX: redisHandle.prefix,
-    AMQP_URL: vhost.url,
-    LOG_LEVEL: 'error',
-    PLAN_FREE_MONTHLY_QUOTA: '5',
-  };
+  const common = { ...backends.env, LOG_LEVEL: 'error', PLAN_FREE_MONTHLY_QUOTA: '5' };
   gateway = await startGateway(common, randomBytes(24).toString('base64url'));
   dash = await start({
     ...common,
-    DASHBOARD_PORT: '0',
-    DASHBOARD_HOST: '127.0.0.1',
-    OPS_PORT: '0',
-    SESSION_SECRET: randomBytes(32).toString('base64url'),
-    SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    ...listenEnv(),
+    SECRETS_ENCRYPTION_KEY: newSecretsKey(),
     SMTP_URL: sink.url,
     DASHBOARD_PUBLIC_URL: PUBLIC_URL,
     MAIL_POLL_MS: '100',
     API_PUBLIC_URL: gateway.url,
   });
-  base = `http://127.0.0.1:${dash.port}`;
+  base = dash.base;
   await createSocialUser(db, { username: TARGET, name: 'Quota User' });
   browser = await launchChromium();
 }, 180_000);
@@ -67,8 +65,7 @@ afterAll(async () => {
   await gateway?.stop();
   await sink?.stop();
   await db?.$disconnect();
-  await redisHandle?.cleanup();
-  await dbHandle?.drop();
+  await backends?.drop();
 });
 
 /** a fresh browser context (its own cookies): another browser */
@@ -79,14 +76,6 @@ async function newBrowser(): Promise<Page> {
 
 async function go(page: Page, pathname: string): Promise<void> {
   await page.goto(pathname.startsWith('http') ? pathname.replace(PUBLIC_URL, base) : base + pathname);
-}
-
-async function submit(page: Page, button: string): Promise<number> {
-  const [res] = await Promise.all([
-    page.waitForNavigation(),
-    page.getByRole('button', { name: button, exact: true }).first().click(),
-  ]);
-  return res?.status() ?? 0;
 }
 
 async function signIn(page: Page, email: string, password: string): Promise<void> {

@@ -7,90 +7,43 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createDbClient } from '@sts/db';
 import { ConfigError } from '@sts/common';
-import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import { parseDashboardEnv } from './env';
-import { start, type RunningDashboard } from '../test/dashboard';
+import {
+  createBackends,
+  dashboardClient,
+  dashboardEnv,
+  start,
+  type RunningDashboard,
+  type TestBackends,
+} from '../test/dashboard';
 
-let dbHandle: { url: string; drop(): Promise<void> };
-let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };
+let backends: TestBackends;
+let dbHandle: TestBackends['db'];
+let redisHandle: TestBackends['redis'];
 let dash: RunningDashboard;
 let base = '';
 
 beforeAll(async () => {
-  dbHandle = await createTestDatabase();
-  redisHandle = createTestRedis();
-  const vhost = await createTestVhost();
+  backends = await createBackends();
+  ({ db: dbHandle, redis: redisHandle } = backends);
   dash = await start({
-    DATABASE_URL: dbHandle.url,
-    REDIS_URL: redisHandle.url,
-    REDIS_KEY_PREFIX: redisHandle.prefix,
-    AMQP_URL: vhost.url,
-    DASHBOARD_PORT: '0',
-    DASHBOARD_HOST: '127.0.0.1',
-    OPS_PORT: '0',
-    SESSION_SECRET: randomBytes(32).toString('base64url'),
-    SECRETS_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    ...dashboardEnv(backends),
     TRUST_PROXY: '1',
     LOG_LEVEL: 'error',
     SIGNIN_MAX_PER_EMAIL_HOURLY: '15',
     WEBHOOK_TEST_MAX_PER_MIN: '3',
   });
-  base = `http://127.0.0.1:${dash.port}`;
+  base = dash.base;
 });
 
 afterAll(async () => {
   await dash?.stop();
-  await redisHandle?.cleanup();
-  await dbHandle?.drop();
+  await backends?.drop();
 });
 
-/** a tiny cookie-keeping client (a jar: name → value; a cookie set to expire is dropped) */
-function client(headers: Record<string, string> = {}) {
-  const jar = new Map<string, string>();
-  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
-  const c = {
-    setCookies: [] as string[],
-    async req(path: string, form?: Record<string, string | string[]>, extra: RequestInit = {}) {
-      let body: string | undefined;
-      if (form) {
-        const p = new URLSearchParams();
-        for (const [k, v] of Object.entries(form)) for (const one of [v].flat()) p.append(k, one);
-        body = p.toString();
-      }
-      const res = await fetch(base + path, {
-        method: form ? 'POST' : 'GET',
-        redirect: 'manual',
-        headers: {
-          ...headers,
-          cookie: cookie(),
-          ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
-        },
-        body,
-        ...extra,
-      });
-      const set = res.headers.getSetCookie();
-      c.setCookies.push(...set);
-      for (const one of set) {
-        const pair = one.split(';')[0]!;
-        const name = pair.slice(0, pair.indexOf('='));
-        if (/Expires=Thu, 01 Jan 1970/i.test(one)) jar.delete(name);
-        else jar.set(name, pair.slice(pair.indexOf('=') + 1));
-      }
-      return {
-        status: res.status,
-        headers: res.headers,
-        text: await res.text(),
-        location: res.headers.get('location'),
-      };
-    },
-    /** `name=value` of one cookie (default the plain-HTTP session cookie), '' when unset */
-    cookie: (name = 'sts_dash') => (jar.has(name) ? `${name}=${jar.get(name)!}` : ''),
-    /** every cookie, as a Cookie header */
-    cookies: cookie,
-    csrf: (text: string) => /name="_csrf" value="([^"]+)"/.exec(text)?.[1] ?? '',
-  };
-  return c;
-}
+/** a cookie-keeping client of this file's dashboard */
+const client = (headers: Record<string, string> = {}) => dashboardClient(base, headers);
 
 /**
  * Signs up (the same "check your email" answer for everyone, no session), marks the address

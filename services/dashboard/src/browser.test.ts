@@ -18,21 +18,21 @@ import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { verify } from '@sts/signing';
 import { createSocialTweet, createSocialUser } from '@sts/social';
-import {
-  createTestDatabase,
-  createTestRedis,
-  createTestVhost,
-  REPO_ROOT,
-  startHttpsReceiver,
-  waitFor,
-  type HttpsReceiver,
-  type ReceivedRequest,
-} from '@sts/testing';
+import { REPO_ROOT, startHttpsReceiver, waitFor, type HttpsReceiver, type ReceivedRequest } from '@sts/testing';
 import { createUseCases, planConfigFromEnv, secretBoxFromEnv, type UseCases } from '@sts/usecases';
 import { pollerService } from '../../poller/src/main';
 import { dispatcherService } from '../../webhook-dispatcher/src/main';
 import { startSmtpSink, type SmtpSink } from './mail/smtpSink';
-import { chromiumOptions, start as startDashboard, startGateway } from '../test/dashboard';
+import {
+  chromiumOptions,
+  createBackends,
+  listenEnv,
+  newSecretsKey,
+  start as startDashboard,
+  startGateway,
+  submit as submitIn,
+  type TestBackends,
+} from '../test/dashboard';
 
 const SHOTS = path.join(REPO_ROOT, '.tmp', 'screenshots');
 const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
@@ -46,8 +46,7 @@ interface Stoppable {
   stop(): Promise<void>;
 }
 
-let dbHandle: { url: string; drop(): Promise<void> };
-let redisHandle: { url: string; prefix: string; cleanup(): Promise<void> };
+let backends: TestBackends;
 let db: Db;
 const running: Stoppable[] = [];
 let amqp: AmqpClient;
@@ -78,17 +77,12 @@ const events = (event: string) =>
   receiver.requests.filter((r) => r.path === '/a' && r.headers['x-service-event'] === event);
 
 beforeAll(async () => {
-  dbHandle = await createTestDatabase();
-  redisHandle = createTestRedis();
-  const vhost = await createTestVhost();
-  db = createDbClient({ url: dbHandle.url, poolSize: 3 });
-  const secretsKey = randomBytes(32).toString('base64');
+  backends = await createBackends();
+  db = createDbClient({ url: backends.db.url, poolSize: 3 });
+  const secretsKey = newSecretsKey();
   const internalToken = randomBytes(24).toString('base64url');
   const common = {
-    DATABASE_URL: dbHandle.url,
-    REDIS_URL: redisHandle.url,
-    REDIS_KEY_PREFIX: redisHandle.prefix,
-    AMQP_URL: vhost.url,
+    ...backends.env,
     LOG_LEVEL: 'error',
     PLAN_FREE_POLL_INTERVAL_SECONDS: '1',
     PLAN_STARTER_POLL_INTERVAL_SECONDS: '1',
@@ -115,10 +109,7 @@ beforeAll(async () => {
     SMTP_URL: sink.url,
     DASHBOARD_PUBLIC_URL: 'http://dashboard.example.test',
     MAIL_POLL_MS: '100',
-    DASHBOARD_PORT: '0',
-    DASHBOARD_HOST: '127.0.0.1',
-    OPS_PORT: '0',
-    SESSION_SECRET: randomBytes(32).toString('base64url'),
+    ...listenEnv(),
     SECRETS_ENCRYPTION_KEY: secretsKey,
     SIGNIN_MAX_PER_EMAIL: '3',
     LIVE_REFRESH_MS: '700',
@@ -128,9 +119,9 @@ beforeAll(async () => {
     WEBHOOK_ALLOWED_PORTS: new URL(receiver.url).port,
   });
   running.push(dashboard);
-  base = `http://127.0.0.1:${dashboard.port}`;
+  base = dashboard.base;
   amqp = new AmqpClient({
-    url: vhost.url,
+    url: backends.env.AMQP_URL,
     logger: createLogger({ service: 'browser-test', level: 'error' }),
     name: 'browser-test',
   });
@@ -163,8 +154,7 @@ afterAll(async () => {
   await receiver?.close();
   await sink?.stop();
   await db?.$disconnect();
-  await redisHandle?.cleanup();
-  await dbHandle?.drop();
+  await backends?.drop();
 });
 
 async function go(pathname: string): Promise<number> {
@@ -172,13 +162,7 @@ async function go(pathname: string): Promise<number> {
   return res?.status() ?? 0;
 }
 
-async function submit(button: string): Promise<number> {
-  const [res] = await Promise.all([
-    page.waitForNavigation(),
-    page.getByRole('button', { name: button, exact: true }).first().click(),
-  ]);
-  return res?.status() ?? 0;
-}
+const submit = (button: string): Promise<number> => submitIn(page, button);
 
 async function axeCheck(name: string): Promise<void> {
   await page.evaluate(AXE);

@@ -3,7 +3,6 @@
  * test): sessions live in the cluster and sign-out ends them; the sign-in throttle counts there
  * and answers 429 over its limit. Skips only when redis-server / redis-cli are not installed.
  */
-import { randomBytes } from 'node:crypto';
 import { createRedis, type RedisClient } from '@sts/common';
 import {
   createTestDatabase,
@@ -12,7 +11,7 @@ import {
   startRedisCluster,
   type RedisClusterHandle,
 } from '@sts/testing';
-import { start, type RunningDashboard } from '../test/dashboard';
+import { dashboardClient, listenEnv, start, type RunningDashboard } from '../test/dashboard';
 
 const PREFIX = 'sts:';
 
@@ -33,14 +32,11 @@ const PREFIX = 'sts:';
       REDIS_URL: cluster.url,
       REDIS_KEY_PREFIX: PREFIX,
       AMQP_URL: vhost.url,
-      DASHBOARD_PORT: '0',
-      DASHBOARD_HOST: '127.0.0.1',
-      OPS_PORT: '0',
-      SESSION_SECRET: randomBytes(32).toString('base64url'),
+      ...listenEnv(),
       SIGNIN_MAX_PER_EMAIL: '2',
       LOG_LEVEL: 'error',
     });
-    base = `http://127.0.0.1:${dash.port}`;
+    base = dash.base;
     redis = createRedis({ REDIS_MODE: 'cluster', REDIS_URL: cluster.url, REDIS_KEY_PREFIX: PREFIX });
   }, 120_000);
 
@@ -52,30 +48,7 @@ const PREFIX = 'sts:';
   });
 
   /** a cookie-keeping client */
-  function client() {
-    const jar = new Map<string, string>();
-    return {
-      async req(path: string, form?: Record<string, string>) {
-        const res = await fetch(base + path, {
-          method: form ? 'POST' : 'GET',
-          redirect: 'manual',
-          headers: {
-            cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
-            ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
-          },
-          body: form ? new URLSearchParams(form).toString() : undefined,
-        });
-        for (const one of res.headers.getSetCookie()) {
-          const pair = one.split(';')[0]!;
-          jar.set(pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1));
-        }
-        return { status: res.status, text: await res.text(), location: res.headers.get('location') };
-      },
-      /** the session cookie, `sts_dash=…` */
-      cookie: () => `sts_dash=${jar.get('sts_dash') ?? ''}`,
-      csrf: (text: string) => /name="_csrf" value="([^"]+)"/.exec(text)?.[1] ?? '',
-    };
-  }
+  const client = () => dashboardClient(base);
 
   it('keeps sessions in the cluster and ends them at sign-out', async () => {
     const c = client();
