@@ -71,9 +71,11 @@ const PREFIX = 'sts:';
     expect(stored.email).toBe('cluster@example.com');
     const overview = await c.req('/');
     expect(overview.status).toBe(200);
+    const ended = c.cookie();
     expect((await c.req('/signout', { _csrf: c.csrf(overview.text) })).location).toBe('/signin');
     expect(await redis.exists(`dashboard:sess:${sid}`)).toBe(0);
-    expect((await c.req('/')).status).toBe(303);
+    // the ended session's cookie, sent again (the client itself dropped it at sign-out), signs nobody in
+    expect((await c.req('/', undefined, { headers: { cookie: ended } })).status).toBe(303);
   });
 
   it('throttles sign-in attempts per email with 429 over the limit, counted in the cluster', async () => {
