@@ -34,6 +34,7 @@ import { createAccount, createMonitor, type MonitorFixture } from '../packages/t
 import { runXBench, type XBenchOptions } from './realtimeX';
 import { runStreamBench } from './realtimeStream';
 import { percentile, positiveEnv } from './lib/numbers';
+import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
 
 const TARGETS = positiveEnv('BENCH_TARGETS', 200);
@@ -131,12 +132,8 @@ async function seedLocal(db: Db, key: string, receiverUrl: string): Promise<Loca
 /** Posts at RATE per second for SECONDS; returns tweet id → the moment before its insert. */
 async function postSteadily(db: Db, usernames: readonly string[]): Promise<Map<string, number>> {
   const posted = new Map<string, number>();
-  const total = Math.round(RATE * SECONDS);
-  const start = Date.now();
   const inFlight: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
-    const wait = start + (i * 1000) / RATE - Date.now();
-    if (wait > 0) await sleep(wait);
+  await paced(RATE, SECONDS, (i) => {
     const author = usernames[Math.floor(Math.random() * usernames.length)]!;
     const at = Date.now();
     inFlight.push(
@@ -144,7 +141,7 @@ async function postSteadily(db: Db, usernames: readonly string[]): Promise<Map<s
         (t) => void posted.set(t.id, at),
       ),
     );
-  }
+  });
   await Promise.all(inFlight);
   return posted;
 }

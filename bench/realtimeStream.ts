@@ -26,6 +26,7 @@ import { createFakeStream, startFakeX, type FakeX } from '../packages/testing/sr
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { buildStreamMode } from '../services/poller/src/stream';
 import { percentile, positiveEnv } from './lib/numbers';
+import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';
 
 let TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
@@ -67,18 +68,14 @@ async function seed(db: Db, fake: FakeX): Promise<string[]> {
 /** Posts RATE a second; forces one stream disconnect half-way. Returns tweet id → author. */
 async function post(fake: FakeX, usernames: string[], disconnect: () => void): Promise<Map<string, string>> {
   const posted = new Map<string, string>();
-  const total = Math.round(RATE * SECONDS);
-  const start = Date.now();
-  for (let i = 0; i < total; i++) {
-    const wait = start + (i * 1000) / RATE - Date.now();
-    if (wait > 0) await sleep(wait);
+  await paced(RATE, SECONDS, (i, total) => {
     if (i === Math.floor(total / 2)) {
       log('forcing a stream disconnect');
       disconnect();
     }
     const author = usernames[Math.floor(Math.random() * usernames.length)]!;
     posted.set(fake.state.post({ author, text: `post ${i}` }).id, author);
-  }
+  });
   return posted;
 }
 

@@ -23,6 +23,7 @@ import { createRedisLeases } from '../services/poller/src/adapters/lease';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { createPoller, type Poller } from '../services/poller/src/poller';
 import { percentile } from './lib/numbers';
+import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase } from './lib/services';
 
 export type XBenchMode = 'search' | 'timeline';
@@ -74,14 +75,10 @@ function makePoller(mode: XBenchMode, db: Db, redis: Redis, fake: FakeX, polls: 
 
 async function postSteadily(fake: FakeX, authors: readonly string[], rate: number, seconds: number) {
   const posted = new Map<string, number>();
-  const total = Math.round(rate * seconds);
-  const start = Date.now();
-  for (let i = 0; i < total; i++) {
-    const wait = start + (i * 1000) / rate - Date.now();
-    if (wait > 0) await sleep(wait);
+  await paced(rate, seconds, (i) => {
     const t = fake.state.post({ author: authors[Math.floor(Math.random() * authors.length)]!, text: `x post ${i}` });
     posted.set(t.id, Date.now());
-  }
+  });
   return posted;
 }
 
