@@ -10,7 +10,7 @@
  * parameter is refused, as Debian's 1.18 refuses it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { accessSync, chmodSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { freePort } from './process';
@@ -43,6 +43,11 @@ export interface PgBouncer {
   /** everything PgBouncer printed, one entry per line */
   lines: string[];
   stop(): Promise<void>;
+}
+
+/** the user PgBouncer becomes when started as root (it refuses to run as root): postgres, else nobody */
+function unprivilegedUser(): string {
+  return /^postgres:/m.test(readFileSync('/etc/passwd', 'utf8')) ? 'postgres' : 'nobody';
 }
 
 const quote = (s: string) => `"${s.replaceAll('"', '""')}"`;
@@ -78,7 +83,7 @@ export async function startPgBouncer(options: PgBouncerOptions): Promise<PgBounc
     'server_idle_timeout = 10',
     'log_connections = 0',
     'log_disconnections = 0',
-    ...(userInfo().uid === 0 ? ['user = postgres'] : []),
+    ...(userInfo().uid === 0 ? [`user = ${unprivilegedUser()}`] : []),
   ];
   writeFileSync(path.join(dir, 'pgbouncer.ini'), `${ini.join('\n')}\n`, { mode: 0o644 });
   writeFileSync(path.join(dir, 'users.txt'), `${quote(user)} ${quote(password)}\n`, { mode: 0o644 });
