@@ -74,14 +74,18 @@ describeBouncer('through PgBouncer in transaction mode', () => {
     try {
       const ids = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          db.$transaction(async (tx) => {
-            const a = await tx.account.create({ data: { email: `bouncer${i}@example.com` } });
-            await tx.$queryRaw`SELECT pg_sleep(0.05)::text`;
-            await tx.apiKey.create({
-              data: { accountId: a.id, keyHash: String(i).padStart(64, '0'), prefix: `p${i}` },
-            });
-            return a.id;
-          }),
+          db.$transaction(
+            async (tx) => {
+              const a = await tx.account.create({ data: { email: `bouncer${i}@example.com` } });
+              await tx.$queryRaw`SELECT pg_sleep(0.02)::text`;
+              await tx.apiKey.create({
+                data: { accountId: a.id, keyHash: String(i).padStart(64, '0'), prefix: `p${i}` },
+              });
+              return a.id;
+            },
+            // 20 transactions queue for 2 server connections: a busy machine must not fail them
+            { maxWait: 30_000, timeout: 30_000 },
+          ),
         ),
       );
       expect(new Set(ids).size).toBe(20);
