@@ -13,6 +13,11 @@
  *      (default 5); isolation latency = receipt - detectedAt of those healthy hits
  *   4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists
  *
+ * BENCH_VIA_PGBOUNCER=1: the dispatcher's DATABASE_URL goes through a PgBouncer in transaction
+ * mode (bench/lib/pgbouncer.ts, BENCH_PGBOUNCER_POOL server connections); either way the
+ * PostgreSQL backends the dispatcher holds are sampled during the phases and reported
+ * (`postgres_backends peak <n> median <m>`, before the last three lines).
+ *
  * Third-to-last line: `dispatcher_cpu_us_per_delivery <n>` (the dispatcher's CPU time over phases 1
  * and 2 divided by their deliveries: less sensitive to a busy machine than the rates).
  * Second-to-last line: `isolation_p99_ms <n>`.
@@ -37,6 +42,8 @@ import { startHttpsReceiver, type HttpsReceiver } from '../packages/testing/src/
 import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing/src/services';
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { percentile } from './lib/numbers';
+import type { PgBouncer } from '../packages/testing/src/pgbouncer';
+import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
 import { createDatabase, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
 
 const HITS = Number(process.env.BENCH_HITS ?? 20_000);
@@ -138,6 +145,7 @@ interface Bench {
   db?: Db;
   amqp?: AmqpClient;
   dispatcher?: ChildProcess;
+  pgbouncer?: PgBouncer | null;
   receivers: HttpsReceiver[];
 }
 
@@ -151,6 +159,7 @@ interface Hit {
 interface Run {
   db: Db;
   dbName: string;
+  adminUrl: string;
   dispatcher: ChildProcess;
   receivers: HttpsReceiver[];
   receipts: Receipts;
@@ -163,6 +172,7 @@ interface Run {
 }
 
 interface Result {
+  backends: { peak: number; median: number; samples: number };
   deliveriesPerS: number;
   p50: number;
   p99: number;
@@ -272,7 +282,9 @@ async function seedHits(db: Db, monitors: MonitorFixture[], deadMonitor: Monitor
 async function setUp(b: Bench): Promise<Run> {
   log(`database ${b.dbName}, vhost ${b.vhost}`);
   b.dbUrl = await createDatabase(b.urls.postgres, b.dbName);
-  const db = createDbClient({ url: b.dbUrl, poolSize: 4 });
+  const db = createDbClient({ url: benchClientUrl(b.dbUrl), poolSize: 4 });
+  b.pgbouncer = await maybeStartPgBouncer(b.urls.postgres);
+  if (b.pgbouncer) log(`the dispatcher's DATABASE_URL through PgBouncer (transaction mode, pool ${PGBOUNCER_POOL})`);
   b.db = db;
   const amqpUrl = await createVhost(b.urls, b.vhost);
   const receipts: Receipts = { at: new Map(), latencies: [], isolation: [], phase: 'throughput', waiters: new Set() };
@@ -283,7 +295,7 @@ async function setUp(b: Bench): Promise<Run> {
   const { hits, deadHits } = await seedHits(db, monitors, deadMonitor, created);
   const dispatcher = await startDispatcher({
     ...process.env,
-    DATABASE_URL: b.dbUrl,
+    DATABASE_URL: b.pgbouncer ? b.pgbouncer.pooled(b.dbUrl) : b.dbUrl,
     AMQP_URL: amqpUrl,
     SECRETS_ENCRYPTION_KEY: b.key,
     WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
@@ -305,7 +317,18 @@ async function setUp(b: Bench): Promise<Run> {
       headers: { accountId: h.monitor.accountId, hitId: h.id },
     });
   };
-  return { db, dbName: b.dbName, dispatcher, receivers: b.receivers, receipts, dead, hits, deadHits, publish };
+  return {
+    db,
+    dbName: b.dbName,
+    adminUrl: b.urls.postgres,
+    dispatcher,
+    receivers: b.receivers,
+    receipts,
+    dead,
+    hits,
+    deadHits,
+    publish,
+  };
 }
 
 // ---- publish -------------------------------------------------------------------------------
@@ -418,6 +441,7 @@ async function isolationPhase(run: Run): Promise<number> {
  * through parking).
  */
 async function measure(run: Run): Promise<Result> {
+  const sampler = await sampleBackends(run.adminUrl, run.dbName);
   await warmUp(run);
   const cpuBefore = cpuMicros(run.dispatcher.pid!);
   const commitsBefore = await commits(run);
@@ -434,7 +458,8 @@ async function measure(run: Run): Promise<Result> {
   log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
   const attempts = await run.db.deliveryAttempt.groupBy({ by: ['outcome'], _count: { _all: true } });
   log(`attempt log: ${attempts.map((a) => `${a.outcome} ${a._count._all}`).join(', ')}`);
-  return { deliveriesPerS, p50, p99, isolationP99, cpuPerDelivery };
+  const backends = await sampler.stop();
+  return { backends, deliveriesPerS, p50, p99, isolationP99, cpuPerDelivery };
 }
 
 // ---- tear down and report ------------------------------------------------------------------
@@ -446,6 +471,7 @@ async function tearDown(b: Bench): Promise<void> {
     log(`dispatcher cpu: ${(cpuMicros(dispatcher.pid) / 1e6).toFixed(1)} s (user+system) for the whole run`);
   }
   await stopChild(dispatcher);
+  await b.pgbouncer?.stop();
   await b.amqp?.stop().catch(() => undefined);
   for (const r of b.receivers) await r.close();
   await b.db?.$disconnect();
@@ -470,6 +496,8 @@ async function measureSourceCalls(): Promise<number | string> {
 }
 
 function report(result: Result, sourceCalls: number | string): void {
+  const { peak, median, samples } = result.backends;
+  console.log(`postgres_backends peak ${peak} median ${median} (${samples} samples of the dispatcher's backends)`);
   console.log(`dispatcher_cpu_us_per_delivery ${Math.round(result.cpuPerDelivery)}`);
   console.log(`isolation_p99_ms ${round(result.isolationP99)}`);
   console.log(

@@ -49,6 +49,8 @@ function log(message: string): void {
 
 /** Builds the data set in `c` (a connection to the bench database). */
 async function build(c: Client): Promise<void> {
+  // the database's 15 s query timeout (packages/db/src/settings.ts) is for the services
+  await c.query('SET statement_timeout = 0');
   await c.query(`SET maintenance_work_mem = '512MB'`);
   await c.query(`SET max_parallel_maintenance_workers = 1`);
   // synthetic writer transactions: increasing, all below the horizon (visible to every snapshot)

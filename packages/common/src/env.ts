@@ -92,3 +92,20 @@ export const commonEnv = {
   AMQP_URL: envFields.url(['amqp', 'amqps']).default('amqp://guest:guest@127.0.0.1:5672'),
   LOG_LEVEL: envFields.logLevel(),
 };
+
+/**
+ * What needs a PostgreSQL session of its own (LISTEN, session advisory locks, the migration
+ * runner) connects here, never through a transaction-mode PgBouncer that DATABASE_URL may name.
+ * Unset: DATABASE_URL (no pooler in between). Only the services that hold such sessions read it.
+ */
+export const directDatabaseEnv = {
+  DATABASE_DIRECT_URL: envFields.url(['postgres', 'postgresql']).optional(),
+};
+
+/** The database connection settings alone (the migration runner). */
+export const databaseEnvSchema = z.object({ DATABASE_URL: commonEnv.DATABASE_URL, ...directDatabaseEnv });
+
+/** DATABASE_DIRECT_URL, or DATABASE_URL when it is unset. */
+export function directDatabaseUrl(env: { DATABASE_URL: string; DATABASE_DIRECT_URL?: string | undefined }): string {
+  return env.DATABASE_DIRECT_URL ?? env.DATABASE_URL;
+}

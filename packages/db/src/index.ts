@@ -1,4 +1,5 @@
 export { createDbClient, type Db, type DbClientOptions } from './client';
+export { applyDatabaseSettingsAt, STATEMENT_TIMEOUT } from './settings';
 export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
 export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client } from 'pg';
+import { applyDatabaseSettings } from './settings';
 
 /** Where the SQL migrations live, in Prisma's layout: <dir>/<name>/migration.sql */
 export const MIGRATIONS_DIR = path.resolve(__dirname, '../prisma/migrations');
@@ -68,7 +69,9 @@ interface AppliedRow {
  * one row per migration in `_prisma_migrations` (uuid id, sha256 checksum, started/finished
  * times, applied_steps_count 1). Each migration runs in its own transaction here, so a failure
  * leaves no half-applied schema; it is recorded with its logs like Prisma records it, and later
- * runs refuse to continue until it is resolved.
+ * runs refuse to continue until it is resolved. Then it sets the database's defaults (the query
+ * timeout, settings.ts). Needs a session of its own (the advisory lock): give it
+ * DATABASE_DIRECT_URL, never a transaction-mode PgBouncer.
  */
 export async function migrate(
   databaseUrl: string,
@@ -79,6 +82,8 @@ export async function migrate(
   const client = new Client({ connectionString: databaseUrl });
   await client.connect();
   try {
+    // a schema change is never cut halfway by the services' query timeout (it is transactional)
+    await client.query('SET statement_timeout = 0');
     await client.query('SELECT pg_advisory_lock($1)', [PRISMA_ADVISORY_LOCK]);
     await client.query(CREATE_MIGRATIONS_TABLE);
     const { rows } = await client.query<AppliedRow>(
@@ -127,6 +132,7 @@ export async function migrate(
       log(`applied ${m.name}`);
       result.applied.push(m.name);
     }
+    await applyDatabaseSettings(client);
     return result;
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [PRISMA_ADVISORY_LOCK]).catch(() => undefined);

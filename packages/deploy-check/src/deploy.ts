@@ -78,7 +78,8 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
 
 /** Placeholder values for the Secret template's keys, so the rendered env can be parsed. */
 export const SECRET_PLACEHOLDERS: Record<string, string> = {
-  DATABASE_URL: 'postgresql://sts:secret@postgres.example:5432/sts',
+  DATABASE_URL: 'postgresql://sts:secret@pgbouncer:6432/sts',
+  DATABASE_DIRECT_URL: 'postgresql://sts:secret@postgres.example:5432/sts',
   REDIS_URL: 'redis://:secret@redis.example:6379',
   AMQP_URL: 'amqp://sts:secret@rabbitmq.example:5672/sts',
   INTERNAL_TOKEN: 'placeholder-internal-token-0123456789',
@@ -238,39 +239,82 @@ export function promtoolPath(): string | null {
 
 /**
  * PostgreSQL connections a pod opens besides its DB_POOL_SIZE pool, each a session of its own
- * (never through a transaction-mode PgBouncer): the poller's outbox relay LISTEN, its metrics
- * reporter's advisory lock, the schedule wake-up LISTEN and the X stream leader's advisory lock.
- * k8s/README.md, "Database connection budget".
+ * straight to PostgreSQL (DATABASE_DIRECT_URL, never through PgBouncer): the poller's outbox
+ * relay LISTEN, its metrics reporter's advisory lock, the schedule wake-up LISTEN and the X stream
+ * leader's advisory lock. k8s/README.md, "Database connection budget".
  */
 const SESSION_CONNECTIONS: Record<string, number> = { poller: 4 };
+
+/** The Deployment of the base's PgBouncer (k8s/base/pgbouncer.yaml). */
+export const PGBOUNCER = 'pgbouncer';
 
 /** The default of DB_MAX_CONNECTIONS_BUDGET: PostgreSQL's max_connections 100 less 10 for admins. */
 export const DEFAULT_DB_BUDGET = 90;
 
 export interface DbBudget {
   rows: { name: string; pool: number; session: number; min: number; max: number }[];
+  /** PgBouncer in front: its pods, server connections per pod (max_db_connections), client limit per pod */
+  pooler: { replicas: number; perPod: number; maxClientConn: number; clientsMin: number; clientsMax: number } | null;
+  /** PostgreSQL connections at minimum and maximum scale */
   min: number;
   max: number;
 }
 
-/** Connections of every Deployment (and the migration Job) at minimum and at maximum scale. */
+/** `key = value` of an ini text's [pgbouncer] section, as a number (NaN when absent) */
+function iniNumber(ini: string, key: string): number {
+  const m = new RegExp(`^\\s*${key}\\s*=\\s*(\\d+)\\s*$`, 'm').exec(ini);
+  return m ? Number(m[1]) : NaN;
+}
+
+/**
+ * Connections of every Deployment (and the migration Job) at minimum and at maximum scale. With
+ * the base's PgBouncer the services' pools are its clients, and PostgreSQL sees PgBouncer's
+ * replicas × max_db_connections plus the direct sessions (poller, migration Job); without it,
+ * every pool connects to PostgreSQL.
+ */
 /* eslint-disable @typescript-eslint/no-unsafe-member-access -- rendered YAML, fields checked by the tests */
 export function dbBudget(objects: K8sObject[]): DbBudget {
   const of = (kind: string) => objects.filter((o) => o.kind === kind);
   const rows: DbBudget['rows'] = [];
+  let pooler: DbBudget['pooler'] = null;
   for (const dep of of('Deployment')) {
     const name = dep.metadata.name;
-    const env = (dep.spec.template.spec.containers[0].env ?? []) as { name: string; value?: string }[];
-    const pool = Number(env.find((e) => e.name === 'DB_POOL_SIZE')?.value);
     const hpa = of('HorizontalPodAutoscaler').find((h) => h.spec.scaleTargetRef.name === name);
     const so = of('ScaledObject').find((s) => s.spec.scaleTargetRef.name === name);
     const min = Number(hpa?.spec.minReplicas ?? so?.spec.minReplicaCount ?? dep.spec.replicas ?? 1);
     const max = Number(hpa?.spec.maxReplicas ?? so?.spec.maxReplicaCount ?? dep.spec.replicas ?? 1);
+    if (name === PGBOUNCER) {
+      const volume = (dep.spec.template.spec.volumes as { configMap?: { name: string } }[]).find((v) => v.configMap);
+      const cm = of('ConfigMap').find((c) => c.metadata.name === volume?.configMap?.name);
+      const ini = cm?.data?.['pgbouncer.ini'] ?? '';
+      pooler = {
+        replicas: max,
+        perPod: iniNumber(ini, 'max_db_connections'),
+        maxClientConn: iniNumber(ini, 'max_client_conn'),
+        clientsMin: 0,
+        clientsMax: 0,
+      };
+      continue;
+    }
+    const env = (dep.spec.template.spec.containers[0].env ?? []) as { name: string; value?: string }[];
+    const pool = Number(env.find((e) => e.name === 'DB_POOL_SIZE')?.value);
     rows.push({ name, pool, session: SESSION_CONNECTIONS[name] ?? 0, min, max });
   }
   // the migration runner holds one connection while the Job runs
   for (const job of of('Job')) rows.push({ name: `job/${job.metadata.name}`, pool: 1, session: 0, min: 1, max: 1 });
-  const total = (k: 'min' | 'max') => rows.reduce((n, r) => n + r[k] * (r.pool + r.session), 0);
-  return { rows, min: total('min'), max: total('max') };
+  const jobs = (r: DbBudget['rows'][number]) => r.name.startsWith('job/');
+  const sum = (k: 'min' | 'max', f: (r: DbBudget['rows'][number]) => number) =>
+    rows.reduce((n, r) => n + r[k] * f(r), 0);
+  if (!pooler) {
+    const all = (r: DbBudget['rows'][number]) => r.pool + r.session;
+    return { rows, pooler, min: sum('min', all), max: sum('max', all) };
+  }
+  // through PgBouncer: the pools are its clients; the sessions and the Job go to PostgreSQL
+  const p: NonNullable<DbBudget['pooler']> = pooler;
+  p.clientsMin = sum('min', (r) => (jobs(r) ? 0 : r.pool));
+  p.clientsMax = sum('max', (r) => (jobs(r) ? 0 : r.pool));
+  const direct = (r: DbBudget['rows'][number]) => (jobs(r) ? r.pool : r.session);
+  const server = p.replicas * p.perPod;
+  return { rows, pooler: p, min: server + sum('min', direct), max: server + sum('max', direct) };
 }
 /* eslint-enable @typescript-eslint/no-unsafe-member-access */

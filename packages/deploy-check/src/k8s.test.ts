@@ -12,16 +12,18 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DISPATCHER_QUEUE } from '../../../services/webhook-dispatcher/src/app';
-import { kubectlPath, OVERLAYS, renderOverlay, type K8sObject } from './deploy';
+import { kubectlPath, OVERLAYS, PGBOUNCER, renderOverlay, type K8sObject } from './deploy';
 
 const kubectl = kubectlPath();
 const skip = process.env.STS_SKIP_KUBECTL === '1';
 if (skip) console.warn('deploy-check: STS_SKIP_KUBECTL=1 (no kubectl with kustomize v5): THE K8S CHECKS ARE SKIPPED');
 const describeK8s = skip ? describe.skip : describe;
 
-/** the Deployments, by name */
+/** the services' Deployments (all but PgBouncer's), by name */
 const deployments = (objects: K8sObject[]) =>
-  new Map(objects.filter((o) => o.kind === 'Deployment').map((o) => [o.metadata.name, o]));
+  new Map(
+    objects.filter((o) => o.kind === 'Deployment' && o.metadata.name !== PGBOUNCER).map((o) => [o.metadata.name, o]),
+  );
 
 const SERVICES = ['gateway', 'dashboard', 'read-api', 'poller', 'webhook-dispatcher'];
 
@@ -193,6 +195,42 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
       .sort();
     // (the dashboard: the monitor preview's X calls)
     expect(internet).toEqual(['dashboard', 'poller', 'read-api', 'webhook-dispatcher']);
+  });
+
+  it('runs PgBouncer in transaction mode in front of PostgreSQL; only the poller and the Job reach 5432', () => {
+    const dep = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === PGBOUNCER)!;
+    const spec = dep.spec.template.spec;
+    const c = spec.containers[0];
+    expect(c.image).toMatch(/^[^:]+:[^:]+$/);
+    expect(c.image).not.toMatch(/:latest$/);
+    expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(c.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(byKind('PodDisruptionBudget').find((p) => p.metadata.name === PGBOUNCER)?.spec.selector.matchLabels).toEqual(
+      dep.spec.selector.matchLabels,
+    );
+    const cmName = (spec.volumes as { configMap?: { name: string } }[]).find((v) => v.configMap)!.configMap!.name;
+    const ini = String(byKind('ConfigMap').find((m) => m.metadata.name === cmName)!.data!['pgbouncer.ini']);
+    expect(ini).toMatch(/^pool_mode = transaction$/m);
+    // the services send no startup parameter PgBouncer does not track (their timeout is the database's)
+    expect(ini).toMatch(/^ignore_startup_parameters = extra_float_digits$/m);
+    expect(spec.volumes).toContainEqual({
+      name: 'secret',
+      secret: { secretName: 'sts-pgbouncer', defaultMode: 0o440 },
+    });
+    const svc = byKind('Service').find((s) => s.metadata.name === PGBOUNCER)!;
+    expect(svc.spec.ports).toEqual([{ name: 'postgres', port: 6432, targetPort: 'postgres' }]);
+    // egress: every service to PgBouncer; PostgreSQL's 5432 only for the poller, the Job and PgBouncer
+    const nps = byKind('NetworkPolicy').filter((n) => n.spec.egress);
+    const egressOf = (app: string) =>
+      JSON.stringify(nps.filter((n) => n.spec.podSelector.matchLabels?.['app.kubernetes.io/name'] === app));
+    for (const app of SERVICES)
+      expect({ app, pgbouncer: egressOf(app).includes('"port":6432') }).toEqual({ app, pgbouncer: true });
+    const direct = [...SERVICES, 'migrate', PGBOUNCER].filter((app) => egressOf(app).includes('"port":5432')).sort();
+    expect(direct).toEqual(['migrate', PGBOUNCER, 'poller'].sort());
   });
 
   it('scrapes every ops port with a ServiceMonitor', () => {

@@ -22,6 +22,7 @@ import {
   IMAGE_NAME,
   kubectlPath,
   OVERLAYS,
+  PGBOUNCER,
   promtoolPath,
   readEnvFile,
   renderDir,
@@ -54,9 +55,10 @@ function render(overlay: string): K8sObject[] {
   return renderDir(kubectl, path.join(K8S, 'overlays', overlay));
 }
 
+/** the pods of the project's image: every Deployment but PgBouncer's, and the Job */
 const podSpecs = (objects: K8sObject[]) =>
   objects
-    .filter((o) => o.kind === 'Deployment' || o.kind === 'Job')
+    .filter((o) => (o.kind === 'Deployment' && o.metadata.name !== PGBOUNCER) || o.kind === 'Job')
     .map((o) => ({ name: `${o.kind}/${o.metadata.name}`, spec: o.spec.template.spec }));
 
 describeK8s.each(OVERLAYS)('overlay %s: images', (overlay) => {
@@ -109,7 +111,18 @@ describeK8s.each(OVERLAYS)('overlay %s: operations', (overlay) => {
     const b = dbBudget(objects);
     for (const r of b.rows)
       expect({ name: r.name, pool: Number.isInteger(r.pool) && r.pool > 0 }).toEqual({ name: r.name, pool: true });
-    console.log(`${overlay}: PostgreSQL connections ${b.min} at minimum scale, ${b.max} at maximum (budget ${budget})`);
+    // the pools go through PgBouncer: PostgreSQL sees its pods × max_db_connections plus the
+    // direct sessions, and one PgBouncer pod alone takes every pool at maximum scale
+    const pooler = b.pooler!;
+    expect(pooler).not.toBeNull();
+    expect(Number.isInteger(pooler.perPod) && pooler.perPod > 0).toBe(true);
+    expect(pooler.clientsMax).toBeLessThanOrEqual(pooler.maxClientConn);
+    const direct = b.rows.reduce((n, r) => n + r.max * (r.name.startsWith('job/') ? r.pool : r.session), 0);
+    expect(b.max).toBe(pooler.replicas * pooler.perPod + direct);
+    console.log(
+      `${overlay}: PostgreSQL connections ${b.min} at minimum scale, ${b.max} at maximum (budget ${budget}): ` +
+        `PgBouncer ${pooler.replicas} × ${pooler.perPod} + ${direct} direct; ${pooler.clientsMax} client connections to PgBouncer at maximum`,
+    );
     expect(b.max).toBeLessThanOrEqual(budget);
     // k8s/README.md reports the same figures
     expect(README).toMatch(new RegExp(`^\\| ${overlay} +\\| ${b.min} +\\| ${b.max} +\\|$`, 'm'));
@@ -147,6 +160,10 @@ describeK8s.each(OVERLAYS)('overlay %s: operations', (overlay) => {
     expect(job.restartPolicy).toBe('Never');
     expect(job.containers[0].env).toEqual([
       { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'sts-secrets', key: 'DATABASE_URL' } } },
+      {
+        name: 'DATABASE_DIRECT_URL',
+        valueFrom: { secretKeyRef: { name: 'sts-secrets', key: 'DATABASE_DIRECT_URL' } },
+      },
     ]);
     for (const dep of byKind('Deployment')) expect(dep.spec.template.spec.initContainers).toBeUndefined();
     // and each service's /readyz refuses while migrations are pending (the pods of a release wait for its Job)

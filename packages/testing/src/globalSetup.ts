@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { migrate } from '@sts/db';
+import { pgbouncerAvailable, PGBOUNCER_BIN, startPgBouncer, type PgBouncer } from './pgbouncer';
 import { dockerAvailable, LOCAL_DEFAULTS, reachable, startContainers, urlsFromEnv, type ServiceUrls } from './services';
 
 declare global {
   // kept for globalTeardown, which runs in the same process
   var __STS_TEST_STOP__: (() => Promise<void>) | undefined;
+  // STS_VIA_PGBOUNCER=1: the run's PgBouncer, stopped by globalTeardown
+  var __STS_TEST_PGBOUNCER__: PgBouncer | undefined;
 }
 
 export default async function globalSetup(): Promise<void> {
@@ -41,6 +44,17 @@ export default async function globalSetup(): Promise<void> {
   const templateUrl = new URL(urls.postgres);
   templateUrl.pathname = `/${template}`;
   await migrate(templateUrl.toString());
+
+  // STS_VIA_PGBOUNCER=1: every test database is handed out through one PgBouncer in transaction
+  // mode (isolation.ts); what needs a session gets the direct URL (DATABASE_DIRECT_URL)
+  if (process.env.STS_VIA_PGBOUNCER === '1') {
+    if (!pgbouncerAvailable())
+      throw new Error(`STS_VIA_PGBOUNCER=1 but ${PGBOUNCER_BIN} is not installed (apt-get install pgbouncer)`);
+    const pgbouncer = await startPgBouncer({ upstream: urls.postgres });
+    globalThis.__STS_TEST_PGBOUNCER__ = pgbouncer;
+    process.env.STS_TEST_PGBOUNCER_PORT = String(pgbouncer.port);
+    console.log(`\ntests: through PgBouncer (transaction mode) on 127.0.0.1:${pgbouncer.port}`);
+  }
 
   // Workers are spawned after this and inherit these.
   process.env.STS_TEST_RUN_ID = runId;

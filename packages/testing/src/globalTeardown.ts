@@ -7,6 +7,7 @@ export default async function globalTeardown(): Promise<void> {
   const raw = process.env.STS_TEST_URLS;
   if (!runId || !raw) return;
   const urls = JSON.parse(raw) as ServiceUrls;
+  await globalThis.__STS_TEST_PGBOUNCER__?.stop();
   const admin = new Client({ connectionString: urls.postgres });
   await admin.connect();
   try {

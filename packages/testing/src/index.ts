@@ -8,6 +8,7 @@ export * from './https';
 export * from './isolation';
 export * from './logger';
 export * from './process';
+export * from './pgbouncer';
 export * from './engines';
 export * from './redisCluster';
 export * from './proxy';

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import { directTestDatabaseUrl } from './isolation';
 
 export const REPO_ROOT = path.resolve(__dirname, '../../..');
 
@@ -25,11 +26,16 @@ export interface ServiceProcess {
 /**
  * Starts `file` (relative to the repository root) with `env` and nothing else of this process's
  * environment but PATH and NODE_EXTRA_CA_CERTS (so it trusts the test CA as the test does).
- * OPS_PORT is 0 (a free port, printed as opsPort) unless `env` names one.
+ * OPS_PORT is 0 (a free port, printed as opsPort) unless `env` names one. A DATABASE_URL through
+ * the run's PgBouncer (STS_VIA_PGBOUNCER=1) comes with DATABASE_DIRECT_URL, the same database
+ * direct, unless `env` names one.
  */
 export function spawnService(file: string, env: Record<string, string>): ServiceProcess {
   const inherited: Record<string, string> = { PATH: process.env.PATH ?? '' };
   if (process.env.NODE_EXTRA_CA_CERTS) inherited.NODE_EXTRA_CA_CERTS = process.env.NODE_EXTRA_CA_CERTS;
+  const direct =
+    env.DATABASE_URL && env.DATABASE_DIRECT_URL === undefined ? directTestDatabaseUrl(env.DATABASE_URL) : undefined;
+  if (direct !== undefined && direct !== env.DATABASE_URL) inherited.DATABASE_DIRECT_URL = direct;
   const child = spawn(process.execPath, ['--import', 'tsx', file], {
     cwd: REPO_ROOT,
     env: { ...inherited, OPS_PORT: '0', ...env },

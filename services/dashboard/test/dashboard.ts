@@ -28,9 +28,15 @@ export async function start(source: NodeJS.ProcessEnv): Promise<RunningDashboard
 
 /** a test file's own PostgreSQL database, Redis key prefix and RabbitMQ vhost, and the env naming them */
 export interface TestBackends {
-  db: { url: string; drop(): Promise<void> };
+  db: { url: string; directUrl: string; drop(): Promise<void> };
   redis: { url: string; prefix: string; cleanup(): Promise<void> };
-  env: { DATABASE_URL: string; REDIS_URL: string; REDIS_KEY_PREFIX: string; AMQP_URL: string };
+  env: {
+    DATABASE_URL: string;
+    DATABASE_DIRECT_URL: string;
+    REDIS_URL: string;
+    REDIS_KEY_PREFIX: string;
+    AMQP_URL: string;
+  };
   /** removes the Redis keys, then drops the database */
   drop(): Promise<void>;
 }
@@ -42,7 +48,13 @@ export async function createBackends(): Promise<TestBackends> {
   return {
     db,
     redis,
-    env: { DATABASE_URL: db.url, REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix, AMQP_URL: vhost.url },
+    env: {
+      DATABASE_URL: db.url,
+      DATABASE_DIRECT_URL: db.directUrl,
+      REDIS_URL: redis.url,
+      REDIS_KEY_PREFIX: redis.prefix,
+      AMQP_URL: vhost.url,
+    },
     async drop() {
       await redis.cleanup();
       await db.drop();

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonEnv, opsEnv, parseEnv } from '@sts/common';
+import { commonEnv, directDatabaseEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
 import { streamEnv } from './stream/env';
@@ -7,6 +7,8 @@ import { streamEnv } from './stream/env';
 export const pollerEnvSchema = z
   .object({
     ...commonEnv,
+    /** the poller's sessions (LISTEN, advisory locks) connect here: README, "Database connections" */
+    ...directDatabaseEnv,
     ...planEnv,
     ...socialEnv,
     ...opsEnv(3003),

@@ -124,6 +124,7 @@ describe('poller main', () => {
   });
 
   it.each([
+    ['DATABASE_DIRECT_URL', 'mysql://127.0.0.1/sts'],
     ['X_MONITOR_MODE', 'firehose'],
     ['X_MONITOR_MODE', 'STREAM'],
     ['X_QUERY_MAX_LENGTH', 'long'],

@@ -3,7 +3,14 @@
 // Builds PostgreSQL, Redis, RabbitMQ and the social source, runs the poller and the outbox relay;
 // stopping finishes the polls and the relay round in flight before closing its connections.
 import { Counter, Histogram } from 'prom-client';
-import { createRedis, runService, type ServiceContext, type ServiceDefinition, type StartedService } from '@sts/common';
+import {
+  createRedis,
+  directDatabaseUrl,
+  runService,
+  type ServiceContext,
+  type ServiceDefinition,
+  type StartedService,
+} from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
@@ -25,6 +32,8 @@ export const pollerService: ServiceDefinition<PollerEnv> = {
 
 async function start(env: PollerEnv, { logger, registry }: ServiceContext): Promise<StartedService> {
   const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
+  // LISTEN and session advisory locks need sessions of their own: never a transaction-mode PgBouncer
+  const sessionUrl = directDatabaseUrl(env);
   // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
   const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
   const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'poller' });
@@ -46,11 +55,11 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     db,
     publisher: amqp,
     logger,
-    databaseUrl: env.DATABASE_URL,
+    databaseUrl: sessionUrl,
     onPublished: (n) => published.inc(n),
   });
   // outbox lag and poll lag: exported by the one replica holding the reporter lock (metrics.ts)
-  const reporter = createMetricsReporter({ databaseUrl: env.DATABASE_URL, logger });
+  const reporter = createMetricsReporter({ databaseUrl: sessionUrl, logger });
   createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
@@ -79,7 +88,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     ...xSearchOptions(env, source),
     // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
-    ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: env.DATABASE_URL } : {}),
+    ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl } : {}),
     // stream mode: while a stream is alive the tick polls only Free-only targets, the holder the
     // others (their schedule moved one Starter interval on); without one, all (tickTargets)
     ...(stream && {

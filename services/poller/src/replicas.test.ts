@@ -192,7 +192,7 @@ describe.each([
         db: relayDb,
         publisher,
         logger,
-        databaseUrl: dbHandle.url,
+        databaseUrl: dbHandle.directUrl,
         batchSize: 5,
         onPublished: (n) => (perRelay[i]! += n),
       });

@@ -4,7 +4,7 @@
  * and metrics. main.ts starts it beside the tick (which then polls only Free-only targets).
  */
 import type { Registry } from 'prom-client';
-import type { Logger } from '@sts/common';
+import { directDatabaseUrl, type Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { XSource } from '@sts/social';
 import type { PollerRepository } from '../adapters/repository';
@@ -20,6 +20,8 @@ import { createXStreamApi } from './xStreamApi';
 
 export interface StreamModeEnv {
   DATABASE_URL: string;
+  /** the election's advisory lock session connects here (DATABASE_URL when unset) */
+  DATABASE_DIRECT_URL?: string | undefined;
   X_API_BASE_URL: string;
   X_BEARER_TOKEN?: string | undefined;
   X_TIMEOUT_MS: number;
@@ -55,7 +57,7 @@ export function buildStreamMode(
   return createStreamMode({
     repository,
     pollerRepository: deps.pollerRepository,
-    election: createStreamElection({ databaseUrl: env.DATABASE_URL, logger: deps.logger }),
+    election: createStreamElection({ databaseUrl: directDatabaseUrl(env), logger: deps.logger }),
     api: createXStreamApi({
       client: deps.source.client,
       baseUrl: env.X_API_BASE_URL,
