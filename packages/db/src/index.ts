@@ -2,5 +2,5 @@ export { createDbClient, type Db, type DbClientOptions } from './client';
 export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
 export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
-export { hitSelect, monitorSettingsSelect, type HitRow } from './rows';
+export { hitSelect, monitorSettingsSelect, withLastCheck, type HitRow } from './rows';
 export { migrationsCheck, pendingMigrations } from './pending';

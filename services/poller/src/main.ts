@@ -75,6 +75,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     logger,
     intervals: { plans: plansFromEnv(env), overrideSec: env.POLL_INTERVAL_SECONDS },
     concurrency: env.POLL_CONCURRENCY,
+    claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     ...xSearchOptions(env, source),

@@ -39,6 +39,8 @@ export interface PollerOptions {
   pollTimeoutMs?: number;
   /** how often due targets are looked for (default 1 s) */
   tickMs?: number;
+  /** most due targets one tick claims (default 200); an outage's backlog drains at this pace */
+  claimLimit?: number;
   /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
   databaseUrl?: string;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
@@ -136,6 +138,9 @@ export function createPoller(options: PollerOptions): Poller {
   const runCycle = createCycle({
     ...polling,
     intervals,
+    claimLimit: options.claimLimit ?? 200,
+    // as long as a poll's lease: a replica that dies leaves its claims to lapse then
+    claimTtlMs: (options.pollTimeoutMs ?? 30_000) * 2,
     stopping: () => stopping,
     onPolled: recorder(options.metrics, 'poll'),
     ...(options.selectDue ? { select: options.selectDue } : {}),
