@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { commonEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
-import { streamEnv } from './stream/env';
+import { streamEnv } from './intake/stream/env';
 
 export const pollerEnvSchema = z
   .object({

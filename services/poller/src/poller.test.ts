@@ -7,7 +7,7 @@ import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
 import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
-import { createOutboxRelay } from './adapters/relay';
+import { createOutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { intervalFor } from './domain/schedule';
 import { createPoller, type PollerOptions } from './poller';

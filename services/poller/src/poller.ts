@@ -10,10 +10,10 @@ import type { IntervalPolicy, TargetState } from './domain/schedule';
 import { createListener, type Listener } from './adapters/listener';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
-import { createCycle, type CycleResult } from './cycle';
-import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll';
-import { createPush, type Push } from './push';
-import { createGroupPoll, type GroupPoll, type GroupPollDeps } from './search';
+import { createCycle, type CycleResult } from './intake/tick/cycle';
+import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll/poll';
+import { createPush, type Push } from './intake/push/push';
+import { createGroupPoll, type GroupPoll, type GroupPollDeps } from './intake/search/search';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';

@@ -7,8 +7,8 @@
 import { Registry } from 'prom-client';
 import { createAccount, spawnService, startFakeX, waitFor, type FakeStream, type FakeX } from '@sts/testing';
 import { withLastCheck, type Db } from '@sts/db';
-import { parseRule } from '../domain/streamRules';
-import { useStreamHarness } from '../../test/streamMode';
+import { parseRule } from '../../domain/streamRules';
+import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-test');
 // the harness's fields under short names, current in every test

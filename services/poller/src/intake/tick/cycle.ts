@@ -15,11 +15,11 @@ import {
   type IntervalPolicy,
   type ReadTime,
   type TargetState,
-} from './domain/schedule';
-import type { Claim, PollerRepository } from './adapters/repository';
-import type { PollOutcome, PollResult, TargetPoll } from './poll';
-import { errorMessage } from './poll';
-import type { GroupPoll } from './search';
+} from '../../domain/schedule';
+import type { Claim, PollerRepository } from '../../adapters/repository';
+import type { PollOutcome, PollResult, TargetPoll } from '../../poll/poll';
+import { errorMessage } from '../../poll/poll';
+import type { GroupPoll } from '../search/search';
 
 export interface CycleResult {
   /** targets due (all with `force`) */

@@ -9,11 +9,11 @@ import { createLogger } from '@sts/common';
 import { withLastCheck, type Db } from '@sts/db';
 import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
 import { createTestRedis, type FakeX } from '@sts/testing';
-import { openXTestBed, type XTestBed } from '../test/xTestBed';
-import { createRedisLeases } from './adapters/lease';
-import { createPollerRepository } from './adapters/repository';
-import { tickTargets } from './domain/groups';
-import { createPoller, type Poller } from './poller';
+import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
+import { createRedisLeases } from '../../adapters/lease';
+import { createPollerRepository } from '../../adapters/repository';
+import { tickTargets } from '../../domain/groups';
+import { createPoller, type Poller } from '../../poller';
 
 const logger = createLogger({ service: 'poller-search-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
