@@ -103,19 +103,29 @@ interface TargetRow {
 }
 
 /**
- * One row per target among `keys` (a subquery of target keys): its distinct plans, and the latest
+ * One row per target among `keys` (every target with `all`): its distinct plans, and the latest
  * trial end among its Free accounts (enough to tell whether any of them is on an active trial).
+ * A key list reads just those targets' monitors, one (target_key, is_active) index probe each
+ * (LATERAL), whatever share of the table they are: a tick's work follows what it claimed.
  */
-function targetRows(db: Db, keys: Prisma.Sql): Promise<TargetRow[]> {
+function targetRows(db: Db, keys: readonly string[] | 'all'): Promise<TargetRow[]> {
+  const watching =
+    keys === 'all'
+      ? Prisma.sql`SELECT target_key, target_username, account_id FROM monitors WHERE is_active`
+      : Prisma.sql`
+          SELECT w.* FROM unnest(${keys}::text[]) AS k(key)
+          CROSS JOIN LATERAL (
+            SELECT m.target_key, m.target_username, m.account_id FROM monitors m
+            WHERE m.target_key = k.key AND m.is_active
+          ) w`;
   return db.$queryRaw<TargetRow[]>`
     SELECT m.target_key, min(m.target_username) AS username,
            array_agg(DISTINCT a.plan::text) AS plans,
            max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
            c.last_polled_at, c.last_success_at
-    FROM monitors m
+    FROM (${watching}) m
     JOIN accounts a ON a.id = m.account_id
     LEFT JOIN poll_cursors c ON c.target_key = m.target_key
-    WHERE m.is_active AND m.target_key IN (${keys})
     GROUP BY m.target_key, c.last_polled_at, c.last_success_at`;
 }
 
@@ -238,7 +248,7 @@ async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polled
 export function createPollerRepository(db: Db): PollerRepository {
   return {
     async targets() {
-      return (await targetRows(db, Prisma.sql`SELECT target_key FROM monitors WHERE is_active`)).map(toTarget);
+      return (await targetRows(db, 'all')).map(toTarget);
     },
 
     async claimDue(limit, ttlMs) {
@@ -252,28 +262,29 @@ export function createPollerRepository(db: Db): PollerRepository {
       >`
         WITH t AS MATERIALIZED (SELECT clock_timestamp() AS at),
         due AS (
-          SELECT p.target_key, p.next_due_at FROM poll_targets p
+          SELECT p.ctid, p.target_key, p.next_due_at FROM poll_targets p
           WHERE p.next_due_at <= (SELECT at FROM t)
-          ORDER BY p.next_due_at, p.target_key
+          ORDER BY p.next_due_at
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
         ),
         claimed AS (
           UPDATE poll_targets p SET next_due_at = (SELECT at FROM t) + ${ttlMs} * interval '1 millisecond'
-          FROM due WHERE p.target_key = due.target_key
+          FROM due WHERE p.ctid = due.ctid
           RETURNING p.target_key, p.next_due_at AS until, due.next_due_at AS due_at
         )
         SELECT floor(extract(epoch FROM t.at) * 1000)::float8 AS at_ms,
                to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_exact,
                c.target_key, c.until::text AS until, c.due_at::text AS due_at
-        FROM t LEFT JOIN claimed c ON true`;
+        FROM t LEFT JOIN claimed c ON true
+        ORDER BY c.due_at`;
       const readAt: ReadTime = Object.assign(new Date(Number(rows[0]!.at_ms)), { exact: rows[0]!.at_exact });
       const claims = rows.flatMap((r) =>
         r.target_key === null ? [] : [{ targetKey: r.target_key, until: r.until!, dueAt: r.due_at! }],
       );
       if (claims.length === 0) return { readAt, targets: [], claims };
       const keys = claims.map((c) => c.targetKey);
-      const targets = (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget);
+      const targets = (await targetRows(db, keys)).map(toTarget);
       return { readAt, targets, claims };
     },
 
@@ -288,7 +299,7 @@ export function createPollerRepository(db: Db): PollerRepository {
     },
 
     async target(targetKey) {
-      const [row] = await targetRows(db, Prisma.sql`${targetKey}`);
+      const [row] = await targetRows(db, [targetKey]);
       return row ? toTarget(row) : null;
     },
 
