@@ -106,7 +106,8 @@ interface TargetRow {
  * One row per target among `keys` (every target with `all`): its distinct plans, and the latest
  * trial end among its Free accounts (enough to tell whether any of them is on an active trial).
  * A key list reads just those targets' monitors, one (target_key, is_active) index probe each
- * (LATERAL), whatever share of the table they are: a tick's work follows what it claimed.
+ * (LATERAL; OFFSET 0 keeps the planner from flattening it into a hash join over a scan of
+ * monitors), whatever share of the table they are: a tick's work follows what it claimed.
  */
 function targetRows(db: Db, keys: readonly string[] | 'all'): Promise<TargetRow[]> {
   const watching =
@@ -117,6 +118,7 @@ function targetRows(db: Db, keys: readonly string[] | 'all'): Promise<TargetRow[
           CROSS JOIN LATERAL (
             SELECT m.target_key, m.target_username, m.account_id FROM monitors m
             WHERE m.target_key = k.key AND m.is_active
+            OFFSET 0
           ) w`;
   return db.$queryRaw<TargetRow[]>`
     SELECT m.target_key, min(m.target_username) AS username,
@@ -256,7 +258,8 @@ export function createPollerRepository(db: Db): PollerRepository {
       // change visible to it was stamped before), in microseconds like the triggers' stamps. The
       // due rows come oldest first off the next_due_at index, at most `limit` (an outage's backlog
       // drains in that order, `limit` a tick); a row another replica is claiming, or a monitor
-      // change is writing, is skipped (SKIP LOCKED: that one stays due for the next tick).
+      // change is writing, is skipped (SKIP LOCKED: that one stays due for the next tick). The
+      // locked rows are updated by ctid (= ANY: a TID scan, not a join over the whole table).
       const rows = await db.$queryRaw<
         { at_ms: number; at_exact: string; target_key: string | null; until: string | null; due_at: string | null }[]
       >`
@@ -270,7 +273,7 @@ export function createPollerRepository(db: Db): PollerRepository {
         ),
         claimed AS (
           UPDATE poll_targets p SET next_due_at = (SELECT at FROM t) + ${ttlMs} * interval '1 millisecond'
-          FROM due WHERE p.ctid = due.ctid
+          FROM due WHERE p.ctid = ANY (ARRAY(SELECT ctid FROM due)) AND p.ctid = due.ctid
           RETURNING p.target_key, p.next_due_at AS until, due.next_due_at AS due_at
         )
         SELECT floor(extract(epoch FROM t.at) * 1000)::float8 AS at_ms,
