@@ -5,6 +5,15 @@
  *   replica pays every second; it reads the schedule's index only (issue 19 part 4).
  * - the cycle (BENCH_CYCLE=0 skips it): every target due, one poll cycle against a counting
  *   source; the poller must make one source call per target, however many monitors watch each.
+ * - replicas (BENCH_REPLICAS=1|3, default 1; BENCH_ROUNDS rounds, default 3): every target due
+ *   once, BENCH_REPLICAS pollers (each its own connections) tick until each target is polled;
+ *   reports the rows PostgreSQL read from `monitors` and `poll_targets` per target-poll
+ *   (pg_stat_user_tables seq_tup_read + idx_tup_fetch, read after the pollers disconnected so
+ *   their counters are flushed) and the targets polled more or less than once.
+ * - outage (BENCH_OUTAGE=1): BENCH_OUTAGE_TARGETS targets (default 100,000), one monitor each, all
+ *   due at once with the i-th due i ms after the first; the pollers tick for BENCH_OUTAGE_SECONDS
+ *   (default 15): reports the slowest tick query (each raw query of the tick timed on its own),
+ *   targets drained, and polls out of due order (beyond one claim's slack).
  * Runs standalone (`npm run bench:poller`) or through bench/pipeline.ts.
  * Uses its own database on postgresql://postgres@127.0.0.1:5432 and Redis key prefix; removes both.
  */
@@ -13,23 +22,34 @@ import { Client } from 'pg';
 import { Redis } from 'ioredis';
 import { createLogger, loadDevEnv } from '../packages/common/src';
 import { snowflakeId } from '../packages/core/src';
-import { createDbClient } from '../packages/db/src';
+import { createDbClient, type Db } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
 import { createRedisLeases } from '../services/poller/src/adapters/lease';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { createPoller } from '../services/poller/src/poller';
-import { positiveEnv } from './lib/numbers';
+import { percentile, positiveEnv } from './lib/numbers';
 import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl } from './lib/services';
 
 const MONITORS = positiveEnv('BENCH_MONITORS', 10_000, { whole: true });
 const TARGETS = positiveEnv('BENCH_TARGETS', 1_000, { whole: true });
+const REPLICAS = positiveEnv('BENCH_REPLICAS', 1, { whole: true });
+const ROUNDS = positiveEnv('BENCH_ROUNDS', 3, { whole: true });
+const OUTAGE_TARGETS = positiveEnv('BENCH_OUTAGE_TARGETS', 100_000, { whole: true });
+const OUTAGE_SECONDS = positiveEnv('BENCH_OUTAGE_SECONDS', 15);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const logger = createLogger({ service: 'bench', level: 'error' });
 
 /**
  * The monitors, and their schedule rows written in one statement: the row trigger would upsert
  * poll_targets once per monitor, so it is off during the load (the bench's own database) and the
  * rows it would have written are inserted at once. Every target is scheduled ahead (idle).
  */
-async function seed(url: string, accountId: string, created: Date): Promise<void> {
+async function seed(
+  url: string,
+  accountId: string,
+  created: Date,
+  { monitors, targets }: { monitors: number; targets: number } = { monitors: MONITORS, targets: TARGETS },
+): Promise<void> {
   const c = new Client({ connectionString: url });
   await c.connect();
   try {
@@ -41,7 +61,7 @@ async function seed(url: string, accountId: string, created: Date): Promise<void
        SELECT $1::uuid, 'target_' || (i % $2), 'target_' || (i % $2),
               CASE WHEN i % 2 = 0 THEN ARRAY['launch'] ELSE ARRAY[]::text[] END, $3
        FROM generate_series(0, $4 - 1) AS g(i)`,
-      [accountId, TARGETS, created, MONITORS],
+      [accountId, targets, created, monitors],
     );
     await c.query('ALTER TABLE monitors ENABLE TRIGGER monitors_poll_targets_sync');
     await c.query(
@@ -53,6 +73,246 @@ async function seed(url: string, accountId: string, created: Date): Promise<void
     await c.query('ANALYZE poll_targets');
   } finally {
     await c.end();
+  }
+}
+
+/** An in-memory source: every poll of a target finds one new tweet; `onPoll` counts the calls. */
+function countingSource(onPoll: (username: string) => void): SocialSource {
+  const author = (username: string) => ({
+    id: '1',
+    username,
+    name: username,
+    description: null,
+    followersCount: 0,
+    followingCount: 0,
+    tweetCount: 1,
+    verified: false,
+    profileImageUrl: null,
+    createdAt: null,
+  });
+  return {
+    name: 'local',
+    getUser: () => Promise.resolve(null),
+    getUserTimeline: () => Promise.resolve(null),
+    getTweet: () => Promise.resolve(null),
+    search: () => Promise.resolve({ items: [], nextCursor: null }),
+    pollTweets: (username) => {
+      onPoll(username);
+      const tweet: SocialTweet = {
+        id: snowflakeId(),
+        text: 'we launch today',
+        authorId: '1',
+        author: author(username),
+        createdAt: new Date(),
+        lang: 'en',
+        metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
+      };
+      return Promise.resolve({ tweets: [tweet], position: `x.${tweet.id}`, more: false });
+    },
+  };
+}
+
+/** rows PostgreSQL has read from monitors and poll_targets (sequential + index fetches) */
+async function rowsRead(url: string): Promise<number> {
+  const c = new Client({ connectionString: url });
+  await c.connect();
+  try {
+    const r = await c.query<{ n: string }>(
+      `SELECT sum(seq_tup_read + coalesce(idx_tup_fetch, 0))::text AS n FROM pg_stat_user_tables
+       WHERE relname IN ('monitors', 'poll_targets')`,
+    );
+    return Number(r.rows[0]!.n);
+  } finally {
+    await c.end();
+  }
+}
+
+async function sql(url: string, text: string): Promise<void> {
+  const c = new Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query('SET statement_timeout = 0');
+    await c.query(text);
+  } finally {
+    await c.end();
+  }
+}
+
+/** A Db whose raw queries (the tick's: claim, targets, release, reschedule) are timed one by one. */
+function timedDb(db: Db, times: Map<string, number[]>): Db {
+  return new Proxy(db, {
+    get(obj, prop, receiver) {
+      if (prop === '$queryRaw' || prop === '$executeRaw') {
+        const fn = Reflect.get(obj, prop, receiver) as (...a: unknown[]) => PromiseLike<unknown>;
+        return async (...args: unknown[]) => {
+          const t0 = performance.now();
+          const out = await fn.apply(obj, args);
+          // by the SQL's first words
+          const label = String((args[0] as readonly string[])[0])
+            .trim()
+            .replace(/\s+/g, ' ')
+            .slice(0, 40);
+          times.set(label, [...(times.get(label) ?? []), performance.now() - t0]);
+          return out;
+        };
+      }
+      return Reflect.get(obj, prop, receiver) as unknown;
+    },
+  });
+}
+
+interface FleetRun {
+  /** polls per target key */
+  polls: Map<string, number>;
+  /** every raw tick query's time, ms, by its SQL's first words */
+  queryMs: Map<string, number[]>;
+  /** the order targets were polled in */
+  order: string[];
+}
+
+/**
+ * `replicas` pollers, each with its own PostgreSQL and Redis connections, ticking every `tickMs`
+ * until `done()` (then `extraTicks` more each, the steady state's idle ticks); disconnects them.
+ */
+async function runFleet(
+  url: string,
+  prefix: string,
+  opts: { replicas: number; tickMs: number; done: (run: FleetRun) => boolean; extraTicks: number; deadlineMs: number },
+): Promise<FleetRun> {
+  const run: FleetRun = { polls: new Map(), queryMs: new Map(), order: [] };
+  const source = countingSource((u) => {
+    run.polls.set(u, (run.polls.get(u) ?? 0) + 1);
+    run.order.push(u);
+  });
+  const members = Array.from({ length: opts.replicas }, () => {
+    const db = createDbClient({ url, poolSize: 4 });
+    const redis = new Redis(redisUrl(), { keyPrefix: prefix });
+    const poller = createPoller({
+      repository: createPollerRepository(timedDb(db, run.queryMs)),
+      source,
+      leases: createRedisLeases(redis),
+      logger,
+      // nothing becomes due again during the run: each target is due once
+      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 3600 },
+      concurrency: 8,
+    });
+    return { db, redis, poller };
+  });
+  // connections open before the run: a tick query's time is the query's, not a connect's
+  await Promise.all(members.map((m) => Promise.all([0, 1, 2, 3].map(() => m.db.$queryRaw`SELECT 1`))));
+  const deadline = Date.now() + opts.deadlineMs;
+  await Promise.all(
+    members.map(async ({ poller }) => {
+      let extra = opts.extraTicks;
+      while (Date.now() < deadline && (!opts.done(run) || extra-- > 0)) {
+        await poller.runCycle();
+        await sleep(opts.tickMs);
+      }
+    }),
+  );
+  for (const m of members) {
+    await m.db.$disconnect();
+    m.redis.disconnect();
+  }
+  return run;
+}
+
+/** every target due now, its last poll an interval ago (so the tick's re-evaluation polls it) */
+async function allDue(url: string, stagger: boolean): Promise<void> {
+  await sql(
+    url,
+    `UPDATE poll_cursors SET last_polled_at = now() - interval '2 hours', last_success_at = now() - interval '2 hours';
+     UPDATE poll_targets SET next_due_at = now() - interval '1 hour'
+       + ${stagger ? "substr(target_key, 8)::int * interval '1 millisecond'" : "interval '0'"}
+     WHERE active_monitors > 0`,
+  );
+}
+
+/** BENCH_REPLICAS pollers over BENCH_TARGETS targets all due once: rows read per target-poll (median of rounds) */
+export async function measureReplicas(): Promise<{ rowsPerPoll: number[]; misses: number[]; ms: number[] }> {
+  const admin = postgresAdminUrl();
+  const name = `sts_bench_${randomBytes(4).toString('hex')}`;
+  const url = await createDatabase(admin, name);
+  const prefix = `bench:${name}:`;
+  const out = { rowsPerPoll: [] as number[], misses: [] as number[], ms: [] as number[] };
+  try {
+    const db = createDbClient({ url, poolSize: 2 });
+    const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
+    await db.$disconnect();
+    await seed(url, account.id, new Date(Date.now() - 3600_000));
+    for (let round = 0; round < ROUNDS; round++) {
+      await allDue(url, false);
+      await sleep(300);
+      const before = await rowsRead(url);
+      const t0 = performance.now();
+      const run = await runFleet(url, prefix, {
+        replicas: REPLICAS,
+        tickMs: 1000,
+        done: (r) => r.polls.size >= TARGETS,
+        extraTicks: 2,
+        deadlineMs: 300_000,
+      });
+      out.ms.push(performance.now() - t0);
+      await sleep(500);
+      const read = (await rowsRead(url)) - before;
+      const polls = [...run.polls.values()].reduce((a, b) => a + b, 0);
+      out.rowsPerPoll.push(read / polls);
+      // targets polled other than exactly once
+      out.misses.push(TARGETS - [...run.polls.values()].filter((n) => n === 1).length);
+    }
+    return out;
+  } finally {
+    await deleteKeys(redisUrl(), prefix);
+    await dropDatabase(admin, name);
+  }
+}
+
+/** An outage: BENCH_OUTAGE_TARGETS targets all due at once; the slowest tick query and the drain order. */
+export async function measureOutage(): Promise<{
+  maxQueryMs: number;
+  p50QueryMs: number;
+  byQuery: string;
+  drained: number;
+  outOfOrder: number;
+}> {
+  const admin = postgresAdminUrl();
+  const name = `sts_bench_${randomBytes(4).toString('hex')}`;
+  const url = await createDatabase(admin, name);
+  const prefix = `bench:${name}:`;
+  try {
+    const db = createDbClient({ url, poolSize: 2 });
+    const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
+    await db.$disconnect();
+    await seed(url, account.id, new Date(Date.now() - 3600_000), { monitors: OUTAGE_TARGETS, targets: OUTAGE_TARGETS });
+    await allDue(url, true);
+    const run = await runFleet(url, prefix, {
+      replicas: REPLICAS,
+      tickMs: 1000,
+      done: () => false,
+      extraTicks: 0,
+      deadlineMs: OUTAGE_SECONDS * 1000,
+    });
+    // due order is the number in the key (target_<i> due i ms after target_0); a poll is in order
+    // when its target is among the oldest (polls so far + one claim per replica) due
+    const slack = 200 * REPLICAS;
+    let outOfOrder = 0;
+    run.order.forEach((key, i) => {
+      if (Number(key.slice('target_'.length)) >= i + 1 + slack) outOfOrder++;
+    });
+    const sorted = [...run.queryMs.values()].flat().sort((a, b) => a - b);
+    const byQuery = [...run.queryMs]
+      .map(([label, ms]) => `${label}…: n ${ms.length} max ${Math.max(...ms).toFixed(1)}`)
+      .join('; ');
+    return {
+      maxQueryMs: sorted.at(-1) ?? NaN,
+      p50QueryMs: percentile(sorted, 50),
+      byQuery,
+      drained: run.polls.size,
+      outOfOrder,
+    };
+  } finally {
+    await deleteKeys(redisUrl(), prefix);
+    await dropDatabase(admin, name);
   }
 }
 
@@ -93,43 +353,12 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
 
     // an in-memory source: every target has one new tweet; calls are counted
     let calls = 0;
-    const author = (username: string) => ({
-      id: '1',
-      username,
-      name: username,
-      description: null,
-      followersCount: 0,
-      followingCount: 0,
-      tweetCount: 1,
-      verified: false,
-      profileImageUrl: null,
-      createdAt: null,
-    });
-    const source: SocialSource = {
-      name: 'local',
-      getUser: () => Promise.resolve(null),
-      getUserTimeline: () => Promise.resolve(null),
-      getTweet: () => Promise.resolve(null),
-      search: () => Promise.resolve({ items: [], nextCursor: null }),
-      pollTweets: (username) => {
-        calls++;
-        const tweet: SocialTweet = {
-          id: snowflakeId(),
-          text: 'we launch today',
-          authorId: '1',
-          author: author(username),
-          createdAt: new Date(),
-          lang: 'en',
-          metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
-        };
-        return Promise.resolve({ tweets: [tweet], position: `x.${tweet.id}`, more: false });
-      },
-    };
+    const source = countingSource(() => calls++);
     const poller = createPoller({
       repository: createPollerRepository(db),
       source,
       leases: createRedisLeases(redis),
-      logger: createLogger({ service: 'bench', level: 'error' }),
+      logger,
       // the default plan intervals; the cycle polls every target (all are new, so all are due)
       intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
       concurrency: 16,
@@ -155,15 +384,36 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
 
 if (require.main === module) {
   loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
-  measurePollerCycle()
-    .then((r) => {
-      console.log(`monitors ${r.monitors} targets ${r.targets} seed_ms ${r.seedMs.toFixed(0)}`);
-      console.log(`idle_tick_ms ${r.idleTickMs.toFixed(2)} (median of 50 ticks with nothing due)`);
-      if (Number.isNaN(r.cycleMs)) console.log('cycle skipped (BENCH_CYCLE=0)');
-      else {
-        console.log(`cycle_ms ${r.cycleMs.toFixed(0)} (${r.monitors} hits recorded with their events)`);
-        console.log(`source_calls_per_cycle ${r.sourceCallsPerCycle}`);
+  // BENCH_IDLE=0: only the replicas and outage parts
+  (process.env.BENCH_IDLE === '0' ? Promise.resolve(null) : measurePollerCycle())
+    .then(async (r) => {
+      if (r) {
+        console.log(`monitors ${r.monitors} targets ${r.targets} seed_ms ${r.seedMs.toFixed(0)}`);
+        console.log(`idle_tick_ms ${r.idleTickMs.toFixed(2)} (median of 50 ticks with nothing due)`);
+        if (Number.isNaN(r.cycleMs)) console.log('cycle skipped (BENCH_CYCLE=0)');
+        else {
+          console.log(`cycle_ms ${r.cycleMs.toFixed(0)} (${r.monitors} hits recorded with their events)`);
+          console.log(`source_calls_per_cycle ${r.sourceCallsPerCycle}`);
+        }
       }
+      if (process.env.BENCH_REPLICAS_SKIP === '1') return;
+      const rep = await measureReplicas();
+      const med = (xs: number[]) =>
+        percentile(
+          [...xs].sort((a, b) => a - b),
+          50,
+        );
+      console.log(
+        `replicas ${REPLICAS}: rows_read_per_target_poll ${med(rep.rowsPerPoll).toFixed(1)} (median of ${ROUNDS} rounds: ${rep.rowsPerPoll.map((x) => x.toFixed(1)).join(', ')}); ` +
+          `targets not polled exactly once ${rep.misses.join(', ')}; round_ms ${rep.ms.map((x) => x.toFixed(0)).join(', ')}`,
+      );
+      if (process.env.BENCH_OUTAGE !== '1') return;
+      const o = await measureOutage();
+      console.log(
+        `outage ${OUTAGE_TARGETS} targets due at once, ${REPLICAS} replica(s), ${OUTAGE_SECONDS} s: max_tick_query_ms ${o.maxQueryMs.toFixed(1)} ` +
+          `p50 ${o.p50QueryMs.toFixed(1)}; drained ${o.drained}; polls out of due order ${o.outOfOrder}`,
+      );
+      console.log(`outage tick queries: ${o.byQuery}`);
     })
     .catch((err: unknown) => {
       console.error(err);

@@ -3,7 +3,7 @@
  * packages/testing (filtered stream, rules, search, users; Pro-like 15-minute windows),
  * BENCH_X_TARGETS (default 1,000) targets each watched by a Starter monitor, posts at BENCH_RATE
  * per second (default 5) for BENCH_X_SECONDS (default 120) to random targets, and one forced
- * stream disconnect half-way. The stream holder runs in this process (services/poller/src/stream)
+ * stream disconnect half-way. The stream holder runs in this process (services/poller/src/intake/stream)
  * with the poller's recording path on the bench database.
  *
  * Prints: set-up requests (rules, connect, the new rules' backfill; no user lookup is on that
@@ -24,7 +24,7 @@ import { createDbClient, type Db } from '../packages/db/src';
 import { createXSource } from '../packages/social/src';
 import { createFakeStream, startFakeX, type FakeX } from '../packages/testing/src/fakeX';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
-import { buildStreamMode } from '../services/poller/src/stream';
+import { buildStreamMode } from '../services/poller/src/intake/stream';
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';

@@ -6,6 +6,11 @@
 // (gateway 3100, dashboard 3101, read-api 3102, poller 3003, dispatcher 3004); setting OPS_PORT=0
 // gives each a free one.
 //
+// POLLER_REPLICAS (default 1) pollers run at once, as a Deployment's pods would: replica i's ops
+// port is POLLER_OPS_PORT (default 3003, or 0 with OPS_PORT=0: any free one) + 10·i (3003, 3013, …);
+// one that exits is started again after a second while the others keep running
+// (packages/common/src/replicas.ts). A bad count exits 2 naming the variable, before anything runs.
+//
 // Configuration comes from the environment (see README). Secrets that a developer has not set
 // (INTERNAL_TOKEN, SECRETS_ENCRYPTION_KEY) are generated once and kept in .tmp/dev.env, which git
 // ignores, so restarts can still decrypt stored webhook secrets.
@@ -14,9 +19,29 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tsImport } from 'tsx/esm/api';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const tsx = ['--import', 'tsx'];
+
+const { parseReplicaCount, replicaOpsPort, superviseReplicas } = await tsImport(
+  '../packages/common/src/replicas.ts',
+  import.meta.url,
+);
+const pollers = (() => {
+  try {
+    const count = parseReplicaCount('POLLER_REPLICAS', process.env.POLLER_REPLICAS);
+    // POLLER_OPS_PORT wins; else OPS_PORT=0 (any free port) applies to the pollers too
+    const raw = process.env.POLLER_OPS_PORT || (process.env.OPS_PORT === '0' ? '0' : '3003');
+    const base = Number(raw);
+    if (!/^[0-9]{1,5}$/.test(raw) || replicaOpsPort(base, count - 1) > 65535)
+      throw new Error(`POLLER_OPS_PORT: must be a port that leaves room for ${count} replicas 10 apart`);
+    return { count, base };
+  } catch (err) {
+    console.error(`start: invalid configuration: ${err.message}`);
+    process.exit(2);
+  }
+})();
 
 function devSecrets() {
   const file = path.join(root, '.tmp', 'dev.env');
@@ -150,7 +175,6 @@ const services = [
   ...(mailSink ? [['mail', 'services/dashboard/src/mail/devSinkMain.ts']] : []),
   ['read-api', 'services/read-api/src/main.ts'],
   ['gateway', 'services/gateway/src/main.ts'],
-  ['poller', 'services/poller/src/main.ts'],
   ['dispatcher', 'services/webhook-dispatcher/src/main.ts'],
   ['dashboard', 'services/dashboard/src/main.ts'],
   ['demo', 'packages/admin-cli/src/main.ts', 'demo', 'run'],
@@ -158,7 +182,12 @@ const services = [
 
 const children = new Map();
 let stopping = false;
-const width = Math.max(...services.map(([n]) => n.length));
+const pollerNames = Array.from({ length: pollers.count }, (_, i) =>
+  pollers.count === 1 ? 'poller' : `poller-${i + 1}`,
+);
+const width = Math.max(...services.map(([n]) => n.length), ...pollerNames.map((n) => n.length));
+/** the poller replicas, supervised (started below) */
+let pollerSet;
 
 function prefixed(name, stream, out) {
   let buf = '';
@@ -174,16 +203,20 @@ function stopAll(code) {
   if (stopping) return;
   stopping = true;
   for (const child of children.values()) child.kill('SIGTERM');
+  const pollersStopped = pollerSet ? pollerSet.stop('SIGTERM') : Promise.resolve();
   const force = setTimeout(() => {
     for (const child of children.values()) child.kill('SIGKILL');
+    for (const child of pollerSet?.children() ?? []) child?.kill('SIGKILL');
   }, 15_000);
   force.unref();
-  const check = setInterval(() => {
-    if ([...children.values()].every((c) => c.exitCode !== null || c.signalCode !== null)) {
-      clearInterval(check);
-      process.exit(code);
-    }
-  }, 100);
+  void pollersStopped.then(() => {
+    const check = setInterval(() => {
+      if ([...children.values()].every((c) => c.exitCode !== null || c.signalCode !== null)) {
+        clearInterval(check);
+        process.exit(code);
+      }
+    }, 100);
+  });
 }
 
 for (const [name, file, ...args] of services) {
@@ -199,11 +232,30 @@ for (const [name, file, ...args] of services) {
   });
 }
 
+if (existsSync(path.join(root, 'services/poller/src/main.ts'))) {
+  pollerSet = superviseReplicas({
+    count: pollers.count,
+    spawn: (i) => {
+      const opsPort = String(replicaOpsPort(pollers.base, i));
+      const child = spawn(process.execPath, [...tsx, 'services/poller/src/main.ts'], {
+        cwd: root,
+        env: { ...env, OPS_PORT: opsPort },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      prefixed(pollerNames[i], child.stdout, process.stdout);
+      prefixed(pollerNames[i], child.stderr, process.stderr);
+      return child;
+    },
+    onExit: (i, code, signal) =>
+      console.error(`start: ${pollerNames[i]} exited (${signal ?? code}); starting it again in 1 s`),
+  });
+}
+
 process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
 
 const gateway = `http://127.0.0.1:${env.GATEWAY_PORT ?? 3000}`;
-console.log(`start: running ${services.map(([n]) => n).join(', ')}`);
+console.log(`start: running ${[...services.map(([n]) => n), ...(pollerSet ? pollerNames : [])].join(', ')}`);
 if (seed.key) {
   console.log(`start: demo account: ${seed.account_id}`);
   console.log(`start: demo API key: ${seed.key}`);

@@ -8,3 +8,4 @@ export * from './ops';
 export * from './devEnv';
 export * from './devSecrets';
 export * from './runService';
+export * from './replicas';

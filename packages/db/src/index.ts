@@ -3,5 +3,5 @@ export { applyDatabaseSettingsAt, STATEMENT_TIMEOUT } from './settings';
 export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
 export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
-export { hitSelect, monitorSettingsSelect, type HitRow } from './rows';
+export { hitSelect, monitorSettingsSelect, withLastCheck, type HitRow } from './rows';
 export { migrationsCheck, pendingMigrations } from './pending';

@@ -2,7 +2,7 @@
  * Row shapes more than one service reads, with their Prisma select, written once: the type is
  * what Prisma returns for the select, so the two cannot drift apart.
  */
-import type { Prisma } from './generated/prisma/client';
+import type { Prisma, PrismaClient } from './generated/prisma/client';
 
 /** A recorded hit as read-api lists it and the dispatcher delivers it. */
 export const hitSelect = {
@@ -34,3 +34,41 @@ export const monitorSettingsSelect = {
   createdAt: true,
   updatedAt: true,
 } as const satisfies Prisma.MonitorSelect;
+
+/** What a monitor's last check is derived from: its target and state, and its stored (paused) values. */
+interface LastCheckInput {
+  targetKey: string;
+  isActive: boolean;
+  createdAt: Date;
+  lastCheckAt: Date | null;
+  lastError: string | null;
+}
+
+/**
+ * A monitor's `last_check_at` and `last_error`, derived from its target's cursor: a poll writes
+ * the target's row (poll_cursors), never each of the monitors watching it. An active monitor
+ * shows its target's last poll (none before the monitor existed) and the target's error; a
+ * paused one the values it had when it was paused (frozen into its own row by the
+ * monitors_last_check_freeze trigger). One indexed read of the targets' cursors for the lot.
+ */
+export async function withLastCheck<T extends LastCheckInput>(
+  db: Pick<PrismaClient, 'pollCursor'>,
+  monitors: T[],
+): Promise<T[]> {
+  const keys = [...new Set(monitors.filter((m) => m.isActive).map((m) => m.targetKey))];
+  if (keys.length === 0) return monitors;
+  const cursors = new Map(
+    (
+      await db.pollCursor.findMany({
+        where: { targetKey: { in: keys } },
+        select: { targetKey: true, lastPolledAt: true, lastError: true },
+      })
+    ).map((c) => [c.targetKey, c]),
+  );
+  return monitors.map((m) => {
+    if (!m.isActive) return m;
+    const c = cursors.get(m.targetKey);
+    const polled = c?.lastPolledAt && c.lastPolledAt >= m.createdAt ? c.lastPolledAt : null;
+    return { ...m, lastCheckAt: polled, lastError: c?.lastError ?? null };
+  });
+}

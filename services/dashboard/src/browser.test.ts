@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { createLogger, startInProcess } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
+import { createDbClient, withLastCheck, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { verify } from '@sts/signing';
 import { createSocialTweet, createSocialUser } from '@sts/social';
@@ -354,7 +354,9 @@ describe('dashboard in a browser', () => {
 
   it('Free plan: a matching post becomes a hit but is not delivered live; the monitor limit is shown', async () => {
     await waitFor(
-      async () => (await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })).lastCheckAt !== null,
+      async () =>
+        (await withLastCheck(db, [await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })]))[0]!
+          .lastCheckAt !== null,
       20_000,
     );
     const tweet = await createSocialTweet(db, { authorUsername: TARGET, text: 'Our launch is today' });

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { commonEnv, directDatabaseEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
-import { streamEnv } from './stream/env';
+import { streamEnv } from './intake/stream/env';
 
 export const pollerEnvSchema = z
   .object({
@@ -18,6 +18,11 @@ export const pollerEnvSchema = z
     POLL_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).optional(),
     /** targets polled at the same time by one replica */
     POLL_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+    /**
+     * most due targets one tick claims (oldest due first; each claimed by one replica): after an
+     * outage the backlog drains at this many a tick per replica
+     */
+    POLL_CLAIM_LIMIT: z.coerce.number().int().min(1).max(10_000).default(200),
     /** tweets read per source call */
     POLL_BATCH_SIZE: z.coerce.number().int().min(1).max(100).default(100),
     /** how long one target's poll may take before its lease lapses */

@@ -16,13 +16,13 @@ import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
-import { createOutboxRelay } from './adapters/relay';
+import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
-import { buildStreamMode, streamSelectDue } from './stream';
+import { buildStreamMode, streamSelectDue } from './intake/stream';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -64,7 +64,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
   const repository = createPollerRepository(db);
-  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/stream/)
+  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/intake/stream/)
   const stream =
     env.X_MONITOR_MODE === 'stream' && isXSource(source)
       ? buildStreamMode(env, {
@@ -84,6 +84,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     logger,
     intervals: { plans: plansFromEnv(env), overrideSec: env.POLL_INTERVAL_SECONDS },
     concurrency: env.POLL_CONCURRENCY,
+    claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     ...xSearchOptions(env, source),

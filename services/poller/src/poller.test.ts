@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
+import { createDbClient, withLastCheck, type Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
 import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
-import { createOutboxRelay } from './adapters/relay';
+import { createOutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { intervalFor } from './domain/schedule';
 import { createPoller, type PollerOptions } from './poller';
@@ -126,6 +126,11 @@ describe('poller', () => {
     return db.hit.findMany({ where: { monitorId }, orderBy: { tweetId: 'asc' } });
   }
 
+  /** the monitor's last check and error as the API and dashboard show them (its target's cursor) */
+  async function shown(monitorId: string) {
+    return (await withLastCheck(db, [await db.monitor.findUniqueOrThrow({ where: { id: monitorId } })]))[0]!;
+  }
+
   async function eventsOf(monitorId: string) {
     return db.outboxEvent.findMany({ where: { payload: { path: ['monitor', 'id'], equals: monitorId } } });
   }
@@ -191,9 +196,9 @@ describe('poller', () => {
     });
     expect(env.payload.tweet.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect((await db.outboxEvent.findUnique({ where: { id: outbox[0]!.id } }))!.publishedAt).toBeInstanceOf(Date);
-    const checked = await db.monitor.findUnique({ where: { id: m.id } });
-    expect(checked!.lastCheckAt).toBeInstanceOf(Date);
-    expect(checked!.lastError).toBeNull();
+    const checked = await shown(m.id);
+    expect(checked.lastCheckAt).toBeInstanceOf(Date);
+    expect(checked.lastError).toBeNull();
   });
 
   it('applies keywords: whole words, phrases across spaces, case, accents kept; no keywords = every tweet', async () => {
@@ -271,8 +276,10 @@ describe('poller', () => {
     const repository = createPollerRepository(db);
     const stale = {
       ...repository,
-      dueTargets: async () => {
-        const snapshot = await repository.dueTargets();
+      claimDue: async (limit: number, ttlMs: number) => {
+        const snapshot = await repository.claimDue(limit, ttlMs);
+        // B's claim lapses (a stalled replica): A may claim the target and poll it meanwhile
+        await db.pollTarget.updateMany({ where: { targetKey: target.toLowerCase() }, data: { nextDueAt: new Date() } });
         snapped();
         await aFinished;
         return snapshot;
@@ -450,7 +457,7 @@ describe('poller', () => {
     await tweet(target, 'still works');
     const r = await makePoller().runCycle({ force: true });
     expect(r.failed).toBeGreaterThanOrEqual(1);
-    const g = await db.monitor.findUniqueOrThrow({ where: { id: ghost.id } });
+    const g = await shown(ghost.id);
     expect(g.lastError).toBe(`target user @${ghostName} not found`);
     expect(g.lastCheckAt).toBeInstanceOf(Date);
     expect(await hitsOf(ok.id)).toHaveLength(1);
@@ -459,7 +466,7 @@ describe('poller', () => {
     await createSocialUser(db, { username: ghostName, name: 'Ghost' });
     await tweet(ghostName, 'boo');
     await makePoller().runCycle({ force: true });
-    const cleared = await db.monitor.findUniqueOrThrow({ where: { id: ghost.id } });
+    const cleared = await shown(ghost.id);
     expect(cleared.lastError).toBeNull();
     expect(cleared.lastCheckAt!.getTime()).toBeGreaterThan(g.lastCheckAt!.getTime());
     expect((await hitsOf(ghost.id)).map((h) => h.tweetText)).toEqual(['boo']);
@@ -473,14 +480,14 @@ describe('poller', () => {
       pollTweets: () => Promise.reject(new Error('upstream answered 503')),
     };
     await makePoller(failing).runCycle({ force: true });
-    const failed = await db.monitor.findUniqueOrThrow({ where: { id: ok.id } });
+    const failed = await shown(ok.id);
     expect(failed.lastError).toBe('upstream answered 503');
     const cursorAfter = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: target.toLowerCase() } });
     expect(cursorAfter.lastTweetId).toBe(cursorBefore.lastTweetId);
     expect(cursorAfter.lastError).toBe('upstream answered 503');
     await makePoller().runCycle({ force: true });
     expect((await hitsOf(ok.id)).map((h) => h.tweetText)).toEqual(['still works', 'during the outage']);
-    expect((await db.monitor.findUniqueOrThrow({ where: { id: ok.id } })).lastError).toBeNull();
+    expect((await shown(ok.id)).lastError).toBeNull();
     await db.monitor.updateMany({ where: { id: { in: [ghost.id, ok.id] } }, data: { isActive: false } });
   });
 
@@ -490,9 +497,7 @@ describe('poller', () => {
     await tweet(target, 'eventually');
     const hanging: SocialSource = { ...source, name: 'local', pollTweets: () => new Promise(() => undefined) };
     await makePoller(hanging, { pollTimeoutMs: 200 }).runCycle({ force: true });
-    expect((await db.monitor.findUniqueOrThrow({ where: { id: m.id } })).lastError).toMatch(
-      /did not answer within 200 ms/,
-    );
+    expect((await shown(m.id)).lastError).toMatch(/did not answer within 200 ms/);
     expect(await redis.exists(`poll:lease:${target.toLowerCase()}`)).toBe(0);
     await makePoller().runCycle({ force: true });
     expect(await hitsOf(m.id)).toHaveLength(1);

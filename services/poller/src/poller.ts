@@ -10,10 +10,10 @@ import type { IntervalPolicy, TargetState } from './domain/schedule';
 import { createListener, type Listener } from './adapters/listener';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
-import { createCycle, type CycleResult } from './cycle';
-import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll';
-import { createPush, type Push } from './push';
-import { createGroupPoll, type GroupPoll, type GroupPollDeps } from './search';
+import { createCycle, type CycleResult } from './intake/tick/cycle';
+import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll/poll';
+import { createPush, type Push } from './intake/push/push';
+import { createGroupPoll, type GroupPoll, type GroupPollDeps } from './intake/search/search';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
@@ -39,6 +39,8 @@ export interface PollerOptions {
   pollTimeoutMs?: number;
   /** how often due targets are looked for (default 1 s) */
   tickMs?: number;
+  /** most due targets one tick claims (default 200); an outage's backlog drains at this pace */
+  claimLimit?: number;
   /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
   databaseUrl?: string;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
@@ -136,6 +138,9 @@ export function createPoller(options: PollerOptions): Poller {
   const runCycle = createCycle({
     ...polling,
     intervals,
+    claimLimit: options.claimLimit ?? 200,
+    // as long as a poll's lease: a replica that dies leaves its claims to lapse then
+    claimTtlMs: (options.pollTimeoutMs ?? 30_000) * 2,
     stopping: () => stopping,
     onPolled: recorder(options.metrics, 'poll'),
     ...(options.selectDue ? { select: options.selectDue } : {}),

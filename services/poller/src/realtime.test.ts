@@ -102,9 +102,14 @@ describe('poller: push and schedule', () => {
   const polls = (target: string) => calls.filter((c) => c === target).length;
   const schedule = (target: string) => db.pollTarget.findUniqueOrThrow({ where: { targetKey: target } });
 
-  /** the target's first poll (a new target is due at once) and its schedule written */
+  /** the target's first poll (a new target is due at once) and its schedule written (a tick's claim moves it too) */
   async function firstPolled(target: string): Promise<void> {
-    await waitFor(async () => (await schedule(target)).nextDueAt.getTime() > Date.now() + 30_000, 10_000);
+    await waitFor(
+      async () =>
+        (await db.pollCursor.findUnique({ where: { targetKey: target } }))?.lastPolledAt != null &&
+        (await schedule(target)).nextDueAt.getTime() > Date.now() + 30_000,
+      10_000,
+    );
   }
 
   it('a committed tweet of a Starter target wakes its poll at once (the interval is 60 s)', async () => {
@@ -242,8 +247,8 @@ describe('poller: push and schedule', () => {
         read,
         repository: {
           ...inner,
-          dueTargets: async () => {
-            const due = await inner.dueTargets();
+          claimDue: async (limit, ttlMs) => {
+            const due = await inner.claimDue(limit, ttlMs);
             read.push(due.targets.map((t) => t.targetKey));
             return due;
           },

@@ -36,7 +36,7 @@ import {
   type ServiceProcess,
 } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
-import { createOutboxRelay, type OutboxRelay } from './adapters/relay';
+import { createOutboxRelay, type OutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
 

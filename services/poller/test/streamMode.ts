@@ -18,8 +18,8 @@ import {
   type FakeX,
 } from '@sts/testing';
 import { createPollerRepository } from '../src/adapters/repository';
-import { buildStreamMode, type StreamModeEnv } from '../src/stream/index';
-import type { StreamMode } from '../src/stream/streamMode';
+import { buildStreamMode, type StreamModeEnv } from '../src/intake/stream/index';
+import type { StreamMode } from '../src/intake/stream/streamMode';
 
 export interface StartExtra {
   userCheckMs?: number;

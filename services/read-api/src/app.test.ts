@@ -108,9 +108,11 @@ describe('read-api', () => {
       )
     ).id;
     monitorsA.paused = (await mk(accountA, { isActive: false, lastError: 'was failing' }, 2000)).id;
-    monitorsA.failing = (
-      await mk(accountA, { lastError: 'user not found', lastCheckAt: new Date(t0.getTime() + 5000) }, 3000)
-    ).id;
+    // a monitor's last check and error are its target's (the poller writes the target's cursor)
+    monitorsA.failing = (await mk(accountA, { targetUsername: 'ghost', targetKey: 'ghost' }, 3000)).id;
+    await db.pollCursor.create({
+      data: { targetKey: 'ghost', lastError: 'user not found', lastPolledAt: new Date(t0.getTime() + 5000) },
+    });
     monitorB = (await mk(accountB, {}, 4000)).id;
     await db.webhookEndpoint.create({
       data: { monitorId: monitorsA.keywords, url: 'https://hooks.example/x', secretCiphertext: 'v1.a.b.c' },

@@ -2,7 +2,7 @@
  * Monitors and their webhook endpoints in PostgreSQL (Prisma). The projection the use-cases read
  * (`monitorSelect` → `toMonitorRecord`) is written here once.
  */
-import { monitorSettingsSelect, type Db, type Prisma } from '@sts/db';
+import { monitorSettingsSelect, withLastCheck, type Db, type Prisma } from '@sts/db';
 import {
   FRESH_WEBHOOK,
   type MonitorChange,
@@ -14,6 +14,8 @@ import {
 const monitorSelect = {
   ...monitorSettingsSelect,
   accountId: true,
+  // the last check and error come from the target's cursor (withLastCheck)
+  targetKey: true,
   webhook: {
     select: {
       url: true,
@@ -33,7 +35,7 @@ const monitorSelect = {
 
 type MonitorRow = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
 
-function toMonitorRecord({ _count, ...m }: MonitorRow): MonitorRecord {
+function toMonitorRecord({ _count, targetKey: _key, ...m }: MonitorRow): MonitorRecord {
   return { ...m, hitCount: _count.hits };
 }
 
@@ -50,12 +52,12 @@ export function prismaMonitors(db: Db): MonitorsRepository {
         select: monitorSelect,
         orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
       });
-      return rows.map(toMonitorRecord);
+      return (await withLastCheck(db, rows)).map(toMonitorRecord);
     },
 
     async find(accountId, id) {
       const m = await db.monitor.findFirst({ where: { id, accountId }, select: monitorSelect });
-      return m && toMonitorRecord(m);
+      return m && toMonitorRecord((await withLastCheck(db, [m]))[0]!);
     },
 
     async owns(accountId, id) {

@@ -1,7 +1,16 @@
 /**
- * The poller's PostgreSQL side. `recordBatch` writes the hits of one batch of tweets, their
- * monitor.hit events (outbox) and the advanced cursor in ONE transaction, and wakes the relay.
- * The cursor only moves forward: a replica whose lease lapsed mid-poll cannot move it back.
+ * The poller's PostgreSQL side.
+ * - A tick CLAIMS its due targets (`claimDue`): the oldest-due rows, at most `limit`, locked with
+ *   FOR UPDATE SKIP LOCKED and moved to a claim expiry in one statement, so each due target goes
+ *   to one replica per interval; a replica that dies leaves its claims to expire.
+ * - `recordBatch` writes the hits of one batch of tweets with their monitor.hit events (outbox)
+ *   in transactions of at most HIT_CHUNK hits, the last one with the advanced cursor and
+ *   schedule, and wakes the relay. Every hit commits with its event (unique on monitor + tweet),
+ *   and the cursor moves only after every chunk: a crash mid-way re-reads the page and records
+ *   the rest, nothing twice. The cursor only moves forward: a replica whose lease lapsed mid-poll
+ *   cannot move it back.
+ * - A poll writes the target's rows only (poll_cursors, poll_targets), never its monitors: what a
+ *   monitor shows as its last check and error is read from its target's cursor (@sts/db lastCheck).
  */
 import { randomUUID } from 'node:crypto';
 import { Prisma, type Db, type HitRow } from '@sts/db';
@@ -31,14 +40,33 @@ export interface StoredCursor extends CursorState {
   lastPolledAt: Date | null;
 }
 
+/** A target a tick claimed: its schedule row holds `until` until the poll writes its next due time. */
+export interface Claim {
+  targetKey: string;
+  /** the claim's expiry, as stored (next_due_at) */
+  until: string;
+  /** next_due_at before the claim: what a release puts back (the target keeps its place) */
+  dueAt: string;
+}
+
+/** what a tick claimed: the targets, their claims and the read time on PostgreSQL's clock */
+export interface Claimed {
+  readAt: ReadTime;
+  targets: TargetState[];
+  claims: Claim[];
+}
+
 export interface PollerRepository {
   /** every target with active monitors (a forced cycle) */
   targets(): Promise<TargetState[]>;
   /**
-   * the targets whose schedule row is due (poll_targets.next_due_at, indexed): what a tick reads,
-   * and the read time on PostgreSQL's clock (with its microseconds)
+   * Claims up to `limit` due targets, oldest next_due_at first, for `ttlMs` (poll_targets,
+   * indexed; rows another replica is claiming are skipped): what a tick reads. The read time is
+   * PostgreSQL's clock (with its microseconds).
    */
-  dueTargets(): Promise<{ readAt: ReadTime; targets: TargetState[] }>;
+  claimDue(limit: number, ttlMs: number): Promise<Claimed>;
+  /** gives back claims this replica did not poll: each target is due again at its old time */
+  release(claims: readonly Claim[]): Promise<void>;
   /** one target's state (null: no active monitor watches it) */
   target(targetKey: string): Promise<TargetState | null>;
   /** writes re-evaluated schedules of targets that were read as due but are not */
@@ -56,11 +84,11 @@ export interface PollerRepository {
     polledAt: Date,
     schedule?: ScheduleWrite,
   ): Promise<NewHit[]>;
-  /** Records a failed poll: cursor untouched; the error goes on the target's monitors. */
+  /** Records a failed poll: cursor position untouched; the error goes on the target's cursor. */
   recordFailure(targetKey: string, error: string, polledAt: Date, schedule?: ScheduleWrite): Promise<void>;
   /**
-   * A poll the fleet's budget refused before any read: the error shows on the target's monitors
-   * and cursor, but it is no poll (last_polled_at and last_check_at stay), so the target stays due.
+   * A poll the fleet's budget refused before any read: the error shows on the target's cursor
+   * (so on its monitors), but it is no poll (last_polled_at stays), so the target stays due.
    */
   recordRefusal(targetKey: string, error: string, schedule: ScheduleWrite): Promise<void>;
 }
@@ -75,19 +103,31 @@ interface TargetRow {
 }
 
 /**
- * One row per target among `keys` (a subquery of target keys): its distinct plans, and the latest
+ * One row per target among `keys` (every target with `all`): its distinct plans, and the latest
  * trial end among its Free accounts (enough to tell whether any of them is on an active trial).
+ * A key list reads just those targets' monitors, one (target_key, is_active) index probe each
+ * (LATERAL; OFFSET 0 keeps the planner from flattening it into a hash join over a scan of
+ * monitors), whatever share of the table they are: a tick's work follows what it claimed.
  */
-function targetRows(db: Db, keys: Prisma.Sql): Promise<TargetRow[]> {
+function targetRows(db: Db, keys: readonly string[] | 'all'): Promise<TargetRow[]> {
+  const watching =
+    keys === 'all'
+      ? Prisma.sql`SELECT target_key, target_username, account_id FROM monitors WHERE is_active`
+      : Prisma.sql`
+          SELECT w.* FROM unnest(${keys}::text[]) AS k(key)
+          CROSS JOIN LATERAL (
+            SELECT m.target_key, m.target_username, m.account_id FROM monitors m
+            WHERE m.target_key = k.key AND m.is_active
+            OFFSET 0
+          ) w`;
   return db.$queryRaw<TargetRow[]>`
     SELECT m.target_key, min(m.target_username) AS username,
            array_agg(DISTINCT a.plan::text) AS plans,
            max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
            c.last_polled_at, c.last_success_at
-    FROM monitors m
+    FROM (${watching}) m
     JOIN accounts a ON a.id = m.account_id
     LEFT JOIN poll_cursors c ON c.target_key = m.target_key
-    WHERE m.is_active AND m.target_key IN (${keys})
     GROUP BY m.target_key, c.last_polled_at, c.last_success_at`;
 }
 
@@ -102,11 +142,12 @@ function toTarget(r: TargetRow): TargetState {
 }
 
 /**
- * `last_error` on the target's cursor and active monitors (a failed poll, a budget refusal, the
- * stream's account check); with `polledAt` it was a poll: last_polled_at and last_check_at move too.
+ * `last_error` on the target's cursor (a failed poll, a budget refusal, the stream's account
+ * check), which its active monitors show; with `polledAt` it was a poll: last_polled_at moves too.
+ * One row, however many monitors watch the target.
  */
 export async function writeLastError(
-  tx: Pick<Db, 'pollCursor' | 'monitor'>,
+  tx: Pick<Db, 'pollCursor'>,
   targetKey: string,
   error: string,
   polledAt?: Date,
@@ -116,10 +157,6 @@ export async function writeLastError(
     where: { targetKey },
     create: { targetKey, ...polled, lastError: error },
     update: { ...polled, lastError: error },
-  });
-  await tx.monitor.updateMany({
-    where: { targetKey, isActive: true },
-    data: { ...(polledAt && { lastCheckAt: polledAt }), lastError: error },
   });
 }
 
@@ -145,33 +182,43 @@ function writeSchedule(db: Pick<Db, '$executeRaw'>, targetKey: string, s: Schedu
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
 
-/** Inserts the hits not recorded yet and an outbox event for each new one; returns the new ones. */
+/**
+ * Hits (and their events) per transaction: a post to a target of 20,000 watchers is 20 short
+ * transactions, each well inside the transaction timeout, instead of one that grows with them.
+ */
+export const HIT_CHUNK = 1000;
+
+/**
+ * Inserts the hits not recorded yet and an outbox event for each new one, in one statement (the
+ * events join the rows the insert returned: a hit already recorded gets no second event); returns
+ * the new ones.
+ */
 async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
-  let inserted: { id: string; monitor_id: string; tweet_id: string }[] = [];
-  if (hits.length > 0) {
-    inserted = await tx.$queryRaw<{ id: string; monitor_id: string; tweet_id: string }[]>`
-      INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
+  if (hits.length === 0) return [];
+  const inserted = await tx.$queryRaw<{ monitor_id: string; tweet_id: string }[]>`
+    WITH input AS (
       SELECT * FROM unnest(
         ${hits.map((h) => h.monitorId)}::uuid[], ${hits.map((h) => h.tweetId)}::text[], ${hits.map((h) => h.tweetText)}::text[],
         ${hits.map((h) => h.tweetAuthorId)}::text[], ${hits.map((h) => h.tweetAuthorUsername)}::text[],
-        ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[])
+        ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[],
+        ${hits.map((h) => h.accountId)}::text[], ${hits.map(() => randomUUID())}::text[],
+        ${hits.map((h) => JSON.stringify(h.event))}::text[]
+      ) AS i(monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at,
+             account_id, message_id, payload)
+    ),
+    ins AS (
+      INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
+      SELECT monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at FROM input
       ON CONFLICT (monitor_id, tweet_id) DO NOTHING
-      RETURNING id, monitor_id, tweet_id`;
-  }
-  if (inserted.length > 0) {
-    const byKey = new Map(hits.map((h) => [`${h.monitorId}:${h.tweetId}`, h]));
-    const rows = inserted.map((r) => {
-      const h = byKey.get(`${r.monitor_id}:${r.tweet_id}`)!;
-      return {
-        routingKey: 'monitor.hit',
-        messageId: randomUUID(),
-        payload: h.event,
-        headers: { accountId: h.accountId, hitId: r.id },
-      };
-    });
-    await tx.outboxEvent.createMany({ data: rows });
-    await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
-  }
+      RETURNING id, monitor_id, tweet_id
+    ),
+    events AS (
+      INSERT INTO outbox (routing_key, message_id, payload, headers)
+      SELECT 'monitor.hit', i.message_id, i.payload::jsonb, jsonb_build_object('accountId', i.account_id, 'hitId', ins.id)
+      FROM ins JOIN input i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
+    )
+    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins`;
+  if (inserted.length > 0) await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
   const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
   return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
 }
@@ -203,28 +250,59 @@ async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polled
 export function createPollerRepository(db: Db): PollerRepository {
   return {
     async targets() {
-      return (await targetRows(db, Prisma.sql`SELECT target_key FROM monitors WHERE is_active`)).map(toTarget);
+      return (await targetRows(db, 'all')).map(toTarget);
     },
 
-    async dueTargets() {
-      // the read time from PostgreSQL's clock, taken once after the statement's snapshot (every
-      // change visible to it was stamped before), in microseconds like the triggers' stamps; then
-      // the due keys (an index range on next_due_at: nothing due, nothing else read) and their
-      // monitors through the (target_key, is_active) index
-      const rows = await db.$queryRaw<{ at_ms: number; at_exact: string; target_key: string | null }[]>`
-        WITH t AS MATERIALIZED (SELECT clock_timestamp() AS at)
+    async claimDue(limit, ttlMs) {
+      // The read time from PostgreSQL's clock, taken once after the statement's snapshot (every
+      // change visible to it was stamped before), in microseconds like the triggers' stamps. The
+      // due rows come oldest first off the next_due_at index, at most `limit` (an outage's backlog
+      // drains in that order, `limit` a tick); a row another replica is claiming, or a monitor
+      // change is writing, is skipped (SKIP LOCKED: that one stays due for the next tick). The
+      // locked rows are updated by ctid (= ANY: a TID scan, not a join over the whole table).
+      const rows = await db.$queryRaw<
+        { at_ms: number; at_exact: string; target_key: string | null; until: string | null; due_at: string | null }[]
+      >`
+        WITH t AS MATERIALIZED (SELECT clock_timestamp() AS at),
+        due AS (
+          SELECT p.ctid, p.target_key, p.next_due_at FROM poll_targets p
+          WHERE p.next_due_at <= (SELECT at FROM t)
+          ORDER BY p.next_due_at
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ),
+        claimed AS (
+          UPDATE poll_targets p SET next_due_at = (SELECT at FROM t) + ${ttlMs} * interval '1 millisecond'
+          FROM due WHERE p.ctid = ANY (ARRAY(SELECT ctid FROM due)) AND p.ctid = due.ctid
+          RETURNING p.target_key, p.next_due_at AS until, due.next_due_at AS due_at
+        )
         SELECT floor(extract(epoch FROM t.at) * 1000)::float8 AS at_ms,
                to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_exact,
-               p.target_key
-        FROM t LEFT JOIN poll_targets p ON p.next_due_at <= t.at`;
+               c.target_key, c.until::text AS until, c.due_at::text AS due_at
+        FROM t LEFT JOIN claimed c ON true
+        ORDER BY c.due_at`;
       const readAt: ReadTime = Object.assign(new Date(Number(rows[0]!.at_ms)), { exact: rows[0]!.at_exact });
-      const keys = rows.flatMap((r) => (r.target_key === null ? [] : [r.target_key]));
-      if (keys.length === 0) return { readAt, targets: [] };
-      return { readAt, targets: (await targetRows(db, Prisma.sql`SELECT unnest(${keys}::text[])`)).map(toTarget) };
+      const claims = rows.flatMap((r) =>
+        r.target_key === null ? [] : [{ targetKey: r.target_key, until: r.until!, dueAt: r.due_at! }],
+      );
+      if (claims.length === 0) return { readAt, targets: [], claims };
+      const keys = claims.map((c) => c.targetKey);
+      const targets = (await targetRows(db, keys)).map(toTarget);
+      return { readAt, targets, claims };
+    },
+
+    async release(claims) {
+      if (claims.length === 0) return;
+      // only where the claim still stands: a poll, a reschedule or a monitor change since wins
+      await db.$executeRaw`
+        UPDATE poll_targets p SET next_due_at = r.due_at
+        FROM unnest(${claims.map((c) => c.targetKey)}::text[], ${claims.map((c) => c.until)}::timestamptz[],
+                    ${claims.map((c) => c.dueAt)}::timestamptz[]) AS r(target_key, until, due_at)
+        WHERE p.target_key = r.target_key AND p.next_due_at = r.until`;
     },
 
     async target(targetKey) {
-      const [row] = await targetRows(db, Prisma.sql`${targetKey}`);
+      const [row] = await targetRows(db, [targetKey]);
       return row ? toTarget(row) : null;
     },
 
@@ -267,13 +345,17 @@ export function createPollerRepository(db: Db): PollerRepository {
     },
 
     async recordBatch(targetKey, hits, cursor, polledAt, schedule) {
+      const fresh: NewHit[] = [];
+      // every chunk but the last in its own transaction; the last with the cursor and schedule
+      let at = 0;
+      for (; hits.length - at > HIT_CHUNK; at += HIT_CHUNK) {
+        const chunk = hits.slice(at, at + HIT_CHUNK);
+        fresh.push(...(await db.$transaction((tx) => insertHits(tx, chunk))));
+      }
+      const last = hits.slice(at);
       return db.$transaction(async (tx) => {
-        const fresh = await insertHits(tx, hits);
+        fresh.push(...(await insertHits(tx, last)));
         await moveCursor(tx, targetKey, cursor, polledAt);
-        await tx.monitor.updateMany({
-          where: { targetKey, isActive: true },
-          data: { lastCheckAt: polledAt, lastError: null },
-        });
         if (schedule) await writeSchedule(tx, targetKey, schedule);
         return fresh;
       });

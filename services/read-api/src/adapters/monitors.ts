@@ -3,7 +3,7 @@
  * by keyset on (detected_at, id), which the (monitor_id, detected_at DESC, id DESC) index serves.
  */
 import { UUID_RE } from '@sts/core';
-import { hitSelect, monitorSettingsSelect, type HitRow, type Prisma, type Db } from '@sts/db';
+import { hitSelect, monitorSettingsSelect, withLastCheck, type HitRow, type Prisma, type Db } from '@sts/db';
 import { decodeKeyset, encodeKeyset } from '@sts/social';
 import type { MonitorRow } from '../domain/records';
 const HIT_CURSOR = 'ht';
@@ -24,6 +24,8 @@ export interface MonitorRepository {
 
 const monitorSelect = {
   ...monitorSettingsSelect,
+  // the last check and error come from the target's cursor (withLastCheck)
+  targetKey: true,
   webhook: { select: { id: true } },
 } as const;
 
@@ -64,7 +66,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
         orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
         select: monitorSelect,
       });
-      return rows.map(toMonitorRow);
+      return (await withLastCheck(db, rows)).map(toMonitorRow);
     },
 
     async recentHits(monitorIds, perMonitor) {
@@ -97,7 +99,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
 
     async findMonitor(accountId, monitorId) {
       const m = await db.monitor.findFirst({ where: { id: monitorId, accountId }, select: monitorSelect });
-      return m ? toMonitorRow(m) : null;
+      return m ? toMonitorRow((await withLastCheck(db, [m]))[0]!) : null;
     },
 
     async listHits(monitorId, page) {

@@ -6,7 +6,7 @@
  * ~2 s) takes it. A holder whose lock connection fails gives the stream up.
  */
 import type { Logger } from '@sts/common';
-import { createAdvisoryRole, type AdvisoryRole } from '../adapters/advisoryLock';
+import { createAdvisoryRole, type AdvisoryRole } from '../../adapters/advisoryLock';
 
 /** `check()`: true when this replica holds the stream now; takes the lock when it is free */
 export type StreamElection = AdvisoryRole;

@@ -6,9 +6,9 @@
  * is one hit and one event.
  */
 import type { SocialTweet } from '@sts/social';
-import { compileMonitors } from '../domain/hits';
-import type { PollerRepository } from '../adapters/repository';
-import { pageHits } from '../poll';
+import { compileMonitors } from '../../domain/hits';
+import type { PollerRepository } from '../../adapters/repository';
+import { pageHits } from '../../poll/poll';
 
 export interface RecordedBatch {
   /** new hits */

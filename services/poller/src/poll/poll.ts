@@ -8,10 +8,10 @@
 import type { Logger } from '@sts/common';
 import { compareIds } from '@sts/core';
 import { SourceBusyError, type PollPage, type SocialSource, type SocialTweet } from '@sts/social';
-import { compileMonitors, findHits, hitEvent, type CompiledMonitor } from './domain/hits';
-import { isPushed, oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
-import type { LeaseStore } from './adapters/lease';
-import type { CursorState, NewHit, PollerRepository, StoredCursor } from './adapters/repository';
+import { compileMonitors, findHits, hitEvent, type CompiledMonitor } from '../domain/hits';
+import { isPushed, oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from '../domain/schedule';
+import type { LeaseStore } from '../adapters/lease';
+import type { CursorState, NewHit, PollerRepository, StoredCursor } from '../adapters/repository';
 
 export type PollOutcome = 'ok' | 'error' | 'skipped';
 

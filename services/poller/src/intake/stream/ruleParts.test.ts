@@ -6,8 +6,8 @@
  */
 import { createAccount, waitFor, type FakeStream, type FakeX } from '@sts/testing';
 import type { Db } from '@sts/db';
-import { parseRule } from '../domain/streamRules';
-import { useStreamHarness } from '../../test/streamMode';
+import { parseRule } from '../../domain/streamRules';
+import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-parts-test');
 // the harness's fields under short names, current in every test

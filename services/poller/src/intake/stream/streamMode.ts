@@ -19,9 +19,9 @@
  */
 import type { Logger } from '@sts/common';
 import type { SocialTweet } from '@sts/social';
-import type { PollerRepository } from '../adapters/repository';
-import { parseRule, planRules, wantedRules, type StreamRule } from '../domain/streamRules';
-import type { DropKind } from '../domain/streamBackoff';
+import type { PollerRepository } from '../../adapters/repository';
+import { parseRule, planRules, wantedRules, type StreamRule } from '../../domain/streamRules';
+import type { DropKind } from '../../domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { recordTweets } from './recorder';

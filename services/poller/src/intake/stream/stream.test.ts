@@ -6,9 +6,9 @@
  */
 import { Registry } from 'prom-client';
 import { createAccount, spawnService, startFakeX, waitFor, type FakeStream, type FakeX } from '@sts/testing';
-import type { Db } from '@sts/db';
-import { parseRule } from '../domain/streamRules';
-import { useStreamHarness } from '../../test/streamMode';
+import { withLastCheck, type Db } from '@sts/db';
+import { parseRule } from '../../domain/streamRules';
+import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-test');
 // the harness's fields under short names, current in every test
@@ -256,7 +256,8 @@ describe('X stream mode', () => {
     await waitFor(() => fake.requests.count({ family: 'users' }) >= 1, 10_000);
     fake.state.rename('nina', 'nina_new');
     fake.state.suspend('omar');
-    const errorOf = async (id: string) => (await db.monitor.findUniqueOrThrow({ where: { id } })).lastError;
+    const errorOf = async (id: string) =>
+      (await withLastCheck(db, [await db.monitor.findUniqueOrThrow({ where: { id } })]))[0]!.lastError;
     await waitFor(async () => /renamed/.test((await errorOf(nina.id)) ?? ''), 15_000);
     await waitFor(async () => /suspended/.test((await errorOf(omar.id)) ?? ''), 15_000);
     expect(await errorOf(nina.id)).toMatch(/@nina was renamed on X: account \d+ is now @nina_new/);

@@ -1,9 +1,11 @@
 /**
- * One poll cycle: reads the due targets from the schedule (poll_targets.next_due_at, indexed: a
- * tick with nothing due reads nothing), re-evaluates them (a monitor or plan change makes a target
- * due at once so its interval is computed again: one not due yet is rescheduled, not polled) and
- * polls the due ones, `concurrency` at a time, in a fair order (`fairOrder`: Starter/trial first,
- * then the longest unread). A forced cycle polls every target.
+ * One poll cycle: claims the due targets from the schedule (poll_targets.next_due_at, indexed: a
+ * tick with nothing due reads nothing; at most `claimLimit`, oldest due first, each claimed by one
+ * replica), re-evaluates them (a monitor or plan change makes a target due at once so its interval
+ * is computed again: one not due yet is rescheduled, not polled) and polls the due ones,
+ * `concurrency` at a time, in a fair order (`fairOrder`: Starter/trial first, then the longest
+ * unread). Claimed targets the cycle did not reach (budget refused, stopping, an error) are given
+ * back at their old due time. A forced cycle polls every target.
  */
 import {
   dueTargets,
@@ -13,11 +15,11 @@ import {
   type IntervalPolicy,
   type ReadTime,
   type TargetState,
-} from './domain/schedule';
-import type { PollerRepository } from './adapters/repository';
-import type { PollOutcome, PollResult, TargetPoll } from './poll';
-import { errorMessage } from './poll';
-import type { GroupPoll } from './search';
+} from '../../domain/schedule';
+import type { Claim, PollerRepository } from '../../adapters/repository';
+import type { PollOutcome, PollResult, TargetPoll } from '../../poll/poll';
+import { errorMessage } from '../../poll/poll';
+import type { GroupPoll } from '../search/search';
 
 export interface CycleResult {
   /** targets due (all with `force`) */
@@ -34,6 +36,10 @@ export interface CycleDeps {
   repository: PollerRepository;
   intervals: IntervalPolicy;
   concurrency: number;
+  /** most targets one tick claims (the pace of an outage's catch-up) */
+  claimLimit: number;
+  /** how long a claim holds a target before another replica may take it */
+  claimTtlMs: number;
   now: () => Date;
   poll: TargetPoll;
   /** stops taking targets (the poller is stopping) */
@@ -50,11 +56,11 @@ export interface CycleDeps {
 const GROUP_CHUNK = 60;
 
 /**
- * Reads the candidates and reschedules the ones that are not due; returns the due ones and the
- * read time (PostgreSQL's clock, the one the schedule's stamps come from).
+ * Claims the candidates and reschedules the ones that are not due; returns the due ones, their
+ * claims and the read time (PostgreSQL's clock, the one the schedule's stamps come from).
  */
-async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetState[] }> {
-  const { readAt, targets: candidates } = await deps.repository.dueTargets();
+async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetState[]; claims: Claim[] }> {
+  const { readAt, targets: candidates, claims } = await deps.repository.claimDue(deps.claimLimit, deps.claimTtlMs);
   const due = dueTargets(candidates, deps.intervals, readAt);
   if (due.length < candidates.length) {
     const dueKeys = new Set(due.map((t) => t.targetKey));
@@ -69,14 +75,16 @@ async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetS
         })),
     );
   }
-  return { readAt, due };
+  return { readAt, due, claims };
 }
 
 export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Promise<CycleResult> {
   return async (opts = {}) => {
-    const { readAt, due: read } = opts.force
-      ? { readAt: deps.now(), due: await deps.repository.targets() }
-      : await dueNow(deps);
+    const {
+      readAt,
+      due: read,
+      claims,
+    } = opts.force ? { readAt: deps.now(), due: await deps.repository.targets(), claims: [] } : await dueNow(deps);
     // Starter/trial first, then the longest unread: a short budget stretches polls, starves none
     const due = fairOrder(deps.select ? deps.select(read, readAt) : read, readAt);
     const result: CycleResult = { targets: due.length, polled: 0, skipped: 0, failed: 0, hits: 0 };
@@ -100,7 +108,24 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
           for (const r of (await group(unit, readAt)).values()) count(r);
         }
       : async (unit: TargetState[]) => count(await deps.poll(unit[0]!, { readAt }));
-    await runPool(units, deps.concurrency, () => refused || deps.stopping(), pollUnit);
+    const started = new Set<string>();
+    try {
+      await runPool(
+        units,
+        deps.concurrency,
+        () => refused || deps.stopping(),
+        async (unit) => {
+          for (const t of unit) started.add(t.targetKey);
+          await pollUnit(unit);
+        },
+      );
+    } finally {
+      // the selected targets this cycle never started stay due, in their place (a poll, or the
+      // select's own reschedule, wrote the others' schedule)
+      const selected = new Set(due.map((t) => t.targetKey));
+      const unpolled = claims.filter((c) => selected.has(c.targetKey) && !started.has(c.targetKey));
+      await deps.repository.release(unpolled);
+    }
     return result;
   };
 }

@@ -1,5 +1,5 @@
 import { spawnService } from '@sts/testing';
-import { loadPollerEnv } from '../env';
+import { loadPollerEnv } from '../../env';
 
 describe('stream mode variables', () => {
   it('defaults: X Pro limits (1,024-character rules, 1,000 rules), 20 s settle', () => {

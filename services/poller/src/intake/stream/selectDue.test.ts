@@ -1,5 +1,5 @@
 import { createLogger } from '@sts/common';
-import type { TargetState } from '../domain/schedule';
+import type { TargetState } from '../../domain/schedule';
 import { streamSelectDue } from './index';
 
 const logger = createLogger({ service: 'select-due-test', level: 'error' });

@@ -8,8 +8,8 @@
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
-import { createListener, type Listener } from './listener';
-import { OUTBOX_CHANNEL } from './repository';
+import { createListener, type Listener } from '../adapters/listener';
+import { OUTBOX_CHANNEL } from '../adapters/repository';
 
 interface Publisher {
   publish<K extends 'monitor.hit'>(

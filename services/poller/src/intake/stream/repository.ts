@@ -6,8 +6,8 @@
 import type { Db } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { MonitorRuleColumns } from '@sts/social';
-import type { WatchingAccount } from '../domain/schedule';
-import { writeLastError } from '../adapters/repository';
+import type { WatchingAccount } from '../../domain/schedule';
+import { writeLastError } from '../../adapters/repository';
 
 export interface StreamTarget {
   targetKey: string;

@@ -6,14 +6,14 @@
  */
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import type { Db } from '@sts/db';
+import { withLastCheck, type Db } from '@sts/db';
 import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
 import { createTestRedis, type FakeX } from '@sts/testing';
-import { openXTestBed, type XTestBed } from '../test/xTestBed';
-import { createRedisLeases } from './adapters/lease';
-import { createPollerRepository } from './adapters/repository';
-import { tickTargets } from './domain/groups';
-import { createPoller, type Poller } from './poller';
+import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
+import { createRedisLeases } from '../../adapters/lease';
+import { createPollerRepository } from '../../adapters/repository';
+import { tickTargets } from '../../domain/groups';
+import { createPoller, type Poller } from '../../poller';
 
 const logger = createLogger({ service: 'poller-search-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -111,8 +111,10 @@ describe('poller: X search mode', () => {
     await redisHandle.cleanup(); // this test's keys only: the cached user resolution expires (TTL) in production; at once here
     const other = fake.state.post({ author: users[6]!.id, text: 'still read' });
     await poller.runCycle();
-    const m = await db.monitor.findUniqueOrThrow({ where: { id: monitorOf.get(gone.username)! } });
-    expect(m.lastError).toMatch(/suspended/i);
+    const [m] = await withLastCheck(db, [
+      await db.monitor.findUniqueOrThrow({ where: { id: monitorOf.get(gone.username)! } }),
+    ]);
+    expect(m!.lastError).toMatch(/suspended/i);
     expect(await db.hit.count({ where: { tweetId: other.id } })).toBe(1);
   });
 

@@ -18,12 +18,20 @@ import {
   type QueryGroup,
   type XSource,
 } from '@sts/social';
-import { compileMonitors, type CompiledMonitor } from './domain/hits';
-import { groupSinceId, tweetsForTarget } from './domain/groups';
-import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from './domain/schedule';
-import type { LeaseStore } from './adapters/lease';
-import type { PollerRepository, StoredCursor } from './adapters/repository';
-import { advance, errorMessage, LeaseStoreError, pageHits, startOf, withTimeout, type PollResult } from './poll';
+import { compileMonitors, type CompiledMonitor } from '../../domain/hits';
+import { groupSinceId, tweetsForTarget } from '../../domain/groups';
+import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from '../../domain/schedule';
+import type { LeaseStore } from '../../adapters/lease';
+import type { PollerRepository, StoredCursor } from '../../adapters/repository';
+import {
+  advance,
+  errorMessage,
+  LeaseStoreError,
+  pageHits,
+  startOf,
+  withTimeout,
+  type PollResult,
+} from '../../poll/poll';
 
 export interface GroupPollDeps {
   repository: PollerRepository;

@@ -10,9 +10,9 @@
  * bounded number of times; the interval poll stays the safety net for anything missed.
  */
 import type { Logger } from '@sts/common';
-import { isPushed, parseTweetNotification, positionCovers } from './domain/schedule';
-import type { PollerRepository } from './adapters/repository';
-import { errorMessage, type PollResult, type TargetPoll } from './poll';
+import { isPushed, parseTweetNotification, positionCovers } from '../../domain/schedule';
+import type { PollerRepository } from '../../adapters/repository';
+import { errorMessage, type PollResult, type TargetPoll } from '../../poll/poll';
 
 export interface PushDeps {
   repository: PollerRepository;
