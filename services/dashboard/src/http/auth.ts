@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { InvalidCredentialsError, type AccountView, type UseCases } from '@sts/usecases';
 import type { AccountSessions } from '../adapters/sessions';
-import type { SignInThrottle } from '../adapters/throttle';
+import { ThrottledError, type SignInThrottle } from '../adapters/throttle';
 import type { Mailer } from '../mail/mailer';
 import { checkEmailPage, resetConfirmPage, resetRequestPage, signInPage, signUpPage } from '../views/auth';
 import { formErrors, str } from './forms';
@@ -18,6 +18,9 @@ export interface AuthDeps {
 }
 
 const PASSWORD_CHANGED = 'Your password is changed. Sign in with it.';
+
+export const throttledMessage = (err: ThrottledError): string =>
+  `Too many attempts for this account from your network. Try again in ${err.retryAfterSec} s, or have a reset link sent to your address: Forgot your password?`;
 
 /** A new session for the account: new id (no fixation), its start time, tracked for "end all". */
 export async function startSession(req: Request, account: AccountView, deps: AuthDeps): Promise<void> {
@@ -77,7 +80,18 @@ export function authRouter(deps: AuthDeps): Router {
 
   r.post('/signin', async (req, res) => {
     const email = str(req, 'email');
-    await throttle.attempt(email, req.ip ?? 'unknown');
+    try {
+      await throttle.attempt(email, req.ip ?? 'unknown');
+    } catch (err) {
+      if (!(err instanceof ThrottledError)) throw err;
+      // the owner locked out by someone else's guesses gets the way in that needs no password
+      res
+        .status(429)
+        .set('Retry-After', String(err.retryAfterSec))
+        .type('html')
+        .send(signInPage(pageContext(req), { email }, { _form: throttledMessage(err) }));
+      return;
+    }
     try {
       const account = await uc.accounts.authenticate({ email, password: str(req, 'password') });
       await throttle.succeeded(email, req.ip ?? 'unknown');

@@ -30,11 +30,15 @@ export function settingsRouter(
 
   r.post('/account/password', async (req, res): Promise<void> => {
     const id = accountId(req);
+    const email = req.session.email ?? id;
+    // the current password is checked like a sign-in (a stolen session cannot guess it forever)
+    await deps.throttle.attempt(email, req.ip ?? 'unknown');
     try {
       await uc.accounts.changePassword(id, {
         currentPassword: str(req, 'currentPassword'),
         newPassword: str(req, 'newPassword'),
       });
+      await deps.throttle.succeeded(email, req.ip ?? 'unknown');
     } catch (err) {
       const errors = formErrors(err, ['currentPassword', 'newPassword']);
       if (!errors) throw err;
