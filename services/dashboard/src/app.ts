@@ -17,7 +17,14 @@ import { settingsRouter } from './http/settings';
 import { errorMiddleware, notFound } from './http/errors';
 import { httpMetrics } from './http/metrics';
 import { monitorRouter } from './http/monitors';
-import { absoluteLifetime, anonymousCsrf, csrfProtection, requireAccount, sessionMiddleware } from './http/session';
+import {
+  absoluteLifetime,
+  anonymousCsrf,
+  csrfProtection,
+  requireAccount,
+  sessionGeneration,
+  sessionMiddleware,
+} from './http/session';
 
 export interface AppOptions {
   useCases: UseCases;
@@ -85,6 +92,7 @@ export function createApp(o: AppOptions): Express {
     }),
   );
   app.use(absoluteLifetime(o.sessionMaxAgeSec));
+  app.use(sessionGeneration((id) => o.useCases.accounts.sessionGeneration(id)));
   app.use(anonymousCsrf(o.sessionSecrets, o.cookieSecure));
   app.use(csrfProtection);
   const auth: AuthDeps = {

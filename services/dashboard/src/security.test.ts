@@ -5,7 +5,8 @@
  * before the fix (see the commit messages).
  */
 import { createDbClient, type Db } from '@sts/db';
-import { startSmtpSink, type SmtpSink } from './mail/smtpSink';
+import { waitFor } from '@sts/testing';
+import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
 import {
   createBackends,
   dashboardClient,
@@ -47,6 +48,10 @@ afterAll(async () => {
 type Client = ReturnType<typeof dashboardClient>;
 /** a client whose requests come from `address` (X-Forwarded-For, TRUST_PROXY=1) */
 const from = (address: string): Client => dashboardClient(dash.base, { 'x-forwarded-for': address });
+const to = (email: string) => (m: SinkMail) => m.to.includes(email);
+/** the dashboard path of a mail's link (the links use DASHBOARD_PUBLIC_URL) */
+const linkPath = (m: SinkMail, part: string) =>
+  m.links.find((l) => l.includes(part))!.replace('http://dash.example.test', '');
 
 /** signs up from `address`, marks the address verified as its link would, signs in */
 async function join(email: string, address = '192.0.2.200'): Promise<Client> {
@@ -113,5 +118,128 @@ describe('change of password under the sign-in throttle (issue 29 item 7)', () =
     // the password did not change
     expect((await signIn('198.51.100.70', email, PASSWORD)).location).toBe('/');
     expect((await db.account.findUniqueOrThrow({ where: { email } })).passwordHash).toBe(row.passwordHash);
+  });
+});
+
+/**
+ * Starts `request` and holds it inside its use-case: the test locks trial_grants, so the request's
+ * trial start (POST /plan/trial, which then sets a flash and so re-saves its session) waits for
+ * the lock after its session was loaded and checked. `during` runs while it waits.
+ */
+async function heldTrialStart(c: Client, during: () => Promise<void>): Promise<{ status: number }> {
+  const token = c.csrf((await c.req('/plan')).text);
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => (locked = r));
+  const holder = db.$transaction(
+    async (tx) => {
+      await tx.$executeRaw`LOCK TABLE trial_grants IN EXCLUSIVE MODE`;
+      locked();
+      await released;
+    },
+    { timeout: 60_000, maxWait: 10_000 },
+  );
+  await isLocked;
+  const inFlight = c.req('/plan/trial', { _csrf: token });
+  try {
+    await waitFor(async () => {
+      const [row] = await db.$queryRaw<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%trial_grants%'`;
+      return row && row.n > 0 ? true : null;
+    }, 15_000);
+    await during();
+  } finally {
+    release();
+    await holder;
+  }
+  return inFlight;
+}
+
+describe('sessions end for good (issue 29 item 8)', () => {
+  it('a reset while a request is in flight: the session that request re-saves afterwards is refused', async () => {
+    const email = 'inflight8@example.com';
+    const a = await join(email, '192.0.2.80');
+    const b = from('198.51.100.80');
+    expect((await b.post('/signin', '/signin', { email, password: PASSWORD })).location).toBe('/');
+    const answered = await heldTrialStart(a, async () => {
+      expect((await from('198.51.100.81').post('/reset', '/reset', { email })).status).toBe(200);
+      const mail = await sink.waitFor((m) => to(email)(m) && /Reset/.test(m.subject));
+      const path = linkPath(mail, '/reset/confirm?token=');
+      const token = new URL(`http://x${path}`).searchParams.get('token')!;
+      const set = await from('198.51.100.81').post(path, '/reset/confirm', { token, password: 'the new password 8' });
+      expect(set.status).toBe(200);
+      expect((await a.req('/keys')).status).toBe(303);
+    });
+    // the held request finished after the reset and wrote its session back (the trial flash) ...
+    expect(answered.status).toBe(303);
+    // ... and that session is refused; the other browser's too; the new password works
+    expect((await a.req('/keys')).status).toBe(303);
+    expect((await b.req('/keys')).status).toBe(303);
+    expect(
+      (await from('198.51.100.82').post('/signin', '/signin', { email, password: 'the new password 8' })).location,
+    ).toBe('/');
+  });
+
+  it('sign out everywhere while a request is in flight: no session of the account survives', async () => {
+    const email = 'inflight8b@example.com';
+    const a = await join(email, '192.0.2.81');
+    const b = from('198.51.100.83');
+    expect((await b.post('/signin', '/signin', { email, password: PASSWORD })).location).toBe('/');
+    const answered = await heldTrialStart(a, async () => {
+      expect((await b.post('/account', '/account/signout-everywhere', {})).location).toBe('/signin');
+    });
+    expect(answered.status).toBe(303);
+    expect((await a.req('/keys')).status).toBe(303);
+    expect((await b.req('/keys')).status).toBe(303);
+  });
+});
+
+describe('links do not stay readable in mail_outbox (issue 29 item 9)', () => {
+  it('a sent mail keeps kind, recipient, subject and times, not its body; the row expires with the token', async () => {
+    const email = 'outbox9@example.com';
+    expect((await from('192.0.2.90').post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
+    const mail = await sink.waitFor((m) => to(email)(m) && /Verify/.test(m.subject));
+    const token = new URL(`http://x${linkPath(mail, '/verify?token=')}`).searchParams.get('token')!;
+    const row = await waitFor(async () => {
+      const r = await db.mailOutbox.findFirst({ where: { toAddress: email, kind: 'verify' } });
+      return r?.sentAt ? r : null;
+    }, 10_000);
+    expect(row).toMatchObject({ kind: 'verify', toAddress: email, textBody: '', htmlBody: '' });
+    expect(row.subject).toMatch(/Verify your email address/);
+    expect(JSON.stringify(await db.mailOutbox.findMany())).not.toContain(token);
+    const stored = await db.emailToken.findFirstOrThrow({ where: { account: { email } } });
+    expect(row.expiresAt?.getTime()).toBe(stored.expiresAt.getTime());
+  });
+
+  it('a reset mail that could not be sent before its link expired is never sent, and its body is cleared', async () => {
+    const email = 'outbox9b@example.com';
+    await join(email, '192.0.2.91');
+    const port = sink.port;
+    await sink.stop();
+    try {
+      expect((await from('192.0.2.91').post('/reset', '/reset', { email })).status).toBe(200);
+      const queued = await waitFor(async () => {
+        const r = await db.mailOutbox.findFirst({ where: { toAddress: email, kind: 'reset' } });
+        return r && r.attempts >= 1 ? r : null;
+      }, 10_000);
+      const token = await db.emailToken.findFirstOrThrow({ where: { account: { email }, purpose: 'reset' } });
+      expect(queued.expiresAt?.getTime()).toBe(token.expiresAt.getTime());
+      expect(queued.textBody).toContain('/reset/confirm?token=');
+      // 30 minutes pass: the token and the mail expire together
+      const past = new Date(Date.now() - 1000);
+      await db.emailToken.update({ where: { id: token.id }, data: { expiresAt: past } });
+      await db.mailOutbox.update({ where: { id: queued.id }, data: { expiresAt: past, nextAttemptAt: past } });
+      const cleared = await waitFor(async () => {
+        const r = await db.mailOutbox.findUniqueOrThrow({ where: { id: queued.id } });
+        return r.textBody === '' && r.htmlBody === '' ? r : null;
+      }, 10_000);
+      expect(cleared).toMatchObject({ kind: 'reset', toAddress: email, sentAt: null });
+    } finally {
+      sink = await startSmtpSink({ port });
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(sink.mails.filter((m) => to(email)(m) && /Reset/.test(m.subject))).toHaveLength(0);
   });
 });

@@ -29,6 +29,7 @@ export async function startSession(req: Request, account: AccountView, deps: Aut
   req.session.email = account.email;
   req.session.emailVerified = account.emailVerifiedAt !== null;
   req.session.createdAt = Date.now();
+  req.session.generation = account.sessionGeneration;
   await deps.sessions.add(account.id, req.sessionID, deps.sessionMaxAgeSec);
 }
 
@@ -48,7 +49,11 @@ export function authRouter(deps: AuthDeps): Router {
     try {
       const reg = await uc.identity.register({ email, password: str(req, 'password') });
       if (reg.kind === 'created') {
-        await deps.mailer.send(reg.account.email, reg.account.id, { kind: 'verify', token: reg.token });
+        await deps.mailer.send(reg.account.email, reg.account.id, {
+          kind: 'verify',
+          token: reg.token,
+          expiresAt: reg.expiresAt,
+        });
       } else {
         // at most one such mail per address and hour, however often someone tries
         const hour = new Date().toISOString().slice(0, 13);
@@ -140,7 +145,12 @@ export function linkRouter(deps: AuthDeps): Router {
     // counts against the client address like a sign-up
     await deps.throttle.attempt('', req.ip ?? 'unknown');
     const found = await uc.identity.requestReset(str(req, 'email'));
-    if (found) await deps.mailer.send(found.email, found.accountId, { kind: 'reset', token: found.token });
+    if (found)
+      await deps.mailer.send(found.email, found.accountId, {
+        kind: 'reset',
+        token: found.token,
+        expiresAt: found.expiresAt,
+      });
     res.type('html').send(checkEmailPage(pageContext(req), 'reset'));
   });
 

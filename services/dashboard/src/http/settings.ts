@@ -23,7 +23,8 @@ export function settingsRouter(
     if (wait !== null)
       throw new RateLimitedError(`the link was sent several times already; try again in ${wait} s`, wait);
     const issued = await uc.identity.issueVerification(id);
-    if (issued) await deps.mailer.send(issued.email, id, { kind: 'verify', token: issued.token });
+    if (issued)
+      await deps.mailer.send(issued.email, id, { kind: 'verify', token: issued.token, expiresAt: issued.expiresAt });
     setFlash(req, { notice: issued ? `We sent a new link to ${issued.email}.` : 'Your address is verified already.' });
     res.redirect(303, '/account');
   });
@@ -68,6 +69,7 @@ export function settingsRouter(
   });
 
   r.post('/account/signout-everywhere', async (req, res) => {
+    await uc.accounts.endSessions(accountId(req));
     await deps.sessions.endAll(accountId(req));
     await destroy(req);
     res.clearCookie(sessionCookieName(req, deps.cookieSecure), { path: '/' });
