@@ -24,6 +24,8 @@ export type Registration =
   ({ kind: 'created'; account: AccountView } & IssuedToken) | { kind: 'exists'; accountId: string; email: string };
 
 export interface IdentityUseCases {
+  /** the sign-up form's checks alone (no I/O): the normalised address, or ValidationError('email' | 'password') */
+  checkRegistration(input: { email: string; password: string }): string;
   /** a new unverified Free account and its verification token, or `exists` (nothing changed) when the address has an account */
   register(input: { email: string; password: string }): Promise<Registration>;
   /** a fresh verification token for an unverified account; null when it is verified already */
@@ -66,18 +68,23 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
   }
 
   return {
+    checkRegistration(input) {
+      const email = normaliseEmail(input.email);
+      checkPassword(input.password, email);
+      return email;
+    },
+
     async register(input) {
       const email = normaliseEmail(input.email);
       const password = checkPassword(input.password, email);
-      const existing = await accounts.findByEmail(email);
-      if (existing) return { kind: 'exists', accountId: existing.id, email };
+      // the same work for a taken address as for a new one (no answer by timing): the hash, then
+      // the insert, which a taken address refuses
       const passwordHash = await hashPassword(password, ctx.scrypt);
       const a = await accounts.create({ email, plan: 'free', passwordHash, emailVerifiedAt: null });
       if (a) return { kind: 'created', account: toAccountView(a, ctx.now()), ...(await issue(a.id, 'verify')) };
-      // a concurrent sign-up took the address
-      const raced = await accounts.findByEmail(email);
-      if (!raced) throw new Error(`the account of ${email} was created and deleted during this sign-up`);
-      return { kind: 'exists', accountId: raced.id, email };
+      const existing = await accounts.findByEmail(email);
+      if (!existing) throw new Error(`the account of ${email} was created and deleted during this sign-up`);
+      return { kind: 'exists', accountId: existing.id, email };
     },
 
     async issueVerification(accountId) {

@@ -11,6 +11,7 @@ import type { UseCases } from '@sts/usecases';
 import type { AccountSessions } from './adapters/sessions';
 import type { SignInThrottle } from './adapters/throttle';
 import type { Mailer } from './mail/mailer';
+import type { AfterAnswer } from './http/afterAnswer';
 import { accountRouter } from './http/account';
 import { authRouter, linkRouter, type AuthDeps } from './http/auth';
 import { settingsRouter } from './http/settings';
@@ -42,6 +43,8 @@ export interface AppOptions {
   sessions: AccountSessions;
   sessionMaxAgeSec: number;
   resendLimit: (accountId: string) => Promise<number | null>;
+  /** sign-up and reset work after their answer (main drains it at stop) */
+  afterAnswer: AfterAnswer;
   /** the trial-end banner of the overview */
   trialEnd?: (accountId: string) => Promise<{ endedAt: string; paused: string[] } | null>;
   /** where dashboard_http_request_duration_seconds is registered (the service's /metrics) */
@@ -102,6 +105,7 @@ export function createApp(o: AppOptions): Express {
     mailer: o.mailer,
     sessions: o.sessions,
     sessionMaxAgeSec: o.sessionMaxAgeSec,
+    afterAnswer: o.afterAnswer,
   };
   app.use(authRouter(auth));
   app.use(linkRouter(auth));

@@ -57,7 +57,10 @@ const linkPath = (m: SinkMail, part: string) =>
 async function join(email: string, address = '192.0.2.200'): Promise<Client> {
   const c = from(address);
   expect((await c.post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
-  await db.account.update({ where: { email }, data: { emailVerifiedAt: new Date() } });
+  // the sign-up's work runs after its answer
+  const verified = async () =>
+    (await db.account.updateMany({ where: { email }, data: { emailVerifiedAt: new Date() } })).count;
+  await waitFor(async () => ((await verified()) > 0 ? true : null), 10_000);
   expect((await c.post('/signin', '/signin', { email, password: PASSWORD })).location).toBe('/');
   return c;
 }
@@ -241,5 +244,90 @@ describe('links do not stay readable in mail_outbox (issue 29 item 9)', () => {
     }
     await new Promise((r) => setTimeout(r, 1000));
     expect(sink.mails.filter((m) => to(email)(m) && /Reset/.test(m.subject))).toHaveLength(0);
+  });
+});
+
+/** the time one POST of `form` to `action` takes (the form's page loaded before, not timed) */
+async function timedPost(c: Client, page: string, action: string, form: Record<string, string>): Promise<number> {
+  const token = c.csrf((await c.req(page)).text);
+  const t0 = performance.now();
+  const res = await c.req(action, { _csrf: token, ...form });
+  const ms = performance.now() - t0;
+  expect(res.status).toBe(200);
+  return ms;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2;
+};
+
+describe('no answer by timing (issue 29 item 6)', () => {
+  /** the mail_outbox row of that kind to `email` (the work after the answer has finished) */
+  const queued = (email: string, kind: string) =>
+    waitFor(() => db.mailOutbox.findFirst({ where: { toAddress: email, kind } }), 20_000);
+
+  it('20 sign-ups of taken and of new addresses, interleaved: the medians differ by less than 10 ms; both mail', async () => {
+    const taken = Array.from({ length: 20 }, (_, i) => `taken6-${i}@example.com`);
+    for (const [i, email] of taken.entries()) {
+      expect((await from(`10.6.${i}.1`).post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
+      await queued(email, 'verify');
+    }
+    const times = { taken: [] as number[], fresh: [] as number[] };
+    for (let i = 0; i < 20; i++) {
+      const fresh = `new6-${i}@example.com`;
+      const one = {
+        // each waits for its mail in the outbox, so no timed request runs beside the last one's work
+        taken: async () => {
+          const ms = await timedPost(from(`10.7.${i}.1`), '/signup', '/signup', {
+            email: taken[i]!,
+            password: PASSWORD,
+          });
+          await queued(taken[i]!, 'already_registered');
+          return ms;
+        },
+        fresh: async () => {
+          const ms = await timedPost(from(`10.8.${i}.1`), '/signup', '/signup', { email: fresh, password: PASSWORD });
+          await queued(fresh, 'verify');
+          return ms;
+        },
+      };
+      // alternate which goes first, so a drift of the machine's speed weighs on both alike
+      for (const kind of i % 2 === 0 ? (['taken', 'fresh'] as const) : (['fresh', 'taken'] as const)) {
+        times[kind].push(await one[kind]());
+      }
+    }
+    expect(Math.abs(median(times.taken) - median(times.fresh))).toBeLessThan(10);
+    // both went through the outbox and out: the taken address is told so, the new one gets its link
+    await sink.waitFor((m) => to(taken[19]!)(m) && /already have/.test(m.subject), 20_000);
+    await sink.waitFor((m) => to('new6-19@example.com')(m) && /Verify/.test(m.subject), 20_000);
+  });
+
+  it('20 reset requests for known and unknown addresses, interleaved: the medians differ by less than 10 ms', async () => {
+    const known = Array.from({ length: 20 }, (_, i) => `known6-${i}@example.com`);
+    for (const [i, email] of known.entries()) {
+      expect((await from(`10.9.${i}.1`).post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
+      await queued(email, 'verify');
+    }
+    const times = { known: [] as number[], unknown: [] as number[] };
+    for (let i = 0; i < 20; i++) {
+      const one = {
+        known: async () => {
+          const ms = await timedPost(from(`10.10.${i}.1`), '/reset', '/reset', { email: known[i]! });
+          await queued(known[i]!, 'reset');
+          return ms;
+        },
+        unknown: async () => {
+          const ms = await timedPost(from(`10.11.${i}.1`), '/reset', '/reset', { email: `unknown6-${i}@example.com` });
+          await new Promise((r) => setTimeout(r, 50));
+          return ms;
+        },
+      };
+      for (const kind of i % 2 === 0 ? (['known', 'unknown'] as const) : (['unknown', 'known'] as const)) {
+        times[kind].push(await one[kind]());
+      }
+    }
+    expect(Math.abs(median(times.known) - median(times.unknown))).toBeLessThan(10);
+    expect(await db.mailOutbox.count({ where: { toAddress: { startsWith: 'unknown6-' } } })).toBe(0);
   });
 });
