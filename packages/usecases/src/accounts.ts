@@ -1,5 +1,5 @@
 /** Accounts: sign-up, sign-in, passwords; and the admin's account and plan changes. */
-import type { PlanName } from '@sts/core';
+import { isUuid, type PlanName } from '@sts/core';
 import { changeAccount, loadAccount, normaliseEmail, toAccountView, type Ctx } from './context';
 import { ConflictError, InvalidCredentialsError, ValidationError } from './errors';
 import { hashPassword, needsRehash, verifyPassword } from './password';
@@ -28,6 +28,10 @@ export interface AccountUseCases {
   /** InvalidCredentialsError (field 'currentPassword') when the current password is wrong */
   changePassword(accountId: string, input: { currentPassword: string; newPassword: string }): Promise<void>;
   get(accountId: string): Promise<AccountView>;
+  /** the account's session generation; null when the account is gone (checked as each session is loaded) */
+  sessionGeneration(accountId: string): Promise<number | null>;
+  /** ends every session of the account ("sign out everywhere"): the generation moves on */
+  endSessions(accountId: string): Promise<void>;
 }
 
 export interface AccountAdminUseCases {
@@ -92,11 +96,20 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
       if (!a.passwordHash || current.length > PASSWORD_MAX || !(await verifyPassword(current, a.passwordHash))) {
         throw new ValidationError('currentPassword', 'is not your current password');
       }
-      await changeAccount(ctx, a.id, { passwordHash: await hashPassword(next, ctx.scrypt) });
+      await changeAccount(ctx, a.id, { passwordHash: await hashPassword(next, ctx.scrypt), endSessions: true });
     },
 
     async get(accountId) {
       return toAccountView(await loadAccount(ctx, accountId), ctx.now());
+    },
+
+    async sessionGeneration(accountId) {
+      if (!isUuid(accountId)) return null;
+      return (await repo.findById(accountId.toLowerCase()))?.sessionGeneration ?? null;
+    },
+
+    async endSessions(accountId) {
+      await changeAccount(ctx, (await loadAccount(ctx, accountId)).id, { endSessions: true });
     },
   };
 
@@ -132,7 +145,7 @@ export function accountUseCases(ctx: Ctx): { accounts: AccountUseCases; admin: A
     async setPassword(accountId, password) {
       const a = await loadAccount(ctx, accountId);
       const hash = await hashPassword(checkPassword(password, a.email), ctx.scrypt);
-      await changeAccount(ctx, a.id, { passwordHash: hash });
+      await changeAccount(ctx, a.id, { passwordHash: hash, endSessions: true });
     },
   };
 

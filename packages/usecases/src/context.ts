@@ -98,6 +98,7 @@ export function toAccountView(a: AccountRecord, now: Date): AccountView {
     createdAt: a.createdAt,
     emailVerifiedAt: a.emailVerifiedAt,
     notifications: { quota: a.notifyQuota, webhook: a.notifyWebhook, trial: a.notifyTrial },
+    sessionGeneration: a.sessionGeneration,
   };
 }
 

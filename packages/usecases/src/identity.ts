@@ -14,18 +14,26 @@ import type { AccountView, NotificationPrefs } from './types';
 export const VERIFY_TTL_MS = 24 * 3600 * 1000;
 export const RESET_TTL_MS = 30 * 60 * 1000;
 
+/** a link's token (plaintext, for the mail only) and when it stops working */
+export interface IssuedToken {
+  token: string;
+  expiresAt: Date;
+}
+
 export type Registration =
-  { kind: 'created'; account: AccountView; token: string } | { kind: 'exists'; accountId: string; email: string };
+  ({ kind: 'created'; account: AccountView } & IssuedToken) | { kind: 'exists'; accountId: string; email: string };
 
 export interface IdentityUseCases {
+  /** the sign-up form's checks alone (no I/O): the normalised address, or ValidationError('email' | 'password') */
+  checkRegistration(input: { email: string; password: string }): string;
   /** a new unverified Free account and its verification token, or `exists` (nothing changed) when the address has an account */
   register(input: { email: string; password: string }): Promise<Registration>;
   /** a fresh verification token for an unverified account; null when it is verified already */
-  issueVerification(accountId: string): Promise<{ email: string; token: string } | null>;
+  issueVerification(accountId: string): Promise<({ email: string } & IssuedToken) | null>;
   /** marks the address verified; ValidationError('token') when the link is unknown, used or expired */
   verify(token: string): Promise<AccountView>;
   /** a reset token for the address's account; null for an unknown address (the caller answers the same) */
-  requestReset(email: string): Promise<{ accountId: string; email: string; token: string } | null>;
+  requestReset(email: string): Promise<({ accountId: string; email: string } & IssuedToken) | null>;
   /** sets a new password with a reset token; ValidationError('token') or ('password') */
   resetPassword(token: string, password: string): Promise<AccountView>;
   setNotifications(accountId: string, prefs: NotificationPrefs): Promise<AccountView>;
@@ -38,16 +46,12 @@ export function tokenHash(token: string): string {
 export function identityUseCases(ctx: Ctx): IdentityUseCases {
   const { accounts, emailTokens } = ctx.repos;
 
-  async function issue(accountId: string, purpose: TokenPurpose): Promise<string> {
+  async function issue(accountId: string, purpose: TokenPurpose): Promise<IssuedToken> {
     const token = randomBytes(32).toString('base64url');
     const ttl = purpose === 'verify' ? VERIFY_TTL_MS : RESET_TTL_MS;
-    await emailTokens.create({
-      accountId,
-      purpose,
-      tokenHash: tokenHash(token),
-      expiresAt: new Date(ctx.now().getTime() + ttl),
-    });
-    return token;
+    const expiresAt = new Date(ctx.now().getTime() + ttl);
+    await emailTokens.create({ accountId, purpose, tokenHash: tokenHash(token), expiresAt });
+    return { token, expiresAt };
   }
 
   /** uses the token once (a conditional update: of two concurrent uses one wins); its account id */
@@ -64,24 +68,29 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
   }
 
   return {
+    checkRegistration(input) {
+      const email = normaliseEmail(input.email);
+      checkPassword(input.password, email);
+      return email;
+    },
+
     async register(input) {
       const email = normaliseEmail(input.email);
       const password = checkPassword(input.password, email);
-      const existing = await accounts.findByEmail(email);
-      if (existing) return { kind: 'exists', accountId: existing.id, email };
+      // the same work for a taken address as for a new one (no answer by timing): the hash, then
+      // the insert, which a taken address refuses
       const passwordHash = await hashPassword(password, ctx.scrypt);
       const a = await accounts.create({ email, plan: 'free', passwordHash, emailVerifiedAt: null });
-      if (a) return { kind: 'created', account: toAccountView(a, ctx.now()), token: await issue(a.id, 'verify') };
-      // a concurrent sign-up took the address
-      const raced = await accounts.findByEmail(email);
-      if (!raced) throw new Error(`the account of ${email} was created and deleted during this sign-up`);
-      return { kind: 'exists', accountId: raced.id, email };
+      if (a) return { kind: 'created', account: toAccountView(a, ctx.now()), ...(await issue(a.id, 'verify')) };
+      const existing = await accounts.findByEmail(email);
+      if (!existing) throw new Error(`the account of ${email} was created and deleted during this sign-up`);
+      return { kind: 'exists', accountId: existing.id, email };
     },
 
     async issueVerification(accountId) {
       const a = await loadAccount(ctx, accountId);
       if (a.emailVerifiedAt) return null;
-      return { email: a.email, token: await issue(a.id, 'verify') };
+      return { email: a.email, ...(await issue(a.id, 'verify')) };
     },
 
     async verify(token) {
@@ -99,7 +108,7 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
       }
       const a = await accounts.findByEmail(email);
       if (!a) return null;
-      return { accountId: a.id, email: a.email, token: await issue(a.id, 'reset') };
+      return { accountId: a.id, email: a.email, ...(await issue(a.id, 'reset')) };
     },
 
     async resetPassword(token, password) {
@@ -110,7 +119,7 @@ export function identityUseCases(ctx: Ctx): IdentityUseCases {
       const accountId = await consume(token, 'reset');
       const passwordHash = await hashPassword(password, ctx.scrypt);
       // following the emailed link proves the address too
-      await changeAccount(ctx, accountId, { passwordHash });
+      await changeAccount(ctx, accountId, { passwordHash, endSessions: true });
       await accounts.markVerified(accountId, ctx.now());
       // every other reset link of the account is void now
       await emailTokens.useAll(accountId, 'reset', ctx.now());

@@ -89,13 +89,14 @@ class InMemoryStore {
           notifyQuota: true,
           notifyWebhook: true,
           notifyTrial: true,
+          sessionGeneration: 0,
         };
         accounts.set(a.id, a);
         return Promise.resolve(copy(a));
       },
-      update: (id, change) => {
+      update: (id, { endSessions, ...change }) => {
         const a = accounts.get(id);
-        if (a) Object.assign(a, change);
+        if (a) Object.assign(a, change, endSessions ? { sessionGeneration: a.sessionGeneration + 1 } : {});
         return Promise.resolve(a !== undefined);
       },
       markVerified: (id, at) => {

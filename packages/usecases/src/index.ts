@@ -41,7 +41,14 @@ export { EXAMPLE_TWEET_ID, type PayloadPreview, type PayloadPreviewUseCases } fr
 export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
 export { outboundLimiter, OUTBOUND_WINDOW_MS } from './limits';
-export { RESET_TTL_MS, VERIFY_TTL_MS, tokenHash, type IdentityUseCases, type Registration } from './identity';
+export {
+  RESET_TTL_MS,
+  VERIFY_TTL_MS,
+  tokenHash,
+  type IdentityUseCases,
+  type IssuedToken,
+  type Registration,
+} from './identity';
 export { emailKey } from './context';
 export {
   checkWebhookUrl,

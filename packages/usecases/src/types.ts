@@ -87,6 +87,8 @@ export interface AccountView {
   createdAt: Date;
   emailVerifiedAt: Date | null;
   notifications: NotificationPrefs;
+  /** the generation a new dashboard session of the account is made under */
+  sessionGeneration: number;
 }
 
 /** Email notifications the customer can turn off (account page). */

@@ -11,13 +11,21 @@ import type { UseCases } from '@sts/usecases';
 import type { AccountSessions } from './adapters/sessions';
 import type { SignInThrottle } from './adapters/throttle';
 import type { Mailer } from './mail/mailer';
+import type { AfterAnswer } from './http/afterAnswer';
 import { accountRouter } from './http/account';
 import { authRouter, linkRouter, type AuthDeps } from './http/auth';
 import { settingsRouter } from './http/settings';
 import { errorMiddleware, notFound } from './http/errors';
 import { httpMetrics } from './http/metrics';
 import { monitorRouter } from './http/monitors';
-import { absoluteLifetime, anonymousCsrf, csrfProtection, requireAccount, sessionMiddleware } from './http/session';
+import {
+  absoluteLifetime,
+  anonymousCsrf,
+  csrfProtection,
+  requireAccount,
+  sessionGeneration,
+  sessionMiddleware,
+} from './http/session';
 
 export interface AppOptions {
   useCases: UseCases;
@@ -35,6 +43,8 @@ export interface AppOptions {
   sessions: AccountSessions;
   sessionMaxAgeSec: number;
   resendLimit: (accountId: string) => Promise<number | null>;
+  /** sign-up and reset work after their answer (main drains it at stop) */
+  afterAnswer: AfterAnswer;
   /** the trial-end banner of the overview */
   trialEnd?: (accountId: string) => Promise<{ endedAt: string; paused: string[] } | null>;
   /** where dashboard_http_request_duration_seconds is registered (the service's /metrics) */
@@ -85,6 +95,7 @@ export function createApp(o: AppOptions): Express {
     }),
   );
   app.use(absoluteLifetime(o.sessionMaxAgeSec));
+  app.use(sessionGeneration((id) => o.useCases.accounts.sessionGeneration(id)));
   app.use(anonymousCsrf(o.sessionSecrets, o.cookieSecure));
   app.use(csrfProtection);
   const auth: AuthDeps = {
@@ -94,6 +105,7 @@ export function createApp(o: AppOptions): Express {
     mailer: o.mailer,
     sessions: o.sessions,
     sessionMaxAgeSec: o.sessionMaxAgeSec,
+    afterAnswer: o.afterAnswer,
   };
   app.use(authRouter(auth));
   app.use(linkRouter(auth));

@@ -22,6 +22,7 @@ import { createSignInThrottle } from './adapters/throttle';
 import { lastTrialEnd } from './mail/accountEvents';
 import { createMailer } from './mail/mailer';
 import { createSmtpTransport } from './mail/transport';
+import { AfterAnswer } from './http/afterAnswer';
 import { createApp } from './app';
 import { parseDashboardEnv, type DashboardEnv } from './env';
 
@@ -83,7 +84,9 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       freeMonitors: monitorLimitsFromEnv(env).free,
     });
     const resend = outboundLimiter(redis, env.VERIFY_RESEND_MAX_PER_HOUR, 3_600_000);
+    const afterAnswer = new AfterAnswer(logger);
     const app = createApp({
+      afterAnswer,
       mailer,
       sessions: createAccountSessions(redis, env.SESSION_KEY_PREFIX),
       sessionMaxAgeSec: env.SESSION_MAX_AGE_SEC,
@@ -136,6 +139,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
             server.close(() => resolve());
             server.closeIdleConnections();
           });
+          await afterAnswer.drain();
           await mailer.stop();
           await amqp.stop();
           redis.disconnect();

@@ -20,6 +20,7 @@ const accountSelect = {
   notifyQuota: true,
   notifyWebhook: true,
   notifyTrial: true,
+  sessionGeneration: true,
 } as const satisfies Prisma.AccountSelect satisfies Record<keyof AccountRecord, true>;
 
 function isUniqueViolation(err: unknown): boolean {
@@ -46,8 +47,9 @@ export function prismaAccounts(db: Db): AccountsRepository {
       }
     },
 
-    async update(id, data) {
-      return (await db.account.updateMany({ where: { id }, data })).count > 0;
+    async update(id, { endSessions, ...data }) {
+      const generation = endSessions ? { sessionGeneration: { increment: 1 } } : {};
+      return (await db.account.updateMany({ where: { id }, data: { ...data, ...generation } })).count > 0;
     },
 
     async markVerified(id, at) {

@@ -13,6 +13,8 @@ export interface AccountRecord {
   notifyQuota: boolean;
   notifyWebhook: boolean;
   notifyTrial: boolean;
+  /** dashboard sessions made under another generation are refused when loaded */
+  sessionGeneration: number;
 }
 
 export type AccountChange = Partial<
@@ -20,7 +22,10 @@ export type AccountChange = Partial<
     AccountRecord,
     'plan' | 'trialStartedAt' | 'trialEndsAt' | 'passwordHash' | 'notifyQuota' | 'notifyWebhook' | 'notifyTrial'
   >
->;
+> & {
+  /** increments the session generation in the same update: every session of the account ends */
+  endSessions?: true;
+};
 
 /** What `startTrial` did: started, or refused because the address or the account had the trial. */
 export type TrialStart = 'started' | 'address_used' | 'account_used';

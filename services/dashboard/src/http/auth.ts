@@ -1,9 +1,10 @@
 import { Router, type Request } from 'express';
 import { InvalidCredentialsError, type AccountView, type UseCases } from '@sts/usecases';
 import type { AccountSessions } from '../adapters/sessions';
-import type { SignInThrottle } from '../adapters/throttle';
+import { ThrottledError, type SignInThrottle } from '../adapters/throttle';
 import type { Mailer } from '../mail/mailer';
 import { checkEmailPage, resetConfirmPage, resetRequestPage, signInPage, signUpPage } from '../views/auth';
+import type { AfterAnswer } from './afterAnswer';
 import { formErrors, str } from './forms';
 import { destroy, pageContext, regenerate, sessionCookieName, type CookieSecure } from './session';
 
@@ -15,9 +16,17 @@ export interface AuthDeps {
   sessions: AccountSessions;
   /** SESSION_MAX_AGE_SEC: the absolute lifetime of a session */
   sessionMaxAgeSec: number;
+  /** sign-up and reset work, done after their answer */
+  afterAnswer: AfterAnswer;
 }
 
+/** the key of an address's pending sign-up / reset work */
+const workKey = (email: string) => email.trim().normalize('NFC').toLowerCase();
+
 const PASSWORD_CHANGED = 'Your password is changed. Sign in with it.';
+
+export const throttledMessage = (err: ThrottledError): string =>
+  `Too many attempts for this account from your network. Try again in ${err.retryAfterSec} s, or have a reset link sent to your address: Forgot your password?`;
 
 /** A new session for the account: new id (no fixation), its start time, tracked for "end all". */
 export async function startSession(req: Request, account: AccountView, deps: AuthDeps): Promise<void> {
@@ -26,6 +35,7 @@ export async function startSession(req: Request, account: AccountView, deps: Aut
   req.session.email = account.email;
   req.session.emailVerified = account.emailVerifiedAt !== null;
   req.session.createdAt = Date.now();
+  req.session.generation = account.sessionGeneration;
   await deps.sessions.add(account.id, req.sessionID, deps.sessionMaxAgeSec);
 }
 
@@ -41,11 +51,25 @@ export function authRouter(deps: AuthDeps): Router {
 
   r.post('/signup', async (req, res) => {
     const email = str(req, 'email');
+    const password = str(req, 'password');
     await throttle.attempt('', req.ip ?? 'unknown');
     try {
-      const reg = await uc.identity.register({ email, password: str(req, 'password') });
+      uc.identity.checkRegistration({ email, password });
+    } catch (err) {
+      const errors = formErrors(err, ['email', 'password']);
+      if (!errors) throw err;
+      res
+        .status(422)
+        .type('html')
+        .send(signUpPage(pageContext(req), { email }, errors));
+      return;
+    }
+    // the same answer, at the same time, for a new and a taken address: the work comes after it
+    deps.afterAnswer.run(workKey(email), 'sign-up', async () => {
+      const reg = await uc.identity.register({ email, password });
       if (reg.kind === 'created') {
-        await deps.mailer.send(reg.account.email, reg.account.id, { kind: 'verify', token: reg.token });
+        const spec = { kind: 'verify' as const, token: reg.token, expiresAt: reg.expiresAt };
+        await deps.mailer.send(reg.account.email, reg.account.id, spec);
       } else {
         // at most one such mail per address and hour, however often someone tries
         const hour = new Date().toISOString().slice(0, 13);
@@ -56,15 +80,8 @@ export function authRouter(deps: AuthDeps): Router {
           `taken:${reg.accountId}:${hour}`,
         );
       }
-      res.type('html').send(checkEmailPage(pageContext(req), 'signup'));
-    } catch (err) {
-      const errors = formErrors(err, ['email', 'password']);
-      if (!errors) throw err;
-      res
-        .status(422)
-        .type('html')
-        .send(signUpPage(pageContext(req), { email }, errors));
-    }
+    });
+    res.type('html').send(checkEmailPage(pageContext(req), 'signup'));
   });
 
   r.get('/signin', (req, res) => {
@@ -77,8 +94,21 @@ export function authRouter(deps: AuthDeps): Router {
 
   r.post('/signin', async (req, res) => {
     const email = str(req, 'email');
-    await throttle.attempt(email, req.ip ?? 'unknown');
     try {
+      await throttle.attempt(email, req.ip ?? 'unknown');
+    } catch (err) {
+      if (!(err instanceof ThrottledError)) throw err;
+      // the owner locked out by someone else's guesses gets the way in that needs no password
+      res
+        .status(429)
+        .set('Retry-After', String(err.retryAfterSec))
+        .type('html')
+        .send(signInPage(pageContext(req), { email }, { _form: throttledMessage(err) }));
+      return;
+    }
+    try {
+      // a sign-up of this address answered a moment ago may still be at work
+      await deps.afterAnswer.settled(workKey(email));
       const account = await uc.accounts.authenticate({ email, password: str(req, 'password') });
       await throttle.succeeded(email, req.ip ?? 'unknown');
       await startSession(req, account, deps);
@@ -125,8 +155,15 @@ export function linkRouter(deps: AuthDeps): Router {
   r.post('/reset', async (req, res) => {
     // counts against the client address like a sign-up
     await deps.throttle.attempt('', req.ip ?? 'unknown');
-    const found = await uc.identity.requestReset(str(req, 'email'));
-    if (found) await deps.mailer.send(found.email, found.accountId, { kind: 'reset', token: found.token });
+    const email = str(req, 'email');
+    // the same answer at the same time for known and unknown addresses: the work comes after it
+    deps.afterAnswer.run(workKey(email), 'reset request', async () => {
+      const found = await uc.identity.requestReset(email);
+      if (found) {
+        const spec = { kind: 'reset' as const, token: found.token, expiresAt: found.expiresAt };
+        await deps.mailer.send(found.email, found.accountId, spec);
+      }
+    });
     res.type('html').send(checkEmailPage(pageContext(req), 'reset'));
   });
 

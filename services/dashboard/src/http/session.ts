@@ -17,6 +17,8 @@ declare module 'express-session' {
     createdAt: number;
     /** whether the account's address was verified (the banner; the use-cases check it themselves) */
     emailVerified: boolean;
+    /** the account's session generation at sign-in; a session of another generation is refused */
+    generation: number;
   }
 }
 
@@ -147,6 +149,27 @@ export function absoluteLifetime(maxAgeSec: number): RequestHandler {
     if (typeof created === 'number' && Date.now() - created <= maxAgeSec * 1000) return next();
     // a new empty session (not stored unless something is put in it), the old one is deleted
     req.session.regenerate(() => next());
+  };
+}
+
+/**
+ * Ends, as it is loaded, a session whose account moved to another session generation (password
+ * changed or reset, "sign out everywhere") or is gone: the request continues anonymous. Deleting
+ * session keys alone is not enough, since a request in flight re-saves its session after the
+ * delete; with the generation that copy is refused here. A session from before generations
+ * existed counts as generation 0.
+ */
+export function sessionGeneration(current: (accountId: string) => Promise<number | null>): RequestHandler {
+  return (req, _res, next) => {
+    const id = req.session.accountId;
+    if (!id) return next();
+    current(id).then(
+      (generation) => {
+        if (generation !== null && generation === (req.session.generation ?? 0)) return next();
+        req.session.regenerate((err) => next(err));
+      },
+      (err: unknown) => next(err),
+    );
   };
 }
 

@@ -23,18 +23,23 @@ export function settingsRouter(
     if (wait !== null)
       throw new RateLimitedError(`the link was sent several times already; try again in ${wait} s`, wait);
     const issued = await uc.identity.issueVerification(id);
-    if (issued) await deps.mailer.send(issued.email, id, { kind: 'verify', token: issued.token });
+    if (issued)
+      await deps.mailer.send(issued.email, id, { kind: 'verify', token: issued.token, expiresAt: issued.expiresAt });
     setFlash(req, { notice: issued ? `We sent a new link to ${issued.email}.` : 'Your address is verified already.' });
     res.redirect(303, '/account');
   });
 
   r.post('/account/password', async (req, res): Promise<void> => {
     const id = accountId(req);
+    const email = req.session.email ?? id;
+    // the current password is checked like a sign-in (a stolen session cannot guess it forever)
+    await deps.throttle.attempt(email, req.ip ?? 'unknown');
     try {
       await uc.accounts.changePassword(id, {
         currentPassword: str(req, 'currentPassword'),
         newPassword: str(req, 'newPassword'),
       });
+      await deps.throttle.succeeded(email, req.ip ?? 'unknown');
     } catch (err) {
       const errors = formErrors(err, ['currentPassword', 'newPassword']);
       if (!errors) throw err;
@@ -64,6 +69,7 @@ export function settingsRouter(
   });
 
   r.post('/account/signout-everywhere', async (req, res) => {
+    await uc.accounts.endSessions(accountId(req));
     await deps.sessions.endAll(accountId(req));
     await destroy(req);
     res.clearCookie(sessionCookieName(req, deps.cookieSecure), { path: '/' });

@@ -22,7 +22,7 @@ import {
   type PayloadOf,
 } from '@sts/messaging';
 import type { MailOutbox } from './outbox';
-import { renderMail, type MailSpec } from './templates';
+import { linkExpiry, renderMail, type MailSpec } from './templates';
 
 const ACCOUNT_MAIL_QUEUE = 'dashboard.account-mail';
 const TRIAL_ENDING_WINDOW_MS = 3 * 86_400_000;
@@ -86,6 +86,7 @@ export function accountMailHandler(o: { db: Db; outbox: MailOutbox; baseUrl: str
       kind: spec.kind,
       to: prefs.email,
       mail: renderMail(spec, o.baseUrl),
+      expiresAt: linkExpiry(spec),
     });
     if (!fresh) o.logger.debug('account event already mailed', { dedupKey });
     return 'ack';

@@ -12,7 +12,7 @@ import type { Registry } from 'prom-client';
 import type { Transporter } from 'nodemailer';
 import { accountMailHandler, checkTrials, consumeAccountEvents, relayAccountEvents } from './accountEvents';
 import { createMailOutbox, type MailOutbox, type MailRow } from './outbox';
-import { renderMail, type MailSpec } from './templates';
+import { linkExpiry, renderMail, type MailSpec } from './templates';
 import { createMailWorker, type MailWorker } from './worker';
 
 export interface MailerOptions {
@@ -32,7 +32,10 @@ export interface MailerOptions {
 }
 
 export interface Mailer {
-  /** renders and queues one mail; `dedupKey` (default a new id) makes a repeat a no-op */
+  /**
+   * renders and queues one mail; `dedupKey` (default a new id) makes a repeat a no-op; a mail with
+   * a link is kept no longer than its token lives
+   */
   send(to: string, accountId: string | null, spec: MailSpec, dedupKey?: string): Promise<boolean>;
   outbox: MailOutbox;
   worker: MailWorker | null;
@@ -64,6 +67,7 @@ export function createMailer(o: MailerOptions): Mailer {
   function tick(): void {
     busy = (async () => {
       await relayAccountEvents(o.db, o.amqp, o.logger).catch(warn('account event relay failed'));
+      await outbox.expire().catch(warn('clearing expired mail failed'));
       // the trial check every 60 rounds (a minute by default)
       if (rounds++ % 60 === 0) await checkTrials(o.db, o.freeMonitors, new Date()).catch(warn('trial check failed'));
     })().finally(() => {
@@ -75,7 +79,8 @@ export function createMailer(o: MailerOptions): Mailer {
     outbox,
     worker,
     send(to, accountId, spec, dedupKey = `${spec.kind}:${randomUUID()}`) {
-      return outbox.enqueue({ dedupKey, accountId, kind: spec.kind, to, mail: renderMail(spec, o.baseUrl) });
+      const mail = renderMail(spec, o.baseUrl);
+      return outbox.enqueue({ dedupKey, accountId, kind: spec.kind, to, mail, expiresAt: linkExpiry(spec) });
     },
     start() {
       if (!worker) o.logger.warn('SMTP_URL is not set: mail is queued in mail_outbox but not sent');

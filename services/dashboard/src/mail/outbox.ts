@@ -3,6 +3,10 @@
  * server took it. One row per event (`dedup_key` unique: the same event never makes two mails);
  * a row is claimed by moving its `next_attempt_at` ahead (a lease, so replicas do not send the
  * same row at once), then marked sent, or given its next attempt with exponential back-off.
+ *
+ * Invariant: a body (which can hold a verification or reset link) is kept only while it may still
+ * be sent. Marking a row sent clears its bodies (kind, recipient, subject and times stay); a row
+ * past `expires_at` (its link's token expiry) is never sent and `expire()` clears its bodies.
  */
 import type { Db } from '@sts/db';
 import type { RenderedMail } from './templates';
@@ -26,19 +30,23 @@ export interface MailOutbox {
     kind: string;
     to: string;
     mail: RenderedMail;
+    /** the link's expiry: not sent, and the bodies cleared, after it (null: no link) */
+    expiresAt: Date | null;
   }): Promise<boolean>;
   /** due rows, leased for `leaseMs` */
   claim(limit: number, leaseMs: number): Promise<MailRow[]>;
   sent(id: string): Promise<void>;
   failed(id: string, error: string, retryInMs: number): Promise<void>;
+  /** clears the bodies of unsent rows whose link expired; how many */
+  expire(): Promise<number>;
 }
 
 export function createMailOutbox(db: Db): MailOutbox {
   return {
-    async enqueue({ dedupKey, accountId, kind, to, mail }) {
+    async enqueue({ dedupKey, accountId, kind, to, mail, expiresAt }) {
       const n = await db.$executeRaw`
-        INSERT INTO mail_outbox (dedup_key, account_id, kind, to_address, subject, text_body, html_body)
-        VALUES (${dedupKey}, ${accountId}::uuid, ${kind}, ${to}, ${mail.subject}, ${mail.text}, ${mail.html})
+        INSERT INTO mail_outbox (dedup_key, account_id, kind, to_address, subject, text_body, html_body, expires_at)
+        VALUES (${dedupKey}, ${accountId}::uuid, ${kind}, ${to}, ${mail.subject}, ${mail.text}, ${mail.html}, ${expiresAt})
         ON CONFLICT (dedup_key) DO NOTHING`;
       return n > 0;
     },
@@ -47,17 +55,25 @@ export function createMailOutbox(db: Db): MailOutbox {
         UPDATE mail_outbox SET next_attempt_at = now() + ${leaseMs} * interval '1 millisecond', attempts = attempts + 1
         WHERE id IN (
           SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_attempt_at <= now()
+            AND (expires_at IS NULL OR expires_at > now())
           ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING id, dedup_key, kind, to_address, subject, text_body, html_body, attempts`;
     },
     async sent(id) {
-      await db.$executeRaw`UPDATE mail_outbox SET sent_at = now(), last_error = NULL WHERE id = ${id}::uuid`;
+      await db.$executeRaw`
+        UPDATE mail_outbox SET sent_at = now(), last_error = NULL, text_body = '', html_body = ''
+        WHERE id = ${id}::uuid`;
     },
     async failed(id, error, retryInMs) {
       await db.$executeRaw`
         UPDATE mail_outbox SET last_error = ${error.slice(0, 500)},
           next_attempt_at = now() + ${retryInMs} * interval '1 millisecond'
         WHERE id = ${id}::uuid`;
+    },
+    expire() {
+      return db.$executeRaw`
+        UPDATE mail_outbox SET text_body = '', html_body = '', last_error = coalesce(last_error, 'link expired before it was sent')
+        WHERE sent_at IS NULL AND expires_at <= now() AND (text_body <> '' OR html_body <> '')`;
     },
   };
 }

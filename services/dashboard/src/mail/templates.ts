@@ -12,9 +12,9 @@ export interface RenderedMail {
 }
 
 export type MailSpec =
-  | { kind: 'verify'; token: string }
+  | { kind: 'verify'; token: string; expiresAt: Date }
   | { kind: 'already_registered' }
-  | { kind: 'reset'; token: string }
+  | { kind: 'reset'; token: string; expiresAt: Date }
   | { kind: 'quota'; threshold: 80 | 100; used: number; quota: number; month: string }
   | {
       kind: 'webhook';
@@ -143,6 +143,11 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
         { href: `${base}/monitors`, label: 'See your monitors' },
       );
   }
+}
+
+/** When a mail's link stops working (its token's expiry); null for mails without such a link. */
+export function linkExpiry(spec: MailSpec): Date | null {
+  return spec.kind === 'verify' || spec.kind === 'reset' ? spec.expiresAt : null;
 }
 
 /** The http(s) links of a plain-text mail (the development sink prints them). */
