@@ -7,8 +7,9 @@
  *
  *   npm run generate -w @sts/client            # from the source of the served document
  *   npx tsx packages/client/scripts/generate.ts --from http://127.0.0.1:3000/api/v1/openapi.json
+ *   … --check                                  # exit 1 when src/schema.ts differs (writes nothing)
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 // the document object the gateway serves (a build-time read of the service's source, not a runtime import)
 import { openApiDocument } from '../../../services/gateway/src/http/openapi';
@@ -25,7 +26,13 @@ async function main(): Promise<void> {
     doc = JSON.parse(JSON.stringify(openApiDocument)) as object;
   }
   const out = path.join(__dirname, '../src/schema.ts');
-  writeFileSync(out, await schemaSource(doc));
+  const text = await schemaSource(doc);
+  if (process.argv.includes('--check')) {
+    if (readFileSync(out, 'utf8') === text) return void console.log('src/schema.ts matches the document');
+    console.error('src/schema.ts differs from the document: run npm run generate -w @sts/client');
+    process.exit(1);
+  }
+  writeFileSync(out, text);
   console.log(`wrote ${path.relative(process.cwd(), out)}`);
 }
 
