@@ -20,6 +20,7 @@ ENV CI=true
 COPY package.json pnpm-lock.yaml pnpm-workspace.yaml ./
 COPY packages/admin-cli/package.json packages/admin-cli/
 COPY packages/api-contract/package.json packages/api-contract/
+COPY packages/client/package.json packages/client/
 COPY packages/common/package.json packages/common/
 COPY packages/core/package.json packages/core/
 COPY packages/db/package.json packages/db/

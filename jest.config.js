@@ -15,6 +15,8 @@ module.exports = {
     ],
   },
   moduleFileExtensions: ['ts', 'js', 'json'],
+  // the client's built package (packages/client/dist) repeats its package name
+  modulePathIgnorePatterns: ['<rootDir>/packages/client/dist/'],
   globalSetup: '<rootDir>/packages/testing/src/globalSetup.ts',
   globalTeardown: '<rootDir>/packages/testing/src/globalTeardown.ts',
   testTimeout: 60_000,

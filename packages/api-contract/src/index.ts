@@ -1,3 +1,5 @@
 export * from './records';
 export * from './params';
 export * from './jsonSchema';
+export * from './scopes';
+export * from './manage';

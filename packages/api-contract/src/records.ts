@@ -100,10 +100,17 @@ export const ListMeta = z.object({
 export const ERROR_CODES = [
   'INVALID_REQUEST',
   'UNAUTHORIZED',
+  'INSUFFICIENT_SCOPE',
+  'PLAN_LIMIT',
+  'EMAIL_UNVERIFIED',
   'NOT_FOUND',
   'USER_NOT_FOUND',
   'TWEET_NOT_FOUND',
   'METHOD_NOT_ALLOWED',
+  'NO_WEBHOOK',
+  'HIT_GONE',
+  'IDEMPOTENCY_KEY_IN_USE',
+  'IDEMPOTENCY_KEY_REUSED',
   'PAYLOAD_TOO_LARGE',
   'UNSUPPORTED_MEDIA_TYPE',
   'URI_TOO_LONG',
@@ -124,7 +131,11 @@ export const ErrorRecord = z.object({
   error: z.string().meta({ description: 'human-readable message naming the problem' }),
   code: z.enum(ERROR_CODES),
   request_id: z.string(),
-  param: z.string().optional().meta({ description: 'the offending parameter (INVALID_REQUEST)' }),
+  param: z
+    .string()
+    .optional()
+    .meta({ description: 'the offending parameter or body field (INVALID_REQUEST), e.g. `filters.lang`' }),
+  plan: z.enum(['free', 'starter']).optional().meta({ description: 'the plan in force (PLAN_LIMIT)' }),
   limit: count.optional(),
   remaining: count.optional(),
   retry_after: z.int().optional().meta({ description: 'seconds (429)' }),

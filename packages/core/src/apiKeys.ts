@@ -74,3 +74,14 @@ export function hashApiKey(key: string): string {
 export function displayPrefix(key: string): string {
   return key.slice(0, DISPLAY_PREFIX_LENGTH);
 }
+
+/**
+ * What a key may do: `read` (the default, what every key made before scopes is) calls the read
+ * endpoints; `manage` also creates, changes and deletes monitors and webhooks and redelivers.
+ */
+export const API_KEY_SCOPES = ['read', 'manage'] as const;
+export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
+
+export function isApiKeyScope(value: unknown): value is ApiKeyScope {
+  return value === 'read' || value === 'manage';
+}

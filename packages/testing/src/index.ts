@@ -16,3 +16,4 @@ export * from './rabbitmq';
 export * from './wait';
 export { createVhost, type ServiceUrls } from './services';
 export * from './fakeX';
+export * from './apiStack';

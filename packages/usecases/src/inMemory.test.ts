@@ -291,6 +291,7 @@ class InMemoryStore {
       },
       attemptDetail: () =>
         Promise.resolve({ requestHeaders: null, requestBody: null, responseHeaders: null, responseBody: null }),
+      attemptDetails: () => Promise.resolve(new Map()),
       ownerOfAttempt: (id) => {
         const a = this.attempts.find((x) => x.id === id);
         return Promise.resolve(a ? owner(a.monitorId) : null);

@@ -4,7 +4,7 @@
  * gateways' key cache TTL (5 s) bounds how long a revoked key still works.
  */
 import { evictCachedApiKey } from '@sts/common';
-import { generateApiKey } from '@sts/core';
+import { generateApiKey, isApiKeyScope, type ApiKeyScope } from '@sts/core';
 import { idOrNotFound, loadAccount, requireVerified, type Ctx } from './context';
 import { NotFoundError, ValidationError } from './errors';
 import type { KeyRevocation } from './repositories/keys';
@@ -21,7 +21,8 @@ export interface RevokedApiKey extends ApiKeyView {
 }
 
 export interface KeyUseCases {
-  create(accountId: string, input?: { name?: string }): Promise<CreatedApiKey>;
+  /** `scope`: 'read' (default) or 'manage'; anything else is a ValidationError on `scope` */
+  create(accountId: string, input?: { name?: string; scope?: string }): Promise<CreatedApiKey>;
   /** newest first, revoked ones included (with revokedAt) */
   list(accountId: string): Promise<ApiKeyView[]>;
   /** idempotent; another account's key id is NotFound */
@@ -40,6 +41,13 @@ function keyName(raw: string | undefined): string {
   if (name.length > KEY_NAME_MAX) throw new ValidationError('name', `must be at most ${KEY_NAME_MAX} characters`);
   if (/\p{Cc}/u.test(name)) throw new ValidationError('name', 'must not contain control characters');
   return name;
+}
+
+function keyScope(raw: string | undefined): ApiKeyScope {
+  if (raw === undefined || raw === '') return 'read';
+  const scope = raw.trim().toLowerCase();
+  if (!isApiKeyScope(scope)) throw new ValidationError('scope', 'must be read or manage');
+  return scope;
 }
 
 export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCases } {
@@ -61,6 +69,7 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
   const keys: KeyUseCases = {
     async create(accountId, input) {
       const name = keyName(input?.name);
+      const scope = keyScope(input?.scope);
       const account = await loadAccount(ctx, accountId);
       requireVerified(ctx, account, 'create API keys');
       const active = await repo.countActive(account.id);
@@ -68,7 +77,7 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
         throw new ValidationError('name', `an account can have ${MAX_ACTIVE_KEYS} active keys; revoke one first`);
       }
       const k = generateApiKey();
-      const row = await repo.create({ accountId: account.id, keyHash: k.hash, prefix: k.prefix, name });
+      const row = await repo.create({ accountId: account.id, keyHash: k.hash, prefix: k.prefix, name, scope });
       return { ...row, key: k.key };
     },
 

@@ -20,6 +20,8 @@ export interface DeliveryUseCases {
   list(accountId: string, monitorId: string, page?: PageRequest): Promise<Page<DeliveryView>>;
   /** one attempt (attempt ids are what list() returns as `id`) */
   get(accountId: string, attemptId: string): Promise<DeliveryView & { monitorId: string }>;
+  /** list() with each attempt's detail (the request as sent and the response), read in one query */
+  listDetailed(accountId: string, monitorId: string, page?: PageRequest): Promise<Page<DeliveryDetail>>;
   /** one attempt with the request as sent and the response (attempt detail) */
   detail(accountId: string, attemptId: string): Promise<DeliveryDetail>;
   /** publishes webhook.redeliver; ConflictError('hit_gone') when the attempt's hit was deleted */
@@ -46,6 +48,25 @@ function headerPairs(json: unknown): HeaderPair[] {
   return json.filter(
     (p): p is HeaderPair => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string',
   );
+}
+
+type AttemptDetailRecord = Awaited<ReturnType<Ctx['repos']['logs']['attemptDetail']>>;
+
+/** an attempt view (its URL already masked) with the request as sent and the response */
+function withDetail<V extends DeliveryView>(view: V, d: AttemptDetailRecord): V & Omit<DeliveryDetail, 'monitorId'> {
+  const { url } = view;
+  return {
+    ...view,
+    request: d.requestBody === null ? null : { url, headers: headerPairs(d.requestHeaders), body: d.requestBody },
+    response:
+      view.statusCode === null || d.responseHeaders === null
+        ? null
+        : {
+            status: view.statusCode,
+            headers: headerPairs(d.responseHeaders),
+            body: Buffer.from(d.responseBody ?? new Uint8Array()),
+          },
+  };
 }
 
 export interface HitUseCases {
@@ -99,6 +120,28 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
         (r) => r.createdAt,
       ),
 
+    async listDetailed(accountId, monitorId, page = {}) {
+      const id = await ownMonitor(ctx, accountId, monitorId);
+      const listed = await readPage(
+        page,
+        (after, take) => repo.attempts(id, after, take),
+        (r) => ({ ...r, url: maskWebhookUrl(r.url) }),
+        (r) => r.createdAt,
+      );
+      const details = await repo.attemptDetails(listed.items.map((a) => a.id));
+      const items = listed.items.map((view) => {
+        const d = details.get(view.id);
+        return {
+          ...withDetail(
+            view,
+            d ?? { requestHeaders: null, requestBody: null, responseHeaders: null, responseBody: null },
+          ),
+          monitorId: id,
+        };
+      });
+      return { items, nextCursor: listed.nextCursor };
+    },
+
     async get(accountId, attemptId) {
       const { accountId: _owner, ...view } = await loadAttempt(accountId, attemptId);
       return { ...view, url: maskWebhookUrl(view.url) };
@@ -107,20 +150,7 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
     async detail(accountId, attemptId) {
       const { accountId: _owner, ...view } = await loadAttempt(accountId, attemptId);
       const d = await repo.attemptDetail(view.id);
-      const url = maskWebhookUrl(view.url);
-      return {
-        ...view,
-        url,
-        request: d.requestBody === null ? null : { url, headers: headerPairs(d.requestHeaders), body: d.requestBody },
-        response:
-          view.statusCode === null || d.responseHeaders === null
-            ? null
-            : {
-                status: view.statusCode,
-                headers: headerPairs(d.responseHeaders),
-                body: Buffer.from(d.responseBody ?? new Uint8Array()),
-              },
-      };
+      return withDetail({ ...view, url: maskWebhookUrl(view.url) }, d);
     },
 
     async redeliver(accountId, attemptId) {

@@ -110,7 +110,16 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       const listed = await uc.keys.list(starter);
       expect(listed.map((x) => x.id)).toContain(k.id);
       expect(JSON.stringify(listed)).not.toContain(k.key);
-      expect(Object.keys(listed[0]!).sort()).toEqual(['createdAt', 'id', 'lastUsedAt', 'name', 'prefix', 'revokedAt']);
+      expect(Object.keys(listed[0]!).sort()).toEqual([
+        'createdAt',
+        'id',
+        'lastUsedAt',
+        'name',
+        'prefix',
+        'revokedAt',
+        'scope',
+      ]);
+      expect(listed[0]!.scope).toBe('read');
 
       // another account cannot see or revoke it
       expect(await uc.keys.list(other)).toEqual([]);

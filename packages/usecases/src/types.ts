@@ -3,6 +3,7 @@
  * Date objects (the caller formats them); ids are UUID strings.
  */
 import type {
+  ApiKeyScope,
   MonitorFilters,
   MonitorLimits,
   PlanName,
@@ -132,6 +133,8 @@ export interface PlanFacts {
 export interface ApiKeyView {
   id: string;
   name: string;
+  /** 'read' (the read endpoints) or 'manage' (also monitors, webhooks and redelivery through the API) */
+  scope: ApiKeyScope;
   /** the displayable start of the key */
   prefix: string;
   createdAt: Date;

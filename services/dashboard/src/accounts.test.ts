@@ -113,6 +113,16 @@ describe('accounts a customer can trust (issue 20)', () => {
     expect((await c.req(linkPath(mail, '/verify?token='))).status).toBe(422); // single-use
     expect((await c.post('/keys', '/keys', { name: 'now' })).status).toBe(303);
     expect(await db.apiKey.count()).toBe(1);
+    // the form asks for the scope (read by default); the list shows it; a made-up scope is refused
+    const keysPage = await c.req('/keys');
+    expect(keysPage.text).toMatch(/name="scope" value="read"\s+checked/);
+    expect((await c.post('/keys', '/keys', { name: 'ops', scope: 'manage' })).status).toBe(303);
+    expect((await db.apiKey.findFirstOrThrow({ where: { name: 'ops' } })).scope).toBe('manage');
+    expect((await db.apiKey.findFirstOrThrow({ where: { name: 'now' } })).scope).toBe('read');
+    const badScope = await c.post('/keys', '/keys', { name: 'x', scope: 'root' });
+    expect([badScope.status, badScope.text]).toEqual([422, expect.stringContaining('Must be read or manage')]);
+    expect(await db.apiKey.count()).toBe(2);
+    expect((await c.req('/keys')).text).toMatch(/data-label="Scope">manage</);
   });
 
   it('reset and change of password end the other browser’s session; sign out everywhere', async () => {

@@ -17,6 +17,7 @@ import { isUuid, parseQuery } from './domain/params';
 import { toApiError } from './http/errors';
 import { apiRoutes } from './http/handlers';
 import { createRouter, type HandlerResult, type RequestContext } from './http/router';
+import { manageRoutes, type ManageDeps } from './manage/routes';
 import { createUserCache } from './http/userCache';
 
 export interface ReadApiOptions {
@@ -33,6 +34,8 @@ export interface ReadApiOptions {
   shutdownGraceMs?: number;
   /** the monitor/hit store; defaults to PostgreSQL through `db` */
   monitors?: MonitorRepository;
+  /** the management endpoints' use-cases and Idempotency-Key store; without them those paths are 404 */
+  manage?: Omit<ManageDeps, 'monitors'>;
 }
 
 export interface ReadApi {
@@ -182,12 +185,13 @@ function createApiHandler(
         requestId,
         accountId: typeof account === 'string' && isUuid(account) ? account.toLowerCase() : null,
         plan: typeof plan === 'string' ? plan : null,
+        scope: req.headers['x-key-scope'] === 'manage' ? 'manage' : 'read',
         params: m.params,
         query: parseQuery(q === -1 ? '' : url.slice(q + 1)),
       };
       const result: HandlerResult = await m.handler(ctx);
       status = result.status;
-      answers.send(res, status, result.json ?? JSON.stringify(result.body), requestId, started);
+      answers.send(res, status, result.json ?? JSON.stringify(result.body), requestId, started, result.headers);
     } catch (err) {
       const apiError = toApiError(err);
       const mapped = toErrorResponse(apiError ?? err, requestId);
@@ -257,7 +261,9 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   });
   const monitors = options.monitors ?? createMonitorRepository(db);
   const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
-  const match = createRouter(apiRoutes({ source, monitors, users }));
+  const routes = apiRoutes({ source, monitors, users });
+  if (options.manage) routes.push(...manageRoutes({ ...options.manage, monitors }));
+  const match = createRouter(routes);
   const answers = createAnswers();
   const handleApi = createApiHandler({ match, tokenDigest: sha256(options.internalToken), answers, duration, logger });
   const server = createNodeServer(handleApi, answers);

@@ -1,7 +1,9 @@
 /** read-api configuration, from the environment only, validated at start. */
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
+import { encryptionKeyField } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
+import { useCaseEnv } from '@sts/usecases';
 
 export const readApiEnvSchema = z
   .object({
@@ -15,7 +17,10 @@ export const readApiEnvSchema = z
     /** how long a stop waits for in-flight requests */
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
-    /** Redis (SOCIAL_SOURCE=x): the X budget, the user cache and the read cache, shared with the fleet */
+    /**
+     * Redis: Idempotency-Key answers, the Test webhook / Redeliver bound (shared with the
+     * dashboard), the preview cache; with SOCIAL_SOURCE=x also the X budget and the read cache
+     */
     REDIS_URL: commonEnv.REDIS_URL,
     REDIS_MODE: commonEnv.REDIS_MODE,
     REDIS_KEY_PREFIX: commonEnv.REDIS_KEY_PREFIX,
@@ -25,6 +30,15 @@ export const readApiEnvSchema = z
     READ_CACHE_TWEET_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
     READ_CACHE_SEARCH_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(10_000),
     ...socialEnv,
+    /** the management endpoints: plan limits (PLAN_*), WEBHOOK_TEST_MAX_PER_MIN */
+    ...useCaseEnv,
+    /** test pings, redeliveries and recoveries are published here (as the dashboard does) */
+    AMQP_URL: commonEnv.AMQP_URL,
+    /** webhook signing secrets are encrypted with it (the dashboard's and the dispatcher's key); needed to set a webhook */
+    SECRETS_ENCRYPTION_KEY: encryptionKeyField().optional(),
+    /** the save-time webhook URL rule, as the dashboard's: ports besides 443, hosts exempt from the public-address rule */
+    WEBHOOK_ALLOWED_PORTS: z.string().default(''),
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().default(''),
   })
   .superRefine(requireXToken);
 

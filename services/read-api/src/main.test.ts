@@ -35,7 +35,7 @@ describe('read-api main', () => {
       const { port, opsPort } = JSON.parse(line) as { port: number; opsPort: number };
       expect(port).toBeGreaterThan(0);
       const ready = await rawRequest(opsPort, 'GET', '/readyz');
-      expect(ready.json).toEqual({ status: 'ok', checks: { postgres: 'ok', migrations: 'ok' } });
+      expect(ready.json).toEqual({ status: 'ok', checks: { postgres: 'ok', migrations: 'ok', redis: 'ok' } });
       const r = await rawRequest(port, 'GET', '/api/v1/users/carol', { headers: { 'x-internal-token': TOKEN } });
       expect(r.status).toBe(200);
       expect(r.json!.data).toMatchObject({ username: 'carol', name: 'Carol' });
@@ -56,7 +56,10 @@ describe('read-api main', () => {
       const { opsPort } = JSON.parse(await proc.waitForLine(/read-api listening/)) as { opsPort: number };
       const ready = await rawRequest(opsPort, 'GET', '/readyz');
       expect(ready.status).toBe(503);
-      expect(ready.json).toEqual({ status: 'unavailable', checks: { postgres: 'ok', migrations: 'failed' } });
+      expect(ready.json).toEqual({
+        status: 'unavailable',
+        checks: { postgres: 'ok', migrations: 'failed', redis: 'ok' },
+      });
     } finally {
       proc.child.kill('SIGKILL');
       await db.$executeRaw`UPDATE "_prisma_migrations" SET rolled_back_at = NULL WHERE migration_name = ${last}`;

@@ -7,7 +7,18 @@ import { createRedis, runService, type Logger, type RedisClient, type ServiceDef
 import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { createSocialSource, type SocialSource } from '@sts/social';
 import { createCachedSource } from './adapters/readCache';
-import { createReadApi } from './app';
+import { IDEMPOTENCY_TTL_SEC } from '@sts/api-contract';
+import {
+  checkWebhookUrlForSave,
+  monitorLimitsFromEnv,
+  plansFromEnv,
+  WebhookUrlError,
+  webhookSavePolicyFromEnv,
+} from '@sts/core';
+import { AmqpClient } from '@sts/messaging';
+import { createUseCases, outboundLimiter, secretBoxFromEnv, type Publisher } from '@sts/usecases';
+import { createIdempotencyStore } from './adapters/idempotency';
+import { createReadApi, type ReadApiOptions } from './app';
 import { loadReadApiEnv, type ReadApiEnv } from './env';
 
 /**
@@ -16,11 +27,10 @@ import { loadReadApiEnv, type ReadApiEnv } from './env';
  */
 export function buildSource(
   env: ReadApiEnv,
-  deps: { db: Db; logger: Logger; registry: Registry },
-): { source: SocialSource; redis?: RedisClient } {
-  const { db, logger, registry } = deps;
-  if (env.SOCIAL_SOURCE !== 'x') return { source: createSocialSource(env, { db }) };
-  const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
+  deps: { db: Db; logger: Logger; registry: Registry; redis: RedisClient },
+): SocialSource {
+  const { db, logger, registry, redis } = deps;
+  if (env.SOCIAL_SOURCE !== 'x') return createSocialSource(env, { db });
   const source = createCachedSource(createSocialSource(env, { db, redis, registry }), {
     redis,
     ttls: {
@@ -32,7 +42,74 @@ export function buildSource(
     onError: (err) =>
       logger.warn('read cache unavailable', { error: err instanceof Error ? err.message : String(err) }),
   });
-  return { source, redis };
+  return source;
+}
+
+/**
+ * Publishes over `amqp`, connecting at the first message (test pings, redeliveries and recoveries
+ * are rare; a read-api that never publishes never opens a connection). start() retries until
+ * connected, so while RabbitMQ is down those calls answer 503 after the publish timeout, as in the
+ * dashboard, and the reads are untouched.
+ */
+function lazyPublisher(amqp: AmqpClient, logger: Logger): Publisher {
+  let started = false;
+  return {
+    publish(routingKey, payload, opts) {
+      if (!started) {
+        started = true;
+        amqp
+          .start()
+          .catch((err: unknown) =>
+            logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
+          );
+      }
+      return amqp.publish(routingKey, payload, opts);
+    },
+  };
+}
+
+/**
+ * The management endpoints' dependencies: the use-cases as the dashboard builds them (plan limits,
+ * the save-time webhook URL rule, the secret box, the AMQP publisher, the outbound bound and the
+ * preview's cache in Redis) and the Idempotency-Key store.
+ */
+function buildManage(
+  env: ReadApiEnv,
+  deps: { db: Db; logger: Logger; redis: RedisClient; publisher: Publisher; source: SocialSource },
+): NonNullable<ReadApiOptions['manage']> {
+  const { db, logger, redis, publisher, source } = deps;
+  // a bad WEBHOOK_ALLOWED_PORTS / WEBHOOK_ALLOW_PRIVATE_HOSTS fails the start, naming the variable
+  const urlPolicy = webhookSavePolicyFromEnv({
+    WEBHOOK_ALLOWED_PORTS: env.WEBHOOK_ALLOWED_PORTS,
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
+  });
+  const useCases = createUseCases({
+    db,
+    plans: plansFromEnv(env),
+    monitorLimits: monitorLimitsFromEnv(env),
+    secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
+    publisher,
+    outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
+    requireVerifiedEmail: true,
+    webhookUrlCheck: async (raw) => {
+      try {
+        return await checkWebhookUrlForSave(raw, urlPolicy);
+      } catch (err) {
+        // the customer gets a generic reason; which addresses were refused is for the log only
+        if (err instanceof WebhookUrlError && err.detail)
+          logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
+        throw err;
+      }
+    },
+    preview: {
+      timeline: async (username, limit) => (await source.getUserTimeline(username, { limit }))?.items ?? null,
+      cache: {
+        get: (key) => redis.get(key),
+        set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
+      },
+    },
+  });
+  return { useCases, idempotency: createIdempotencyStore(redis, { ttlSec: IDEMPOTENCY_TTL_SEC }) };
 }
 
 export const readApiService: ServiceDefinition<ReadApiEnv> = {
@@ -41,8 +118,12 @@ export const readApiService: ServiceDefinition<ReadApiEnv> = {
   loadEnv: loadReadApiEnv,
   async start(env, { logger, registry }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
-    const { source, redis } = buildSource(env, { db, logger, registry });
+    const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
+    const source = buildSource(env, { db, logger, registry, redis });
+    // bounded below the gateway's 10 s: a broker that does not confirm is a 503 the client sees
+    const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'read-api', publishTimeoutMs: 5000 });
     const app = createReadApi({
+      manage: buildManage(env, { db, logger, redis, publisher: lazyPublisher(amqp, logger), source }),
       db,
       source,
       internalToken: env.INTERNAL_TOKEN,
@@ -57,12 +138,13 @@ export const readApiService: ServiceDefinition<ReadApiEnv> = {
       checks: {
         postgres: async () => void (await db.$queryRaw`SELECT 1`),
         migrations: migrationsCheck(db),
-        ...(redis && { redis: async () => void (await redis.ping()) }),
+        redis: async () => void (await redis.ping()),
       },
       async stop() {
         await app.close();
+        await amqp.stop();
         await db.$disconnect();
-        redis?.disconnect();
+        redis.disconnect();
       },
     };
   },

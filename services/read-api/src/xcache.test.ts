@@ -4,7 +4,7 @@
  * the fleet's X budget cannot afford answered 503 UPSTREAM_BUSY with Retry-After, never sent.
  */
 import { Registry } from 'prom-client';
-import { createLogger } from '@sts/common';
+import { createLogger, createRedis } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createTestDatabase, createTestRedis, rawRequest, startFakeX, type FakeX } from '@sts/testing';
 import { createReadApi, type ReadApi } from './app';
@@ -58,9 +58,10 @@ describe('read-api on X: read cache, single-flight, UPSTREAM_BUSY', () => {
       ...extra,
     });
     const registry = new Registry();
-    const built = buildSource(env, { db, logger, registry });
-    const api = createReadApi({ db, source: built.source, internalToken: TOKEN, logger, userCacheTtlMs: 0 });
-    running.push({ api, stop: () => built.redis?.disconnect() });
+    const client = createRedis(env, { maxRetriesPerRequest: 2, logger });
+    const source = buildSource(env, { db, logger, registry, redis: client });
+    const api = createReadApi({ db, source, internalToken: TOKEN, logger, userCacheTtlMs: 0 });
+    running.push({ api, stop: () => client.disconnect() });
     return { port: await api.listen(0, '127.0.0.1'), registry };
   }
 

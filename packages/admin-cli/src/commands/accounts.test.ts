@@ -55,6 +55,21 @@ describe('account, key, plan and seed commands', () => {
     const row = await db.apiKey.findUniqueOrThrow({ where: { prefix: k.prefix } });
     expect(row.keyHash).toBe(hashApiKey(k.key));
     expect(JSON.stringify(row)).not.toContain(k.key);
+    // scopes: read by default; --scope manage stores manage; anything else is a usage error, nothing made
+    expect(row.scope).toBe('read');
+    const manage = await runCli(['key', 'create', '--account', id, '--scope', 'manage', '--json'], env);
+    expect(manage.code).toBe(0);
+    const m = JSON.parse(manage.stdout) as { prefix: string; scope: string };
+    expect(m.scope).toBe('manage');
+    expect((await db.apiKey.findUniqueOrThrow({ where: { prefix: m.prefix } })).scope).toBe('manage');
+    const bad = await runCli(['key', 'create', '--account', id, '--scope', 'admin'], env);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining('--scope must be read or manage')]);
+    expect(await db.apiKey.count({ where: { accountId: id } })).toBe(2);
+    const listed = await runCli(['key', 'list', '--account', id, '--json'], env);
+    expect((JSON.parse(listed.stdout) as { data: { scope: string }[] }).data.map((x) => x.scope).sort()).toEqual([
+      'manage',
+      'read',
+    ]);
     expect((await runCli(['key', 'create', '--account', '00000000-0000-4000-8000-000000000000'], env)).code).toBe(2);
     expect((await runCli(['key', 'create', '--account', 'nope'], env)).stderr).toContain('must be an account id');
   });

@@ -39,17 +39,23 @@ const accountCreate: Command = {
 const keyCreate: Command = {
   name: 'key create',
   summary: 'create an API key for an account (shown once)',
-  usage: 'usage: npm run cli -- key create --account ID [--name N] [--json]',
-  options: { account: { type: 'string' }, name: { type: 'string' } },
+  usage: 'usage: npm run cli -- key create --account ID [--name N] [--scope read|manage] [--json]',
+  options: { account: { type: 'string' }, name: { type: 'string' }, scope: { type: 'string' } },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
     const name = optionalString(values, 'name');
-    const k = await call(() => useCases(ctx).keys.create(accountId, name !== undefined ? { name } : {}), {
-      strict: true,
-    });
+    const scope = optionalString(values, 'scope');
+    const k = await call(
+      () =>
+        useCases(ctx).keys.create(accountId, {
+          ...(name !== undefined ? { name } : {}),
+          ...(scope !== undefined ? { scope } : {}),
+        }),
+      { strict: true },
+    );
     return {
-      json: { key: k.key, prefix: k.prefix },
-      text: `${k.key}\n(prefix ${k.prefix}; the key is shown only this once)`,
+      json: { key: k.key, prefix: k.prefix, scope: k.scope },
+      text: `${k.key}\n(prefix ${k.prefix}, scope ${k.scope}; the key is shown only this once)`,
     };
   },
 };
@@ -66,6 +72,7 @@ const keyList: Command = {
       id: k.id,
       prefix: k.prefix,
       name: k.name,
+      scope: k.scope,
       created_at: k.createdAt.toISOString(),
       last_used_at: k.lastUsedAt?.toISOString() ?? null,
       revoked_at: k.revokedAt?.toISOString() ?? null,
@@ -74,7 +81,7 @@ const keyList: Command = {
       ? data
           .map(
             (k) =>
-              `${k.prefix}  ${k.name}  created ${k.created_at}  last used ${k.last_used_at ?? 'never'}${
+              `${k.prefix}  ${k.name}  ${k.scope}  created ${k.created_at}  last used ${k.last_used_at ?? 'never'}${
                 k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''
               }`,
           )

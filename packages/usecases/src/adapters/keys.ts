@@ -6,6 +6,7 @@ import type { ApiKeyView } from '../types';
 const keySelect = {
   id: true,
   name: true,
+  scope: true,
   prefix: true,
   createdAt: true,
   lastUsedAt: true,

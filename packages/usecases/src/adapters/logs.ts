@@ -50,6 +50,14 @@ export function prismaLogs(db: Db): LogsRepository {
         select: { requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
       }),
 
+    async attemptDetails(ids) {
+      const rows = await db.deliveryAttempt.findMany({
+        where: { id: { in: ids } },
+        select: { id: true, requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
+      });
+      return new Map(rows.map(({ id, ...detail }) => [id, detail]));
+    },
+
     async ownerOfAttempt(id) {
       const a = await db.deliveryAttempt.findUnique({
         where: { id },

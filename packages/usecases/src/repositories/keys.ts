@@ -1,4 +1,5 @@
 /** API keys as stored: the SHA-256 and a display prefix, never the key. */
+import type { ApiKeyScope } from '@sts/core';
 import type { ApiKeyView } from '../types';
 
 type ApiKeyRecord = ApiKeyView & { accountId: string };
@@ -13,7 +14,13 @@ export interface KeyRevocation {
 export interface KeysRepository {
   /** unrevoked keys of the account */
   countActive(accountId: string): Promise<number>;
-  create(key: { accountId: string; keyHash: string; prefix: string; name: string }): Promise<ApiKeyView>;
+  create(key: {
+    accountId: string;
+    keyHash: string;
+    prefix: string;
+    name: string;
+    scope: ApiKeyScope;
+  }): Promise<ApiKeyView>;
   /** newest first (createdAt, then id), revoked ones included */
   list(accountId: string): Promise<ApiKeyView[]>;
   get(id: string): Promise<ApiKeyRecord | null>;

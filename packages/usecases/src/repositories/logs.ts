@@ -23,6 +23,8 @@ export interface LogsRepository {
     attemptId: string,
   ): Promise<(AttemptRecord & { monitorId: string; accountId: string }) | null>;
   attemptDetail(attemptId: string): Promise<AttemptDetailRecord>;
+  /** the detail of several attempts in one read, by attempt id */
+  attemptDetails(attemptIds: string[]): Promise<Map<string, AttemptDetailRecord>>;
   ownerOfAttempt(attemptId: string): Promise<string | null>;
   /**
    * The latest attempt of each hit delivery of the monitor that failed at or after `since`, when

@@ -35,24 +35,25 @@ export function accountRouter(
 
   r.post('/keys', async (req, res) => {
     const name = str(req, 'name');
+    const scope = str(req, 'scope');
     try {
-      const created = await uc.keys.create(accountId(req), { name: name.trim() || undefined });
+      const created = await uc.keys.create(accountId(req), { name: name.trim() || undefined, scope });
       setFlash(req, {
         secret: {
-          label: `API key ${created.name || created.prefix}`,
+          label: `API key ${created.name || created.prefix} (${created.scope})`,
           value: created.key,
           hint: 'copy it now: it is not shown again.',
         },
       });
       res.redirect(303, '/keys');
     } catch (err) {
-      const errors = formErrors(err, ['name']);
+      const errors = formErrors(err, ['name', 'scope']);
       if (!errors) throw err;
       const keys = await uc.keys.list(accountId(req));
       res
         .status(422)
         .type('html')
-        .send(keysPage(pageContext(req), keys, opts.apiUrl, { name, errors }));
+        .send(keysPage(pageContext(req), keys, opts.apiUrl, { name, scope, errors }));
     }
   });
 

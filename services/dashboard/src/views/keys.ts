@@ -9,8 +9,10 @@ export function keysPage(
   ctx: PageContext,
   keys: ApiKeyView[],
   apiUrl: string,
-  form: { name?: string; errors?: FieldErrors } = {},
+  form: { name?: string; scope?: string; errors?: FieldErrors } = {},
 ): string {
+  const scope = form.scope === 'manage' ? 'manage' : 'read';
+  const scopeError = form.errors?.scope;
   const live = keys.filter((k) => !k.revokedAt);
   const revoked = keys.filter((k) => k.revokedAt);
   return layout(
@@ -21,6 +23,18 @@ export function keysPage(
         <form method="post" action="/keys" class="inline" novalidate>
           ${csrfField(ctx)} ${formError(form.errors)}
           ${field({ name: 'name', label: 'Name (optional)', value: form.name, hint: 'For example "production" or "laptop".', errors: form.errors })}
+          <fieldset class="field${scopeError ? ' has-error' : ''}">
+            <legend>Scope</legend>
+            <label
+              ><input type="radio" name="scope" value="read" ${scope === 'read' ? html`checked` : ''} /> Read: users,
+              tweets, search, monitors and hits</label
+            >
+            <label
+              ><input type="radio" name="scope" value="manage" ${scope === 'manage' ? html`checked` : ''} /> Manage:
+              also create, change and delete monitors and webhooks, and redeliver</label
+            >
+            ${scopeError ? html`<p class="field-error" role="alert">${scopeError}</p>` : ''}
+          </fieldset>
           <button type="submit" class="btn primary">Create key</button>
         </form>
         <p class="muted">The key is shown once, right after you create it. Only a hash is stored.</p>
@@ -32,13 +46,14 @@ export function keysPage(
             ? html`<p>No active keys yet.</p>`
             : html`<div class="table-wrap">
                 <table class="stack">
-                  ${tableHead(['Name', 'Prefix', 'Created', 'Last used', ACTIONS_COLUMN])}
+                  ${tableHead(['Name', 'Prefix', 'Scope', 'Created', 'Last used', ACTIONS_COLUMN])}
                   <tbody>
                     ${live.map(
                       (k) =>
                         html`<tr data-key-id="${k.id}">
                           <td data-label="Name">${k.name || html`<span class="muted">unnamed</span>`}</td>
                           <td data-label="Prefix"><code>${k.prefix}…</code></td>
+                          <td data-label="Scope">${k.scope}</td>
                           <td data-label="Created">${formatTime(k.createdAt)}</td>
                           <td data-label="Last used">${formatTime(k.lastUsedAt)}</td>
                           <td data-label="">

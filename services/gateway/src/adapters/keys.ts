@@ -14,13 +14,15 @@
  *   without asking Redis or PostgreSQL. Cached known keys are still served from that address.
  */
 import { apiKeyCacheKey, type RedisClient } from '@sts/common';
-import { effectivePlan, type PlanName } from '@sts/core';
+import { effectivePlan, type ApiKeyScope, type PlanName } from '@sts/core';
 import type { Db } from '@sts/db';
 
 export interface KeyIdentity {
   keyId: string;
   accountId: string;
   plan: PlanName;
+  /** absent in entries cached before scopes existed: read */
+  scope?: ApiKeyScope;
 }
 
 interface Cached {
@@ -106,10 +108,17 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
     }
     const row = await db.apiKey.findUnique({
       where: { keyHash: hash },
-      select: { id: true, revokedAt: true, account: { select: { id: true, plan: true, trialEndsAt: true } } },
+      select: {
+        id: true,
+        revokedAt: true,
+        scope: true,
+        account: { select: { id: true, plan: true, trialEndsAt: true } },
+      },
     });
     const value: KeyIdentity | null =
-      row && !row.revokedAt ? { keyId: row.id, accountId: row.account.id, plan: effectivePlan(row.account) } : null;
+      row && !row.revokedAt
+        ? { keyId: row.id, accountId: row.account.id, plan: effectivePlan(row.account), scope: row.scope }
+        : null;
     if (ttlMs > 0) await redis.set(apiKeyCacheKey(hash), value ? JSON.stringify(value) : '', 'PX', ttlMs);
     return value;
   }

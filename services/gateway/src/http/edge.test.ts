@@ -126,11 +126,13 @@ describe('gateway edge', () => {
 
   const statuses = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
 
-  it('allows only GET, HEAD, OPTIONS and POST to /api/v1/tweets: others are a 405 with Allow that never reaches read-api', async () => {
+  it('allows only GET, HEAD, OPTIONS, POST to /api/v1/tweets and the management writes: others are a 405 with Allow that never reaches read-api', async () => {
     const a = await account();
     const key = `X-API-Key: ${a.key}\r\n`;
     const cases: Array<[string, string, string | null]> = [
-      ['DELETE', '/api/v1/monitors', 'GET, HEAD, OPTIONS'],
+      ['DELETE', '/api/v1/monitors', 'GET, HEAD, OPTIONS, POST'],
+      ['PUT', '/api/v1/monitors/x/pause', 'GET, HEAD, OPTIONS, POST'],
+      ['POST', '/api/v1/monitors/x/hits', 'GET, HEAD, OPTIONS'],
       ['PUT', '/api/v1/users/alice', 'GET, HEAD, OPTIONS'],
       ['PATCH', '/api/v1/tweets', 'GET, HEAD, OPTIONS, POST'],
       ['TRACE', '/api/v1/users/alice', 'GET, HEAD, OPTIONS'],

@@ -9,6 +9,15 @@
 import {
   COMPONENTS,
   CURSOR_PATTERN,
+  DeletedRecord,
+  DeliveryRecord,
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  MANAGE_COMPONENTS,
+  MonitorWithSecret,
+  PreviewRecord,
+  QueuedRecord,
+  RecoverRecord,
+  WebhookWithSecret,
   HIT_LIMIT,
   HitRecord,
   LIMIT,
@@ -29,11 +38,18 @@ const envelopes = {
   MonitorList: listOf(MonitorRecord),
   HitList: listOf(HitRecord),
   NewTweet,
+  MonitorOne: dataOf(MonitorRecord),
+  MonitorCreated: dataOf(MonitorWithSecret),
+  WebhookSecretOne: dataOf(WebhookWithSecret),
+  DeletedOne: dataOf(DeletedRecord),
+  QueuedOne: dataOf(QueuedRecord),
+  RecoverOne: dataOf(RecoverRecord),
+  PreviewOne: dataOf(PreviewRecord),
+  DeliveryList: listOf(DeliveryRecord),
 };
-const generated = toJsonSchemas({ ...COMPONENTS, ...envelopes });
-const schemas = Object.fromEntries(
-  Object.keys(COMPONENTS).map((name) => [name, generated[name as keyof typeof COMPONENTS]]),
-);
+const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS };
+const generated = toJsonSchemas({ ...NAMED, ...envelopes });
+const schemas = Object.fromEntries(Object.keys(NAMED).map((name) => [name, generated[name as keyof typeof NAMED]]));
 
 const header = (description: string, type: 'integer' | 'string') => ({ description, schema: { type } });
 const requestIdHeader = {
@@ -105,6 +121,59 @@ const cursor = param(
   'the `meta.next_cursor` of the previous page',
 );
 const username = param('username', 'path', { type: 'string', pattern: USERNAME_RE.source }, 'handle');
+const monitorId = param('id', 'path', { type: 'string' }, 'monitor id');
+
+// the management endpoints (manage keys only)
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const idempotencyKey = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description: 'a new UUID per intended action: a retry with the same key and request answers the first answer (24 h)',
+  schema: { type: 'string', minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
+};
+const withReplay = {
+  ...withLimits,
+  'Idempotent-Replayed': header(
+    'true when this is the kept answer of an earlier call with the same Idempotency-Key',
+    'string',
+  ),
+};
+const okWrite = (status: string, schema: object, description: string) => ({
+  [status]: { description, headers: withReplay, content: { 'application/json': { schema } } },
+});
+const jsonBody = (name: string, required = true) => ({
+  required,
+  content: { 'application/json': { schema: ref(name) } },
+});
+const manageErrors = {
+  ...errors,
+  '403': errorResponse(
+    'INSUFFICIENT_SCOPE (a read key; no quota headers, nothing counted), PLAN_LIMIT (`limit`, `plan`: the plan allows no more) or EMAIL_UNVERIFIED',
+  ),
+  '404': errorResponse("NOT_FOUND (also another account's monitor or attempt)"),
+  '413': errorResponse('PAYLOAD_TOO_LARGE: the body is larger than 16 KiB'),
+  '415': errorResponse('UNSUPPORTED_MEDIA_TYPE: the body is not application/json'),
+};
+const postErrors = {
+  ...manageErrors,
+  '409': errorResponse(
+    'IDEMPOTENCY_KEY_IN_USE (the first call with this key is still running; Retry-After), NO_WEBHOOK or HIT_GONE',
+  ),
+  '422': errorResponse('IDEMPOTENCY_KEY_REUSED: this Idempotency-Key was used for another request'),
+};
+const managePost = (
+  operationId: string,
+  summary: string,
+  responses: object,
+  extra: { requestBody?: object; parameters?: object[] } = {},
+) => ({
+  operationId,
+  summary,
+  ...(extra.requestBody ? { requestBody: extra.requestBody } : {}),
+  parameters: [...(extra.parameters ?? []), idempotencyKey],
+  responses: { ...responses, ...postErrors },
+});
 
 export const openApiDocument = {
   openapi: '3.1.0',
@@ -112,8 +181,9 @@ export const openApiDocument = {
     title: 'Social timeline data service',
     version: '1.0.0',
     description: [
-      "Read API over social data and the account's monitors (read-only; monitors and webhooks are configured in the dashboard).",
-      'Every endpoint needs an API key, sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`.',
+      "Read API over social data and the account's monitors, and (with a `manage` key) the management of monitors, webhooks and deliveries.",
+      'Every endpoint needs an API key, sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`. A `read` key on a management endpoint is a 403 INSUFFICIENT_SCOPE that uses no quota.',
+      'Every POST takes an optional Idempotency-Key header (24 h).',
       'Each successful (2xx) call uses one unit of the monthly quota; failed calls use none. Requests are also limited per minute.',
       'Every answer once the key is accepted carries the X-Quota-*, X-RateLimit-* and IETF RateLimit / RateLimit-Policy headers.',
       'Lists answer `{"data": [...], "meta": {"count", "next_cursor"}}`; pass `next_cursor` as `cursor` for the next page.',
@@ -201,6 +271,12 @@ export const openApiDocument = {
       },
     },
     '/api/v1/monitors': {
+      post: managePost(
+        'createMonitor',
+        'Create a monitor, optionally with its webhook; `webhook_secret` carries the signing secret once (manage key)',
+        okWrite('201', generated.MonitorCreated, 'the monitor'),
+        { requestBody: jsonBody('NewMonitor') },
+      ),
       get: {
         operationId: 'listMonitors',
         summary: "The account's monitors (read-only)",
@@ -215,6 +291,120 @@ export const openApiDocument = {
         ],
         responses: { '200': ok(generated.MonitorList, "the account's monitors"), ...errors },
       },
+    },
+    '/api/v1/monitors/{id}': {
+      get: {
+        operationId: 'getMonitor',
+        summary: 'One monitor',
+        parameters: [monitorId],
+        responses: {
+          '200': ok(generated.MonitorOne, 'the monitor'),
+          '404': errorResponse("NOT_FOUND (also for another account's monitor)"),
+          ...errors,
+        },
+      },
+      patch: {
+        operationId: 'updateMonitor',
+        summary: 'Change a monitor: only the fields given change (manage key)',
+        parameters: [monitorId],
+        requestBody: jsonBody('MonitorEdit'),
+        responses: { '200': ok(generated.MonitorOne, 'the monitor as it is now'), ...manageErrors },
+      },
+      delete: {
+        operationId: 'deleteMonitor',
+        summary: 'Delete a monitor with its webhook, hits and delivery log (manage key)',
+        parameters: [monitorId],
+        responses: { '200': ok(generated.DeletedOne, 'deleted'), ...manageErrors },
+      },
+    },
+    '/api/v1/monitors/preview': {
+      post: managePost(
+        'previewMonitor',
+        "Which of the target's last 50 posts a rule would fire on, before saving (manage key)",
+        okWrite('200', generated.PreviewOne, 'each post with matched and the reason'),
+        { requestBody: jsonBody('MonitorPreviewInput') },
+      ),
+    },
+    '/api/v1/monitors/{id}/pause': {
+      post: managePost(
+        'pauseMonitor',
+        'Pause a monitor (manage key)',
+        okWrite('200', generated.MonitorOne, 'the monitor'),
+        {
+          parameters: [monitorId],
+        },
+      ),
+    },
+    '/api/v1/monitors/{id}/resume': {
+      post: managePost(
+        'resumeMonitor',
+        'Resume a monitor (manage key)',
+        okWrite('200', generated.MonitorOne, 'the monitor'),
+        {
+          parameters: [monitorId],
+        },
+      ),
+    },
+    '/api/v1/monitors/{id}/webhook': {
+      put: {
+        operationId: 'setWebhook',
+        summary: "Set or replace the monitor's webhook URL; a new signing secret is returned once (manage key)",
+        parameters: [monitorId],
+        requestBody: jsonBody('WebhookInput'),
+        responses: { '200': ok(generated.WebhookSecretOne, 'the webhook with its new secret'), ...manageErrors },
+      },
+      delete: {
+        operationId: 'deleteWebhook',
+        summary: "Remove the monitor's webhook (manage key)",
+        parameters: [monitorId],
+        responses: { '200': ok(generated.DeletedOne, 'removed (also when there was none)'), ...manageErrors },
+      },
+    },
+    '/api/v1/monitors/{id}/webhook/test': {
+      post: managePost(
+        'testWebhook',
+        'Send a signed monitor.test to the webhook (every plan; bounded per minute) (manage key)',
+        okWrite('202', generated.QueuedOne, 'queued'),
+        { parameters: [monitorId] },
+      ),
+    },
+    '/api/v1/monitors/{id}/webhook/rotate': {
+      post: managePost(
+        'rotateWebhookSecret',
+        'A new signing secret, returned once; the old one keeps signing for 24 h (webhook-signature carries both) unless now=1 (a leaked secret) (manage key)',
+        okWrite('200', generated.WebhookSecretOne, 'the webhook with its new secret'),
+        {
+          parameters: [
+            monitorId,
+            param('now', 'query', { type: 'string', enum: ['0', '1'] }, '1 drops the old secret at once'),
+          ],
+        },
+      ),
+    },
+    '/api/v1/monitors/{id}/deliveries': {
+      get: {
+        operationId: 'listDeliveries',
+        summary:
+          "The monitor's delivery attempts, newest first, with the request as sent and the response (manage key)",
+        parameters: [monitorId, limit, cursor],
+        responses: { '200': ok(generated.DeliveryList, 'one page of attempts'), ...manageErrors },
+      },
+    },
+    '/api/v1/monitors/{id}/recover': {
+      post: managePost(
+        'recoverDeliveries',
+        'Redeliver every hit delivery that failed since a time and is still failed (at most 1,000 a call) (manage key)',
+        okWrite('202', generated.RecoverOne, 'queued'),
+        { parameters: [monitorId], requestBody: jsonBody('RecoverInput') },
+      ),
+    },
+    '/api/v1/deliveries/{id}/redeliver': {
+      post: managePost(
+        'redeliver',
+        'Send one logged delivery again (same X-Service-Delivery, fresh signature) (manage key)',
+        okWrite('202', generated.QueuedOne, 'queued'),
+        { parameters: [param('id', 'path', { type: 'string' }, 'attempt id (the `id` of a delivery)')] },
+      ),
     },
     '/api/v1/monitors/{id}/hits': {
       get: {

@@ -16,6 +16,7 @@ import {
   UpstreamError,
   type Logger,
 } from '@sts/common';
+import { managementWrites, needsManageScope } from '@sts/api-contract';
 import { hashApiKey, isWellFormedApiKey, type PlanLimits, type PlanName, type Plans } from '@sts/core';
 import type { KeyIdentity, KeyStore } from '../adapters/keys';
 import type { Admission, QuotaStore } from '../adapters/leasedQuota';
@@ -34,7 +35,7 @@ import type { RejectionReason } from '../metrics';
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** client headers read-api may use; everything else (x-internal-*, x-account-*, cookies…) stays here */
-const FORWARD_REQUEST = ['accept', 'user-agent'] as const;
+const FORWARD_REQUEST = ['accept', 'user-agent', 'idempotency-key'] as const;
 /** and, for a call with a body, the header that describes it (the length is set by the client) */
 const FORWARD_BODY = ['content-type'] as const;
 /** every request header the API handler reads */
@@ -51,6 +52,7 @@ export const FORWARD_RESPONSE = [
   'cache-control',
   'etag',
   'last-modified',
+  'idempotent-replayed',
 ] as const;
 const WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /**
@@ -63,20 +65,36 @@ const FORWARD_MAX_BYTES: Readonly<Record<string, number>> = {
   accept: 1024,
   'user-agent': 1024,
   'content-type': 256,
+  // read-api answers a key over IDEMPOTENCY_KEY_MAX_LENGTH with a 400 naming it
+  'idempotency-key': 1024,
 };
 const TWEETS_PATHS = new Set(['/api/v1/tweets', '/api/v1/tweets/']);
 const ALLOW_READ = ['GET', 'HEAD', 'OPTIONS'];
 const ALLOW_TWEETS = ['GET', 'HEAD', 'OPTIONS', 'POST'];
 
-/** null when the gateway passes `method` on for `path`: GET, HEAD, OPTIONS anywhere, POST to /api/v1/tweets */
+/**
+ * null when the gateway passes `method` on for `path`: GET, HEAD, OPTIONS anywhere, POST to
+ * /api/v1/tweets, and the writes of the management endpoints (@sts/api-contract scopes.ts)
+ */
 function methodRefusal(method: string, path: string): ApiError | null {
   if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return null;
   const tweets = TWEETS_PATHS.has(path);
   if (method === 'POST' && tweets) return null;
+  const writes = managementWrites(path);
+  if (writes.includes(method)) return null;
   return new MethodNotAllowedError(
     method,
     path.length > 100 ? `${path.slice(0, 100)}…` : path,
-    tweets ? ALLOW_TWEETS : ALLOW_READ,
+    tweets ? ALLOW_TWEETS : writes.length ? [...ALLOW_READ, ...new Set(writes)] : ALLOW_READ,
+  );
+}
+
+function insufficientScope(method: string, path: string): ApiError {
+  const shown = path.length > 100 ? `${path.slice(0, 100)}…` : path;
+  return new ApiError(
+    403,
+    'INSUFFICIENT_SCOPE',
+    `${method} ${shown} needs an API key with the manage scope; this key is read-only (create a manage key in the dashboard or with key create --scope manage)`,
   );
 }
 
@@ -186,7 +204,7 @@ function createKeyHasher(maxEntries = 50_000): (key: string) => string | null {
 function forwardedHead(internal: string, call: Admitted, withBody: boolean): string {
   const { req, identity } = call;
   const { headers } = req;
-  let out = `${internal}x-account-id: ${identity.accountId}\r\nx-account-plan: ${identity.plan}\r\nx-request-id: ${req.requestId}\r\n`;
+  let out = `${internal}x-account-id: ${identity.accountId}\r\nx-account-plan: ${identity.plan}\r\nx-key-scope: ${identity.scope ?? 'read'}\r\nx-request-id: ${req.requestId}\r\n`;
   for (const name of FORWARD_REQUEST) {
     const v = headers[name];
     if (v !== undefined) out += `${name}: ${v}\r\n`;
@@ -254,6 +272,9 @@ class ApiCallHandler {
     started: number,
   ): void {
     if (identity === null) return this.refuse(req, res, new UnauthorizedError('unknown or revoked API key'), started);
+    // a read key on a management endpoint: refused before admission, so nothing is counted
+    if (identity.scope !== 'manage' && needsManageScope(req.method, req.path))
+      return this.refuse(req, res, insufficientScope(req.method, req.path), started);
     if (res.closed) return gone(res); // the client went away while its key was looked up: nothing to admit
     // per-minute limit and monthly quota, from this process's leased units
     const at = this.deps.now();

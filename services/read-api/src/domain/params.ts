@@ -72,11 +72,16 @@ export function parseHitLimit(query: Query): number {
   return boundedInt(query, 'hit_limit', HIT_LIMIT);
 }
 
-export function parseIncludeHits(query: Query): boolean {
-  const raw = single(query, 'include_hits');
+/** a 0/1 flag (absent: false) */
+export function parseFlag(query: Query, name: string): boolean {
+  const raw = single(query, name);
   if (raw === undefined || raw === '0') return false;
   if (raw === '1') return true;
-  throw new InvalidRequestError(`include_hits must be 1 (or 0), got "${preview(raw)}"`, 'include_hits');
+  throw new InvalidRequestError(`${name} must be 1 (or 0), got "${preview(raw)}"`, name);
+}
+
+export function parseIncludeHits(query: Query): boolean {
+  return parseFlag(query, 'include_hits');
 }
 
 function codePointLength(text: string): number {

@@ -54,11 +54,21 @@ function readRaw(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
+export interface BodyOptions {
+  limit?: number;
+  /** an absent or empty body is undefined instead of a 400 */
+  optional?: boolean;
+  /** what the body should be, for the 400 of a missing one; default 'a JSON object with a "text" field' */
+  what?: string;
+}
+
 /**
  * The parsed JSON body. 415 for a non-JSON Content-Type or a compressed body, 413 over the limit,
- * 400 for an empty body or invalid JSON.
+ * 400 for an empty body (unless optional) or invalid JSON.
  */
-export async function readJsonBody(req: http.IncomingMessage, limit = MAX_BODY_BYTES): Promise<unknown> {
+export async function readJsonBody(req: http.IncomingMessage, opts: BodyOptions = {}): Promise<unknown> {
+  const limit = opts.limit ?? MAX_BODY_BYTES;
+  const required = `request body is required: ${opts.what ?? 'a JSON object with a "text" field'}`;
   const type = req.headers['content-type'];
   const encoding = req.headers['content-encoding'];
   if (encoding && encoding.trim().toLowerCase() !== 'identity') {
@@ -66,14 +76,19 @@ export async function readJsonBody(req: http.IncomingMessage, limit = MAX_BODY_B
   }
   const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
   if (type === undefined) {
-    if (!hasBody) throw new InvalidRequestError('request body is required: a JSON object with a "text" field', 'body');
+    if (!hasBody) {
+      if (opts.optional) return undefined;
+      throw new InvalidRequestError(required, 'body');
+    }
     throw new UnsupportedMediaTypeError('Content-Type must be application/json');
   }
   if (!isJsonMediaType(type)) throw new UnsupportedMediaTypeError('Content-Type must be application/json');
   const raw = await readRaw(req, limit);
   const text = raw.toString('utf8');
-  if (!text.trim())
-    throw new InvalidRequestError('request body is required: a JSON object with a "text" field', 'body');
+  if (!text.trim()) {
+    if (opts.optional) return undefined;
+    throw new InvalidRequestError(required, 'body');
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch {

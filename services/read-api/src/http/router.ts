@@ -33,6 +33,8 @@ export interface RequestContext {
   accountId: string | null;
   /** the caller's plan (x-account-plan), as the gateway sent it */
   plan: string | null;
+  /** the key's scope (x-key-scope); 'read' unless the gateway said 'manage' */
+  scope: 'read' | 'manage';
   params: Record<string, string>;
   query: Query;
 }
@@ -42,11 +44,13 @@ export interface HandlerResult {
   /** a value to serialise, or JSON text already serialised */
   body: unknown;
   json?: string;
+  /** extra answer headers (e.g. Idempotent-Replayed) */
+  headers?: Record<string, string>;
 }
 
 type Handler = (ctx: RequestContext) => Promise<HandlerResult> | HandlerResult;
 
-type Method = 'GET' | 'POST';
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export interface Route {
   /** e.g. "/api/v1/users/:username" (find-my-way syntax), also the metrics label */
@@ -103,7 +107,16 @@ export function createRouter(routes: Route[]) {
     querystringParser: () => NO_QUERY,
   });
   const noop = () => undefined;
-  for (const route of routes) paths.on(PATH_KEY, route.pattern, noop, compile(route));
+  // routes given twice (the read and the management handlers of /api/v1/monitors) are one route
+  const merged = new Map<string, Route>();
+  for (const route of routes) {
+    const seen = merged.get(route.pattern);
+    merged.set(
+      route.pattern,
+      seen ? { pattern: route.pattern, handlers: { ...seen.handlers, ...route.handlers } } : route,
+    );
+  }
+  for (const route of merged.values()) paths.on(PATH_KEY, route.pattern, noop, compile(route));
 
   /** The matching route, or throws 400 (bad encoding, param too long), 404 (no such path) or 405 (wrong method). */
   return function match(method: string, path: string): RouteMatch {
