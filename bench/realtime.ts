@@ -15,7 +15,7 @@
  * BENCH_X_TARGETS (1,000) targets, the same rate and duration (the issue's run: BENCH_SECONDS=120),
  * then a drain until every post is hit or BENCH_X_DRAIN_SECONDS (default per mode; `timeline` 16
  * minutes: lost is reported apart from late). BENCH_X=0 skips them; BENCH_X_MODES=search,timeline
- * picks some.
+ * picks some. BENCH_POST_VIA=cli posts through `npm run cli -- social tweet` instead (bench/realtimeCli.ts).
  *
  * Own database, vhost and Redis key prefix, removed afterwards. The receivers use the test CA
  * (packages/testing/src/https.ts), trusted through NODE_EXTRA_CA_CERTS: this script re-runs
@@ -33,6 +33,7 @@ import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing
 import { createAccount, createMonitor, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { runXBench, type XBenchOptions } from './realtimeX';
 import { runStreamBench } from './realtimeStream';
+import { runCliPosts, type Receipt } from './realtimeCli';
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
@@ -76,8 +77,8 @@ async function startService(file: string, name: string, env: NodeJS.ProcessEnv):
 }
 
 interface Receipts {
-  /** tweet id → receipt (ms) */
-  at: Map<string, number>;
+  /** tweet id → its first verified receipt (ms) and the body's createdAt and detectedAt */
+  at: Map<string, Receipt>;
   badSignatures: number;
 }
 
@@ -97,8 +98,16 @@ async function startReceiver(secrets: Map<string, string>, receipts: Receipts): 
         receipts.badSignatures++;
         return;
       }
-      const body = JSON.parse(req.rawBody.toString('utf8')) as { tweet: { id: string } };
-      if (!receipts.at.has(body.tweet.id)) receipts.at.set(body.tweet.id, req.receivedAt);
+      const body = JSON.parse(req.rawBody.toString('utf8')) as {
+        tweet: { id: string; createdAt: string };
+        detectedAt: string;
+      };
+      if (!receipts.at.has(body.tweet.id))
+        receipts.at.set(body.tweet.id, {
+          at: req.receivedAt,
+          createdAt: Date.parse(body.tweet.createdAt),
+          detectedAt: Date.parse(body.detectedAt),
+        });
     },
   });
 }
@@ -163,6 +172,11 @@ interface Env {
   key: string;
 }
 
+/** what a developer's shell next to the services holds for `npm run cli` */
+function cliEnv(e: Env): NodeJS.ProcessEnv {
+  return { ...process.env, DATABASE_URL: e.dbUrl, SECRETS_ENCRYPTION_KEY: e.key, LOG_LEVEL: 'warn' };
+}
+
 function serviceEnv(e: Env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -190,7 +204,7 @@ export interface LatencyResult {
 }
 
 /** The local store: post → signed webhook received. */
-async function runLocal(e: Env, db: Db): Promise<LatencyResult> {
+async function runLocal(e: Env, db: Db): Promise<LatencyResult | null> {
   const receipts: Receipts = { at: new Map(), badSignatures: 0 };
   const secrets = new Map<string, string>();
   const receiver = await startReceiver(secrets, receipts);
@@ -206,10 +220,15 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult> {
       120_000,
     );
     if (!ready) throw new Error('the poller did not schedule every target within 120 s');
+    if (process.env.BENCH_POST_VIA === 'cli') {
+      log(`${TARGETS} targets ready; posting through the CLI`);
+      await runCliPosts({ env: cliEnv(e), dbUrl: e.dbUrl, usernames: setup.usernames, receipts: receipts.at, log });
+      return null;
+    }
     log(`${TARGETS} targets ready; posting ${RATE}/s for ${SECONDS} s`);
     const posted = await postSteadily(db, setup.usernames);
     await waitUntil(() => [...posted.keys()].every((id) => receipts.at.has(id)), DRAIN_MS);
-    const latencies = [...posted].filter(([id]) => receipts.at.has(id)).map(([id, at]) => receipts.at.get(id)! - at);
+    const latencies = [...posted].filter(([id]) => receipts.at.has(id)).map(([id, at]) => receipts.at.get(id)!.at - at);
     latencies.sort((a, b) => a - b);
     return {
       posted: posted.size,

@@ -5,6 +5,11 @@ import type { Db } from '@sts/db';
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;
 export type OptionValues = Record<string, string | boolean | string[] | boolean[] | undefined>;
 
+/** DATABASE_URL, else the local database `npm start` uses */
+export function databaseUrl(env: NodeJS.ProcessEnv): string {
+  return env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/sts';
+}
+
 /** A usage error: printed with the command's usage, exit code 2, nothing changed. */
 export class CliUsageError extends Error {
   override name = 'CliUsageError';

@@ -3,7 +3,7 @@
 import { parseArgs } from 'node:util';
 import { loadDevEnv } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
-import { CliUsageError, type CliContext, type Command } from './command';
+import { CliUsageError, databaseUrl, type CliContext, type Command } from './command';
 import { allCommands } from './commands';
 
 export interface RunOutput {
@@ -51,7 +51,7 @@ export async function runCli(
     env,
     db: () => {
       if (!db) {
-        db = createDbClient({ url: env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/sts', poolSize: 2 });
+        db = createDbClient({ url: databaseUrl(env), poolSize: 2 });
         const client = db;
         closers.push(() => client.$disconnect());
       }

@@ -13,6 +13,12 @@
  * and the monitor the README's `monitor create` line made, `localhost:3000` the gateway's port.
  * Not run: `npm start`/`npm test` themselves (the test is inside one), lint/typecheck lines and the
  * benches (minutes of full load; they pick free ports and their own database, vhost and prefix).
+ * `npm run cli -- listen` runs until Ctrl-C: it is started in its own process group and left
+ * running while the next lines run; it must show the hit of the README's `social tweet`, then
+ * SIGINT to its group (Ctrl-C) must end it with exit 0.
+ *
+ * The dashboard demo login `npm start` prints works at once: signed in with it, the demo account
+ * (verified at seed time) makes an API key, and its overview says what it has (no trial offer).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -68,6 +74,54 @@ async function curl(line: string, vars: Record<string, string>): Promise<{ statu
   }
   const res = await fetch(/^https?:/.test(url) ? url : `http://${url}`, { headers });
   return { status: res.status, body: await res.text() };
+}
+
+/** A line that runs until Ctrl-C, started in its own process group. */
+interface Background {
+  child: ChildProcess;
+  out: string[];
+  exited: Promise<number | null>;
+}
+
+function background(line: string, cwd: string, env: NodeJS.ProcessEnv): Background {
+  const child = spawn('sh', ['-c', line], { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out: string[] = [];
+  child.stdout.on('data', (c: Buffer) => out.push(c.toString()));
+  child.stderr.on('data', (c: Buffer) => out.push(c.toString()));
+  return { child, out, exited: new Promise((resolve) => child.on('exit', (code) => resolve(code))) };
+}
+
+/** Signs in to the dashboard at `base` with the printed demo login and makes a key there. */
+async function dashboardDemo(
+  base: string,
+  email: string,
+  password: string,
+): Promise<{ keys: string; overview: string }> {
+  const jar = new Map<string, string>();
+  const req = async (path: string, form?: Record<string, string>) => {
+    const res = await fetch(base + path, {
+      method: form ? 'POST' : 'GET',
+      redirect: 'manual',
+      headers: {
+        cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
+        ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+      },
+      body: form ? new URLSearchParams(form).toString() : undefined,
+    });
+    for (const c of res.headers.getSetCookie()) {
+      const pair = c.split(';')[0]!;
+      jar.set(pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1));
+    }
+    return { status: res.status, location: res.headers.get('location'), text: await res.text() };
+  };
+  const csrf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
+  const signin = await req('/signin');
+  const signedIn = await req('/signin', { _csrf: csrf(signin.text), email, password });
+  expect({ status: signedIn.status, location: signedIn.location }).toEqual({ status: 303, location: '/' });
+  const keysPage = await req('/keys');
+  const made = await req('/keys', { _csrf: csrf(keysPage.text), name: 'from the readme test' });
+  expect({ status: made.status, text: made.text.slice(0, 300) }).toMatchObject({ status: 303 });
+  return { keys: (await req('/keys')).text, overview: (await req('/')).text };
 }
 
 function sh(line: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
@@ -126,6 +180,7 @@ describe('the README, from a fresh clone next to npm start', () => {
       LOG_LEVEL: 'warn',
     });
     let start: ChildProcess | undefined;
+    let listen: Background | undefined;
     const output: string[] = [];
     try {
       start = spawn('npm', ['start'], { cwd: dir, env: shellEnv, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -139,6 +194,8 @@ describe('the README, from a fresh clone next to npm start', () => {
       const account = printed(/demo account: (\S+)/);
       expect(account).toBeDefined();
       expect(existsSync(path.join(dir, '.tmp/dev.env'))).toBe(true);
+      const dashboard = await waitFor(() => printed(/dashboard: (http\S+)/), 60_000);
+      const login = await waitFor(() => /dashboard demo login: (\S+) \/ (\S+)/.exec(output.join('')), 60_000);
       await waitFor(
         async () => {
           const r = await fetch(`http://127.0.0.1:${gatewayPort}/api/v1/users/demo_news`, {
@@ -161,8 +218,17 @@ describe('the README, from a fresh clone next to npm start', () => {
             !/^npm run (bench|lint|typecheck|format)/.test(l) &&
             !l.startsWith('npm run test')),
       );
+      // the printed demo login, as a newcomer uses it: no "verify your email", a key at once
+      await waitFor(async () => (await fetch(`${dashboard}/signin`).catch(() => null))?.status === 200, 60_000, 250);
+      const demo = await dashboardDemo(dashboard, login[1]!, login[2]!);
+      expect(demo.keys).not.toMatch(/Verify your email/);
+      expect(demo.keys).toMatch(/API key from the readme test/);
+      expect(demo.overview).toMatch(/On Starter since/);
+      expect(demo.overview).not.toMatch(/trial is available/);
+
       const ran: string[] = [];
       let monitorId = '';
+      let postedId = '';
       for (const line of commands) {
         if (line.startsWith('curl ')) {
           const r = await curl(line, { KEY: key });
@@ -173,6 +239,15 @@ describe('the README, from a fresh clone next to npm start', () => {
         const written = line
           .replace('--account <id>', `--account ${account}`)
           .replace('--monitor <id>', `--monitor ${monitorId}`);
+        if (line.startsWith('npm run cli -- listen')) {
+          listen = background(written, dir, shellEnv);
+          await waitFor(() => {
+            if (listen!.child.exitCode !== null) throw new Error(`listen exited:\n${listen!.out.join('')}`);
+            return listen!.out.join('').includes('listening for hits') || null;
+          }, 60_000);
+          ran.push(line);
+          continue;
+        }
         const r = await sh(written, dir, shellEnv);
         expect({ line, code: r.code, out: r.code === 0 ? '' : r.out }).toMatchObject({ code: 0 });
         if (line.includes('monitor create')) {
@@ -180,8 +255,25 @@ describe('the README, from a fresh clone next to npm start', () => {
           expect(created.secret).toMatch(/\S{16,}/); // a webhook was set: its signing secret, printed once
           monitorId = created.id;
         }
+        if (line.startsWith('npm run cli -- social tweet')) postedId = /tweet (\d+) by/.exec(r.out)?.[1] ?? '';
         ran.push(line);
       }
+      // listen showed the README's own post (the demo account watches demo_news), then Ctrl-C ends it
+      expect(listen).toBeDefined();
+      expect(postedId).not.toBe('');
+      await waitFor(
+        () =>
+          listen!.out
+            .join('')
+            .split('\n')
+            .find((l) => l.includes(`tweet ${postedId},`)) ?? null,
+        60_000,
+      );
+      // Ctrl-C: SIGINT to the group. npm itself then ends by the interrupt, as it does for every
+      // script; the CLI under it closes its connection, prints its count and exits 0
+      process.kill(-listen!.child.pid!, 'SIGINT');
+      await listen!.exited;
+      expect(listen!.out.join('')).toMatch(/\d+ hit\(s\) shown\n$/);
       // the README still has the lines this test is about
       expect(ran.filter((r) => r === 'curl').length).toBeGreaterThanOrEqual(3);
       expect(commands.some((l) => /^npm run cli -- monitor create .*--webhook-url /.test(l))).toBe(true);
@@ -189,6 +281,7 @@ describe('the README, from a fresh clone next to npm start', () => {
       expect(commands.some((l) => l === 'npm run migrate')).toBe(true);
       expect(monitorId).not.toBe('');
     } finally {
+      if (listen?.child.pid && listen.child.exitCode === null) process.kill(-listen.child.pid, 'SIGKILL');
       if (start?.pid && start.exitCode === null) {
         process.kill(-start.pid, 'SIGINT');
         const stopped = await waitFor(() => start!.exitCode !== null || start!.signalCode !== null, 30_000).catch(

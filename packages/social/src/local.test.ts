@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { createDbClient, type Db } from '@sts/db';
 import { Client } from 'pg';
 import { snowflakeId } from '@sts/core';
@@ -76,6 +77,42 @@ describe('local social source', () => {
     expect(again.followersCount).toBe(7);
     expect(again.tweetCount).toBe(45);
     await createSocialUser(db, { username: 'bob', name: 'Bob' });
+  });
+
+  it('createSocialTweet stamps createdAt after the connection is open, not before it (a cold CLI process)', async () => {
+    // a fresh client whose connection reaches PostgreSQL only after a delay
+    let through = 0;
+    const pgPort = Number(new URL(testDb.url).port || 5432);
+    const slow = net.createServer((client) => {
+      client.pause();
+      setTimeout(() => {
+        const upstream = net.connect(pgPort, '127.0.0.1', () => {
+          through = Date.now();
+          client.pipe(upstream).pipe(client);
+          client.resume();
+        });
+        for (const s of [client, upstream]) s.on('error', () => undefined);
+        client.on('close', () => upstream.destroy());
+      }, 300);
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    const url = new URL(testDb.url);
+    url.hostname = '127.0.0.1';
+    url.port = String((slow.address() as net.AddressInfo).port);
+    const cold = createDbClient({ url: url.toString(), poolSize: 1 });
+    try {
+      const tweet = await createSocialTweet(cold, { authorUsername: 'alice_1', text: 'stamped at the commit' });
+      expect(through).toBeGreaterThan(0);
+      expect(tweet.createdAt.getTime()).toBeGreaterThanOrEqual(through);
+      const stored = await db.socialTweet.findUniqueOrThrow({ where: { id: BigInt(tweet.id) } });
+      expect(stored.createdAt).toEqual(tweet.createdAt);
+      expect(tweet.author.tweetCount).toBe((await source.getUser('alice_1'))!.tweetCount);
+      await db.socialTweet.delete({ where: { id: BigInt(tweet.id) } });
+      await db.socialUser.update({ where: { id: BigInt(tweet.authorId) }, data: { tweetCount: { decrement: 1 } } });
+    } finally {
+      await cold.$disconnect();
+      slow.close();
+    }
   });
 
   it('writers refuse bad input', async () => {

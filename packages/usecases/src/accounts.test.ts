@@ -189,7 +189,13 @@ describe('accounts, plans and overview', () => {
       expect(started).toMatchObject({ plan: 'free', effectivePlan: 'starter', trialStartedAt: now });
       expect(started.trialEndsAt!.getTime() - now.getTime()).toBe(30 * 86_400_000);
       const o = await uc.overview(a.id);
-      expect(o.trial).toEqual({ state: 'active', startedAt: now, endsAt: started.trialEndsAt, days: 30 });
+      expect(o.trial).toEqual({
+        state: 'active',
+        startedAt: now,
+        endsAt: started.trialEndsAt,
+        days: 30,
+        offered: false,
+      });
       expect(o.usage).toMatchObject({ quota: 150_000, perMinute: 30 });
       // after the trial: Free again, and still no second trial
       const later = now;
@@ -201,6 +207,30 @@ describe('accounts, plans and overview', () => {
       } finally {
         now = later;
       }
+    });
+
+    it('offers the trial only where it changes something, and says since when the account has its plan', async () => {
+      const before = new Date(Date.now() - 1000);
+      const free = await uc.accounts.signUp({ email: 'offer@example.com', password: 'offer password' });
+      const o = await uc.overview(free.id);
+      expect(o.trial).toMatchObject({ state: 'available', offered: true });
+      expect(o.account.planSince.getTime()).toBe(o.account.createdAt.getTime());
+      // Starter already (the seeded demo account, a paid one): nothing to offer
+      const paid = await uc.admin.createAccount({ email: 'starter-since@example.com', plan: 'starter' });
+      expect((await uc.overview(paid.id)).trial).toMatchObject({ state: 'available', offered: false });
+      // an operator's trial: running, so not offered again
+      await uc.admin.setPlan(free.id, { plan: 'free', trialDays: 7 });
+      expect((await uc.overview(free.id)).trial).toMatchObject({ state: 'active', offered: false });
+      // the plan's "since" moves when the stored plan changes, by any writer (a trigger), and only then
+      const since = (id: string) => db.account.findUniqueOrThrow({ where: { id } }).then((r) => r.planSince);
+      const old = new Date('2020-01-01T00:00:00.000Z');
+      await db.account.update({ where: { id: free.id }, data: { planSince: old } });
+      await db.account.update({ where: { id: free.id }, data: { plan: 'free', notifyQuota: false } });
+      expect(await since(free.id)).toEqual(old);
+      await db.$executeRaw`UPDATE accounts SET plan = 'starter' WHERE id = ${free.id}::uuid`;
+      const moved = await since(free.id);
+      expect(moved.getTime()).toBeGreaterThan(before.getTime());
+      expect((await uc.overview(free.id)).account).toMatchObject({ plan: 'starter', planSince: moved });
     });
 
     it('a trial an operator gave counts as used; a Starter account needs none', async () => {

@@ -92,6 +92,7 @@ export function toAccountView(a: AccountRecord, now: Date): AccountView {
     email: a.email,
     plan: a.plan,
     effectivePlan: effectivePlan(a, now),
+    planSince: a.planSince,
     trialStartedAt: a.trialStartedAt,
     trialEndsAt: a.trialEndsAt,
     hasPassword: a.passwordHash !== null,

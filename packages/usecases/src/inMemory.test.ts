@@ -83,6 +83,7 @@ class InMemoryStore {
         const a: AccountRecord = {
           ...input,
           id: randomUUID(),
+          planSince: this.now(),
           trialStartedAt: null,
           trialEndsAt: null,
           createdAt: this.now(),
@@ -96,6 +97,7 @@ class InMemoryStore {
       },
       update: (id, { endSessions, ...change }) => {
         const a = accounts.get(id);
+        if (a && change.plan !== undefined && change.plan !== a.plan) a.planSince = this.now();
         if (a) Object.assign(a, change, endSessions ? { sessionGeneration: a.sessionGeneration + 1 } : {});
         return Promise.resolve(a !== undefined);
       },
@@ -463,7 +465,12 @@ describe('use-case rules over in-memory repositories', () => {
 
   it("shows the trial available, then active for 30 days, then ended; it starts once, not on Starter, and an operator's trial counts", async () => {
     const id = await account();
-    expect((await uc.overview(id)).trial).toMatchObject({ state: 'available', startedAt: null, days: 30 });
+    expect((await uc.overview(id)).trial).toMatchObject({
+      state: 'available',
+      startedAt: null,
+      days: 30,
+      offered: true,
+    });
     const started = clock;
     await uc.plans.startTrial(id);
     later(30 * DAY - 1);

@@ -54,13 +54,15 @@ export function overviewUseCases(ctx: Ctx): {
       daily.push({ day: isoDay(d), used: byDay.get(isoDay(d)) ?? 0 });
     }
     const limits = plans[plan];
+    const state = trialState(account, now);
     return {
       account: toAccountView(account, now),
       trial: {
-        state: trialState(account, now),
+        state,
         startedAt: account.trialStartedAt,
         endsAt: account.trialEndsAt,
         days: ctx.trialDays,
+        offered: state === 'available' && account.plan === 'free',
       },
       usage: {
         period,

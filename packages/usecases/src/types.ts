@@ -82,6 +82,8 @@ export interface AccountView {
   plan: PlanName;
   /** the plan in force (Starter while a trial runs) */
   effectivePlan: PlanName;
+  /** when the stored plan last changed (the account's creation until then) */
+  planSince: Date;
   trialStartedAt: Date | null;
   trialEndsAt: Date | null;
   hasPassword: boolean;
@@ -103,7 +105,8 @@ export type TrialState = 'available' | 'active' | 'ended';
 
 export interface Overview {
   account: AccountView;
-  trial: { state: TrialState; startedAt: Date | null; endsAt: Date | null; days: number };
+  /** `offered`: starting the trial would change something (available, and the stored plan is Free) */
+  trial: { state: TrialState; startedAt: Date | null; endsAt: Date | null; days: number; offered: boolean };
   usage: {
     /** "YYYY-MM" (UTC) */
     period: string;

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { createTestDatabase, createTestRedis } from '@sts/testing';
+import { createUseCases, planConfigFromEnv } from '@sts/usecases';
 import { runCli } from '../main';
 
 describe('account, key, plan and seed commands', () => {
@@ -157,6 +158,22 @@ describe('account, key, plan and seed commands', () => {
     expect((await runCli(['seed', '--json'], { ...env, DEMO_API_KEY: pinned })).code).toBe(0);
     expect(await counts()).toEqual(before);
     expect((await runCli(['seed'], { ...env, DEMO_API_KEY: 'nonsense' })).code).toBe(2);
+  });
+
+  it('seeds the demo account verified (no mail reaches demo@example.com): it makes a key at once', async () => {
+    const out = JSON.parse((await runCli(['seed', '--json'], env)).stdout) as { account_id: string };
+    const verifiedAt = async () =>
+      (await db.account.findUniqueOrThrow({ where: { id: out.account_id } })).emailVerifiedAt;
+    expect(await verifiedAt()).toBeInstanceOf(Date);
+    // a demo account seeded unverified by an earlier version is verified by the next seed
+    await db.account.update({ where: { id: out.account_id }, data: { emailVerifiedAt: null } });
+    expect((await runCli(['seed'], env)).code).toBe(0);
+    expect(await verifiedAt()).toBeInstanceOf(Date);
+    const key = await createUseCases({ db, ...planConfigFromEnv({}), requireVerifiedEmail: true }).keys.create(
+      out.account_id,
+      { name: 'mine' },
+    );
+    expect(isWellFormedApiKey(key.key)).toBe(true);
   });
 
   it('seed without DEMO_API_KEY shows a new key once, then never makes another', async () => {

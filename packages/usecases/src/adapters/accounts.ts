@@ -12,6 +12,7 @@ const accountSelect = {
   id: true,
   email: true,
   plan: true,
+  planSince: true,
   trialStartedAt: true,
   trialEndsAt: true,
   passwordHash: true,

@@ -5,6 +5,8 @@ export interface AccountRecord {
   id: string;
   email: string;
   plan: PlanName;
+  /** when the stored plan last changed (its creation until then) */
+  planSince: Date;
   trialStartedAt: Date | null;
   trialEndsAt: Date | null;
   passwordHash: string | null;

@@ -69,15 +69,25 @@ export function usageChart(daily: Overview['daily']): SafeHtml {
     </details>`;
 }
 
+/**
+ * What the account has: the stored plan and since when, or the running trial with its start and
+ * end. The trial is offered only where starting it changes something (a Free account that never
+ * had it); a Starter account is not offered a trial of Starter.
+ */
+export function planStatus(o: Pick<Overview, 'account' | 'trial'>): SafeHtml {
+  const { account: a, trial: t } = o;
+  if (a.plan === 'starter') return html`On Starter since <strong>${formatDay(a.planSince)}</strong>.`;
+  if (t.state === 'active')
+    return html`Starter trial since ${formatDay(t.startedAt)}, until <strong>${formatDay(t.endsAt)}</strong>; then Free.`;
+  const since = html`On Free since ${formatDay(a.planSince)}.`;
+  if (t.state === 'ended') return html`${since} Your Starter trial ended on ${formatDay(t.endsAt)}.`;
+  if (t.offered) return html`${since} A ${t.days}-day Starter trial is available. <a href="/plan">Start it</a>.`;
+  return since;
+}
+
 export function overviewPage(ctx: PageContext, o: Overview): string {
   const u = o.usage;
   const pct = percent(u.used, u.quota);
-  const trial =
-    o.trial.state === 'active'
-      ? html`Starter trial active until <strong>${formatDay(o.trial.endsAt)}</strong>.`
-      : o.trial.state === 'ended'
-        ? html`Your Starter trial ended on ${formatDay(o.trial.endsAt)}.`
-        : html`A ${o.trial.days}-day Starter trial is available. <a href="/plan">Start it</a>.`;
   return layout(
     ctx,
     'Overview',
@@ -85,7 +95,7 @@ export function overviewPage(ctx: PageContext, o: Overview): string {
         <section class="card" aria-labelledby="plan-h">
           <h2 id="plan-h">Plan</h2>
           <p class="big" data-testid="plan">${PLAN_NAME[o.account.effectivePlan]}</p>
-          <p>${trial}</p>
+          <p data-testid="plan-status">${planStatus(o)}</p>
           <p><a href="/plan">Compare plans</a></p>
         </section>
         <section class="card" aria-labelledby="usage-h">

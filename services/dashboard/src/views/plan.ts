@@ -23,7 +23,7 @@ function column(name: string, f: PlanFacts, current: boolean, extra: SafeHtml | 
 export function planPage(ctx: PageContext, o: Overview, facts: { free: PlanFacts; starter: PlanFacts }): string {
   const onStarter = o.account.effectivePlan === 'starter';
   let trial: SafeHtml;
-  if (o.trial.state === 'available' && !onStarter) {
+  if (o.trial.offered) {
     trial = postButton(ctx, {
       action: '/plan/trial',
       label: `Start the ${o.trial.days}-day Starter trial`,

@@ -1,6 +1,7 @@
 import { barChart, niceTop } from '../domain/chart';
 import { escapeHtml, html } from './html';
-import { usageChart } from './overview';
+import type { Overview } from '@sts/usecases';
+import { planStatus, usageChart } from './overview';
 
 describe('html', () => {
   it('escapes every interpolated value and keeps nested templates', () => {
@@ -35,5 +36,43 @@ describe('usage chart', () => {
     expect(svg).toContain('1,234 calls this month; busiest day 2026-11-01 with 1,234.');
     expect(svg).toMatch(/<svg[^>]*role="img"/);
     expect(svg).toMatch(/<td>2026-11-01<\/td>\s*<td>1,234<\/td>/);
+  });
+});
+
+describe("the overview's plan line", () => {
+  const day = (s: string) => new Date(`${s}T12:00:00.000Z`);
+  const status = (
+    plan: 'free' | 'starter',
+    trial: Partial<Overview['trial']> & Pick<Overview['trial'], 'state' | 'offered'>,
+  ) =>
+    planStatus({
+      account: { plan, planSince: day('2026-11-01') } as Overview['account'],
+      trial: { startedAt: null, endsAt: null, days: 30, ...trial },
+    }).value.replace(/\s+/g, ' ');
+
+  it('says what a Starter account has and offers it no trial', () => {
+    const s = status('starter', { state: 'available', offered: false });
+    expect(s).toBe('On Starter since <strong>2026-11-01</strong>.');
+    expect(s).not.toMatch(/trial/i);
+  });
+
+  it('offers the trial to a Free account that never had it, with what it has now', () => {
+    expect(status('free', { state: 'available', offered: true })).toBe(
+      'On Free since 2026-11-01. A 30-day Starter trial is available. <a href="/plan">Start it</a>.',
+    );
+  });
+
+  it('a running trial: since when and until when; an ended one: when it ended, no offer', () => {
+    expect(
+      status('free', { state: 'active', offered: false, startedAt: day('2026-11-10'), endsAt: day('2026-12-10') }),
+    ).toBe('Starter trial since 2026-11-10, until <strong>2026-12-10</strong>; then Free.');
+    const ended = status('free', {
+      state: 'ended',
+      offered: false,
+      startedAt: day('2026-10-01'),
+      endsAt: day('2026-10-31'),
+    });
+    expect(ended).toBe('On Free since 2026-11-01. Your Starter trial ended on 2026-10-31.');
+    expect(ended).not.toContain('Start it');
   });
 });

@@ -103,19 +103,34 @@ function round(options: OutboxRelayOptions, batchSize: number): Promise<RoundRes
   );
 }
 
-/** A sleep that `wake()` ends early. */
-function wakeableSleep() {
+/**
+ * A sleep that `wake()` ends early. A wake-up that comes while no sleep runs (a notification during
+ * a round) is kept: the next sleep returns at once, so a row committed mid-round waits for no idle poll.
+ */
+export function wakeableSleep() {
   let wake: (() => void) | undefined;
+  let woken = false;
   return {
     sleep: (ms: number) =>
       new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, ms);
+        if (woken) {
+          woken = false;
+          return resolve();
+        }
+        const timer = setTimeout(() => {
+          wake = undefined;
+          resolve();
+        }, ms);
         wake = () => {
           clearTimeout(timer);
+          wake = undefined;
           resolve();
         };
       }),
-    wake: () => wake?.(),
+    wake: () => {
+      if (wake) wake();
+      else woken = true;
+    },
   };
 }
 
