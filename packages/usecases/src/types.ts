@@ -16,9 +16,9 @@ import type { HeadersOf, PayloadOf } from '@sts/messaging';
 import type { ScryptParams } from './password';
 import type { WebhookUrlCheck } from './webhookUrl';
 
-export type PublishedKey = 'monitor.test' | 'webhook.redeliver';
+export type PublishedKey = 'monitor.test' | 'webhook.redeliver' | 'apikey.changed';
 
-/** What publishes monitor.test / webhook.redeliver; an `AmqpClient` from @sts/messaging fits. */
+/** What publishes monitor.test / webhook.redeliver / apikey.changed; an `AmqpClient` from @sts/messaging fits. */
 export interface Publisher {
   publish<K extends PublishedKey>(
     routingKey: K,
