@@ -91,13 +91,16 @@ async function withRedis<T>(ctx: CliContext, fallback: T, work: (redis: ReturnTy
 /** The monitor preview's source (SOCIAL_SOURCE and X_* as the services read them) and Redis cache. */
 function previewOptions(ctx: CliContext): PreviewOptions {
   return {
-    async timeline(username, limit) {
+    async timeline(username, limit, priority) {
       const parsed = z.object(socialEnv).safeParse(ctx.env);
       if (!parsed.success) {
         const issue = parsed.error.issues[0];
         throw new Error(`${issue?.path.join('.') ?? 'SOCIAL_SOURCE'}: ${issue?.message ?? 'invalid'}`);
       }
-      const page = await createSocialSource(parsed.data, { db: ctx.db() }).getUserTimeline(username, { limit });
+      const page = await createSocialSource(parsed.data, { db: ctx.db() }).getUserTimeline(username, {
+        limit,
+        priority,
+      });
       return page ? page.items : null;
     },
     cache: {

@@ -68,6 +68,10 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'SIGNIN_MAX_PER_EMAIL_HOURLY',
   'WEBHOOK_TEST_MAX_PER_MIN',
   'UNKNOWN_KEY_MAX_PER_MIN',
+  'KEY_FILTER_REBUILD_MS',
+  'PREVIEW_MAX_PER_MIN',
+  'PREVIEW_MAX_PER_DAY',
+  'REDELIVERY_MAX_PER_HOUR',
   'GATEWAY_TRUSTED_PROXY_HOPS',
   'SESSION_MAX_AGE_SEC',
   'MAIL_RETRY_BASE_MS',
@@ -143,11 +147,51 @@ export function readCompose(): { raw: unknown; services: Record<string, ComposeS
 
 export interface ComposeService {
   command?: string[];
+  image?: string;
+  profiles?: string[];
   environment?: Record<string, string | number | null>;
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }>;
-  ports?: string[];
+  ports?: (string | number | ComposePortObject)[];
   restart?: string;
+}
+
+interface ComposePortObject {
+  target: number | string;
+  published?: number | string;
+  host_ip?: string;
+}
+
+/** The services users reach: published on every interface. Anything else published is a developer tool. */
+export const PUBLIC_SERVICES = new Set(['gateway', 'dashboard']);
+
+/** Loopback host addresses: a port bound to one of these is reachable from the host only. */
+const LOOPBACK = new Set(['127.0.0.1', '::1', '[::1]', 'localhost']);
+
+export interface PublishedPort {
+  spec: string;
+  /** the host address it binds ('' = every interface) */
+  hostIp: string;
+  loopbackOnly: boolean;
+}
+
+/**
+ * The host ports a service publishes, from compose's short syntax (`[HOST_IP:]HOST:CONTAINER[/proto]`,
+ * IPv6 host addresses in brackets) or long syntax (`{ target, published, host_ip }`). A bare
+ * container port (`"8025"`) publishes on a random host port on every interface.
+ */
+export function publishedPorts(svc: ComposeService): PublishedPort[] {
+  return (svc.ports ?? []).map((p) => {
+    if (typeof p === 'object') {
+      const hostIp = p.host_ip ?? '';
+      return { spec: JSON.stringify(p), hostIp, loopbackOnly: LOOPBACK.has(hostIp) };
+    }
+    const spec = String(p);
+    const bracketed = /^\[([^\]]+)\]:/.exec(spec);
+    const parts = spec.split(':');
+    const hostIp = bracketed ? bracketed[1]! : parts.length === 3 ? parts[0]! : '';
+    return { spec, hostIp, loopbackOnly: LOOPBACK.has(hostIp) };
+  });
 }
 
 /**

@@ -4,11 +4,13 @@
  * into ack / dead-letter / requeue on the channel the message came from. Consumers are set up on
  * every new connection (the connection's `setup` hook) and forget their channel when it is lost.
  */
+import { randomUUID } from 'node:crypto';
 import { endSpan, SpanKind, startSpan, tracingEnabled, withSpan } from '@sts/telemetry';
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { Logger } from '@sts/common';
 import {
   ContractError,
+  EXCHANGE,
   fromAmqpHeaders,
   isRoutingKey,
   parseHeaders,
@@ -18,7 +20,7 @@ import {
 } from './contracts';
 import type { AmqpConnection, ConnectionContext } from './connection';
 import { deferred, errorMessage, type Deferred } from './deferred';
-import { declareQueue } from './topology';
+import { declareExchanges, declareQueue } from './topology';
 
 export type ConsumeOutcome = 'ack' | 'dead-letter' | 'requeue';
 
@@ -34,6 +36,15 @@ export interface ConsumeOptions<K extends RoutingKey> {
    * 'requeue' puts it back. A throw requeues a first delivery and dead-letters a redelivery.
    */
   handler: (env: Envelope<K>) => Promise<ConsumeOutcome>;
+  /**
+   * 'shared' (default): the durable quorum queue `queue` with its DLQ, whose messages the
+   * service's replicas share. 'broadcast': an exclusive, auto-deleted queue of this process only
+   * (`<queue>.<random>`), so every process gets every message; a refused message is dropped (no
+   * DLQ) and messages published while disconnected are missed: `onSubscribed` runs after each
+   * (re)subscription, for the caller to resynchronise from the source of truth.
+   */
+  mode?: 'shared' | 'broadcast';
+  onSubscribed?: () => void;
 }
 
 const DEFAULT_PREFETCH = 32;
@@ -198,8 +209,8 @@ export class Consumers {
     });
     try {
       await ch.prefetch(c.prefetch);
-      await declareQueue(ch, queue, [...c.bindings] as RoutingKey[]);
-      const { consumerTag } = await ch.consume(queue, (msg) => this.onDelivery(ctx, c, ch, msg), { noAck: false });
+      const name = await this.declare(ch, c);
+      const { consumerTag } = await ch.consume(name, (msg) => this.onDelivery(ctx, c, ch, msg), { noAck: false });
       if (this.connection.isClosed(ch)) throw new Error(`consumer channel of ${queue} closed during setup`);
       active = true;
       c.channel = ch;
@@ -209,6 +220,28 @@ export class Consumers {
       if (!this.connection.isClosed(ch)) await ch.close().catch(() => undefined);
       throw err;
     }
+    try {
+      c.opts.onSubscribed?.();
+    } catch (err) {
+      this.logger.error('amqp onSubscribed hook failed', { queue, error: errorMessage(err) });
+    }
+  }
+
+  /** Declares the consumer's queue (see ConsumeOptions.mode); resolves with the name to consume. */
+  private async declare(ch: Channel, c: ConsumerState): Promise<string> {
+    const bindings = [...c.bindings] as RoutingKey[];
+    if (c.opts.mode !== 'broadcast') {
+      await declareQueue(ch, c.opts.queue, bindings);
+      return c.opts.queue;
+    }
+    await declareExchanges(ch);
+    const { queue } = await ch.assertQueue(`${c.opts.queue}.${randomUUID()}`, {
+      exclusive: true,
+      autoDelete: true,
+      durable: false,
+    });
+    for (const key of bindings) await ch.bindQueue(queue, EXCHANGE, key);
+    return queue;
   }
 
   private onDelivery(ctx: ConnectionContext, c: ConsumerState, ch: Channel, msg: ConsumeMessage | null): void {

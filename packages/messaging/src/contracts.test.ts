@@ -13,12 +13,13 @@ import { accountEventKey } from './contracts';
 import { hitPayload, testPayload } from '../test/payloads';
 
 describe('contracts', () => {
-  it('has exactly the monitor, webhook and account routing keys', () => {
+  it('has exactly the monitor, webhook, account and API key routing keys', () => {
     expect([...ROUTING_KEYS].sort()).toEqual([
       'account.quota.threshold',
       'account.trial.ended',
       'account.trial.ending',
       'account.webhook.failing',
+      'apikey.changed',
       'monitor.hit',
       'monitor.test',
       'webhook.redeliver',

@@ -107,6 +107,21 @@ export const AccountTrialEndedPayload = z
   .object({ ...accountEventBase, trialEndedAt: IsoUtcMillis, pausedMonitorIds: z.array(z.string().min(1)) })
   .strict();
 
+/**
+ * An API key was created or revoked (published by whoever did it: the dashboard, the admin CLI).
+ * The gateways keep an in-process filter of the hashes of all live keys (unknown keys are refused
+ * without a database query); a created key is added to it, a revoked one leaves their caches.
+ * Best effort: each gateway also rebuilds its filter from PostgreSQL periodically.
+ */
+export const ApiKeyChangedPayload = z
+  .object({
+    /** the key's SHA-256, hex (what api_keys.key_hash stores; never the key) */
+    keyHash: z.string().regex(/^[0-9a-f]{64}$/),
+    change: z.enum(['created', 'revoked']),
+    occurredAt: IsoUtcMillis,
+  })
+  .strict();
+
 const accountHeaders = z.object({ accountId: z.string() });
 
 export const contracts = {
@@ -120,6 +135,7 @@ export const contracts = {
   'account.webhook.failing': { payload: AccountWebhookFailingPayload, headers: accountHeaders },
   'account.trial.ending': { payload: AccountTrialEndingPayload, headers: accountHeaders },
   'account.trial.ended': { payload: AccountTrialEndedPayload, headers: accountHeaders },
+  'apikey.changed': { payload: ApiKeyChangedPayload, headers: accountHeaders },
 } as const;
 
 export type RoutingKey = keyof typeof contracts;
@@ -132,6 +148,7 @@ export type AccountQuotaThresholdEvent = PayloadOf<'account.quota.threshold'>;
 export type AccountWebhookFailingEvent = PayloadOf<'account.webhook.failing'>;
 export type AccountTrialEndingEvent = PayloadOf<'account.trial.ending'>;
 export type AccountTrialEndedEvent = PayloadOf<'account.trial.ended'>;
+export type ApiKeyChangedEvent = PayloadOf<'apikey.changed'>;
 
 /** The account events, one routing key per kind. */
 export const ACCOUNT_ROUTING_KEYS = [

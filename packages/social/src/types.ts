@@ -44,6 +44,8 @@ export interface Page<T> {
 export interface PageRequest {
   limit: number;
   cursor?: string | undefined;
+  /** X: the call's priority for the fleet's rate-limit budget; default 'high' (the monitor preview asks 'low') */
+  priority?: 'high' | 'low';
 }
 
 export interface PollRequest {

@@ -58,6 +58,8 @@ class InMemoryStore {
   readonly monitors = new Map<string, StoredMonitor>();
   readonly hits: HitRow[] = [];
   readonly attempts: (AttemptRecord & { monitorId: string })[] = [];
+  /** delivery id -> when its redelivery was marked pending (ms) */
+  readonly pending = new Map<string, number>();
 
   constructor(private readonly now: () => Date) {}
 
@@ -298,7 +300,7 @@ class InMemoryStore {
         const a = this.attempts.find((x) => x.id === id);
         return Promise.resolve(a ? owner(a.monitorId) : null);
       },
-      failedDeliveries: (monitorId, since, max) => {
+      failedDeliveries: (monitorId, since, max, pendingAfter) => {
         const hitAttempts = attemptsOf(monitorId).filter((a) => a.event === 'monitor.hit');
         const failedSince = new Set(
           hitAttempts.filter((a) => a.outcome === 'failed' && a.createdAt >= since).map((a) => a.deliveryId),
@@ -312,10 +314,20 @@ class InMemoryStore {
               1,
             )[0]!,
         );
-        const failed = latest.filter((a) => a.outcome === 'failed' && a.hitId !== null);
+        const pending = (d: string) => (this.pending.get(d) ?? 0) > pendingAfter.getTime();
+        const failed = latest.filter((a) => a.outcome === 'failed' && a.hitId !== null && !pending(a.deliveryId));
         const due = newestFirst(failed, sent, undefined, Infinity).reverse();
         const attempts = due.slice(0, max).map((a) => ({ id: a.id, deliveryId: a.deliveryId }));
         return Promise.resolve({ attempts, total: due.length });
+      },
+      claimRedeliveries: (_accountId, _monitorId, deliveryIds, now, pendingAfter) => {
+        const claimed = deliveryIds.filter((d) => (this.pending.get(d) ?? 0) <= pendingAfter.getTime());
+        for (const d of claimed) this.pending.set(d, now.getTime());
+        return Promise.resolve(claimed);
+      },
+      releaseRedeliveries: (deliveryIds) => {
+        for (const d of deliveryIds) this.pending.delete(d);
+        return Promise.resolve();
       },
       hits: (monitorId, after, take) => Promise.resolve(newestFirst(hitsOf(monitorId), found, after, take)),
       latestHit: (monitorId) => Promise.resolve(newestFirst(hitsOf(monitorId), found, undefined, 1)[0] ?? null),

@@ -1,7 +1,9 @@
 /**
  * API keys: the plaintext is returned once at creation; only its SHA-256 and a display prefix are
  * stored. A revocation evicts the key's cached lookup when `evictApiKey` is given; either way the
- * gateways' key cache TTL (5 s) bounds how long a revoked key still works.
+ * gateways' key cache TTL bounds how long a revoked key still works. Creation and revocation are
+ * announced to the gateways (apikey.changed: their filter of live keys, their caches) when a
+ * publisher is given; best effort, as the gateways also rebuild the filter from PostgreSQL.
  */
 import { evictCachedApiKey } from '@sts/common';
 import { generateApiKey, isApiKeyScope, type ApiKeyScope } from '@sts/core';
@@ -53,6 +55,19 @@ function keyScope(raw: string | undefined): ApiKeyScope {
 export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCases } {
   const repo = ctx.repos.keys;
 
+  /** tells the gateways; a broker failure never fails the change (they resynchronise from PostgreSQL) */
+  async function announce(accountId: string, keyHash: string, change: 'created' | 'revoked'): Promise<void> {
+    if (!ctx.opts.publisher) return;
+    await ctx
+      .publish(
+        'apikey.changed',
+        { keyHash, change, occurredAt: ctx.now().toISOString() },
+        { accountId },
+        { limited: false },
+      )
+      .catch(() => undefined);
+  }
+
   async function revokeRow(row: KeyRevocation): Promise<RevokedApiKey & { accountId: string }> {
     let revokedAt = row.revokedAt;
     if (!revokedAt) {
@@ -63,6 +78,7 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
     const cacheEvicted = ctx.opts.evictApiKey ? await ctx.opts.evictApiKey(row.keyHash).catch(() => false) : false;
     const fresh = await repo.get(row.id);
     if (!fresh) throw new NotFoundError('apiKey', `no API key with id ${row.id}`);
+    await announce(fresh.accountId, row.keyHash, 'revoked');
     return { ...fresh, revokedAt: fresh.revokedAt ?? revokedAt, cacheEvicted };
   }
 
@@ -78,6 +94,7 @@ export function keyUseCases(ctx: Ctx): { keys: KeyUseCases; admin: KeyAdminUseCa
       }
       const k = generateApiKey();
       const row = await repo.create({ accountId: account.id, keyHash: k.hash, prefix: k.prefix, name, scope });
+      await announce(account.id, k.hash, 'created');
       return { ...row, key: k.key };
     },
 

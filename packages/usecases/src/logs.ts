@@ -6,7 +6,7 @@
  */
 import { readPage } from './cursor';
 import { idOrNotFound, type Ctx } from './context';
-import { ConflictError, NotFoundError, ValidationError } from './errors';
+import { ConflictError, NotFoundError, RateLimitedError, ValidationError } from './errors';
 import { ownMonitor } from './monitors';
 import type { HitRow } from '@sts/db';
 import type { DeliveryDetail, DeliveryView, HeaderPair, HitView, Page, PageRequest, Queued } from './types';
@@ -28,10 +28,11 @@ export interface DeliveryUseCases {
   redeliver(accountId: string, attemptId: string): Promise<Queued & { attemptId: string; monitorId: string }>;
   /**
    * "Redeliver every failed delivery since T": each hit delivery of the monitor with a failed
-   * attempt at or after `since` whose latest attempt is still a failure, oldest first, at most
-   * RECOVER_MAX per call (`remaining` says how many more wait; call again). Each goes out as a
+   * attempt at or after `since` whose latest attempt is still a failure and has no redelivery
+   * pending, oldest first, at most RECOVER_MAX per call and what the account's redelivery budget
+   * grants (`remaining` says how many more wait; call again). Each goes out as a
    * webhook.redeliver of its latest attempt: same X-Service-Delivery, paced by the dispatcher's
-   * lanes like any redelivery.
+   * lanes like any redelivery, sharing a host's lane fairly with other accounts.
    */
   recover(
     accountId: string,
@@ -78,18 +79,56 @@ export interface LogAdminUseCases {
   ownerOfDelivery(attemptId: string): Promise<string>;
 }
 
-/** The latest attempt of each hit delivery that failed since T, when that latest one is still a failure. */
+/** a pending redelivery older than this counts as lost: Recover may queue the delivery again */
+export const PENDING_REDELIVERY_MAX_AGE_MS = 3_600_000;
+
+/**
+ * The latest attempt of each hit delivery that failed since T, when that latest one is still a
+ * failure and no redelivery of it is pending; at most what the account's redelivery budget
+ * grants. Each is marked pending before it is published, so a second click, or a concurrent one,
+ * queues none of them again until the dispatcher has recorded its attempt.
+ */
 async function recoverFailed(ctx: Ctx, accountId: string, monitorId: string, since: Date) {
-  const { attempts, total } = await ctx.repos.logs.failedDeliveries(monitorId, since, RECOVER_MAX);
+  const now = ctx.now();
+  const pendingAfter = new Date(now.getTime() - PENDING_REDELIVERY_MAX_AGE_MS);
+  const { attempts, total } = await ctx.repos.logs.failedDeliveries(monitorId, since, RECOVER_MAX, pendingAfter);
+  if (attempts.length === 0) return { queued: 0, remaining: 0, deliveryIds: [] };
   // one click (or one CLI run) is one outbound action, however many it queues (at most RECOVER_MAX)
-  if (attempts.length > 0) await ctx.outboundAllowed(accountId, 'recoveries');
-  for (const a of attempts) {
-    await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId }, { limited: false });
+  await ctx.outboundAllowed(accountId, 'recoveries');
+  const budget = ctx.opts.redeliveryBudget;
+  const { granted, retryAfterSec } = budget
+    ? await budget(accountId, attempts.length)
+    : { granted: attempts.length, retryAfterSec: 0 };
+  if (granted <= 0) {
+    throw new RateLimitedError(
+      `this account's redeliveries for the hour are used up; try again in ${retryAfterSec} s`,
+      retryAfterSec,
+    );
+  }
+  const wanted = attempts.slice(0, granted);
+  const claimed = new Set(
+    await ctx.repos.logs.claimRedeliveries(
+      accountId,
+      monitorId,
+      wanted.map((a) => a.deliveryId),
+      now,
+      pendingAfter,
+    ),
+  );
+  const queued = wanted.filter((a) => claimed.has(a.deliveryId));
+  for (const [i, a] of queued.entries()) {
+    try {
+      await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId }, { limited: false });
+    } catch (err) {
+      // not queued: their marks go, so the next Recover can queue them
+      await ctx.repos.logs.releaseRedeliveries(queued.slice(i).map((q) => q.deliveryId)).catch(() => undefined);
+      throw err;
+    }
   }
   return {
-    queued: attempts.length,
-    remaining: total - attempts.length,
-    deliveryIds: attempts.map((a) => a.deliveryId),
+    queued: queued.length,
+    remaining: total - queued.length,
+    deliveryIds: queued.map((a) => a.deliveryId),
   };
 }
 

@@ -27,6 +27,8 @@ import {
   NotConfiguredError,
   NotFoundError,
   PlanLimitError,
+  RateLimitedError,
+  redeliveryBudget,
   secretBoxFromEnv,
   ValidationError,
   type UseCases,
@@ -636,6 +638,73 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect((await rejection(uc.deliveries.recover(owner, monitor.id, new Date('nope')))).field).toBe('failedSince');
       await new Promise((res) => setTimeout(res, 300));
       expect(seen.length).toBe(before + 2);
+
+      // clicked again while those redeliveries are pending: nothing is queued twice
+      expect(await uc.deliveries.recover(owner, monitor.id, T)).toEqual({ queued: 0, remaining: 0, deliveryIds: [] });
+      // the dispatcher recorded r-failed's redelivery (failed again): Recover may queue it again;
+      // r-twice's mark is over an hour old (its message was lost): it may be queued again too
+      await db.$executeRaw`DELETE FROM pending_redeliveries WHERE delivery_id = 'r-failed'`;
+      await db.$executeRaw`UPDATE pending_redeliveries SET queued_at = now() - interval '2 hours' WHERE delivery_id = 'r-twice'`;
+      const again = await uc.deliveries.recover(owner, monitor.id, T);
+      expect(again).toEqual({ queued: 2, remaining: 0, deliveryIds: ['r-failed', 'r-twice'] });
+      await waitFor(() => seen.length >= before + 4, 20_000);
+    });
+
+    it("recover counts against the account's redelivery budget, and two clicks at once queue each delivery once", async () => {
+      const budgeted = createUseCases({
+        db,
+        plans: plansFromEnv(z.object({ ...planEnv, ...planMonitorEnv }).parse({})),
+        monitorLimits: { free: 5, starter: 5 },
+        publisher: amqp,
+        redeliveryBudget: redeliveryBudget(redis, 3),
+      });
+      const owner = (await uc.admin.createAccount({ email: 'budget@example.com', plan: 'starter' })).id;
+      const T = new Date(Date.now() - 3600_000);
+      /** a monitor with 5 failed hit deliveries */
+      const failing = async (target: string, n: bigint) => {
+        const { monitor } = await uc.monitors.create(owner, { target });
+        for (let i = 0; i < 5; i++) {
+          const h = await db.hit.create({
+            data: {
+              monitorId: monitor.id,
+              tweetId: String(n + BigInt(i)),
+              tweetText: `b ${i}`,
+              tweetAuthorId: '8',
+              tweetAuthorUsername: target,
+              tweetCreatedAt: T,
+            },
+          });
+          await db.deliveryAttempt.create({
+            data: {
+              monitorId: monitor.id,
+              hitId: h.id,
+              event: 'monitor.hit',
+              deliveryId: `${target}-${i}`,
+              url: 'https://example.com/b',
+              outcome: 'failed',
+              createdAt: new Date(T.getTime() + (i + 1) * 60_000),
+            },
+          });
+        }
+        return monitor.id;
+      };
+      const before = seen.length;
+      // two clicks at once: each delivery queued once between them
+      const racing = await failing('race_me', 1_900_000_000_000_000_000n);
+      const [a, b] = await Promise.all([
+        uc.deliveries.recover(owner, racing, T),
+        uc.deliveries.recover(owner, racing, T),
+      ]);
+      expect([...a.deliveryIds, ...b.deliveryIds].sort()).toEqual([0, 1, 2, 3, 4].map((i) => `race_me-${i}`));
+      // a budget of 3 an hour: 3 queued, 2 left for later, then refused
+      const budgeted_ = await failing('budget_me', 1_910_000_000_000_000_000n);
+      expect(await budgeted.deliveries.recover(owner, budgeted_, T)).toMatchObject({ queued: 3, remaining: 2 });
+      const refused = await rejection(budgeted.deliveries.recover(owner, budgeted_, T));
+      expect(refused).toBeInstanceOf(RateLimitedError);
+      expect(refused.retryAfterSec).toBeGreaterThan(0);
+      await waitFor(() => seen.length >= before + 8, 20_000);
+      await new Promise((res) => setTimeout(res, 300));
+      expect(seen.length - before).toBe(8);
     });
 
     it('the log masks the token of a Discord or Slack URL', async () => {

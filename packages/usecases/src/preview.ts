@@ -4,8 +4,11 @@
  * post comes back with `matched` and the reason (keyword, type, language, exclusion).
  *
  * Upstream cost: one timeline read per target at most, kept in the cache (Redis) for
- * PREVIEW_CACHE_SECONDS, so editing the keywords again and again reads nothing more. The preview
- * never goes through the gateway: it costs no API quota.
+ * PREVIEW_CACHE_SECONDS (an unknown target too), so editing the keywords again and again reads
+ * nothing more. The preview never goes through the gateway: it costs no API quota, but it spends
+ * the fleet's shared X budget, so self-service previews need a verified address, each account's
+ * upstream reads are bounded (`limit`), and they run at the lowest X priority. An upstream
+ * failure is answered with a generic message; its detail goes to `onUpstreamError` (the log).
  */
 import {
   compileRules,
@@ -15,8 +18,8 @@ import {
   type ReferenceType,
   type RuleReasonCode,
 } from '@sts/core';
-import { loadAccount, type Ctx } from './context';
-import { NotConfiguredError, UnavailableError, ValidationError } from './errors';
+import { loadAccount, requireVerified, type Ctx } from './context';
+import { NotConfiguredError, RateLimitedError, UnavailableError, ValidationError } from './errors';
 import { checkFilters, checkKeywords, checkTarget } from './monitors';
 import type { MonitorInput, PreviewOptions, PreviewTweet } from './types';
 
@@ -48,25 +51,36 @@ interface CachedTweet {
   referencedTweets: { type: ReferenceType; id: string }[];
 }
 
+/** what the cache holds for a target that does not exist */
+const UNKNOWN = 'null';
+
 async function readTimeline(
   opts: PreviewOptions,
+  accountId: string,
   target: string,
 ): Promise<{ tweets: PreviewTweet[]; cached: boolean }> {
   const key = `preview:timeline:${target.toLowerCase()}`;
+  const ttl = opts.cacheSeconds ?? PREVIEW_CACHE_SECONDS_DEFAULT;
+  const unknown = () => new ValidationError('target', `@${target} does not exist`);
   const hit = await opts.cache?.get(key).catch(() => null);
+  if (hit === UNKNOWN) throw unknown();
   if (hit) {
     const rows = JSON.parse(hit) as CachedTweet[];
     return { tweets: rows.map((r) => ({ ...r, createdAt: new Date(r.createdAt) })), cached: true };
   }
+  const wait = opts.limit ? await opts.limit(accountId) : null;
+  if (wait !== null) throw new RateLimitedError(`too many previews for this account; try again in ${wait} s`, wait);
   let tweets: PreviewTweet[] | null;
   try {
-    tweets = await opts.timeline(target, PREVIEW_POSTS);
+    tweets = await opts.timeline(target, PREVIEW_POSTS, 'low');
   } catch (err) {
-    throw new UnavailableError(
-      `could not read @${target}'s posts: ${err instanceof Error ? err.message : String(err)}`,
-    );
+    opts.onUpstreamError?.(err, target);
+    throw new UnavailableError(`could not read @${target}'s posts right now; try again in a minute`);
   }
-  if (tweets === null) throw new ValidationError('target', `@${target} does not exist`);
+  if (tweets === null) {
+    await opts.cache?.set(key, UNKNOWN, ttl).catch(() => undefined);
+    throw unknown();
+  }
   const rows: CachedTweet[] = tweets.slice(0, PREVIEW_POSTS).map((t) => ({
     id: t.id,
     text: t.text,
@@ -74,9 +88,7 @@ async function readTimeline(
     lang: t.lang,
     referencedTweets: t.referencedTweets ?? [],
   }));
-  await opts.cache
-    ?.set(key, JSON.stringify(rows), opts.cacheSeconds ?? PREVIEW_CACHE_SECONDS_DEFAULT)
-    .catch(() => undefined);
+  await opts.cache?.set(key, JSON.stringify(rows), ttl).catch(() => undefined);
   return { tweets: rows.map((r) => ({ ...r, createdAt: new Date(r.createdAt) })), cached: false };
 }
 
@@ -92,10 +104,11 @@ export function previewUseCases(ctx: Ctx): PreviewUseCases {
       const keywords = checkKeywords(input.keywords);
       const given = checkFilters(input);
       const filters: MonitorFilters = { exclude: given.exclude ?? [], lang: given.lang ?? [] };
-      await loadAccount(ctx, accountId);
+      const account = await loadAccount(ctx, accountId);
+      requireVerified(ctx, account, 'preview monitors');
       const opts = ctx.opts.preview;
       if (!opts) throw new NotConfiguredError('the preview has no social source configured');
-      const { tweets, cached } = await readTimeline(opts, target);
+      const { tweets, cached } = await readTimeline(opts, account.id, target);
       const rules = compileRules(keywords, filters);
       const posts = tweets.map((t) => ({
         ...t,

@@ -8,7 +8,17 @@ import { createDbClient, type Db } from '@sts/db';
 import { createTestDatabase, createTestRedis } from '@sts/testing';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
-import { createUseCases, NotConfiguredError, ValidationError, type PreviewTweet, type UseCases } from './index';
+import {
+  createUseCases,
+  NotConfiguredError,
+  previewLimiter,
+  RateLimitedError,
+  UnavailableError,
+  UnverifiedError,
+  ValidationError,
+  type PreviewTweet,
+  type UseCases,
+} from './index';
 
 async function rejection(p: Promise<unknown>): Promise<Error & Record<string, unknown>> {
   try {
@@ -167,5 +177,72 @@ describe('monitor rules and preview (use-cases)', () => {
       monitorLimits: { free: 1, starter: 1 },
     });
     expect(await rejection(bare.monitors.preview(account, { target: 'x' }))).toBeInstanceOf(NotConfiguredError);
+  });
+
+  describe('the shared X budget (self-service previews)', () => {
+    let guarded: UseCases;
+    const asked: string[] = [];
+    const logged: string[] = [];
+
+    beforeAll(() => {
+      const env = z.object({ ...planEnv, ...planMonitorEnv }).parse({});
+      guarded = createUseCases({
+        db,
+        plans: plansFromEnv(env),
+        monitorLimits: monitorLimitsFromEnv(env),
+        requireVerifiedEmail: true,
+        preview: {
+          timeline: (username, limit, priority) => {
+            asked.push(`${username}:${priority}`);
+            if (username === 'broken')
+              return Promise.reject(new Error('X 503 from https://api.x.com/2/users/by?usernames=broken token=abc'));
+            return Promise.resolve(username.startsWith('ghost') ? null : timeline.slice(0, limit));
+          },
+          cache: {
+            get: (k) => redis.get(k),
+            set: async (k, v, ttl) => void (await redis.set(k, v, 'EX', ttl)),
+          },
+          limit: previewLimiter(redis, 3, 200),
+          onUpstreamError: (err) => logged.push(err instanceof Error ? err.message : String(err)),
+        },
+      });
+    });
+
+    it('needs a verified address', async () => {
+      asked.length = 0;
+      const unverified = (await guarded.admin.createAccount({ email: 'unverified-preview@example.com' })).id;
+      await db.account.update({ where: { id: unverified }, data: { emailVerifiedAt: null } });
+      expect(await rejection(guarded.monitors.preview(unverified, { target: 'erin' }))).toBeInstanceOf(UnverifiedError);
+      expect(asked).toEqual([]);
+    });
+
+    it('bounds the upstream reads per account, reads at low priority, and remembers unknown targets', async () => {
+      asked.length = 0;
+      const id = (await guarded.admin.createAccount({ email: 'budget-preview@example.com' })).id;
+      await guarded.monitors.preview(id, { target: 'frank' });
+      // an unknown target, asked again: one read, remembered
+      for (let i = 0; i < 3; i++)
+        expect(await rejection(guarded.monitors.preview(id, { target: 'ghost29' }))).toBeInstanceOf(ValidationError);
+      await guarded.monitors.preview(id, { target: 'grace' });
+      expect(asked).toEqual(['frank:low', 'ghost29:low', 'grace:low']);
+      // the 4th upstream read of the minute is refused, nothing read; cached targets still answer
+      const limited = await rejection(guarded.monitors.preview(id, { target: 'heidi' }));
+      expect(limited).toBeInstanceOf(RateLimitedError);
+      expect(limited.retryAfterSec).toBeGreaterThan(0);
+      expect((await guarded.monitors.preview(id, { target: 'FRANK', keywords: 'launch' })).cached).toBe(true);
+      expect(asked).toHaveLength(3);
+      // another account has its own bound
+      const other = (await guarded.admin.createAccount({ email: 'budget-preview-2@example.com' })).id;
+      await guarded.monitors.preview(other, { target: 'heidi' });
+      expect(asked.at(-1)).toBe('heidi:low');
+    });
+
+    it('answers an upstream failure with a generic message; the detail goes to the log', async () => {
+      const id = (await guarded.admin.createAccount({ email: 'broken-preview@example.com' })).id;
+      const err = await rejection(guarded.monitors.preview(id, { target: 'broken' }));
+      expect(err).toBeInstanceOf(UnavailableError);
+      expect(err.message).toBe("could not read @broken's posts right now; try again in a minute");
+      expect(logged.at(-1)).toContain('token=abc');
+    });
   });
 });

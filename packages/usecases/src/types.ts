@@ -17,9 +17,9 @@ import type { HeadersOf, PayloadOf } from '@sts/messaging';
 import type { ScryptParams } from './password';
 import type { WebhookUrlCheck } from './webhookUrl';
 
-export type PublishedKey = 'monitor.test' | 'webhook.redeliver';
+export type PublishedKey = 'monitor.test' | 'webhook.redeliver' | 'apikey.changed';
 
-/** What publishes monitor.test / webhook.redeliver; an `AmqpClient` from @sts/messaging fits. */
+/** What publishes monitor.test / webhook.redeliver / apikey.changed; an `AmqpClient` from @sts/messaging fits. */
 export interface Publisher {
   publish<K extends PublishedKey>(
     routingKey: K,
@@ -49,6 +49,12 @@ export interface UseCaseOptions {
    * the Redis one. Without it there is no limit (unit tests).
    */
   outboundLimit?: (accountId: string) => Promise<number | null>;
+  /**
+   * The per-account budget of redeliveries queued by Recover: grants up to `wanted` (0: none,
+   * RateLimitedError with `retryAfterSec`). `redeliveryBudget` (./limits.ts) is the Redis one,
+   * REDELIVERY_MAX_PER_HOUR. Without it there is no budget (the operator's CLI, unit tests).
+   */
+  redeliveryBudget?: (accountId: string, wanted: number) => Promise<{ granted: number; retryAfterSec: number }>;
   /**
    * Self-service (the dashboard): API keys, webhook URLs and the trial need a verified email
    * address (UnverifiedError otherwise). Off for the operator's CLI, whose accounts are vouched for.
@@ -304,10 +310,22 @@ export interface PreviewTweet {
 }
 
 export interface PreviewOptions {
-  /** newest first, at most `limit`; null when the user does not exist */
-  timeline(username: string, limit: number): Promise<PreviewTweet[] | null>;
+  /**
+   * newest first, at most `limit`; null when the user does not exist. `priority` is the X
+   * rate-limit priority of the read: the preview always asks 'low', so it only spends what the
+   * fleet's polls and API reads leave (X_LOW_PRIORITY_RESERVE_PERCENT).
+   */
+  timeline(username: string, limit: number, priority: 'low'): Promise<PreviewTweet[] | null>;
   /** a short-lived cache (Redis); without it every preview reads upstream */
   cache?: { get(key: string): Promise<string | null>; set(key: string, value: string, ttlSec: number): Promise<void> };
-  /** default PREVIEW_CACHE_SECONDS_DEFAULT */
+  /** default PREVIEW_CACHE_SECONDS_DEFAULT; unknown targets are remembered as long */
   cacheSeconds?: number;
+  /**
+   * Bounds the upstream reads (cache misses) of one account: resolves null when allowed, or the
+   * seconds to wait (RateLimitedError, nothing read). `previewLimiter` (./limits.ts) is the Redis
+   * one, per minute and per day. Without it there is no bound (the operator's CLI, unit tests).
+   */
+  limit?: (accountId: string) => Promise<number | null>;
+  /** the upstream failure behind a generic "could not read" answer, for the log */
+  onUpstreamError?: (err: unknown, target: string) => void;
 }

@@ -5,11 +5,19 @@
  * /metrics on the internal OPS_PORT, exit codes; stopping lets requests in flight finish.
  */
 import http from 'node:http';
-import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/common';
+import { createRedis, listenOn, runService, type Logger, type RedisClient, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource } from '@sts/social';
-import { createUseCases, evictApiKeyVia, outboundLimiter, secretBoxFromEnv } from '@sts/usecases';
+import { createSocialSource, type SocialSource } from '@sts/social';
+import {
+  createUseCases,
+  evictApiKeyVia,
+  outboundLimiter,
+  previewLimiter,
+  redeliveryBudget,
+  secretBoxFromEnv,
+  type PreviewOptions,
+} from '@sts/usecases';
 import {
   checkWebhookUrlForSave,
   monitorLimitsFromEnv,
@@ -25,6 +33,27 @@ import { createSmtpTransport } from './mail/transport';
 import { AfterAnswer } from './http/afterAnswer';
 import { createApp } from './app';
 import { parseDashboardEnv, type DashboardEnv } from './env';
+
+/**
+ * The monitor preview's reads: one timeline read per target, cached in Redis (@sts/usecases
+ * preview.ts); no API quota, but the fleet's X budget: low priority, bounded per account.
+ */
+function previewOptions(env: DashboardEnv, social: SocialSource, redis: RedisClient, logger: Logger): PreviewOptions {
+  return {
+    timeline: async (username, limit, priority) =>
+      (await social.getUserTimeline(username, { limit, priority }))?.items ?? null,
+    cache: {
+      get: (key) => redis.get(key),
+      set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
+    },
+    limit: previewLimiter(redis, env.PREVIEW_MAX_PER_MIN, env.PREVIEW_MAX_PER_DAY),
+    onUpstreamError: (err, target) =>
+      logger.warn('monitor preview: upstream read failed', {
+        target,
+        err: err instanceof Error ? err.message : String(err),
+      }),
+  };
+}
 
 export const dashboardService: ServiceDefinition<DashboardEnv> = {
   name: 'dashboard',
@@ -50,6 +79,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
       outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
+      redeliveryBudget: redeliveryBudget(redis, env.REDELIVERY_MAX_PER_HOUR),
       requireVerifiedEmail: true,
       webhookUrlCheck: async (raw) => {
         try {
@@ -61,14 +91,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
           throw err;
         }
       },
-      preview: {
-        // one timeline read per target, cached in Redis (@sts/usecases preview.ts); no API quota
-        timeline: async (username, limit) => (await social.getUserTimeline(username, { limit }))?.items ?? null,
-        cache: {
-          get: (key) => redis.get(key),
-          set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
-        },
-      },
+      preview: previewOptions(env, social, redis, logger),
     });
     const mailer = createMailer({
       db,

@@ -5,11 +5,16 @@
 //
 // Readiness depends on no shared backend: a Redis, read-api or PostgreSQL blip answers clients
 // with the gateway's JSON 503 instead of taking every gateway pod out of the load balancer. Only
-// pending migrations (checked until none is, then never again) keep it unready.
+// pending migrations (checked until none is, then never again) keep it unready. The live-key
+// filter is built before listening when PostgreSQL answers (else lookups ask the database until a
+// retry builds it); its apikey.changed subscription connects in the background, RabbitMQ being
+// no readiness dependency either.
 import { createRedis, runService, type ServiceDefinition } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck } from '@sts/db';
+import { AmqpClient } from '@sts/messaging';
 import { createKeyStore } from './adapters/keys';
+import { createLiveKeys, keyChangesConsumer } from './adapters/liveKeys';
 import { createQuotaNotices } from './adapters/quotaNotices';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway } from './app';
@@ -23,13 +28,17 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
     const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, logger });
+    const live = createLiveKeys({ db, logger, rebuildMs: env.KEY_FILTER_REBUILD_MS });
+    const keys = createKeyStore({
+      db,
+      redis,
+      ttlMs: env.KEY_CACHE_TTL_MS,
+      unknownPerMinute: env.UNKNOWN_KEY_MAX_PER_MIN,
+      filter: live,
+    });
+    const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'gateway' });
     const gateway = createGateway({
-      keys: createKeyStore({
-        db,
-        redis,
-        ttlMs: env.KEY_CACHE_TTL_MS,
-        unknownPerMinute: env.UNKNOWN_KEY_MAX_PER_MIN,
-      }),
+      keys,
       trustedProxyHops: env.GATEWAY_TRUSTED_PROXY_HOPS,
       quotaNotices: createQuotaNotices(db, plansFromEnv(env)),
       quota: createQuotaStore({ db, redis }),
@@ -48,12 +57,28 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     });
     // Commands fail fast while Redis is unreachable (no offline queue), so connect before serving.
     await untilStopped(redis.connect());
+    await untilStopped(
+      live
+        .rebuild()
+        .catch((err: unknown) =>
+          logger.warn('live-key filter not built; retrying', { err: err instanceof Error ? err.message : String(err) }),
+        ),
+    );
+    live.start();
+    void amqp.start().catch(() => undefined);
+    amqp
+      .consume(keyChangesConsumer(live, keys, logger))
+      .catch((err: unknown) =>
+        logger.warn('apikey.changed subscription failed', { err: err instanceof Error ? err.message : String(err) }),
+      );
     const port = await gateway.listen(env.GATEWAY_PORT, env.GATEWAY_HOST);
     return {
       info: { port },
       checks: { migrations: migrationsCheck(db) },
       async stop() {
+        live.stop();
         await gateway.close();
+        await amqp.stop().catch(() => undefined);
         redis.disconnect();
         await db.$disconnect();
       },

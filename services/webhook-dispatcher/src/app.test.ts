@@ -119,9 +119,14 @@ describe('webhook dispatcher', () => {
     const [failed] = await attempts(monitor.id);
     expect(failed).toMatchObject({ outcome: 'failed', statusCode: 503, error: 'receiver answered HTTP 503' });
 
+    // Recover marked the redelivery pending; recording its attempt ends the mark
+    await db.pendingRedelivery.create({
+      data: { deliveryId: env.messageId, accountId: monitor.accountId, monitorId: monitor.id },
+    });
     receiver.setResponder(() => ({ status: 204 }));
     await expect(dispatcher.handle(redeliverEnvelope(monitor.accountId, failed!.id))).resolves.toBe('ack');
     expect(receiver.requests).toHaveLength(2);
+    expect(await db.pendingRedelivery.count({ where: { deliveryId: env.messageId } })).toBe(0);
     const [first, again] = receiver.requests as [ReceivedRequest, ReceivedRequest];
     expect(again.headers['x-service-delivery']).toBe(env.messageId);
     expect(first.headers['x-service-delivery']).toBe(env.messageId);
@@ -434,6 +439,16 @@ describe('webhook dispatcher', () => {
       const env = hitEnvelope(monitor, await createHit(db, monitor));
       env.headers.accountId = other.id;
       await expect(dispatcher.handle(env)).resolves.toBe('dead-letter');
+      expect(receiver.requests).toHaveLength(0);
+    });
+
+    it('dead-letters a message that names no account (empty x-account-id): a hit, a test ping', async () => {
+      const hitEnv = hitEnvelope(monitor, await createHit(db, monitor));
+      hitEnv.headers.accountId = '';
+      await expect(dispatcher.handle(hitEnv)).resolves.toBe('dead-letter');
+      await expect(dispatcher.handle({ ...testEnvelope(monitor), headers: { accountId: '' } })).resolves.toBe(
+        'dead-letter',
+      );
       expect(receiver.requests).toHaveLength(0);
     });
 

@@ -336,6 +336,7 @@ class WebhookDispatcher implements Dispatcher {
         paceRuleFor(kind),
         mayDefer,
         bindActive((control: LaneControl) => deliverer.send(sendable, control, this.abort.signal)),
+        sendable.monitor.accountId,
       );
       if (r.kind === 'ran') return 'ack';
       if (r.kind === 'released') return 'requeue';

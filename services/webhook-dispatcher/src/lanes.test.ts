@@ -57,4 +57,49 @@ describe('lane scheduler', () => {
       lanes.close();
     }
   });
+
+  it("shares a lane fairly between accounts: one account's backlog does not hold another's delivery back", async () => {
+    const lanes = createLaneScheduler({ concurrency: 1, holdMs: 60_000, maxWaitingPerLane: 100 });
+    try {
+      const order: string[] = [];
+      let open!: () => void;
+      const gate = new Promise<void>((r) => (open = r));
+      const job = (name: string, wait?: Promise<void>) => async () => {
+        await wait;
+        order.push(name);
+      };
+      // account a: one in flight (held), then a recovery of 20 queued behind it
+      const runs = [lanes.run('host:443', null, false, job('a0', gate), 'a')];
+      for (let i = 1; i <= 20; i++) runs.push(lanes.run('host:443', null, false, job(`a${i}`), 'a'));
+      // account b's live delivery to the same host arrives last
+      runs.push(lanes.run('host:443', null, false, job('b0'), 'b'));
+      open();
+      await Promise.all(runs);
+      // b runs as soon as the lane frees, not after a's 20
+      expect(order.slice(0, 2)).toEqual(['a0', 'b0']);
+      expect(order).toHaveLength(22);
+    } finally {
+      lanes.close();
+    }
+  });
+
+  it("a full line makes room for another account's delivery by parking the newest of the biggest backlog", async () => {
+    const lanes = createLaneScheduler({ concurrency: 1, holdMs: 60_000, maxWaitingPerLane: 4 });
+    try {
+      const held = lanes.run('host:443', null, true, never, 'a');
+      const backlog = [1, 2, 3, 4].map(() => lanes.run('host:443', null, true, never, 'a'));
+      expect(lanes.stats()).toMatchObject({ active: 1, waiting: 4 });
+      // a's fifth waits nowhere: the line is full
+      await expect(lanes.run('host:443', null, true, never, 'a')).resolves.toEqual({ kind: 'deferred' });
+      // b's delivery takes the place of a's newest waiter, which is parked
+      const b = lanes.run('host:443', null, true, never, 'b');
+      await expect(backlog[3]).resolves.toEqual({ kind: 'deferred' });
+      expect(lanes.stats()).toMatchObject({ active: 1, waiting: 4 });
+      lanes.releaseAll();
+      await expect(b).resolves.toEqual({ kind: 'released' });
+      void held;
+    } finally {
+      lanes.close();
+    }
+  });
 });

@@ -11,6 +11,12 @@
  * broker (adapters/parking.ts) and acknowledges it, which frees the slot for other endpoints.
  * A sweep re-checks the lines as estimates change (a lane that just stalled gives its waiting
  * messages back for parking).
+ *
+ * A lane is shared fairly between the accounts (owners) sending to its endpoint: the next to start
+ * is a waiter of the owner with the fewest deliveries running in the lane (oldest first among
+ * equals), and when the line is full a newcomer of an owner with fewer waiters takes the place of
+ * the newest waiter of the owner with the most (that one is parked). One account's backlog (a
+ * Recover of a thousand deliveries) cannot starve another account's deliveries to the same host.
  */
 
 import { allowedWaiting, canStart, LANE_IDLE_FORGET_MS, nextLatency, pruneDone } from './domain/laneRules';
@@ -45,6 +51,7 @@ export interface LaneSchedulerOptions {
 }
 
 interface Waiter {
+  owner: string;
   mayDefer: boolean;
   start: () => void;
   settle: (o: { kind: 'deferred' } | { kind: 'released' }) => void;
@@ -54,6 +61,10 @@ interface Lane {
   key: string;
   /** task id -> start time */
   active: Map<number, number>;
+  /** owner -> tasks running */
+  activeBy: Map<string, number>;
+  /** owner -> sequence number of its latest start (round-robin between owners; bounded by the sweep) */
+  startedBy: Map<string, number>;
   waiting: Waiter[];
   bucket: TokenBucket | null;
   rule: PaceRule | null;
@@ -68,13 +79,15 @@ interface Lane {
 export interface LaneScheduler {
   /**
    * Runs `task` in lane `key` when its turn comes. `deferred`: the lane is backed up, park the
-   * message instead (only when `mayDefer`). `released`: the scheduler is stopping.
+   * message instead (only when `mayDefer`). `released`: the scheduler is stopping. `owner` (the
+   * account) is what the lane is shared fairly between.
    */
   run<T>(
     key: string,
     pace: PaceRule | null,
     mayDefer: boolean,
     task: (control: LaneControl) => Promise<T>,
+    owner?: string,
   ): Promise<LaneOutcome<T>>;
   /** stop: every waiting message is answered `released`, new ones too */
   releaseAll(): void;
@@ -86,6 +99,8 @@ function newLane(key: string, rule: PaceRule | null, now: number): Lane {
   return {
     key,
     active: new Map(),
+    activeBy: new Map(),
+    startedBy: new Map(),
     waiting: [],
     bucket: rule ? new TokenBucket(rule, now) : null,
     rule,
@@ -117,18 +132,21 @@ class Lanes implements LaneScheduler {
     pace: PaceRule | null,
     mayDefer: boolean,
     task: (control: LaneControl) => Promise<T>,
+    owner = '',
   ): Promise<LaneOutcome<T>> {
     if (this.released) return Promise.resolve({ kind: 'released' });
     const lane = this.laneFor(key, pace);
     if (lane.waiting.length === 0 && this.canStart(lane)) {
       lane.bucket?.tryTake(this.now());
-      return this.execute(lane, task);
+      return this.execute(lane, task, owner);
     }
-    if (mayDefer && lane.waiting.length >= this.allowedWaiting(lane)) return Promise.resolve({ kind: 'deferred' });
+    if (mayDefer && lane.waiting.length >= this.allowedWaiting(lane) && !this.makeRoomFor(lane, owner))
+      return Promise.resolve({ kind: 'deferred' });
     return new Promise((resolve, reject) => {
       lane.waiting.push({
+        owner,
         mayDefer,
-        start: () => void this.execute(lane, task).then(resolve, reject),
+        start: () => void this.execute(lane, task, owner).then(resolve, reject),
         settle: resolve,
       });
       this.pump(lane);
@@ -191,10 +209,43 @@ class Lanes implements LaneScheduler {
     return canStart(lane.active.size, this.options.concurrency, () => (bucket ? bucket.waitMs(this.now()) : 0));
   }
 
+  /**
+   * A full line takes `owner`'s newcomer only in place of a waiter of an owner with more waiters:
+   * the newest deferrable one of the owner with the most is parked. False: no room made.
+   */
+  private makeRoomFor(lane: Lane, owner: string): boolean {
+    const counts = new Map<string, number>();
+    for (const w of lane.waiting) counts.set(w.owner, (counts.get(w.owner) ?? 0) + 1);
+    const victim = heaviestDeferrable(lane.waiting, counts);
+    if (victim < 0 || (counts.get(lane.waiting[victim]!.owner) ?? 0) <= (counts.get(owner) ?? 0) + 1) return false;
+    lane.waiting.splice(victim, 1)[0]!.settle({ kind: 'deferred' });
+    return true;
+  }
+
+  /**
+   * The waiter to start next: of the owner with the fewest tasks running in the lane, then the
+   * one whose last start is longest ago (round-robin), oldest first among an owner's waiters.
+   */
+  private nextWaiter(lane: Lane): Waiter {
+    let best = 0;
+    let bestRunning = Infinity;
+    let bestStarted = Infinity;
+    for (const [i, w] of lane.waiting.entries()) {
+      const running = lane.activeBy.get(w.owner) ?? 0;
+      const started = lane.startedBy.get(w.owner) ?? -1;
+      if (running < bestRunning || (running === bestRunning && started < bestStarted)) {
+        best = i;
+        bestRunning = running;
+        bestStarted = started;
+      }
+    }
+    return lane.waiting.splice(best, 1)[0]!;
+  }
+
   private pump(lane: Lane): void {
     while (lane.waiting.length > 0 && this.canStart(lane)) {
       lane.bucket?.tryTake(this.now());
-      lane.waiting.shift()!.start();
+      this.nextWaiter(lane).start();
     }
     if (lane.waiting.length > 0 && lane.bucket && !lane.timer && lane.active.size < this.options.concurrency) {
       lane.timer = setTimeout(
@@ -224,12 +275,22 @@ class Lanes implements LaneScheduler {
     };
   }
 
-  private async execute<T>(lane: Lane, task: (c: LaneControl) => Promise<T>): Promise<LaneOutcome<T>> {
+  private async execute<T>(lane: Lane, task: (c: LaneControl) => Promise<T>, owner: string): Promise<LaneOutcome<T>> {
     const started = this.now();
     const id = ++this.taskIds;
     lane.active.set(id, started);
+    lane.activeBy.set(owner, (lane.activeBy.get(owner) ?? 0) + 1);
+    lane.startedBy.delete(owner); // re-inserted last: the map stays in start order
+    lane.startedBy.set(owner, id);
+    if (lane.startedBy.size > this.options.maxWaitingPerLane * 2) {
+      const oldest = lane.startedBy.keys().next();
+      if (!oldest.done) lane.startedBy.delete(oldest.value);
+    }
     const release = () => {
       if (!lane.active.delete(id)) return;
+      const left = (lane.activeBy.get(owner) ?? 1) - 1;
+      if (left > 0) lane.activeBy.set(owner, left);
+      else lane.activeBy.delete(owner);
       lane.latencyMs = nextLatency(lane.latencyMs, this.now() - started);
       lane.idleSince = this.now();
       lane.done.push(lane.idleSince);
@@ -249,12 +310,13 @@ class Lanes implements LaneScheduler {
     for (const lane of this.lanes.values()) {
       if (lane.waiting.length > 0) {
         const allowed = this.allowedWaiting(lane);
-        // give back the newest waiters beyond what the lane can start soon
-        for (let i = lane.waiting.length - 1; i >= 0 && lane.waiting.length > allowed; i--) {
-          const w = lane.waiting[i]!;
-          if (!w.mayDefer) continue;
-          lane.waiting.splice(i, 1);
-          w.settle({ kind: 'deferred' });
+        // give back the waiters beyond what the lane can start soon: the newest of the owner with the most first
+        while (lane.waiting.length > allowed) {
+          const counts = new Map<string, number>();
+          for (const w of lane.waiting) counts.set(w.owner, (counts.get(w.owner) ?? 0) + 1);
+          const i = heaviestDeferrable(lane.waiting, counts);
+          if (i < 0) break;
+          lane.waiting.splice(i, 1)[0]!.settle({ kind: 'deferred' });
         }
       } else if (
         lane.active.size === 0 &&
@@ -266,6 +328,21 @@ class Lanes implements LaneScheduler {
       }
     }
   }
+}
+
+/** the newest deferrable waiter of the owner with the most waiters (-1: none may be deferred) */
+function heaviestDeferrable(waiting: readonly Waiter[], counts: ReadonlyMap<string, number>): number {
+  let pick = -1;
+  let most = 0;
+  for (let i = waiting.length - 1; i >= 0; i--) {
+    const w = waiting[i]!;
+    const n = counts.get(w.owner) ?? 0;
+    if (w.mayDefer && n > most) {
+      most = n;
+      pick = i;
+    }
+  }
+  return pick;
 }
 
 export function createLaneScheduler(options: LaneSchedulerOptions): LaneScheduler {

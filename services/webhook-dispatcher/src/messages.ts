@@ -38,9 +38,12 @@ async function monitorFor(
     logger.info('monitor no longer exists; message dropped', { messageId: env.messageId, monitorId });
     return { outcome: 'ack' };
   }
-  const accountId = env.headers.accountId;
-  if (accountId !== '' && accountId !== monitor.accountId) {
-    logger.warn('message account does not own the monitor; dead-lettered', { messageId: env.messageId, monitorId });
+  // every publisher names the account; a message without one is refused like another account's
+  if (env.headers.accountId !== monitor.accountId) {
+    logger.warn('message account does not own the monitor (or names none); dead-lettered', {
+      messageId: env.messageId,
+      monitorId,
+    });
     return { outcome: 'dead-letter' };
   }
   return { monitor };

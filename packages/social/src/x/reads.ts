@@ -52,16 +52,20 @@ function rejectsToken(status: number, body: XResponse<unknown>): boolean {
   );
 }
 
-/** A profile, read fresh from X (and refreshing the id cache). */
+/**
+ * A profile, read fresh from X (and refreshing the id cache). A name X did not find is
+ * remembered (users.ts, up to 10 minutes): asking again costs X nothing.
+ */
 export async function getUser(ctx: XReadContext, username: string): Promise<SocialUser | null> {
   if (!isValidUsername(username)) return null;
+  if (await ctx.users.knownMissing(username)) return null;
   const { status, body } = await ctx.client.request<XUser>({
     family: 'users',
     path: `/2/users/by/username/${encodeURIComponent(username)}`,
     params: { 'user.fields': X_USER_FIELDS },
   });
   if (status === 404 || (status === 200 && isNotFound(body))) {
-    await ctx.users.forget(username);
+    await ctx.users.rememberMissing(username);
     return null;
   }
   if (status !== 200 || !body.data) throw failed(status, body);
@@ -90,6 +94,7 @@ async function paged(
     family: call.family,
     path: call.path,
     params: { ...call.extra, ...X_TWEET_PARAMS, max_results: want, [tokenParam]: token ?? undefined },
+    priority: page.priority ?? 'high',
   });
   if (token && rejectsToken(status, body)) throw new InvalidCursorError('cursor is not valid');
   if (status === 200 && isNotFound(body)) return null;
@@ -112,7 +117,7 @@ export async function getUserTimeline(
 ): Promise<Page<SocialTweet> | null> {
   decodeXCursor(page.cursor, 'xt');
   if (!isValidUsername(username)) return null;
-  const resolved = (await ctx.users.resolve([username])).get(username.toLowerCase());
+  const resolved = (await ctx.users.resolve([username], page.priority)).get(username.toLowerCase());
   if (resolved?.status !== 'ok') return null;
   const user = resolved.user;
   const path = `/2/users/${encodeURIComponent(user.id)}/tweets`;

@@ -115,6 +115,35 @@ describe('X API v2 source', () => {
     expect(requests()).toHaveLength(0);
   });
 
+  it('remembers a username X did not find: asking again and again costs X one call', async () => {
+    const one = source();
+    for (let i = 0; i < 5; i++) expect(await one.getUser('ghost_user_29')).toBeNull();
+    expect(requests().map((r) => r.pathname)).toEqual(['/2/users/by/username/ghost_user_29']);
+    // a name it found is still read fresh each time
+    fake.requests.clear();
+    await one.getUser('XDevelopers');
+    await one.getUser('XDevelopers');
+    expect(requests()).toHaveLength(2);
+  });
+
+  it('reads a timeline at the priority asked (the monitor preview: low), its user lookup included', async () => {
+    const asked: string[] = [];
+    const governor = {
+      tryAcquire: (family: string, priority = 'high') => {
+        asked.push(`${family}:${priority}`);
+        return Promise.resolve({ ok: true as const });
+      },
+      observe: () => Promise.resolve(),
+      budget: () => Promise.resolve({ limit: 1, remaining: 1, resetAt: 0, blockedUntil: null }),
+    };
+    const s = createXSource({ baseUrl, bearerToken: TOKEN, timeoutMs: 300, governor });
+    expect((await s.getUserTimeline('XDevelopers', { limit: 5, priority: 'low' }))?.items).toHaveLength(5);
+    expect(asked).toEqual(['users:low', 'timeline:low']);
+    asked.length = 0;
+    await s.getUserTimeline('LateWriter', { limit: 5 });
+    expect(asked).toEqual(['users:high', 'timeline:high']);
+  });
+
   it('gets one tweet with its expanded author, or null', async () => {
     const t = await source().getTweet(tweets[4]!.id);
     expect(t).toEqual({

@@ -34,6 +34,14 @@ export interface XUserDirectory {
    */
   rememberMany(users: readonly SocialUser[]): Promise<void>;
   forget(username: string): Promise<void>;
+  /** true when the cache holds a problem for the name (missing, suspended, renamed): no X call needed */
+  knownMissing(username: string): Promise<boolean>;
+  /**
+   * X answered 404 for the name elsewhere (a profile read): remembered as missing for up to 10
+   * minutes, so a loop over it costs X nothing, unless this cache knew its account (then the
+   * next resolve explains it: renamed or deactivated)
+   */
+  rememberMissing(username: string): Promise<void>;
 }
 
 export interface XUserDirectoryOptions {
@@ -264,5 +272,15 @@ export function createXUserDirectory(options: XUserDirectoryOptions): XUserDirec
         ),
       ),
     forget: (username) => store.del(userKey(username.toLowerCase())),
+    async knownMissing(username) {
+      const [raw] = await store.get([userKey(username.toLowerCase())]);
+      return raw ? decode(raw).status !== 'ok' : false;
+    },
+    async rememberMissing(username) {
+      const name = username.toLowerCase();
+      const [id] = await store.get([idKey(name)]);
+      if (id) return store.del(userKey(name));
+      return save(new Map([[name, { status: 'not_found', message: `target user @${name} not found on X` }]]));
+    },
   };
 }

@@ -66,7 +66,7 @@ export function prismaLogs(db: Db): LogsRepository {
       return a?.monitor.accountId ?? null;
     },
 
-    async failedDeliveries(monitorId, since, max) {
+    async failedDeliveries(monitorId, since, max, pendingAfter) {
       const rows = await db.$queryRaw<{ id: string; delivery_id: string; total: number }[]>`
         WITH latest AS (
           SELECT DISTINCT ON (a.delivery_id) a.id, a.delivery_id, a.outcome, a.hit_id, a.created_at
@@ -77,9 +77,26 @@ export function prismaLogs(db: Db): LogsRepository {
           ORDER BY a.delivery_id, a.created_at DESC, a.id DESC)
         SELECT id, delivery_id, (count(*) OVER ())::int AS total FROM latest
         WHERE outcome = 'failed' AND hit_id IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM pending_redeliveries p
+                          WHERE p.delivery_id = latest.delivery_id AND p.queued_at > ${pendingAfter})
         ORDER BY created_at, id
         LIMIT ${max}`;
       return { attempts: rows.map((r) => ({ id: r.id, deliveryId: r.delivery_id })), total: rows[0]?.total ?? 0 };
+    },
+
+    async claimRedeliveries(accountId, monitorId, deliveryIds, now, pendingAfter) {
+      if (deliveryIds.length === 0) return [];
+      const rows = await db.$queryRaw<{ delivery_id: string }[]>`
+        INSERT INTO pending_redeliveries (delivery_id, account_id, monitor_id, queued_at)
+        SELECT d, ${accountId}::uuid, ${monitorId}::uuid, ${now} FROM unnest(${deliveryIds}::text[]) AS d
+        ON CONFLICT (delivery_id) DO UPDATE SET queued_at = EXCLUDED.queued_at
+          WHERE pending_redeliveries.queued_at <= ${pendingAfter}
+        RETURNING delivery_id`;
+      return rows.map((r) => r.delivery_id);
+    },
+
+    async releaseRedeliveries(deliveryIds) {
+      if (deliveryIds.length > 0) await db.pendingRedelivery.deleteMany({ where: { deliveryId: { in: deliveryIds } } });
     },
 
     hits: (monitorId, after, take) =>

@@ -35,7 +35,23 @@ export interface LogsRepository {
     monitorId: string,
     since: Date,
     max: number,
+    /** deliveries with a redelivery pending since after this are left out (one is on its way) */
+    pendingAfter: Date,
   ): Promise<{ attempts: { id: string; deliveryId: string }[]; total: number }>;
+  /**
+   * Marks redeliveries of these deliveries pending, at `now`; resolves with the ones this call
+   * marked: not pending already, or pending since before `pendingAfter` (lost). Concurrent calls
+   * never both mark one delivery.
+   */
+  claimRedeliveries(
+    accountId: string,
+    monitorId: string,
+    deliveryIds: string[],
+    now: Date,
+    pendingAfter: Date,
+  ): Promise<string[]>;
+  /** drops pending marks (their redeliveries could not be queued) */
+  releaseRedeliveries(deliveryIds: string[]): Promise<void>;
   /** up to `take` hits strictly older than `after` in (detectedAt desc, id desc) */
   hits(monitorId: string, after: CursorPosition | undefined, take: number): Promise<HitRow[]>;
   latestHit(monitorId: string): Promise<HitRow | null>;

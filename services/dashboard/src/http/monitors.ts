@@ -1,6 +1,14 @@
 import { Router, type Request, type Response } from 'express';
 import { standardWebhookSecret } from '@sts/signing';
-import { ValidationError, type MonitorView, type Preview, type UseCases } from '@sts/usecases';
+import {
+  RateLimitedError,
+  UnavailableError,
+  UnverifiedError,
+  ValidationError,
+  type MonitorView,
+  type Preview,
+  type UseCases,
+} from '@sts/usecases';
 import { attemptPage, deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
 import {
   monitorFormPage,
@@ -89,8 +97,12 @@ async function previewForm(req: Request, res: Response, uc: UseCases, h: Helpers
     });
     await h.sendMonitorForm(req, res, mode, v, undefined, preview);
   } catch (err) {
-    const errors = formErrors(err, MONITOR_FIELDS);
+    // over the preview bound, upstream unavailable, address unverified: said on the form, which keeps its values
+    const refused =
+      err instanceof RateLimitedError || err instanceof UnavailableError || err instanceof UnverifiedError;
+    const errors = refused ? { _form: err.message } : formErrors(err, MONITOR_FIELDS);
     if (!errors) throw err;
+    if (err instanceof RateLimitedError) res.set('retry-after', String(err.retryAfterSec));
     await h.sendMonitorForm(req, res, mode, v, errors);
   }
 }

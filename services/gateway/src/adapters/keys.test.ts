@@ -3,10 +3,11 @@
  * CRC32) is limited per client address (then unknown without a database query), and never
  * evicts a valid key from the gateway's key cache. Real PostgreSQL and Redis.
  */
-import { createRedis } from '@sts/common';
+import { apiKeyCacheKey, createRedis } from '@sts/common';
 import { generateApiKey, hashApiKey } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { createAccountWithKey, createTestDatabase, createTestRedis } from '@sts/testing';
+import { KeyFilter } from '../domain/keyFilter';
 import { createKeyStore } from './keys';
 import { clientAddress } from '../http/proxy';
 
@@ -64,6 +65,29 @@ describe('gateway key store under an unknown-key flood', () => {
     expect(found?.accountId).toBe(valid.accountId);
     expect(await store.lookup(unknownHash(), '198.51.100.2')).toBeNull();
     expect(c.queries()).toBe(7);
+  });
+
+  it('with a live-key filter: unknown keys cost no query, and a flooding address still gets its valid key', async () => {
+    const c = counted();
+    const valid = await createAccountWithKey(db, 'starter');
+    const live = KeyFilter.of([hashApiKey(valid.key)], 10);
+    const store = createKeyStore({
+      db: c.db,
+      redis,
+      ttlMs: 2000,
+      unknownPerMinute: 5,
+      filter: { mightExist: (h) => live.mightContain(h) },
+    });
+    for (let i = 0; i < 500; i++) expect(await store.lookup(unknownHash(), '198.51.100.7')).toBeNull();
+    expect(c.queries()).toBe(0);
+    // past the per-address count, a live key from that address is still answered
+    expect((await store.lookup(hashApiKey(valid.key), '198.51.100.7'))?.accountId).toBe(valid.accountId);
+    expect(c.queries()).toBe(1);
+    // a revoked key's answer is dropped on evict(): the next lookup asks again
+    await db.apiKey.updateMany({ where: { accountId: valid.accountId }, data: { revokedAt: new Date() } });
+    await redis.del(apiKeyCacheKey(hashApiKey(valid.key)));
+    store.evict(hashApiKey(valid.key));
+    expect(await store.lookup(hashApiKey(valid.key), '198.51.100.7')).toBeNull();
   });
 
   it('never evicts a valid key for unknown ones (separate bounded caches)', async () => {

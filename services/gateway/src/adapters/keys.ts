@@ -1,17 +1,21 @@
 /**
- * API-key lookups: in-process cache → Redis (`apikey:<sha256>`) → PostgreSQL. Each level trusts
- * an answer for at most `ttlMs`, so a revoked key stops working everywhere within 2 × ttlMs
- * (4 s with the largest allowed ttl of 2 s); `key revoke` also deletes the Redis entry at once.
- * A busy key is refreshed ahead of its expiry, so calls never wait for the refresh. last_used_at
- * is written in batches, at most once a minute per key (a Prisma query holds the event loop about
- * a millisecond).
+ * API-key lookups: live-key filter → in-process cache → Redis (`apikey:<sha256>`) → PostgreSQL.
+ * Each level trusts an answer for at most `ttlMs`, so a revoked key stops working everywhere
+ * within 2 × ttlMs (4 s with the largest allowed ttl of 2 s); `key revoke` also deletes the Redis
+ * entry and tells the gateways (apikey.changed), which drop it at once. A busy key is refreshed
+ * ahead of its expiry, so calls never wait for the refresh. last_used_at is written in batches,
+ * at most once a minute per key (a Prisma query holds the event loop about a millisecond).
  *
  * Unknown keys (the checksum is a public CRC32, so well-formed unknown keys are cheap to make):
- * - they are cached apart from the known keys, in their own bounded map, so a flood of them can
- *   never evict a valid key from the cache (each map drops its own oldest entry when full);
+ * - the filter of all live key hashes (adapters/liveKeys.ts) answers most of them: a hash it has
+ *   never seen is unknown without Redis or PostgreSQL, whoever sends it; only its rare false
+ *   positives (≤ 0.01 %) are looked up;
  * - lookups that turn out unknown are counted per client address (`unknownPerMinute` a minute,
- *   fixed windows, in process); over it, a key not in the cache is answered unknown (401)
- *   without asking Redis or PostgreSQL. Cached known keys are still served from that address.
+ *   fixed windows, in process). The count decides who is slowed, never whether a valid key is
+ *   answered: past it, that address's lookups the filter lets through run one at a time. Without
+ *   a filter (not built yet), past it a key not in the cache is answered unknown as before;
+ * - they are cached apart from the known keys, in their own bounded map, so a flood of them can
+ *   never evict a valid key from the cache (each map drops its own oldest entry when full).
  */
 import { apiKeyCacheKey, type RedisClient } from '@sts/common';
 import { effectivePlan, type ApiKeyScope, type PlanName } from '@sts/core';
@@ -35,6 +39,8 @@ export interface KeyStore {
   peek(hash: string): KeyIdentity | null | undefined;
   /** `clientAddress` counts unknown answers against that address (no counting without it) */
   lookup(hash: string, clientAddress?: string): Promise<KeyIdentity | null>;
+  /** forgets the in-process answer for this hash (a key was created or revoked elsewhere) */
+  evict(hash: string): void;
   /** remembers the key was used; flushed to api_keys.last_used_at by flush() */
   touch(keyId: string): void;
   flush(): Promise<void>;
@@ -53,6 +59,22 @@ export interface KeyStoreOptions {
   maxUnknownEntries?: number;
   /** lookups answered "unknown" per client address per minute before the database is no longer asked; default 30 */
   unknownPerMinute?: number;
+  /** the live-key filter: false = never a live key, undefined = no filter yet (ask the database) */
+  filter?: { mightExist(hash: string): boolean | undefined };
+}
+
+/** One lookup at a time per slowed address: a flood from it costs one query at a time, and still gets answers. */
+function createSlowLanes(): <T>(addr: string, work: () => Promise<T>) => Promise<T> {
+  const lanes = new Map<string, Promise<unknown>>();
+  return (addr, work) => {
+    const next = (lanes.get(addr) ?? Promise.resolve()).then(work, work);
+    const tail = next.catch(() => undefined);
+    lanes.set(addr, tail);
+    void tail.then(() => {
+      if (lanes.get(addr) === tail) lanes.delete(addr);
+    });
+    return next;
+  };
 }
 
 /** Fixed one-minute windows per client address, in process (bounded: cleared past 100,000 addresses). */
@@ -95,6 +117,7 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
   const known = new Map<string, Cached>();
   const unknown = new Map<string, Cached>();
   const unknownByAddress = createUnknownCounter(opts.unknownPerMinute ?? 30);
+  const slowLane = createSlowLanes();
   const cached = (hash: string) => known.get(hash) ?? unknown.get(hash);
   const inflight = new Map<string, Promise<KeyIdentity | null>>();
   // keys used since the last flush, and when each key's last_used_at was last written
@@ -160,12 +183,25 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
     async lookup(hash, clientAddress) {
       const hit = cached(hash);
       if (hit && hit.expires > Date.now()) return hit.value;
+      const maybe = opts.filter?.mightExist(hash);
+      if (maybe === false) {
+        // never a live key: no Redis, no database
+        if (clientAddress !== undefined) unknownByAddress.count(clientAddress);
+        return null;
+      }
       if (clientAddress === undefined) return refresh(hash);
-      // this address already made too many unknown-key lookups: no Redis, no database
-      if (unknownByAddress.blocked(clientAddress)) return null;
+      if (unknownByAddress.blocked(clientAddress)) {
+        // without a filter, this address already made too many unknown-key lookups: no Redis, no database
+        if (maybe === undefined) return null;
+        return slowLane(clientAddress, () => refresh(hash));
+      }
       const value = await refresh(hash);
       if (value === null) unknownByAddress.count(clientAddress);
       return value;
+    },
+    evict(hash) {
+      known.delete(hash);
+      unknown.delete(hash);
     },
     touch(keyId) {
       used.add(keyId);

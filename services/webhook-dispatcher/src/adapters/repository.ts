@@ -193,18 +193,23 @@ function monitorOf(r: MonitorRow): MonitorContext {
 }
 
 /**
- * many attempts in one statement: one array parameter per column. The detail's headers travel as
+ * many attempts in one statement: one array parameter per column; the pending redeliveries of
+ * their deliveries (Recover's marks) are cleared by the same statement. The detail's headers travel as
  * JSON text and its response body as base64 text (plain text arrays: the driver's array encoding
  * is the same for every column), turned into jsonb / bytea by the statement itself.
  */
 const INSERT_ATTEMPTS_SQL = `
-  INSERT INTO delivery_attempts
-    (monitor_id, hit_id, event, delivery_id, url, outcome, status_code, latency_ms, error, response_snippet,
-     request_headers, request_body, response_headers, response_body)
-  SELECT m, h, e, d, u, o, s, l, er, rs, rqh::jsonb, rqb, rsh::jsonb, decode(rsb, 'base64')
-  FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::"DeliveryOutcome"[],
-              $7::int[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-       AS t(m, h, e, d, u, o, s, l, er, rs, rqh, rqb, rsh, rsb)`;
+  WITH inserted AS (
+    INSERT INTO delivery_attempts
+      (monitor_id, hit_id, event, delivery_id, url, outcome, status_code, latency_ms, error, response_snippet,
+       request_headers, request_body, response_headers, response_body)
+    SELECT m, h, e, d, u, o, s, l, er, rs, rqh::jsonb, rqb, rsh::jsonb, decode(rsb, 'base64')
+    FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::"DeliveryOutcome"[],
+                $7::int[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+         AS t(m, h, e, d, u, o, s, l, er, rs, rqh, rqb, rsh, rsb)
+    RETURNING delivery_id)
+  -- an attempt of a delivery ends its pending redelivery (Recover queues it again only after that)
+  DELETE FROM pending_redeliveries p USING inserted i WHERE p.delivery_id = i.delivery_id`;
 
 const jsonOrNull = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
 
