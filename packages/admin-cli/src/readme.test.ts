@@ -281,7 +281,8 @@ describe('the README, from a fresh clone next to npm start', () => {
       expect(commands.some((l) => l === 'npm run migrate')).toBe(true);
       expect(monitorId).not.toBe('');
     } finally {
-      if (listen?.child.pid && listen.child.exitCode === null) process.kill(-listen.child.pid, 'SIGKILL');
+      if (listen?.child.pid && listen.child.exitCode === null && listen.child.signalCode === null)
+        process.kill(-listen.child.pid, 'SIGKILL');
       if (start?.pid && start.exitCode === null) {
         process.kill(-start.pid, 'SIGINT');
         const stopped = await waitFor(() => start!.exitCode !== null || start!.signalCode !== null, 30_000).catch(
