@@ -34,11 +34,20 @@ export const dashboardEnvSchema = z.object({
   DASHBOARD_HOST: z.string().default('0.0.0.0'),
   /** OPS_PORT (health, readiness and metrics: internal only, never the public port), STOP_DEADLINE_MS */
   ...opsEnv(3101),
-  /** signs the session cookie; at least 32 characters; a comma list rotates (first signs, all verify) */
+  /** signs the session cookie; a comma list rotates (first signs, all verify); each entry at least 32 characters */
   SESSION_SECRET: z
     .string()
-    .min(32, 'must be at least 32 characters')
-    .transform((v) => v.split(',').map((s) => s.trim())),
+    .transform((v) => v.split(',').map((s) => s.trim()))
+    .pipe(
+      z
+        .array(
+          z
+            .string()
+            .min(1, 'has an empty entry (a stray comma?)')
+            .min(32, 'must be at least 32 characters in each comma-separated entry'),
+        )
+        .min(1),
+    ),
   /** Redis key prefix of sessions, after REDIS_KEY_PREFIX */
   SESSION_KEY_PREFIX: z.string().default('dashboard:sess:'),
   /** idle lifetime of a session (rolling) */
@@ -76,6 +85,8 @@ export const dashboardEnvSchema = z.object({
   MAIL_RETRY_MAX_MS: int(3_600_000, 10, 86_400_000),
   /** how often the mail outbox, the account-event relay and (×60) the trial check run */
   MAIL_POLL_MS: int(1000, 10, 60_000),
+  /** password reset mails to one address per hour, whoever asks (more requests get the same answer, no mail) */
+  RESET_MAX_PER_HOUR: int(3, 1, 100),
   /** sign-up verification mails resent per account per hour ("resend the link") */
   VERIFY_RESEND_MAX_PER_HOUR: int(5, 1, 1000),
 });

@@ -18,6 +18,8 @@ export interface AuthDeps {
   sessionMaxAgeSec: number;
   /** sign-up and reset work, done after their answer */
   afterAnswer: AfterAnswer;
+  /** one more reset mail to this address: null when allowed, else seconds until the next */
+  resetMailLimit: (email: string) => Promise<number | null>;
 }
 
 /** the key of an address's pending sign-up / reset work */
@@ -158,6 +160,8 @@ export function linkRouter(deps: AuthDeps): Router {
     const email = str(req, 'email');
     // the same answer at the same time for known and unknown addresses: the work comes after it
     deps.afterAnswer.run(workKey(email), 'reset request', async () => {
+      // counted for unknown addresses too, so the limit says nothing about which exist
+      if ((await deps.resetMailLimit(workKey(email))) !== null) return;
       const found = await uc.identity.requestReset(email);
       if (found) {
         const spec = { kind: 'reset' as const, token: found.token, expiresAt: found.expiresAt };
