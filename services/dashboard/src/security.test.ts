@@ -371,6 +371,28 @@ describe('the low items (issue 29)', () => {
     expect(await db.mailOutbox.count({ where: { toAddress: 'trial@example.com' } })).toBe(0);
   });
 
+  it('verification: following the link (GET) changes nothing; its page confirms with a POST', async () => {
+    const email = 'scanner@example.com';
+    expect((await from('192.0.2.98').post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
+    const mail = await sink.waitFor((m) => to(email)(m) && /Verify/.test(m.subject));
+    const path = linkPath(mail, '/verify?token=');
+    // a mail scanner follows the link, twice
+    const scanner = from('203.0.113.98');
+    for (let i = 0; i < 2; i++) {
+      const page = await scanner.req(path);
+      expect(page.status).toBe(200);
+      expect(page.text).toContain('action="/verify"');
+      expect(page.text).toMatch(/<button[^>]*>\s*Verify my email address/);
+    }
+    expect((await db.account.findUniqueOrThrow({ where: { email } })).emailVerifiedAt).toBeNull();
+    // the person presses the button
+    const token = new URL(`http://x${path}`).searchParams.get('token')!;
+    const done = await from('192.0.2.98').post(path, '/verify', { token });
+    expect(done.status).toBe(200);
+    expect(done.text).toContain('Your email address is verified');
+    expect((await db.account.findUniqueOrThrow({ where: { email } })).emailVerifiedAt).not.toBeNull();
+  });
+
   it('SESSION_SECRET: an entry shorter than 32 characters or empty (a trailing comma) stops the start with exit 2 naming it', async () => {
     const good = 'k'.repeat(32);
     for (const bad of [`${good},`, `${good},short`, `${good},,${good}`]) {
