@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
-import { encryptionKeyField } from '@sts/core';
+import { encryptionKeyField, encryptionKeyListField } from '@sts/core';
 import { socialEnv } from '@sts/social';
 import { useCaseEnv } from '@sts/usecases';
 
@@ -65,6 +65,8 @@ export const dashboardEnvSchema = z.object({
   API_PUBLIC_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3000'),
   /** webhook signing secrets are encrypted with it (same key as the dispatcher); optional until one is made */
   SECRETS_ENCRYPTION_KEY: encryptionKeyField().optional(),
+  /** former SECRETS_ENCRYPTION_KEYs, comma-separated: they still decrypt (docs/security.md, key rotation) */
+  SECRETS_ENCRYPTION_KEYS_OLD: encryptionKeyListField().optional(),
   /** save-time webhook URL rule (@sts/core checkWebhookUrlForSave): ports besides 443, and host
    * names exempt from the public-address rule (local development and tests only) */
   WEBHOOK_ALLOWED_PORTS: z.string().default(''),

@@ -47,7 +47,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       db,
       plans: plansFromEnv(env),
       monitorLimits: monitorLimitsFromEnv(env),
-      secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
+      secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY, env.SECRETS_ENCRYPTION_KEYS_OLD),
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
       outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),

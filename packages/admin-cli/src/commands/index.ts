@@ -3,15 +3,17 @@ import { accountCommands } from './accounts';
 import { demoCommands } from './demo';
 import { dlqCommands } from './dlq';
 import { monitorCommands } from './monitors';
+import { secretsCommands } from './secrets';
 import { socialCommands } from './social';
 
 // Each file owns its commands: accounts.ts (account, key, plan, seed), social.ts (social user/tweet),
 // monitors.ts (monitor, webhook, deliveries, redeliver), demo.ts (the demo tweet generator),
-// dlq.ts (dlq list|replay, queues migrate).
+// dlq.ts (dlq list|replay, queues migrate), secrets.ts (secrets rotate).
 export const allCommands: Command[] = [
   ...accountCommands,
   ...socialCommands,
   ...monitorCommands,
   ...demoCommands,
   ...dlqCommands,
+  ...secretsCommands,
 ];
