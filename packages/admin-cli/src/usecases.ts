@@ -3,6 +3,7 @@
  * (PLAN_*, SECRETS_ENCRYPTION_KEY, AMQP_URL, REDIS_URL / REDIS_KEY_PREFIX), and the mapping of the
  * use-cases' errors to the CLI's (a bad flag → usage error, exit 2; the rest → exit 1).
  */
+import { oldKeysFromEnv } from './commands/secrets';
 import { createLogger, createRedis, evictCachedApiKey, redisConfigProblems } from '@sts/common';
 import { checkWebhookUrlForSave, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
@@ -136,7 +137,7 @@ export function useCases(ctx: CliContext): UseCases {
     uc = createUseCases({
       db: ctx.db(),
       ...config,
-      secretBox: secretBoxFromEnv(ctx.env.SECRETS_ENCRYPTION_KEY),
+      secretBox: secretBoxFromEnv(ctx.env.SECRETS_ENCRYPTION_KEY, oldKeysFromEnv(ctx.env)),
       publisher: runPublisher(ctx),
       evictApiKey: redisEvictor(ctx),
       outboundLimit: redisOutboundLimit(ctx, config.outboundPerMinute),

@@ -60,7 +60,7 @@ describe('secret box', () => {
     const secret = generateWebhookSecret();
     expect(secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
     const stored = box.encrypt(secret, 'monitor-1');
-    expect(stored.startsWith('v1.')).toBe(true);
+    expect(stored.startsWith('v2.')).toBe(true);
     expect(stored).not.toContain(secret.slice(6));
     expect(box.decrypt(stored, 'monitor-1')).toBe(secret);
     expect(box.encrypt(secret, 'monitor-1')).not.toBe(stored);

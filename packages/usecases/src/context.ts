@@ -140,9 +140,16 @@ export function requireVerified(ctx: Ctx, a: { emailVerifiedAt: Date | null }, w
 }
 
 /**
- * The key of an address for once-per-address rules (the Starter trial): NFKC (so full-width and
- * other compatibility forms fold to their plain letters), trimmed, lower-cased.
+ * The key of an inbox for once-per-inbox rules (the Starter trial): NFKC (so full-width and
+ * other compatibility forms fold to their plain letters), trimmed, lower-cased, and without a
+ * `+tag` in the local part (`Ann+trial2@x` is Ann's inbox). Only for the rule: mail goes to the
+ * address as the account has it.
  */
 export function emailKey(email: string): string {
-  return email.normalize('NFKC').trim().toLowerCase();
+  const folded = email.normalize('NFKC').trim().toLowerCase();
+  const at = folded.lastIndexOf('@');
+  if (at < 0) return folded;
+  const local = folded.slice(0, at);
+  const plus = local.indexOf('+');
+  return plus > 0 ? `${local.slice(0, plus)}${folded.slice(at)}` : folded;
 }

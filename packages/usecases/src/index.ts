@@ -90,7 +90,7 @@ export function outboundPerMinuteFromEnv(env: NodeJS.ProcessEnv): number {
  * A lazy secret box over SECRETS_ENCRYPTION_KEY for `UseCaseOptions.secretBox`: NotConfiguredError
  * when it is unset or malformed, raised only when a webhook secret is actually made.
  */
-export function secretBoxFromEnv(key: string | undefined): () => SecretBox {
+export function secretBoxFromEnv(key: string | undefined, oldKeys: readonly string[] = []): () => SecretBox {
   let box: SecretBox | undefined;
   return () => {
     if (box) return box;
@@ -100,7 +100,7 @@ export function secretBoxFromEnv(key: string | undefined): () => SecretBox {
       );
     }
     try {
-      box = createSecretBox(key);
+      box = createSecretBox(key, oldKeys);
     } catch (err) {
       if (err instanceof SecretBoxError) throw new NotConfiguredError(err.message);
       throw err;

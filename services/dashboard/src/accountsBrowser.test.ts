@@ -98,6 +98,7 @@ async function signUpVerified(page: Page, email: string): Promise<void> {
   expect(await submit(page, 'Sign up')).toBe(200);
   const mail = await sink.waitFor((m) => to(email)(m) && /Verify/.test(m.subject));
   await go(page, link(mail, '/verify?token='));
+  expect(await submit(page, 'Verify my email address')).toBe(200);
   await expect(page.getByRole('status').first().textContent()).resolves.toContain('Your email address is verified');
   await signIn(page, email, PASSWORD);
 }

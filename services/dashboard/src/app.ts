@@ -45,6 +45,8 @@ export interface AppOptions {
   resendLimit: (accountId: string) => Promise<number | null>;
   /** sign-up and reset work after their answer (main drains it at stop) */
   afterAnswer: AfterAnswer;
+  /** RESET_MAX_PER_HOUR per address */
+  resetMailLimit: (email: string) => Promise<number | null>;
   /** the trial-end banner of the overview */
   trialEnd?: (accountId: string) => Promise<{ endedAt: string; paused: string[] } | null>;
   /** where dashboard_http_request_duration_seconds is registered (the service's /metrics) */
@@ -106,6 +108,7 @@ export function createApp(o: AppOptions): Express {
     sessions: o.sessions,
     sessionMaxAgeSec: o.sessionMaxAgeSec,
     afterAnswer: o.afterAnswer,
+    resetMailLimit: o.resetMailLimit,
   };
   app.use(authRouter(auth));
   app.use(linkRouter(auth));

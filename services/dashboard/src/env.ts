@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
-import { encryptionKeyField } from '@sts/core';
+import { encryptionKeyField, encryptionKeyListField } from '@sts/core';
 import { socialEnv } from '@sts/social';
 import { useCaseEnv } from '@sts/usecases';
 
@@ -34,11 +34,20 @@ export const dashboardEnvSchema = z.object({
   DASHBOARD_HOST: z.string().default('0.0.0.0'),
   /** OPS_PORT (health, readiness and metrics: internal only, never the public port), STOP_DEADLINE_MS */
   ...opsEnv(3101),
-  /** signs the session cookie; at least 32 characters; a comma list rotates (first signs, all verify) */
+  /** signs the session cookie; a comma list rotates (first signs, all verify); each entry at least 32 characters */
   SESSION_SECRET: z
     .string()
-    .min(32, 'must be at least 32 characters')
-    .transform((v) => v.split(',').map((s) => s.trim())),
+    .transform((v) => v.split(',').map((s) => s.trim()))
+    .pipe(
+      z
+        .array(
+          z
+            .string()
+            .min(1, 'has an empty entry (a stray comma?)')
+            .min(32, 'must be at least 32 characters in each comma-separated entry'),
+        )
+        .min(1),
+    ),
   /** Redis key prefix of sessions, after REDIS_KEY_PREFIX */
   SESSION_KEY_PREFIX: z.string().default('dashboard:sess:'),
   /** idle lifetime of a session (rolling) */
@@ -56,6 +65,8 @@ export const dashboardEnvSchema = z.object({
   API_PUBLIC_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3000'),
   /** webhook signing secrets are encrypted with it (same key as the dispatcher); optional until one is made */
   SECRETS_ENCRYPTION_KEY: encryptionKeyField().optional(),
+  /** former SECRETS_ENCRYPTION_KEYs, comma-separated: they still decrypt (docs/security.md, key rotation) */
+  SECRETS_ENCRYPTION_KEYS_OLD: encryptionKeyListField().optional(),
   /** save-time webhook URL rule (@sts/core checkWebhookUrlForSave): ports besides 443, and host
    * names exempt from the public-address rule (local development and tests only) */
   WEBHOOK_ALLOWED_PORTS: z.string().default(''),
@@ -81,6 +92,8 @@ export const dashboardEnvSchema = z.object({
   PREVIEW_MAX_PER_DAY: int(200, 1, 1_000_000),
   /** redeliveries Recover may queue per account per hour (each failed delivery at most once while pending) */
   REDELIVERY_MAX_PER_HOUR: int(1000, 1, 1_000_000),
+  /** password reset mails to one address per hour, whoever asks (more requests get the same answer, no mail) */
+  RESET_MAX_PER_HOUR: int(3, 1, 100),
   /** sign-up verification mails resent per account per hour ("resend the link") */
   VERIFY_RESEND_MAX_PER_HOUR: int(5, 1, 1000),
 });

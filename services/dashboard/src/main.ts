@@ -4,6 +4,7 @@
  * DASHBOARD_PORT. Run by runService (packages/common): signals, environment, /healthz, /readyz and
  * /metrics on the internal OPS_PORT, exit codes; stopping lets requests in flight finish.
  */
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { createRedis, listenOn, runService, type Logger, type RedisClient, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
@@ -75,7 +76,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       db,
       plans: plansFromEnv(env),
       monitorLimits: monitorLimitsFromEnv(env),
-      secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
+      secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY, env.SECRETS_ENCRYPTION_KEYS_OLD),
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
       outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
@@ -108,8 +109,12 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
     });
     const resend = outboundLimiter(redis, env.VERIFY_RESEND_MAX_PER_HOUR, 3_600_000);
     const afterAnswer = new AfterAnswer(logger);
+    const resetMails = outboundLimiter(redis, env.RESET_MAX_PER_HOUR, 3_600_000);
     const app = createApp({
       afterAnswer,
+      // the address hashed in the key (no addresses of people in Redis key names)
+      resetMailLimit: (email) =>
+        resetMails(`reset-mail:${createHash('sha256').update(email).digest('hex').slice(0, 32)}`),
       mailer,
       sessions: createAccountSessions(redis, env.SESSION_KEY_PREFIX),
       sessionMaxAgeSec: env.SESSION_MAX_AGE_SEC,

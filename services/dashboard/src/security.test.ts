@@ -5,7 +5,7 @@
  * before the fix (see the commit messages).
  */
 import { createDbClient, type Db } from '@sts/db';
-import { waitFor } from '@sts/testing';
+import { spawnService, waitFor } from '@sts/testing';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
 import {
   createBackends,
@@ -59,7 +59,8 @@ async function join(email: string, address = '192.0.2.200'): Promise<Client> {
   expect((await c.post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
   // the sign-up's work runs after its answer
   const verified = async () =>
-    (await db.account.updateMany({ where: { email }, data: { emailVerifiedAt: new Date() } })).count;
+    (await db.account.updateMany({ where: { email: email.toLowerCase() }, data: { emailVerifiedAt: new Date() } }))
+      .count;
   await waitFor(async () => ((await verified()) > 0 ? true : null), 10_000);
   expect((await c.post('/signin', '/signin', { email, password: PASSWORD })).location).toBe('/');
   return c;
@@ -329,5 +330,85 @@ describe('no answer by timing (issue 29 item 6)', () => {
     }
     expect(Math.abs(median(times.known) - median(times.unknown))).toBeLessThan(10);
     expect(await db.mailOutbox.count({ where: { toAddress: { startsWith: 'unknown6-' } } })).toBe(0);
+  });
+});
+
+describe('the low items (issue 29)', () => {
+  it('POST /reset: at most RESET_MAX_PER_HOUR (3) mails an hour to one address, whatever the source; the same answer', async () => {
+    const email = 'reset-limit@example.com';
+    await join(email, '192.0.2.95');
+    const answers: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await from(`100.64.${i}.1`).post('/reset', '/reset', { email: i % 2 ? email.toUpperCase() : email });
+      expect(res.status).toBe(200);
+      answers.push(res.text.replace(/value="[^"]+"/g, ''));
+    }
+    expect(new Set(answers).size).toBe(1);
+    await waitFor(
+      async () => ((await db.mailOutbox.count({ where: { toAddress: email, kind: 'reset' } })) >= 3 ? true : null),
+      20_000,
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await db.mailOutbox.count({ where: { toAddress: email, kind: 'reset' } })).toBe(3);
+    expect(await db.emailToken.count({ where: { account: { email }, purpose: 'reset' } })).toBe(3);
+  });
+
+  it('one Starter trial per inbox: +tag and case fold for the check; mail goes to the address as typed', async () => {
+    const first = await join('trial+one@example.com', '192.0.2.96');
+    expect((await first.post('/plan', '/plan/trial', {})).location).toBe('/plan');
+    expect(
+      (await db.account.findUniqueOrThrow({ where: { email: 'trial+one@example.com' } })).trialEndsAt,
+    ).not.toBeNull();
+    const second = await join('Trial+Two@Example.com', '192.0.2.97');
+    expect((await second.post('/plan', '/plan/trial', {})).location).toBe('/plan');
+    expect((await second.req('/plan')).text).toMatch(/once per email address/);
+    expect((await db.account.findUniqueOrThrow({ where: { email: 'trial+two@example.com' } })).trialEndsAt).toBeNull();
+    // the mail went to the +tag address, not to the folded inbox key
+    await waitFor(
+      () => db.mailOutbox.findFirst({ where: { toAddress: 'trial+two@example.com', kind: 'verify' } }),
+      10_000,
+    );
+    expect(await db.mailOutbox.count({ where: { toAddress: 'trial@example.com' } })).toBe(0);
+  });
+
+  it('verification: following the link (GET) changes nothing; its page confirms with a POST', async () => {
+    const email = 'scanner@example.com';
+    expect((await from('192.0.2.98').post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
+    const mail = await sink.waitFor((m) => to(email)(m) && /Verify/.test(m.subject));
+    const path = linkPath(mail, '/verify?token=');
+    // a mail scanner follows the link, twice
+    const scanner = from('203.0.113.98');
+    for (let i = 0; i < 2; i++) {
+      const page = await scanner.req(path);
+      expect(page.status).toBe(200);
+      expect(page.text).toContain('action="/verify"');
+      expect(page.text).toMatch(/<button[^>]*>\s*Verify my email address/);
+    }
+    expect((await db.account.findUniqueOrThrow({ where: { email } })).emailVerifiedAt).toBeNull();
+    // the person presses the button
+    const token = new URL(`http://x${path}`).searchParams.get('token')!;
+    const done = await from('192.0.2.98').post(path, '/verify', { token });
+    expect(done.status).toBe(200);
+    expect(done.text).toContain('Your email address is verified');
+    expect((await db.account.findUniqueOrThrow({ where: { email } })).emailVerifiedAt).not.toBeNull();
+  });
+
+  it('SESSION_SECRET: an entry shorter than 32 characters or empty (a trailing comma) stops the start with exit 2 naming it', async () => {
+    const good = 'k'.repeat(32);
+    for (const bad of [`${good},`, `${good},short`, `${good},,${good}`]) {
+      const child = spawnService('services/dashboard/src/main.ts', {
+        ...backends.env,
+        SESSION_SECRET: bad,
+        DASHBOARD_PORT: '0',
+      });
+      try {
+        const wait = new Promise<string>((r) => setTimeout(() => r('still running'), 30_000).unref());
+        expect(await Promise.race([child.exited, wait])).toBe(2);
+      } finally {
+        if (child.child.exitCode === null) child.child.kill('SIGKILL');
+      }
+      expect(child.lines.join('\n')).toMatch(/SESSION_SECRET/);
+      expect(child.lines.join('\n')).not.toContain(good);
+    }
   });
 });

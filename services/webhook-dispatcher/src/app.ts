@@ -37,6 +37,8 @@ export interface DispatcherOptions {
   logger: Logger;
   /** SECRETS_ENCRYPTION_KEY */
   secretsKey: string | Buffer;
+  /** SECRETS_ENCRYPTION_KEYS_OLD (decrypt only) */
+  secretsOldKeys?: readonly string[];
   timeoutMs?: number;
   maxConcurrencyPerEndpoint?: number;
   allowPrivateHosts?: readonly string[];
@@ -99,6 +101,7 @@ async function startParking(url: string, queue: string, delayMs: number, logger:
 export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
   return {
     secretsKey: env.SECRETS_ENCRYPTION_KEY,
+    secretsOldKeys: env.SECRETS_ENCRYPTION_KEYS_OLD ?? [],
     timeoutMs: env.WEBHOOK_TIMEOUT_MS,
     maxConcurrencyPerEndpoint: env.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
     allowPrivateHosts: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
@@ -190,7 +193,15 @@ function createParts(options: DispatcherOptions): Parts {
   return {
     sender,
     metrics,
-    deliverer: createDeliverer({ repository, sender, logger, metrics, secretsKey: options.secretsKey, now }),
+    deliverer: createDeliverer({
+      repository,
+      sender,
+      logger,
+      metrics,
+      secretsKey: options.secretsKey,
+      secretsOldKeys: options.secretsOldKeys,
+      now,
+    }),
     prepare: createMessagePreparer(repository, logger),
     // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
     // formed leaves the other half to other endpoints until the sweep re-checks it.

@@ -64,6 +64,7 @@ export interface DelivererOptions {
   logger: Logger;
   metrics: DispatcherMetrics;
   secretsKey: string | Buffer;
+  secretsOldKeys?: readonly string[];
   now: () => Date;
 }
 
@@ -86,8 +87,8 @@ class SecretCache {
   // cache keyed by it can never hand out an old secret.
   private readonly secrets = new Map<string, string>();
 
-  constructor(key: string | Buffer) {
-    this.box = createSecretBox(key);
+  constructor(key: string | Buffer, oldKeys: readonly string[] = []) {
+    this.box = createSecretBox(key, oldKeys);
   }
 
   get(monitorId: string, ciphertext: string): string {
@@ -178,7 +179,7 @@ class Deliverer {
   private readonly secrets: SecretCache;
 
   constructor(private readonly options: DelivererOptions) {
-    this.secrets = new SecretCache(options.secretsKey);
+    this.secrets = new SecretCache(options.secretsKey, options.secretsOldKeys);
   }
 
   // prepare ---------------------------------------------------------------------------------

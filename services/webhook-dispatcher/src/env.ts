@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
-import { encryptionKeyField } from '@sts/core';
+import { encryptionKeyField, encryptionKeyListField } from '@sts/core';
 
 const positiveInt = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
 
@@ -10,6 +10,8 @@ export const dispatcherEnvSchema = z.object({
   ...opsEnv(3004),
   /** decrypts the stored webhook signing secrets (32 bytes, base64 or 64 hex digits) */
   SECRETS_ENCRYPTION_KEY: encryptionKeyField(),
+  /** former keys, comma-separated: secrets stored under them still decrypt until `secrets rotate` ran */
+  SECRETS_ENCRYPTION_KEYS_OLD: encryptionKeyListField().optional(),
   /** host names exempt from the private-address check (local development and tests); empty by default */
   WEBHOOK_ALLOW_PRIVATE_HOSTS: envFields.list(),
   /** whole-request time limit of one delivery */

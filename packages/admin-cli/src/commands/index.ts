@@ -4,11 +4,12 @@ import { demoCommands } from './demo';
 import { dlqCommands } from './dlq';
 import { listenCommands } from './listen';
 import { monitorCommands } from './monitors';
+import { secretsCommands } from './secrets';
 import { socialCommands } from './social';
 
 // Each file owns its commands: accounts.ts (account, key, plan, seed), social.ts (social user/tweet),
 // monitors.ts (monitor, webhook, deliveries, redeliver), demo.ts (the demo tweet generator),
-// dlq.ts (dlq list|replay, queues migrate), listen.ts (listen).
+// dlq.ts (dlq list|replay, queues migrate), listen.ts (listen), secrets.ts (secrets rotate).
 export const allCommands: Command[] = [
   ...accountCommands,
   ...socialCommands,
@@ -16,4 +17,5 @@ export const allCommands: Command[] = [
   ...demoCommands,
   ...dlqCommands,
   ...listenCommands,
+  ...secretsCommands,
 ];

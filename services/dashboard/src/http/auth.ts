@@ -3,7 +3,14 @@ import { InvalidCredentialsError, type AccountView, type UseCases } from '@sts/u
 import type { AccountSessions } from '../adapters/sessions';
 import { ThrottledError, type SignInThrottle } from '../adapters/throttle';
 import type { Mailer } from '../mail/mailer';
-import { checkEmailPage, resetConfirmPage, resetRequestPage, signInPage, signUpPage } from '../views/auth';
+import {
+  checkEmailPage,
+  resetConfirmPage,
+  verifyConfirmPage,
+  resetRequestPage,
+  signInPage,
+  signUpPage,
+} from '../views/auth';
 import type { AfterAnswer } from './afterAnswer';
 import { formErrors, str } from './forms';
 import { destroy, pageContext, regenerate, sessionCookieName, type CookieSecure } from './session';
@@ -18,6 +25,8 @@ export interface AuthDeps {
   sessionMaxAgeSec: number;
   /** sign-up and reset work, done after their answer */
   afterAnswer: AfterAnswer;
+  /** one more reset mail to this address: null when allowed, else seconds until the next */
+  resetMailLimit: (email: string) => Promise<number | null>;
 }
 
 /** the key of an address's pending sign-up / reset work */
@@ -136,8 +145,14 @@ export function linkRouter(deps: AuthDeps): Router {
   const { uc } = deps;
   const r = Router();
 
-  r.get('/verify', async (req, res) => {
-    const account = await uc.identity.verify(typeof req.query.token === 'string' ? req.query.token : '');
+  // the link shows a confirm button; only its POST verifies (a scanner's GET changes nothing)
+  r.get('/verify', (req, res) => {
+    const token = typeof req.query.token === 'string' ? req.query.token : '';
+    res.type('html').send(verifyConfirmPage(pageContext(req), token));
+  });
+
+  r.post('/verify', async (req, res) => {
+    const account = await uc.identity.verify(str(req, 'token'));
     if (req.session.accountId === account.id) {
       req.session.emailVerified = true;
       req.session.flash = { notice: 'Your email address is verified. You can create API keys now.' };
@@ -158,6 +173,8 @@ export function linkRouter(deps: AuthDeps): Router {
     const email = str(req, 'email');
     // the same answer at the same time for known and unknown addresses: the work comes after it
     deps.afterAnswer.run(workKey(email), 'reset request', async () => {
+      // counted for unknown addresses too, so the limit says nothing about which exist
+      if ((await deps.resetMailLimit(workKey(email))) !== null) return;
       const found = await uc.identity.requestReset(email);
       if (found) {
         const spec = { kind: 'reset' as const, token: found.token, expiresAt: found.expiresAt };

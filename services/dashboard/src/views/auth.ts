@@ -95,6 +95,21 @@ export function resetRequestPage(ctx: PageContext, errors?: FieldErrors): string
   );
 }
 
+/**
+ * The verification link's page: a button that POSTs the token. Following the link (a GET, which a
+ * mail scanner does too) changes nothing.
+ */
+export function verifyConfirmPage(ctx: PageContext, token: string): string {
+  return formPage(
+    ctx,
+    { title: 'Verify your email address', action: '/verify', submit: 'Verify my email address', errors: undefined },
+    html`<input type="hidden" name="token" value="${token}" />
+      <p>
+        Confirm that this address is yours: it lets the account create API keys, save webhook URLs and start the trial.
+      </p>`,
+  );
+}
+
 export function resetConfirmPage(ctx: PageContext, token: string, errors?: FieldErrors): string {
   return formPage(
     ctx,
