@@ -26,6 +26,7 @@ COPY packages/core/package.json packages/core/
 COPY packages/db/package.json packages/db/
 COPY packages/deploy-check/package.json packages/deploy-check/
 COPY packages/http1/package.json packages/http1/
+COPY packages/mcp/package.json packages/mcp/
 COPY packages/messaging/package.json packages/messaging/
 COPY packages/signing/package.json packages/signing/
 COPY packages/social/package.json packages/social/

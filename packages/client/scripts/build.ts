@@ -42,6 +42,10 @@ async function main(): Promise<void> {
   rmSync(dist, { recursive: true, force: true });
   mkdirSync(dist, { recursive: true });
   const manifest = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as Manifest;
+  // workspace packages are bundled in; the npm ones stay dependencies of the published package
+  const npmDependencies = Object.fromEntries(
+    Object.entries(manifest.dependencies).filter(([, spec]) => !spec.startsWith('workspace:')),
+  );
 
   await build({
     entryPoints: [path.join(root, 'src/index.ts')],
@@ -50,7 +54,7 @@ async function main(): Promise<void> {
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    external: Object.keys(manifest.dependencies),
+    external: Object.keys(npmDependencies),
     legalComments: 'none',
     logLevel: 'warning',
   });
@@ -79,7 +83,7 @@ async function main(): Promise<void> {
     exports: { '.': { types: './index.d.ts', default: './index.js' } },
     types: './index.d.ts',
     files: ['*.js', '*.d.ts', 'signing/*.d.ts', 'README.md'],
-    dependencies: manifest.dependencies,
+    dependencies: npmDependencies,
   };
   writeFileSync(path.join(dist, 'package.json'), `${JSON.stringify(published, null, 2)}\n`);
   cpSync(path.join(root, 'README.md'), path.join(dist, 'README.md'));

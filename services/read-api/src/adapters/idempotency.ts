@@ -10,12 +10,12 @@
 import { createHash } from 'node:crypto';
 import type { RedisClient } from '@sts/common';
 
-export interface StoredAnswer {
+interface StoredAnswer {
   status: number;
   json: string;
 }
 
-export type Claim =
+type Claim =
   /** this call owns the key: act, then complete() or release() */
   | { kind: 'claimed' }
   /** an earlier call with this key and request answered: send this again */

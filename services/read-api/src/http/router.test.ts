@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ApiError } from '@sts/common';
 import { apiRoutes } from './handlers';
+import { manageRoutes } from '../manage/routes';
 import { createRouter, MAX_PARAM_LENGTH, type HandlerResult, type Route } from './router';
 
 const ok = (): HandlerResult => ({ status: 200, body: null });
@@ -40,14 +41,16 @@ describe('read-api router', () => {
       doc.indexOf('<!-- generated:endpoints -->'),
       doc.indexOf('<!-- end generated:endpoints -->'),
     );
-    const documented = [...table.matchAll(/^\| (GET|POST) +\| `([^`]+)`/gm)]
+    const documented = [...table.matchAll(/^\| (GET|POST|PUT|PATCH|DELETE) +\| `([^`]+)`/gm)]
       .map(([, method, p]) => `${method} ${p!.replace(/\{([^}]+)\}/g, ':$1')}`)
       .filter((e) => e !== 'GET /api/v1/openapi.json'); // served by the gateway itself
-    const served = apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never }).flatMap((r) =>
-      Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`),
-    );
+    const routes = [
+      ...apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never }),
+      ...manageRoutes({ useCases: {} as never, idempotency: {} as never, monitors: {} as never }),
+    ];
+    const served = routes.flatMap((r) => Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`));
     expect(served.sort()).toEqual(documented.sort());
-    expect(served).toHaveLength(7);
+    expect(served).toHaveLength(21);
   });
 
   it('matches a route, decodes its params once and dispatches on the method', () => {

@@ -4,7 +4,7 @@ import type { DeliveryDetail, Preview, WebhookView, WebhookWithSecret as Webhook
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-export function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
+function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
   return {
     monitor_id: monitorId,
     url: w.shownUrl,

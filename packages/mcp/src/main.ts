@@ -1,0 +1,52 @@
+/**
+ * `npm run mcp` (or `node --import tsx packages/mcp/src/main.ts`): the MCP server on stdio.
+ * STS_API_KEY (required) and STS_BASE_URL (default http://127.0.0.1:3000, the local gateway);
+ * a missing or malformed setting exits 2 naming it. Stdout carries the protocol only; messages go
+ * to stderr.
+ */
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { createClient, DEFAULT_BASE_URL } from '@sts/client';
+import { z } from 'zod';
+import { createMcpServer, keyScope } from './server';
+
+const VERSION = '0.1.0';
+
+const envSchema = z.object({
+  STS_API_KEY: z
+    .string({ error: 'STS_API_KEY is required: an API key of the service (a manage key adds the monitor tools)' })
+    .min(1, 'STS_API_KEY is required: an API key of the service (a manage key adds the monitor tools)'),
+  STS_BASE_URL: z
+    .url({ protocol: /^https?$/, error: 'STS_BASE_URL must be an http(s) URL, e.g. http://127.0.0.1:3000' })
+    .default(DEFAULT_BASE_URL),
+});
+
+async function main(): Promise<void> {
+  const parsed = envSchema.safeParse(process.env);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) process.stderr.write(`${issue.message}\n`);
+    process.exit(2);
+  }
+  const env = parsed.data;
+  const client = createClient({
+    apiKey: env.STS_API_KEY,
+    baseUrl: env.STS_BASE_URL,
+    headers: { 'User-Agent': `sts-mcp/${VERSION}` },
+  });
+  let scope: 'read' | 'manage' = 'read';
+  try {
+    scope = await keyScope(client);
+  } catch (err) {
+    // the read tools still answer (each with the API's error until the API is reachable)
+    process.stderr.write(
+      `could not ask ${env.STS_BASE_URL} for the key's scope (${err instanceof Error ? err.message : String(err)}); offering the read tools\n`,
+    );
+  }
+  const server = createMcpServer(client, scope, VERSION);
+  await server.connect(new StdioServerTransport());
+  process.stderr.write(`social-timeline MCP server on stdio (${env.STS_BASE_URL}, ${scope} key)\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
