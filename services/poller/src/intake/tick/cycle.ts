@@ -16,10 +16,9 @@ import {
   type ReadTime,
   type TargetState,
 } from '../../domain/schedule';
+import { errorMessage } from '@sts/core';
 import type { Claim, PollerRepository } from '../../adapters/repository';
-import type { PollOutcome, PollResult, TargetPoll } from '../../poll/poll';
-import { errorMessage } from '../../poll/poll';
-import type { GroupPoll } from '../search/search';
+import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from '../../pipeline';
 
 export interface CycleResult {
   /** targets due (all with `force`) */
