@@ -21,7 +21,7 @@ export interface PollResult {
 
 export const SKIPPED: PollResult = { outcome: 'skipped', hits: [], position: null };
 
-export interface PollOptions {
+interface PollOptions {
   /** woken by a committed tweet: polls even when another replica polled since `target` was read */
   push?: boolean;
   /** when `target` was read (default: now); a monitor or plan change stamped later re-evaluates it at once */
