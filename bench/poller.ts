@@ -201,6 +201,9 @@ async function runFleet(
   // connections open before the run: a tick query's time is the query's, not a connect's
   await Promise.all(members.map((m) => Promise.all([0, 1, 2, 3].map(() => m.db.$queryRaw`SELECT 1`))));
   const deadline = Date.now() + opts.deadlineMs;
+  // at the deadline a cycle in progress stops taking targets (a tick of the unbounded due read
+  // would otherwise poll the whole backlog first)
+  const timer = setTimeout(() => void Promise.all(members.map((m) => m.poller.stop())), opts.deadlineMs);
   await Promise.all(
     members.map(async ({ poller }) => {
       let extra = opts.extraTicks;
@@ -210,6 +213,7 @@ async function runFleet(
       }
     }),
   );
+  clearTimeout(timer);
   for (const m of members) {
     await m.db.$disconnect();
     m.redis.disconnect();

@@ -6,3 +6,4 @@ export * from './plans';
 export * from './secretBox';
 export * from './webhookUrl';
 export * from './rules';
+export * from './errors';

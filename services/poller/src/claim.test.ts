@@ -190,9 +190,15 @@ describe('replicas divide the poller work', () => {
     const target = 'popular';
 
     beforeAll(async () => {
-      await db.$executeRaw`
-        INSERT INTO monitors (account_id, target_username, target_key, created_at)
-        SELECT ${accountId}::uuid, ${target}, ${target}, now() - interval '1 hour' FROM generate_series(1, ${WATCHERS})`;
+      // 20,000 trigger runs on one schedule row: longer than a service's statement timeout on a busy machine
+      const seeder = createDbClient({ url: dbHandle.url, poolSize: 1, statementTimeoutMs: 300_000 });
+      try {
+        await seeder.$executeRaw`
+          INSERT INTO monitors (account_id, target_username, target_key, created_at)
+          SELECT ${accountId}::uuid, ${target}, ${target}, now() - interval '1 hour' FROM generate_series(1, ${WATCHERS})`;
+      } finally {
+        await seeder.$disconnect();
+      }
     });
 
     /** the target's monitors by how many hits and events each has: "<hits>/<events>" → monitors */

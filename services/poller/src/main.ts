@@ -7,6 +7,7 @@ import {
   createRedis,
   directDatabaseUrl,
   runService,
+  type Logger,
   type ServiceContext,
   type ServiceDefinition,
   type StartedService,
@@ -18,11 +19,12 @@ import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
-import { createPollerRepository } from './adapters/repository';
+import { createPollerRepository, type PollerRepository } from './adapters/repository';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './intake/stream';
+import type { StreamMode } from './intake/stream/streamMode';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -87,14 +89,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...xSearchOptions(env, source),
-    // the local store pushes committed tweets (LISTEN sts_tweets); X has no such notification
-    ...(env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl } : {}),
-    // stream mode: while a stream is alive the tick polls only Free-only targets, the holder the
-    // others (their schedule moved one Starter interval on); without one, all (tickTargets)
-    ...(stream && {
-      selectDue: streamSelectDue(repository, env.PLAN_STARTER_POLL_INTERVAL_SECONDS, logger, () => stream.covers()),
-    }),
+    ...intakes(env, source, repository, stream, logger, sessionUrl),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),
@@ -137,13 +132,33 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
 }
 
 /**
- * X_MONITOR_MODE on the X source: `search` polls every due target by batched search (`from:`
- * OR-queries); `stream` polls what the tick keeps (the Free-only targets, `streamSelectDue`) the
- * same way; `timeline` reads one timeline per target (the poller's per-target poll).
+ * The ways in besides the tick, by source and X_MONITOR_MODE (the tick always runs):
+ *
+ * | source, mode  | the tick reads due targets by                        | push | X stream |
+ * | ------------- | ---------------------------------------------------- | ---- | -------- |
+ * | local         | one poll per target                                  | yes  | no       |
+ * | x, timeline   | one timeline read per target                         | no   | no       |
+ * | x, search     | batched search (`from:` OR-queries, src/intake/search) | no | no       |
+ * | x, stream     | batched search, only the Free-only targets while a   | no   | yes      |
+ * |               | stream is alive (`streamSelectDue`), all without one |      |          |
+ *
+ * The push is the local store's: it notifies committed tweets (LISTEN sts_tweets); X has none.
  */
-function xSearchOptions(env: PollerEnv, source: SocialSource): Pick<PollerOptions, 'search'> {
-  if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return {};
-  return { search: { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 } };
+function intakes(
+  env: PollerEnv,
+  source: SocialSource,
+  repository: PollerRepository,
+  stream: StreamMode | null,
+  logger: Logger,
+  sessionUrl: string,
+): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue'> {
+  // LISTEN needs a session: the direct URL, never PgBouncer in transaction mode
+  const push = env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl } : {};
+  if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return push;
+  const search = { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 };
+  if (!stream) return { ...push, search };
+  const starterSec = env.PLAN_STARTER_POLL_INTERVAL_SECONDS;
+  return { ...push, search, selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()) };
 }
 
 if (require.main === module) runService(pollerService);

@@ -1,8 +1,9 @@
 /**
- * The poller: every tick it reads the due targets from the schedule and polls them (cycle.ts);
- * with a database URL it also listens for the local store's committed tweets and polls a pushed
- * target at once (push.ts). A target's poll (poll.ts) runs under its Redis lease, one replica at a
- * time; hits, events, position and next due time are written in one transaction per page.
+ * The poller: the tick (src/intake/tick: every tick it claims the due targets and polls them, one
+ * by one or, in X search mode, by batched search from src/intake/search) and, with a database
+ * URL, the local store's push (src/intake/push: a committed tweet of a pushed target polls it at
+ * once). A target's poll (src/poll) runs under its Redis lease, one replica at a time, and
+ * records each page through src/record. The X stream (src/intake/stream) runs beside it (main.ts).
  */
 import type { Logger } from '@sts/common';
 import type { SocialSource } from '@sts/social';
@@ -10,10 +11,13 @@ import type { IntervalPolicy, TargetState } from './domain/schedule';
 import { createListener, type Listener } from './adapters/listener';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
+import { errorMessage } from '@sts/core';
 import { createCycle, type CycleResult } from './intake/tick/cycle';
-import { createTargetPoll, errorMessage, type PollOutcome, type PollResult } from './poll/poll';
+import { ticker } from './intake/tick/ticker';
 import { createPush, type Push } from './intake/push/push';
-import { createGroupPoll, type GroupPoll, type GroupPollDeps } from './intake/search/search';
+import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
+import type { GroupPoll, PollOutcome, PollResult } from './pipeline';
+import { createTargetPoll } from './poll/poll';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
@@ -69,33 +73,6 @@ function recorder(metrics: PollerMetrics | undefined, how: 'push' | 'poll') {
       if (r.hits.length > 0) metrics?.detected?.(r.hits, how);
     }
     metrics?.polls(outcome);
-  };
-}
-
-/** The tick loop: one cycle per tick, never two at once. */
-function ticker(run: () => Promise<unknown>, tickMs: number, logger: Logger) {
-  let timer: NodeJS.Timeout | undefined;
-  let current: Promise<unknown> | undefined;
-  let running = false;
-  function schedule(): void {
-    if (!running) return;
-    timer = setTimeout(() => {
-      current = run()
-        .catch((err: unknown) => logger.error('poll cycle failed', { error: errorMessage(err) }))
-        .finally(schedule);
-    }, tickMs);
-  }
-  return {
-    start() {
-      if (running) return;
-      running = true;
-      schedule();
-    },
-    async stop() {
-      running = false;
-      clearTimeout(timer);
-      await current;
-    },
   };
 }
 

@@ -50,7 +50,7 @@ export interface Claim {
 }
 
 /** what a tick claimed: the targets, their claims and the read time on PostgreSQL's clock */
-export interface Claimed {
+interface Claimed {
   readAt: ReadTime;
   targets: TargetState[];
   claims: Claim[];

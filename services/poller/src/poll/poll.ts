@@ -1,28 +1,19 @@
 /**
  * One target's poll: take its lease, read the tweets after its position from the social source
- * (one call per page, however many monitors watch it), match them against the monitors and record
- * hits, events, the new position and the target's next due time in one transaction per page.
- * The source never moves the position past a tweet that can still appear (README, "Cursors"); a
- * tweet read twice is one hit and one event (unique monitor + tweet).
+ * (one call per page, however many monitors watch it) and record each page (src/record/: hits,
+ * events, the new position and the target's next due time). The source never moves the position
+ * past a tweet that can still appear (README, "Cursors"); a tweet read twice is one hit and one
+ * event (unique monitor + tweet). What the tick and the push call (a TargetPoll).
  */
 import type { Logger } from '@sts/common';
-import { compareIds } from '@sts/core';
-import { SourceBusyError, type PollPage, type SocialSource, type SocialTweet } from '@sts/social';
-import { compileMonitors, findHits, hitEvent, type CompiledMonitor } from '../domain/hits';
-import { isPushed, oldestCreation, scheduleAfterPoll, type IntervalPolicy, type TargetState } from '../domain/schedule';
+import { errorMessage } from '@sts/core';
+import { SourceBusyError, type SocialSource } from '@sts/social';
+import { compileMonitors } from '../domain/hits';
+import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from '../domain/schedule';
 import type { LeaseStore } from '../adapters/lease';
-import type { CursorState, NewHit, PollerRepository, StoredCursor } from '../adapters/repository';
-
-export type PollOutcome = 'ok' | 'error' | 'skipped';
-
-/** What a poll did: its outcome, the new hits and the position it ended at (null when it read nothing). */
-export interface PollResult {
-  outcome: PollOutcome;
-  hits: NewHit[];
-  position: string | null;
-  /** refused by the fleet's budget (SourceBusyError): the tick takes no further target */
-  busy?: true;
-}
+import type { NewHit, PollerRepository } from '../adapters/repository';
+import { LeaseStoreError, pollTimeout, SKIPPED, withTimeout, type PollResult, type TargetPoll } from '../pipeline';
+import { advance, record, startOf } from '../record/record';
 
 export interface TargetPollDeps {
   repository: PollerRepository;
@@ -34,88 +25,6 @@ export interface TargetPollDeps {
   pollTimeoutMs: number;
   now: () => Date;
 }
-
-class PollTimeout extends Error {
-  override name = 'PollTimeout';
-}
-
-/** Redis did not answer: the cycle ends (once, not once per target) and the next tick retries. */
-export class LeaseStoreError extends Error {
-  override name = 'LeaseStoreError';
-}
-
-const SKIPPED: PollResult = { outcome: 'skipped', hits: [], position: null };
-
-export function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new PollTimeout(message)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-function newestOf(tweets: readonly SocialTweet[]): SocialTweet | undefined {
-  let newest: SocialTweet | undefined;
-  for (const t of tweets) if (!newest || compareIds(t.id, newest.id) > 0) newest = t;
-  return newest;
-}
-
-export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** The hits of one page, stamped `polledAt` (the X stream records its posts with it too). */
-export function pageHits(tweets: readonly SocialTweet[], monitors: CompiledMonitor[], polledAt: Date): NewHit[] {
-  return findHits(tweets, monitors).map((h) => ({
-    monitorId: h.monitor.id,
-    accountId: h.monitor.accountId,
-    tweetId: h.tweet.id,
-    tweetText: h.tweet.text,
-    tweetAuthorId: h.tweet.authorId,
-    tweetAuthorUsername: h.tweet.author.username,
-    tweetCreatedAt: h.tweet.createdAt,
-    detectedAt: polledAt,
-    event: hitEvent(h, polledAt),
-  }));
-}
-
-/**
- * Where the poll starts. Tweets created before the oldest active monitor match nothing. A cursor
- * from before poll positions existed (position null, last_tweet_at set) resumes at its newest tweet's time.
- */
-export function startOf(
-  stored: StoredCursor | null,
-  monitors: CompiledMonitor[],
-): { cursor: CursorState; notBefore: Date } {
-  let notBefore = oldestCreation(monitors.map((m) => m.createdAt));
-  if (!stored?.position && stored?.lastTweetAt && stored.lastTweetAt > notBefore) notBefore = stored.lastTweetAt;
-  const cursor: CursorState = {
-    lastTweetId: stored?.lastTweetId ?? null,
-    lastTweetAt: stored?.lastTweetAt ?? null,
-    position: stored?.position ?? null,
-  };
-  return { cursor, notBefore };
-}
-
-export function advance(cursor: CursorState, page: Pick<PollPage, 'tweets' | 'position'>): void {
-  const newest = newestOf(page.tweets);
-  if (newest && (cursor.lastTweetId === null || compareIds(newest.id, cursor.lastTweetId) > 0)) {
-    cursor.lastTweetId = newest.id;
-    cursor.lastTweetAt = newest.createdAt;
-  }
-  cursor.position = page.position;
-}
-
-interface PollOptions {
-  /** woken by a committed tweet: polls even when another replica polled since `target` was read */
-  push?: boolean;
-  /** when `target` was read (default: now); a monitor or plan change stamped later re-evaluates it at once */
-  readAt?: Date;
-}
-
-export type TargetPoll = (target: TargetState, opts?: PollOptions) => Promise<PollResult>;
 
 /** Polls one target under its lease; `inFlight` holds the targets this replica is polling. */
 export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): TargetPoll {
@@ -136,7 +45,7 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
     const recorded: NewHit[] = [];
     for (let firstPage = true; ; firstPage = false) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new PollTimeout(`poll took longer than ${pollTimeoutMs} ms`);
+      if (left <= 0) throw pollTimeout(pollTimeoutMs);
       const page = await withTimeout(
         deps.source.pollTweets(target.username, {
           position: cursor.position,
@@ -150,16 +59,17 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
         `the social source did not answer within ${pollTimeoutMs} ms`,
       );
       // past the deadline the lease may lapse soon: write nothing, the next poll redoes the page
-      if (Date.now() > deadline) throw new PollTimeout(`poll took longer than ${pollTimeoutMs} ms`);
+      if (Date.now() > deadline) throw pollTimeout(pollTimeoutMs);
       const polledAt = now();
       const schedule = scheduleAfterPoll(target, deps.intervals, polledAt, readAt);
       if (page === null) {
         await repository.recordFailure(key, `target user @${target.username} not found`, polledAt, schedule);
         return { outcome: 'error', hits: recorded, position: cursor.position };
       }
-      const hits = pageHits(page.tweets, monitors, polledAt);
       advance(cursor, page);
-      recorded.push(...(await repository.recordBatch(key, hits, cursor, polledAt, schedule)));
+      recorded.push(
+        ...(await record(repository, { targetKey: key, tweets: page.tweets, monitors, cursor, polledAt, schedule })),
+      );
       if (!page.more) return { outcome: 'ok', hits: recorded, position: cursor.position };
     }
   }

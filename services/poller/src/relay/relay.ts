@@ -10,6 +10,7 @@ import type { Db } from '@sts/db';
 import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
 import { createListener, type Listener } from '../adapters/listener';
 import { OUTBOX_CHANNEL } from '../adapters/repository';
+import { errorMessage } from '@sts/core';
 
 interface Publisher {
   publish<K extends 'monitor.hit'>(
@@ -57,10 +58,6 @@ type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
 interface RoundResult {
   published: number;
   failed: number;
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 async function publishRow(publisher: Publisher, row: Row): Promise<void> {

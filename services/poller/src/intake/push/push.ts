@@ -12,7 +12,8 @@
 import type { Logger } from '@sts/common';
 import { isPushed, parseTweetNotification, positionCovers } from '../../domain/schedule';
 import type { PollerRepository } from '../../adapters/repository';
-import { errorMessage, type PollResult, type TargetPoll } from '../../poll/poll';
+import { errorMessage } from '@sts/core';
+import type { PollResult, TargetPoll } from '../../pipeline';
 
 export interface PushDeps {
   repository: PollerRepository;

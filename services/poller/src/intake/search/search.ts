@@ -16,6 +16,7 @@ import {
   upstreamRuleParts,
   withRuleParts,
   type QueryGroup,
+  type SocialTweet,
   type XSource,
 } from '@sts/social';
 import { compileMonitors, type CompiledMonitor } from '../../domain/hits';
@@ -23,15 +24,9 @@ import { groupSinceId, tweetsForTarget } from '../../domain/groups';
 import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from '../../domain/schedule';
 import type { LeaseStore } from '../../adapters/lease';
 import type { PollerRepository, StoredCursor } from '../../adapters/repository';
-import {
-  advance,
-  errorMessage,
-  LeaseStoreError,
-  pageHits,
-  startOf,
-  withTimeout,
-  type PollResult,
-} from '../../poll/poll';
+import { errorMessage } from '@sts/core';
+import { LeaseStoreError, SKIPPED, withTimeout, type GroupPoll, type PollResult } from '../../pipeline';
+import { advance, record, startOf } from '../../record/record';
 
 export interface GroupPollDeps {
   repository: PollerRepository;
@@ -55,15 +50,11 @@ interface Leased {
   monitors: CompiledMonitor[];
 }
 
-export type GroupPoll = (targets: TargetState[], readAt: Date) => Promise<Map<string, PollResult>>;
-
-const SKIPPED: PollResult = { outcome: 'skipped', hits: [], position: null };
-
 /** one target's share of a group search, recorded in one transaction */
 async function recordShare(
   deps: GroupPollDeps,
   l: Leased,
-  tweets: Parameters<typeof pageHits>[0],
+  tweets: readonly SocialTweet[],
   newestId: string,
   readAt: Date,
 ): Promise<PollResult> {
@@ -73,7 +64,14 @@ async function recordShare(
   const polledAt = deps.now();
   advance(cursor, { tweets: own, position: `x.${newestId}` });
   const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
-  const hits = await deps.repository.recordBatch(key, pageHits(own, l.monitors, polledAt), cursor, polledAt, schedule);
+  const hits = await record(deps.repository, {
+    targetKey: key,
+    tweets: own,
+    monitors: l.monitors,
+    cursor,
+    polledAt,
+    schedule,
+  });
   return { outcome: 'ok', hits, position: cursor.position };
 }
 

@@ -8,7 +8,7 @@
 import type { SocialTweet } from '@sts/social';
 import { compileMonitors } from '../../domain/hits';
 import type { PollerRepository } from '../../adapters/repository';
-import { pageHits } from '../../poll/poll';
+import { pageHits } from '../../record/record';
 
 export interface RecordedBatch {
   /** new hits */

@@ -16,10 +16,9 @@ import {
   type ReadTime,
   type TargetState,
 } from '../../domain/schedule';
+import { errorMessage } from '@sts/core';
 import type { Claim, PollerRepository } from '../../adapters/repository';
-import type { PollOutcome, PollResult, TargetPoll } from '../../poll/poll';
-import { errorMessage } from '../../poll/poll';
-import type { GroupPoll } from '../search/search';
+import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from '../../pipeline';
 
 export interface CycleResult {
   /** targets due (all with `force`) */
@@ -80,11 +79,11 @@ async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetS
 
 export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Promise<CycleResult> {
   return async (opts = {}) => {
-    const {
-      readAt,
-      due: read,
-      claims,
-    } = opts.force ? { readAt: deps.now(), due: await deps.repository.targets(), claims: [] } : await dueNow(deps);
+    const taken = opts.force
+      ? { readAt: deps.now(), due: await deps.repository.targets(), claims: [] }
+      : await dueNow(deps);
+    const { readAt, claims } = taken;
+    const read = taken.due;
     // Starter/trial first, then the longest unread: a short budget stretches polls, starves none
     const due = fairOrder(deps.select ? deps.select(read, readAt) : read, readAt);
     const result: CycleResult = { targets: due.length, polled: 0, skipped: 0, failed: 0, hits: 0 };
