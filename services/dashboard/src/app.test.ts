@@ -425,7 +425,7 @@ describe('Recover: redeliver every failed delivery since T (issue 22)', () => {
     try {
       const attempt = async (n: number, outcome: 'failed' | 'delivered', at: Date) => {
         const hit = await db.hit.upsert({
-          where: { monitorId_tweetId: { monitorId, tweetId: String(1000 + n) } },
+          where: { monitorId_tweetId_tweetCreatedAt: { monitorId, tweetId: String(1000 + n), tweetCreatedAt: at } },
           update: {},
           create: {
             monitorId,

@@ -45,13 +45,13 @@ export function prismaLogs(db: Db): LogsRepository {
     },
 
     attemptDetail: (id) =>
-      db.deliveryAttempt.findUniqueOrThrow({
+      db.deliveryAttempt.findFirstOrThrow({
         where: { id },
         select: { requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
       }),
 
     async ownerOfAttempt(id) {
-      const a = await db.deliveryAttempt.findUnique({
+      const a = await db.deliveryAttempt.findFirst({
         where: { id },
         select: { monitor: { select: { accountId: true } } },
       });

@@ -155,7 +155,7 @@ async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
         ${hits.map((h) => h.monitorId)}::uuid[], ${hits.map((h) => h.tweetId)}::text[], ${hits.map((h) => h.tweetText)}::text[],
         ${hits.map((h) => h.tweetAuthorId)}::text[], ${hits.map((h) => h.tweetAuthorUsername)}::text[],
         ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[])
-      ON CONFLICT (monitor_id, tweet_id) DO NOTHING
+      ON CONFLICT (monitor_id, tweet_id, tweet_created_at) DO NOTHING
       RETURNING id, monitor_id, tweet_id`;
   }
   if (inserted.length > 0) {

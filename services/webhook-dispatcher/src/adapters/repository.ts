@@ -375,9 +375,9 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
 
   return {
     getMonitor: (id) => loadMonitors(id),
-    getHit: (id) => db.hit.findUnique({ where: { id }, select: hitSelect }),
+    getHit: (id) => db.hit.findFirst({ where: { id }, select: hitSelect }),
     getAttempt: (id) =>
-      db.deliveryAttempt.findUnique({
+      db.deliveryAttempt.findFirst({
         where: { id },
         select: { id: true, monitorId: true, hitId: true, event: true, deliveryId: true, outcome: true },
       }),
