@@ -8,10 +8,13 @@ import {
   monitorLimitsFromEnv,
   planEnv,
   planMonitorEnv,
+  planRetentionEnv,
   plansFromEnv,
+  retentionFromEnv,
   SecretBoxError,
   type MonitorLimits,
   type Plans,
+  type Retention,
   type SecretBox,
 } from '@sts/core';
 import { z } from 'zod';
@@ -63,14 +66,23 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
 export const useCaseEnv = {
   ...planEnv,
   ...planMonitorEnv,
+  ...planRetentionEnv,
   /** Test webhook + Redeliver per account per minute (each makes the service post to the customer's URL) */
   WEBHOOK_TEST_MAX_PER_MIN: z.coerce.number().int().min(1).max(10_000).default(10),
 };
 
 /** Plans and monitor limits from an environment; throws a zod error naming a bad PLAN_* variable. */
-export function planConfigFromEnv(env: NodeJS.ProcessEnv): { plans: Plans; monitorLimits: MonitorLimits } {
+export function planConfigFromEnv(env: NodeJS.ProcessEnv): {
+  plans: Plans;
+  monitorLimits: MonitorLimits;
+  retention: Retention;
+} {
   const parsed = z.object(useCaseEnv).parse(env);
-  return { plans: plansFromEnv(parsed), monitorLimits: monitorLimitsFromEnv(parsed) };
+  return {
+    plans: plansFromEnv(parsed),
+    monitorLimits: monitorLimitsFromEnv(parsed),
+    retention: retentionFromEnv(parsed),
+  };
 }
 
 /** WEBHOOK_TEST_MAX_PER_MIN (default 10); throws a zod error naming it when malformed. */

@@ -14,6 +14,7 @@ import {
   checkWebhookUrlForSave,
   monitorLimitsFromEnv,
   plansFromEnv,
+  retentionFromEnv,
   WebhookUrlError,
   webhookSavePolicyFromEnv,
 } from '@sts/core';
@@ -45,6 +46,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       db,
       plans: plansFromEnv(env),
       monitorLimits: monitorLimitsFromEnv(env),
+      retention: retentionFromEnv(env),
       secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),

@@ -12,6 +12,7 @@ import client from 'prom-client';
 import { listenOn, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { SocialSource } from '@sts/social';
+import { DEFAULT_PLAN_RETENTION, type Retention } from '@sts/core';
 import { createMonitorRepository, type MonitorRepository } from './adapters/monitors';
 import { isUuid, parseQuery } from './domain/params';
 import { toApiError } from './http/errors';
@@ -33,6 +34,8 @@ export interface ReadApiOptions {
   shutdownGraceMs?: number;
   /** the monitor/hit store; defaults to PostgreSQL through `db` */
   monitors?: MonitorRepository;
+  /** how far back each plan sees its hits (retentionFromEnv); default DEFAULT_PLAN_RETENTION */
+  retention?: Retention;
 }
 
 export interface ReadApi {
@@ -257,7 +260,8 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   });
   const monitors = options.monitors ?? createMonitorRepository(db);
   const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
-  const match = createRouter(apiRoutes({ source, monitors, users }));
+  const retention = options.retention ?? DEFAULT_PLAN_RETENTION;
+  const match = createRouter(apiRoutes({ source, monitors, users, retention }));
   const answers = createAnswers();
   const handleApi = createApiHandler({ match, tokenDigest: sha256(options.internalToken), answers, duration, logger });
   const server = createNodeServer(handleApi, answers);

@@ -1,6 +1,7 @@
 /** read-api configuration, from the environment only, validated at start. */
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
+import { planRetentionEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
 
 export const readApiEnvSchema = z
@@ -25,6 +26,8 @@ export const readApiEnvSchema = z
     READ_CACHE_TWEET_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
     READ_CACHE_SEARCH_TTL_MS: z.coerce.number().int().min(0).max(3_600_000).default(10_000),
     ...socialEnv,
+    /** how far back each plan sees its hits (the longest plan's is what storage keeps) */
+    ...planRetentionEnv,
   })
   .superRefine(requireXToken);
 

@@ -7,6 +7,7 @@ import { createRedis, runService, type Logger, type RedisClient, type ServiceDef
 import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { createSocialSource, type SocialSource } from '@sts/social';
 import { createCachedSource } from './adapters/readCache';
+import { retentionFromEnv } from '@sts/core';
 import { createReadApi } from './app';
 import { loadReadApiEnv, type ReadApiEnv } from './env';
 
@@ -50,6 +51,7 @@ export const readApiService: ServiceDefinition<ReadApiEnv> = {
       registry,
       userCacheTtlMs: env.USER_CACHE_TTL_MS,
       shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
+      retention: retentionFromEnv(env),
     });
     const port = await app.listen(env.READ_API_PORT, env.READ_API_HOST);
     return {

@@ -2,16 +2,18 @@ import type { Command } from '../command';
 import { accountCommands } from './accounts';
 import { demoCommands } from './demo';
 import { dlqCommands } from './dlq';
+import { maintenanceCommands } from './maintenance';
 import { monitorCommands } from './monitors';
 import { socialCommands } from './social';
 
 // Each file owns its commands: accounts.ts (account, key, plan, seed), social.ts (social user/tweet),
 // monitors.ts (monitor, webhook, deliveries, redeliver), demo.ts (the demo tweet generator),
-// dlq.ts (dlq list|replay, queues migrate).
+// dlq.ts (dlq list|replay, queues migrate), maintenance.ts (maintenance run).
 export const allCommands: Command[] = [
   ...accountCommands,
   ...socialCommands,
   ...monitorCommands,
   ...demoCommands,
   ...dlqCommands,
+  ...maintenanceCommands,
 ];

@@ -15,8 +15,11 @@ interface AttemptDetailRecord {
 }
 
 export interface LogsRepository {
-  /** up to `take` attempts of the monitor strictly older than `after` in (createdAt desc, id desc) */
-  attempts(monitorId: string, after: CursorPosition | undefined, take: number): Promise<AttemptRecord[]>;
+  /**
+   * up to `take` attempts of the monitor strictly older than `after` in (createdAt desc, id desc),
+   * none created before `since` (the plan's window)
+   */
+  attempts(monitorId: string, after: CursorPosition | undefined, take: number, since: Date): Promise<AttemptRecord[]>;
   /** the attempt when its monitor belongs to the account */
   findAttempt(
     accountId: string,
@@ -34,7 +37,12 @@ export interface LogsRepository {
     since: Date,
     max: number,
   ): Promise<{ attempts: { id: string; deliveryId: string }[]; total: number }>;
-  /** up to `take` hits strictly older than `after` in (detectedAt desc, id desc) */
-  hits(monitorId: string, after: CursorPosition | undefined, take: number): Promise<HitRow[]>;
+  /**
+   * up to `take` hits strictly older than `after` in (detectedAt desc, id desc), none of a post
+   * created before `since` (the plan's window)
+   */
+  hits(monitorId: string, after: CursorPosition | undefined, take: number, since: Date): Promise<HitRow[]>;
+  /** whether the hit is still stored (hits are dropped by week after retention) */
+  hitExists(hitId: string): Promise<boolean>;
   latestHit(monitorId: string): Promise<HitRow | null>;
 }

@@ -43,9 +43,12 @@ describe('read-api router', () => {
     const documented = [...table.matchAll(/^\| (GET|POST) +\| `([^`]+)`/gm)]
       .map(([, method, p]) => `${method} ${p!.replace(/\{([^}]+)\}/g, ':$1')}`)
       .filter((e) => e !== 'GET /api/v1/openapi.json'); // served by the gateway itself
-    const served = apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never }).flatMap((r) =>
-      Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`),
-    );
+    const served = apiRoutes({
+      source: {} as never,
+      monitors: {} as never,
+      users: {} as never,
+      retention: {} as never,
+    }).flatMap((r) => Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`));
     expect(served.sort()).toEqual(documented.sort());
     expect(served).toHaveLength(7);
   });
