@@ -244,6 +244,10 @@ export function promtoolPath(): string | null {
  */
 const SESSION_CONNECTIONS: Record<string, number> = { poller: 4 };
 
+function expect1(ok: boolean, message: string): void {
+  if (!ok) throw new Error(message);
+}
+
 /** The default of DB_MAX_CONNECTIONS_BUDGET: PostgreSQL's max_connections 100 less 10 for admins. */
 export const DEFAULT_DB_BUDGET = 90;
 
@@ -270,6 +274,11 @@ export function dbBudget(objects: K8sObject[]): DbBudget {
   }
   // the migration runner holds one connection while the Job runs
   for (const job of of('Job')) rows.push({ name: `job/${job.metadata.name}`, pool: 1, session: 0, min: 1, max: 1 });
+  // the maintenance CronJob (the admin CLI's pool of 2) runs at most once at a time (Forbid), not always
+  for (const cron of of('CronJob')) {
+    expect1(cron.spec.concurrencyPolicy === 'Forbid', `CronJob ${cron.metadata.name} must forbid overlapping runs`);
+    rows.push({ name: `cronjob/${cron.metadata.name}`, pool: 2, session: 0, min: 0, max: 1 });
+  }
   const total = (k: 'min' | 'max') => rows.reduce((n, r) => n + r[k] * (r.pool + r.session), 0);
   return { rows, min: total('min'), max: total('max') };
 }
