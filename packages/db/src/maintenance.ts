@@ -56,8 +56,8 @@ export const DEFAULT_RETENTION: RetentionPolicy = {
 };
 
 /** The tables partitioned by week, and their partition key. */
-export const PARTITIONED = { hits: 'tweet_created_at', delivery_attempts: 'created_at' } as const;
-export type PartitionedTable = keyof typeof PARTITIONED;
+const PARTITIONED = { hits: 'tweet_created_at', delivery_attempts: 'created_at' } as const;
+type PartitionedTable = keyof typeof PARTITIONED;
 
 export interface MaintenanceReport {
   /** week partitions created, by name */

@@ -13,7 +13,7 @@ import { CliUsageError, type Command } from '../command';
 const count = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
 
 /** The step's settings; the hits and delivery-log days come from the plans (longest plan wins). */
-export const maintenanceEnv = z.object({
+const maintenanceEnv = z.object({
   ...planRetentionEnv,
   OUTBOX_RETENTION_HOURS: count(DEFAULT_RETENTION.outboxHours, 24 * 365),
   ACCOUNT_EVENTS_RETENTION_DAYS: count(DEFAULT_RETENTION.accountEventsDays, 3650),
@@ -24,7 +24,7 @@ export const maintenanceEnv = z.object({
   MAINTENANCE_MAX_BATCHES: count(DEFAULT_RETENTION.maxBatches, 10_000),
 });
 
-export function policyFromEnv(source: NodeJS.ProcessEnv): RetentionPolicy {
+function policyFromEnv(source: NodeJS.ProcessEnv): RetentionPolicy {
   let env: z.infer<typeof maintenanceEnv>;
   try {
     env = parseEnv(maintenanceEnv, source);
