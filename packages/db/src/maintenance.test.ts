@@ -171,6 +171,15 @@ describe('maintenance step', () => {
     );
   });
 
+  it('drops a week a previous run detached but did not get to drop', async () => {
+    await pg.query(`SELECT create_week_partition('delivery_attempts', '2027-01-04')`);
+    await pg.query(`ALTER TABLE delivery_attempts DETACH PARTITION delivery_attempts_p20270104`);
+    const r = await runMaintenance(db, policy, NOW);
+    expect(r.dropped).toContain('delivery_attempts_p20270104');
+    expect((await pg.query(`SELECT to_regclass('delivery_attempts_p20270104') AS t`)).rows[0].t).toBeNull();
+    expect(r.lockMs).toBeGreaterThan(0);
+  });
+
   it('runs from several places at once without errors or double work', async () => {
     const others = [createDbClient({ url: t.url, poolSize: 2 }), createDbClient({ url: t.url, poolSize: 2 })];
     try {

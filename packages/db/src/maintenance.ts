@@ -5,8 +5,10 @@
  * - `hits` and `delivery_attempts` are partitioned by UTC week (migration
  *   20261125120000_partitioned_retention). Each run makes sure the current week and
  *   `weeksAhead` weeks after it have their partition, and drops every week partition whose whole
- *   week lies before the table's horizon (now − retention days): a catalog operation, as cheap for
- *   ten million rows as for ten. Rows that landed in a table's DEFAULT partition (out of every
+ *   week lies before the table's horizon (now − retention days): detached under a short lock (a
+ *   catalog operation, as cheap for ten million rows as for ten, the only part readers of the
+ *   table can wait on), then its files removed (the file system's work, in proportion to its
+ *   bytes, touching no other table). Rows that landed in a table's DEFAULT partition (out of every
  *   week) are deleted in batches once past the horizon.
  * - Queue-like tables lose their finished rows in batches of `batchSize`, at most `maxBatches`
  *   a table and run (the next run goes on): published `outbox` rows and `account_events`, sent or
@@ -70,6 +72,8 @@ export interface MaintenanceReport {
   pruned: Record<string, number>;
   /** true when some table hit maxBatches: rows are left for the next run */
   more: boolean;
+  /** time spent in the transactions that lock a partitioned table (creating, detaching weeks) */
+  lockMs: number;
   ms: number;
 }
 
@@ -86,11 +90,15 @@ export function weekStart(t: Date): string {
 
 const addDays = (day: string, n: number) => new Date(Date.parse(`${day}T00:00:00Z`) + n * DAY_MS);
 
-/** The week partitions of `table` with their first day (names <table>_pYYYYMMDD). */
+/**
+ * The week tables of `table` with their first day (names <table>_pYYYYMMDD): its partitions, and
+ * any a run detached but did not get to drop (it stopped in between).
+ */
 async function weekPartitions(db: Db, table: PartitionedTable): Promise<{ name: string; week: string }[]> {
   const rows = await db.$queryRaw<{ name: string }[]>`
-    SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-    WHERE i.inhparent = ${table}::regclass ORDER BY c.relname`;
+    SELECT c.relname AS name FROM pg_class c
+    WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' AND c.relname ~ ('^' || ${table} || '_p[0-9]{8}$')
+    ORDER BY c.relname`;
   const re = new RegExp(`^${table}_p(\\d{4})(\\d{2})(\\d{2})$`);
   return rows.flatMap((r) => {
     const m = re.exec(r.name);
@@ -119,6 +127,7 @@ async function partitionWork(
     return row?.ok === true;
   };
   const current = weekStart(now);
+  const started = performance.now();
   const created = await db.$transaction(async (tx) => {
     if (!(await lock(tx))) return null;
     const made: string[] = [];
@@ -133,6 +142,7 @@ async function partitionWork(
     }
     return made;
   });
+  report.lockMs += performance.now() - started;
   if (created === null) {
     report.busy.push(table);
     return;
@@ -140,16 +150,33 @@ async function partitionWork(
   report.created.push(...created);
   for (const p of await weekPartitions(db, table)) {
     if (addDays(p.week, 7).getTime() > horizon.getTime()) continue;
-    const dropped = await db.$transaction(async (tx) => {
+    // detach under the lock (a catalog change: the only moment readers of the parent wait), then
+    // remove the files outside it; a table another run left detached is dropped under the lock
+    const t = performance.now();
+    const step = await db.$transaction(async (tx) => {
       if (!(await lock(tx))) return 'busy';
-      const [row] = await tx.$queryRaw<{ r: string | null }[]>`SELECT to_regclass(${p.name})::text AS r`;
-      if (!row?.r) return 'gone'; // another runner dropped it meanwhile
-      // the name comes from the catalog and matched <table>_pYYYYMMDD
-      await tx.$executeRawUnsafe(`DROP TABLE "${p.name}"`);
-      return 'dropped';
+      const [row] = await tx.$queryRaw<{ attached: boolean | null }[]>`
+        SELECT (SELECT c.relispartition FROM pg_class c WHERE c.oid = to_regclass(${p.name})) AS attached`;
+      if (row?.attached == null) return 'gone'; // another runner dropped it meanwhile
+      // the names come from the catalog and matched <table>_pYYYYMMDD
+      if (!row.attached) {
+        await tx.$executeRawUnsafe(`DROP TABLE "${p.name}"`);
+        return 'dropped';
+      }
+      await tx.$executeRawUnsafe(`ALTER TABLE "${table}" DETACH PARTITION "${p.name}"`);
+      return 'detached';
     });
-    if (dropped === 'dropped') report.dropped.push(p.name);
-    else if (dropped === 'busy' && !report.busy.includes(table)) report.busy.push(table);
+    report.lockMs += performance.now() - t;
+    if (step === 'detached') {
+      try {
+        await db.$executeRawUnsafe(`DROP TABLE "${p.name}"`);
+        report.dropped.push(p.name);
+      } catch (err) {
+        // another runner found it detached and dropped it first
+        if (!/does not exist/.test(err instanceof Error ? err.message : String(err))) throw err;
+      }
+    } else if (step === 'dropped') report.dropped.push(p.name);
+    else if (step === 'busy' && !report.busy.includes(table)) report.busy.push(table);
   }
 }
 
@@ -207,7 +234,7 @@ export async function runMaintenance(
   now: Date = new Date(),
 ): Promise<MaintenanceReport> {
   const started = Date.now();
-  const report: MaintenanceReport = { created: [], dropped: [], busy: [], pruned: {}, more: false, ms: 0 };
+  const report: MaintenanceReport = { created: [], dropped: [], busy: [], pruned: {}, more: false, lockMs: 0, ms: 0 };
   const horizons: Record<PartitionedTable, Date> = {
     hits: new Date(now.getTime() - policy.hitsDays * DAY_MS),
     delivery_attempts: new Date(now.getTime() - policy.deliveryAttemptsDays * DAY_MS),
