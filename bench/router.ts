@@ -129,7 +129,7 @@ const median = (xs: number[]) =>
 function main(): void {
   const rounds = positiveEnv('BENCH_ROUNDS', 21, { whole: true });
   const lookups = positiveEnv('BENCH_LOOKUPS', 200_000, { whole: true });
-  const routes = apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never });
+  const routes = apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never, retention: {} as never });
   const routers: Record<string, Match> = {
     'find-my-way': createRouter(routes),
     'hand-written': createOldRouter(routes),

@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ERROR_CODES, HIT_LIMIT, LIMIT, toJsonSchemas, type JsonSchema } from '../packages/api-contract/src';
-import { planEnv, planMonitorEnv } from '../packages/core/src';
+import { planEnv, planMonitorEnv, planRetentionEnv } from '../packages/core/src';
 import { contracts, HEADER_NAMES } from '../packages/messaging/src/contracts';
 import * as signing from '../packages/signing/src';
 import { openApiDocument } from '../services/gateway/src/http/openapi';
@@ -167,7 +167,10 @@ function webhookParts(): Record<string, string> {
 const defaultOf = (schema: { parse: (v: unknown) => unknown }) => Number(schema.parse(undefined));
 
 function planParts(): Record<string, string> {
-  const env = { ...planEnv, ...planMonitorEnv } as Record<string, { parse: (v: unknown) => unknown }>;
+  const env = { ...planEnv, ...planMonitorEnv, ...planRetentionEnv } as Record<
+    string,
+    { parse: (v: unknown) => unknown }
+  >;
   const row = (what: string, free: string, starter: string) => [
     what,
     `${defaultOf(env[free]!).toLocaleString('en-US')} (\`${free}\`)`,
@@ -181,6 +184,12 @@ function planParts(): Record<string, string> {
         row('API requests a minute', 'PLAN_FREE_PER_MINUTE', 'PLAN_STARTER_PER_MINUTE'),
         row('monitor poll interval, seconds', 'PLAN_FREE_POLL_INTERVAL_SECONDS', 'PLAN_STARTER_POLL_INTERVAL_SECONDS'),
         row('monitors (paused ones count)', 'PLAN_FREE_MONITORS', 'PLAN_STARTER_MONITORS'),
+        row(
+          'hit history, days (by the post’s time)',
+          'PLAN_FREE_HIT_RETENTION_DAYS',
+          'PLAN_STARTER_HIT_RETENTION_DAYS',
+        ),
+        row('delivery log, days', 'PLAN_FREE_DELIVERY_LOG_RETENTION_DAYS', 'PLAN_STARTER_DELIVERY_LOG_RETENTION_DAYS'),
         ['live `monitor.hit` webhooks', 'no (test pings only)', 'yes'],
       ],
     ),

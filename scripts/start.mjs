@@ -136,6 +136,14 @@ function runOnce(label, args) {
   return r.stdout;
 }
 
+// --- maintenance: how often the storage maintenance step runs (see the end of this file) ----------
+const maintenanceEvery = Number(env.MAINTENANCE_INTERVAL_SECONDS ?? 3600);
+if (!Number.isInteger(maintenanceEvery) || maintenanceEvery < 1 || maintenanceEvery > 86_400) {
+  console.error('start: MAINTENANCE_INTERVAL_SECONDS must be a whole number of seconds from 1 to 86400');
+  process.exit(2);
+}
+// --- end maintenance -------------------------------------------------------------------------------
+
 console.log('start: applying migrations');
 process.stdout.write(runOnce('migrations', ['packages/db/src/cli.ts', 'deploy']));
 // Consumer queues are quorum queues since the delivery work; a broker that still has the classic
@@ -270,3 +278,29 @@ if (dashboard.email)
     `start: dashboard demo login: ${dashboard.email} / ${env.DEMO_DASHBOARD_PASSWORD} (kept in .tmp/dev.env)`,
   );
 // --- end dashboard ---------------------------------------------------------------------------------
+
+// --- maintenance: `cli maintenance run` at start and every MAINTENANCE_INTERVAL_SECONDS (default an
+// hour), as the k8s CronJob runs it: week partitions ahead and past retention, finished rows pruned
+// in batches (docs/retention.md). A failed run is logged and retried at the next tick; it never
+// stops the services.
+let maintenanceChild = null;
+function runMaintenance() {
+  if (stopping || maintenanceChild) return;
+  const child = spawn(process.execPath, [...tsx, 'packages/admin-cli/src/main.ts', 'maintenance', 'run'], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  maintenanceChild = child;
+  prefixed('maintenance', child.stdout, process.stdout);
+  prefixed('maintenance', child.stderr, process.stderr);
+  child.on('exit', (code) => {
+    maintenanceChild = null;
+    if (code !== 0 && !stopping)
+      console.error(`start: maintenance failed (${code}); next run in ${maintenanceEvery} s`);
+  });
+}
+runMaintenance();
+setInterval(runMaintenance, maintenanceEvery * 1000).unref();
+process.on('exit', () => maintenanceChild?.kill('SIGTERM'));
+// --- end maintenance -------------------------------------------------------------------------------

@@ -78,3 +78,53 @@ export function usagePeriod(now: Date = new Date()): string {
 export function periodResetEpoch(now: Date = new Date()): number {
   return Math.floor(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) / 1000);
 }
+
+/**
+ * How long each plan's account sees its hits (by the tweet's creation time) and its delivery log.
+ * Storage keeps each table for the longest plan's days (whole weeks are dropped after that, see
+ * @sts/db maintenance); reads show an account only its own plan's window, so what a listing shows
+ * never depends on when the maintenance step last ran.
+ */
+export interface PlanRetention {
+  hitsDays: number;
+  deliveryLogDays: number;
+}
+
+const retentionDays = (fallback: number) => z.coerce.number().int().min(1).max(3650).default(fallback);
+
+export const planRetentionEnv = {
+  PLAN_FREE_HIT_RETENTION_DAYS: retentionDays(30),
+  PLAN_STARTER_HIT_RETENTION_DAYS: retentionDays(90),
+  PLAN_FREE_DELIVERY_LOG_RETENTION_DAYS: retentionDays(7),
+  PLAN_STARTER_DELIVERY_LOG_RETENTION_DAYS: retentionDays(30),
+};
+
+export type PlanRetentionEnv = { [K in keyof typeof planRetentionEnv]: number };
+export type Retention = Record<PlanName, PlanRetention>;
+
+export function retentionFromEnv(env: PlanRetentionEnv): Retention {
+  return {
+    free: { hitsDays: env.PLAN_FREE_HIT_RETENTION_DAYS, deliveryLogDays: env.PLAN_FREE_DELIVERY_LOG_RETENTION_DAYS },
+    starter: {
+      hitsDays: env.PLAN_STARTER_HIT_RETENTION_DAYS,
+      deliveryLogDays: env.PLAN_STARTER_DELIVERY_LOG_RETENTION_DAYS,
+    },
+  };
+}
+
+/** The plan retention defaults (what retentionFromEnv gives for an empty environment). */
+export const DEFAULT_PLAN_RETENTION: Retention = retentionFromEnv(z.object(planRetentionEnv).parse({}));
+
+/** The days storage keeps: the longest of any plan, per table. */
+export function storageRetention(r: Retention): PlanRetention {
+  const all = Object.values(r);
+  return {
+    hitsDays: Math.max(...all.map((p) => p.hitsDays)),
+    deliveryLogDays: Math.max(...all.map((p) => p.deliveryLogDays)),
+  };
+}
+
+/** The oldest moment a plan's window shows: `days` before `now`. */
+export function retentionSince(days: number, now: Date = new Date()): Date {
+  return new Date(now.getTime() - days * 86_400_000);
+}

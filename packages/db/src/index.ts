@@ -5,3 +5,10 @@ export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
 export { hitSelect, monitorSettingsSelect, withLastCheck, type HitRow } from './rows';
 export { migrationsCheck, pendingMigrations } from './pending';
+export {
+  DEFAULT_RETENTION,
+  runMaintenance,
+  weekStart,
+  type MaintenanceReport,
+  type RetentionPolicy,
+} from './maintenance';

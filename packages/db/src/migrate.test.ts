@@ -62,14 +62,14 @@ describe('migrations', () => {
     await c.connect();
     try {
       await c.query('ALTER TABLE hits ALTER COLUMN tweet_text DROP NOT NULL');
-      await c.query('DROP INDEX "hits_monitor_id_tweet_id_key"');
+      await c.query('DROP INDEX "hits_monitor_id_tweet_id_tweet_created_at_key"');
       await c.query('ALTER TABLE api_keys DROP CONSTRAINT api_keys_account_id_fkey');
       await c.query('ALTER TABLE accounts ADD COLUMN extra int');
       const diffs = await schemaDrift(scratch.url);
       expect(diffs).toEqual(
         expect.arrayContaining([
           expect.stringContaining('hits.tweet_text'),
-          expect.stringContaining('hits unique btree (monitor_id, tweet_id)'),
+          expect.stringContaining('hits unique btree (monitor_id, tweet_id, tweet_created_at)'),
           expect.stringContaining('api_keys(account_id) -> accounts(id)'),
           expect.stringContaining('accounts.extra'),
         ]),

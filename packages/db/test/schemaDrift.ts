@@ -1,7 +1,9 @@
 /**
  * Compares a live database with the Prisma schema, without Prisma's native schema engine: the
  * schema is read through Prisma's own schema parser (WebAssembly), the database through
- * information_schema and pg_catalog. Returns a list of differences, empty when they agree.
+ * information_schema and pg_catalog. Returns a list of differences, empty when they agree. A
+ * partitioned table counts as one table: its partitions, their indexes and their cloned foreign
+ * keys are the parent's, not tables of their own.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -139,7 +141,7 @@ async function tableDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
     SELECT c.relname AS table_name, a.attname AS column_name, format_type(a.atttypid, a.atttypmod) AS type,
            a.attnotnull AS not_null, (a.atthasdef) AS has_default
     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = 'public' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped`);
+    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped`);
   const tables = new Map<string, Map<string, (typeof cols.rows)[number]>>();
   for (const r of cols.rows) {
     if (!tables.has(r.table_name)) tables.set(r.table_name, new Map());
@@ -214,7 +216,7 @@ async function indexDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
            array(SELECT (o & 1) = 1 FROM unnest(ix.indoption::int2[]) WITH ORDINALITY x(o, ord) ORDER BY x.ord)::boolean[] AS desc
     FROM pg_index ix JOIN pg_class t ON t.oid = ix.indrelid JOIN pg_class i ON i.oid = ix.indexrelid
     JOIN pg_am am ON am.oid = i.relam JOIN pg_namespace n ON n.oid = t.relnamespace
-    WHERE n.nspname = 'public' AND t.relname <> '_prisma_migrations'`);
+    WHERE n.nspname = 'public' AND t.relname <> '_prisma_migrations' AND NOT t.relispartition`);
   const key = (table: string, kind: string, columns: string[], desc: boolean[], method: string) =>
     `${table} ${kind} ${method} (${columns.map((c, i) => `${c}${desc[i] ? ' DESC' : ''}`).join(', ')})`;
   const dbIdx = new Set(
@@ -256,7 +258,7 @@ async function foreignKeyDrift(db: Client, dmmf: Dmmf): Promise<string[]> {
            array(SELECT attname FROM pg_attribute WHERE attrelid = c.conrelid AND attnum = ANY(c.conkey))::text[] AS columns,
            array(SELECT attname FROM pg_attribute WHERE attrelid = c.confrelid AND attnum = ANY(c.confkey))::text[] AS ref_columns,
            c.confdeltype::text AS on_delete
-    FROM pg_constraint c WHERE c.contype = 'f'`);
+    FROM pg_constraint c WHERE c.contype = 'f' AND c.conparentid = 0`);
   const actions: Record<string, string> = {
     a: 'NoAction',
     r: 'Restrict',

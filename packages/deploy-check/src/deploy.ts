@@ -293,6 +293,9 @@ const SESSION_CONNECTIONS: Record<string, number> = { poller: 4 };
 
 /** The Deployment of the base's PgBouncer (k8s/base/pgbouncer.yaml). */
 export const PGBOUNCER = 'pgbouncer';
+function expect1(ok: boolean, message: string): void {
+  if (!ok) throw new Error(message);
+}
 
 /** The default of DB_MAX_CONNECTIONS_BUDGET: PostgreSQL's max_connections 100 less 10 for admins. */
 export const DEFAULT_DB_BUDGET = 90;
@@ -348,6 +351,12 @@ export function dbBudget(objects: K8sObject[]): DbBudget {
   }
   // the migration runner holds one connection while the Job runs
   for (const job of of('Job')) rows.push({ name: `job/${job.metadata.name}`, pool: 1, session: 0, min: 1, max: 1 });
+  // the maintenance CronJob (the admin CLI's pool of 2, through DATABASE_URL) runs at most once at a
+  // time (Forbid), not always
+  for (const cron of of('CronJob')) {
+    expect1(cron.spec.concurrencyPolicy === 'Forbid', `CronJob ${cron.metadata.name} must forbid overlapping runs`);
+    rows.push({ name: `cronjob/${cron.metadata.name}`, pool: 2, session: 0, min: 0, max: 1 });
+  }
   const jobs = (r: DbBudget['rows'][number]) => r.name.startsWith('job/');
   const sum = (k: 'min' | 'max', f: (r: DbBudget['rows'][number]) => number) =>
     rows.reduce((n, r) => n + r[k] * f(r), 0);

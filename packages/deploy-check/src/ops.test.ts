@@ -55,11 +55,14 @@ function render(overlay: string): K8sObject[] {
   return renderDir(kubectl, path.join(K8S, 'overlays', overlay));
 }
 
-/** the pods of the project's image: every Deployment but PgBouncer's, and the Job */
+/** the pods of the project's image: every Deployment but PgBouncer's, the Job and the CronJob */
 const podSpecs = (objects: K8sObject[]) =>
   objects
-    .filter((o) => (o.kind === 'Deployment' && o.metadata.name !== PGBOUNCER) || o.kind === 'Job')
-    .map((o) => ({ name: `${o.kind}/${o.metadata.name}`, spec: o.spec.template.spec }));
+    .filter((o) => (o.kind === 'Deployment' && o.metadata.name !== PGBOUNCER) || o.kind === 'Job' || o.kind === 'CronJob')
+    .map((o) => ({
+      name: `${o.kind}/${o.metadata.name}`,
+      spec: o.kind === 'CronJob' ? o.spec.jobTemplate.spec.template.spec : o.spec.template.spec,
+    }));
 
 describeK8s.each(OVERLAYS)('overlay %s: images', (overlay) => {
   it('pins every container, init containers included, after `kustomize edit set image`', () => {
@@ -73,7 +76,7 @@ describeK8s.each(OVERLAYS)('overlay %s: images', (overlay) => {
       kust.components.push('../../components/migrate-init-container');
       writeFileSync(path.join(ov, 'kustomization.yaml'), stringify(kust));
       const specs = podSpecs(renderDir(kubectl!, ov));
-      expect(specs.length).toBe(6); // five Deployments and the migration Job
+      expect(specs.length).toBe(7); // five Deployments, the migration Job and the maintenance CronJob
       for (const { name, spec } of specs) {
         const containers = [...(spec.initContainers ?? []), ...spec.containers];
         expect({ name, images: containers.map((c: { image: string }) => c.image) }).toEqual({
@@ -182,6 +185,35 @@ describeK8s.each(OVERLAYS)('overlay %s: operations', (overlay) => {
     }
   });
 
+  it("runs the maintenance step hourly as a CronJob with the services' settings, one run at a time", () => {
+    const crons = byKind('CronJob');
+    expect(crons.map((c) => c.metadata.name)).toEqual(['sts-maintenance']);
+    const cron = crons[0]!;
+    expect(cron.spec.concurrencyPolicy).toBe('Forbid');
+    expect(cron.spec.schedule).toMatch(/^\d+ \* \* \* \*$/);
+    const pod = cron.spec.jobTemplate.spec.template.spec;
+    const gateway = byKind('Deployment').find((d) => d.metadata.name === 'gateway')!.spec.template.spec;
+    expect(pod.containers[0]).toMatchObject({
+      args: ['cli', 'maintenance', 'run', '--json'],
+      image: gateway.containers[0].image,
+    });
+    expect(pod.restartPolicy).toBe('Never');
+    // the same (hashed) ConfigMap as the services, so retention settings agree with the read-api's windows
+    expect(pod.containers[0].envFrom).toEqual(gateway.containers[0].envFrom);
+    const config = objects.find(
+      (o) => o.kind === 'ConfigMap' && o.metadata.name === gateway.containers[0].envFrom[0].configMapRef.name,
+    )!;
+    for (const k of ['PLAN_FREE_HIT_RETENTION_DAYS', 'PLAN_STARTER_HIT_RETENTION_DAYS'])
+      expect((config.data as Record<string, string>)[k]).toMatch(/^\d+$/);
+    expect(pod.containers[0].env).toEqual([
+      { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'sts-secrets', key: 'DATABASE_URL' } } },
+    ]);
+    // it reaches PostgreSQL through its own egress rule
+    const egress = byKind('NetworkPolicy').find((n) => n.metadata.name === 'maintenance-egress')!;
+    expect(egress.spec.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'maintenance' });
+    expect(cron.spec.jobTemplate.spec.template.metadata.labels['app.kubernetes.io/name']).toBe('maintenance');
+  });
+
   it('routes through an Ingress or an HTTPRoute (never an ops port), namespaces from cluster.yaml', () => {
     const cluster = parse(readFileSync(path.join(K8S, 'overlays', overlay, 'cluster.yaml'), 'utf8')) as {
       data: Record<string, string>;
@@ -277,6 +309,7 @@ describeK8s('the PrometheusRule', () => {
         'GatewayHigh5xxRate',
         'GatewayQuotaRejectionSpike',
         'GatewaySlowRequests',
+        'PollerLagMetricsAbsent',
         'PollerOutboxStuck',
         'PollerPollLagHigh',
         'WebhookDeliveryFailureRate',

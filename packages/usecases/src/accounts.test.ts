@@ -164,6 +164,8 @@ describe('accounts, plans and overview', () => {
           pollIntervalSec: 300,
           liveWebhooks: false,
           maxMonitors: 1,
+          hitsDays: 30,
+          deliveryLogDays: 7,
         },
         starter: {
           name: 'starter',
@@ -172,9 +174,13 @@ describe('accounts, plans and overview', () => {
           pollIntervalSec: 60,
           liveWebhooks: true,
           maxMonitors: 3,
+          hitsDays: 90,
+          deliveryLogDays: 30,
         },
       });
       expect(() => planConfigFromEnv({ PLAN_FREE_MONITORS: '0' })).toThrow(/PLAN_FREE_MONITORS/);
+      expect(planConfigFromEnv({ PLAN_STARTER_HIT_RETENTION_DAYS: '120' }).retention.starter.hitsDays).toBe(120);
+      expect(() => planConfigFromEnv({ PLAN_FREE_HIT_RETENTION_DAYS: '0' })).toThrow(/PLAN_FREE_HIT_RETENTION_DAYS/);
     });
 
     it('starts the 30-day Starter trial once; a second attempt, even concurrent, is a clear error', async () => {

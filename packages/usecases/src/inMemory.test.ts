@@ -287,8 +287,15 @@ class InMemoryStore {
     const sent = (a: AttemptRecord) => a.createdAt;
     const found = (h: HitRow) => h.detectedAt;
     return {
-      attempts: (monitorId, after, take) =>
-        Promise.resolve(newestFirst(attemptsOf(monitorId), sent, after, take).map(({ monitorId: _m, ...a }) => a)),
+      attempts: (monitorId, after, take, since) =>
+        Promise.resolve(
+          newestFirst(
+            attemptsOf(monitorId).filter((a) => a.createdAt >= since),
+            sent,
+            after,
+            take,
+          ).map(({ monitorId: _m, ...a }) => a),
+        ),
       findAttempt: (accountId, id) => {
         const a = this.attempts.find((x) => x.id === id);
         return Promise.resolve(a && owner(a.monitorId) === accountId ? { ...copy(a), accountId } : null);
@@ -329,7 +336,16 @@ class InMemoryStore {
         for (const d of deliveryIds) this.pending.delete(d);
         return Promise.resolve();
       },
-      hits: (monitorId, after, take) => Promise.resolve(newestFirst(hitsOf(monitorId), found, after, take)),
+      hits: (monitorId, after, take, since) =>
+        Promise.resolve(
+          newestFirst(
+            hitsOf(monitorId).filter((h) => h.tweetCreatedAt >= since),
+            found,
+            after,
+            take,
+          ),
+        ),
+      hitExists: (hitId) => Promise.resolve(this.hits.some((h) => h.id === hitId)),
       latestHit: (monitorId) => Promise.resolve(newestFirst(hitsOf(monitorId), found, undefined, 1)[0] ?? null),
     };
   }

@@ -8,10 +8,13 @@ import {
   monitorLimitsFromEnv,
   planEnv,
   planMonitorEnv,
+  planRetentionEnv,
   plansFromEnv,
+  retentionFromEnv,
   SecretBoxError,
   type MonitorLimits,
   type Plans,
+  type Retention,
   type SecretBox,
 } from '@sts/core';
 import { z } from 'zod';
@@ -40,7 +43,7 @@ export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './m
 export { EXAMPLE_TWEET_ID, type PayloadPreview, type PayloadPreviewUseCases } from './payloadPreview';
 export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
-export { outboundLimiter, OUTBOUND_WINDOW_MS, previewLimiter, redeliveryBudget } from './limits';
+export { outboundLimiter, OUTBOUND_WINDOW_MS, previewLimiter, previewOptionsVia, redeliveryBudget } from './limits';
 export {
   RESET_TTL_MS,
   VERIFY_TTL_MS,
@@ -70,14 +73,28 @@ export function createUseCases(opts: UseCaseOptions): UseCases {
 export const useCaseEnv = {
   ...planEnv,
   ...planMonitorEnv,
+  ...planRetentionEnv,
   /** Test webhook + Redeliver per account per minute (each makes the service post to the customer's URL) */
   WEBHOOK_TEST_MAX_PER_MIN: z.coerce.number().int().min(1).max(10_000).default(10),
+  /** monitor previews that read upstream (cache misses), per account per minute and per day */
+  PREVIEW_MAX_PER_MIN: z.coerce.number().int().min(1).max(10_000).default(20),
+  PREVIEW_MAX_PER_DAY: z.coerce.number().int().min(1).max(1_000_000).default(200),
+  /** redeliveries Recover may queue per account per hour (each failed delivery at most once while pending) */
+  REDELIVERY_MAX_PER_HOUR: z.coerce.number().int().min(1).max(1_000_000).default(1000),
 };
 
 /** Plans and monitor limits from an environment; throws a zod error naming a bad PLAN_* variable. */
-export function planConfigFromEnv(env: NodeJS.ProcessEnv): { plans: Plans; monitorLimits: MonitorLimits } {
+export function planConfigFromEnv(env: NodeJS.ProcessEnv): {
+  plans: Plans;
+  monitorLimits: MonitorLimits;
+  retention: Retention;
+} {
   const parsed = z.object(useCaseEnv).parse(env);
-  return { plans: plansFromEnv(parsed), monitorLimits: monitorLimitsFromEnv(parsed) };
+  return {
+    plans: plansFromEnv(parsed),
+    monitorLimits: monitorLimitsFromEnv(parsed),
+    retention: retentionFromEnv(parsed),
+  };
 }
 
 /** WEBHOOK_TEST_MAX_PER_MIN (default 10); throws a zod error naming it when malformed. */

@@ -5,7 +5,8 @@
  * X-Service-Delivery and a fresh signature.
  */
 import { readPage } from './cursor';
-import { idOrNotFound, type Ctx } from './context';
+import { DEFAULT_PLAN_RETENTION, retentionSince } from '@sts/core';
+import { idOrNotFound, loadAccount, planOf, type Ctx } from './context';
 import { ConflictError, NotFoundError, RateLimitedError, ValidationError } from './errors';
 import { ownMonitor } from './monitors';
 import type { HitRow } from '@sts/db';
@@ -138,6 +139,14 @@ function toHitView({ monitorId: _m, tweetText: text, tweetAuthorUsername: author
 
 export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: HitUseCases; admin: LogAdminUseCases } {
   const repo = ctx.repos.logs;
+  const retention = ctx.opts.retention ?? DEFAULT_PLAN_RETENTION;
+
+  /** the oldest hit (by the post's time) and attempt the account's plan shows */
+  async function windowOf(accountId: string): Promise<{ hits: Date; attempts: Date }> {
+    const r = retention[planOf(ctx, await loadAccount(ctx, accountId))];
+    const now = ctx.now();
+    return { hits: retentionSince(r.hitsDays, now), attempts: retentionSince(r.deliveryLogDays, now) };
+  }
   const noAttempt = (id: string) => new NotFoundError('delivery', `no delivery attempt with id ${id}`);
 
   /** the account's attempt (with its monitor id and owner), or NotFound */
@@ -153,7 +162,10 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
     list: (accountId, monitorId, page = {}) =>
       readPage(
         page,
-        async (after, take) => repo.attempts(await ownMonitor(ctx, accountId, monitorId), after, take),
+        async (after, take) => {
+          const id = await ownMonitor(ctx, accountId, monitorId);
+          return repo.attempts(id, after, take, (await windowOf(accountId)).attempts);
+        },
         // Discord and Slack URLs carry their token: the log shows them masked
         (r) => ({ ...r, url: maskWebhookUrl(r.url) }),
         (r) => r.createdAt,
@@ -161,9 +173,10 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
 
     async listDetailed(accountId, monitorId, page = {}) {
       const id = await ownMonitor(ctx, accountId, monitorId);
+      const window = (await windowOf(accountId)).attempts;
       const listed = await readPage(
         page,
-        (after, take) => repo.attempts(id, after, take),
+        (after, take) => repo.attempts(id, after, take, window),
         (r) => ({ ...r, url: maskWebhookUrl(r.url) }),
         (r) => r.createdAt,
       );
@@ -194,7 +207,7 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
 
     async redeliver(accountId, attemptId) {
       const a = await loadAttempt(accountId, attemptId);
-      if (a.event === 'monitor.hit' && !a.hitId) {
+      if (a.event === 'monitor.hit' && (!a.hitId || !(await repo.hitExists(a.hitId)))) {
         throw new ConflictError('hit_gone', `the hit of attempt ${a.id} no longer exists; nothing to redeliver`);
       }
       const messageId = await ctx.publish('webhook.redeliver', { attemptId: a.id }, { accountId: a.accountId });
@@ -214,7 +227,10 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
     list: (accountId, monitorId, page = {}) =>
       readPage(
         page,
-        async (after, take) => repo.hits(await ownMonitor(ctx, accountId, monitorId), after, take),
+        async (after, take) => {
+          const id = await ownMonitor(ctx, accountId, monitorId);
+          return repo.hits(id, after, take, (await windowOf(accountId)).hits);
+        },
         toHitView,
         (h) => h.detectedAt,
       ),

@@ -722,7 +722,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect(row!.id).toBe(a.id);
       expect(row!.url).toBe('https://discord.com/api/webhooks/12/…');
       expect((await uc.deliveries.get(other, a.id)).url).not.toContain('very-secret-token');
-      await db.deliveryAttempt.delete({ where: { id: a.id } });
+      await db.deliveryAttempt.deleteMany({ where: { id: a.id } });
     });
 
     it('redeliver of a hit delivery whose hit was deleted is a clear conflict', async () => {

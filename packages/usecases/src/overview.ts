@@ -5,7 +5,7 @@
  * Usage figures come from PostgreSQL (usage_monthly / usage_daily), which the gateways write in
  * batches: they trail the live Redis counters by at most a flush interval.
  */
-import { periodResetEpoch, usagePeriod, type PlanName } from '@sts/core';
+import { DEFAULT_PLAN_RETENTION, periodResetEpoch, usagePeriod, type PlanName } from '@sts/core';
 import { emailKey, loadAccount, planOf, requireVerified, toAccountView, type Ctx } from './context';
 import { ConflictError, NotFoundError } from './errors';
 import type { AccountView, Overview, PlanFacts, TrialState } from './types';
@@ -78,7 +78,13 @@ export function overviewUseCases(ctx: Ctx): {
     };
   }
 
-  const facts = (name: PlanName): PlanFacts => ({ name, ...plans[name], maxMonitors: monitorLimits[name] });
+  const retention = ctx.opts.retention ?? DEFAULT_PLAN_RETENTION;
+  const facts = (name: PlanName): PlanFacts => ({
+    name,
+    ...plans[name],
+    maxMonitors: monitorLimits[name],
+    ...retention[name],
+  });
 
   const planUseCases: PlanUseCases = {
     facts: () => ({ free: facts('free'), starter: facts('starter') }),

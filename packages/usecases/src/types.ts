@@ -9,6 +9,7 @@ import type {
   PlanName,
   Plans,
   ReferenceType,
+  Retention,
   SecretBox,
   WebhookKindName,
 } from '@sts/core';
@@ -34,6 +35,8 @@ export interface UseCaseOptions {
   plans: Plans;
   /** monitorLimitsFromEnv(...) from @sts/core */
   monitorLimits: MonitorLimits;
+  /** retentionFromEnv(...) from @sts/core: how far back each plan sees its hits and delivery log; default DEFAULT_PLAN_RETENTION */
+  retention?: Retention;
   /**
    * The secret box for webhook signing secrets (SECRETS_ENCRYPTION_KEY). A function is called
    * only when a webhook secret is made, so callers without the key can still do everything else;
@@ -137,6 +140,9 @@ export interface PlanFacts {
   pollIntervalSec: number;
   liveWebhooks: boolean;
   maxMonitors: number;
+  /** days of hits (by the post's time) and of the delivery log the plan shows */
+  hitsDays: number;
+  deliveryLogDays: number;
 }
 
 export interface ApiKeyView {

@@ -214,7 +214,7 @@ describe('dashboard over HTTP', () => {
     const monitorId = (created.location ?? '').split('/').pop() ?? '';
     const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
     try {
-      const t0 = Date.parse('2026-01-01T00:00:00Z');
+      const t0 = Date.now() - 86_400_000;
       await db.hit.createMany({
         data: Array.from({ length: 27 }, (_, i) => ({
           monitorId,
@@ -226,6 +226,18 @@ describe('dashboard over HTTP', () => {
           detectedAt: new Date(t0 + i * 1000),
         })),
       });
+      // a post from before the Free plan's 30-day window: stored (storage keeps Starter's 90 days), not shown
+      await db.hit.create({
+        data: {
+          monitorId,
+          tweetId: '999',
+          tweetText: 'an old post',
+          tweetAuthorId: '1',
+          tweetAuthorUsername: 'pager',
+          tweetCreatedAt: new Date(Date.now() - 40 * 86_400_000),
+          detectedAt: new Date(t0 - 1000),
+        },
+      });
     } finally {
       await db.$disconnect();
     }
@@ -236,13 +248,17 @@ describe('dashboard over HTTP', () => {
     const older = /href="([^"]+)" rel="next"/.exec(first.text)?.[1]?.replace(/&amp;/g, '&') ?? '';
     expect(older).toMatch(/\?cursor=/);
     const second = await c.req(older);
-    expect(ids(second.text)).toEqual([1001, 1000]);
+    expect(ids(second.text)).toEqual([1001, 1000]); // not 999: past the plan's window
     expect(second.text).not.toContain('rel="next"');
     expect(second.text).not.toContain('data-live-src='); // older pages do not refresh
     const fragment = await c.req(`/monitors/${monitorId}/hits?fragment=1`);
     expect(fragment.text.trimStart()).toMatch(/^<div class="table-wrap">/);
     expect(fragment.text).not.toContain('<html');
     expect(ids(fragment.text)).toHaveLength(25);
+    // the plan page says how far back each plan sees
+    const plan = await c.req('/plan');
+    expect(plan.text).toContain('Hit history of 30 days, delivery log of 7 days');
+    expect(plan.text).toContain('Hit history of 90 days, delivery log of 30 days');
   });
 
   it('starts, serves pages and stays ready while RabbitMQ is unreachable (readiness is not tied to the broker)', async () => {
@@ -428,7 +444,7 @@ describe('Recover: redeliver every failed delivery since T (issue 22)', () => {
     try {
       const attempt = async (n: number, outcome: 'failed' | 'delivered', at: Date) => {
         const hit = await db.hit.upsert({
-          where: { monitorId_tweetId: { monitorId, tweetId: String(1000 + n) } },
+          where: { monitorId_tweetId_tweetCreatedAt: { monitorId, tweetId: String(1000 + n), tweetCreatedAt: at } },
           update: {},
           create: {
             monitorId,

@@ -87,11 +87,6 @@ export const dashboardEnvSchema = z.object({
   MAIL_RETRY_MAX_MS: int(3_600_000, 10, 86_400_000),
   /** how often the mail outbox, the account-event relay and (×60) the trial check run */
   MAIL_POLL_MS: int(1000, 10, 60_000),
-  /** monitor previews that read upstream (cache misses), per account per minute and per day */
-  PREVIEW_MAX_PER_MIN: int(20, 1, 10_000),
-  PREVIEW_MAX_PER_DAY: int(200, 1, 1_000_000),
-  /** redeliveries Recover may queue per account per hour (each failed delivery at most once while pending) */
-  REDELIVERY_MAX_PER_HOUR: int(1000, 1, 1_000_000),
   /** password reset mails to one address per hour, whoever asks (more requests get the same answer, no mail) */
   RESET_MAX_PER_HOUR: int(3, 1, 100),
   /** sign-up verification mails resent per account per hour ("resend the link") */

@@ -14,15 +14,15 @@ import {
   createUseCases,
   evictApiKeyVia,
   outboundLimiter,
-  previewLimiter,
+  previewOptionsVia,
   redeliveryBudget,
   secretBoxFromEnv,
-  type PreviewOptions,
 } from '@sts/usecases';
 import {
   checkWebhookUrlForSave,
   monitorLimitsFromEnv,
   plansFromEnv,
+  retentionFromEnv,
   WebhookUrlError,
   webhookSavePolicyFromEnv,
 } from '@sts/core';
@@ -39,23 +39,6 @@ import { parseDashboardEnv, type DashboardEnv } from './env';
  * The monitor preview's reads: one timeline read per target, cached in Redis (@sts/usecases
  * preview.ts); no API quota, but the fleet's X budget: low priority, bounded per account.
  */
-function previewOptions(env: DashboardEnv, social: SocialSource, redis: RedisClient, logger: Logger): PreviewOptions {
-  return {
-    timeline: async (username, limit, priority) =>
-      (await social.getUserTimeline(username, { limit, priority }))?.items ?? null,
-    cache: {
-      get: (key) => redis.get(key),
-      set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
-    },
-    limit: previewLimiter(redis, env.PREVIEW_MAX_PER_MIN, env.PREVIEW_MAX_PER_DAY),
-    onUpstreamError: (err, target) =>
-      logger.warn('monitor preview: upstream read failed', {
-        target,
-        err: err instanceof Error ? err.message : String(err),
-      }),
-  };
-}
-
 export const dashboardService: ServiceDefinition<DashboardEnv> = {
   name: 'dashboard',
   startedMessage: 'dashboard listening',
@@ -76,6 +59,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       db,
       plans: plansFromEnv(env),
       monitorLimits: monitorLimitsFromEnv(env),
+      retention: retentionFromEnv(env),
       secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY, env.SECRETS_ENCRYPTION_KEYS_OLD),
       publisher: amqp,
       evictApiKey: evictApiKeyVia(redis),
@@ -92,7 +76,14 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
           throw err;
         }
       },
-      preview: previewOptions(env, social, redis, logger),
+      preview: previewOptionsVia({
+        redis,
+        logger,
+        timeline: async (username, limit, priority) =>
+          (await social.getUserTimeline(username, { limit, priority }))?.items ?? null,
+        perMinute: env.PREVIEW_MAX_PER_MIN,
+        perDay: env.PREVIEW_MAX_PER_DAY,
+      }),
     });
     const mailer = createMailer({
       db,

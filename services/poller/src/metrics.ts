@@ -9,8 +9,10 @@
  *   lagging targets, and over every active target `poller_poll_lag_max_seconds`,
  *   `poller_active_targets` and `poller_targets_by_poll_lag{le}` (cumulative counts).
  *
- * Per-target series are bounded (1,000s of targets, one reporter, a cap on series); the summary
- * gauges see every target whatever the cap. `poller_metrics_reporter` (1 or 0) is exported by
+ * PostgreSQL computes the summary (bucket counts, maximum, count) over every active target and
+ * returns one row with at most `maxTargetSeries` per-target values (pollLagSummary): a scrape's
+ * cost on the reporter does not grow with the number of targets, and the per-target series are
+ * capped; the summary gauges see every target whatever the cap. `poller_metrics_reporter` (1 or 0) is exported by
  * every replica and says which one reports.
  */
 import type client from 'prom-client';
@@ -39,8 +41,17 @@ interface Sample {
 interface Snapshot {
   pending: number;
   oldestSeconds: number;
-  /** every active target's lag in seconds, largest first */
-  lags: { target: string; seconds: number }[];
+  lag: LagSummary;
+}
+
+/** Poll lag over every active target, summarised in SQL: one row, plus the most lagging targets. */
+interface LagSummary {
+  targets: number;
+  maxSeconds: number;
+  /** cumulative counts, one per POLL_LAG_BUCKETS bound and +Inf */
+  buckets: number[];
+  /** the most lagging targets, largest first (at most maxTargetSeries) */
+  worst: { target: string; seconds: number }[];
 }
 
 /**
@@ -67,15 +78,35 @@ function scrapeGauge(
   registry.registerMetric(metric as unknown as client.Metric);
 }
 
-async function pollLags(db: Db, now: number): Promise<Snapshot['lags']> {
-  const rows = await db.$queryRaw<{ target: string; since: Date }[]>`
-    SELECT m.target_key AS target, coalesce(c.last_success_at, min(m.created_at)) AS since
-    FROM monitors m LEFT JOIN poll_cursors c ON c.target_key = m.target_key
-    WHERE m.is_active
-    GROUP BY m.target_key, c.last_success_at`;
-  return rows
-    .map((r) => ({ target: r.target, seconds: Math.max(0, (now - r.since.getTime()) / 1000) }))
-    .sort((a, b) => b.seconds - a.seconds);
+/**
+ * One row per active target from poll_targets (the trigger-kept count of active monitors), its
+ * lag from poll_cursors.last_success_at, or from its oldest active monitor's creation when it never
+ * succeeded (a subquery through monitors(target_key, is_active), evaluated only then). PostgreSQL
+ * returns the bucket counts and the `top` most lagging targets, never a row per target.
+ */
+const LAG_SQL = `
+  WITH lag AS (
+    SELECT t.target_key AS target,
+           greatest(0, extract(epoch FROM $1::timestamptz - coalesce(c.last_success_at,
+             (SELECT min(m.created_at) FROM monitors m WHERE m.target_key = t.target_key AND m.is_active),
+             t.changed_at)))::float8 AS seconds
+    FROM poll_targets t LEFT JOIN poll_cursors c ON c.target_key = t.target_key
+    WHERE t.active_monitors > 0)
+  SELECT count(*)::int AS targets, coalesce(max(seconds), 0)::float8 AS max_seconds,
+         array[${POLL_LAG_BUCKETS.map((b) => `count(*) FILTER (WHERE seconds <= ${b})`).join(', ')}, count(*)]::int[] AS buckets,
+         coalesce((SELECT json_agg(w) FROM (SELECT target, seconds FROM lag ORDER BY seconds DESC, target LIMIT $2) w), '[]') AS worst
+  FROM lag`;
+
+export async function pollLagSummary(db: Db, now: number, top: number): Promise<LagSummary> {
+  const [row] = await db.$queryRawUnsafe<
+    { targets: number; max_seconds: number; buckets: number[]; worst: { target: string; seconds: number }[] }[]
+  >(LAG_SQL, new Date(now), top);
+  return {
+    targets: row?.targets ?? 0,
+    maxSeconds: row?.max_seconds ?? 0,
+    buckets: row?.buckets ?? [],
+    worst: row?.worst ?? [],
+  };
 }
 
 export function createFleetMetrics(options: FleetMetricsOptions): void {
@@ -91,8 +122,8 @@ export function createFleetMetrics(options: FleetMetricsOptions): void {
     // a failed query (PostgreSQL down) exports nothing for these gauges rather than failing the scrape
     const taken = (async () => {
       if (!(await reporter.isReporter())) return null;
-      const [outbox, lags] = await Promise.all([options.outboxLag(), pollLags(db, now())]);
-      return { pending: outbox.pending, oldestSeconds: outbox.oldestMs / 1000, lags };
+      const [outbox, lag] = await Promise.all([options.outboxLag(), pollLagSummary(db, now(), maxTargetSeries)]);
+      return { pending: outbox.pending, oldestSeconds: outbox.oldestMs / 1000, lag };
     })().catch(() => null);
     last = { at, snapshot: taken };
     return taken;
@@ -121,7 +152,7 @@ export function createFleetMetrics(options: FleetMetricsOptions): void {
     `now minus the target's last successful poll, for the ${maxTargetSeries} most lagging targets (reporter only)`,
     async () => {
       const s = await snapshot();
-      return s && s.lags.slice(0, maxTargetSeries).map((l) => ({ labels: { target: l.target }, value: l.seconds }));
+      return s && s.lag.worst.map((l) => ({ labels: { target: l.target }, value: l.seconds }));
     },
   );
   scrapeGauge(
@@ -130,12 +161,12 @@ export function createFleetMetrics(options: FleetMetricsOptions): void {
     'largest poll lag of any active target (reporter only)',
     async () => {
       const s = await snapshot();
-      return s && one(s.lags[0]?.seconds ?? 0);
+      return s && one(s.lag.maxSeconds);
     },
   );
   scrapeGauge(registry, 'poller_active_targets', 'targets with an active monitor (reporter only)', async () => {
     const s = await snapshot();
-    return s && one(s.lags.length);
+    return s && one(s.lag.targets);
   });
   scrapeGauge(
     registry,
@@ -144,9 +175,9 @@ export function createFleetMetrics(options: FleetMetricsOptions): void {
     async () => {
       const s = await snapshot();
       if (s === null) return null;
-      return [...POLL_LAG_BUCKETS, Infinity].map((le) => ({
+      return [...POLL_LAG_BUCKETS, Infinity].map((le, i) => ({
         labels: { le: le === Infinity ? '+Inf' : String(le) },
-        value: s.lags.filter((l) => l.seconds <= le).length,
+        value: s.lag.buckets[i] ?? 0,
       }));
     },
   );

@@ -76,7 +76,8 @@ describe('read-api', () => {
       profileImageUrl: 'https://img.example/alice.png',
     });
     await createSocialUser(db, { username: 'bob', name: 'Bob' });
-    const base = Date.UTC(2025, 2, 1, 9, 0, 0);
+    // a day ago, on a whole second: within every plan's hit window (older posts' hits are not listed)
+    const base = Math.floor(Date.now() / 1000) * 1000 - 86_400_000;
     for (let i = 0; i < 45; i++) {
       bobTweets.push(
         await createSocialTweet(db, {
@@ -334,6 +335,41 @@ describe('read-api', () => {
   });
 
   describe('monitors', () => {
+    it("lists only hits within the caller's plan window (Free 30 days, Starter 90), whatever storage still holds", async () => {
+      const made = await Promise.all(
+        [40, 100].map((days) =>
+          db.hit.create({
+            data: {
+              monitorId: monitorB,
+              tweetId: `old-${days}`,
+              tweetText: 'an older post',
+              tweetAuthorId: '1',
+              tweetAuthorUsername: 'bob',
+              tweetCreatedAt: new Date(Date.now() - days * 86_400_000),
+            },
+          }),
+        ),
+      );
+      try {
+        const ids = async (plan: string, path: string) => {
+          const r = await get(path, { 'x-account-plan': plan }, accountB);
+          expect(r.status).toBe(200);
+          return r.json!.data as Json[];
+        };
+        const listed = (await ids('starter', `/api/v1/monitors/${monitorB}/hits`)).map((h) => h.tweet_id);
+        expect(listed).toContain('old-40');
+        expect(listed).not.toContain('old-100');
+        const asFree = (await ids('free', `/api/v1/monitors/${monitorB}/hits`)).map((h) => h.tweet_id);
+        expect(asFree).not.toContain('old-40');
+        expect(asFree).toContain(bobTweets[0]!.id);
+        const recent = await ids('free', '/api/v1/monitors?include_hits=1');
+        const hits = (recent[0]!.recent_hits as Json[]).map((h) => h.tweet_id);
+        expect(hits).toEqual([bobTweets[0]!.id]);
+      } finally {
+        await db.hit.deleteMany({ where: { id: { in: made.map((h) => h.id) } } });
+      }
+    });
+
     it("lists only the caller's monitors, newest first, with derived status", async () => {
       const r = await get('/api/v1/monitors');
       expect(r.status).toBe(200);

@@ -12,6 +12,7 @@ import client from 'prom-client';
 import { listenOn, toErrorResponse, UnauthorizedError, type Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { SocialSource } from '@sts/social';
+import { DEFAULT_PLAN_RETENTION, type Retention } from '@sts/core';
 import { createMonitorRepository, type MonitorRepository } from './adapters/monitors';
 import { isUuid, parseQuery } from './domain/params';
 import { toApiError } from './http/errors';
@@ -36,6 +37,8 @@ export interface ReadApiOptions {
   monitors?: MonitorRepository;
   /** the management endpoints' use-cases and Idempotency-Key store; without them those paths are 404 */
   manage?: Omit<ManageDeps, 'monitors'>;
+  /** how far back each plan sees its hits (retentionFromEnv); default DEFAULT_PLAN_RETENTION */
+  retention?: Retention;
 }
 
 export interface ReadApi {
@@ -261,7 +264,8 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   });
   const monitors = options.monitors ?? createMonitorRepository(db);
   const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
-  const routes = apiRoutes({ source, monitors, users });
+  const retention = options.retention ?? DEFAULT_PLAN_RETENTION;
+  const routes = apiRoutes({ source, monitors, users, retention });
   if (options.manage) routes.push(...manageRoutes({ ...options.manage, monitors }));
   const match = createRouter(routes);
   const answers = createAnswers();

@@ -1,7 +1,7 @@
 /** read-api configuration, from the environment only, validated at start. */
 import { z } from 'zod';
 import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
-import { encryptionKeyField } from '@sts/core';
+import { encryptionKeyField, encryptionKeyListField } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
 import { useCaseEnv } from '@sts/usecases';
 
@@ -36,6 +36,8 @@ export const readApiEnvSchema = z
     AMQP_URL: commonEnv.AMQP_URL,
     /** webhook signing secrets are encrypted with it (the dashboard's and the dispatcher's key); needed to set a webhook */
     SECRETS_ENCRYPTION_KEY: encryptionKeyField().optional(),
+    /** former keys, decrypt only (npm run cli -- secrets rotate) */
+    SECRETS_ENCRYPTION_KEYS_OLD: encryptionKeyListField().optional(),
     /** the save-time webhook URL rule, as the dashboard's: ports besides 443, hosts exempt from the public-address rule */
     WEBHOOK_ALLOWED_PORTS: z.string().default(''),
     WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().default(''),

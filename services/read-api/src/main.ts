@@ -12,11 +12,19 @@ import {
   checkWebhookUrlForSave,
   monitorLimitsFromEnv,
   plansFromEnv,
+  retentionFromEnv,
   WebhookUrlError,
   webhookSavePolicyFromEnv,
 } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
-import { createUseCases, outboundLimiter, secretBoxFromEnv, type Publisher } from '@sts/usecases';
+import {
+  createUseCases,
+  outboundLimiter,
+  previewOptionsVia,
+  redeliveryBudget,
+  secretBoxFromEnv,
+  type Publisher,
+} from '@sts/usecases';
 import { createIdempotencyStore } from './adapters/idempotency';
 import { createReadApi, type ReadApiOptions } from './app';
 import { loadReadApiEnv, type ReadApiEnv } from './env';
@@ -87,9 +95,11 @@ function buildManage(
     db,
     plans: plansFromEnv(env),
     monitorLimits: monitorLimitsFromEnv(env),
-    secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY),
+    retention: retentionFromEnv(env),
+    secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY, env.SECRETS_ENCRYPTION_KEYS_OLD),
     publisher,
     outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
+    redeliveryBudget: redeliveryBudget(redis, env.REDELIVERY_MAX_PER_HOUR),
     requireVerifiedEmail: true,
     webhookUrlCheck: async (raw) => {
       try {
@@ -101,13 +111,14 @@ function buildManage(
         throw err;
       }
     },
-    preview: {
-      timeline: async (username, limit) => (await source.getUserTimeline(username, { limit }))?.items ?? null,
-      cache: {
-        get: (key) => redis.get(key),
-        set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
-      },
-    },
+    preview: previewOptionsVia({
+      redis,
+      logger,
+      timeline: async (username, limit, priority) =>
+        (await source.getUserTimeline(username, { limit, priority }))?.items ?? null,
+      perMinute: env.PREVIEW_MAX_PER_MIN,
+      perDay: env.PREVIEW_MAX_PER_DAY,
+    }),
   });
   return { useCases, idempotency: createIdempotencyStore(redis, { ttlSec: IDEMPOTENCY_TTL_SEC }) };
 }
@@ -131,6 +142,7 @@ export const readApiService: ServiceDefinition<ReadApiEnv> = {
       registry,
       userCacheTtlMs: env.USER_CACHE_TTL_MS,
       shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
+      retention: retentionFromEnv(env),
     });
     const port = await app.listen(env.READ_API_PORT, env.READ_API_HOST);
     return {

@@ -24,7 +24,6 @@ import { createDeliverer, DrainAbortError, SecretsUnavailableError, type Job } f
 import { createLaneScheduler, type LaneControl, type LaneScheduler } from './lanes';
 import { createMessagePreparer } from './messages';
 import { createMetrics, type DispatcherMetrics } from './metrics';
-import { createRetentionJob, type RetentionJob } from './retention';
 import type { DispatcherEnv } from './env';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
@@ -59,12 +58,10 @@ export interface DispatcherOptions {
   /** stop(): how long deliveries in flight may take to finish (default 20000) */
   shutdownGraceMs?: number;
   /** delete attempts older than this many days (default 30); 0 turns the job off */
-  retentionDays?: number;
-  retentionIntervalMs?: number;
 }
 
 export interface Dispatcher {
-  /** declares and binds the queue, sets parking up, starts consuming and the retention job */
+  /** declares and binds the queue, sets parking up, starts consuming */
   start(): Promise<void>;
   /** handles one message (what the consumer calls) */
   handle(envelope: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome>;
@@ -79,7 +76,6 @@ export interface Dispatcher {
   /** readiness: rejects once the dispatcher failed closed */
   check(): Promise<void>;
   inFlight(): number;
-  retention: RetentionJob;
 }
 
 /** Parking set up on its own connection, or null (then backed-up messages wait in memory). */
@@ -109,8 +105,6 @@ export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
     amqpUrl: env.AMQP_URL,
     deferMs: env.DISPATCH_DEFER_MS,
     shutdownGraceMs: env.DISPATCH_SHUTDOWN_GRACE_MS,
-    retentionDays: env.DELIVERY_LOG_RETENTION_DAYS,
-    retentionIntervalMs: env.DELIVERY_LOG_RETENTION_INTERVAL_MS,
   } satisfies Partial<DispatcherOptions>;
 }
 
@@ -161,7 +155,6 @@ interface Parts {
   deliverer: ReturnType<typeof createDeliverer>;
   prepare: ReturnType<typeof createMessagePreparer>;
   lanes: LaneScheduler;
-  retention: RetentionJob;
 }
 
 function prefetchOf(options: DispatcherOptions): number {
@@ -210,12 +203,6 @@ function createParts(options: DispatcherOptions): Parts {
       holdMs: options.holdMs ?? 2000,
       maxWaitingPerLane: Math.max(concurrency, Math.floor(prefetchOf(options) / 2)),
     }),
-    retention: createRetentionJob({
-      repository,
-      logger,
-      retentionDays: options.retentionDays ?? 30,
-      intervalMs: options.retentionIntervalMs ?? 3_600_000,
-    }),
   };
 }
 
@@ -224,7 +211,6 @@ function createParts(options: DispatcherOptions): Parts {
  * message (handle → process → deliver) and of the life cycle (start, stop, close).
  */
 class WebhookDispatcher implements Dispatcher {
-  readonly retention: RetentionJob;
   private parking: Parking | null = null;
   private readonly inflight = new Set<Promise<ConsumeOutcome>>();
   private readonly abort = new AbortController();
@@ -235,7 +221,6 @@ class WebhookDispatcher implements Dispatcher {
     private readonly options: DispatcherOptions,
     private readonly parts: Parts,
   ) {
-    this.retention = parts.retention;
     // one listener per delivery in flight (hundreds): not a leak
     setMaxListeners(0, this.abort.signal);
   }
@@ -256,7 +241,6 @@ class WebhookDispatcher implements Dispatcher {
     const parking = this.parking;
     const dlq = deadLetterQueueName(queue);
     if (parking) parts.metrics.setDeadLetterReader(async () => ({ [dlq]: await parking.depth(dlq) }));
-    if ((options.retentionDays ?? 30) > 0) parts.retention.start();
   }
 
   /** handles one message (the consumer's handler) */
@@ -294,7 +278,6 @@ class WebhookDispatcher implements Dispatcher {
     const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs ?? 20_000);
     await Promise.allSettled([...this.inflight]);
     clearTimeout(timer);
-    await this.parts.retention.stop();
     await this.parking?.close();
   }
 

@@ -28,10 +28,6 @@ export const dispatcherEnvSchema = z.object({
   DISPATCH_DEFER_MS: positiveInt(5000, 600_000),
   /** SIGTERM: how long deliveries in flight may take to finish before they are handed back (ms; below Kubernetes' 30 s) */
   DISPATCH_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(20_000),
-  /** delivery attempts older than this are deleted (days; 0 keeps them forever) */
-  DELIVERY_LOG_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(30),
-  /** how often the retention job runs (ms) */
-  DELIVERY_LOG_RETENTION_INTERVAL_MS: positiveInt(3_600_000, 86_400_000),
 });
 
 export type DispatcherEnv = z.infer<typeof dispatcherEnvSchema>;

@@ -59,7 +59,6 @@ describe('fair delivery (issue 10)', () => {
       amqpUrl,
       deferMs: 2000,
       shutdownGraceMs: 500,
-      retentionDays: 0,
       senderOverrides: {
         urlOverride: (url) => (url.hostname === 'discord.com' ? new URL(`${discord.url}${url.pathname}`) : url),
       },

@@ -551,7 +551,7 @@ describe('monitor and webhook commands', () => {
         remaining: 0,
         delivery_ids: [],
       });
-      const first = await db.deliveryAttempt.findUniqueOrThrow({ where: { id: ids[0]! } });
+      const first = await db.deliveryAttempt.findFirstOrThrow({ where: { id: ids[0]! } });
       const failed = await db.deliveryAttempt.create({
         data: {
           monitorId,

@@ -29,10 +29,18 @@ function newestFirst<F extends Newest>(field: F, monitorId: string, after: Curso
   return { where: { monitorId, ...older }, orderBy, take };
 }
 
+/** The plan's window on the partition key: old weeks are pruned from the plan, not read. */
+function within<Q extends { where: object }, K extends string>(q: Q, key: K, since: Date) {
+  return { ...q, where: { ...q.where, [key]: { gte: since } } };
+}
+
 export function prismaLogs(db: Db): LogsRepository {
   return {
-    attempts: (monitorId, after, take) =>
-      db.deliveryAttempt.findMany({ ...newestFirst('createdAt', monitorId, after, take), select: attemptSelect }),
+    attempts: (monitorId, after, take, since) =>
+      db.deliveryAttempt.findMany({
+        ...within(newestFirst('createdAt', monitorId, after, take), 'createdAt', since),
+        select: attemptSelect,
+      }),
 
     async findAttempt(accountId, id) {
       const a = await db.deliveryAttempt.findFirst({
@@ -45,7 +53,7 @@ export function prismaLogs(db: Db): LogsRepository {
     },
 
     attemptDetail: (id) =>
-      db.deliveryAttempt.findUniqueOrThrow({
+      db.deliveryAttempt.findFirstOrThrow({
         where: { id },
         select: { requestHeaders: true, requestBody: true, responseHeaders: true, responseBody: true },
       }),
@@ -59,7 +67,7 @@ export function prismaLogs(db: Db): LogsRepository {
     },
 
     async ownerOfAttempt(id) {
-      const a = await db.deliveryAttempt.findUnique({
+      const a = await db.deliveryAttempt.findFirst({
         where: { id },
         select: { monitor: { select: { accountId: true } } },
       });
@@ -76,7 +84,7 @@ export function prismaLogs(db: Db): LogsRepository {
                                   WHERE f.monitor_id = ${monitorId}::uuid AND f.outcome = 'failed' AND f.created_at >= ${since})
           ORDER BY a.delivery_id, a.created_at DESC, a.id DESC)
         SELECT id, delivery_id, (count(*) OVER ())::int AS total FROM latest
-        WHERE outcome = 'failed' AND hit_id IS NOT NULL
+        WHERE outcome = 'failed' AND hit_id IS NOT NULL AND EXISTS (SELECT 1 FROM hits h WHERE h.id = latest.hit_id)
           AND NOT EXISTS (SELECT 1 FROM pending_redeliveries p
                           WHERE p.delivery_id = latest.delivery_id AND p.queued_at > ${pendingAfter})
         ORDER BY created_at, id
@@ -99,8 +107,13 @@ export function prismaLogs(db: Db): LogsRepository {
       if (deliveryIds.length > 0) await db.pendingRedelivery.deleteMany({ where: { deliveryId: { in: deliveryIds } } });
     },
 
-    hits: (monitorId, after, take) =>
-      db.hit.findMany({ ...newestFirst('detectedAt', monitorId, after, take), select: hitSelect }),
+    hits: (monitorId, after, take, since) =>
+      db.hit.findMany({
+        ...within(newestFirst('detectedAt', monitorId, after, take), 'tweetCreatedAt', since),
+        select: hitSelect,
+      }),
+
+    hitExists: async (hitId) => (await db.hit.findFirst({ where: { id: hitId }, select: { id: true } })) !== null,
 
     latestHit: (monitorId) =>
       db.hit.findFirst({ ...newestFirst('detectedAt', monitorId, undefined, 1), select: hitSelect }),

@@ -15,8 +15,11 @@ interface AttemptDetailRecord {
 }
 
 export interface LogsRepository {
-  /** up to `take` attempts of the monitor strictly older than `after` in (createdAt desc, id desc) */
-  attempts(monitorId: string, after: CursorPosition | undefined, take: number): Promise<AttemptRecord[]>;
+  /**
+   * up to `take` attempts of the monitor strictly older than `after` in (createdAt desc, id desc),
+   * none created before `since` (the plan's window)
+   */
+  attempts(monitorId: string, after: CursorPosition | undefined, take: number, since: Date): Promise<AttemptRecord[]>;
   /** the attempt when its monitor belongs to the account */
   findAttempt(
     accountId: string,
@@ -52,7 +55,12 @@ export interface LogsRepository {
   ): Promise<string[]>;
   /** drops pending marks (their redeliveries could not be queued) */
   releaseRedeliveries(deliveryIds: string[]): Promise<void>;
-  /** up to `take` hits strictly older than `after` in (detectedAt desc, id desc) */
-  hits(monitorId: string, after: CursorPosition | undefined, take: number): Promise<HitRow[]>;
+  /**
+   * up to `take` hits strictly older than `after` in (detectedAt desc, id desc), none of a post
+   * created before `since` (the plan's window)
+   */
+  hits(monitorId: string, after: CursorPosition | undefined, take: number, since: Date): Promise<HitRow[]>;
+  /** whether the hit is still stored (hits are dropped by week after retention) */
+  hitExists(hitId: string): Promise<boolean>;
   latestHit(monitorId: string): Promise<HitRow | null>;
 }

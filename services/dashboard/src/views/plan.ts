@@ -15,6 +15,7 @@ function column(name: string, f: PlanFacts, current: boolean, extra: SafeHtml | 
       <li>
         ${f.liveWebhooks ? 'Live webhook delivery of every hit' : 'Webhook test pings only; hits are not delivered live'}
       </li>
+      <li>Hit history of ${formatNumber(f.hitsDays)} days, delivery log of ${formatNumber(f.deliveryLogDays)} days</li>
     </ul>
     ${extra}
   </section>`;

@@ -209,7 +209,7 @@ async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
     ins AS (
       INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
       SELECT monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at FROM input
-      ON CONFLICT (monitor_id, tweet_id) DO NOTHING
+      ON CONFLICT (monitor_id, tweet_id, tweet_created_at) DO NOTHING
       RETURNING id, monitor_id, tweet_id
     ),
     events AS (

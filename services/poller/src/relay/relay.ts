@@ -3,7 +3,8 @@
  * RabbitMQ. Rows are claimed in id order with FOR UPDATE SKIP LOCKED (replicas share the work),
  * published with confirms, and marked published only after the broker confirmed them. A failed
  * publish leaves its row for the next round (attempts + 1, last_error); a crash between publish
- * and mark means the same message id is published again: at least once, never lost.
+ * and mark means the same message id is published again: at least once, never lost. Published
+ * rows are deleted in batches by the maintenance step (@sts/db maintenance), not here.
  */
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
@@ -29,8 +30,6 @@ export interface OutboxRelayOptions {
   batchSize?: number;
   /** fallback poll interval when nothing woke the relay */
   idleMs?: number;
-  /** published rows older than this are deleted (default 7 days) */
-  retainMs?: number;
   onPublished?: (count: number) => void;
 }
 
@@ -39,8 +38,6 @@ export interface OutboxRelay {
   stop(): Promise<void>;
   /** one round: publishes up to batchSize rows; returns how many were published */
   runOnce(): Promise<number>;
-  /** deletes published rows older than `retainMs` (unpublished rows are never deleted); returns how many */
-  prune(): Promise<number>;
   /** unpublished rows and the age of the oldest, for metrics and readiness */
   lag(): Promise<{ pending: number; oldestMs: number }>;
 }
@@ -141,25 +138,15 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   const { db, logger } = options;
   const batchSize = options.batchSize ?? 200;
   const idleMs = options.idleMs ?? 250;
-  const retainMs = options.retainMs ?? 7 * 24 * 3600 * 1000;
   let running = false;
   let loop: Promise<void> | undefined;
   let listener: Listener | undefined;
-  let lastPrune = 0;
   const nap = wakeableSleep();
 
-  async function prune(): Promise<number> {
-    lastPrune = Date.now();
-    const n = await db.outboxEvent.deleteMany({ where: { publishedAt: { lt: new Date(Date.now() - retainMs) } } });
-    if (n.count > 0) logger.info('outbox pruned', { rows: n.count });
-    return n.count;
-  }
-
-  /** a round, and a prune at most once an hour; the delay before the next round (0: at once) */
+  /** a round; the delay before the next round (0: at once) */
   async function step(backoff: number): Promise<number> {
     try {
       const { published, failed } = await round(options, batchSize);
-      if (Date.now() - lastPrune >= 3600_000) await prune();
       // back off only when nothing went out (broker down); a row that alone keeps failing
       // must not slow the rows behind it
       if (failed > 0 && published === 0) throw new Error(`${failed} outbox row(s) not published`);
@@ -208,7 +195,6 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       listener = undefined;
     },
     runOnce: async () => (await round(options, batchSize)).published,
-    prune,
     lag: () => lagOf(db),
   };
 }

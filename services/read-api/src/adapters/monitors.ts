@@ -11,14 +11,17 @@ const HIT_CURSOR = 'ht';
 export interface MonitorRepository {
   /** every monitor of the account, newest first */
   listMonitors(accountId: string): Promise<MonitorRow[]>;
-  /** the newest `perMonitor` hits of each monitor, by monitor id */
-  recentHits(monitorIds: string[], perMonitor: number): Promise<Map<string, HitRow[]>>;
+  /** the newest `perMonitor` hits of each monitor of posts from `since` on, by monitor id */
+  recentHits(monitorIds: string[], perMonitor: number, since: Date): Promise<Map<string, HitRow[]>>;
   /** the monitor when it exists and belongs to the account */
   findMonitor(accountId: string, monitorId: string): Promise<MonitorRow | null>;
-  /** one page of a monitor's hits, newest first; throws InvalidCursorError for a foreign cursor */
+  /**
+   * one page of a monitor's hits of posts from `since` on (the plan's window), newest first;
+   * throws InvalidCursorError for a foreign cursor
+   */
   listHits(
     monitorId: string,
-    page: { limit: number; cursor?: string | undefined },
+    page: { limit: number; cursor?: string | undefined; since: Date },
   ): Promise<{ items: HitRow[]; nextCursor: string | null }>;
 }
 
@@ -69,7 +72,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
       return (await withLastCheck(db, rows)).map(toMonitorRow);
     },
 
-    async recentHits(monitorIds, perMonitor) {
+    async recentHits(monitorIds, perMonitor, since) {
       const byMonitor = new Map<string, HitRow[]>(monitorIds.map((id) => [id, []]));
       if (monitorIds.length === 0) return byMonitor;
       // one round trip: the newest N hits of each monitor through the hits index
@@ -78,7 +81,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
                h.tweet_author_username, h.tweet_created_at, h.detected_at
         FROM unnest(${monitorIds}::uuid[]) AS m(id)
         CROSS JOIN LATERAL (
-          SELECT * FROM hits WHERE hits.monitor_id = m.id
+          SELECT * FROM hits WHERE hits.monitor_id = m.id AND hits.tweet_created_at >= ${since}
           ORDER BY hits.detected_at DESC, hits.id DESC
           LIMIT ${perMonitor}
         ) h
@@ -107,6 +110,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
       const rows = await db.hit.findMany({
         where: {
           monitorId,
+          tweetCreatedAt: { gte: page.since },
           ...(after ? { OR: [{ detectedAt: { lt: after.at } }, { detectedAt: after.at, id: { lt: after.id } }] } : {}),
         },
         orderBy: [{ detectedAt: 'desc' }, { id: 'desc' }],

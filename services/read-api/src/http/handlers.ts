@@ -3,6 +3,7 @@
  * source or the monitor repository, and returns the record shapes of src/domain/records.ts.
  */
 import { NotFoundError, NotImplementedError, UnauthorizedError } from '@sts/common';
+import { retentionSince, type Retention } from '@sts/core';
 import type { SocialSource } from '@sts/social';
 import type { MonitorRepository } from '../adapters/monitors';
 import {
@@ -25,6 +26,17 @@ export interface HandlerDeps {
   source: SocialSource;
   monitors: MonitorRepository;
   users: UserCache;
+  retention: Retention;
+}
+
+/**
+ * The oldest post whose hits the caller's plan shows: the API lists hits by this window, never by
+ * what storage still holds, so a week being dropped (or not yet) never changes a listing. An
+ * unknown plan gets Free's window.
+ */
+function hitsSince(retention: Retention, plan: string | null): Date {
+  const days = plan === 'starter' ? retention.starter.hitsDays : retention.free.hitsDays;
+  return retentionSince(days);
 }
 
 function requireAccount(ctx: RequestContext): string {
@@ -37,7 +49,7 @@ function userNotFound(username: string): NotFoundError {
 }
 
 export function apiRoutes(deps: HandlerDeps): Route[] {
-  const { source, monitors, users } = deps;
+  const { source, monitors, users, retention } = deps;
   return [
     {
       pattern: '/api/v1/users/:username',
@@ -107,6 +119,7 @@ export function apiRoutes(deps: HandlerDeps): Route[] {
             ? await monitors.recentHits(
                 rows.map((m) => m.id),
                 hitLimit,
+                hitsSince(retention, ctx.plan),
               )
             : null;
           const data = rows.map((m) => monitorRecord(m, hits ? (hits.get(m.id) ?? []) : undefined));
@@ -124,7 +137,7 @@ export function apiRoutes(deps: HandlerDeps): Route[] {
           const id = ctx.params.id!.toLowerCase();
           const monitor = isUuid(id) ? await monitors.findMonitor(accountId, id) : null;
           if (!monitor) throw new NotFoundError('NOT_FOUND', 'monitor not found');
-          const page = await monitors.listHits(monitor.id, { limit, cursor });
+          const page = await monitors.listHits(monitor.id, { limit, cursor, since: hitsSince(retention, ctx.plan) });
           return { status: 200, body: listBody(page.items.map(hitRecord), page.nextCursor) };
         },
       },

@@ -45,7 +45,7 @@ describe('read-api router', () => {
       .map(([, method, p]) => `${method} ${p!.replace(/\{([^}]+)\}/g, ':$1')}`)
       .filter((e) => e !== 'GET /api/v1/openapi.json'); // served by the gateway itself
     const routes = [
-      ...apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never }),
+      ...apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never, retention: {} as never }),
       ...manageRoutes({ useCases: {} as never, idempotency: {} as never, monitors: {} as never }),
     ];
     const served = routes.flatMap((r) => Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`));

@@ -97,11 +97,6 @@ export interface DispatcherRepository {
   markBroken(endpointId: string, reason: string): Promise<void>;
   clearBroken(endpointId: string): Promise<void>;
   ping(): Promise<void>;
-  /**
-   * Deletes up to `batch` attempts created before `cutoff`; returns how many. Rows another
-   * replica is deleting at the same time are skipped (FOR UPDATE SKIP LOCKED), never waited for.
-   */
-  deleteAttemptsBefore(cutoff: Date, batch: number): Promise<number>;
 }
 
 interface LoggedAttempt {
@@ -380,9 +375,9 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
 
   return {
     getMonitor: (id) => loadMonitors(id),
-    getHit: (id) => db.hit.findUnique({ where: { id }, select: hitSelect }),
+    getHit: (id) => db.hit.findFirst({ where: { id }, select: hitSelect }),
     getAttempt: (id) =>
-      db.deliveryAttempt.findUnique({
+      db.deliveryAttempt.findFirst({
         where: { id },
         select: { id: true, monitorId: true, hitId: true, event: true, deliveryId: true, outcome: true },
       }),
@@ -405,11 +400,5 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
     ping: async () => {
       await db.$queryRaw`SELECT 1`;
     },
-    deleteAttemptsBefore: async (cutoff, batch) =>
-      db.$executeRaw`
-        WITH doomed AS (
-          SELECT id FROM delivery_attempts WHERE created_at < ${cutoff} LIMIT ${batch} FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM delivery_attempts d USING doomed WHERE d.id = doomed.id`,
   };
 }
