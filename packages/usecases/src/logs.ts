@@ -59,7 +59,7 @@ export interface LogAdminUseCases {
 }
 
 /** a pending redelivery older than this counts as lost: Recover may queue the delivery again */
-export const PENDING_REDELIVERY_MAX_AGE_MS = 3_600_000;
+const PENDING_REDELIVERY_MAX_AGE_MS = 3_600_000;
 
 /**
  * The latest attempt of each hit delivery that failed since T, when that latest one is still a

@@ -481,6 +481,16 @@ describe('Recover: redeliver every failed delivery since T (issue 22)', () => {
     expect(done.status).toBe(303);
     expect(done.location).toBe(path);
     expect((await c.req(path)).text).toContain('5 deliveries queued for redelivery.');
+    // clicked again while those redeliveries are pending: none is queued twice (no outbound action)
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local })).status).toBe(303);
+    expect((await c.req(path)).text).toContain('No failed deliveries since then: nothing queued.');
+    /** the dispatcher has recorded the redeliveries (failed again): Recover may queue them again */
+    const redelivered = async () => {
+      const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+      await db.$executeRaw`DELETE FROM pending_redeliveries`;
+      await db.$disconnect();
+    };
+    await redelivered();
     // from the minute of the third failure on (ISO with zone, as the CLI takes): 3 of them
     const later = new Date(since.getTime() + 3 * 60_000).toISOString();
     expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: later })).status).toBe(303);
@@ -489,7 +499,9 @@ describe('Recover: redeliver every failed delivery since T (issue 22)', () => {
     expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: new Date().toISOString() })).status).toBe(303);
     expect((await c.req(path)).text).toContain('No failed deliveries since then: nothing queued.');
     // a click that queues nothing is no outbound action; the third that queues is
+    await redelivered();
     expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local })).status).toBe(303);
+    await redelivered();
     // WEBHOOK_TEST_MAX_PER_MIN=3: the next click is refused with the per-account limit
     const limited = await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local });
     expect(limited.status).toBe(429);

@@ -28,6 +28,8 @@ export const gatewayEnvSchema = z.object({
   UNKNOWN_KEY_MAX_PER_MIN: z.coerce.number().int().min(1).max(100_000).default(30),
   /** how often the filter of live API keys is rebuilt from PostgreSQL (it also follows apikey.changed events) */
   KEY_FILTER_REBUILD_MS: z.coerce.number().int().min(1000).max(86_400_000).default(300_000),
+  /** how often keys created since the last look are read into that filter (a key inserted without an event) */
+  KEY_FILTER_SYNC_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
   /** proxies in front whose X-Forwarded-For is believed for the client address (0: the socket's address) */
   GATEWAY_TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
   /** how often successful calls are written through to usage_monthly */

@@ -28,7 +28,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
     const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, logger });
-    const live = createLiveKeys({ db, logger, rebuildMs: env.KEY_FILTER_REBUILD_MS });
+    const live = createLiveKeys({ db, logger, rebuildMs: env.KEY_FILTER_REBUILD_MS, syncMs: env.KEY_FILTER_SYNC_MS });
     const keys = createKeyStore({
       db,
       redis,

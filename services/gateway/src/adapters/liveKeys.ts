@@ -1,10 +1,13 @@
 /**
  * The gateway's filter of live API keys (domain/keyFilter.ts): built from PostgreSQL (the hashes
  * of every unrevoked key), added to as keys are created (apikey.changed on the event bus, on a
- * queue of this process only), and rebuilt after each (re)subscription — events published while
- * disconnected are missed — and every `rebuildMs` (which also sheds revoked keys: a Bloom filter
- * cannot remove). Until the first build succeeds `mightExist` answers undefined (ask the
- * database); a failed rebuild keeps the previous filter and is retried sooner.
+ * queue of this process only: immediate), and kept in step without the bus too: every `syncMs`
+ * the keys created since the newest one seen (less a margin for slow commits) are added (one
+ * indexed query, whatever the traffic), so a key inserted without an event (a seed, a lost
+ * message) works within seconds. Every `rebuildMs`, and after each (re)subscription, the filter
+ * is rebuilt, which also sheds revoked keys (a Bloom filter cannot remove). Until the first build
+ * succeeds `mightExist` answers undefined (ask the database); a failed build or sync keeps the
+ * previous filter and is retried at the next tick.
  */
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
@@ -18,7 +21,9 @@ export interface LiveKeys {
   added(hash: string): void;
   /** builds a new filter from PostgreSQL and swaps it in (one at a time; concurrent calls share it) */
   rebuild(): Promise<void>;
-  /** rebuilds every `rebuildMs` (sooner after a failure) until stop() */
+  /** adds the keys created since the newest one seen (a rebuild when there is no filter yet) */
+  sync(): Promise<void>;
+  /** syncs every `syncMs` and rebuilds every `rebuildMs` until stop() */
   start(): void;
   stop(): void;
   /** keys in the current filter, or -1 before the first build */
@@ -30,28 +35,47 @@ export interface LiveKeysOptions {
   logger: Logger;
   /** how often the filter is rebuilt from PostgreSQL; default 5 min */
   rebuildMs?: number;
-  /** the retry delay after a failed build; default 5 s */
-  retryMs?: number;
+  /** how often keys created meanwhile are read; default 5 s */
+  syncMs?: number;
 }
+
+/** a key committed this long after its created_at is still seen by the next sync */
+const SYNC_MARGIN_MS = 60_000;
 
 export function createLiveKeys(opts: LiveKeysOptions): LiveKeys {
   const rebuildMs = opts.rebuildMs ?? 300_000;
-  const retryMs = opts.retryMs ?? 5000;
+  const syncMs = opts.syncMs ?? 5000;
   let filter: KeyFilter | null = null;
+  let newest = 0;
+  let builtAt = 0;
   // hashes announced while a build reads the table: added to the new filter before the swap
   let announced: Set<string> | null = null;
   let building: Promise<void> | null = null;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  const fail = (err: unknown) =>
+    opts.logger.warn('live-key filter update failed; retrying', {
+      err: err instanceof Error ? err.message : String(err),
+    });
 
   async function build(): Promise<void> {
     announced = new Set();
     try {
-      const rows = await opts.db.apiKey.findMany({ where: { revokedAt: null }, select: { keyHash: true } });
+      const started = Date.now();
+      const rows = await opts.db.apiKey.findMany({
+        where: { revokedAt: null },
+        select: { keyHash: true, createdAt: true },
+      });
       const next = new KeyFilter(Math.max(rows.length, 1024) * 2);
-      for (const { keyHash } of rows) if (isKeyHash(keyHash)) next.add(keyHash);
+      let latest = 0;
+      for (const { keyHash, createdAt } of rows) {
+        if (isKeyHash(keyHash)) next.add(keyHash);
+        latest = Math.max(latest, createdAt.getTime());
+      }
       for (const h of announced) next.add(h);
       filter = next;
+      newest = Math.max(latest, started - SYNC_MARGIN_MS);
+      builtAt = started;
     } finally {
       announced = null;
     }
@@ -70,23 +94,29 @@ export function createLiveKeys(opts: LiveKeysOptions): LiveKeys {
       });
       return building;
     },
+    async sync() {
+      if (!filter) return live.rebuild();
+      const rows = await opts.db.apiKey.findMany({
+        where: { createdAt: { gt: new Date(newest - SYNC_MARGIN_MS) }, revokedAt: null },
+        select: { keyHash: true, createdAt: true },
+      });
+      for (const { keyHash, createdAt } of rows) {
+        live.added(keyHash);
+        newest = Math.max(newest, createdAt.getTime());
+      }
+    },
     start() {
-      const schedule = (ms: number) => {
+      const tick = () => {
         if (stopped) return;
-        timer = setTimeout(() => {
-          live.rebuild().then(
-            () => schedule(rebuildMs),
-            (err: unknown) => {
-              opts.logger.warn('live-key filter rebuild failed; retrying', {
-                err: err instanceof Error ? err.message : String(err),
-              });
-              schedule(retryMs);
-            },
-          );
-        }, ms);
-        timer.unref();
+        const due = Date.now() - builtAt >= rebuildMs ? live.rebuild() : live.sync();
+        void due.catch(fail).finally(() => {
+          if (stopped) return;
+          timer = setTimeout(tick, syncMs);
+          timer.unref();
+        });
       };
-      schedule(filter ? rebuildMs : 0);
+      timer = setTimeout(tick, filter ? syncMs : 0);
+      timer.unref();
     },
     stop() {
       stopped = true;
@@ -117,7 +147,7 @@ export function keyChangesConsumer(
       void live.rebuild().then(
         () => logger.info('apikey.changed subscribed, live-key filter rebuilt', { keys: live.size }),
         (err: unknown) =>
-          logger.warn('live-key filter rebuild failed; retrying', {
+          logger.warn('live-key filter update failed; retrying', {
             err: err instanceof Error ? err.message : String(err),
           }),
       ),
