@@ -79,6 +79,9 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'MAIL_RETRY_MAX_MS',
   'MAIL_POLL_MS',
   'VERIFY_RESEND_MAX_PER_HOUR',
+  'RESET_MAX_PER_HOUR',
+  // set only during a key rotation (docs/security.md)
+  'SECRETS_ENCRYPTION_KEYS_OLD',
   'LIVE_REFRESH_MS',
 ]);
 

@@ -34,7 +34,7 @@ const workKey = (email: string) => email.trim().normalize('NFC').toLowerCase();
 
 const PASSWORD_CHANGED = 'Your password is changed. Sign in with it.';
 
-export const throttledMessage = (err: ThrottledError): string =>
+const throttledMessage = (err: ThrottledError): string =>
   `Too many attempts for this account from your network. Try again in ${err.retryAfterSec} s, or have a reset link sent to your address: Forgot your password?`;
 
 /** A new session for the account: new id (no fixation), its start time, tracked for "end all". */
