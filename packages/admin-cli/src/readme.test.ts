@@ -205,7 +205,9 @@ describe('the README, from a fresh clone next to npm start', () => {
         },
         60_000,
         250,
-      );
+      ).catch((err: unknown) => {
+        throw new Error(`the gateway did not answer the demo key: ${String(err)}\n${output.join('').slice(-3000)}`);
+      });
 
       const readme = readFileSync(path.join(dir, 'README.md'), 'utf8').replaceAll(
         'localhost:3000',

@@ -179,6 +179,7 @@ async function listen(ctx: CliContext, values: OptionValues): Promise<number> {
   const client = new Client({ connectionString: databaseUrl(ctx.env) });
   let lost: (err: Error) => void = () => undefined;
   const failed = new Promise<never>((_, reject) => (lost = reject));
+  failed.catch(() => undefined); // handled: a loss before or after the wait below is no crash
   client.on('error', (err) => lost(new Error(`lost the database connection: ${err.message}`)));
   ctx.onClose(() => client.end());
   await client.connect();
