@@ -28,7 +28,9 @@ export function managementWrites(path: string): string[] {
   return MANAGEMENT.filter(([method, re]) => method !== 'GET' && re.test(p)).map(([method]) => method);
 }
 
+/** on the gateway's hot path: a read elsewhere than under /api/v1/monitors costs one prefix test */
 export function needsManageScope(method: string, path: string): boolean {
+  if (!path.startsWith('/api/v1/monitors') && !path.startsWith('/api/v1/deliveries/')) return false;
   const m = method === 'HEAD' ? 'GET' : method;
   const p = trimmed(path);
   return MANAGEMENT.some(([want, re]) => want === m && re.test(p));

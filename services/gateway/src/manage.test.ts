@@ -145,6 +145,8 @@ describe('monitors through the API', () => {
 
     const plain = await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', { target_username: 'bob' });
     expect([plain.status, plain.body.data.webhook_secret, plain.body.data.has_webhook]).toEqual([201, null, false]);
+    // metered like every call: each 2xx management call uses one unit of the month
+    expect(Number(plain.headers.get('x-quota-remaining'))).toBe(Number(made.headers.get('x-quota-remaining')) - 3);
 
     const edited = await call(key, 'PATCH', `/api/v1/monitors/${m.id}`, '/api/v1/monitors/{id}', {
       keywords: null,

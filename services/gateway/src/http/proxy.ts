@@ -57,7 +57,7 @@ export const FORWARD_RESPONSE = [
 const WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /**
  * Longest value of each client header passed to read-api. With the target's bound (8 KiB, the
- * server's 414) and the gateway's own headers, a forwarded head stays under 12 KiB, below
+ * server's 414) and the gateway's own headers, a forwarded head stays under 13 KiB, below
  * read-api's 16 KiB head limit (node:http's maxHeaderSize): no client can make read-api refuse a
  * head the gateway built (which would also fail the calls pipelined with it).
  */
