@@ -76,6 +76,8 @@ export async function startApiStack(opts: ApiStackOptions = {}): Promise<ApiStac
       GATEWAY_HOST: '127.0.0.1',
       READ_API_URL: `http://127.0.0.1:${readPort}`,
       USAGE_FLUSH_MS: '100',
+      // keys written straight to the database reach the gateway's live-key filter by its sync
+      KEY_FILTER_SYNC_MS: '100',
       ...opts.gatewayEnv,
       LOG_LEVEL: 'info',
     });
@@ -84,6 +86,7 @@ export async function startApiStack(opts: ApiStackOptions = {}): Promise<ApiStac
     const addKey = async (accountId: string, scope: ApiKeyScope) => {
       const k = generateApiKey();
       await db.apiKey.create({ data: { accountId, keyHash: k.hash, prefix: k.prefix, scope } });
+      await untilKeyKnown(`http://127.0.0.1:${port}`, k.key);
       return k.key;
     };
     return {
@@ -107,5 +110,20 @@ export async function startApiStack(opts: ApiStackOptions = {}): Promise<ApiStac
   } catch (err) {
     await stopAll();
     throw err;
+  }
+}
+
+/**
+ * Waits until the gateway's live-key filter has the key: a request that fails its own validation
+ * (400, no quota spent) instead of 401. A key the gateway never takes fails the test set-up.
+ */
+async function untilKeyKnown(url: string, key: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const r = await fetch(`${url}/api/v1/users/alice/tweets?limit=0`, { headers: { authorization: `Bearer ${key}` } });
+    await r.arrayBuffer();
+    if (r.status !== 401) return;
+    if (Date.now() > deadline) throw new Error('the gateway did not take a new API key within 15 s');
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

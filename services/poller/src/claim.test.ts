@@ -193,12 +193,15 @@ describe('replicas divide the poller work', () => {
       // 20,000 trigger runs on one schedule row: longer than a service's statement timeout on a busy machine
       const seeder = createDbClient({ url: dbHandle.url, poolSize: 1 });
       try {
-        await seeder.$transaction([
-          seeder.$executeRaw`SET LOCAL statement_timeout = '300s'`,
-          seeder.$executeRaw`
-            INSERT INTO monitors (account_id, target_username, target_key, created_at)
-            SELECT ${accountId}::uuid, ${target}, ${target}, now() - interval '1 hour' FROM generate_series(1, ${WATCHERS})`,
-        ]);
+        await seeder.$transaction(
+          async (tx) => {
+            await tx.$executeRaw`SET LOCAL statement_timeout = '300s'`;
+            await tx.$executeRaw`
+              INSERT INTO monitors (account_id, target_username, target_key, created_at)
+              SELECT ${accountId}::uuid, ${target}, ${target}, now() - interval '1 hour' FROM generate_series(1, ${WATCHERS})`;
+          },
+          { maxWait: 60_000, timeout: 300_000 },
+        );
       } finally {
         await seeder.$disconnect();
       }
