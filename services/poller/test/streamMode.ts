@@ -49,6 +49,9 @@ export class StreamHarness {
       X_RULE_MAX_LENGTH: 64,
       X_MAX_RULES: 100,
       X_RULE_SETTLE_SECONDS: 0,
+      X_RULE_COALESCE_SECONDS: 0,
+      X_STREAM_BACKFILL_MINUTES: 0,
+      X_STREAM_LEASE_SECONDS: 3,
       X_QUERY_MAX_LENGTH: 512,
       POLL_OVERLAP_SECONDS: 2,
       PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
@@ -104,7 +107,8 @@ export function useStreamHarness(service: string): StreamHarness {
     // the fleet's governor and user cache: one Redis prefix per test, shared by its replicas
     h.redisHandle = createTestRedis();
     h.redis = new Redis(h.redisHandle.url, { keyPrefix: h.redisHandle.prefix });
-    await h.db.$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state CASCADE`;
+    await h.db
+      .$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state, x_stream_lease, x_stream_owed, x_stream_changes CASCADE`;
   });
   afterEach(async () => {
     await Promise.all(h.running.splice(0).map((m) => m.stop()));

@@ -26,7 +26,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { includes, send, tweetObject } from './format';
 import { compileQuery, parseQuery, type CompiledQuery, type QueryNode } from './query';
-import type { FakeXRoute } from './routes';
+import type { FakeXContext, FakeXRoute } from './routes';
 import type { FakeXTweet, FakeXUser } from './state';
 
 export interface FakeStreamOptions {
@@ -60,6 +60,8 @@ export interface FakeStream extends EventEmitter {
   stall(): void;
   /** tweets written to a stream */
   delivered(): number;
+  /** posts looked at for `backfill_minutes` replays */
+  replayed(): number;
 }
 
 const STREAM = '/2/tweets/search/stream';
@@ -100,6 +102,32 @@ function ruleProblem(value: string, from: Set<string>): string | null {
 }
 
 const sent = () => new Date().toISOString();
+
+function badBackfill(res: ServerResponse, value: string): true {
+  send(res, 400, {
+    errors: [
+      {
+        parameters: { backfill_minutes: [value] },
+        message: `The \`backfill_minutes\` query parameter value [${value}] is not between 0 and 5`,
+      },
+    ],
+    title: 'Invalid Request',
+    detail: 'One or more parameters to your request was invalid.',
+    type: 'https://api.twitter.com/2/problems/invalid-request',
+  });
+  return true;
+}
+
+/** `backfill_minutes`: the posts of the last minutes, oldest first, to the new connection; how many */
+function replay(ctx: FakeXContext, minutes: number, write: (t: FakeXTweet, author: FakeXUser) => void): number {
+  const from = Date.now() - minutes * 60_000;
+  const missed = ctx.state.newestFirst((t) => Date.parse(t.created_at) >= from).reverse();
+  for (const t of missed) {
+    const author = ctx.state.users.get(t.author_id);
+    if (author) write(t, author);
+  }
+  return missed.length;
+}
 
 /** The rule set and its three calls, as X answers them. */
 class FakeRuleBook {
@@ -210,6 +238,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
   let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
   let connects = 0;
   let delivered = 0;
+  let replayed = 0;
 
   const rulesRoute: FakeXRoute = async (req, res, url, ctx) => {
     if (url.pathname !== RULES) return false;
@@ -270,6 +299,8 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
       });
       return true;
     }
+    const backfill = url.searchParams.get('backfill_minutes');
+    if (backfill !== null && !/^[1-5]$/.test(backfill)) return badBackfill(res, backfill);
     if (!ctx.limits.take('stream_connect', res)) return true;
     res.statusCode = 200;
     res.setHeader('content-type', 'application/json; charset=utf-8');
@@ -289,6 +320,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     };
     open = conn;
     connects++;
+    if (backfill !== null) replayed += replay(ctx, Number(backfill), (t, a) => write(t, a, url.searchParams));
     ctx.state.on('tweet', onTweet);
     res.on('close', conn.close);
     emitter.emit('connected');
@@ -301,6 +333,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     connections: () => (open ? 1 : 0),
     connects: () => connects,
     delivered: () => delivered,
+    replayed: () => replayed,
     disconnect() {
       const conn = open;
       if (!conn) return;

@@ -21,8 +21,10 @@ export interface ConnectionOptions {
   minHealthyMs?: number;
   onTweet(tweet: SocialTweet): void;
   onActivity(): void;
-  /** the connection is up: the holder backfills the gap */
-  onConnected(): void;
+  /** minutes of X's replay (`backfill_minutes`) to ask for on the next connect; 0: none */
+  backfillMinutes?(): number;
+  /** the connection is up (with `replayMinutes` of X's replay asked): the holder owes the gap */
+  onConnected(replayMinutes: number): void;
   onDropped(kind: DropKind | 'stall' | 'budget', message: string): void;
 }
 
@@ -62,6 +64,7 @@ async function connectOnce(options: ConnectionOptions, signal: AbortSignal): Pro
   let since = 0;
   try {
     arm();
+    const replayMinutes = options.backfillMinutes?.() ?? 0;
     const { closed } = await options.api.connect(
       {
         onTweet: (t) => options.onTweet(t),
@@ -71,10 +74,11 @@ async function connectOnce(options: ConnectionOptions, signal: AbortSignal): Pro
         },
       },
       AbortSignal.any([signal, conn.signal]),
+      replayMinutes,
     );
     established = true;
     since = Date.now();
-    options.onConnected();
+    options.onConnected(replayMinutes);
     await closed;
     return { kind: 'dropped', message: 'the stream ended', retryAfterMs: null, established };
   } catch (err) {
@@ -83,8 +87,11 @@ async function connectOnce(options: ConnectionOptions, signal: AbortSignal): Pro
       return { kind: 'stall', message: `no byte for ${options.stallMs} ms`, retryAfterMs: null, established };
     if (err instanceof XHttpError) {
       if (err.gated) return { kind: 'budget', message, retryAfterMs: err.retryAfterMs, established };
+      // TooManyConnections: our own previous connection X has not closed yet (a failover, a
+      // stall), not a rate limit: HTTP back-off (5 s doubling), not the 429 one (a minute)
+      const limited = err.status === 429 && err.connectionIssue === null;
       return {
-        kind: err.status === 429 ? 'rate_limited' : 'http',
+        kind: limited ? 'rate_limited' : 'http',
         message,
         retryAfterMs: err.retryAfterMs,
         established,
