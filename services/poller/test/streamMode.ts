@@ -16,6 +16,7 @@ import {
   startFakeX,
   type FakeStream,
   type FakeX,
+  type FakeXOptions,
 } from '@sts/testing';
 import { createPollerRepository } from '../src/adapters/repository';
 import { buildStreamMode, type StreamModeEnv } from '../src/stream/index';
@@ -24,6 +25,8 @@ import type { StreamMode } from '../src/stream/streamMode';
 export interface StartExtra {
   userCheckMs?: number;
   userCacheTtlSeconds?: number;
+  /** this replica's own database client (e.g. through a proxy a test cuts) */
+  db?: Db;
 }
 
 export class StreamHarness {
@@ -70,9 +73,9 @@ export class StreamHarness {
       ...(extra.userCacheTtlSeconds !== undefined && { userCacheTtlSeconds: extra.userCacheTtlSeconds }),
     });
     const mode = buildStreamMode(e, {
-      db: this.db,
+      db: extra.db ?? this.db,
       source,
-      pollerRepository: createPollerRepository(this.db),
+      pollerRepository: createPollerRepository(extra.db ?? this.db),
       logger: this.logger,
       registry,
       stallMs: 700,
@@ -82,6 +85,19 @@ export class StreamHarness {
     this.running.push(mode);
     mode.start();
     return mode;
+  }
+
+  /** a new fake X (and stream) for this test: other rate limits, windows or rule lengths */
+  async restartFake(
+    options: { limits?: FakeXOptions['limits']; windowMs?: number; maxRuleLength?: number } = {},
+  ): Promise<void> {
+    await this.fake.stop();
+    this.stream = createFakeStream({ keepAliveMs: 100, maxRuleLength: options.maxRuleLength ?? 64 });
+    this.fake = await startFakeX({
+      routes: this.stream.routes,
+      ...(options.limits && { limits: options.limits }),
+      ...(options.windowMs !== undefined && { windowMs: options.windowMs }),
+    });
   }
 
   async hitsOf(monitorId: string): Promise<string[]> {

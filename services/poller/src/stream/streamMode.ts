@@ -4,7 +4,7 @@
  * single stream connection (stream/connection.ts) and hands what it delivers to the recording
  * lanes (stream/lanes.ts). Every `syncMs` (2 s) each replica checks the lease; the holder then
  * reads the targets changed since its last look (stream/targets.ts), applies the rule changes
- * (domain/streamRules.ts) once the first unapplied change is `coalesceMs` old, pays owed
+ * (domain/streamRules.ts) once changes have been quiet for `coalesceMs`, pays owed
  * backfill windows (stream/owed.ts) and saves the stream's position (`x_stream_state`).
  *
  * Nothing is lost across a gap, and every window searched is one that nothing else covers:
@@ -129,6 +129,8 @@ class StreamModeRunner implements StreamMode {
   private readonly targets: StreamTargets;
   /** the first target change the rules have not followed yet (ms), or null */
   private unappliedSince: number | null = null;
+  /** the latest target change seen (ms) */
+  private lastChangeAt = 0;
   /** authors of posts the lanes lost, with the oldest post's time: owed at the next sync */
   private lostSince = new Map<string, Date>();
   private readonly lanes: StreamLanes;
@@ -373,11 +375,20 @@ class StreamModeRunner implements StreamMode {
     }
   }
 
-  /** the rules follow the targets once the first unapplied change is `coalesceMs` old */
+  /**
+   * The rules follow the targets once changes have been quiet for `coalesceMs`, or the first
+   * unapplied one is four times that old (a steady trickle of changes is applied in batches).
+   */
   private async followTargets(state: HolderState): Promise<void> {
-    if (await this.targets.refresh()) this.unappliedSince ??= Date.now();
-    const first = state.rules === null;
-    if (!first && (this.unappliedSince === null || Date.now() - this.unappliedSince < this.options.coalesceMs)) return;
+    const now = Date.now();
+    if (await this.targets.refresh()) {
+      this.unappliedSince ??= now;
+      this.lastChangeAt = now;
+    }
+    const { coalesceMs } = this.options;
+    const quiet = now - this.lastChangeAt >= coalesceMs;
+    const due = this.unappliedSince !== null && (quiet || now - this.unappliedSince >= 4 * coalesceMs);
+    if (state.rules !== null && !due) return;
     try {
       this.unappliedSince = null;
       await this.syncRules(state);
