@@ -58,6 +58,8 @@ export interface FakeStream extends EventEmitter {
   disconnect(): void;
   /** writes nothing more on the open connection (no keep-alive, no tweet) until it closes */
   stall(): void;
+  /** an outage: the open connection ends and connects get 503 until `outage(false)` */
+  outage(on: boolean): void;
   /** tweets written to a stream */
   delivered(): number;
   /** posts looked at for `backfill_minutes` replays */
@@ -239,6 +241,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
   let connects = 0;
   let delivered = 0;
   let replayed = 0;
+  let down = false;
 
   const rulesRoute: FakeXRoute = async (req, res, url, ctx) => {
     if (url.pathname !== RULES) return false;
@@ -302,6 +305,13 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     const backfill = url.searchParams.get('backfill_minutes');
     if (backfill !== null && !/^[1-5]$/.test(backfill)) return badBackfill(res, backfill);
     if (!ctx.limits.take('stream_connect', res)) return true;
+    if (down)
+      return send(res, 503, {
+        title: 'Service Unavailable',
+        detail: 'The stream is temporarily unavailable.',
+        type: 'about:blank',
+        status: 503,
+      });
     res.statusCode = 200;
     res.setHeader('content-type', 'application/json; charset=utf-8');
     res.flushHeaders();
@@ -353,6 +363,10 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     },
     stall() {
       if (open) open.stalled = true;
+    },
+    outage(on: boolean) {
+      down = on;
+      if (on) open?.res.destroy();
     },
   });
 }

@@ -44,6 +44,8 @@ export interface PollerRepository {
   /** writes re-evaluated schedules of targets that were read as due but are not */
   reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
+  /** the active monitors of several targets in one read, by target */
+  monitorsForMany(targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>>;
   cursor(targetKey: string): Promise<StoredCursor | null>;
   /**
    * Inserts the hits not yet recorded (unique on monitor + tweet) with their events, moves the
@@ -55,6 +57,11 @@ export interface PollerRepository {
     cursor: CursorState,
     polledAt: Date,
     schedule?: ScheduleWrite,
+  ): Promise<NewHit[]>;
+  /** recordBatch for several targets (no schedule) in one transaction: the stream's recording */
+  recordMany(
+    batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
+    polledAt: Date,
   ): Promise<NewHit[]>;
   /** Records a failed poll: cursor untouched; the error goes on the target's monitors. */
   recordFailure(targetKey: string, error: string, polledAt: Date, schedule?: ScheduleWrite): Promise<void>;
@@ -177,11 +184,23 @@ async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
 }
 
 async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
+  await moveCursors(tx, [{ targetKey, cursor }], polledAt);
+}
+
+/** moveCursor for several distinct targets in one statement */
+async function moveCursors(
+  tx: Tx,
+  rows: readonly { targetKey: string; cursor: CursorState }[],
+  polledAt: Date,
+): Promise<void> {
+  if (rows.length === 0) return;
   // forward only: keep the stored id and position when already past this batch's. Positions
   // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
   await tx.$executeRaw`
     INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
-    VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, ${polledAt}, NULL, now())
+    SELECT k, i, a, p, ${polledAt}, ${polledAt}, NULL, now() FROM unnest(
+      ${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.cursor.lastTweetId)}::text[],
+      ${rows.map((r) => r.cursor.lastTweetAt)}::timestamptz[], ${rows.map((r) => r.cursor.position)}::text[]) AS c(k, i, a, p)
     ON CONFLICT (target_key) DO UPDATE SET
       position = CASE
         WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
@@ -258,6 +277,25 @@ export function createPollerRepository(db: Db): PollerRepository {
       return rows;
     },
 
+    async monitorsForMany(targetKeys) {
+      const rows = await db.monitor.findMany({
+        where: { targetKey: { in: [...targetKeys] }, isActive: true },
+        select: {
+          id: true,
+          accountId: true,
+          targetUsername: true,
+          targetKey: true,
+          keywords: true,
+          excludeTypes: true,
+          langs: true,
+          createdAt: true,
+        },
+      });
+      const out = new Map<string, WatchingMonitor[]>();
+      for (const { targetKey, ...m } of rows) out.set(targetKey, [...(out.get(targetKey) ?? []), m]);
+      return out;
+    },
+
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({
         where: { targetKey },
@@ -275,6 +313,22 @@ export function createPollerRepository(db: Db): PollerRepository {
           data: { lastCheckAt: polledAt, lastError: null },
         });
         if (schedule) await writeSchedule(tx, targetKey, schedule);
+        return fresh;
+      });
+    },
+
+    async recordMany(batches, polledAt) {
+      if (batches.length === 0) return [];
+      return db.$transaction(async (tx) => {
+        const fresh = await insertHits(
+          tx,
+          batches.flatMap((b) => b.hits),
+        );
+        await moveCursors(tx, batches, polledAt);
+        await tx.monitor.updateMany({
+          where: { targetKey: { in: batches.map((b) => b.targetKey) }, isActive: true },
+          data: { lastCheckAt: polledAt, lastError: null },
+        });
         return fresh;
       });
     },

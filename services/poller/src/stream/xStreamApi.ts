@@ -154,7 +154,14 @@ async function openStream(
     .observe('stream_connect', { status: observed, headers: headerRecord(res.headers) })
     .catch(() => undefined);
   if (res.status !== 200 || !res.body)
-    throw new XHttpError(res.status, problem(parsed, res.status), retryAfter(res.headers), false, issue);
+    // X's reset bounds the retry of a 429 only: another error's rate-limit headers say nothing of it
+    throw new XHttpError(
+      res.status,
+      problem(parsed, res.status),
+      res.status === 429 ? retryAfter(res.headers) : null,
+      false,
+      issue,
+    );
   return res;
 }
 
