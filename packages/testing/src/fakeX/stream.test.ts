@@ -241,4 +241,17 @@ describe('fake X filtered stream connection', () => {
     expect(ids).not.toContain(old.id);
     c.close();
   });
+
+  it('an outage ends the open connection and answers connects 503 until it is over', async () => {
+    const c = await connect();
+    expect(c.status).toBe(200);
+    stream.outage(true);
+    await waitFor(() => stream.connections() === 0);
+    const refused = await connect();
+    expect(refused.status).toBe(503);
+    stream.outage(false);
+    const back = await connect();
+    expect(back.status).toBe(200);
+    back.close();
+  });
 });

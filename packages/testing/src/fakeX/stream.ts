@@ -233,17 +233,9 @@ class FakeRuleBook {
   }
 }
 
-export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
-  const keepAliveMs = options.keepAliveMs ?? 20_000;
-  const emitter = new EventEmitter() as FakeStream;
-  const book = new FakeRuleBook(options.maxRules ?? 1000, options.maxRuleLength ?? 1024, () => emitter.emit('rules'));
-  let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
-  let connects = 0;
-  let delivered = 0;
-  let replayed = 0;
-  let down = false;
-
-  const rulesRoute: FakeXRoute = async (req, res, url, ctx) => {
+/** GET and POST /2/tweets/search/stream/rules over the rule book */
+function rulesRouteOf(book: FakeRuleBook): FakeXRoute {
+  return async (req, res, url, ctx) => {
     if (url.pathname !== RULES) return false;
     if (req.method !== 'GET' && req.method !== 'POST') return false;
     if (!ctx.limits.take('rules', res)) return true;
@@ -275,6 +267,19 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
       });
     return true;
   };
+}
+
+export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
+  const keepAliveMs = options.keepAliveMs ?? 20_000;
+  const emitter = new EventEmitter() as FakeStream;
+  const book = new FakeRuleBook(options.maxRules ?? 1000, options.maxRuleLength ?? 1024, () => emitter.emit('rules'));
+  let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
+  let connects = 0;
+  let delivered = 0;
+  let replayed = 0;
+  let down = false;
+
+  const rulesRoute = rulesRouteOf(book);
 
   function write(tweet: FakeXTweet, author: FakeXUser, params: URLSearchParams): void {
     if (!open || open.stalled) return;

@@ -319,18 +319,22 @@ export function createPollerRepository(db: Db): PollerRepository {
 
     async recordMany(batches, polledAt) {
       if (batches.length === 0) return [];
-      return db.$transaction(async (tx) => {
-        const fresh = await insertHits(
-          tx,
-          batches.flatMap((b) => b.hits),
-        );
-        await moveCursors(tx, batches, polledAt);
-        await tx.monitor.updateMany({
-          where: { targetKey: { in: batches.map((b) => b.targetKey) }, isActive: true },
-          data: { lastCheckAt: polledAt, lastError: null },
-        });
-        return fresh;
-      });
+      return db.$transaction(
+        async (tx) => {
+          const fresh = await insertHits(
+            tx,
+            batches.flatMap((b) => b.hits),
+          );
+          await moveCursors(tx, batches, polledAt);
+          await tx.monitor.updateMany({
+            where: { targetKey: { in: batches.map((b) => b.targetKey) }, isActive: true },
+            data: { lastCheckAt: polledAt, lastError: null },
+          });
+          return fresh;
+          // a batch of many targets on a busy database: more than Prisma's 5 s default
+        },
+        { timeout: 30_000, maxWait: 10_000 },
+      );
     },
 
     async recordFailure(targetKey, error, polledAt, schedule) {

@@ -13,6 +13,8 @@ export interface StreamLanesOptions {
   lanes?: number;
   /** posts waiting in all lanes at most; default 20,000 */
   maxWaiting?: number;
+  /** posts recorded in one batch at most; default 100 */
+  maxBatch?: number;
   /** records one lane's batch; rejects when nothing of it may be counted as recorded */
   record(tweets: SocialTweet[]): Promise<void>;
   /** posts not recorded (the bound, a failure): the caller owes their authors' windows */
@@ -35,10 +37,12 @@ export class StreamLanes {
   private readonly lanes: Lane[];
   private waiting = 0;
   private readonly maxWaiting: number;
+  private readonly maxBatch: number;
 
   constructor(private readonly options: StreamLanesOptions) {
     this.lanes = Array.from({ length: options.lanes ?? 8 }, () => ({ waiting: [], recording: [], running: null }));
     this.maxWaiting = options.maxWaiting ?? 20_000;
+    this.maxBatch = options.maxBatch ?? 100;
   }
 
   /** posts waiting to be recorded */
@@ -64,8 +68,8 @@ export class StreamLanes {
 
   private async run(lane: Lane): Promise<void> {
     while (lane.waiting.length > 0) {
-      const batch = lane.waiting;
-      lane.waiting = [];
+      // at most `maxBatch` posts a transaction: a burst's backlog is recorded in bounded steps
+      const batch = lane.waiting.splice(0, this.maxBatch);
       lane.recording = batch;
       try {
         await this.options.record(batch);

@@ -7,8 +7,9 @@
  * failure loses nothing: a budget refusal (the governor, fed by X's `x-rate-limit-*` headers,
  * says no before X would answer 429) postpones this and every later search of the pass to the
  * window's reset; any other failure postpones that search's rows with a back-off. A partial
- * rule-change search (the last query of its group, filled by no gap or retry) waits up to
- * `holdMs` from its rows' due time, so monitors added in a row share searches.
+ * rule-change search (the last query of its group, filled by no gap or retry) waits while more
+ * rule changes are coming and up to `holdMs` from its rows' due time, so monitors added in a row
+ * share searches.
  */
 import { snowflakeBefore } from '@sts/core';
 import type { Logger } from '@sts/common';
@@ -45,10 +46,13 @@ export class OwedBackfill {
 
   constructor(private readonly options: OwedBackfillOptions) {}
 
-  /** starts a pass unless one runs or the budget said to wait; `partsOf` as planOwedSearches */
-  maybeRun(partsOf: (username: string) => readonly string[] | null): void {
+  /**
+   * Starts a pass unless one runs or the budget said to wait; `partsOf` as planOwedSearches;
+   * `changesPending`: more rule changes are coming (their usernames may fill a partial search)
+   */
+  maybeRun(partsOf: (username: string) => readonly string[] | null, changesPending = false): void {
     if (this.running || Date.now() < this.notBefore) return;
-    this.running = this.pass(partsOf)
+    this.running = this.pass(partsOf, changesPending)
       .catch((err: unknown) => {
         this.options.logger.warn('X stream backfill pass failed (retried next sync)', { err: errorMessage(err) });
         return { searches: 0, posts: 0, refusedUntil: null, failed: 1 };
@@ -61,7 +65,10 @@ export class OwedBackfill {
     await this.running;
   }
 
-  private async pass(partsOf: (username: string) => readonly string[] | null): Promise<OwedPass> {
+  private async pass(
+    partsOf: (username: string) => readonly string[] | null,
+    changesPending: boolean,
+  ): Promise<OwedPass> {
     const { repository, logger } = this.options;
     const rows = await repository.dueOwed(this.options.batch ?? 20_000);
     const out: OwedPass = { searches: 0, posts: 0, refusedUntil: null, failed: 0 };
@@ -70,7 +77,8 @@ export class OwedBackfill {
     await repository.paid(dropped);
     const holdMs = this.options.holdMs ?? 10_000;
     const now = Date.now();
-    const due = searches.filter((s) => !(s.partial && s.rulesOnly && now - s.dueSince.getTime() < holdMs));
+    const held = (s: OwedSearch) => s.partial && s.rulesOnly && (changesPending || now - s.dueSince.getTime() < holdMs);
+    const due = searches.filter((s) => !held(s));
     for (let i = 0; i < due.length; i++) {
       const s = due[i]!;
       try {

@@ -424,7 +424,7 @@ class StreamModeRunner implements StreamMode {
     await this.options.userCheck?.flush();
     if (!state.connected) return;
     // searches only while connected: a window read before the connection is up would leave a gap
-    this.owed.maybeRun(this.partsOf);
+    this.owed.maybeRun(this.partsOf, this.unappliedSince !== null);
     // in the background, at low priority: never part of a connection's set-up
     this.options.userCheck?.maybeRun([...ruleUsernames(state), ...state.overflow]);
     if (this.metrics) {
