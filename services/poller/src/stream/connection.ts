@@ -4,7 +4,7 @@
  * it lived less than `minHealthyMs`: then as a network error), network errors and stalls back off
  * linearly, HTTP errors (TooManyConnections included) exponentially from 5 s, other 429s from a
  * minute (never before X's reset), and a
- * call the shared budget refuses waits for the budget. A stall is `stallMs` (X: 20 s) without a
+ * call the shared budget refuses waits for the budget. A stall is `stallMs` (30 s: X's keep-alive comes every 20 s) without a
  * byte, keep-alives included: the connection is dropped and reconnected.
  */
 import type { Logger } from '@sts/common';
@@ -15,7 +15,7 @@ import { XHttpError, type XStreamApi } from './xStreamApi';
 export interface ConnectionOptions {
   api: XStreamApi;
   logger: Logger;
-  /** X: 20 s without a byte */
+  /** no byte this long (X keeps alive every 20 s) */
   stallMs: number;
   /** a connection shorter than this that drops counts as a network error (default 10 s) */
   minHealthyMs?: number;

@@ -45,7 +45,7 @@ export function buildStreamMode(
     source: XSource;
     latency?: LatencyRecorder;
     hits?: (n: number) => void;
-    /** tests: shorter than X's 20 s */
+    /** tests: shorter than the 30 s default */
     stallMs?: number;
     syncMs?: number;
     /** the accounts' background check interval; default 60 s */

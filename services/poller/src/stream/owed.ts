@@ -28,6 +28,8 @@ export interface OwedBackfillOptions {
   holdMs?: number;
   /** rows read per pass; default 20,000 */
   batch?: number;
+  /** a pass running longer is taken as stuck; default 2 minutes */
+  stuckMs?: number;
 }
 
 export interface OwedPass {
@@ -43,6 +45,7 @@ const errorMessage = (err: unknown): string => (err instanceof Error ? err.messa
 export class OwedBackfill {
   private running: Promise<OwedPass> | null = null;
   private notBefore = 0;
+  private startedAt = 0;
 
   constructor(private readonly options: OwedBackfillOptions) {}
 
@@ -51,13 +54,25 @@ export class OwedBackfill {
    * `changesPending`: more rule changes are coming (their usernames may fill a partial search)
    */
   maybeRun(partsOf: (username: string) => readonly string[] | null, changesPending = false): void {
-    if (this.running || Date.now() < this.notBefore) return;
-    this.running = this.pass(partsOf, changesPending)
+    if (Date.now() < this.notBefore) return;
+    if (this.running) {
+      // a pass stuck on a call that never answers (a hung database connection) must not stop
+      // the backfill for good: after `stuckMs` the next pass starts (a row paid twice costs a search)
+      if (Date.now() - this.startedAt < (this.options.stuckMs ?? 120_000)) return;
+      this.options.logger.warn('X stream backfill pass stuck: starting another', {
+        runningMs: Date.now() - this.startedAt,
+      });
+    }
+    this.startedAt = Date.now();
+    const pass: Promise<OwedPass> = this.pass(partsOf, changesPending)
       .catch((err: unknown) => {
         this.options.logger.warn('X stream backfill pass failed (retried next sync)', { err: errorMessage(err) });
         return { searches: 0, posts: 0, refusedUntil: null, failed: 1 };
       })
-      .finally(() => (this.running = null));
+      .finally(() => {
+        if (this.running === pass) this.running = null;
+      });
+    this.running = pass;
   }
 
   /** waits for the pass in flight */

@@ -78,7 +78,10 @@ export interface StreamModeOptions {
   overflowIntervalMs: number;
   /** default 2 s */
   syncMs?: number;
-  /** default 20 s (X) */
+  /**
+   * no byte this long is a stall; default 30 s: X sends a keep-alive every 20 s, and a timeout
+   * of exactly 20 s races it (each lost race a reconnect and a gap to backfill)
+   */
   stallMs?: number;
   /** recording lanes and the bound on posts waiting (stream/lanes.ts) */
   lanes?: number;
@@ -96,6 +99,8 @@ export interface StreamMode {
   /** resolves when every tweet received so far is recorded */
   drain(): Promise<void>;
 }
+
+const DEFAULT_STALL_MS = 30_000;
 
 /** tweet ids remembered for the backfills' overlap (5/s for an hour is 18,000) */
 const RECENT_IDS = 50_000;
@@ -240,7 +245,7 @@ class StreamModeRunner implements StreamMode {
       {
         api: this.options.api,
         logger: this.logger,
-        stallMs: this.options.stallMs ?? 20_000,
+        stallMs: this.options.stallMs ?? DEFAULT_STALL_MS,
         backfillMinutes: () => this.replayMinutes(),
         onTweet: (t) => this.lanes.push(t),
         onActivity: () => (this.aliveAt = new Date()),
@@ -482,7 +487,7 @@ class StreamModeRunner implements StreamMode {
   private async readCoverage(): Promise<void> {
     try {
       const { aliveAt } = await this.options.repository.position();
-      const window = (this.options.stallMs ?? 20_000) + 3 * (this.options.syncMs ?? 2000);
+      const window = (this.options.stallMs ?? DEFAULT_STALL_MS) + 3 * (this.options.syncMs ?? 2000);
       this.covering = aliveAt !== null && Date.now() - aliveAt.getTime() < window;
     } catch {
       this.covering = false;
