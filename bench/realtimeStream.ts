@@ -253,9 +253,11 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
     }
     console.log(`x_stream ${out.join(' ')}`);
   } finally {
-    await Promise.all([a.stop(), b?.stop()]);
-    await fake.stop();
+    await b?.stop();
+    // replica A's database may be black-holed: cut it so its calls fail instead of hanging
     await proxy.close();
+    await a.stop();
+    await fake.stop();
     redis.disconnect();
     await dbA.$disconnect().catch(() => undefined);
     await db.$disconnect();
