@@ -16,6 +16,7 @@ import {
   startFakeX,
   type FakeStream,
   type FakeX,
+  type FakeXOptions,
 } from '@sts/testing';
 import { createPollerRepository } from '../src/adapters/repository';
 import { buildStreamMode, type StreamModeEnv } from '../src/intake/stream/index';
@@ -24,6 +25,8 @@ import type { StreamMode } from '../src/intake/stream/streamMode';
 export interface StartExtra {
   userCheckMs?: number;
   userCacheTtlSeconds?: number;
+  /** this replica's own database client (e.g. through a proxy a test cuts) */
+  db?: Db;
 }
 
 export class StreamHarness {
@@ -49,6 +52,9 @@ export class StreamHarness {
       X_RULE_MAX_LENGTH: 64,
       X_MAX_RULES: 100,
       X_RULE_SETTLE_SECONDS: 0,
+      X_RULE_COALESCE_SECONDS: 0,
+      X_STREAM_BACKFILL_MINUTES: 0,
+      X_STREAM_LEASE_SECONDS: 3,
       X_QUERY_MAX_LENGTH: 512,
       POLL_OVERLAP_SECONDS: 2,
       PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
@@ -67,9 +73,9 @@ export class StreamHarness {
       ...(extra.userCacheTtlSeconds !== undefined && { userCacheTtlSeconds: extra.userCacheTtlSeconds }),
     });
     const mode = buildStreamMode(e, {
-      db: this.db,
+      db: extra.db ?? this.db,
       source,
-      pollerRepository: createPollerRepository(this.db),
+      pollerRepository: createPollerRepository(extra.db ?? this.db),
       logger: this.logger,
       registry,
       stallMs: 700,
@@ -79,6 +85,19 @@ export class StreamHarness {
     this.running.push(mode);
     mode.start();
     return mode;
+  }
+
+  /** a new fake X (and stream) for this test: other rate limits, windows or rule lengths */
+  async restartFake(
+    options: { limits?: FakeXOptions['limits']; windowMs?: number; maxRuleLength?: number } = {},
+  ): Promise<void> {
+    await this.fake.stop();
+    this.stream = createFakeStream({ keepAliveMs: 100, maxRuleLength: options.maxRuleLength ?? 64 });
+    this.fake = await startFakeX({
+      routes: this.stream.routes,
+      ...(options.limits && { limits: options.limits }),
+      ...(options.windowMs !== undefined && { windowMs: options.windowMs }),
+    });
   }
 
   async hitsOf(monitorId: string): Promise<string[]> {
@@ -104,7 +123,8 @@ export function useStreamHarness(service: string): StreamHarness {
     // the fleet's governor and user cache: one Redis prefix per test, shared by its replicas
     h.redisHandle = createTestRedis();
     h.redis = new Redis(h.redisHandle.url, { keyPrefix: h.redisHandle.prefix });
-    await h.db.$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state CASCADE`;
+    await h.db
+      .$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state, x_stream_lease, x_stream_owed, x_stream_changes CASCADE`;
   });
   afterEach(async () => {
     await Promise.all(h.running.splice(0).map((m) => m.stop()));

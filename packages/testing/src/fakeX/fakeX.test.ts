@@ -64,6 +64,12 @@ describe('fake X', () => {
     expect(fake.requests.count({ family: 'users', status: 429 })).toBe(1);
     expect(fake.requests.byFamily()).toEqual({ users: { 200: 3, 429: 1 }, timeline: { 200: 1 } });
     expect((await get(fake, '/2/users/12/tweets', 'wrong')).status).toBe(401);
+    // a plan change: the limit moves, the current window included, and the headers say so
+    fake.limits.setLimit('users', 5);
+    const raised = await get(fake, '/2/users/by/username/bob');
+    expect(raised.status).toBe(200);
+    expect(raised.headers.get('x-rate-limit-limit')).toBe('5');
+    expect(raised.headers.get('x-rate-limit-remaining')).toBe('1');
   });
 
   it('searches from: groups with since_id and next_token paging, and refuses queries over 512 characters', async () => {

@@ -50,6 +50,12 @@ export class FakeXLimits {
     return w;
   }
 
+  /** Changes the family's limit from now on (its current window included), as a plan change would. */
+  setLimit(family: XFamily, limit: number): void {
+    this.limits[family] = limit;
+    this.window(family).limit = limit;
+  }
+
   /** Requests left in the family's current window. */
   remaining(family: XFamily): number {
     const w = this.window(family);

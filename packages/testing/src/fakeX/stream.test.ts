@@ -23,9 +23,10 @@ async function rules(body?: unknown, query = ''): Promise<{ status: number; json
 }
 
 /** an open stream connection collecting what it receives */
-async function connect(): Promise<{ status: number; text: () => string; close: () => void; res: Response }> {
+async function connect(extra = ''): Promise<{ status: number; text: () => string; close: () => void; res: Response }> {
   const abort = new AbortController();
-  const res = await fetch(`${fake.url}/2/tweets/search/stream?expansions=author_id&tweet.fields=author_id,created_at`, {
+  const url = `${fake.url}/2/tweets/search/stream?expansions=author_id&tweet.fields=author_id,created_at${extra}`;
+  const res = await fetch(url, {
     headers: AUTH,
     signal: abort.signal,
   });
@@ -217,5 +218,40 @@ describe('fake X filtered stream connection', () => {
     expect(c.text()).toBe(before);
     expect(stream.connections()).toBe(1);
     c.close();
+  });
+
+  it('backfill_minutes replays the matching posts of the last minutes, oldest first, then streams; a bad value is a 400', async () => {
+    await rules({ add: [{ value: 'from:alice' }] });
+    const old = fake.state.post({ author: 'Alice', text: 'too old', createdAt: new Date(Date.now() - 3 * 60_000) });
+    const a = fake.state.post({ author: 'Alice', text: 'missed one', createdAt: new Date(Date.now() - 90_000) });
+    fake.state.post({ author: 'bob', text: 'not watched' });
+    const b = fake.state.post({ author: 'Alice', text: 'missed two' });
+    const bad = await connect('&backfill_minutes=6');
+    expect(bad.status).toBe(400);
+    const c = await connect('&backfill_minutes=2');
+    expect(c.status).toBe(200);
+    const live = fake.state.post({ author: 'Alice', text: 'live' });
+    await waitFor(() => c.text().includes('"live"'));
+    const ids = c
+      .text()
+      .split('\r\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => (JSON.parse(l) as { data: { id: string } }).data.id);
+    expect(ids).toEqual([a.id, b.id, live.id]);
+    expect(ids).not.toContain(old.id);
+    c.close();
+  });
+
+  it('an outage ends the open connection and answers connects 503 until it is over', async () => {
+    const c = await connect();
+    expect(c.status).toBe(200);
+    stream.outage(true);
+    await waitFor(() => stream.connections() === 0);
+    const refused = await connect();
+    expect(refused.status).toBe(503);
+    stream.outage(false);
+    const back = await connect();
+    expect(back.status).toBe(200);
+    back.close();
   });
 });

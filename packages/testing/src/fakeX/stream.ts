@@ -26,7 +26,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { includes, send, tweetObject } from './format';
 import { compileQuery, parseQuery, type CompiledQuery, type QueryNode } from './query';
-import type { FakeXRoute } from './routes';
+import type { FakeXContext, FakeXRoute } from './routes';
 import type { FakeXTweet, FakeXUser } from './state';
 
 export interface FakeStreamOptions {
@@ -58,8 +58,12 @@ export interface FakeStream extends EventEmitter {
   disconnect(): void;
   /** writes nothing more on the open connection (no keep-alive, no tweet) until it closes */
   stall(): void;
+  /** an outage: the open connection ends and connects get 503 until `outage(false)` */
+  outage(on: boolean): void;
   /** tweets written to a stream */
   delivered(): number;
+  /** posts looked at for `backfill_minutes` replays */
+  replayed(): number;
 }
 
 const STREAM = '/2/tweets/search/stream';
@@ -100,6 +104,32 @@ function ruleProblem(value: string, from: Set<string>): string | null {
 }
 
 const sent = () => new Date().toISOString();
+
+function badBackfill(res: ServerResponse, value: string): true {
+  send(res, 400, {
+    errors: [
+      {
+        parameters: { backfill_minutes: [value] },
+        message: `The \`backfill_minutes\` query parameter value [${value}] is not between 0 and 5`,
+      },
+    ],
+    title: 'Invalid Request',
+    detail: 'One or more parameters to your request was invalid.',
+    type: 'https://api.twitter.com/2/problems/invalid-request',
+  });
+  return true;
+}
+
+/** `backfill_minutes`: the posts of the last minutes, oldest first, to the new connection; how many */
+function replay(ctx: FakeXContext, minutes: number, write: (t: FakeXTweet, author: FakeXUser) => void): number {
+  const from = Date.now() - minutes * 60_000;
+  const missed = ctx.state.newestFirst((t) => Date.parse(t.created_at) >= from).reverse();
+  for (const t of missed) {
+    const author = ctx.state.users.get(t.author_id);
+    if (author) write(t, author);
+  }
+  return missed.length;
+}
 
 /** The rule set and its three calls, as X answers them. */
 class FakeRuleBook {
@@ -203,15 +233,9 @@ class FakeRuleBook {
   }
 }
 
-export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
-  const keepAliveMs = options.keepAliveMs ?? 20_000;
-  const emitter = new EventEmitter() as FakeStream;
-  const book = new FakeRuleBook(options.maxRules ?? 1000, options.maxRuleLength ?? 1024, () => emitter.emit('rules'));
-  let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
-  let connects = 0;
-  let delivered = 0;
-
-  const rulesRoute: FakeXRoute = async (req, res, url, ctx) => {
+/** GET and POST /2/tweets/search/stream/rules over the rule book */
+function rulesRouteOf(book: FakeRuleBook): FakeXRoute {
+  return async (req, res, url, ctx) => {
     if (url.pathname !== RULES) return false;
     if (req.method !== 'GET' && req.method !== 'POST') return false;
     if (!ctx.limits.take('rules', res)) return true;
@@ -243,6 +267,19 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
       });
     return true;
   };
+}
+
+export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
+  const keepAliveMs = options.keepAliveMs ?? 20_000;
+  const emitter = new EventEmitter() as FakeStream;
+  const book = new FakeRuleBook(options.maxRules ?? 1000, options.maxRuleLength ?? 1024, () => emitter.emit('rules'));
+  let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
+  let connects = 0;
+  let delivered = 0;
+  let replayed = 0;
+  let down = false;
+
+  const rulesRoute = rulesRouteOf(book);
 
   function write(tweet: FakeXTweet, author: FakeXUser, params: URLSearchParams): void {
     if (!open || open.stalled) return;
@@ -270,7 +307,16 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
       });
       return true;
     }
+    const backfill = url.searchParams.get('backfill_minutes');
+    if (backfill !== null && !/^[1-5]$/.test(backfill)) return badBackfill(res, backfill);
     if (!ctx.limits.take('stream_connect', res)) return true;
+    if (down)
+      return send(res, 503, {
+        title: 'Service Unavailable',
+        detail: 'The stream is temporarily unavailable.',
+        type: 'about:blank',
+        status: 503,
+      });
     res.statusCode = 200;
     res.setHeader('content-type', 'application/json; charset=utf-8');
     res.flushHeaders();
@@ -289,6 +335,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     };
     open = conn;
     connects++;
+    if (backfill !== null) replayed += replay(ctx, Number(backfill), (t, a) => write(t, a, url.searchParams));
     ctx.state.on('tweet', onTweet);
     res.on('close', conn.close);
     emitter.emit('connected');
@@ -301,6 +348,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     connections: () => (open ? 1 : 0),
     connects: () => connects,
     delivered: () => delivered,
+    replayed: () => replayed,
     disconnect() {
       const conn = open;
       if (!conn) return;
@@ -320,6 +368,10 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
     },
     stall() {
       if (open) open.stalled = true;
+    },
+    outage(on: boolean) {
+      down = on;
+      if (on) open?.res.destroy();
     },
   });
 }

@@ -72,6 +72,8 @@ export interface PollerRepository {
   /** writes re-evaluated schedules of targets that were read as due but are not */
   reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
+  /** the active monitors of several targets in one read, by target */
+  monitorsForMany(targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>>;
   cursor(targetKey: string): Promise<StoredCursor | null>;
   /**
    * Inserts the hits not yet recorded (unique on monitor + tweet) with their events, moves the
@@ -83,6 +85,11 @@ export interface PollerRepository {
     cursor: CursorState,
     polledAt: Date,
     schedule?: ScheduleWrite,
+  ): Promise<NewHit[]>;
+  /** recordBatch for several targets (no schedule) in one transaction: the stream's recording */
+  recordMany(
+    batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
+    polledAt: Date,
   ): Promise<NewHit[]>;
   /** Records a failed poll: cursor position untouched; the error goes on the target's cursor. */
   recordFailure(targetKey: string, error: string, polledAt: Date, schedule?: ScheduleWrite): Promise<void>;
@@ -224,11 +231,23 @@ async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
 }
 
 async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
+  await moveCursors(tx, [{ targetKey, cursor }], polledAt);
+}
+
+/** moveCursor for several distinct targets in one statement */
+async function moveCursors(
+  tx: Tx,
+  rows: readonly { targetKey: string; cursor: CursorState }[],
+  polledAt: Date,
+): Promise<void> {
+  if (rows.length === 0) return;
   // forward only: keep the stored id and position when already past this batch's. Positions
   // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
   await tx.$executeRaw`
     INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
-    VALUES (${targetKey}, ${cursor.lastTweetId}, ${cursor.lastTweetAt}, ${cursor.position}, ${polledAt}, ${polledAt}, NULL, now())
+    SELECT k, i, a, p, ${polledAt}, ${polledAt}, NULL, now() FROM unnest(
+      ${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.cursor.lastTweetId)}::text[],
+      ${rows.map((r) => r.cursor.lastTweetAt)}::timestamptz[], ${rows.map((r) => r.cursor.position)}::text[]) AS c(k, i, a, p)
     ON CONFLICT (target_key) DO UPDATE SET
       position = CASE
         WHEN EXCLUDED.position IS NULL THEN poll_cursors.position
@@ -336,6 +355,25 @@ export function createPollerRepository(db: Db): PollerRepository {
       return rows;
     },
 
+    async monitorsForMany(targetKeys) {
+      const rows = await db.monitor.findMany({
+        where: { targetKey: { in: [...targetKeys] }, isActive: true },
+        select: {
+          id: true,
+          accountId: true,
+          targetUsername: true,
+          targetKey: true,
+          keywords: true,
+          excludeTypes: true,
+          langs: true,
+          createdAt: true,
+        },
+      });
+      const out = new Map<string, WatchingMonitor[]>();
+      for (const { targetKey, ...m } of rows) out.set(targetKey, [...(out.get(targetKey) ?? []), m]);
+      return out;
+    },
+
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({
         where: { targetKey },
@@ -359,6 +397,23 @@ export function createPollerRepository(db: Db): PollerRepository {
         if (schedule) await writeSchedule(tx, targetKey, schedule);
         return fresh;
       });
+    },
+
+    async recordMany(batches, polledAt) {
+      if (batches.length === 0) return [];
+      return db.$transaction(
+        async (tx) => {
+          // the targets' cursors only: a monitor's last check is read from its target's cursor
+          const fresh = await insertHits(
+            tx,
+            batches.flatMap((b) => b.hits),
+          );
+          await moveCursors(tx, batches, polledAt);
+          return fresh;
+          // a batch of many targets on a busy database: more than Prisma's 5 s default
+        },
+        { timeout: 30_000, maxWait: 10_000 },
+      );
     },
 
     async recordFailure(targetKey, error, polledAt, schedule) {

@@ -4,7 +4,7 @@
  * it lived less than `minHealthyMs`: then as a network error), network errors and stalls back off
  * linearly, HTTP errors (TooManyConnections included) exponentially from 5 s, other 429s from a
  * minute (never before X's reset), and a
- * call the shared budget refuses waits for the budget. A stall is `stallMs` (X: 20 s) without a
+ * call the shared budget refuses waits for the budget. A stall is `stallMs` (30 s: X's keep-alive comes every 20 s) without a
  * byte, keep-alives included: the connection is dropped and reconnected.
  */
 import type { Logger } from '@sts/common';
@@ -15,14 +15,16 @@ import { XHttpError, type XStreamApi } from './xStreamApi';
 export interface ConnectionOptions {
   api: XStreamApi;
   logger: Logger;
-  /** X: 20 s without a byte */
+  /** no byte this long (X keeps alive every 20 s) */
   stallMs: number;
   /** a connection shorter than this that drops counts as a network error (default 10 s) */
   minHealthyMs?: number;
   onTweet(tweet: SocialTweet): void;
   onActivity(): void;
-  /** the connection is up: the holder backfills the gap */
-  onConnected(): void;
+  /** minutes of X's replay (`backfill_minutes`) to ask for on the next connect; 0: none */
+  backfillMinutes?(): number;
+  /** the connection is up (with `replayMinutes` of X's replay asked): the holder owes the gap */
+  onConnected(replayMinutes: number): void;
   onDropped(kind: DropKind | 'stall' | 'budget', message: string): void;
 }
 
@@ -62,6 +64,7 @@ async function connectOnce(options: ConnectionOptions, signal: AbortSignal): Pro
   let since = 0;
   try {
     arm();
+    const replayMinutes = options.backfillMinutes?.() ?? 0;
     const { closed } = await options.api.connect(
       {
         onTweet: (t) => options.onTweet(t),
@@ -71,10 +74,11 @@ async function connectOnce(options: ConnectionOptions, signal: AbortSignal): Pro
         },
       },
       AbortSignal.any([signal, conn.signal]),
+      replayMinutes,
     );
     established = true;
     since = Date.now();
-    options.onConnected();
+    options.onConnected(replayMinutes);
     await closed;
     return { kind: 'dropped', message: 'the stream ended', retryAfterMs: null, established };
   } catch (err) {
@@ -83,8 +87,11 @@ async function connectOnce(options: ConnectionOptions, signal: AbortSignal): Pro
       return { kind: 'stall', message: `no byte for ${options.stallMs} ms`, retryAfterMs: null, established };
     if (err instanceof XHttpError) {
       if (err.gated) return { kind: 'budget', message, retryAfterMs: err.retryAfterMs, established };
+      // TooManyConnections: our own previous connection X has not closed yet (a failover, a
+      // stall), not a rate limit: HTTP back-off (5 s doubling), not the 429 one (a minute)
+      const limited = err.status === 429 && err.connectionIssue === null;
       return {
-        kind: err.status === 429 ? 'rate_limited' : 'http',
+        kind: limited ? 'rate_limited' : 'http',
         message,
         retryAfterMs: err.retryAfterMs,
         established,

@@ -13,4 +13,10 @@ export const streamEnv = {
   X_MAX_RULES: z.coerce.number().int().min(1).max(250_000).default(1000),
   /** after a rule change, wait this long (X: rules take effect within ~20 s) then backfill its targets */
   X_RULE_SETTLE_SECONDS: z.coerce.number().int().min(0).max(300).default(20),
+  /** monitor changes within this window make one rule change (and one backfill) */
+  X_RULE_COALESCE_SECONDS: z.coerce.number().int().min(0).max(60).default(5),
+  /** ask X to replay a disconnect up to this long through `backfill_minutes` (0: off; X allows 1–5 on plans that have it) */
+  X_STREAM_BACKFILL_MINUTES: z.coerce.number().int().min(0).max(5).default(0),
+  /** the stream holder's lease in PostgreSQL: renewed every sync, taken by another replica once expired */
+  X_STREAM_LEASE_SECONDS: z.coerce.number().int().min(3).max(60).default(10),
 };

@@ -1,10 +1,10 @@
 /**
- * Composition of the X `stream` mode (X_MONITOR_MODE=stream with SOCIAL_SOURCE=x): the election,
- * the rules/stream API client and the backfill search over the shared gate, the stream repository
- * and metrics. main.ts starts it beside the tick (which then polls only Free-only targets).
+ * Composition of the X `stream` mode (X_MONITOR_MODE=stream with SOCIAL_SOURCE=x): the lease
+ * election, the rules/stream API client and the backfill search over the shared gate, the stream
+ * repository and metrics. main.ts starts it beside the tick (which then polls only Free-only targets).
  */
 import type { Registry } from 'prom-client';
-import { directDatabaseUrl, type Logger } from '@sts/common';
+import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { XSource } from '@sts/social';
 import type { PollerRepository } from '../../adapters/repository';
@@ -13,21 +13,21 @@ import { inStream } from '../../domain/streamRules';
 import { createStreamElection } from './election';
 import { createStreamMetrics, type LatencyRecorder } from './metrics';
 import { createStreamRepository } from './repository';
-import { createGroupSearch } from './search';
 import { createUserCheck } from './userCheck';
 import { createStreamMode, type StreamMode } from './streamMode';
 import { createXStreamApi } from './xStreamApi';
 
 export interface StreamModeEnv {
   DATABASE_URL: string;
-  /** the election's advisory lock session connects here (DATABASE_URL when unset) */
-  DATABASE_DIRECT_URL?: string | undefined;
   X_API_BASE_URL: string;
   X_BEARER_TOKEN?: string | undefined;
   X_TIMEOUT_MS: number;
   X_RULE_MAX_LENGTH: number;
   X_MAX_RULES: number;
   X_RULE_SETTLE_SECONDS: number;
+  X_RULE_COALESCE_SECONDS?: number | undefined;
+  X_STREAM_BACKFILL_MINUTES?: number | undefined;
+  X_STREAM_LEASE_SECONDS?: number | undefined;
   X_QUERY_MAX_LENGTH?: number | undefined;
   POLL_OVERLAP_SECONDS: number;
   PLAN_FREE_POLL_INTERVAL_SECONDS: number;
@@ -45,11 +45,14 @@ export function buildStreamMode(
     source: XSource;
     latency?: LatencyRecorder;
     hits?: (n: number) => void;
-    /** tests: shorter than X's 20 s */
+    /** tests: shorter than the 30 s default */
     stallMs?: number;
     syncMs?: number;
     /** the accounts' background check interval; default 60 s */
     userCheckMs?: number;
+    /** recording lanes and the bound on posts waiting (stream/lanes.ts) */
+    lanes?: number;
+    maxWaiting?: number;
   },
 ): StreamMode {
   const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
@@ -57,14 +60,18 @@ export function buildStreamMode(
   return createStreamMode({
     repository,
     pollerRepository: deps.pollerRepository,
-    election: createStreamElection({ databaseUrl: directDatabaseUrl(env), logger: deps.logger }),
+    election: createStreamElection({
+      db: deps.db,
+      logger: deps.logger,
+      ttlMs: (env.X_STREAM_LEASE_SECONDS ?? 10) * 1000,
+    }),
     api: createXStreamApi({
       client: deps.source.client,
       baseUrl: env.X_API_BASE_URL,
       bearerToken: env.X_BEARER_TOKEN ?? '',
       timeoutMs: env.X_TIMEOUT_MS,
     }),
-    search: createGroupSearch(deps.source),
+    searchGroup: (group, request) => deps.source.searchGroup(group, request),
     userCheck: createUserCheck({
       users: deps.source.users,
       repository,
@@ -81,10 +88,14 @@ export function buildStreamMode(
     queryMaxLength: env.X_QUERY_MAX_LENGTH ?? 512,
     overlapMs,
     ruleSettleMs: env.X_RULE_SETTLE_SECONDS * 1000,
+    coalesceMs: (env.X_RULE_COALESCE_SECONDS ?? 5) * 1000,
+    backfillMinutes: env.X_STREAM_BACKFILL_MINUTES ?? 0,
     lookbackMs: env.PLAN_FREE_POLL_INTERVAL_SECONDS * 1000 + overlapMs,
     overflowIntervalMs: env.PLAN_STARTER_POLL_INTERVAL_SECONDS * 1000,
     ...(deps.stallMs !== undefined ? { stallMs: deps.stallMs } : {}),
     ...(deps.syncMs !== undefined ? { syncMs: deps.syncMs } : {}),
+    ...(deps.lanes !== undefined ? { lanes: deps.lanes } : {}),
+    ...(deps.maxWaiting !== undefined ? { maxWaiting: deps.maxWaiting } : {}),
   });
 }
 

@@ -2,7 +2,8 @@
  * The `stream` mode's metrics, per replica (only the holder's move): `poller_x_stream_connected`
  * (1 while this replica's stream connection is up), `poller_x_stream_reconnects_total{reason}`,
  * `poller_x_stream_backfilled_posts_total`, `poller_x_stream_rules`,
- * `poller_x_stream_overflow_targets`, and `detection_latency_seconds{source="x", mode="stream"}`.
+ * `poller_x_stream_overflow_targets`, `poller_x_stream_owed_windows`, `poller_x_stream_owed_oldest_seconds`
+ * and `detection_latency_seconds{source="x", mode="stream"}`.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { StreamMetrics } from './streamMode';
@@ -58,8 +59,22 @@ export function createStreamMetrics(
     help: 'stream targets beyond X_MAX_RULES, polled by batched search instead',
     registers: [registry],
   });
+  const owedRows = new Gauge({
+    name: 'poller_x_stream_owed_windows',
+    help: 'backfill windows (username × since) no search has read yet: gaps, new rules, refused searches',
+    registers: [registry],
+  });
+  const owedAge = new Gauge({
+    name: 'poller_x_stream_owed_oldest_seconds',
+    help: 'age of the oldest owed backfill window (0: none)',
+    registers: [registry],
+  });
   return {
     connected: (v) => connected.set(v),
+    owed: (rows, age) => {
+      owedRows.set(rows);
+      owedAge.set(age);
+    },
     reconnect: (reason) => reconnects.inc({ reason }),
     backfilled: (n) => backfilled.inc(n),
     hits: (n) => options.hits?.(n),

@@ -1,8 +1,8 @@
 /**
- * Records tweets the stream (or a backfill) delivered through the SAME path as polled ones: the
- * target's active monitors (PollerRepository.monitorsFor), the tick's hit building (poll.ts pageHits) and
- * PollerRepository.recordBatch — hits, their monitor.hit events (outbox) and the target's cursor
- * in one transaction, unique on monitor + tweet, so a tweet the stream and a backfill both bring
+ * Records tweets the stream (or a backfill) delivered through the SAME rules as polled ones: the
+ * targets' active monitors (PollerRepository.monitorsForMany), the tick's hit building (poll.ts
+ * pageHits) and PollerRepository.recordMany — hits, their monitor.hit events (outbox) and the
+ * targets' cursors in one transaction, unique on monitor + tweet, so a tweet the stream and a backfill both bring
  * is one hit and one event.
  */
 import type { SocialTweet } from '@sts/social';
@@ -17,29 +17,10 @@ export interface RecordedBatch {
   newHits: { tweetCreatedAt: Date; detectedAt: Date }[];
 }
 
-/** Records the tweets of one author (target). */
-async function recordTarget(
-  repository: PollerRepository,
-  targetKey: string,
-  tweets: SocialTweet[],
-  now: () => Date,
-): Promise<RecordedBatch> {
-  const monitors = compileMonitors(await repository.monitorsFor(targetKey));
-  if (monitors.length === 0) return { hits: 0, newHits: [] };
-  const at = now();
-  const hits = pageHits(tweets, monitors, at);
-  let newest = tweets[0]!;
-  for (const t of tweets) if (BigInt(t.id) > BigInt(newest.id)) newest = t;
-  const inserted = await repository.recordBatch(
-    targetKey,
-    hits,
-    // position null: the stream leaves the target's poll position (search/timeline modes) alone
-    { lastTweetId: newest.id, lastTweetAt: newest.createdAt, position: null },
-    at,
-  );
-  return { hits: inserted.length, newHits: inserted };
-}
-
+/**
+ * Records tweets of any authors (targets) in one read of their monitors and one transaction
+ * (PollerRepository.recordMany), targets in key order (concurrent recorders lock rows alike).
+ */
 export async function recordTweets(
   repository: PollerRepository,
   tweets: readonly SocialTweet[],
@@ -53,11 +34,19 @@ export async function recordTweets(
     list.push(t);
     byTarget.set(key, list);
   }
-  const out: RecordedBatch = { hits: 0, newHits: [] };
-  for (const [key, list] of byTarget) {
-    const r = await recordTarget(repository, key, list, now);
-    out.hits += r.hits;
-    out.newHits.push(...r.newHits);
-  }
-  return out;
+  if (byTarget.size === 0) return { hits: 0, newHits: [] };
+  const monitorsOf = await repository.monitorsForMany([...byTarget.keys()]);
+  const at = now();
+  const batches = [...byTarget.keys()].sort().flatMap((targetKey) => {
+    const monitors = compileMonitors(monitorsOf.get(targetKey) ?? []);
+    if (monitors.length === 0) return [];
+    const list = byTarget.get(targetKey)!;
+    let newest = list[0]!;
+    for (const t of list) if (BigInt(t.id) > BigInt(newest.id)) newest = t;
+    // position null: the stream leaves the target's poll position (search/timeline modes) alone
+    const cursor = { lastTweetId: newest.id, lastTweetAt: newest.createdAt, position: null };
+    return [{ targetKey, hits: pageHits(list, monitors, at), cursor }];
+  });
+  const inserted = await repository.recordMany(batches, at);
+  return { hits: inserted.length, newHits: inserted };
 }

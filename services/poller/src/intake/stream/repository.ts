@@ -1,13 +1,15 @@
 /**
  * The `stream` mode's PostgreSQL side: the active targets with the plans watching them (which
- * ones the stream covers) and the stream's shared position (`x_stream_state`). Hits are recorded
- * through the poller's repository (recordBatch), not here.
+ * ones the stream covers), the targets changed since a time (`x_stream_changes`, stamped by
+ * triggers), the stream's shared position (`x_stream_state`) and the backfill windows still owed
+ * (`x_stream_owed`). Hits are recorded through the poller's repository (recordBatch), not here.
  */
-import type { Db } from '@sts/db';
+import { Prisma, type Db } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { MonitorRuleColumns } from '@sts/social';
 import type { WatchingAccount } from '../../domain/schedule';
 import { writeLastError } from '../../adapters/repository';
+import type { OwedWindow } from '../../domain/streamOwed';
 
 export interface StreamTarget {
   targetKey: string;
@@ -26,7 +28,22 @@ interface StreamPosition {
 }
 
 export interface StreamRepository {
-  targets(): Promise<StreamTarget[]>;
+  /** the active targets, or only those of `keys` (a key without active monitors is left out) */
+  targets(keys?: readonly string[]): Promise<StreamTarget[]>;
+  /** the targets whose monitors or watchers changed after `since`, and PostgreSQL's time of the read */
+  changedSince(since: Date): Promise<{ keys: string[]; at: Date }>;
+  /** PostgreSQL's clock now (the change times are on it) */
+  clock(): Promise<Date>;
+  /** owes the posts of `usernames` after `since`, to be searched from `dueAt` */
+  owe(usernames: readonly string[], since: Date, dueAt: Date, reason: string): Promise<void>;
+  /** the owed windows due now, oldest `since` first */
+  dueOwed(limit: number): Promise<OwedWindow[]>;
+  /** a search read these windows */
+  paid(ids: readonly bigint[]): Promise<void>;
+  /** these windows wait until `dueAt` (a budget refusal: X's reset; a failure: a back-off) */
+  postpone(ids: readonly bigint[], dueAt: Date, error: string, failed: boolean): Promise<void>;
+  /** owed windows left, and the oldest one's `since` */
+  owedSummary(): Promise<{ rows: number; oldest: Date | null }>;
   position(): Promise<StreamPosition>;
   /** moves the position forward only (another holder's later write wins) */
   savePosition(position: StreamPosition): Promise<void>;
@@ -43,7 +60,8 @@ const NAME = 'x';
 
 export function createStreamRepository(db: Db): StreamRepository {
   return {
-    async targets() {
+    async targets(keys) {
+      const only = keys === undefined ? Prisma.empty : Prisma.sql`AND m.target_key = ANY(${[...keys]}::text[])`;
       const rows = await db.$queryRaw<
         {
           target_key: string;
@@ -60,7 +78,7 @@ export function createStreamRepository(db: Db): StreamRepository {
                min(m.created_at) AS oldest,
                json_agg(json_build_object('excludeTypes', m.exclude_types, 'langs', m.langs)) AS monitors
         FROM monitors m JOIN accounts a ON a.id = m.account_id
-        WHERE m.is_active
+        WHERE m.is_active ${only}
         GROUP BY m.target_key`;
       return rows.map((r) => ({
         targetKey: r.target_key,
@@ -69,6 +87,43 @@ export function createStreamRepository(db: Db): StreamRepository {
         oldestMonitorAt: r.oldest,
         monitors: r.monitors,
       }));
+    },
+    async changedSince(since) {
+      const rows = await db.$queryRaw<{ keys: string[]; at: Date }[]>`
+        SELECT coalesce(array_agg(target_key), '{}') AS keys, clock_timestamp() AS at
+        FROM x_stream_changes WHERE changed_at > ${since}`;
+      return { keys: rows[0]?.keys ?? [], at: rows[0]?.at ?? since };
+    },
+    async clock() {
+      const rows = await db.$queryRaw<{ at: Date }[]>`SELECT clock_timestamp() AS at`;
+      return rows[0]!.at;
+    },
+    async owe(usernames, since, dueAt, reason) {
+      if (usernames.length === 0) return;
+      await db.$executeRaw`
+        INSERT INTO x_stream_owed (username, since, due_at, reason)
+        SELECT u, ${since}, ${dueAt}, ${reason} FROM unnest(${[...usernames]}::text[]) AS u`;
+    },
+    async dueOwed(limit) {
+      return db.$queryRaw<OwedWindow[]>`
+        SELECT id, username, since, reason, due_at AS "dueAt", attempts FROM x_stream_owed
+        WHERE due_at <= now() ORDER BY since, id LIMIT ${limit}`;
+    },
+    async paid(ids) {
+      if (ids.length === 0) return;
+      await db.$executeRaw`DELETE FROM x_stream_owed WHERE id = ANY(${[...ids]}::bigint[])`;
+    },
+    async postpone(ids, dueAt, error, failed) {
+      if (ids.length === 0) return;
+      await db.$executeRaw`
+        UPDATE x_stream_owed SET due_at = ${dueAt}, last_error = ${error},
+               attempts = attempts + ${failed ? 1 : 0}
+        WHERE id = ANY(${[...ids]}::bigint[])`;
+    },
+    async owedSummary() {
+      const rows = await db.$queryRaw<{ rows: bigint; oldest: Date | null }[]>`
+        SELECT count(*) AS rows, min(since) AS oldest FROM x_stream_owed`;
+      return { rows: Number(rows[0]?.rows ?? 0), oldest: rows[0]?.oldest ?? null };
     },
     async position() {
       const rows = await db.$queryRaw<{ last_tweet_id: string | null; alive_at: Date | null }[]>`

@@ -132,4 +132,29 @@ describe('X stream mode: rule parts', () => {
     expect(streamed).not.toContain(skipped.id);
     expect(await db.outboxEvent.count()).toBe(await db.hit.count());
   });
+
+  it('a gap backfill searches with the parts its targets allow: the posts they keep are one hit, no read of the rest', async () => {
+    const only = await monitor('GapParts', { excludeTypes: ['reposts'] });
+    const all = await monitor('GapAll');
+    startMode();
+    await settled(['gapparts', 'gapall']);
+    await waitFor(
+      async () => (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_state WHERE alive_at IS NOT NULL`).length === 1,
+    );
+    const searches = fake.requests.count({ family: 'search' });
+    stream.disconnect();
+    const own = fake.state.post({ author: 'GapParts', text: 'own words in the gap' });
+    repostOf('GapParts', own);
+    const other = fake.state.post({ author: 'GapAll', text: 'in the gap too' });
+    await waitFor(async () => (await hitsOf(only.id)).length === 1 && (await hitsOf(all.id)).length === 1, 15_000);
+    const queries = fake.requests.log
+      .slice()
+      .filter((r) => r.family === 'search')
+      .slice(searches)
+      .map((r) => r.params.get('query'));
+    expect(queries).toEqual(expect.arrayContaining(['(from:gapparts) -is:retweet', 'from:gapall']));
+    expect(await hitsOf(only.id)).toEqual([own.id]);
+    expect(await hitsOf(all.id)).toEqual([other.id]);
+    expect(await db.outboxEvent.count()).toBe(await db.hit.count());
+  });
 });

@@ -159,6 +159,8 @@ describe('X stream mode', () => {
       X_BEARER_TOKEN: 'test-token',
       X_RULE_MAX_LENGTH: '64',
       X_RULE_SETTLE_SECONDS: '0',
+      X_RULE_COALESCE_SECONDS: '0',
+      X_STREAM_LEASE_SECONDS: '3',
       LOG_LEVEL: 'info',
     });
     try {

@@ -1,32 +1,40 @@
 /**
- * X_MONITOR_MODE=stream: one replica (elected, stream/election.ts) keeps X's filtered-stream rules
- * in step with the targets that have a Starter or trial watcher, holds the single stream
- * connection (stream/connection.ts) and records what it delivers through the poller's recording
- * path (stream/recorder.ts). Every `syncMs` (2 s) each replica checks the election; the holder
- * then re-reads the targets, applies the rule changes (domain/streamRules.ts) and saves the
- * stream's position (`x_stream_state`).
+ * X_MONITOR_MODE=stream: one replica (the lease holder, stream/election.ts) keeps X's
+ * filtered-stream rules in step with the targets that have a Starter or trial watcher, holds the
+ * single stream connection (stream/connection.ts) and hands what it delivers to the recording
+ * lanes (stream/lanes.ts). Every `syncMs` (2 s) each replica checks the lease; the holder then
+ * reads the targets changed since its last look (stream/targets.ts), applies the rule changes
+ * (domain/streamRules.ts) once changes have been quiet for `coalesceMs`, pays owed
+ * backfill windows (stream/owed.ts) and saves the stream's position (`x_stream_state`).
  *
- * Nothing is lost across a gap: when a connection comes up (start, reconnect, failover) the holder
- * backfills every rule's usernames by batched search from the saved position (the last time the
- * stream was seen alive, minus `overlapMs`); usernames newly put in a rule are backfilled
- * `ruleSettleMs` after the change (X: rules take effect within ~20 s) from their monitors'
- * creation (at most `lookbackMs` back). Overflow targets (beyond X_MAX_RULES) are polled by the
- * holder with batched search every `overflowIntervalMs`. Hits are unique per monitor and tweet, so
- * the stream and a backfill bringing the same tweet make one hit.
+ * Nothing is lost across a gap, and every window searched is one that nothing else covers:
+ * - a connection that comes up (start, reconnect, failover) owes every rule username's window
+ *   from where the stream was last seen alive (minus `overlapMs`), or asks X to replay it
+ *   (`backfill_minutes`, when `backfillMinutes` allows and the gap is short enough);
+ * - a username new to the rules is owed from its monitors' creation (at most `lookbackMs` back),
+ *   due `ruleSettleMs` after the change (X: rules take effect within ~20 s); usernames moved
+ *   between rules are not (the new rule is added before the old one is deleted);
+ * - overflow targets (beyond X_MAX_RULES) are owed every `overflowIntervalMs`;
+ * - a post the lanes could not record is owed from its time.
+ * Owed windows live in PostgreSQL (`x_stream_owed`) and survive the holder; the saved position
+ * moves only once the current connection's gap is owed, so it never passes an unowed gap. Hits
+ * are unique per monitor and tweet, so the stream and a backfill bringing one tweet make one hit.
  *
  * No user lookup on the way: rules and backfills use `from:username`, posts carry their author.
  * Renamed and suspended accounts are found by the background check (stream/userCheck.ts).
  */
 import type { Logger } from '@sts/common';
-import type { SocialTweet } from '@sts/social';
+import { upstreamRuleParts, type SocialTweet, type XSource } from '@sts/social';
 import type { PollerRepository } from '../../adapters/repository';
 import { parseRule, planRules, wantedRules, type StreamRule } from '../../domain/streamRules';
 import type { DropKind } from '../../domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
+import { StreamLanes } from './lanes';
+import { OwedBackfill } from './owed';
 import { recordTweets } from './recorder';
-import type { StreamRepository, StreamTarget } from './repository';
-import type { GroupSearch } from './search';
+import type { StreamRepository } from './repository';
+import { StreamTargets } from './targets';
 import type { UserCheck } from './userCheck';
 import type { XStreamApi } from './xStreamApi';
 
@@ -38,6 +46,8 @@ export interface StreamMetrics {
   /** new hits: detection latency (tweet created → hit recorded) */
   detected(hits: readonly { tweetCreatedAt: Date; detectedAt: Date }[]): void;
   rules(count: number, overflowTargets: number): void;
+  /** owed backfill windows and the age of the oldest (seconds) */
+  owed(rows: number, oldestAgeSeconds: number): void;
 }
 
 export interface StreamModeOptions {
@@ -45,7 +55,7 @@ export interface StreamModeOptions {
   pollerRepository: PollerRepository;
   election: StreamElection;
   api: XStreamApi;
-  search: GroupSearch;
+  searchGroup: XSource['searchGroup'];
   /** the accounts' background check (renamed, suspended → last_error), off the set-up path */
   userCheck?: UserCheck;
   logger: Logger;
@@ -58,14 +68,24 @@ export interface StreamModeOptions {
   overlapMs: number;
   /** X_RULE_SETTLE_SECONDS: wait after a rule change before backfilling its usernames */
   ruleSettleMs: number;
+  /** X_RULE_COALESCE_SECONDS: changes within this window make one rule change */
+  coalesceMs: number;
+  /** X_STREAM_BACKFILL_MINUTES: X's replay of a short disconnect (0: search only) */
+  backfillMinutes: number;
   /** how far back a username new to the rules is backfilled at most (Free interval + overlap) */
   lookbackMs: number;
   /** the Starter plan interval: overflow targets are polled by search this often */
   overflowIntervalMs: number;
   /** default 2 s */
   syncMs?: number;
-  /** default 20 s (X) */
+  /**
+   * no byte this long is a stall; default 30 s: X sends a keep-alive every 20 s, and a timeout
+   * of exactly 20 s races it (each lost race a reconnect and a gap to backfill)
+   */
   stallMs?: number;
+  /** recording lanes and the bound on posts waiting (stream/lanes.ts) */
+  lanes?: number;
+  maxWaiting?: number;
 }
 
 export interface StreamMode {
@@ -80,6 +100,8 @@ export interface StreamMode {
   drain(): Promise<void>;
 }
 
+const DEFAULT_STALL_MS = 30_000;
+
 /** tweet ids remembered for the backfills' overlap (5/s for an hour is 18,000) */
 const RECENT_IDS = 50_000;
 
@@ -88,61 +110,86 @@ interface HolderState {
   abort: AbortController;
   connection: Promise<void>;
   connected: boolean;
+  /** the current connection's gap is owed (or replayed by X): the position may move */
+  gapOwed: boolean;
+  /** where the stream was last seen alive when the current connection came up */
+  gapFrom: Date | null;
   overflow: string[];
   overflowSince: Date | null;
   lastOverflowRun: number;
 }
 
+const errorMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
 class StreamModeRunner implements StreamMode {
   private holder: HolderState | null = null;
   private timer: NodeJS.Timeout | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
   private running = false;
   private current: Promise<void> = Promise.resolve();
-  private streamQueue: Promise<void> = Promise.resolve();
-  private backfillQueue: Promise<void> = Promise.resolve();
   private readonly recent = new Set<string>();
   private covering = false;
-  private readonly pendingBackfills = new Set<NodeJS.Timeout>();
-  /** usernames whose rule-change backfill is scheduled */
-  private readonly pendingNames = new Set<string>();
-  /** rule-change backfills that came due before the connection was up: run once it is */
-  private deferred: { usernames: string[]; since: Date }[] = [];
   private lastTweetId: string | null = null;
   private aliveAt: Date | null = null;
-  private targetsByKey = new Map<string, StreamTarget>();
+  private readonly targets: StreamTargets;
+  /** the first target change the rules have not followed yet (ms), or null */
+  private unappliedSince: number | null = null;
+  /** the latest target change seen (ms) */
+  private lastChangeAt = 0;
+  /** authors of posts the lanes lost, with the oldest post's time: owed at the next sync */
+  private lostSince = new Map<string, Date>();
+  private readonly lanes: StreamLanes;
+  private readonly owed: OwedBackfill;
   private readonly logger: Logger;
 
   constructor(private readonly options: StreamModeOptions) {
     this.logger = options.logger;
+    this.targets = new StreamTargets(options.repository);
+    this.lanes = new StreamLanes({
+      ...(options.lanes !== undefined && { lanes: options.lanes }),
+      ...(options.maxWaiting !== undefined && { maxWaiting: options.maxWaiting }),
+      record: (tweets) => this.record(tweets, 'stream'),
+      lost: (tweets, why) => this.lost(tweets, why),
+    });
+    this.owed = new OwedBackfill({
+      repository: options.repository,
+      searchGroup: options.searchGroup,
+      record: (tweets) => this.record(tweets, 'backfill'),
+      logger: this.logger,
+      queryMaxLength: options.queryMaxLength,
+      holdMs: Math.max(2 * options.coalesceMs, 2 * (options.syncMs ?? 2000)),
+    });
   }
 
   private get metrics(): StreamMetrics | undefined {
     return this.options.metrics;
   }
 
-  private record(tweets: SocialTweet[], via: 'stream' | 'backfill'): Promise<void> {
+  /** records posts (a lane's batch or a search's); rejects when nothing may count as recorded */
+  private async record(tweets: SocialTweet[], via: 'stream' | 'backfill'): Promise<void> {
     // a backfill re-reads its overlap window: what this holder recorded already is left out
     const fresh = via === 'backfill' ? tweets.filter((t) => !this.recent.has(t.id)) : tweets;
     if (via === 'stream') this.options.userCheck?.seen(fresh.map((t) => t.author));
-    const run = async () => {
-      const r = await recordTweets(this.options.pollerRepository, fresh);
-      if (r.hits > 0) this.metrics?.hits(r.hits);
-      // mode `stream` covers the gaps' backfills too: what the mode adds to a post's latency
-      if (r.newHits.length > 0) this.metrics?.detected(r.newHits);
-      if (via === 'backfill') this.metrics?.backfilled(fresh.length);
-      for (const t of fresh) {
-        this.remember(t.id);
-        if (this.lastTweetId === null || BigInt(t.id) > BigInt(this.lastTweetId)) this.lastTweetId = t.id;
-      }
-    };
-    // each kind in arrival order, on its own queue (a long backfill never holds up the stream's
-    // posts); a failure is logged and the next gap's backfill repairs it
-    const done = (via === 'stream' ? this.streamQueue : this.backfillQueue).then(run).catch((err: unknown) => {
-      this.logger.error('recording stream tweets failed', { via, error: errorMessage(err) });
-    });
-    if (via === 'stream') this.streamQueue = done;
-    else this.backfillQueue = done;
-    return done;
+    const r = await recordTweets(this.options.pollerRepository, fresh);
+    if (r.hits > 0) this.metrics?.hits(r.hits);
+    // mode `stream` covers the backfills too: what the mode adds to a post's latency
+    if (r.newHits.length > 0) this.metrics?.detected(r.newHits);
+    if (via === 'backfill') this.metrics?.backfilled(fresh.length);
+    for (const t of fresh) {
+      this.remember(t.id);
+      if (this.lastTweetId === null || BigInt(t.id) > BigInt(this.lastTweetId)) this.lastTweetId = t.id;
+    }
+  }
+
+  private lost(tweets: readonly SocialTweet[], why: string): void {
+    this.logger.warn('X stream posts not recorded: owed to the backfill', { posts: tweets.length, why });
+    for (const t of tweets) {
+      const u = t.author.username.toLowerCase();
+      if (u === '') continue;
+      const at = new Date(t.createdAt.getTime() - this.options.overlapMs);
+      const was = this.lostSince.get(u);
+      if (!was || at < was) this.lostSince.set(u, at);
+    }
   }
 
   /** the ids recorded lately (bounded): a backfill's overlap is not recorded twice */
@@ -154,51 +201,22 @@ class StreamModeRunner implements StreamMode {
     }
   }
 
-  private async backfill(usernames: readonly string[], since: Date, why: string): Promise<void> {
-    if (usernames.length === 0) return;
-    const floor = Date.now() - 7 * 86_400_000; // search/recent reaches 7 days back
-    const from = new Date(Math.max(since.getTime(), floor));
-    try {
-      const tweets = await this.options.search(usernames, from, this.options.queryMaxLength);
-      this.logger.info('X stream backfill', {
-        why,
-        usernames: usernames.length,
-        since: from.toISOString(),
-        posts: tweets.length,
-      });
-      await this.record(tweets, 'backfill');
-    } catch (err) {
-      this.logger.warn('X stream backfill failed', { why, error: errorMessage(err) });
-      throw err;
-    }
-  }
-
-  /** after a gap: every rule's usernames from where the stream was last seen alive */
-  private async gapBackfill(state: HolderState): Promise<void> {
-    const saved = await this.options.repository.position();
-    const alive = [saved.aliveAt, this.aliveAt].filter((d): d is Date => d !== null);
-    state.rules ??= await this.options.api.listRules().catch(() => null);
-    // never seen alive (a first start): the rules this holder just added have their own backfill
-    const names =
-      alive.length > 0 ? ruleUsernames(state) : ruleUsernames(state).filter((u) => !this.pendingNames.has(u));
-    const since =
-      alive.length > 0
-        ? new Date(Math.max(...alive.map((d) => d.getTime())) - this.options.overlapMs)
-        : this.lookbackFor(names);
-    // retried at the next connection when it fails (the position has not moved past the gap)
-    await this.backfill(names, since, 'gap').catch(() => undefined);
-  }
-
   /** the earliest a username new to the stream must be read from */
   private lookbackFor(names: readonly string[]): Date {
     const floor = Date.now() - this.options.lookbackMs;
     let min = Date.now();
     for (const n of names) {
-      const created = this.targetsByKey.get(n)?.oldestMonitorAt.getTime() ?? floor;
+      const created = this.targets.get(n)?.oldestMonitorAt.getTime() ?? floor;
       min = Math.min(min, Math.max(created, floor));
     }
     return new Date(min - this.options.overlapMs);
   }
+
+  /** the parts a username's backfill search may carry, or null when no stream target watches it */
+  private readonly partsOf = (username: string): readonly string[] | null => {
+    const t = this.targets.get(username);
+    return t ? upstreamRuleParts(t.monitors) : null;
+  };
 
   private newHolder(): HolderState {
     return {
@@ -206,10 +224,20 @@ class StreamModeRunner implements StreamMode {
       abort: new AbortController(),
       connection: Promise.resolve(),
       connected: false,
+      gapOwed: false,
+      gapFrom: null,
       overflow: [],
       overflowSince: null,
       lastOverflowRun: 0,
     };
+  }
+
+  /** X's replay for the gap since the stream was last seen alive, when it is short enough */
+  private replayMinutes(): number {
+    if (this.options.backfillMinutes <= 0 || this.aliveAt === null) return 0;
+    const gapMs = Date.now() - this.aliveAt.getTime() + this.options.overlapMs;
+    const minutes = Math.max(1, Math.ceil(gapMs / 60_000));
+    return minutes <= this.options.backfillMinutes ? minutes : 0;
   }
 
   private connect(state: HolderState): void {
@@ -217,17 +245,22 @@ class StreamModeRunner implements StreamMode {
       {
         api: this.options.api,
         logger: this.logger,
-        stallMs: this.options.stallMs ?? 20_000,
-        onTweet: (t) => void this.record([t], 'stream'),
+        stallMs: this.options.stallMs ?? DEFAULT_STALL_MS,
+        backfillMinutes: () => this.replayMinutes(),
+        onTweet: (t) => this.lanes.push(t),
         onActivity: () => (this.aliveAt = new Date()),
-        onConnected: () => {
+        onConnected: (replayMinutes) => {
           state.connected = true;
+          state.gapFrom = this.aliveAt;
+          // X replays the gap in the stream itself: nothing to owe
+          state.gapOwed = replayMinutes > 0;
           this.metrics?.connected(1);
-          this.logger.info('X stream connected');
-          void this.gapBackfill(state).then(() => this.runDeferred());
+          this.logger.info('X stream connected', replayMinutes > 0 ? { replayMinutes } : {});
+          if (!state.gapOwed) void this.oweGap(state);
         },
         onDropped: (kind) => {
           state.connected = false;
+          state.gapOwed = false;
           this.metrics?.connected(0);
           this.metrics?.reconnect(kind);
         },
@@ -236,98 +269,140 @@ class StreamModeRunner implements StreamMode {
     );
   }
 
+  /** owes every rule username's window from where the stream was last seen alive (once per connection) */
+  private async oweGap(state: HolderState): Promise<void> {
+    if (state.gapOwed || !state.connected) return;
+    try {
+      const saved = await this.options.repository.position();
+      const alive = [saved.aliveAt, state.gapFrom].filter((d): d is Date => d !== null);
+      state.rules ??= await this.options.api.listRules();
+      const names = ruleUsernames(state);
+      // never seen alive (a first start): the rules' own backfill covers their usernames
+      if (alive.length > 0 && names.length > 0) {
+        const since = new Date(Math.max(...alive.map((d) => d.getTime())) - this.options.overlapMs);
+        await this.options.repository.owe(names, since, new Date(), 'gap');
+        this.logger.info('X stream gap owed to the backfill', { usernames: names.length, since: since.toISOString() });
+      }
+      if (state.connected) state.gapOwed = true;
+    } catch (err) {
+      // retried at the next sync; the position does not move meanwhile
+      this.logger.warn('X stream gap could not be owed yet', { err: errorMessage(err) });
+    }
+  }
+
   private async giveUp(): Promise<void> {
     const state = this.holder;
     this.holder = null;
     if (!state) return;
     state.abort.abort();
     await state.connection;
-    for (const d of this.deferred) this.settled(d.usernames);
-    this.deferred = [];
+    this.targets.reset();
+    this.unappliedSince = null;
     this.options.userCheck?.reset();
     this.metrics?.connected(0);
     this.logger.info('this replica no longer holds the X stream');
   }
 
   private async syncRules(state: HolderState): Promise<void> {
-    const { api, repository } = this.options;
-    const targets = await repository.targets();
-    this.targetsByKey = new Map(targets.map((t) => [t.targetKey, t]));
+    const { api, repository, settleMs } = { ...this.options, settleMs: this.options.ruleSettleMs };
     const now = new Date();
-    const wanted = wantedRules(targets, now);
+    const wanted = wantedRules(this.targets.all(), now);
     state.rules ??= await api.listRules();
     const plan = planRules(state.rules, wanted, this.options.ruleMaxLength, this.options.maxRules);
     const before = new Set(ruleUsernames(state));
-    if (plan.delete.length > 0) {
-      await api.deleteRules(plan.delete);
-      const gone = new Set(plan.delete);
-      state.rules = state.rules.filter((r) => !gone.has(r.id));
+    const added = plan.add.flatMap((r) => parseRule(r) ?? []);
+    const fresh = added.filter((u) => !before.has(u));
+    // the new usernames are owed before their rules exist: a failure below costs a search, never a post
+    const due = new Date(now.getTime() + settleMs);
+    await repository.owe(fresh, this.lookbackFor(fresh), due, 'rules');
+    // add before delete (a moved username stays covered) unless that would pass X's rule cap
+    const addFirst = state.rules.length + plan.add.length <= this.options.maxRules;
+    if (!addFirst && plan.delete.length > 0) {
+      const moved = added.filter((u) => before.has(u));
+      await repository.owe(moved, new Date(now.getTime() - this.options.overlapMs), due, 'rules');
+      await this.deleteRules(state, plan.delete);
     }
-    if (plan.add.length > 0) {
-      state.rules = [...state.rules, ...(await api.addRules(plan.add))];
-      const added = plan.add.flatMap((r) => parseRule(r) ?? []);
-      // usernames that were in a rule already were covered up to now; new ones from their monitors
-      const fresh = this.lookbackFor(added.filter((u) => !before.has(u)));
-      this.scheduleBackfill(added, new Date(Math.min(now.getTime() - this.options.overlapMs, fresh.getTime())));
-    }
+    if (plan.add.length > 0) state.rules = [...state.rules, ...(await api.addRules(plan.add))];
+    if (addFirst) await this.deleteRules(state, plan.delete);
     if (plan.add.length > 0 || plan.delete.length > 0)
       this.logger.info('X stream rules changed', {
         added: plan.add.length,
         deleted: plan.delete.length,
+        newUsernames: fresh.length,
         rules: state.rules.length,
       });
-    this.syncOverflow(state, plan.overflow);
+    state.overflow = await this.syncOverflow(state, plan.overflow);
     this.metrics?.rules(state.rules.length, plan.overflow.length);
   }
 
-  private scheduleBackfill(usernames: string[], since: Date): void {
-    for (const u of usernames) this.pendingNames.add(u);
-    const t = setTimeout(() => {
-      this.pendingBackfills.delete(t);
-      if (!this.holder) return this.settled(usernames);
-      // no connection yet: a backfill now would leave a gap until it is up; it runs right after
-      // the connection's own backfill instead (which leaves these names to it), so a first start
-      // searches every new name once
-      if (!this.holder.connected) return void this.deferred.push({ usernames, since });
-      this.runBackfill(usernames, since);
-    }, this.options.ruleSettleMs);
-    this.pendingBackfills.add(t);
+  private async deleteRules(state: HolderState, ids: string[]): Promise<void> {
+    if (ids.length === 0 || !state.rules) return;
+    await this.options.api.deleteRules(ids);
+    const gone = new Set(ids);
+    state.rules = state.rules.filter((r) => !gone.has(r.id));
   }
 
-  private settled(usernames: readonly string[]): void {
-    for (const u of usernames) this.pendingNames.delete(u);
-  }
-
-  private runBackfill(usernames: string[], since: Date): void {
-    const done = () => this.settled(usernames);
-    void this.backfill(usernames, since, 'rules changed').then(done, done);
-  }
-
-  private runDeferred(): void {
-    const due = this.deferred;
-    this.deferred = [];
-    for (const d of due) this.runBackfill(d.usernames, d.since);
-  }
-
-  /** targets beyond X_MAX_RULES: polled by batched search on the Starter interval */
-  private syncOverflow(state: HolderState, overflow: string[]): void {
+  /** targets beyond X_MAX_RULES: owed to the backfill every Starter interval (new ones at once) */
+  private async syncOverflow(state: HolderState, overflow: string[]): Promise<string[]> {
     if (overflow.length !== state.overflow.length)
       this.logger.warn('X stream rules full: targets polled by search instead', {
         overflowTargets: overflow.length,
         maxRules: this.options.maxRules,
       });
+    if (overflow.length === 0) return overflow;
     const known = new Set(state.overflow);
     const fresh = overflow.filter((u) => !known.has(u));
-    state.overflow = overflow;
-    if (overflow.length === 0 || !state.connected) return;
-    if (fresh.length === 0 && Date.now() - state.lastOverflowRun < this.options.overflowIntervalMs) return;
-    const since = fresh.length > 0 || !state.overflowSince ? this.lookbackFor(overflow) : state.overflowSince;
-    const started = Date.now();
-    state.lastOverflowRun = started;
-    void this.backfill(overflow, since, 'overflow').then(
-      () => (state.overflowSince = new Date(started - this.options.overlapMs)),
-      () => undefined,
-    );
+    const now = Date.now();
+    if (fresh.length > 0) await this.options.repository.owe(fresh, this.lookbackFor(fresh), new Date(now), 'overflow');
+    if (now - state.lastOverflowRun >= this.options.overflowIntervalMs) {
+      const old = overflow.filter((u) => known.has(u));
+      await this.options.repository.owe(old, state.overflowSince ?? this.lookbackFor(old), new Date(now), 'overflow');
+      state.lastOverflowRun = now;
+      state.overflowSince = new Date(now - this.options.overlapMs);
+    }
+    return overflow;
+  }
+
+  /** owes what the lanes could not record; false when that failed (the position must not move) */
+  private async oweLost(): Promise<boolean> {
+    if (this.lostSince.size === 0) return true;
+    const lost = this.lostSince;
+    this.lostSince = new Map();
+    try {
+      const bySince = new Map<number, string[]>();
+      for (const [u, at] of lost) bySince.set(at.getTime(), [...(bySince.get(at.getTime()) ?? []), u]);
+      for (const [at, names] of bySince) await this.options.repository.owe(names, new Date(at), new Date(), 'lost');
+      return true;
+    } catch (err) {
+      for (const [u, at] of lost) if (!this.lostSince.has(u)) this.lostSince.set(u, at);
+      this.logger.warn('X stream lost posts could not be owed yet', { err: errorMessage(err) });
+      return false;
+    }
+  }
+
+  /**
+   * The rules follow the targets once changes have been quiet for `coalesceMs`, or the first
+   * unapplied one is four times that old (a steady trickle of changes is applied in batches).
+   */
+  private async followTargets(state: HolderState): Promise<void> {
+    const now = Date.now();
+    if (await this.targets.refresh()) {
+      this.unappliedSince ??= now;
+      this.lastChangeAt = now;
+    }
+    const { coalesceMs } = this.options;
+    const quiet = now - this.lastChangeAt >= coalesceMs;
+    const due = this.unappliedSince !== null && (quiet || now - this.unappliedSince >= 4 * coalesceMs);
+    if (state.rules !== null && !due) return;
+    try {
+      this.unappliedSince = null;
+      await this.syncRules(state);
+    } catch (err) {
+      // X's view of the rules is unknown after a failed call: list them again next time
+      state.rules = null;
+      this.unappliedSince ??= 0;
+      this.logger.warn('X stream rules sync failed', { err: errorMessage(err) });
+    }
   }
 
   async sync(): Promise<void> {
@@ -340,25 +415,32 @@ class StreamModeRunner implements StreamMode {
       this.holder = this.newHolder();
     }
     const state = this.holder;
-    try {
-      await this.syncRules(state);
-    } catch (err) {
-      // X's view of the rules is unknown after a failed call: list them again next time
-      state.rules = null;
-      this.logger.warn('X stream rules sync failed', { error: errorMessage(err) });
-    }
-    // the rules first, then the connection: its gap backfill reads every rule's usernames
+    await this.followTargets(state);
+    // the rules first, then the connection: its gap is owed over every rule's usernames
     if (becoming) this.connect(state);
-    if (state.connected && this.aliveAt)
-      await this.options.repository.savePosition({ lastTweetId: this.lastTweetId, aliveAt: this.aliveAt });
+    if (state.connected && !state.gapOwed) await this.oweGap(state);
+    const lostOwed = await this.oweLost();
+    if (state.connected && state.gapOwed && lostOwed && this.aliveAt) {
+      // never past a post still waiting in a lane (were this holder to die, the next one's gap covers it)
+      const waiting = this.lanes.oldestWaiting();
+      const aliveAt = waiting && waiting < this.aliveAt ? waiting : this.aliveAt;
+      await this.options.repository.savePosition({ lastTweetId: this.lastTweetId, aliveAt });
+    }
     await this.options.userCheck?.flush();
+    if (!state.connected) return;
+    // searches only while connected: a window read before the connection is up would leave a gap
+    this.owed.maybeRun(this.partsOf, this.unappliedSince !== null);
     // in the background, at low priority: never part of a connection's set-up
-    if (state.connected) this.options.userCheck?.maybeRun([...ruleUsernames(state), ...state.overflow]);
+    this.options.userCheck?.maybeRun([...ruleUsernames(state), ...state.overflow]);
+    if (this.metrics) {
+      const s = await this.options.repository.owedSummary();
+      this.metrics.owed(s.rows, s.oldest ? Math.max(0, (Date.now() - s.oldest.getTime()) / 1000) : 0);
+    }
   }
 
   private tick(): void {
     this.current = this.sync()
-      .catch((err: unknown) => void this.logger.error('X stream sync failed', { error: errorMessage(err) }))
+      .catch((err: unknown) => void this.logger.error('X stream sync failed', { err: errorMessage(err) }))
       .finally(() => this.schedule());
   }
 
@@ -370,19 +452,25 @@ class StreamModeRunner implements StreamMode {
   start(): void {
     if (this.running) return;
     this.running = true;
+    // a holder whose lease ran out unrenewed (PostgreSQL unreachable, a hung sync) drops the
+    // stream before another replica may take it
+    this.watchdog = setInterval(() => {
+      if (this.holder && !this.options.election.holds()) {
+        this.logger.warn('X stream lease not renewed in time: giving the stream up');
+        void this.giveUp();
+      }
+    }, 250);
     this.tick();
   }
 
   async stop(): Promise<void> {
     this.running = false;
     clearTimeout(this.timer);
-    for (const t of this.pendingBackfills) clearTimeout(t);
-    this.pendingBackfills.clear();
-    this.pendingNames.clear();
-    this.deferred = [];
+    clearInterval(this.watchdog);
     await this.current;
     await this.giveUp();
     await this.drain();
+    await this.owed.idle();
     await this.options.userCheck?.stop();
     await this.options.election.close();
   }
@@ -399,7 +487,7 @@ class StreamModeRunner implements StreamMode {
   private async readCoverage(): Promise<void> {
     try {
       const { aliveAt } = await this.options.repository.position();
-      const window = (this.options.stallMs ?? 20_000) + 3 * (this.options.syncMs ?? 2000);
+      const window = (this.options.stallMs ?? DEFAULT_STALL_MS) + 3 * (this.options.syncMs ?? 2000);
       this.covering = aliveAt !== null && Date.now() - aliveAt.getTime() < window;
     } catch {
       this.covering = false;
@@ -407,7 +495,7 @@ class StreamModeRunner implements StreamMode {
   }
 
   async drain(): Promise<void> {
-    await Promise.all([this.streamQueue, this.backfillQueue]);
+    await this.lanes.drain();
   }
 }
 
@@ -417,8 +505,4 @@ function ruleUsernames(state: HolderState): string[] {
 
 export function createStreamMode(options: StreamModeOptions): StreamMode {
   return new StreamModeRunner(options);
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

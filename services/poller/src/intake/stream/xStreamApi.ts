@@ -52,8 +52,11 @@ export interface XStreamApi {
   /** the rules X created (a duplicate X already held is not among them) */
   addRules(rules: NewRule[]): Promise<StreamRule[]>;
   deleteRules(ids: string[]): Promise<void>;
-  /** Resolves when the connection is established (200); the returned promise ends with it. */
-  connect(handlers: StreamHandlers, signal: AbortSignal): Promise<{ closed: Promise<void> }>;
+  /**
+   * Resolves when the connection is established (200); the returned promise ends with it.
+   * `backfillMinutes` (1–5) asks X to replay what the app missed in the last minutes.
+   */
+  connect(handlers: StreamHandlers, signal: AbortSignal, backfillMinutes?: number): Promise<{ closed: Promise<void> }>;
 }
 
 export interface XStreamApiOptions {
@@ -117,17 +120,26 @@ async function rulesCall(client: XClient, method: 'GET' | 'POST', data?: unknown
 }
 
 /** GET the stream: governor first, X's answer reported; a connection issue is not a rate limit. */
-async function openStream(options: XStreamApiOptions, governor: XGovernor, signal: AbortSignal): Promise<Response> {
+async function openStream(
+  options: XStreamApiOptions,
+  governor: XGovernor,
+  signal: AbortSignal,
+  backfillMinutes: number,
+): Promise<Response> {
   const grant = await governor.tryAcquire('stream_connect', 'high');
   if (!grant.ok) throw new XHttpError(429, 'X stream_connect budget spent', grant.retryAfterMs, true);
   const timeoutMs = options.timeoutMs ?? 10_000;
   // the time limit covers the connect (until X's headers), not the stream that follows
   const connecting = new AbortController();
   const timer = setTimeout(() => connecting.abort(), timeoutMs);
-  const res = await fetch(`${new URL('/2/tweets/search/stream', options.baseUrl).toString()}?${STREAM_QUERY}`, {
-    headers: { authorization: `Bearer ${options.bearerToken}` },
-    signal: AbortSignal.any([signal, connecting.signal]),
-  })
+  const replay = backfillMinutes > 0 ? `&backfill_minutes=${Math.min(5, Math.ceil(backfillMinutes))}` : '';
+  const res = await fetch(
+    `${new URL('/2/tweets/search/stream', options.baseUrl).toString()}?${STREAM_QUERY}${replay}`,
+    {
+      headers: { authorization: `Bearer ${options.bearerToken}` },
+      signal: AbortSignal.any([signal, connecting.signal]),
+    },
+  )
     .catch((err: unknown) => {
       throw connecting.signal.aborted ? new Error(`stream connect timed out after ${timeoutMs} ms`) : err;
     })
@@ -142,7 +154,14 @@ async function openStream(options: XStreamApiOptions, governor: XGovernor, signa
     .observe('stream_connect', { status: observed, headers: headerRecord(res.headers) })
     .catch(() => undefined);
   if (res.status !== 200 || !res.body)
-    throw new XHttpError(res.status, problem(parsed, res.status), retryAfter(res.headers), false, issue);
+    // X's reset bounds the retry of a 429 only: another error's rate-limit headers say nothing of it
+    throw new XHttpError(
+      res.status,
+      problem(parsed, res.status),
+      res.status === 429 ? retryAfter(res.headers) : null,
+      false,
+      issue,
+    );
   return res;
 }
 
@@ -165,8 +184,8 @@ export function createXStreamApi(options: XStreamApiOptions): XStreamApi {
       if (ids.length === 0) return;
       await rulesCall(client, 'POST', { delete: { ids } });
     },
-    async connect(handlers, signal) {
-      const res = await openStream(options, client.governor, signal);
+    async connect(handlers, signal, backfillMinutes = 0) {
+      const res = await openStream(options, client.governor, signal, backfillMinutes);
       return { closed: readLines(res.body!.getReader(), handlers) };
     },
   };

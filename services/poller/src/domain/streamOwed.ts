@@ -1,0 +1,128 @@
+/**
+ * Packing the stream's owed backfill windows (`x_stream_owed`, one row per username and window)
+ * into as few X searches as the query length allows. No I/O.
+ *
+ * - The rows of one username merge into one window from their oldest `since`.
+ * - Usernames no stream target watches any more are dropped (nothing of theirs can be a hit).
+ * - Usernames are grouped by the rule parts their target allows (issue 22: `-is:retweet`, `lang:`
+ *   ... only what no monitor of the target needs, so a part never hides a post that could be a
+ *   hit) and packed, oldest window first, into `(from:a OR from:b) <parts>` queries of at most
+ *   `maxLength` characters; a query reads from its oldest username's `since`.
+ * - Searches come oldest window first. The last query of a group is `partial`: the runner may
+ *   hold a partial rule-change search back a little so that changes close together share it.
+ */
+import { fitRuleParts, packFromQueries, rulePartsLength, upstreamRuleKey, withRuleParts } from '@sts/social';
+
+export interface OwedWindow {
+  id: bigint;
+  username: string;
+  since: Date;
+  reason: string;
+  dueAt: Date;
+  attempts: number;
+}
+
+export interface OwedSearch {
+  query: string;
+  usernames: string[];
+  /** the oldest window of the query: it reads posts created after this */
+  since: Date;
+  /** the rows this search pays */
+  ids: bigint[];
+  /** the last (not full) query of its group */
+  partial: boolean;
+  /** every row is a rule change's (no gap, no retry) */
+  rulesOnly: boolean;
+  /** the earliest due time of its rows */
+  dueSince: Date;
+  /** the most failures of one of its rows */
+  attempts: number;
+}
+
+interface Merged {
+  username: string;
+  since: Date;
+  ids: bigint[];
+  rulesOnly: boolean;
+  dueSince: Date;
+  attempts: number;
+}
+
+function merge(rows: readonly OwedWindow[]): Map<string, Merged> {
+  const byName = new Map<string, Merged>();
+  for (const r of rows) {
+    const u = r.username.toLowerCase();
+    const m = byName.get(u);
+    if (!m) {
+      byName.set(u, {
+        username: u,
+        since: r.since,
+        ids: [r.id],
+        rulesOnly: r.reason === 'rules',
+        dueSince: r.dueAt,
+        attempts: r.attempts,
+      });
+      continue;
+    }
+    m.ids.push(r.id);
+    if (r.since < m.since) m.since = r.since;
+    if (r.dueAt < m.dueSince) m.dueSince = r.dueAt;
+    m.rulesOnly &&= r.reason === 'rules';
+    m.attempts = Math.max(m.attempts, r.attempts);
+  }
+  return byName;
+}
+
+/**
+ * The searches that pay `rows`; `partsOf(username)` is the parts its target allows, or null when
+ * no stream target watches it (its rows are returned in `dropped`).
+ */
+export function planOwedSearches(
+  rows: readonly OwedWindow[],
+  partsOf: (username: string) => readonly string[] | null,
+  maxLength: number,
+): { searches: OwedSearch[]; dropped: bigint[] } {
+  const dropped: bigint[] = [];
+  const groups = new Map<string, { parts: string[]; members: Merged[] }>();
+  for (const m of merge(rows).values()) {
+    const wanted = partsOf(m.username);
+    if (wanted === null) {
+      dropped.push(...m.ids);
+      continue;
+    }
+    const parts = fitRuleParts(wanted, maxLength);
+    const key = upstreamRuleKey(parts);
+    const g = groups.get(key) ?? { parts, members: [] };
+    g.members.push(m);
+    groups.set(key, g);
+  }
+  const searches: OwedSearch[] = [];
+  for (const { parts, members } of groups.values()) {
+    members.sort((a, b) => a.since.getTime() - b.since.getTime() || a.username.localeCompare(b.username));
+    const byName = new Map(members.map((m) => [m.username, m]));
+    const packed = packFromQueries(
+      members.map((m) => m.username),
+      maxLength - rulePartsLength(parts),
+    );
+    packed.forEach((group, i) => {
+      const ms = group.usernames.map((u) => byName.get(u)!);
+      searches.push({
+        query: withRuleParts(group.query, parts),
+        usernames: group.usernames,
+        since: ms[0]!.since,
+        ids: ms.flatMap((m) => m.ids),
+        partial: i === packed.length - 1,
+        rulesOnly: ms.every((m) => m.rulesOnly),
+        dueSince: new Date(Math.min(...ms.map((m) => m.dueSince.getTime()))),
+        attempts: Math.max(...ms.map((m) => m.attempts)),
+      });
+    });
+  }
+  searches.sort((a, b) => a.since.getTime() - b.since.getTime());
+  return { searches, dropped };
+}
+
+/** the wait after a failed search (not a budget refusal): 5 s doubling, at most 5 minutes */
+export function owedRetryMs(attempts: number): number {
+  return Math.min(5000 * 2 ** Math.min(attempts, 10), 300_000);
+}
