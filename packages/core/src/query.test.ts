@@ -40,6 +40,12 @@ describe('parseQuery: accepted queries', () => {
     expect(parseQuery(long).text).toBe(long);
     expect(refusal(`${long}z`)).toBe('the query is 513 characters; at most 512');
     expect(refusal('a'.repeat(1000))).toMatch(/1000 characters; at most 512/);
+    // 511 characters as written, 513 once X's rule spells out that side-by-side binds before OR
+    const grouped = `a OR ${'b'.repeat(250)} ${'c'.repeat(255)}`;
+    expect(grouped.length).toBe(511);
+    expect(refusal(grouped)).toBe(
+      'the query written as an X rule (with its grouping spelled out) is 513 characters; at most 512',
+    );
   });
 });
 

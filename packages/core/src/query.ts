@@ -9,7 +9,8 @@
  *   atom   := "(" or ")" | "\"phrase\"" | word | from:USERNAME | lang:CODE | is:reply|retweet|quote
  *
  * Invariants a parsed query keeps (each refused on save with a message naming the part):
- * - 1..QUERY_LIMITS.maxLength characters after trimming (X's rule and search-query bound is 512);
+ * - 1..QUERY_LIMITS.maxLength characters after trimming, and so is its X rule (renderQuery, which
+ *   spells the grouping out in parentheses): X's bound for a rule and a search query is 512;
  * - only the operators above; any other `name:value` (has:, url:, to:, ...), `#tag`, `@user`,
  *   `$cash` or an explicit `AND` is outside the subset;
  * - at most QUERY_LIMITS.maxDepth nested parentheses and QUERY_LIMITS.maxTerms terms;
@@ -286,7 +287,13 @@ export function parseQuery(input: unknown): ParsedQuery {
         '(lang: and is: only narrow)',
     );
   }
-  return { text, rule: renderQuery(ast), ast };
+  const rule = renderQuery(ast);
+  if (rule.length > QUERY_LIMITS.maxLength) {
+    throw new QueryError(
+      `the query written as an X rule (with its grouping spelled out) is ${rule.length} characters; at most ${QUERY_LIMITS.maxLength}`,
+    );
+  }
+  return { text, rule, ast };
 }
 
 const KIND_OF_REFERENCE: Record<ReferenceType, QueryPostKind> = {
