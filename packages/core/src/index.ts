@@ -7,3 +7,4 @@ export * from './secretBox';
 export * from './webhookUrl';
 export * from './rules';
 export * from './errors';
+export * from './query';
