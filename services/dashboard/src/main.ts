@@ -39,6 +39,18 @@ import { parseDashboardEnv, type DashboardEnv } from './env';
  * The monitor preview's reads: one timeline read per target, cached in Redis (@sts/usecases
  * preview.ts); no API quota, but the fleet's X budget: low priority, bounded per account.
  */
+/** the monitor preview's reads: X (or the local store) at low priority, cached, within its limits */
+function previewOptions(env: DashboardEnv, social: SocialSource, redis: RedisClient, logger: Logger) {
+  return previewOptionsVia({
+    redis,
+    logger,
+    timeline: async (username, limit, priority) =>
+      (await social.getUserTimeline(username, { limit, priority }))?.items ?? null,
+    perMinute: env.PREVIEW_MAX_PER_MIN,
+    perDay: env.PREVIEW_MAX_PER_DAY,
+  });
+}
+
 export const dashboardService: ServiceDefinition<DashboardEnv> = {
   name: 'dashboard',
   startedMessage: 'dashboard listening',
@@ -76,14 +88,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
           throw err;
         }
       },
-      preview: previewOptionsVia({
-        redis,
-        logger,
-        timeline: async (username, limit, priority) =>
-          (await social.getUserTimeline(username, { limit, priority }))?.items ?? null,
-        perMinute: env.PREVIEW_MAX_PER_MIN,
-        perDay: env.PREVIEW_MAX_PER_DAY,
-      }),
+      preview: previewOptions(env, social, redis, logger),
     });
     const mailer = createMailer({
       db,

@@ -266,49 +266,74 @@ async function moveCursors(
       updated_at = now()`;
 }
 
+/**
+ * Claims up to `limit` due targets for `ttlMs` and reads them. The read time comes from
+ * PostgreSQL's clock, taken once after the statement's snapshot (every change visible to it was
+ * stamped before), in microseconds like the triggers' stamps. The due rows come oldest first off
+ * the next_due_at index, at most `limit` (an outage's backlog drains in that order, `limit` a
+ * tick); a row another replica is claiming, or a monitor change is writing, is skipped (SKIP
+ * LOCKED: that one stays due for the next tick). The locked rows are updated by ctid (= ANY: a
+ * TID scan, not a join over the whole table).
+ */
+async function claimDue(db: Db, limit: number, ttlMs: number): ReturnType<PollerRepository['claimDue']> {
+  const rows = await db.$queryRaw<
+    { at_ms: number; at_exact: string; target_key: string | null; until: string | null; due_at: string | null }[]
+  >`
+      WITH t AS MATERIALIZED (SELECT clock_timestamp() AS at),
+      due AS (
+        SELECT p.ctid, p.target_key, p.next_due_at FROM poll_targets p
+        WHERE p.next_due_at <= (SELECT at FROM t)
+        ORDER BY p.next_due_at
+        LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      ),
+      claimed AS (
+        UPDATE poll_targets p SET next_due_at = (SELECT at FROM t) + ${ttlMs} * interval '1 millisecond'
+        FROM due WHERE p.ctid = ANY (ARRAY(SELECT ctid FROM due)) AND p.ctid = due.ctid
+        RETURNING p.target_key, p.next_due_at AS until, due.next_due_at AS due_at
+      )
+      SELECT floor(extract(epoch FROM t.at) * 1000)::float8 AS at_ms,
+             to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_exact,
+             c.target_key, c.until::text AS until, c.due_at::text AS due_at
+      FROM t LEFT JOIN claimed c ON true
+      ORDER BY c.due_at`;
+  const readAt: ReadTime = Object.assign(new Date(Number(rows[0]!.at_ms)), { exact: rows[0]!.at_exact });
+  const claims = rows.flatMap((r) =>
+    r.target_key === null ? [] : [{ targetKey: r.target_key, until: r.until!, dueAt: r.due_at! }],
+  );
+  if (claims.length === 0) return { readAt, targets: [], claims };
+  const keys = claims.map((c) => c.targetKey);
+  const targets = (await targetRows(db, keys)).map(toTarget);
+  return { readAt, targets, claims };
+}
+
+/** The active monitors of these targets, by target key (one query). */
+async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>> {
+  const rows = await db.monitor.findMany({
+    where: { targetKey: { in: [...targetKeys] }, isActive: true },
+    select: {
+      id: true,
+      accountId: true,
+      targetUsername: true,
+      targetKey: true,
+      keywords: true,
+      excludeTypes: true,
+      langs: true,
+      createdAt: true,
+    },
+  });
+  const out = new Map<string, WatchingMonitor[]>();
+  for (const { targetKey, ...m } of rows) out.set(targetKey, [...(out.get(targetKey) ?? []), m]);
+  return out;
+}
+
 export function createPollerRepository(db: Db): PollerRepository {
   return {
     async targets() {
       return (await targetRows(db, 'all')).map(toTarget);
     },
 
-    async claimDue(limit, ttlMs) {
-      // The read time from PostgreSQL's clock, taken once after the statement's snapshot (every
-      // change visible to it was stamped before), in microseconds like the triggers' stamps. The
-      // due rows come oldest first off the next_due_at index, at most `limit` (an outage's backlog
-      // drains in that order, `limit` a tick); a row another replica is claiming, or a monitor
-      // change is writing, is skipped (SKIP LOCKED: that one stays due for the next tick). The
-      // locked rows are updated by ctid (= ANY: a TID scan, not a join over the whole table).
-      const rows = await db.$queryRaw<
-        { at_ms: number; at_exact: string; target_key: string | null; until: string | null; due_at: string | null }[]
-      >`
-        WITH t AS MATERIALIZED (SELECT clock_timestamp() AS at),
-        due AS (
-          SELECT p.ctid, p.target_key, p.next_due_at FROM poll_targets p
-          WHERE p.next_due_at <= (SELECT at FROM t)
-          ORDER BY p.next_due_at
-          LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
-        ),
-        claimed AS (
-          UPDATE poll_targets p SET next_due_at = (SELECT at FROM t) + ${ttlMs} * interval '1 millisecond'
-          FROM due WHERE p.ctid = ANY (ARRAY(SELECT ctid FROM due)) AND p.ctid = due.ctid
-          RETURNING p.target_key, p.next_due_at AS until, due.next_due_at AS due_at
-        )
-        SELECT floor(extract(epoch FROM t.at) * 1000)::float8 AS at_ms,
-               to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_exact,
-               c.target_key, c.until::text AS until, c.due_at::text AS due_at
-        FROM t LEFT JOIN claimed c ON true
-        ORDER BY c.due_at`;
-      const readAt: ReadTime = Object.assign(new Date(Number(rows[0]!.at_ms)), { exact: rows[0]!.at_exact });
-      const claims = rows.flatMap((r) =>
-        r.target_key === null ? [] : [{ targetKey: r.target_key, until: r.until!, dueAt: r.due_at! }],
-      );
-      if (claims.length === 0) return { readAt, targets: [], claims };
-      const keys = claims.map((c) => c.targetKey);
-      const targets = (await targetRows(db, keys)).map(toTarget);
-      return { readAt, targets, claims };
-    },
+    claimDue: (limit, ttlMs) => claimDue(db, limit, ttlMs),
 
     async release(claims) {
       if (claims.length === 0) return;
@@ -339,40 +364,9 @@ export function createPollerRepository(db: Db): PollerRepository {
         WHERE p.target_key = r.target_key`;
     },
 
-    async monitorsFor(targetKey) {
-      const rows = await db.monitor.findMany({
-        where: { targetKey, isActive: true },
-        select: {
-          id: true,
-          accountId: true,
-          targetUsername: true,
-          keywords: true,
-          excludeTypes: true,
-          langs: true,
-          createdAt: true,
-        },
-      });
-      return rows;
-    },
+    monitorsFor: async (targetKey) => (await watchingMonitors(db, [targetKey])).get(targetKey) ?? [],
 
-    async monitorsForMany(targetKeys) {
-      const rows = await db.monitor.findMany({
-        where: { targetKey: { in: [...targetKeys] }, isActive: true },
-        select: {
-          id: true,
-          accountId: true,
-          targetUsername: true,
-          targetKey: true,
-          keywords: true,
-          excludeTypes: true,
-          langs: true,
-          createdAt: true,
-        },
-      });
-      const out = new Map<string, WatchingMonitor[]>();
-      for (const { targetKey, ...m } of rows) out.set(targetKey, [...(out.get(targetKey) ?? []), m]);
-      return out;
-    },
+    monitorsForMany: (targetKeys) => watchingMonitors(db, targetKeys),
 
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({
