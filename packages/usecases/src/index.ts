@@ -101,3 +101,4 @@ export function secretBoxFromEnv(key: string | undefined): () => SecretBox {
     return box;
   };
 }
+export { loggedWebhookUrlCheck, previewVia } from './wiring';

@@ -9,14 +9,15 @@ import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource } from '@sts/social';
-import { createUseCases, evictApiKeyVia, outboundLimiter, secretBoxFromEnv } from '@sts/usecases';
 import {
-  checkWebhookUrlForSave,
-  monitorLimitsFromEnv,
-  plansFromEnv,
-  WebhookUrlError,
-  webhookSavePolicyFromEnv,
-} from '@sts/core';
+  createUseCases,
+  evictApiKeyVia,
+  loggedWebhookUrlCheck,
+  outboundLimiter,
+  previewVia,
+  secretBoxFromEnv,
+} from '@sts/usecases';
+import { monitorLimitsFromEnv, plansFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
 import { createAccountSessions } from './adapters/sessions';
 import { createSignInThrottle } from './adapters/throttle';
 import { lastTrialEnd } from './mail/accountEvents';
@@ -50,24 +51,9 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       evictApiKey: evictApiKeyVia(redis),
       outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
       requireVerifiedEmail: true,
-      webhookUrlCheck: async (raw) => {
-        try {
-          return await checkWebhookUrlForSave(raw, urlPolicy);
-        } catch (err) {
-          // the customer gets a generic reason; which addresses were refused is for the log only
-          if (err instanceof WebhookUrlError && err.detail)
-            logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
-          throw err;
-        }
-      },
-      preview: {
-        // one timeline read per target, cached in Redis (@sts/usecases preview.ts); no API quota
-        timeline: async (username, limit) => (await social.getUserTimeline(username, { limit }))?.items ?? null,
-        cache: {
-          get: (key) => redis.get(key),
-          set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
-        },
-      },
+      webhookUrlCheck: loggedWebhookUrlCheck(urlPolicy, logger),
+      // one timeline read per target, cached in Redis (@sts/usecases preview.ts); no API quota
+      preview: previewVia(social, redis),
     });
     const mailer = createMailer({
       db,

@@ -8,15 +8,16 @@ import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { createSocialSource, type SocialSource } from '@sts/social';
 import { createCachedSource } from './adapters/readCache';
 import { IDEMPOTENCY_TTL_SEC } from '@sts/api-contract';
-import {
-  checkWebhookUrlForSave,
-  monitorLimitsFromEnv,
-  plansFromEnv,
-  WebhookUrlError,
-  webhookSavePolicyFromEnv,
-} from '@sts/core';
+import { monitorLimitsFromEnv, plansFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
-import { createUseCases, outboundLimiter, secretBoxFromEnv, type Publisher } from '@sts/usecases';
+import {
+  createUseCases,
+  loggedWebhookUrlCheck,
+  outboundLimiter,
+  previewVia,
+  secretBoxFromEnv,
+  type Publisher,
+} from '@sts/usecases';
 import { createIdempotencyStore } from './adapters/idempotency';
 import { createReadApi, type ReadApiOptions } from './app';
 import { loadReadApiEnv, type ReadApiEnv } from './env';
@@ -91,23 +92,8 @@ function buildManage(
     publisher,
     outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
     requireVerifiedEmail: true,
-    webhookUrlCheck: async (raw) => {
-      try {
-        return await checkWebhookUrlForSave(raw, urlPolicy);
-      } catch (err) {
-        // the customer gets a generic reason; which addresses were refused is for the log only
-        if (err instanceof WebhookUrlError && err.detail)
-          logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
-        throw err;
-      }
-    },
-    preview: {
-      timeline: async (username, limit) => (await source.getUserTimeline(username, { limit }))?.items ?? null,
-      cache: {
-        get: (key) => redis.get(key),
-        set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
-      },
-    },
+    webhookUrlCheck: loggedWebhookUrlCheck(urlPolicy, logger),
+    preview: previewVia(source, redis),
   });
   return { useCases, idempotency: createIdempotencyStore(redis, { ttlSec: IDEMPOTENCY_TTL_SEC }) };
 }
