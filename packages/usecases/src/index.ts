@@ -43,7 +43,7 @@ export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './m
 export { EXAMPLE_TWEET_ID, type PayloadPreview, type PayloadPreviewUseCases } from './payloadPreview';
 export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
-export { outboundLimiter, OUTBOUND_WINDOW_MS, previewLimiter, previewOptionsVia, redeliveryBudget } from './limits';
+export { outboundLimiter, OUTBOUND_WINDOW_MS, previewLimiter, redeliveryBudget } from './limits';
 export {
   RESET_TTL_MS,
   VERIFY_TTL_MS,
@@ -125,3 +125,4 @@ export function secretBoxFromEnv(key: string | undefined, oldKeys: readonly stri
     return box;
   };
 }
+export { loggedWebhookUrlCheck, previewVia } from './wiring';

@@ -3,9 +3,7 @@
  * window per account in Redis (INCR, then PEXPIRE on the first hit), shared by every dashboard
  * replica and the admin CLI. Default 10 a minute (OUTBOUND_TEST_MAX_PER_MIN).
  */
-import type { Logger, RedisClient } from '@sts/common';
-import { errorMessage } from '@sts/core';
-import type { PreviewOptions } from './types';
+import type { RedisClient } from '@sts/common';
 
 export const OUTBOUND_WINDOW_MS = 60_000;
 
@@ -57,30 +55,5 @@ export function redeliveryBudget(
     const ttl = await redis.pttl(key);
     if (ttl < 0) await redis.pexpire(key, windowMs);
     return { granted: wanted - over, retryAfterSec: Math.max(1, Math.ceil((ttl > 0 ? ttl : windowMs) / 1000)) };
-  };
-}
-
-/**
- * The monitor preview's reads as every surface (dashboard, management API) wires them: the
- * timeline at the priority the preview asks for, cached in Redis, within the per-account limits;
- * an upstream failure is logged here and shown to the customer as a generic message.
- */
-export function previewOptionsVia(deps: {
-  redis: RedisClient;
-  logger: Logger;
-  timeline: PreviewOptions['timeline'];
-  perMinute: number;
-  perDay: number;
-}): PreviewOptions {
-  const { redis, logger } = deps;
-  return {
-    timeline: deps.timeline,
-    cache: {
-      get: (key) => redis.get(key),
-      set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),
-    },
-    limit: previewLimiter(redis, deps.perMinute, deps.perDay),
-    onUpstreamError: (err, target) =>
-      logger.warn('monitor preview: upstream read failed', { target, err: errorMessage(err) }),
   };
 }

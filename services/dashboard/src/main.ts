@@ -6,26 +6,20 @@
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
-import { createRedis, listenOn, runService, type Logger, type RedisClient, type ServiceDefinition } from '@sts/common';
+import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource, type SocialSource } from '@sts/social';
+import { createSocialSource } from '@sts/social';
 import {
   createUseCases,
   evictApiKeyVia,
+  loggedWebhookUrlCheck,
   outboundLimiter,
-  previewOptionsVia,
+  previewVia,
   redeliveryBudget,
   secretBoxFromEnv,
 } from '@sts/usecases';
-import {
-  checkWebhookUrlForSave,
-  monitorLimitsFromEnv,
-  plansFromEnv,
-  retentionFromEnv,
-  WebhookUrlError,
-  webhookSavePolicyFromEnv,
-} from '@sts/core';
+import { monitorLimitsFromEnv, plansFromEnv, retentionFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
 import { createAccountSessions } from './adapters/sessions';
 import { createSignInThrottle } from './adapters/throttle';
 import { lastTrialEnd } from './mail/accountEvents';
@@ -39,18 +33,6 @@ import { parseDashboardEnv, type DashboardEnv } from './env';
  * The monitor preview's reads: one timeline read per target, cached in Redis (@sts/usecases
  * preview.ts); no API quota, but the fleet's X budget: low priority, bounded per account.
  */
-/** the monitor preview's reads: X (or the local store) at low priority, cached, within its limits */
-function previewOptions(env: DashboardEnv, social: SocialSource, redis: RedisClient, logger: Logger) {
-  return previewOptionsVia({
-    redis,
-    logger,
-    timeline: async (username, limit, priority) =>
-      (await social.getUserTimeline(username, { limit, priority }))?.items ?? null,
-    perMinute: env.PREVIEW_MAX_PER_MIN,
-    perDay: env.PREVIEW_MAX_PER_DAY,
-  });
-}
-
 export const dashboardService: ServiceDefinition<DashboardEnv> = {
   name: 'dashboard',
   startedMessage: 'dashboard listening',
@@ -78,17 +60,13 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
       redeliveryBudget: redeliveryBudget(redis, env.REDELIVERY_MAX_PER_HOUR),
       requireVerifiedEmail: true,
-      webhookUrlCheck: async (raw) => {
-        try {
-          return await checkWebhookUrlForSave(raw, urlPolicy);
-        } catch (err) {
-          // the customer gets a generic reason; which addresses were refused is for the log only
-          if (err instanceof WebhookUrlError && err.detail)
-            logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
-          throw err;
-        }
-      },
-      preview: previewOptions(env, social, redis, logger),
+      webhookUrlCheck: loggedWebhookUrlCheck(urlPolicy, logger),
+      // one timeline read per target at low X priority, cached in Redis, within the preview limits
+      preview: previewVia(social, redis, {
+        logger,
+        perMinute: env.PREVIEW_MAX_PER_MIN,
+        perDay: env.PREVIEW_MAX_PER_DAY,
+      }),
     });
     const mailer = createMailer({
       db,

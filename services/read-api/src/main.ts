@@ -8,19 +8,13 @@ import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { createSocialSource, type SocialSource } from '@sts/social';
 import { createCachedSource } from './adapters/readCache';
 import { IDEMPOTENCY_TTL_SEC } from '@sts/api-contract';
-import {
-  checkWebhookUrlForSave,
-  monitorLimitsFromEnv,
-  plansFromEnv,
-  retentionFromEnv,
-  WebhookUrlError,
-  webhookSavePolicyFromEnv,
-} from '@sts/core';
+import { monitorLimitsFromEnv, plansFromEnv, retentionFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
 import {
   createUseCases,
+  loggedWebhookUrlCheck,
   outboundLimiter,
-  previewOptionsVia,
+  previewVia,
   redeliveryBudget,
   secretBoxFromEnv,
   type Publisher,
@@ -101,21 +95,9 @@ function buildManage(
     outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
     redeliveryBudget: redeliveryBudget(redis, env.REDELIVERY_MAX_PER_HOUR),
     requireVerifiedEmail: true,
-    webhookUrlCheck: async (raw) => {
-      try {
-        return await checkWebhookUrlForSave(raw, urlPolicy);
-      } catch (err) {
-        // the customer gets a generic reason; which addresses were refused is for the log only
-        if (err instanceof WebhookUrlError && err.detail)
-          logger.info('webhook URL refused', { problem: err.problem, detail: err.detail });
-        throw err;
-      }
-    },
-    preview: previewOptionsVia({
-      redis,
+    webhookUrlCheck: loggedWebhookUrlCheck(urlPolicy, logger),
+    preview: previewVia(source, redis, {
       logger,
-      timeline: async (username, limit, priority) =>
-        (await source.getUserTimeline(username, { limit, priority }))?.items ?? null,
       perMinute: env.PREVIEW_MAX_PER_MIN,
       perDay: env.PREVIEW_MAX_PER_DAY,
     }),
