@@ -13,6 +13,11 @@ import { createKeyStore } from './adapters/keys';
 import { createQuotaNotices } from './adapters/quotaNotices';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway } from './app';
+import { createHitFeed } from './adapters/hitFeed';
+import { createHitHistory } from './adapters/hitHistory';
+import { createStreamSlots } from './adapters/streamSlots';
+import { createCursorCodec } from './domain/streamCursor';
+import { StreamHub } from './stream/hub';
 import { loadGatewayEnv, type GatewayEnv } from './env';
 
 export const gatewayService: ServiceDefinition<GatewayEnv> = {
@@ -23,6 +28,28 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
     const redis = createRedis(env, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, logger });
+    const plans = plansFromEnv(env);
+    const quota = createQuotaStore({ db, redis });
+    const streams = new StreamHub({
+      history: createHitHistory(db),
+      slots: createStreamSlots(redis, env.STREAM_HEARTBEAT_MS * 3 + 5000),
+      quota,
+      cursors: createCursorCodec(env.INTERNAL_TOKEN),
+      plans,
+      logger,
+      perAccount: { free: 0, starter: env.STREAM_MAX_PER_ACCOUNT },
+      maxStreams: env.STREAM_MAX_PER_PROCESS,
+      heartbeatMs: env.STREAM_HEARTBEAT_MS,
+      maxUnsentBytes: env.STREAM_MAX_UNSENT_BYTES,
+    });
+    // live hits: a queue of this process's own on monitor.events (adapters/hitFeed.ts)
+    const feed = createHitFeed({
+      url: env.AMQP_URL,
+      logger,
+      onHit: (hit) => streams.deliver(hit),
+      onResync: () => streams.resync(),
+    });
+    feed.start();
     const gateway = createGateway({
       keys: createKeyStore({
         db,
@@ -31,9 +58,10 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
         unknownPerMinute: env.UNKNOWN_KEY_MAX_PER_MIN,
       }),
       trustedProxyHops: env.GATEWAY_TRUSTED_PROXY_HOPS,
-      quotaNotices: createQuotaNotices(db, plansFromEnv(env)),
-      quota: createQuotaStore({ db, redis }),
-      plans: plansFromEnv(env),
+      quotaNotices: createQuotaNotices(db, plans),
+      quota,
+      plans,
+      streams,
       readApiUrl: env.READ_API_URL,
       internalToken: env.INTERNAL_TOKEN,
       logger,
@@ -54,6 +82,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
       checks: { migrations: migrationsCheck(db) },
       async stop() {
         await gateway.close();
+        await feed.stop();
         redis.disconnect();
         await db.$disconnect();
       },
