@@ -171,6 +171,7 @@ export class StreamHub {
         history: this.o.history,
         cursors: this.o.cursors,
         meter: () => this.meter(accountId, call.plan),
+        paceBytes: this.o.maxUnsentBytes / 4,
         onError: (err) => this.o.logger.warn('stream failed', { requestId: call.req.requestId, err: String(err) }),
       },
       from,

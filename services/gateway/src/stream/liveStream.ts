@@ -30,6 +30,8 @@ export interface LiveStreamDeps {
   history: HitHistory;
   cursors: CursorCodec;
   meter: Meter;
+  /** catch-up waits for the client to take what was written once this many bytes are unsent */
+  paceBytes: number;
   onError: (err: unknown) => void;
 }
 
@@ -108,10 +110,12 @@ export class LiveStream {
         const start = this.hw;
         for (;;) {
           const rows = await this.d.history.hitsAfter(this.d.accountId, this.monitorList(), this.hw, PAGE);
-          for (const r of rows) if (!(await this.send(r.pos, r.payload))) return;
+          for (const r of rows) {
+            if (!(await this.send(r.pos, r.payload))) return;
+            // stored hits are read at the client's pace, never piled up in memory
+            if (this.d.sink.unsentBytes > this.d.paceBytes) await this.d.sink.drained();
+          }
           if (rows.length < PAGE) break;
-          await this.d.sink.drained();
-          if (this.d.sink.closed) return;
         }
         if (this.again) continue;
         for (const hit of this.pending) {

@@ -114,7 +114,9 @@ describe('GET /api/v1/stream', () => {
       AMQP_URL: amqpUrl,
       STREAM_HEARTBEAT_MS: '200',
       STREAM_MAX_PER_ACCOUNT: '2',
-      STREAM_MAX_UNSENT_BYTES: '65536',
+      // events take their quota unit through QuotaStore.admit, which counts a minute unit too
+      // (docs/api.md, "Live hit stream"): the slow-reader case sends 150 events in a minute
+      PLAN_STARTER_PER_MINUTE: '100000',
       ...extra,
     });
     gateways.push(g);
@@ -359,7 +361,9 @@ describe('GET /api/v1/stream', () => {
     sock.setEncoding('utf8');
     sock.on('data', (d: string) => (got += d));
     sock.resume();
-    await waitFor(() => closedByServer, 20_000);
+    await waitFor(() => closedByServer, 20_000).catch((e: unknown) => {
+      throw new Error(`not cut: read ${got.length} bytes (${String(e)})`);
+    });
     const received = [...got.matchAll(/id: (\S+)\ndata: (.*)\n\n/g)].map((m) => ({
       id: m[1]!,
       text: (JSON.parse(m[2]!) as { tweet: { text: string } }).tweet.text,
@@ -368,7 +372,11 @@ describe('GET /api/v1/stream', () => {
     expect(got).not.toContain('\r\n0\r\n\r\n'); // cut, not ended
     // resume from the last complete event: the rest arrive, none twice, none lost
     const resumed = await openStream(port, a.key, '', received.at(-1)?.id ?? from);
-    await waitFor(() => received.length + hits(resumed).length >= 150, 20_000);
+    await waitFor(() => received.length + hits(resumed).length >= 150, 20_000).catch((e: unknown) => {
+      throw new Error(
+        `resume short: ${received.length} + ${hits(resumed).length} (status ${resumed.status}, events ${resumed.events.length}) ${String(e)}`,
+      );
+    });
     await new Promise((r) => setTimeout(r, 300));
     const texts = [
       ...received.map((e) => e.text),
