@@ -75,9 +75,14 @@ function openStream(port: number, key: string, query = '', lastEventId?: string)
           let any = false;
           for (const line of block.split('\n')) {
             if (line.startsWith(':')) sse.comments++;
-            else if (line.startsWith('event: ')) ((ev.event = line.slice(7)), (any = true));
-            else if (line.startsWith('id: ')) ev.id = line.slice(4);
-            else if (line.startsWith('data: ')) ((ev.data = line.slice(6)), (any = true));
+            else if (line.startsWith('event: ')) {
+              ev.event = line.slice(7);
+              any = true;
+            } else if (line.startsWith('id: ')) ev.id = line.slice(4);
+            else if (line.startsWith('data: ')) {
+              ev.data = line.slice(6);
+              any = true;
+            }
           }
           if (any) sse.events.push(ev);
         }
