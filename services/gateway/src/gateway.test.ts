@@ -496,6 +496,7 @@ describe('gateway', () => {
         '/api/v1/monitors/{id}/hits',
         '/api/v1/openapi.json',
         '/api/v1/search',
+        '/api/v1/stream',
         '/api/v1/tweets',
         '/api/v1/tweets/{id}',
         '/api/v1/users/{username}',

@@ -7,7 +7,7 @@ import type { Db } from '@sts/db';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { StreamPosition } from '../domain/streamCursor';
 
-export interface StoredHit {
+interface StoredHit {
   pos: StreamPosition;
   monitorId: string;
   payload: MonitorHitEvent;

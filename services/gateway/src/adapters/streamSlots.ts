@@ -17,7 +17,7 @@ type WithTake = RedisClient & {
   stsStreamTake(key: string, now: number, until: number, limit: number, id: string): Promise<number>;
 };
 
-export const streamSlotsKey = (accountId: string) => `streams:{${accountId}}`;
+const streamSlotsKey = (accountId: string) => `streams:{${accountId}}`;
 
 export interface StreamSlots {
   /** true when the account had a free slot (now taken by `streamId`) */

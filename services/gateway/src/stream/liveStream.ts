@@ -21,7 +21,7 @@ const MAX_PENDING = 1000;
 const RECENT_IDS = 2048;
 
 /** meters one event: true when a unit was taken (the event may go out) */
-export type Meter = () => boolean | Promise<boolean>;
+type Meter = () => boolean | Promise<boolean>;
 
 export interface LiveStreamDeps {
   accountId: string;

@@ -2,7 +2,7 @@
 import { InvalidRequestError } from '@sts/common';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const MAX_MONITORS = 50;
+const MAX_MONITORS = 50;
 
 /** the monitor ids asked for (null: every monitor of the account); throws INVALID_REQUEST naming the parameter */
 export function parseStreamQuery(target: string): string[] | null {
