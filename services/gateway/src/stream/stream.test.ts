@@ -315,6 +315,20 @@ describe('GET /api/v1/stream', () => {
     s2.close();
   });
 
+  it('bounds the streams of one gateway (STREAM_MAX_PER_PROCESS): past it 503 with Retry-After, whatever the accounts', async () => {
+    const small = await startGateway({ STREAM_MAX_PER_PROCESS: '3' });
+    const accounts = await Promise.all(Array.from({ length: 3 }, () => starterWithMonitor()));
+    const open = await Promise.all(accounts.map((a) => openStream(small, a.key)));
+    expect(open.map((s) => s.status)).toEqual([200, 200, 200]);
+    const others = await Promise.all(Array.from({ length: 4 }, () => starterWithMonitor()));
+    const burst = await Promise.all(others.map((a) => openStream(small, a.key)));
+    for (const r of burst) await r.ended;
+    expect(burst.map((r) => r.status)).toEqual([503, 503, 503, 503]);
+    expect(burst[0]!.headers['retry-after']).toBe('5');
+    expect(JSON.parse(burst[0]!.body)).toMatchObject({ code: 'SERVICE_UNAVAILABLE' });
+    for (const s of open) s.close();
+  });
+
   it('meters 1 unit per open and per event, and ends with stream.closed when the quota is spent', async () => {
     const quotaPort = await startGateway({ PLAN_STARTER_MONTHLY_QUOTA: '4' });
     const a = await starterWithMonitor();
