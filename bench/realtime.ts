@@ -34,6 +34,7 @@ import { createAccount, createMonitor, type MonitorFixture } from '../packages/t
 import { runXBench, type XBenchOptions } from './realtimeX';
 import { runStreamBench } from './realtimeStream';
 import { runCliPosts, type Receipt } from './realtimeCli';
+import { createKey, idleStreamsMemory, openSse, startGateway, type SseGateway } from './realtimeSse';
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
@@ -43,6 +44,9 @@ const RATE = positiveEnv('BENCH_RATE', 5);
 const SECONDS = positiveEnv('BENCH_SECONDS', 30);
 const DRAIN_MS = 30_000;
 const X_TARGETS = positiveEnv('BENCH_X_TARGETS', 1000);
+/** BENCH_SSE=1: the gateway runs too and an SSE client on GET /api/v1/stream times each post's event */
+const SSE = process.env.BENCH_SSE === '1';
+const SSE_STREAMS = positiveEnv('BENCH_SSE_STREAMS', 1000);
 
 const log = (msg: string) => console.log(`[bench:realtime] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -113,6 +117,7 @@ async function startReceiver(secrets: Map<string, string>, receipts: Receipts): 
 }
 
 interface LocalSetup {
+  accountId: string;
   usernames: string[];
   secrets: Map<string, string>;
 }
@@ -135,7 +140,7 @@ async function seedLocal(db: Db, key: string, receiverUrl: string): Promise<Loca
     secrets.set(m.id, m.secret!);
     usernames.push(username);
   }
-  return { usernames, secrets };
+  return { accountId: account.id, usernames, secrets };
 }
 
 /** Posts at RATE per second for SECONDS; returns tweet id → the moment before its insert. */
@@ -201,6 +206,8 @@ export interface LatencyResult {
   p50: number;
   p99: number;
   badSignatures: number;
+  /** BENCH_SSE=1: post → SSE event at the client, and the memory of idle streams */
+  sse?: { received: number; p50: number; p99: number; streams: number; addedMiB: number };
 }
 
 /** The local store: post → signed webhook received. */
@@ -209,11 +216,21 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult | null> {
   const secrets = new Map<string, string>();
   const receiver = await startReceiver(secrets, receipts);
   const children: ChildProcess[] = [];
+  let sseClient: { close(): void } | undefined;
   try {
     const setup = await seedLocal(db, e.key, receiver.url);
     for (const [k, v] of setup.secrets) secrets.set(k, v);
     children.push(await startService('services/webhook-dispatcher/src/main.ts', 'webhook-dispatcher', serviceEnv(e)));
     children.push(await startService('services/poller/src/main.ts', 'poller', serviceEnv(e)));
+    let gw: SseGateway | undefined;
+    const sseAt = new Map<string, number>();
+    let sseKey = '';
+    if (SSE) {
+      gw = await startGateway(serviceEnv(e));
+      children.push(gw.child);
+      sseKey = await createKey(db, setup.accountId);
+      sseClient = await openSse(gw.port, sseKey, (id, at) => void (sseAt.has(id) || sseAt.set(id, at)));
+    }
     // every target polled once (new targets are due at once) and pushed: the run starts warm
     const ready = await waitUntil(
       async () => (await db.pollTarget.count({ where: { pushed: true, activeMonitors: { gt: 0 } } })) === TARGETS,
@@ -227,7 +244,20 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult | null> {
     }
     log(`${TARGETS} targets ready; posting ${RATE}/s for ${SECONDS} s`);
     const posted = await postSteadily(db, setup.usernames);
-    await waitUntil(() => [...posted.keys()].every((id) => receipts.at.has(id)), DRAIN_MS);
+    await waitUntil(() => [...posted.keys()].every((id) => receipts.at.has(id) && (!SSE || sseAt.has(id))), DRAIN_MS);
+    let sse: LatencyResult['sse'];
+    if (gw) {
+      const l = [...posted].filter(([id]) => sseAt.has(id)).map(([id, at]) => sseAt.get(id)! - at);
+      l.sort((a, b) => a - b);
+      const mem = await idleStreamsMemory(gw, sseKey, SSE_STREAMS, log);
+      sse = {
+        received: l.length,
+        p50: percentile(l, 50),
+        p99: percentile(l, 99),
+        streams: mem.opened,
+        addedMiB: mem.after - mem.before,
+      };
+    }
     const latencies = [...posted].filter(([id]) => receipts.at.has(id)).map(([id, at]) => receipts.at.get(id)!.at - at);
     latencies.sort((a, b) => a - b);
     return {
@@ -237,8 +267,10 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult | null> {
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       badSignatures: receipts.badSignatures,
+      sse,
     };
   } finally {
+    sseClient?.close();
     for (const c of children.reverse()) await stopChild(c);
     await receiver.close();
   }
@@ -303,6 +335,10 @@ async function main(): Promise<void> {
     const r = process.env.BENCH_LOCAL === '0' ? null : await runLocal(e, db);
     if (r) log(`local: posted ${r.posted}, received ${r.received}, bad signatures ${r.badSignatures}`);
     await runXModes(e);
+    if (r?.sse)
+      console.log(
+        `local_post_to_sse_event_p50_ms ${Math.round(r.sse.p50)} p99_ms ${Math.round(r.sse.p99)} lost ${r.posted - r.sse.received} idle_streams ${r.sse.streams} added_rss_mib ${r.sse.addedMiB.toFixed(1)}`,
+      );
     if (r) console.log(`local_post_to_webhook_p50_ms ${Math.round(r.p50)} p99_ms ${Math.round(r.p99)} lost ${r.lost}`);
   } finally {
     await db.$disconnect();

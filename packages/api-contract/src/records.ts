@@ -125,6 +125,9 @@ export const ERROR_CODES = [
   'UPSTREAM_BUSY',
   'SERVICE_UNAVAILABLE',
   'INTERNAL',
+  'PLAN_REQUIRED',
+  'INVALID_LAST_EVENT_ID',
+  'TOO_MANY_STREAMS',
 ] as const;
 
 export const ErrorRecord = z.object({

@@ -11,6 +11,8 @@ export {
   type HttpServer,
   type HttpServerOptions,
   type RequestHandler,
+  type ResponseStream,
+  type ResponseStreamOptions,
   type ServerError,
 } from './server';
 export {

@@ -61,6 +61,34 @@ export interface HttpResponder {
   send(status: number, headers: HeaderBlock, body: Buffer | string | null): void;
   /** true once the client has gone away (the answer would be dropped) */
   readonly closed: boolean;
+  /**
+   * Starts a long-lived answer instead (chunked, `connection: close`), written piece by piece as
+   * it is produced, never gathered. The connection serves nothing else afterwards.
+   */
+  stream(status: number, headers: HeaderBlock, options: ResponseStreamOptions): ResponseStream;
+}
+
+export interface ResponseStreamOptions {
+  /**
+   * bytes the client may leave unread; a write beyond it destroys the connection (a reader that
+   * stopped must not make the server's memory grow)
+   */
+  maxUnsentBytes: number;
+  /** called once when the stream is over, whoever ended it */
+  onClose: () => void;
+}
+
+/** a long-lived answer being written (Responder.stream) */
+export interface ResponseStream {
+  /** writes one piece; false when the stream is over (closed, or just cut for exceeding maxUnsentBytes) */
+  write(data: string): boolean;
+  /** bytes written and not yet taken by the client */
+  readonly unsentBytes: number;
+  /** resolves when the unsent bytes fall to zero, or the stream is over */
+  drained(): Promise<void>;
+  /** ends the answer cleanly (last chunk), then the connection */
+  end(): void;
+  readonly closed: boolean;
 }
 
 export type RequestHandler = (req: HttpRequest, res: HttpResponder) => void;
@@ -554,6 +582,80 @@ class Responder implements HttpResponder {
       }
     }
     conn.answered(keepAlive);
+  }
+
+  stream(status: number, headers: HeaderBlock, options: ResponseStreamOptions): ResponseStream {
+    if (this.sent) throw new Error('the answer was already sent');
+    this.sent = true;
+    const conn = this.conn;
+    const out = new ChunkedStream(conn, options);
+    if (conn.state !== State.Closed)
+      conn.socket.write(
+        `${statusLine(status)}date: ${httpDate()}\r\n${headers}transfer-encoding: chunked\r\nconnection: close\r\n\r\n`,
+        'latin1',
+      );
+    else out.finish();
+    return out;
+  }
+}
+
+/** a chunked answer written as it is produced; the connection ends with it */
+class ChunkedStream implements ResponseStream {
+  private over = false;
+
+  constructor(
+    private readonly conn: Connection,
+    private readonly options: ResponseStreamOptions,
+  ) {
+    conn.socket.once('close', () => this.finish());
+  }
+
+  get closed(): boolean {
+    return this.over;
+  }
+
+  get unsentBytes(): number {
+    return this.over ? 0 : this.conn.socket.writableLength;
+  }
+
+  write(data: string): boolean {
+    if (this.over) return false;
+    const socket = this.conn.socket;
+    socket.write(`${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`);
+    if (socket.writableLength > this.options.maxUnsentBytes) {
+      socket.destroy();
+      this.finish();
+      return false;
+    }
+    return true;
+  }
+
+  drained(): Promise<void> {
+    if (this.over || this.conn.socket.writableLength === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const socket = this.conn.socket;
+      const done = () => {
+        socket.off('drain', done);
+        socket.off('close', done);
+        resolve();
+      };
+      socket.on('drain', done);
+      socket.on('close', done);
+    });
+  }
+
+  end(): void {
+    if (this.over) return;
+    this.conn.socket.write('0\r\n\r\n');
+    this.finish();
+  }
+
+  /** once: the request is done (the connection ends after what was written) */
+  finish(): void {
+    if (this.over) return;
+    this.over = true;
+    this.conn.answered(false);
+    this.options.onClose();
   }
 }
 

@@ -17,6 +17,7 @@ import { openApiDocument } from './http/openapi';
 import { createApiHandler, FORWARD_RESPONSE, JSON_TYPE, READ_REQUEST_HEADERS, sendError } from './http/proxy';
 import { createHttpServer, type HttpRequest, type HttpResponder } from './http/http1';
 import { createGatewayMetrics } from './metrics';
+import type { StreamHub } from './stream/hub';
 
 export interface GatewayOptions {
   keys: KeyStore;
@@ -46,6 +47,8 @@ export interface GatewayOptions {
   /** how long close() waits for in-flight calls before cutting connections; default 10 s */
   shutdownGraceMs?: number;
   now?: () => Date;
+  /** serves GET /api/v1/stream (stream/hub.ts); without it the path goes to read-api like any other */
+  streams?: StreamHub;
 }
 
 export interface Gateway {
@@ -97,6 +100,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     answered,
     rejected: metrics.rejected,
     trustedProxyHops: options.trustedProxyHops,
+    stream: options.streams ? (call) => options.streams!.handle(call) : undefined,
   });
 
   function fail(err: unknown, req: HttpRequest, res: HttpResponder, started: number): void {
@@ -173,6 +177,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     },
     async close() {
       clearInterval(flusher);
+      options.streams?.close();
       await httpServer.close(options.shutdownGraceMs ?? 10_000);
       upstream.close();
       await Promise.all([

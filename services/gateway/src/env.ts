@@ -34,6 +34,19 @@ export const gatewayEnvSchema = z.object({
   GATEWAY_TRUSTED_PROXY_HOPS: z.coerce.number().int().min(0).max(10).default(0),
   /** how often successful calls are written through to usage_monthly */
   USAGE_FLUSH_MS: z.coerce.number().int().min(50).max(10_000).default(1000),
+  /** most open GET /api/v1/stream streams per account on the Starter plan (Free has none) */
+  STREAM_MAX_PER_ACCOUNT: z.coerce.number().int().min(1).max(1000).default(3),
+  /** most open streams on one gateway process (503 beyond) */
+  STREAM_MAX_PER_PROCESS: z.coerce.number().int().min(1).max(100_000).default(5000),
+  /** a comment line on every open stream this often (keeps proxies from closing idle streams) */
+  STREAM_HEARTBEAT_MS: z.coerce.number().int().min(50).max(120_000).default(15_000),
+  /** bytes a stream's client may leave unread before it is disconnected */
+  STREAM_MAX_UNSENT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(256 * 1024),
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(5),
 });
 

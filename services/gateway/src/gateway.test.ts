@@ -507,6 +507,7 @@ describe('gateway', () => {
         '/api/v1/monitors/{id}/recover',
         '/api/v1/deliveries/{id}/redeliver',
         '/api/v1/search',
+        '/api/v1/stream',
         '/api/v1/tweets',
         '/api/v1/tweets/{id}',
         '/api/v1/users/{username}',

@@ -18,6 +18,11 @@ import { createLiveKeys, keyChangesConsumer } from './adapters/liveKeys';
 import { createQuotaNotices } from './adapters/quotaNotices';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway } from './app';
+import { createHitFeed } from './adapters/hitFeed';
+import { createHitHistory } from './adapters/hitHistory';
+import { createStreamSlots } from './adapters/streamSlots';
+import { createCursorCodec } from './domain/streamCursor';
+import { StreamHub } from './stream/hub';
 import { loadGatewayEnv, type GatewayEnv } from './env';
 
 export const gatewayService: ServiceDefinition<GatewayEnv> = {
@@ -37,12 +42,35 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
       filter: live,
     });
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'gateway' });
+    const plans = plansFromEnv(env);
+    const quota = createQuotaStore({ db, redis });
+    const streams = new StreamHub({
+      history: createHitHistory(db),
+      slots: createStreamSlots(redis, env.STREAM_HEARTBEAT_MS * 3 + 5000),
+      quota,
+      cursors: createCursorCodec(env.INTERNAL_TOKEN),
+      plans,
+      logger,
+      perAccount: { free: 0, starter: env.STREAM_MAX_PER_ACCOUNT },
+      maxStreams: env.STREAM_MAX_PER_PROCESS,
+      heartbeatMs: env.STREAM_HEARTBEAT_MS,
+      maxUnsentBytes: env.STREAM_MAX_UNSENT_BYTES,
+    });
+    // live hits: a queue of this process's own on monitor.events (adapters/hitFeed.ts)
+    const feed = createHitFeed({
+      url: env.AMQP_URL,
+      logger,
+      onHit: (hit) => streams.deliver(hit),
+      onResync: () => streams.resync(),
+    });
+    feed.start();
     const gateway = createGateway({
       keys,
       trustedProxyHops: env.GATEWAY_TRUSTED_PROXY_HOPS,
-      quotaNotices: createQuotaNotices(db, plansFromEnv(env)),
-      quota: createQuotaStore({ db, redis }),
-      plans: plansFromEnv(env),
+      quotaNotices: createQuotaNotices(db, plans),
+      quota,
+      plans,
+      streams,
       readApiUrl: env.READ_API_URL,
       internalToken: env.INTERNAL_TOKEN,
       logger,
@@ -79,6 +107,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
         live.stop();
         await gateway.close();
         await amqp.stop().catch(() => undefined);
+        await feed.stop();
         redis.disconnect();
         await db.$disconnect();
       },

@@ -103,7 +103,7 @@ const ok = (schema: object, description: string) => ({
 });
 const param = (
   name: string,
-  where: 'path' | 'query',
+  where: 'path' | 'query' | 'header',
   schema: object,
   description: string,
   required = where === 'path',
@@ -415,6 +415,52 @@ export const openApiDocument = {
           '200': ok(generated.HitList, 'one page of hits'),
           '404': errorResponse("NOT_FOUND (also for another account's monitor)"),
           ...errors,
+        },
+      },
+    },
+    '/api/v1/stream': {
+      get: {
+        operationId: 'streamHits',
+        summary: 'Live hits as server-sent events (Starter plan and above)',
+        description: [
+          "A `text/event-stream` that stays open: one `monitor.hit` event per hit of the account's monitors",
+          '(`data:` the webhook payload JSON of docs/webhooks.md, `id:` an opaque cursor), a `: keep-alive`',
+          'comment every 15 s, and a final `stream.closed` event (`data: {"reason","message"}`, reason',
+          '`quota_exceeded`, `shutdown` or `slow_reader`) when the service ends it. Send the last `id:` seen',
+          'as `Last-Event-ID` to resume: hits stored while away come first, then live ones, none twice.',
+          'Metered: 1 unit when the stream opens and 1 per event. A client that stops reading is',
+          'disconnected once 256 KiB are unread; it resumes with Last-Event-ID without losing a hit.',
+        ].join(' '),
+        parameters: [
+          {
+            ...param(
+              'monitor',
+              'query',
+              { type: 'array', items: { type: 'string', format: 'uuid' }, maxItems: 50 },
+              'only hits of these monitors (repeatable)',
+            ),
+            style: 'form',
+            explode: true,
+          },
+          param('Last-Event-ID', 'header', { type: 'string', maxLength: 200 }, 'the `id:` of the last event received'),
+        ],
+        responses: {
+          ...errors,
+          '200': {
+            description: 'the event stream (chunked, ends with the connection)',
+            headers: withLimits,
+            content: { 'text/event-stream': { schema: { type: 'string' } } },
+          },
+          '400': errorResponse(
+            "INVALID_REQUEST (bad query parameter) or INVALID_LAST_EVENT_ID (not an id of this account's stream)",
+          ),
+          '403': errorResponse('PLAN_REQUIRED: the Free plan has no live stream'),
+          '404': errorResponse("NOT_FOUND: a monitor id that is not one of the account's monitors"),
+          '429': errorResponse(
+            "TOO_MANY_STREAMS (the plan's open streams per account, STREAM_MAX_PER_ACCOUNT), QUOTA_EXCEEDED or RATE_LIMIT_EXCEEDED",
+            { ...withLimits, 'Retry-After': header('seconds to wait', 'integer') },
+          ),
+          '503': errorResponse('SERVICE_UNAVAILABLE: this server holds as many streams as it can (Retry-After)'),
         },
       },
     },

@@ -31,6 +31,7 @@ import {
 } from '../domain/limits';
 import type { HttpRequest, HttpResponder } from '@sts/http1';
 import type { RejectionReason } from '../metrics';
+import { STREAM_PATH, type StreamCall } from '../stream/hub';
 
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -42,6 +43,7 @@ const FORWARD_BODY = ['content-type'] as const;
 export const READ_REQUEST_HEADERS: readonly string[] = [
   'authorization',
   'x-api-key',
+  'last-event-id',
   ...FORWARD_REQUEST,
   ...FORWARD_BODY,
 ];
@@ -140,6 +142,8 @@ export interface ApiHandlerDeps {
   rejected: (plan: PlanName, reason: RejectionReason) => void;
   /** GATEWAY_TRUSTED_PROXY_HOPS: proxies in front whose X-Forwarded-For entries are believed; default 0 */
   trustedProxyHops?: number;
+  /** takes admitted calls to /api/v1/stream (stream/hub.ts); without it they go to read-api */
+  stream?: (call: StreamCall) => void;
 }
 
 /**
@@ -304,7 +308,31 @@ class ApiCallHandler {
       this.deps.answered(req, sendError(res, error, req.requestId, headerLines(headers)), call.started);
       return;
     }
+    if (req.path === STREAM_PATH && this.deps.stream !== undefined) return this.deps.stream(this.streamCall(call));
     this.forward(call, fail);
+  }
+
+  /** hands an admitted call to the stream hub, which settles its unit */
+  private streamCall(call: Admitted): StreamCall {
+    const { req, res, identity, limits, admitted, win, nowEpoch } = call;
+    const { quota } = this.deps;
+    return {
+      req,
+      res,
+      accountId: identity.accountId,
+      plan: identity.plan,
+      refuse: (err) => {
+        quota.release(identity.accountId, win.period, win.minute);
+        const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };
+        const block = this.limitHeaderBlock(limits, usage, win, nowEpoch);
+        this.deps.answered(req, sendError(res, err, req.requestId, block), call.started);
+      },
+      opened: () => {
+        quota.succeeded(identity.accountId, win.period);
+        this.deps.answered(req, 200, call.started);
+        return `${this.limitHeaderBlock(limits, admitted, win, nowEpoch)}x-request-id: ${req.requestId}\r\n`;
+      },
+    };
   }
 
   // forwards an admitted call with the internal headers (client-sent x-internal-* / x-account-* never pass)

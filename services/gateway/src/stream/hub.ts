@@ -1,0 +1,245 @@
+/**
+ * GET /api/v1/stream: admits a stream (plan, query, Last-Event-ID, monitors, per-account and
+ * per-process bounds), opens it, fans live hits out to this process's streams, and keeps them
+ * alive (a comment every heartbeat, which also renews their per-account slots in Redis).
+ *
+ * Metering: the call's own admitted unit pays for opening; every event takes one more unit from
+ * the same leased quota (QuotaStore) before it is written; when none is left the stream ends
+ * with a `stream.closed` event.
+ */
+import { randomUUID } from 'node:crypto';
+import { ApiError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, type Logger } from '@sts/common';
+import type { PlanName, Plans } from '@sts/core';
+import type { HttpRequest, HttpResponder } from '@sts/http1';
+import type { HitHistory } from '../adapters/hitHistory';
+import type { LiveHit } from '../adapters/hitFeed';
+import type { QuotaStore } from '../adapters/leasedQuota';
+import type { StreamSlots } from '../adapters/streamSlots';
+import { createWindowClock } from '../domain/limits';
+import type { CursorCodec, StreamPosition } from '../domain/streamCursor';
+import { LiveStream } from './liveStream';
+import { parseStreamQuery } from './query';
+import { closingEvent, KEEP_ALIVE, PREAMBLE } from './sse';
+
+export const STREAM_PATH = '/api/v1/stream';
+
+/** an admitted call to STREAM_PATH: its unit is settled by exactly one of refuse() or opened() */
+export interface StreamCall {
+  req: HttpRequest;
+  res: HttpResponder;
+  accountId: string;
+  plan: PlanName;
+  /** answers the error; the call's unit goes back */
+  refuse(err: unknown): void;
+  /** the stream is open: the call's unit is kept; returns the header lines of the 200 */
+  opened(): string;
+}
+
+export interface StreamHubOptions {
+  history: HitHistory;
+  slots: StreamSlots;
+  quota: QuotaStore;
+  cursors: CursorCodec;
+  plans: Plans;
+  logger: Logger;
+  /** most open streams per account, by plan */
+  perAccount: Record<PlanName, number>;
+  /** most open streams on this process */
+  maxStreams: number;
+  heartbeatMs: number;
+  /** bytes a client may leave unread before it is cut */
+  maxUnsentBytes: number;
+  now?: () => number;
+}
+
+interface Entry {
+  id: string;
+  stream: LiveStream;
+}
+
+export class StreamHub {
+  private readonly byAccount = new Map<string, Set<Entry>>();
+  private size = 0;
+  private readonly windowAt = createWindowClock();
+  private readonly now: () => number;
+  private readonly timer: NodeJS.Timeout;
+  private readonly sinks = new Set<{ write(d: string): boolean; end(): void }>();
+
+  constructor(private readonly o: StreamHubOptions) {
+    this.now = o.now ?? Date.now;
+    this.timer = setInterval(() => this.heartbeat(), o.heartbeatMs);
+    this.timer.unref();
+  }
+
+  get openStreams(): number {
+    return this.size;
+  }
+
+  handle(call: StreamCall): void {
+    this.admit(call).then(
+      (admitted) => {
+        if (admitted !== null) this.open(call, admitted.id, admitted.from, admitted.monitors);
+      },
+      (err: unknown) => {
+        if (!(err instanceof ApiError))
+          this.o.logger.warn('stream refused: backend unavailable', {
+            requestId: call.req.requestId,
+            err: String(err),
+          });
+        call.refuse(
+          err instanceof ApiError
+            ? err
+            : new ServiceUnavailableError('the stream is unavailable, try again shortly', 1),
+        );
+      },
+    );
+  }
+
+  /** the checks, cheapest first; a refusal throws the ApiError answered to the client */
+  private async admit(
+    call: StreamCall,
+  ): Promise<{ id: string; from: StreamPosition | null; monitors: Set<string> | null } | null> {
+    const { req, accountId, plan } = call;
+    if (req.method !== 'GET') throw new MethodNotAllowedError(req.method, STREAM_PATH, ['GET']);
+    if (!this.o.plans[plan].liveWebhooks)
+      throw new ApiError(403, 'PLAN_REQUIRED', 'the live hit stream needs the Starter plan (or an active trial)');
+    const monitors = parseStreamQuery(req.target);
+    const lastEventId = req.headers['last-event-id'];
+    let from: StreamPosition | null = null;
+    if (lastEventId !== undefined && lastEventId.trim() !== '') {
+      from = this.o.cursors.decode(accountId, lastEventId.trim());
+      if (from === null)
+        throw new ApiError(
+          400,
+          'INVALID_LAST_EVENT_ID',
+          'Last-Event-ID is not an event id of this stream for this account',
+        );
+    }
+    if (monitors !== null) {
+      const foreign = await this.o.history.foreignMonitors(accountId, monitors);
+      if (foreign.length > 0) throw new NotFoundError('NOT_FOUND', `no monitor with id ${foreign[0]}`);
+    }
+    if (this.size >= this.o.maxStreams)
+      throw new ApiError(
+        503,
+        'SERVICE_UNAVAILABLE',
+        'this server holds as many streams as it can; retry shortly',
+        {},
+        { 'Retry-After': '5' },
+      );
+    const id = randomUUID();
+    const limit = this.o.perAccount[plan];
+    if (!(await this.o.slots.take(accountId, id, limit)))
+      throw new ApiError(
+        429,
+        'TOO_MANY_STREAMS',
+        `at most ${limit} open streams per account on this plan; close one first`,
+        { limit },
+        { 'Retry-After': String(Math.ceil(this.o.heartbeatMs / 1000)) },
+      );
+    if (call.res.closed) {
+      void this.o.slots.release(accountId, id).catch(() => undefined);
+      call.refuse(new ApiError(400, 'INVALID_REQUEST', 'the client went away'));
+      return null;
+    }
+    return { id, from, monitors: monitors === null ? null : new Set(monitors) };
+  }
+
+  private open(call: StreamCall, id: string, from: StreamPosition | null, monitors: Set<string> | null): void {
+    const { accountId } = call;
+    const headers = call.opened();
+    const sink = call.res.stream(
+      200,
+      `content-type: text/event-stream; charset=utf-8\r\ncache-control: no-store\r\nx-accel-buffering: no\r\n${headers}`,
+      {
+        maxUnsentBytes: this.o.maxUnsentBytes,
+        onClose: () => {
+          this.sinks.delete(sink);
+          this.remove(accountId, id);
+          void this.o.slots.release(accountId, id).catch(() => undefined);
+        },
+      },
+    );
+    if (sink.closed) return;
+    this.sinks.add(sink);
+    sink.write(PREAMBLE);
+    const stream = new LiveStream(
+      {
+        accountId,
+        monitors,
+        sink,
+        history: this.o.history,
+        cursors: this.o.cursors,
+        meter: () => this.meter(accountId, call.plan),
+        paceBytes: this.o.maxUnsentBytes / 4,
+        onError: (err) => this.o.logger.warn('stream failed', { requestId: call.req.requestId, err: String(err) }),
+      },
+      from,
+      this.now(),
+    );
+    const entry: Entry = { id, stream };
+    let set = this.byAccount.get(accountId);
+    if (set === undefined) this.byAccount.set(accountId, (set = new Set()));
+    set.add(entry);
+    this.size++;
+  }
+
+  private remove(accountId: string, id: string): void {
+    const set = this.byAccount.get(accountId);
+    if (set === undefined) return;
+    for (const e of set)
+      if (e.id === id) {
+        set.delete(e);
+        this.size--;
+        if (set.size === 0) this.byAccount.delete(accountId);
+        return;
+      }
+  }
+
+  /** one unit of the account's monthly quota for one event (not counted against the per-minute limit's refusals) */
+  private meter(accountId: string, plan: PlanName): boolean | Promise<boolean> {
+    const win = this.windowAt(this.now());
+    const settle = (outcome: string) => {
+      if (outcome !== 'ok') return false;
+      this.o.quota.succeeded(accountId, win.period);
+      return true;
+    };
+    const a = this.o.quota.admit(
+      accountId,
+      win.period,
+      win.minute,
+      this.o.plans[plan].monthlyQuota,
+      Number.MAX_SAFE_INTEGER,
+    );
+    return a instanceof Promise ? a.then((x) => settle(x.outcome)) : settle(a.outcome);
+  }
+
+  /** a live hit from the feed */
+  deliver(hit: LiveHit): void {
+    const set = this.byAccount.get(hit.accountId);
+    if (set !== undefined) for (const e of set) e.stream.offer(hit);
+  }
+
+  /** the feed was down: every stream reads what it may have missed from the database */
+  resync(): void {
+    for (const set of this.byAccount.values()) for (const e of set) e.stream.catchUp();
+  }
+
+  private heartbeat(): void {
+    const renew: { accountId: string; streamId: string }[] = [];
+    for (const sink of this.sinks) sink.write(KEEP_ALIVE);
+    for (const [accountId, set] of this.byAccount) for (const e of set) renew.push({ accountId, streamId: e.id });
+    this.o.slots
+      .renew(renew)
+      .catch((err: unknown) => this.o.logger.warn('stream slot renewal failed', { err: String(err) }));
+  }
+
+  /** ends every stream with a final event (shutdown) */
+  close(): void {
+    clearInterval(this.timer);
+    for (const sink of [...this.sinks]) {
+      sink.write(closingEvent('shutdown', 'the server is restarting; reconnect with Last-Event-ID'));
+      sink.end();
+    }
+  }
+}
