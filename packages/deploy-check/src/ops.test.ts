@@ -58,7 +58,9 @@ function render(overlay: string): K8sObject[] {
 /** the pods of the project's image: every Deployment but PgBouncer's, the Job and the CronJob */
 const podSpecs = (objects: K8sObject[]) =>
   objects
-    .filter((o) => (o.kind === 'Deployment' && o.metadata.name !== PGBOUNCER) || o.kind === 'Job' || o.kind === 'CronJob')
+    .filter(
+      (o) => (o.kind === 'Deployment' && o.metadata.name !== PGBOUNCER) || o.kind === 'Job' || o.kind === 'CronJob',
+    )
     .map((o) => ({
       name: `${o.kind}/${o.metadata.name}`,
       spec: o.kind === 'CronJob' ? o.spec.jobTemplate.spec.template.spec : o.spec.template.spec,
