@@ -63,9 +63,10 @@ describe('compose exposure', () => {
       for (const key of SECRET_KEYS) if (key in env && !(key in svc.schema.shape)) extra.push(`${svc.name}: ${key}`);
     }
     expect(extra).toEqual([]);
-    // and the migration job gets the database URL only
+    // and the migration job gets the database URLs only (its advisory lock needs the direct one)
     expect(Object.keys(compose.migrate?.environment ?? {}).filter((k) => SECRET_KEYS.includes(k))).toEqual([
       'DATABASE_URL',
+      'DATABASE_DIRECT_URL',
     ]);
   });
 });

@@ -114,13 +114,16 @@ export async function startApiStack(opts: ApiStackOptions = {}): Promise<ApiStac
 }
 
 /**
- * Waits until the gateway's live-key filter has the key: a request that fails its own validation
- * (400, no quota spent) instead of 401. A key the gateway never takes fails the test set-up.
+ * Waits until the gateway's live-key filter has the key: a stream request with a malformed monitor
+ * id is refused after the key check (400, or 403 on Free; nothing charged) instead of 401. A key
+ * the gateway never takes fails the test set-up.
  */
-async function untilKeyKnown(url: string, key: string): Promise<void> {
+export async function untilKeyKnown(url: string, key: string): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (;;) {
-    const r = await fetch(`${url}/api/v1/users/alice/tweets?limit=0`, { headers: { authorization: `Bearer ${key}` } });
+    const r = await fetch(`${url}/api/v1/stream?monitor=not-a-monitor`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
     await r.arrayBuffer();
     if (r.status !== 401) return;
     if (Date.now() > deadline) throw new Error('the gateway did not take a new API key within 15 s');

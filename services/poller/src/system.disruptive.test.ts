@@ -198,7 +198,7 @@ async function recordedHits(db: Db): Promise<HitRecord[]> {
     SELECT h.id::text AS id, h.monitor_id::text AS monitor_id, h.tweet_id, min(o.message_id::text) AS message_id,
            count(o.id)::int AS events
     FROM hits h LEFT JOIN outbox o ON o.headers->>'hitId' = h.id::text
-    GROUP BY h.id`;
+    GROUP BY h.id, h.monitor_id, h.tweet_id`;
 }
 
 /** the environment of every service: the private engines, test plans, short intervals */

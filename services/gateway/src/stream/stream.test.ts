@@ -11,7 +11,7 @@ import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import {
-  createAccountWithKey,
+  createAccountWithKey as createAccountRow,
   createHit,
   createMonitor,
   createTestDatabase,
@@ -21,6 +21,7 @@ import {
   type MonitorFixture,
   spawnService,
   type ServiceProcess,
+  untilKeyKnown,
   waitFor,
 } from '@sts/testing';
 import { createCursorCodec } from '../domain/streamCursor';
@@ -106,6 +107,14 @@ describe('GET /api/v1/stream', () => {
   let amqpUrl: string;
   let publisher: AmqpClient;
   const gateways: ServiceProcess[] = [];
+  const ports: number[] = [];
+
+  /** an account with a key every running gateway's live-key filter already has */
+  async function createAccountWithKey(plan: 'free' | 'starter', on: readonly number[] = ports) {
+    const account = await createAccountRow(db, plan);
+    for (const p of on) await untilKeyKnown(`http://127.0.0.1:${p}`, account.key);
+    return account;
+  }
 
   async function startGateway(extra: Record<string, string> = {}): Promise<number> {
     const g = spawnService('services/gateway/src/main.ts', {
@@ -117,6 +126,8 @@ describe('GET /api/v1/stream', () => {
       REDIS_URL: redisHandle.url,
       REDIS_KEY_PREFIX: redisHandle.prefix,
       AMQP_URL: amqpUrl,
+      // keys written straight to the database reach the live-key filter by its sync
+      KEY_FILTER_SYNC_MS: '100',
       STREAM_HEARTBEAT_MS: '200',
       STREAM_MAX_PER_ACCOUNT: '2',
       // events take their quota unit through QuotaStore.admit, which counts a minute unit too
@@ -126,6 +137,7 @@ describe('GET /api/v1/stream', () => {
     });
     gateways.push(g);
     const { port } = JSON.parse(await g.waitForLine(/gateway listening/)) as { port: number };
+    ports.push(port);
     // the feed's queue is bound once a stream-less probe sees the exchange's binding
     return port;
   }
@@ -147,8 +159,9 @@ describe('GET /api/v1/stream', () => {
     return hit;
   }
 
-  async function starterWithMonitor() {
-    const account = await createAccountWithKey(db, 'starter');
+  /** `on`: the gateways that must know the key (asking one makes it lease quota for the account) */
+  async function starterWithMonitor(on: readonly number[] = ports) {
+    const account = await createAccountWithKey('starter', on);
     const monitor = await createMonitor(db, box, { accountId: account.accountId, targetUsername: 'nasa' });
     return { ...account, monitor };
   }
@@ -280,16 +293,18 @@ describe('GET /api/v1/stream', () => {
   });
 
   it('Free plan: 403 PLAN_REQUIRED; an active trial streams', async () => {
-    const free = await createAccountWithKey(db, 'free');
+    const free = await createAccountWithKey('free');
     const r = await openStream(port, free.key);
     await r.ended;
     expect(r.status).toBe(403);
     expect(JSON.parse(r.body)).toMatchObject({ code: 'PLAN_REQUIRED' });
-    const trial = await createAccountWithKey(db, 'free');
+    // the trial before the gateway first reads the key (it caches the account's plan with it)
+    const trial = await createAccountRow(db, 'free');
     await db.account.update({
       where: { id: trial.accountId },
       data: { trialEndsAt: new Date(Date.now() + 86_400_000) },
     });
+    await untilKeyKnown(`http://127.0.0.1:${port}`, trial.key);
     const t = await openStream(port, trial.key);
     expect(t.status).toBe(200);
     t.close();
@@ -330,19 +345,21 @@ describe('GET /api/v1/stream', () => {
   });
 
   it('meters 1 unit per open and per event, and ends with stream.closed when the quota is spent', async () => {
+    // the account before its gateway: the filter it builds at start has the key, and no request
+    // that probes for the key leases quota before the stream opens
+    const a = await starterWithMonitor([]);
     const quotaPort = await startGateway({ PLAN_STARTER_MONTHLY_QUOTA: '4' });
-    const a = await starterWithMonitor();
     const s = await openStream(quotaPort, a.key); // unit 1
     expect(s.status).toBe(200);
     expect(s.headers['x-quota-remaining']).toBe('3');
     // wait until the feed of this gateway is bound: a hit on an unrelated account's stream shows it
-    const probe = await starterWithMonitor();
+    const probe = await starterWithMonitor([quotaPort]);
     const ps = await openStream(quotaPort, probe.key);
     await waitFor(async () => {
       await newHit(probe.monitor, 'probe');
       await new Promise((r) => setTimeout(r, 100));
       return hits(ps).length > 0;
-    }, 10_000);
+    }, 30_000);
     ps.close();
     for (let i = 0; i < 5; i++) await newHit(a.monitor, `metered ${i}`);
     await s.ended;
