@@ -5,7 +5,7 @@
  */
 import { createTestDatabase } from '@sts/testing';
 import { createDbClient, type Db } from './client';
-import { withLastCheck } from './rows';
+import { QUERY_CURSOR_KEY, withLastCheck } from './rows';
 
 describe('withLastCheck', () => {
   let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -49,5 +49,38 @@ describe('withLastCheck', () => {
     // resumed: its target's again
     await db.monitor.update({ where: { id: early.id }, data: { isActive: true } });
     expect(await shown(early.id)).toMatchObject({ lastCheckAt: t(30), lastError: null });
+  });
+
+  it('a query monitor has no target: its checks are the query intake cursor, and nothing per-target is written', async () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 2, 0, 0, s));
+    const before = await db.pollTarget.count();
+    const changes = await db.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM x_stream_changes`;
+    const q = await db.monitor.create({ data: { accountId, query: 'launch OR release', createdAt: t(0) } });
+    expect(q).toMatchObject({ targetUsername: null, targetKey: null, query: 'launch OR release' });
+    expect(await db.pollTarget.count()).toBe(before);
+    expect(await db.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM x_stream_changes`).toEqual(changes);
+    await db.pollCursor.create({ data: { targetKey: QUERY_CURSOR_KEY, lastPolledAt: t(5), lastError: null } });
+    expect(await shown(q.id)).toMatchObject({ lastCheckAt: t(5) });
+    // paused: frozen from the query cursor; the cursor moves on, the paused monitor does not
+    await db.monitor.update({ where: { id: q.id }, data: { isActive: false } });
+    await db.pollCursor.update({ where: { targetKey: QUERY_CURSOR_KEY }, data: { lastPolledAt: t(9) } });
+    expect(await shown(q.id)).toMatchObject({ lastCheckAt: t(5) });
+    await db.monitor.delete({ where: { id: q.id } });
+    expect(await db.pollTarget.count()).toBe(before);
+  });
+
+  it('a monitor has exactly one of a username and a query (CHECK monitors_username_or_query)', async () => {
+    await expect(
+      db.monitor.create({ data: { accountId, targetUsername: 'bob', targetKey: 'bob', query: 'launch' } }),
+    ).rejects.toThrow(/monitors_username_or_query/);
+    await expect(db.monitor.create({ data: { accountId } })).rejects.toThrow(/monitors_username_or_query/);
+    await expect(db.monitor.create({ data: { accountId, targetUsername: 'bob' } })).rejects.toThrow(
+      /monitors_username_or_query/,
+    );
+    await expect(db.monitor.create({ data: { accountId, query: 'x'.repeat(513) } })).rejects.toThrow(
+      /monitors_username_or_query/,
+    );
+    const ok = await db.monitor.create({ data: { accountId, targetUsername: 'bob', targetKey: 'bob' } });
+    expect(ok.query).toBeNull();
   });
 });

@@ -24,6 +24,7 @@ export type HitRow = Prisma.HitGetPayload<{ select: typeof hitSelect }>;
 export const monitorSettingsSelect = {
   id: true,
   targetUsername: true,
+  query: true,
   keywords: true,
   excludeTypes: true,
   langs: true,
@@ -35,9 +36,16 @@ export const monitorSettingsSelect = {
   updatedAt: true,
 } as const satisfies Prisma.MonitorSelect;
 
+/**
+ * The poll_cursors row of the query intake, which matches committed posts against every active
+ * query monitor: their last check. "?" is never in a username, so it is no target's key.
+ */
+export const QUERY_CURSOR_KEY = '?query';
+
 /** What a monitor's last check is derived from: its target and state, and its stored (paused) values. */
 interface LastCheckInput {
-  targetKey: string;
+  /** null: a query monitor, whose checks are the query intake's (QUERY_CURSOR_KEY) */
+  targetKey: string | null;
   isActive: boolean;
   createdAt: Date;
   lastCheckAt: Date | null;
@@ -55,7 +63,8 @@ export async function withLastCheck<T extends LastCheckInput>(
   db: Pick<PrismaClient, 'pollCursor'>,
   monitors: T[],
 ): Promise<T[]> {
-  const keys = [...new Set(monitors.filter((m) => m.isActive).map((m) => m.targetKey))];
+  const keyOf = (m: LastCheckInput) => m.targetKey ?? QUERY_CURSOR_KEY;
+  const keys = [...new Set(monitors.filter((m) => m.isActive).map(keyOf))];
   if (keys.length === 0) return monitors;
   const cursors = new Map(
     (
@@ -67,7 +76,7 @@ export async function withLastCheck<T extends LastCheckInput>(
   );
   return monitors.map((m) => {
     if (!m.isActive) return m;
-    const c = cursors.get(m.targetKey);
+    const c = cursors.get(keyOf(m));
     const polled = c?.lastPolledAt && c.lastPolledAt >= m.createdAt ? c.lastPolledAt : null;
     return { ...m, lastCheckAt: polled, lastError: c?.lastError ?? null };
   });
