@@ -103,7 +103,7 @@ describe('AmqpClient', () => {
       },
     });
 
-    const hit = hitPayload({ monitor: { id: 'mon_9', targetUsername: 'carol', keywords: null } });
+    const hit = hitPayload({ monitor: { id: 'mon_9', targetUsername: 'carol', query: null, keywords: null } });
     const attemptId = randomUUID();
     await client.publish('monitor.hit', hit, {
       messageId: 'hit-rt-1',

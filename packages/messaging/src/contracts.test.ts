@@ -37,6 +37,22 @@ describe('contracts', () => {
     expect(parsePayload('webhook.redeliver', { attemptId: id })).toEqual({ attemptId: id });
   });
 
+  it("a query monitor's hit carries its query and a null targetUsername; exactly one of the two is set", () => {
+    const hit = hitPayload({
+      monitor: { id: 'mon_q', targetUsername: null, query: 'launch OR release', keywords: null },
+    });
+    expect(parsePayload('monitor.hit', hit)).toEqual(hit);
+    for (const monitor of [
+      { id: 'mon_q', targetUsername: 'alice', query: 'launch', keywords: null },
+      { id: 'mon_q', targetUsername: null, query: null, keywords: null },
+    ]) {
+      expect(() => parsePayload('monitor.hit', hitPayload({ monitor }))).toThrow(ContractError);
+    }
+    // a payload without the query field (the old shape) is refused: the field is always present
+    const { query: _query, ...old } = hitPayload().monitor;
+    expect(() => parsePayload('monitor.hit', { ...hitPayload(), monitor: old })).toThrow(ContractError);
+  });
+
   const bad: [string, (h: MonitorHitEvent) => unknown, string][] = [
     ['an unknown top-level field', (h) => ({ ...h, accountId: 'acc' }), 'accountId'],
     ['an unknown monitor field', (h) => ({ ...h, monitor: { ...h.monitor, target_username: 'x' } }), 'monitor'],

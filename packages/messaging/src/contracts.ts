@@ -21,20 +21,32 @@ export const IsoUtcMillis = z.iso.datetime({ precision: 3 });
 export const MonitorRef = z
   .object({
     id: z.string().min(1),
-    targetUsername: z.string().min(1),
+    /** null for a query monitor */
+    targetUsername: z.string().min(1).nullable(),
+    /** a query monitor's search query (docs/queries.md); null for a username monitor */
+    query: z.string().min(1).nullable(),
     keywords: z.array(z.string()).nullable(),
   })
-  .strict();
+  .strict()
+  .refine((m) => (m.targetUsername === null) !== (m.query === null), {
+    message: 'exactly one of targetUsername and query is set',
+  });
 
-/** The monitor reference of a payload, from a monitor row: `keywords` is null when there is no filter (docs/webhooks.md). */
+/**
+ * The monitor reference of a payload, from a monitor row: `keywords` is null when there is no
+ * filter, `query` null for a username monitor and `targetUsername` null for a query monitor
+ * (docs/webhooks.md).
+ */
 export function monitorRef(monitor: {
   id: string;
-  targetUsername: string;
+  targetUsername: string | null;
+  query?: string | null;
   keywords: readonly string[];
 }): z.output<typeof MonitorRef> {
   return {
     id: monitor.id,
     targetUsername: monitor.targetUsername,
+    query: monitor.query ?? null,
     keywords: monitor.keywords.length > 0 ? [...monitor.keywords] : null,
   };
 }

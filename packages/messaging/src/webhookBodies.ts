@@ -61,6 +61,7 @@ function canonicalPayload(p: WebhookPayload): WebhookPayload {
   const monitor: MonitorRef = {
     id: p.monitor.id,
     targetUsername: p.monitor.targetUsername,
+    query: p.monitor.query,
     keywords: p.monitor.keywords && p.monitor.keywords.length > 0 ? [...p.monitor.keywords] : null,
   };
   if (p.event === 'monitor.test') return { event: 'monitor.test', monitor, test: true };
@@ -113,9 +114,14 @@ function cutEscaped(s: string, max: number): string {
   return out;
 }
 
+/** What a monitor watches, as the formats name it: `@alice` or `the query "launch OR release"`. */
+function watched(m: MonitorRef): string {
+  return m.targetUsername !== null ? `@${m.targetUsername}` : `the query "${m.query ?? ''}"`;
+}
+
 function monitorLine(m: MonitorRef): string {
   const kw = m.keywords && m.keywords.length ? ` · keywords: ${m.keywords.join(', ')}` : '';
-  return `Monitor @${m.targetUsername}${kw}`;
+  return m.targetUsername !== null ? `Monitor @${m.targetUsername}${kw}` : `Monitor query: ${m.query ?? ''}${kw}`;
 }
 
 export interface DiscordBody {
@@ -138,7 +144,7 @@ export function discordBody(p: WebhookPayload): DiscordBody {
     const title = 'Test webhook';
     const description = cutEscaped(
       escapeDiscordMarkdown(
-        `This is a test ping for the monitor watching @${p.monitor.targetUsername}. Your webhook is set up correctly.`,
+        `This is a test ping for the monitor watching ${watched(p.monitor)}. Your webhook is set up correctly.`,
       ),
       DISCORD_LIMITS.description,
     );
@@ -217,7 +223,7 @@ export function slackBody(p: WebhookPayload): SlackBody {
   const context = cutSlack(escapeSlack(monitorLine(p.monitor)), SLACK_LIMITS.contextText - 200);
   if (p.event === 'monitor.test') {
     const text = escapeSlack(
-      `Test webhook: this is a test ping for the monitor watching @${p.monitor.targetUsername}. Your webhook is set up correctly.`,
+      `Test webhook: this is a test ping for the monitor watching ${watched(p.monitor)}. Your webhook is set up correctly.`,
     );
     return {
       text,

@@ -10,7 +10,7 @@ export function hitPayload(over: Partial<MonitorHitEvent> = {}): MonitorHitEvent
   seq++;
   return {
     event: 'monitor.hit',
-    monitor: { id: 'mon_1', targetUsername: 'alice', keywords: ['launch', 'big news'] },
+    monitor: { id: 'mon_1', targetUsername: 'alice', query: null, keywords: ['launch', 'big news'] },
     tweet: {
       id: `17900000000000${String(seq).padStart(5, '0')}`,
       text: 'The launch is today: big news',
@@ -23,5 +23,9 @@ export function hitPayload(over: Partial<MonitorHitEvent> = {}): MonitorHitEvent
 }
 
 export function testPayload(): MonitorTestEvent {
-  return { event: 'monitor.test', monitor: { id: 'mon_2', targetUsername: 'bob', keywords: null }, test: true };
+  return {
+    event: 'monitor.test',
+    monitor: { id: 'mon_2', targetUsername: 'bob', query: null, keywords: null },
+    test: true,
+  };
 }
