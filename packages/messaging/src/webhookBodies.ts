@@ -114,9 +114,9 @@ function cutEscaped(s: string, max: number): string {
   return out;
 }
 
-/** What a monitor watches, as the formats name it: `@alice` or `the query "launch OR release"`. */
+/** What a monitor watches, as the formats name it: `@alice` or `the query launch OR release`. */
 function watched(m: MonitorRef): string {
-  return m.targetUsername !== null ? `@${m.targetUsername}` : `the query "${m.query ?? ''}"`;
+  return m.targetUsername !== null ? `@${m.targetUsername}` : `the query ${m.query ?? ''}`;
 }
 
 function monitorLine(m: MonitorRef): string {
