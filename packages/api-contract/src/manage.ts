@@ -33,8 +33,18 @@ export const MonitorFiltersInput = z
   })
   .meta({ description: 'the rule besides the keywords (excluded keywords are written in `keywords` as -word)' });
 
+const queryInput = z.string().max(4096).meta({
+  description:
+    'a search query to watch instead of one account (docs/queries.md: words, "phrases", OR, parentheses, -exclusion, from:, lang:, is:reply|retweet|quote); at most 512 characters',
+});
+
 export const NewMonitor = z.strictObject({
-  target_username: z.string().max(64).meta({ description: 'the account to watch, with or without @' }),
+  target_username: z
+    .string()
+    .max(64)
+    .optional()
+    .meta({ description: 'the account to watch, with or without @; exactly one of target_username and query' }),
+  query: queryInput.optional(),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
   check_interval_sec: count
@@ -48,7 +58,8 @@ export const NewMonitor = z.strictObject({
 });
 
 export const MonitorEdit = z.strictObject({
-  target_username: NewMonitor.shape.target_username.optional(),
+  target_username: NewMonitor.shape.target_username,
+  query: queryInput.optional().meta({ description: "a query monitor's new query" }),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
   check_interval_sec: NewMonitor.shape.check_interval_sec,
@@ -56,6 +67,7 @@ export const MonitorEdit = z.strictObject({
 
 export const MonitorPreviewInput = z.strictObject({
   target_username: NewMonitor.shape.target_username,
+  query: queryInput.optional(),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
 });
@@ -128,7 +140,8 @@ export const DeliveryRecord = z.object({
 });
 
 export const PreviewRecord = z.object({
-  target_username: z.string(),
+  target_username: z.string().nullable(),
+  query: z.string().nullable(),
   keywords: z.array(z.string()),
   filters: z.object({ exclude: z.array(z.string()), lang: z.array(z.string()) }),
   cached: z.boolean(),

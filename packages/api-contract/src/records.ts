@@ -74,7 +74,11 @@ export const MonitorFilters = z
 
 export const MonitorRecord = z.object({
   id: z.string(),
-  target_username: z.string(),
+  target_username: z.string().nullable().meta({ description: 'the watched account; null for a query monitor' }),
+  query: z
+    .string()
+    .nullable()
+    .meta({ description: "a query monitor's search query (docs/queries.md); null for a username monitor" }),
   keywords: z
     .array(z.string())
     .nullable()

@@ -1,4 +1,12 @@
-import { QUERY_LIMITS, QueryError, matchesQuery, parseQuery, prepareQueryPost, type QueryPost } from './query';
+import {
+  QUERY_LIMITS,
+  QueryError,
+  matchesQuery,
+  parseQuery,
+  prepareQueryPost,
+  queryCandidates,
+  type QueryPost,
+} from './query';
 
 function post(text: string, over: Partial<QueryPost> = {}): QueryPost {
   return { text, lang: 'en', referencedTweets: [], authorUsername: 'someone', ...over };
@@ -137,5 +145,18 @@ describe('matchesQuery', () => {
     expect(matches('café', post('CAFÉ open'))).toBe(true);
     expect(matches('"don\'t stop"', post("Don't stop me now"))).toBe(true);
     expect(matches('東京', post('今日は東京へ'))).toBe(true);
+  });
+});
+
+describe('queryCandidates', () => {
+  it('ORs the words and phrases that are not negated, and lists the authors', () => {
+    expect(queryCandidates(parseQuery('"new release" OR launch -giveaway lang:en').ast)).toEqual({
+      search: '"new release" OR launch',
+      authors: [],
+    });
+    expect(queryCandidates(parseQuery('from:NASA -(test OR drill) is:reply').ast)).toEqual({
+      search: null,
+      authors: ['NASA'],
+    });
   });
 });

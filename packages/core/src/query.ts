@@ -347,3 +347,36 @@ export function matchesQuery(node: QueryNode, post: PreparedQueryPost): boolean 
       return node.nodes.some((n) => matchesQuery(n, post));
   }
 }
+
+/**
+ * What a source search for the query's candidates asks (the monitor preview): its words and
+ * phrases that are not negated, as one OR search every source reads the same way, and its
+ * `from:` authors that are not negated. Every post the query matches carries one of them (the
+ * query cannot match every post); the caller marks each candidate with matchesQuery.
+ */
+export function queryCandidates(node: QueryNode): { search: string | null; authors: string[] } {
+  const terms = new Set<string>();
+  const authors = new Set<string>();
+  const walk = (n: QueryNode): void => {
+    switch (n.kind) {
+      case 'word':
+        terms.add(n.tokens[0]!);
+        return;
+      case 'phrase':
+        terms.add(`"${n.tokens.join(' ')}"`);
+        return;
+      case 'from':
+        authors.add(n.username);
+        return;
+      case 'lang':
+      case 'is':
+      case 'not':
+        return;
+      case 'and':
+      case 'or':
+        n.nodes.forEach(walk);
+    }
+  };
+  walk(node);
+  return { search: terms.size > 0 ? [...terms].join(' OR ') : null, authors: [...authors] };
+}

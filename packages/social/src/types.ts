@@ -89,6 +89,12 @@ export interface SocialSource {
    * A position of the other provider counts as none; a malformed one throws InvalidCursorError.
    */
   pollTweets(username: string, request: PollRequest): Promise<PollPage | null>;
+  /**
+   * The local store only: every author's tweets after `request.position`, in the same poll order
+   * and with the same guarantees as pollTweets (the query monitors' intake matches them). No
+   * position: from the tweets created since `notBefore`.
+   */
+  pollAllTweets?(request: PollRequest): Promise<PollPage>;
 }
 
 /** The data source failed or timed out (502 / 504 at the API). */

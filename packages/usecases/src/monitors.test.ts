@@ -431,7 +431,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect(msg.headers).toEqual({ accountId: starter });
       expect(msg.payload).toEqual({
         event: 'monitor.test',
-        monitor: { id: monitorId, targetUsername: 'NASA', keywords: ['launch'] },
+        monitor: { id: monitorId, targetUsername: 'NASA', query: null, keywords: ['launch'] },
         test: true,
       });
       const [freeMonitor] = await uc.monitors.list(free);

@@ -14,6 +14,8 @@ import {
   parseKeywords,
   parseLangs,
   parsePostTypes,
+  parseQuery,
+  QueryError,
   RuleError,
   type MonitorFilters,
   type PlanName,
@@ -71,6 +73,7 @@ function toMonitorView(m: MonitorRecord): MonitorView {
   return {
     id: m.id,
     targetUsername: m.targetUsername,
+    query: m.query,
     keywords: m.keywords,
     filters: { exclude: parsePostTypes(m.excludeTypes), lang: [...m.langs] },
     status: m.isActive ? 'active' : 'paused',
@@ -93,6 +96,38 @@ export function checkTarget(raw: unknown): string {
   return target;
 }
 
+/** A query monitor's query as saved (trimmed), validated by @sts/core parseQuery; the refusal names the part. */
+export function checkQuery(raw: unknown): string {
+  if (typeof raw !== 'string') throw new ValidationError('query', 'must be a string');
+  // bounded before parsing: a hostile client's megabyte query is refused without being scanned
+  if (raw.length > 4096) throw new ValidationError('query', `is ${raw.length} characters; at most 512`);
+  try {
+    return parseQuery(raw).text;
+  } catch (err) {
+    if (err instanceof QueryError) throw new ValidationError('query', err.message);
+    throw err;
+  }
+}
+
+/**
+ * What a new monitor watches: exactly one of a username (`target`) and a query. A query monitor
+ * takes no keywords (its words are in the query); the post-type and language filters apply to both.
+ */
+export function checkWatched(
+  input: Pick<MonitorInput, 'target' | 'query' | 'keywords'>,
+): { targetUsername: string; query: null } | { targetUsername: null; query: string } {
+  // a blank username is "none" (a form sends both fields); a query given is checked, even empty
+  const hasTarget = typeof input.target === 'string' && input.target.trim() !== '';
+  const hasQuery = input.query !== undefined && input.query !== null;
+  if (hasTarget && hasQuery) throw new ValidationError('query', 'give a username or a query, not both');
+  if (!hasQuery) return { targetUsername: checkTarget(input.target), query: null };
+  const query = checkQuery(input.query);
+  if (checkKeywords(input.keywords).length > 0) {
+    throw new ValidationError('keywords', 'a query monitor takes no keywords; write the words into its query');
+  }
+  return { targetUsername: null, query };
+}
+
 export function checkKeywords(raw: MonitorInput['keywords']): string[] {
   try {
     return parseKeywords(raw ?? null);
@@ -113,6 +148,32 @@ export function checkFilters(input: Pick<MonitorInput, 'exclude' | 'lang'>): Par
     if (err instanceof RuleError) throw new ValidationError(err.field, err.message);
     throw err;
   }
+}
+
+/**
+ * An edit keeps the monitor's kind: a username monitor's username, a query monitor's query
+ * (another kind is a new monitor).
+ */
+function checkEdit(
+  m: MonitorRecord,
+  edit: MonitorEdit,
+): { target?: string | undefined; query?: string | undefined; keywords?: string[] | undefined } {
+  const isQuery = m.query !== null;
+  if (isQuery && edit.target !== undefined) {
+    throw new ValidationError('target', 'this monitor watches a query; create a new monitor to watch a username');
+  }
+  if (!isQuery && edit.query !== undefined) {
+    throw new ValidationError('query', 'this monitor watches a username; create a new monitor to watch a query');
+  }
+  const keywords = edit.keywords !== undefined ? checkKeywords(edit.keywords) : undefined;
+  if (isQuery && keywords !== undefined && keywords.length > 0) {
+    throw new ValidationError('keywords', 'a query monitor takes no keywords; write the words into its query');
+  }
+  return {
+    target: edit.target !== undefined ? checkTarget(edit.target) : undefined,
+    query: edit.query !== undefined ? checkQuery(edit.query) : undefined,
+    keywords,
+  };
 }
 
 /** The filter columns of a monitor row. */
@@ -236,7 +297,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
     },
 
     async create(accountId, input) {
-      const target = checkTarget(input.target);
+      const watched = checkWatched(input);
       const keywords = checkKeywords(input.keywords);
       const filters = checkFilters(input);
       const account = await loadAccount(ctx, accountId);
@@ -254,7 +315,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
         {
           id,
           accountId: account.id,
-          targetUsername: target,
+          ...watched,
           keywords,
           ...filterColumns(filters),
           checkIntervalSec: interval,
@@ -268,13 +329,13 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
 
     async update(accountId, monitorId, edit) {
       const m = await load(accountId, monitorId);
-      const target = edit.target !== undefined ? checkTarget(edit.target) : undefined;
-      const keywords = edit.keywords !== undefined ? checkKeywords(edit.keywords) : undefined;
+      const { target, query, keywords } = checkEdit(m, edit);
       const filters = checkFilters(edit);
       const account = await loadAccount(ctx, accountId);
       const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
       await repo.update(m.id, {
         ...(target !== undefined ? { targetUsername: target } : {}),
+        ...(query !== undefined ? { query } : {}),
         ...(keywords !== undefined ? { keywords } : {}),
         ...filterColumns(filters),
         ...(interval !== undefined ? { checkIntervalSec: interval } : {}),

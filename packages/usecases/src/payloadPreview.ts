@@ -5,6 +5,7 @@
  * build: the monitor's latest hit when it has one, else a sample post by its target (containing
  * its first include keyword, so it is one that would match).
  */
+import { parseQuery, queryCandidates } from '@sts/core';
 import { buildBody, monitorHitPayload, monitorRef, type MonitorHitEvent, type WebhookKind } from '@sts/messaging';
 import type { Ctx } from './context';
 import { loadMonitor } from './monitors';
@@ -27,13 +28,19 @@ export interface PayloadPreviewUseCases {
 /** the sample post's id (a valid X id shape, clearly not a real post's) */
 export const EXAMPLE_TWEET_ID = '1000000000000000001';
 
-function examplePayload(m: { id: string; targetUsername: string; keywords: string[] }, now: Date): MonitorHitEvent {
-  const word = m.keywords.find((k) => !k.startsWith('-'))?.replace(/^"|"$/g, '');
-  const text = word
-    ? `An example post by @${m.targetUsername} mentioning ${word}`
-    : `An example post by @${m.targetUsername}`;
+function examplePayload(
+  m: { id: string; targetUsername: string | null; query: string | null; keywords: string[] },
+  now: Date,
+): MonitorHitEvent {
+  // a query monitor's example: a post of an example author carrying the query's first word
+  const author = m.targetUsername ?? 'example';
+  const word =
+    m.targetUsername === null && m.query !== null
+      ? queryCandidates(parseQuery(m.query).ast).search?.split(' OR ')[0]?.replace(/^"|"$/g, '')
+      : m.keywords.find((k) => !k.startsWith('-'))?.replace(/^"|"$/g, '');
+  const text = word ? `An example post by @${author} mentioning ${word}` : `An example post by @${author}`;
   const at = new Date(Math.floor(now.getTime() / 1000) * 1000);
-  const tweet = { id: EXAMPLE_TWEET_ID, text, authorUsername: m.targetUsername, createdAt: at.toISOString() };
+  const tweet = { id: EXAMPLE_TWEET_ID, text, authorUsername: author, createdAt: at.toISOString() };
   return monitorHitPayload(monitorRef(m), tweet, at.toISOString());
 }
 

@@ -195,7 +195,10 @@ export type MonitorStatus = 'active' | 'paused';
 
 export interface MonitorView {
   id: string;
-  targetUsername: string;
+  /** the watched username; null for a query monitor */
+  targetUsername: string | null;
+  /** a query monitor's search query (docs/queries.md); null for a username monitor */
+  query: string | null;
   /** [] = every post of the target; exclusions written `-word` / `-"a phrase"` */
   keywords: string[];
   /** post types left out and languages kept (@sts/core rules.ts); empty lists = today's behaviour */
@@ -211,8 +214,10 @@ export interface MonitorView {
 }
 
 export interface MonitorInput {
-  /** a username, with or without "@" */
-  target: string;
+  /** a username, with or without "@"; exactly one of `target` and `query` */
+  target?: string | undefined;
+  /** a search query (docs/queries.md, @sts/core parseQuery): a query monitor */
+  query?: string | undefined;
   /** comma-separated string or list; see @sts/core parseKeywords */
   keywords?: string | readonly string[] | null;
   /** post types left out: "replies,reposts,quotes" or a list; default none */
@@ -226,7 +231,10 @@ export interface MonitorInput {
 }
 
 export interface MonitorEdit {
+  /** a username monitor's username */
   target?: string;
+  /** a query monitor's query */
+  query?: string;
   keywords?: string | readonly string[] | null;
   exclude?: string | readonly string[] | null;
   lang?: string | readonly string[] | null;
@@ -309,6 +317,8 @@ export interface Queued {
 /** A post as the preview needs it (the caller maps its social source's tweets). */
 export interface PreviewTweet {
   id: string;
+  /** the author (a query's candidates come from many authors; `from:` is matched against it) */
+  authorUsername?: string;
   text: string;
   createdAt: Date;
   lang: string | null;
@@ -322,6 +332,8 @@ export interface PreviewOptions {
    * fleet's polls and API reads leave (X_LOW_PRIORITY_RESERVE_PERCENT).
    */
   timeline(username: string, limit: number, priority: 'low'): Promise<PreviewTweet[] | null>;
+  /** a query monitor's candidates: the source's search, newest first, at most `limit` */
+  search?(query: string, limit: number, priority: 'low'): Promise<PreviewTweet[]>;
   /** a short-lived cache (Redis); without it every preview reads upstream */
   cache?: { get(key: string): Promise<string | null>; set(key: string, value: string, ttlSec: number): Promise<void> };
   /** default PREVIEW_CACHE_SECONDS_DEFAULT; unknown targets are remembered as long */

@@ -33,6 +33,10 @@ export function previewVia(
       username: string,
       page: { limit: number; priority: 'low' },
     ): Promise<{ items: PreviewTweet[] } | null>;
+    search(
+      query: string,
+      page: { limit: number; priority: 'low' },
+    ): Promise<{ items: (PreviewTweet & { author: { username: string } })[] }>;
   },
   redis: RedisClient,
   opts: { logger: Logger; perMinute: number; perDay: number },
@@ -40,6 +44,8 @@ export function previewVia(
   return {
     timeline: async (username, limit, priority) =>
       (await source.getUserTimeline(username, { limit, priority }))?.items ?? null,
+    search: async (query, limit, priority) =>
+      (await source.search(query, { limit, priority })).items.map((t) => ({ ...t, authorUsername: t.author.username })),
     cache: {
       get: (key) => redis.get(key),
       set: async (key, value, ttlSec) => void (await redis.set(key, value, 'EX', ttlSec)),

@@ -367,7 +367,7 @@ describe('poller', () => {
       detectedAt,
       event: {
         event: 'monitor.hit' as const,
-        monitor: { id: m.id, targetUsername: target, keywords: null },
+        monitor: { id: m.id, targetUsername: target, query: null, keywords: null },
         tweet: { id: t.id, text: t.text, authorUsername: target, createdAt: t.createdAt.toISOString() },
         detectedAt: detectedAt.toISOString(),
       },

@@ -2,7 +2,8 @@
  * The poller: the tick (src/intake/tick: every tick it claims the due targets and polls them, one
  * by one or, in X search mode, by batched search from src/intake/search) and, with a database
  * URL, the local store's push (src/intake/push: a committed tweet of a pushed target polls it at
- * once). A target's poll (src/poll) runs under its Redis lease, one replica at a time, and
+ * once) and its query monitors (src/intake/query: a committed tweet is matched at once against
+ * every active query monitor). A target's poll (src/poll) runs under its Redis lease, one replica at a time, and
  * records each page through src/record. The X stream (src/intake/stream) runs beside it (main.ts).
  */
 import type { Logger } from '@sts/common';
@@ -15,6 +16,7 @@ import { errorMessage } from '@sts/core';
 import { createCycle, type CycleResult } from './intake/tick/cycle';
 import { ticker } from './intake/tick/ticker';
 import { createPush, type Push } from './intake/push/push';
+import { createQueryIntake, type QueryIntake } from './intake/query/query';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
 import type { GroupPoll, PollOutcome, PollResult } from './pipeline';
 import { createTargetPoll } from './poll/poll';
@@ -64,6 +66,8 @@ export interface Poller {
   runCycle(opts?: { force?: boolean }): Promise<CycleResult>;
   /** wakes a target as the tweet trigger's notification would (tests) */
   push: Push;
+  /** the local store's query monitors (none on X) */
+  queries: QueryIntake | null;
 }
 
 function recorder(metrics: PollerMetrics | undefined, how: 'push' | 'poll') {
@@ -89,6 +93,23 @@ function groupPollOf(options: PollerOptions, now: () => Date, inFlight: Set<stri
     now,
   };
   return { groupPoll: createGroupPoll(deps, inFlight) };
+}
+
+/** The local store's query intake (a source that reads every author's tweets), or none (X). */
+function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | null {
+  const { source, metrics } = options;
+  if (!source.pollAllTweets) return null;
+  return createQueryIntake({
+    repository: options.repository,
+    source: { pollAllTweets: (request) => source.pollAllTweets!(request) },
+    logger: options.logger,
+    now,
+    batchSize: options.batchSize ?? 100,
+    onHits: (hits) => {
+      metrics?.hits(hits.length);
+      metrics?.detected?.(hits, 'push');
+    },
+  });
 }
 
 export function createPoller(options: PollerOptions): Poller {
@@ -126,18 +147,21 @@ export function createPoller(options: PollerOptions): Poller {
   const onPushed = recorder(options.metrics, 'push');
   const push = createPush({ ...polling, logger, inFlight, onPolled: (r) => onPushed(r.outcome, r) });
   const tick = ticker(() => runCycle(), options.tickMs ?? 1000, logger);
+  const queries = queryIntakeOf(options, now);
   let listener: Listener | undefined;
 
   return {
     async start() {
       stopping = false;
       push.start();
+      if (options.databaseUrl) queries?.start();
       if (options.databaseUrl && !listener) {
         listener = createListener({
           databaseUrl: options.databaseUrl,
           channel: TWEETS_CHANNEL,
           logger,
-          onNotify: (payload) => push.notify(payload),
+          // "q <xid>": the query intake's; "<xid> <target>": a pushed target's
+          onNotify: (payload) => (payload.startsWith('q ') ? queries?.notify(payload) : push.notify(payload)),
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
         await listener
@@ -151,9 +175,11 @@ export function createPoller(options: PollerOptions): Poller {
       await listener?.stop();
       listener = undefined;
       await push.stop();
+      await queries?.stop();
       await tick.stop();
     },
     runCycle,
     push,
+    queries,
   };
 }

@@ -88,7 +88,7 @@ describe('fair delivery (issue 10)', () => {
     const messageId = randomUUID();
     await publisher.publish(
       'monitor.test',
-      monitorTestPayload({ id: m.id, targetUsername: m.targetUsername, keywords: null }),
+      monitorTestPayload({ id: m.id, targetUsername: m.targetUsername, query: null, keywords: null }),
       { messageId, headers: { accountId: m.accountId } },
     );
     return messageId;

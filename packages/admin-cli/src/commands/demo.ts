@@ -29,7 +29,7 @@ export async function postDemoTweet(db: Db): Promise<{ id: string; author: strin
     select: { keywords: true, targetUsername: true },
     take: 200,
   });
-  const watched = monitors.map((m) => m.targetUsername.toLowerCase());
+  const watched = monitors.flatMap((m) => (m.targetUsername ? [m.targetUsername.toLowerCase()] : []));
   // prefer watched users, so the demo monitors see activity
   const candidates = users.filter((u) => watched.includes(u.username.toLowerCase()));
   const author = (candidates.length > 0 && randomInt(4) > 0 ? candidates : users)[

@@ -56,7 +56,11 @@ describe('dlq and queues commands (real RabbitMQ)', () => {
       ids.push(id);
       await client.publish(
         'monitor.test',
-        { event: 'monitor.test', monitor: { id: `m${i}`, targetUsername: 'nasa', keywords: null }, test: true },
+        {
+          event: 'monitor.test',
+          monitor: { id: `m${i}`, targetUsername: 'nasa', query: null, keywords: null },
+          test: true,
+        },
         {
           messageId: id,
           headers: { accountId: `acc-${i}` },

@@ -67,7 +67,7 @@ describe('listen', () => {
     const seeded = await runCli(['seed', '--json'], env);
     expect(seeded.code).toBe(0);
     accountId = (JSON.parse(seeded.stdout) as { account_id: string }).account_id;
-    for (const m of await db.monitor.findMany({ where: { accountId } })) monitors[m.targetKey] = m.id;
+    for (const m of await db.monitor.findMany({ where: { accountId } })) monitors[m.targetKey!] = m.id;
     poller = spawnService('services/poller/src/main.ts', {
       DATABASE_URL: dbHandle.url,
       REDIS_URL: redis.url,

@@ -84,12 +84,17 @@ function filtersText(m: MonitorView): string {
   return `${ex}${m.filters.lang.length ? `  lang ${m.filters.lang.join(', ')}` : ''}`;
 }
 
+/** what a monitor watches: "@alice" or "query: launch OR release" */
+function watchedText(m: Pick<MonitorView, 'targetUsername' | 'query'>): string {
+  return m.targetUsername !== null ? `@${m.targetUsername}` : `query: ${m.query ?? ''}`;
+}
+
 function monitorLine(m: MonitorView): string {
   const w = m.webhook;
   const health = w && w.health.state !== 'ok' ? ` (${w.health.state.toUpperCase()})` : '';
   const hook = w ? `  webhook ${w.label}${w.isBroken ? ' (BROKEN)' : ''}${health}` : '';
   return (
-    `${m.id}  @${m.targetUsername}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}${filtersText(m)}  ${m.status}` +
+    `${m.id}  ${watchedText(m)}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}${filtersText(m)}  ${m.status}` +
     `  every ${m.intervalSec} s  hits ${m.hitCount}  last check ${m.lastCheckAt?.toISOString() ?? 'never'}` +
     `${m.lastError ? `  error: ${m.lastError}` : ''}${hook}`
   );
@@ -99,6 +104,7 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
   return {
     id: m.id,
     target_username: m.targetUsername,
+    query: m.query,
     keywords: m.keywords,
     filters: { exclude: m.filters.exclude, lang: m.filters.lang },
     status: m.status,
@@ -122,9 +128,14 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
   };
 }
 
-/** the flags that make up a monitor's rule: target, keywords (with -word exclusions), post types, languages */
+/**
+ * the flags that make up a monitor's rule: target (or --username) or query, keywords (with -word
+ * exclusions), post types, languages
+ */
 const RULE_OPTIONS = {
   target: { type: 'string' },
+  username: { type: 'string' },
+  query: { type: 'string' },
   keywords: { type: 'string' },
   exclude: { type: 'string' },
   lang: { type: 'string' },
@@ -134,11 +145,13 @@ const monitorCreate: Command = {
   name: 'monitor create',
   summary: 'create a monitor (optionally with a webhook; its signing secret is shown once)',
   usage:
-    'usage: npm run cli -- monitor create --account ID --target USERNAME [--keywords "a,b c,-d,-\\"e f\\""]\n' +
+    'usage: npm run cli -- monitor create --account ID (--target USERNAME | --query QUERY) [--keywords "a,b c,-d,-\\"e f\\""]\n' +
     '                                     [--exclude replies,reposts,quotes] [--lang en,de]\n' +
     '                                     [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
     '  A keyword written -word or -"a phrase" excludes posts containing it; --exclude leaves out post\n' +
     '  types; --lang keeps only posts in those languages (a post without a language never matches).\n' +
+    '  --query watches a search query instead of one account (docs/queries.md), e.g.\n' +
+    '  --query \'"new release" OR launch -giveaway lang:en\'; --username is another name for --target.\n' +
     "  The account's plan limits how many monitors it may have (PLAN_FREE_MONITORS, PLAN_STARTER_MONITORS)\n" +
     "  and how short the interval may be (the plan's poll interval).",
   options: {
@@ -149,23 +162,23 @@ const monitorCreate: Command = {
   },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
-    const target = requireString(values, 'target');
+    const watched = watchedFlags(values);
     const keywords = optionalString(values, 'keywords');
     const intervalSec = optionalInt(values, 'interval', 10, 86_400);
     const webhookUrl = optionalString(values, 'webhook-url');
     const { monitor, secret, warnings } = await call(
       () =>
         useCases(ctx).monitors.create(accountId, {
-          target,
+          ...watched,
           keywords: keywords ?? null,
           ...ruleFlags(values),
           ...(intervalSec !== undefined ? { intervalSec } : {}),
           ...(webhookUrl !== undefined ? { webhookUrl } : {}),
         }),
-      { flags: { intervalSec: 'interval' } },
+      { flags: { intervalSec: 'interval', ...watchedFlagNames(watched) } },
     );
     const lines = [
-      `monitor ${monitor.id} created: watching @${monitor.targetUsername}${
+      `monitor ${monitor.id} created: watching ${watchedText(monitor)}${
         monitor.keywords.length ? ` for ${monitor.keywords.join(', ')}` : ''
       }${filtersText(monitor)}`,
     ];
@@ -181,6 +194,35 @@ const monitorCreate: Command = {
   },
 };
 
+/**
+ * --target (or --username) or --query: exactly one (a usage error, exit 2, otherwise). Both
+ * spellings of the username at once are refused too.
+ */
+function watchedFlags(values: OptionValues): { target: string } | { query: string } {
+  const target = optionalString(values, 'target');
+  const username = optionalString(values, 'username');
+  const query = optionalString(values, 'query');
+  if (target !== undefined && username !== undefined) {
+    throw new CliUsageError('--target and --username are the same flag; give one');
+  }
+  const user = target ?? username;
+  if (user !== undefined && query !== undefined) {
+    throw new CliUsageError(
+      '--username (--target) and --query are mutually exclusive: a monitor watches one or the other',
+    );
+  }
+  if (query !== undefined) return { query };
+  if (user === undefined || user.trim() === '') {
+    throw new CliUsageError('--target USERNAME (or --username) or --query QUERY is required');
+  }
+  return { target: user.trim() };
+}
+
+/** the flag a refused username or query is reported under */
+function watchedFlagNames(w: { target: string } | { query: string }): Record<string, string> {
+  return 'query' in w ? { query: 'query' } : { target: 'target' };
+}
+
 /** --exclude and --lang as given (absent: unchanged on update, none on create). */
 function ruleFlags(values: OptionValues): { exclude?: string; lang?: string } {
   const exclude = optionalString(values, 'exclude');
@@ -192,7 +234,7 @@ const monitorPreview: Command = {
   name: 'monitor preview',
   summary: "of the target's last 50 posts, which would fire (nothing is saved; costs no API quota)",
   usage:
-    'usage: npm run cli -- monitor preview --account ID --target U [--keywords "a,-b"] [--exclude replies,reposts,quotes]\n' +
+    'usage: npm run cli -- monitor preview --account ID (--target U | --query Q) [--keywords "a,-b"] [--exclude replies,reposts,quotes]\n' +
     '                                      [--lang en,de] [--json]\n' +
     '  Each post is marked matched or not, with the reason (keyword, type, language, exclusion). One\n' +
     '  upstream read per target at most, cached briefly in Redis. --json prints a list of posts, each\n' +
@@ -203,10 +245,11 @@ const monitorPreview: Command = {
   },
   async run(ctx, values) {
     const accountId = requireUuid(values, 'account', 'an account');
-    const target = requireString(values, 'target');
+    const watched = watchedFlags(values);
     const keywords = optionalString(values, 'keywords');
-    const p = await call(() =>
-      useCases(ctx).monitors.preview(accountId, { target, keywords: keywords ?? null, ...ruleFlags(values) }),
+    const p = await call(
+      () => useCases(ctx).monitors.preview(accountId, { ...watched, keywords: keywords ?? null, ...ruleFlags(values) }),
+      { flags: watchedFlagNames(watched) },
     );
     const json = p.posts.map((x) => ({
       id: x.id,
@@ -220,7 +263,9 @@ const monitorPreview: Command = {
     }));
     const fired = p.posts.filter((x) => x.matched).length;
     const lines = [
-      `of @${p.target}'s last ${p.posts.length} posts, ${fired} would have fired:`,
+      p.query !== null
+        ? `of ${p.posts.length} recent posts found for the query, ${fired} would have fired:`
+        : `of @${p.target}'s last ${p.posts.length} posts, ${fired} would have fired:`,
       ...p.posts.map(
         (x) => `${x.matched ? 'MATCH ' : '  -   '} ${x.id}  ${x.text.replace(/\s+/g, ' ').slice(0, 60)}  (${x.reason})`,
       ),
@@ -233,17 +278,19 @@ const monitorUpdate = monitorCommand({
   name: 'monitor update',
   summary: "change a monitor's target, keywords, rules or interval (only the flags given change)",
   usage:
-    'usage: npm run cli -- monitor update --monitor ID [--target USERNAME] [--keywords "a,-b"]\n' +
+    'usage: npm run cli -- monitor update --monitor ID [--target USERNAME | --query QUERY] [--keywords "a,-b"]\n' +
     '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--interval SECONDS] [--json]\n' +
     '  An empty value clears a list: --keywords "" (every post), --exclude "" (all types), --lang "" (any language).',
   options: { ...RULE_OPTIONS, interval: { type: 'string' } },
   flags: { intervalSec: 'interval' },
   parse: (values) => {
-    const target = optionalString(values, 'target');
+    const target = optionalString(values, 'target') ?? optionalString(values, 'username');
+    const query = optionalString(values, 'query');
     const keywords = optionalString(values, 'keywords');
     const intervalSec = optionalInt(values, 'interval', 10, 86_400);
     return {
       ...(target !== undefined ? { target } : {}),
+      ...(query !== undefined ? { query } : {}),
       ...(keywords !== undefined ? { keywords } : {}),
       ...ruleFlags(values),
       ...(intervalSec !== undefined ? { intervalSec } : {}),

@@ -41,7 +41,9 @@ function toMonitorRecord({ _count, targetKey: _key, ...m }: MonitorRow): Monitor
 
 /** the columns of a change: the target's lookup key follows the target */
 function columns({ targetUsername, ...rest }: MonitorChange): Prisma.MonitorUpdateManyMutationInput {
-  return targetUsername === undefined ? rest : { ...rest, targetUsername, targetKey: targetUsername.toLowerCase() };
+  return targetUsername === undefined
+    ? rest
+    : { ...rest, targetUsername, targetKey: targetUsername?.toLowerCase() ?? null };
 }
 
 export function prismaMonitors(db: Db): MonitorsRepository {
@@ -79,7 +81,7 @@ export function prismaMonitors(db: Db): MonitorsRepository {
           data: {
             ...m,
             targetUsername,
-            targetKey: targetUsername.toLowerCase(),
+            targetKey: targetUsername?.toLowerCase() ?? null,
             ...(webhook ? { webhook: { create: webhook } } : {}),
           },
         });

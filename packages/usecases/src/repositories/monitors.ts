@@ -29,13 +29,18 @@ export type MonitorRecord = MonitorSettings & {
 
 /** the settings a customer edits; the target's lookup key is the repository's business */
 export type MonitorChange = Partial<
-  Pick<MonitorRecord, 'targetUsername' | 'keywords' | 'excludeTypes' | 'langs' | 'checkIntervalSec' | 'isActive'>
+  Pick<
+    MonitorRecord,
+    'targetUsername' | 'query' | 'keywords' | 'excludeTypes' | 'langs' | 'checkIntervalSec' | 'isActive'
+  >
 >;
 
 interface NewMonitor {
   id: string;
   accountId: string;
-  targetUsername: string;
+  /** exactly one of the two: a username monitor or a query monitor */
+  targetUsername: string | null;
+  query: string | null;
   keywords: string[];
   excludeTypes?: string[];
   langs?: string[];

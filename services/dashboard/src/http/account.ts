@@ -22,7 +22,7 @@ export function accountRouter(
     const ctx = pageContext(req);
     if (ended && ended.paused.length > 0) {
       // the trial-end banner: which monitors were paused, and why
-      const notice = `Your Starter trial ended on ${ended.endedAt.slice(0, 10)}. These monitors were paused (not deleted) because the Free plan allows ${overview.plan.maxMonitors}: ${ended.paused.map((t) => `@${t}`).join(', ')}. Resume one after pausing another, or upgrade.`;
+      const notice = `Your Starter trial ended on ${ended.endedAt.slice(0, 10)}. These monitors were paused (not deleted) because the Free plan allows ${overview.plan.maxMonitors}: ${ended.paused.join(', ')}. Resume one after pausing another, or upgrade.`;
       ctx.flash = { ...ctx.flash, error: notice };
     }
     res.type('html').send(overviewPage(ctx, overview));

@@ -14,6 +14,7 @@ import {
   monitorFormPage,
   monitorPage,
   monitorsPage,
+  watched,
   type MonitorFormMode,
   type MonitorFormValues,
 } from '../views/monitors';
@@ -23,7 +24,7 @@ import { formErrors, optionalInt, query, str } from './forms';
 import { accountId, pageContext, setFlash } from './session';
 
 const PLAN = { free: 'Free', starter: 'Starter' } as const;
-const MONITOR_FIELDS = ['target', 'keywords', 'exclude', 'lang', 'intervalSec', 'webhookUrl'];
+const MONITOR_FIELDS = ['target', 'query', 'keywords', 'exclude', 'lang', 'intervalSec', 'webhookUrl'];
 
 function secretFlash(secret: string, standardSecret: string) {
   return {
@@ -56,6 +57,7 @@ function monitorHelpers(uc: UseCases) {
   };
   const values = (req: Request): MonitorFormValues => ({
     target: str(req, 'target'),
+    query: str(req, 'query'),
     keywords: str(req, 'keywords'),
     exclude: str(req, 'exclude'),
     lang: str(req, 'lang'),
@@ -90,7 +92,7 @@ async function previewForm(req: Request, res: Response, uc: UseCases, h: Helpers
   const v = h.values(req);
   try {
     const preview = await uc.monitors.preview(accountId(req), {
-      target: v.target ?? '',
+      ...watchedInput(v, mode),
       keywords: v.keywords,
       exclude: v.exclude,
       lang: v.lang,
@@ -105,6 +107,16 @@ async function previewForm(req: Request, res: Response, uc: UseCases, h: Helpers
     if (err instanceof RateLimitedError) res.set('retry-after', String(err.retryAfterSec));
     await h.sendMonitorForm(req, res, mode, v, errors);
   }
+}
+
+/**
+ * The form's username or query: on a new monitor whichever is filled in (both: refused by the
+ * use-case, naming the query); an edit keeps the monitor's kind.
+ */
+function watchedInput(v: MonitorFormValues, mode: MonitorFormMode): { target?: string; query?: string } {
+  if (mode.kind === 'edit') return mode.monitor.query !== null ? { query: v.query ?? '' } : { target: v.target ?? '' };
+  const query = v.query?.trim() ? v.query : undefined;
+  return { target: v.target ?? '', ...(query !== undefined ? { query } : {}) };
 }
 
 function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
@@ -123,7 +135,7 @@ function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
     const v = values(req);
     try {
       const { monitor, secret } = await uc.monitors.create(accountId(req), {
-        target: v.target ?? '',
+        ...watchedInput(v, { kind: 'new' }),
         keywords: v.keywords,
         exclude: v.exclude,
         lang: v.lang,
@@ -131,7 +143,7 @@ function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
         webhookUrl: v.webhookUrl?.trim() || undefined,
       });
       setFlash(req, {
-        notice: `Monitor of @${monitor.targetUsername} created.`,
+        notice: `Monitor of ${watched(monitor)} created.`,
         ...(secret ? { secret: secretFlash(secret, standardWebhookSecret(secret)) } : {}),
       });
       res.redirect(303, `/monitors/${monitor.id}`);
@@ -151,7 +163,7 @@ function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
   r.get('/monitors/:id/edit', async (req, res) => {
     const m = await uc.monitors.get(accountId(req), req.params.id ?? '');
     const v = {
-      target: m.targetUsername,
+      ...(m.query !== null ? { query: m.query } : { target: m.targetUsername ?? '' }),
       keywords: m.keywords.join(', '),
       exclude: m.filters.exclude.join(', '),
       lang: m.filters.lang.join(', '),
@@ -167,7 +179,7 @@ function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
     const v = values(req);
     try {
       await uc.monitors.update(accountId(req), id, {
-        target: v.target,
+        ...(m.query !== null ? { query: v.query ?? '' } : { target: v.target }),
         keywords: v.keywords,
         exclude: v.exclude,
         lang: v.lang,

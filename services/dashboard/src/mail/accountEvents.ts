@@ -27,6 +27,11 @@ import { linkExpiry, renderMail, type MailSpec } from './templates';
 const ACCOUNT_MAIL_QUEUE = 'dashboard.account-mail';
 const TRIAL_ENDING_WINDOW_MS = 3 * 86_400_000;
 
+/** what a monitor watches, as mails and banners name it: "@alice" or "the query launch OR release" */
+function watchedName(m: { targetUsername: string | null; query: string | null }): string {
+  return m.targetUsername !== null ? `@${m.targetUsername}` : `the query ${m.query ?? ''}`;
+}
+
 type Prefs = { email: string; notifyQuota: boolean; notifyWebhook: boolean; notifyTrial: boolean };
 
 async function specOf(db: Db, env: Envelope<AccountRoutingKey>): Promise<MailSpec | null> {
@@ -40,7 +45,7 @@ async function specOf(db: Db, env: Envelope<AccountRoutingKey>): Promise<MailSpe
       const w = p as PayloadOf<'account.webhook.failing'>;
       const m = await db.monitor.findFirst({
         where: { id: w.monitorId, accountId: w.accountId },
-        select: { targetUsername: true },
+        select: { targetUsername: true, query: true },
       });
       if (!m) return null;
       return {
@@ -48,15 +53,18 @@ async function specOf(db: Db, env: Envelope<AccountRoutingKey>): Promise<MailSpe
         state: w.state,
         consecutiveFailures: w.consecutiveFailures,
         monitorId: w.monitorId,
-        target: m.targetUsername,
+        target: watchedName(m),
       };
     }
     case 'account.trial.ending':
       return { kind: 'trial_ending', endsAt: (p as PayloadOf<'account.trial.ending'>).trialEndsAt };
     case 'account.trial.ended': {
       const ids = (p as PayloadOf<'account.trial.ended'>).pausedMonitorIds;
-      const rows = await db.monitor.findMany({ where: { id: { in: ids } }, select: { targetUsername: true } });
-      return { kind: 'trial_ended', paused: rows.map((r) => r.targetUsername) };
+      const rows = await db.monitor.findMany({
+        where: { id: { in: ids } },
+        select: { targetUsername: true, query: true },
+      });
+      return { kind: 'trial_ended', paused: rows.map(watchedName) };
     }
   }
   return null;
@@ -200,7 +208,7 @@ export async function lastTrialEnd(db: Db, accountId: string): Promise<{ endedAt
   if (!p.success) return null;
   const monitors = await db.monitor.findMany({
     where: { id: { in: p.data.pausedMonitorIds }, isActive: false },
-    select: { targetUsername: true },
+    select: { targetUsername: true, query: true },
   });
-  return { endedAt: p.data.trialEndedAt, paused: monitors.map((m) => m.targetUsername) };
+  return { endedAt: p.data.trialEndedAt, paused: monitors.map(watchedName) };
 }

@@ -2,7 +2,7 @@ import { renderMail } from './templates';
 
 describe('webhook health mails', () => {
   const base = 'https://dash.example';
-  const spec = { kind: 'webhook' as const, consecutiveFailures: 5, monitorId: 'm-1', target: 'NASA' };
+  const spec = { kind: 'webhook' as const, consecutiveFailures: 5, monitorId: 'm-1', target: '@NASA' };
 
   it('say failing, broken or disabled, what it means and where to look', () => {
     const failing = renderMail({ ...spec, state: 'failing' }, base);

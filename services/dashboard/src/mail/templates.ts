@@ -111,9 +111,9 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
             ? 'was marked broken (it answers in a way that cannot succeed)'
             : 'was disabled after 3 days of only failures: hits are still recorded, but none is sent live until a Test webhook succeeds';
       return mail(
-        `Your webhook for @${spec.target} ${spec.state === 'failing' ? 'is failing' : `is ${spec.state}`}`,
+        `Your webhook for ${spec.target} ${spec.state === 'failing' ? 'is failing' : `is ${spec.state}`}`,
         [
-          `The webhook endpoint of your monitor watching @${spec.target} ${what}.`,
+          `The webhook endpoint of your monitor watching ${spec.target} ${what}.`,
           'Check the delivery log for the answers it gave, fix the endpoint, then use Test webhook.',
           OPT_OUT,
         ],
@@ -136,7 +136,7 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
         [
           'Your account is on the Free plan now.',
           spec.paused.length > 0
-            ? `These monitors were paused (not deleted) to fit the Free limit: ${spec.paused.map((t) => `@${t}`).join(', ')}.`
+            ? `These monitors were paused (not deleted) to fit the Free limit: ${spec.paused.join(', ')}.`
             : 'No monitor had to be paused.',
           OPT_OUT,
         ],

@@ -4,6 +4,7 @@ import { html, type SafeHtml } from './html';
 import { layout, postButton, type PageContext } from './layout';
 import { recoverForm, type RecoverFormState } from './recover';
 import { ACTIONS_COLUMN, tableHead } from './table';
+import { watched } from './monitors';
 
 function subnav(m: MonitorView, current: 'deliveries' | 'hits'): SafeHtml {
   const cur = (k: string) => (k === current ? html` aria-current="page"` : '');
@@ -99,7 +100,7 @@ function logPage(
   extra: SafeHtml | '' = '',
 ): string {
   const base = `/monitors/${m.id}/${kind}`;
-  const title = kind === 'deliveries' ? `Delivery log · @${m.targetUsername}` : `Hit history · @${m.targetUsername}`;
+  const title = kind === 'deliveries' ? `Delivery log · ${watched(m)}` : `Hit history · ${watched(m)}`;
   return layout(
     ctx,
     title,
@@ -192,7 +193,7 @@ export function attemptPage(ctx: PageContext, m: MonitorView, d: DeliveryDetail)
   const res = d.response;
   return layout(
     ctx,
-    `Delivery attempt · @${m.targetUsername}`,
+    `Delivery attempt · ${watched(m)}`,
     html`${subnav(m, 'deliveries')}
       <section class="card" aria-labelledby="sent">
         <h2 id="sent">Request as sent</h2>

@@ -7,6 +7,7 @@ import { tableHead } from './table';
 
 export interface MonitorFormValues {
   target?: string;
+  query?: string;
   keywords?: string;
   exclude?: string;
   lang?: string;
@@ -15,6 +16,11 @@ export interface MonitorFormValues {
 }
 
 export type MonitorFormMode = { kind: 'new' } | { kind: 'edit'; monitor: MonitorView };
+
+/** What a monitor watches, for titles and lists: "@alice" or "Query: launch OR release". */
+export function watched(m: Pick<MonitorView, 'targetUsername' | 'query'>): string {
+  return m.targetUsername !== null ? `@${m.targetUsername}` : `Query: ${m.query ?? ''}`;
+}
 
 /** "replies and quotes left out · en, de" or nothing */
 function rulesText(m: MonitorView): string {
@@ -28,7 +34,14 @@ function rulesText(m: MonitorView): string {
 function previewSection(p: Preview): SafeHtml {
   const fired = p.posts.filter((x) => x.matched).length;
   return html`<section class="card" aria-labelledby="pv-h" data-testid="preview">
-    <h2 id="pv-h">Preview: of @${p.target}'s last ${p.posts.length} posts, ${fired} would have fired</h2>
+    <h2 id="pv-h">
+      Preview:
+      ${
+        p.query !== null
+          ? `of ${p.posts.length} recent posts found for the query, ${fired} would have fired`
+          : `of @${p.target ?? ''}'s last ${p.posts.length} posts, ${fired} would have fired`
+      }
+    </h2>
     <div class="table-wrap">
       <table class="stack">
         ${tableHead(['Post', 'Would fire', 'Why'])}
@@ -97,7 +110,7 @@ export function monitorsPage(
                 ${monitors.map(
                   (m) =>
                     html`<tr>
-                      <td data-label="Target"><a href="/monitors/${m.id}">@${m.targetUsername}</a></td>
+                      <td data-label="Target"><a href="/monitors/${m.id}">${watched(m)}</a></td>
                       <td data-label="Keywords">${keywords(m)}</td>
                       <td data-label="Status">${status(m)}${healthBadge(m)}</td>
                       <td data-label="Last check">${formatTime(m.lastCheckAt)}</td>
@@ -114,6 +127,33 @@ export function monitorsPage(
   );
 }
 
+/**
+ * A new monitor watches an account or a search query (one of the two); an edit keeps the kind,
+ * so it shows only the monitor's own field.
+ */
+function watchedFields(mode: MonitorFormMode, values: MonitorFormValues, errors: FieldErrors | undefined) {
+  const isQuery = mode.kind === 'edit' && mode.monitor.query !== null;
+  const target = field({
+    name: 'target',
+    label: mode.kind === 'new' ? 'Account to watch' : 'Account watched',
+    value: values.target,
+    hint:
+      mode.kind === 'new'
+        ? 'A username, with or without @. Or leave it empty and watch a search query below.'
+        : 'A username, with or without @.',
+    errors,
+  });
+  const query = field({
+    name: 'query',
+    label: mode.kind === 'new' ? 'Or a search query to watch' : 'Search query watched',
+    value: values.query,
+    hint: 'Words, "phrases", OR, (parentheses), -exclusion, from:, lang:, is:reply|retweet|quote. At most 512 characters.',
+    errors,
+  });
+  if (mode.kind === 'new') return html`${target} ${query}`;
+  return isQuery ? query : target;
+}
+
 export function monitorFormPage(
   ctx: PageContext,
   mode: MonitorFormMode,
@@ -126,10 +166,9 @@ export function monitorFormPage(
   const action = isNew ? '/monitors' : `/monitors/${mode.monitor.id}`;
   return layout(
     ctx,
-    isNew ? 'New monitor' : `Edit @${mode.monitor.targetUsername}`,
+    isNew ? 'New monitor' : `Edit ${watched(mode.monitor)}`,
     html`<form method="post" action="${action}" class="card narrow" novalidate>
-        ${csrfField(ctx)} ${formError(errors)}
-        ${field({ name: 'target', label: 'Account to watch', value: values.target, required: true, hint: 'A username, with or without @.', errors })}
+        ${csrfField(ctx)} ${formError(errors)} ${watchedFields(mode, values, errors)}
         ${field({ name: 'keywords', label: 'Keywords (optional)', value: values.keywords, hint: 'Comma-separated; "quoted phrases" allowed. -word or -"a phrase" leaves out posts containing it. Empty: every post.', errors })}
         ${field({ name: 'exclude', label: 'Leave out post types (optional)', value: values.exclude, hint: 'Any of: replies, reposts, quotes. Empty: all fire.', errors })}
         ${field({ name: 'lang', label: 'Languages (optional)', value: values.lang, hint: 'Language codes such as en, de. A post without a language never matches. Empty: any language.', errors })}
@@ -291,7 +330,7 @@ export function monitorPage(
 ): string {
   return layout(
     ctx,
-    `@${m.targetUsername}`,
+    watched(m),
     html`<nav class="subnav" aria-label="Monitor">
         <a href="/monitors/${m.id}" aria-current="page">Settings</a>
         <a href="/monitors/${m.id}/deliveries">Delivery log</a>
@@ -300,6 +339,10 @@ export function monitorPage(
       <section class="card" aria-labelledby="mon-h">
         <h2 id="mon-h">Monitor</h2>
         <dl class="facts">
+          <dt>${m.query !== null ? 'Query' : 'Account'}</dt>
+          <dd data-testid="watched">
+            ${m.query !== null ? html`<code>${m.query}</code>` : `@${m.targetUsername ?? ''}`}
+          </dd>
           <dt>Status</dt>
           <dd>${status(m)}</dd>
           <dt>Keywords</dt>
@@ -325,7 +368,7 @@ export function monitorPage(
             action: `/monitors/${m.id}/delete`,
             label: 'Delete',
             class: 'btn danger',
-            confirm: `Delete the monitor of @${m.targetUsername}, its webhook, hits and delivery log?`,
+            confirm: `Delete the monitor of ${watched(m)}, its webhook, hits and delivery log?`,
           })}
         </div>
       </section>

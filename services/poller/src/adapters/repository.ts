@@ -72,6 +72,8 @@ export interface PollerRepository {
   /** writes re-evaluated schedules of targets that were read as due but are not */
   reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
+  /** every active query monitor (the query intake matches each committed post against them) */
+  queryMonitors(): Promise<WatchingMonitor[]>;
   /** the active monitors of several targets in one read, by target */
   monitorsForMany(targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>>;
   cursor(targetKey: string): Promise<StoredCursor | null>;
@@ -307,24 +309,37 @@ async function claimDue(db: Db, limit: number, ttlMs: number): ReturnType<Poller
   return { readAt, targets, claims };
 }
 
+const watchingSelect = {
+  id: true,
+  accountId: true,
+  targetUsername: true,
+  query: true,
+  targetKey: true,
+  keywords: true,
+  excludeTypes: true,
+  langs: true,
+  createdAt: true,
+} as const satisfies Prisma.MonitorSelect;
+
 /** The active monitors of these targets, by target key (one query). */
 async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>> {
   const rows = await db.monitor.findMany({
     where: { targetKey: { in: [...targetKeys] }, isActive: true },
-    select: {
-      id: true,
-      accountId: true,
-      targetUsername: true,
-      targetKey: true,
-      keywords: true,
-      excludeTypes: true,
-      langs: true,
-      createdAt: true,
-    },
+    select: watchingSelect,
   });
   const out = new Map<string, WatchingMonitor[]>();
-  for (const { targetKey, ...m } of rows) out.set(targetKey, [...(out.get(targetKey) ?? []), m]);
+  for (const { targetKey, ...m } of rows)
+    if (targetKey !== null) out.set(targetKey, [...(out.get(targetKey) ?? []), m]);
   return out;
+}
+
+/** The active query monitors (monitors_query_active_idx). */
+async function queryMonitors(db: Db): Promise<WatchingMonitor[]> {
+  const rows = await db.monitor.findMany({
+    where: { query: { not: null }, isActive: true },
+    select: watchingSelect,
+  });
+  return rows.map(({ targetKey: _key, ...m }) => m);
 }
 
 export function createPollerRepository(db: Db): PollerRepository {
@@ -367,6 +382,8 @@ export function createPollerRepository(db: Db): PollerRepository {
     monitorsFor: async (targetKey) => (await watchingMonitors(db, [targetKey])).get(targetKey) ?? [],
 
     monitorsForMany: (targetKeys) => watchingMonitors(db, targetKeys),
+
+    queryMonitors: () => queryMonitors(db),
 
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({

@@ -34,7 +34,16 @@ function tweet(text: string, createdAt = now, id = snowflakeId(createdAt)): Soci
 }
 
 function monitor(id: string, keywords: string[], createdAt = new Date(now.getTime() - 60_000)): WatchingMonitor {
-  return { id, accountId: `acc-${id}`, targetUsername: 'Author', keywords, excludeTypes: [], langs: [], createdAt };
+  return {
+    id,
+    accountId: `acc-${id}`,
+    targetUsername: 'Author',
+    query: null,
+    keywords,
+    excludeTypes: [],
+    langs: [],
+    createdAt,
+  };
 }
 
 describe('intervals', () => {

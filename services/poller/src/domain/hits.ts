@@ -2,14 +2,27 @@
  * Matching tweets against the monitors of one target, and building the monitor.hit events.
  * No I/O: the poller hands in what it read and writes what this returns.
  */
-import { compileRules, matchesRules, parsePostTypes, preparePost, type CompiledRules } from '@sts/core';
+import {
+  compileRules,
+  matchesQuery,
+  matchesRules,
+  parsePostTypes,
+  parseQuery,
+  preparePost,
+  prepareQueryPost,
+  type CompiledRules,
+  type PreparedQueryPost,
+  type QueryNode,
+} from '@sts/core';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
 
 export interface WatchingMonitor {
   id: string;
   accountId: string;
-  targetUsername: string;
+  /** exactly one of the two: a username monitor's target, a query monitor's query */
+  targetUsername: string | null;
+  query: string | null;
   /** empty = no keyword filter; exclusions written `-word` */
   keywords: string[];
   /** post types left out (replies, reposts, quotes); empty = all */
@@ -21,6 +34,8 @@ export interface WatchingMonitor {
 
 export interface CompiledMonitor extends WatchingMonitor {
   rules: CompiledRules;
+  /** a query monitor's parsed query; false: its stored query no longer parses (it matches nothing) */
+  ast: QueryNode | null | false;
 }
 
 export interface PendingHit {
@@ -32,22 +47,44 @@ export function compileMonitors(monitors: readonly WatchingMonitor[]): CompiledM
   return monitors.map((m) => ({
     ...m,
     rules: compileRules(m.keywords, { exclude: parsePostTypes(m.excludeTypes), lang: m.langs }),
+    ast: m.query === null ? null : parsedOrFalse(m.query),
   }));
+}
+
+function parsedOrFalse(query: string): QueryNode | false {
+  try {
+    return parseQuery(query).ast;
+  } catch {
+    return false;
+  }
 }
 
 /**
  * Every (monitor, tweet) pair that is a hit: the tweet is not older than the monitor (a monitor
  * starts from the moment it is created) and passes its rules (@sts/core rules.ts: post types,
- * languages, exclusions, keywords). Each tweet is tokenised once for all monitors.
+ * languages, exclusions, keywords) and, for a query monitor, its query (@sts/core query.ts).
+ * Each tweet is tokenised once for all monitors.
  */
 export function findHits(tweets: readonly SocialTweet[], monitors: readonly CompiledMonitor[]): PendingHit[] {
   const out: PendingHit[] = [];
   for (const tweet of tweets) {
     const post = preparePost({ text: tweet.text, lang: tweet.lang, referencedTweets: tweet.referencedTweets ?? [] });
     const at = tweet.createdAt.getTime();
+    let queryPost: PreparedQueryPost | undefined;
     for (const monitor of monitors) {
       if (at < monitor.createdAt.getTime()) continue;
-      if (matchesRules(monitor.rules, post)) out.push({ monitor, tweet });
+      if (!matchesRules(monitor.rules, post)) continue;
+      if (monitor.ast === false) continue;
+      if (monitor.ast !== null) {
+        queryPost ??= prepareQueryPost({
+          text: tweet.text,
+          lang: tweet.lang,
+          referencedTweets: tweet.referencedTweets ?? [],
+          authorUsername: tweet.author.username,
+        });
+        if (!matchesQuery(monitor.ast, queryPost)) continue;
+      }
+      out.push({ monitor, tweet });
     }
   }
   return out;

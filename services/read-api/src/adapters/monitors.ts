@@ -38,6 +38,7 @@ function toMonitorRow(m: MonitorSelected): MonitorRow {
   return {
     id: m.id,
     targetUsername: m.targetUsername,
+    query: m.query,
     keywords: m.keywords,
     excludeTypes: m.excludeTypes,
     langs: m.langs,

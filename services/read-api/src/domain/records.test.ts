@@ -42,6 +42,7 @@ const hit: HitRow = {
 const monitor: MonitorRow = {
   id: hit.monitorId,
   targetUsername: 'alice',
+  query: null,
   keywords: [],
   excludeTypes: [],
   langs: [],

@@ -14,7 +14,9 @@ export type { HitRecord, ListBody, MonitorRecord, TweetRecord, UserRecord };
 /** What the adapter reads for a monitor. */
 export interface MonitorRow {
   id: string;
-  targetUsername: string;
+  /** exactly one of the two */
+  targetUsername: string | null;
+  query: string | null;
   keywords: string[];
   excludeTypes: string[];
   langs: string[];
@@ -77,6 +79,7 @@ export function monitorRecord(m: MonitorRow, recentHits?: HitRow[]): MonitorReco
   const record: MonitorRecord = {
     id: m.id,
     target_username: m.targetUsername,
+    query: m.query,
     keywords: m.keywords.length ? [...m.keywords] : null,
     filters: {
       exclude: parsePostTypes(m.excludeTypes),

@@ -51,6 +51,7 @@ export function deliveryRecord(d: DeliveryDetail): DeliveryRecord {
 export function previewRecord(p: Preview): PreviewRecord {
   return {
     target_username: p.target,
+    query: p.query,
     keywords: p.keywords,
     filters: { exclude: p.filters.exclude, lang: p.filters.lang },
     cached: p.cached,

@@ -104,6 +104,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
     const b = parseBody(NewMonitor, raw);
     const { monitor, secret } = await uc.monitors.create(accountId, {
       target: b.target_username,
+      query: b.query,
       ...(b.keywords !== undefined ? { keywords: b.keywords } : {}),
       ...filterInput(b.filters),
       ...(b.check_interval_sec !== undefined ? { intervalSec: b.check_interval_sec } : {}),
@@ -117,6 +118,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
     const b = parseBody(MonitorEdit, raw);
     const m = await uc.monitors.update(accountId, ctx.params.id!, {
       ...(b.target_username !== undefined ? { target: b.target_username } : {}),
+      ...(b.query !== undefined ? { query: b.query } : {}),
       ...(b.keywords !== undefined ? { keywords: b.keywords } : {}),
       ...filterInput(b.filters),
       ...(b.check_interval_sec !== undefined ? { intervalSec: b.check_interval_sec } : {}),
@@ -128,6 +130,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
     const b = parseBody(MonitorPreviewInput, raw);
     const p = await uc.monitors.preview(accountId, {
       target: b.target_username,
+      query: b.query,
       ...(b.keywords !== undefined ? { keywords: b.keywords } : {}),
       ...filterInput(b.filters),
     });

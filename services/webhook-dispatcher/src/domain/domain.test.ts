@@ -24,7 +24,7 @@ import {
 
 const hit: HitPayload = {
   event: 'monitor.hit',
-  monitor: { id: 'm1', targetUsername: 'NASA', keywords: ['launch', 'moon landing'] },
+  monitor: { id: 'm1', targetUsername: 'NASA', query: null, keywords: ['launch', 'moon landing'] },
   tweet: {
     id: '1790000000000000000',
     text: 'Launch <!channel> & more @everyone **bold** [click](https://evil.example) https://nasa.gov/a_b',
@@ -35,7 +35,7 @@ const hit: HitPayload = {
 };
 const ping: TestPayload = {
   event: 'monitor.test',
-  monitor: { id: 'm1', targetUsername: 'NASA', keywords: null },
+  monitor: { id: 'm1', targetUsername: 'NASA', query: null, keywords: null },
   test: true,
 };
 

@@ -2,7 +2,7 @@
 import { monitorHitPayload } from '@sts/messaging';
 import { buildBody, escapeSlack, slackBody } from './payloads';
 
-const monitor = { id: 'm1', targetUsername: 'alice', keywords: null };
+const monitor = { id: 'm1', targetUsername: 'alice', query: null, keywords: null };
 
 describe('Slack mention escaping', () => {
   const text = 'Everyone look @channel @here @everyone <!channel> <!here|here> @Channel';

@@ -23,7 +23,7 @@ async function watch(usernames: readonly string[], oneByOne = false): Promise<Ma
   if (oneByOne) for (const data of rows) await db.monitor.create({ data });
   else await db.monitor.createMany({ data: rows });
   const monitors = await db.monitor.findMany({ where: { accountId: account.id } });
-  return new Map(monitors.map((m) => [m.targetKey, m.id]));
+  return new Map(monitors.map((m) => [m.targetKey!, m.id]));
 }
 
 const ruled = (): string[] =>
