@@ -55,6 +55,8 @@ export interface PollerOptions {
   search?: Omit<GroupPollDeps, 'repository' | 'leases' | 'logger' | 'intervals' | 'pollTimeoutMs' | 'now'>;
   metrics?: PollerMetrics;
   now?: () => Date;
+  /** the query intake's safety-net run when no notification came (default 5 s) */
+  queryIntervalMs?: number;
 }
 
 export interface Poller {
@@ -105,6 +107,7 @@ function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | n
     logger: options.logger,
     now,
     batchSize: options.batchSize ?? 100,
+    ...(options.queryIntervalMs !== undefined ? { intervalMs: options.queryIntervalMs } : {}),
     onHits: (hits) => {
       metrics?.hits(hits.length);
       metrics?.detected?.(hits, 'push');
