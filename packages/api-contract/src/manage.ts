@@ -33,17 +33,17 @@ export const MonitorFiltersInput = z
   })
   .meta({ description: 'the rule besides the keywords (excluded keywords are written in `keywords` as -word)' });
 
-const queryInput = z.string().max(4096).meta({
-  description:
-    'a search query to watch instead of one account (docs/queries.md: words, "phrases", OR, parentheses, -exclusion, from:, lang:, is:reply|retweet|quote); at most 512 characters',
-});
+const queryInput = z
+  .string()
+  .max(4096)
+  .meta({ description: 'a search query to watch (docs/queries.md); at most 512 characters' });
 
 export const NewMonitor = z.strictObject({
   target_username: z
     .string()
     .max(64)
     .optional()
-    .meta({ description: 'the account to watch, with or without @; exactly one of target_username and query' }),
+    .meta({ description: 'the account to watch, with or without @ (or give query)' }),
   query: queryInput.optional(),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),

@@ -115,7 +115,7 @@ export interface paths {
     /** The account's monitors (read-only) */
     get: operations['listMonitors'];
     put?: never;
-    /** Create a monitor, optionally with its webhook; `webhook_secret` carries the signing secret once (manage key) */
+    /** Create a monitor (of an account or a query), optionally with its webhook; `webhook_secret` carries the signing secret once (manage key) */
     post: operations['createMonitor'];
     delete?: never;
     options?: never;
@@ -386,7 +386,10 @@ export interface components {
     };
     Monitor: {
       id: string;
-      target_username: string;
+      /** @description the watched account; null for a query monitor */
+      target_username: string | null;
+      /** @description a query monitor's search query (docs/queries.md); null for a username monitor */
+      query: string | null;
       /** @description null when no keyword filter is set; exclusions appear as written (-word, -"a phrase") */
       keywords: string[] | null;
       filters: components['schemas']['MonitorFilters'];
@@ -468,8 +471,10 @@ export interface components {
       retry_after?: number;
     };
     NewMonitor: {
-      /** @description the account to watch, with or without @ */
-      target_username: string;
+      /** @description the account to watch, with or without @ (or give query) */
+      target_username?: string;
+      /** @description a search query to watch (docs/queries.md); at most 512 characters */
+      query?: string;
       /** @description whole words or phrases, any of which fires; `-word` or `-"a phrase"` excludes; null or [] = every post */
       keywords?: string[] | null;
       /** @description the rule besides the keywords (excluded keywords are written in `keywords` as -word) */
@@ -485,8 +490,10 @@ export interface components {
       webhook_url?: string;
     };
     MonitorEdit: {
-      /** @description the account to watch, with or without @ */
+      /** @description the account to watch, with or without @ (or give query) */
       target_username?: string;
+      /** @description a query monitor's new query */
+      query?: string;
       /** @description whole words or phrases, any of which fires; `-word` or `-"a phrase"` excludes; null or [] = every post */
       keywords?: string[] | null;
       /** @description the rule besides the keywords (excluded keywords are written in `keywords` as -word) */
@@ -500,8 +507,10 @@ export interface components {
       check_interval_sec?: number;
     };
     MonitorPreviewInput: {
-      /** @description the account to watch, with or without @ */
-      target_username: string;
+      /** @description the account to watch, with or without @ (or give query) */
+      target_username?: string;
+      /** @description a search query to watch (docs/queries.md); at most 512 characters */
+      query?: string;
       /** @description whole words or phrases, any of which fires; `-word` or `-"a phrase"` excludes; null or [] = every post */
       keywords?: string[] | null;
       /** @description the rule besides the keywords (excluded keywords are written in `keywords` as -word) */
@@ -525,7 +534,10 @@ export interface components {
     };
     MonitorWithSecret: {
       id: string;
-      target_username: string;
+      /** @description the watched account; null for a query monitor */
+      target_username: string | null;
+      /** @description a query monitor's search query (docs/queries.md); null for a username monitor */
+      query: string | null;
       /** @description null when no keyword filter is set; exclusions appear as written (-word, -"a phrase") */
       keywords: string[] | null;
       filters: components['schemas']['MonitorFilters'];
@@ -629,7 +641,8 @@ export interface components {
       created_at: string;
     };
     Preview: {
-      target_username: string;
+      target_username: string | null;
+      query: string | null;
       keywords: string[];
       filters: {
         exclude: string[];

@@ -612,6 +612,42 @@ describe('dashboard in a browser', () => {
     await waitFor(async () => (await call()).status === 401, 5_000);
   });
 
+  it('creates a query monitor from the form (a refused query named at its field); its page shows the query; a post of any author matching it is a hit', async () => {
+    const query = '"query journey" OR rocketship -spam';
+    expect(await go('/monitors/new')).toBe(200);
+    const before = await db.monitor.count();
+    await page.getByLabel('Or a search query to watch').fill('rocketship has:links');
+    expect(await submit('Create monitor')).toBe(422);
+    expect(await fieldError('query')).toMatch(/unknown operator "has:" in "has:links"/);
+    await page.getByLabel('Account to watch').fill(TARGET);
+    await page.getByLabel('Or a search query to watch').fill(query);
+    expect(await submit('Create monitor')).toBe(422);
+    expect(await fieldError('query')).toMatch(/a username or a query, not both/);
+    expect(await db.monitor.count()).toBe(before);
+    await axeCheck('monitor-query-form-errors');
+    await page.getByLabel('Account to watch').fill('');
+    expect(await submit('Preview')).toBe(200);
+    await expect(page.getByRole('heading', { name: /recent posts found for the query/ }).count()).resolves.toBe(1);
+    expect(await submit('Create monitor')).toBe(200);
+    const id = page.url().split('/').pop() ?? '';
+    expect(await db.monitor.findUniqueOrThrow({ where: { id } })).toMatchObject({ query, targetUsername: null });
+    await expect(page.getByTestId('watched').textContent()).resolves.toBe(query);
+    await mainPage('monitor-query');
+
+    await createSocialUser(db, { username: 'someauthor', name: 'Some Author' });
+    const tweet = await createSocialTweet(db, { authorUsername: 'someauthor', text: 'The rocketship flies today' });
+    await createSocialTweet(db, { authorUsername: 'someauthor', text: 'rocketship spam' });
+    await go(`/monitors/${id}/hits`);
+    await page.locator(`tr[data-hit="${tweet.id}"]`).waitFor({ timeout: 20_000 });
+    expect(await db.hit.count({ where: { monitorId: id } })).toBe(1);
+    await go('/monitors');
+    await expect(page.locator('main').textContent()).resolves.toContain(`Query: ${query}`);
+    // the rest of the journey has one monitor: this one goes again
+    await go(`/monitors/${id}`);
+    await submit('Delete');
+    expect(await db.monitor.count({ where: { id } })).toBe(0);
+  });
+
   it("another account's monitor, key and delivery ids are 404; a form posted without its CSRF token is 403", async () => {
     const other = await uc.accounts.signUp({ email: 'other@example.com', password: 'another password' });
     await uc.plans.startTrial(other.id);

@@ -189,7 +189,7 @@ describe('poller', () => {
     expect(env.headers).toEqual({ accountId, hitId: hit!.id });
     expect(env.payload).toEqual({
       event: 'monitor.hit',
-      monitor: { id: m.id, targetUsername: target, keywords: null },
+      monitor: { id: m.id, targetUsername: target, query: null, keywords: null },
       tweet: { id: t.id, text: 'hello world', authorUsername: target, createdAt: t.createdAt.toISOString() },
       detectedAt: hit!.detectedAt.toISOString(),
     });

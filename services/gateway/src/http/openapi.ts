@@ -273,7 +273,7 @@ export const openApiDocument = {
     '/api/v1/monitors': {
       post: managePost(
         'createMonitor',
-        'Create a monitor of one account (`target_username`) or of a search query (`query`, docs/queries.md), optionally with its webhook; `webhook_secret` carries the signing secret once (manage key)',
+        'Create a monitor (of an account or a query), optionally with its webhook; `webhook_secret` carries the signing secret once (manage key)',
         okWrite('201', generated.MonitorCreated, 'the monitor'),
         { requestBody: jsonBody('NewMonitor') },
       ),

@@ -173,7 +173,7 @@ describe('matching', () => {
     const detectedAt = new Date('2026-05-01T12:00:01Z');
     expect(hitEvent({ monitor: withKw!, tweet: t }, detectedAt)).toEqual({
       event: 'monitor.hit',
-      monitor: { id: 'k', targetUsername: 'Author', keywords: ['launch', 'big news'] },
+      monitor: { id: 'k', targetUsername: 'Author', query: null, keywords: ['launch', 'big news'] },
       tweet: {
         id: '1234567890123456789',
         text: 'launch day',

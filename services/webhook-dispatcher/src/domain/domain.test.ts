@@ -45,7 +45,7 @@ describe('native payloads', () => {
     const body = JSON.parse(nativeBody(extra)) as Record<string, unknown>;
     expect(body).toEqual({
       event: 'monitor.hit',
-      monitor: { id: 'm1', targetUsername: 'NASA', keywords: ['launch', 'moon landing'] },
+      monitor: { id: 'm1', targetUsername: 'NASA', query: null, keywords: ['launch', 'moon landing'] },
       tweet: hit.tweet,
       detectedAt: hit.detectedAt,
     });
@@ -56,7 +56,7 @@ describe('native payloads', () => {
     const body = JSON.parse(nativeBody({ ...ping, monitor: { ...ping.monitor, keywords: [] } })) as unknown;
     expect(body).toEqual({
       event: 'monitor.test',
-      monitor: { id: 'm1', targetUsername: 'NASA', keywords: null },
+      monitor: { id: 'm1', targetUsername: 'NASA', query: null, keywords: null },
       test: true,
     });
   });
