@@ -97,7 +97,7 @@ export function checkTarget(raw: unknown): string {
 }
 
 /** A query monitor's query as saved (trimmed), validated by @sts/core parseQuery; the refusal names the part. */
-export function checkQuery(raw: unknown): string {
+function checkQuery(raw: unknown): string {
   if (typeof raw !== 'string') throw new ValidationError('query', 'must be a string');
   // bounded before parsing: a hostile client's megabyte query is refused without being scanned
   if (raw.length > 4096) throw new ValidationError('query', `is ${raw.length} characters; at most 512`);

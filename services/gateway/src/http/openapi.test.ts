@@ -85,6 +85,7 @@ describe('the OpenAPI document', () => {
     const monitor: MonitorRecord = {
       id: 'm',
       target_username: 'a',
+      query: null,
       keywords: null,
       filters: { exclude: ['replies'], lang: ['en'], excluded_keywords: [] },
       is_active: true,

@@ -13,7 +13,6 @@ import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
 import { createRedisLeases } from '../../adapters/lease';
 import { createPollerRepository } from '../../adapters/repository';
 import { createPoller, type Poller } from '../../poller';
-import { parseQueryNotification } from './query';
 
 const logger = createLogger({ service: 'poller-query-test', level: 'error' });
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
@@ -58,12 +57,6 @@ describe('query intake (local store)', () => {
   const hitsOf = (monitorId: string) => db.hit.findMany({ where: { monitorId }, orderBy: { tweetId: 'asc' } });
   const eventsOf = (monitorId: string) =>
     db.outboxEvent.findMany({ where: { payload: { path: ['monitor', 'id'], equals: monitorId } } });
-
-  it('parses only its own notifications', () => {
-    expect(parseQueryNotification('q 12345')).toBe(12345n);
-    expect(parseQueryNotification('12345 alice')).toBeNull();
-    expect(parseQueryNotification('q abc')).toBeNull();
-  });
 
   it('a committed post fires every matching query monitor at once, with the query in the payload', async () => {
     const q = await db.monitor.create({

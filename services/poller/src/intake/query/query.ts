@@ -56,7 +56,7 @@ export interface QueryIntake {
 const NOTIFICATION = /^q ([0-9]{1,20})$/;
 
 /** A query-intake notification of the tweet trigger: its xid, or null when the payload is not one. */
-export function parseQueryNotification(payload: string): bigint | null {
+function parseQueryNotification(payload: string): bigint | null {
   const m = NOTIFICATION.exec(payload);
   return m ? BigInt(m[1]!) : null;
 }
