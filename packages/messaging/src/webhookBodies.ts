@@ -335,7 +335,11 @@ function slackNotice(n: Notice, context: string): SlackBody {
     blocks: [
       {
         type: 'section',
-        text: { type: 'mrkdwn', text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length), verbatim: true },
+        text: {
+          type: 'mrkdwn',
+          text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length),
+          verbatim: true,
+        },
       },
       {
         type: 'context',

@@ -16,8 +16,11 @@ import { createCycle, type CycleResult } from './intake/tick/cycle';
 import { ticker } from './intake/tick/ticker';
 import { createPush, type Push } from './intake/push/push';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
-import type { GroupPoll, PollOutcome, PollResult } from './pipeline';
+import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from './pipeline';
 import { createTargetPoll } from './poll/poll';
+import type { ProfileRepository } from './adapters/profiles';
+import { isUnavailable } from './domain/profiles';
+import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
@@ -47,6 +50,8 @@ export interface PollerOptions {
   claimLimit?: number;
   /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
   databaseUrl?: string;
+  /** the local store: watched accounts' profile and status changes (notified on the tweets' channel) */
+  profiles?: ProfileRepository;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
   selectDue?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
@@ -64,6 +69,23 @@ export interface Poller {
   runCycle(opts?: { force?: boolean }): Promise<CycleResult>;
   /** wakes a target as the tweet trigger's notification would (tests) */
   push: Push;
+  /** the local store's profile looks (absent without `profiles`) */
+  profiles?: ProfileWatch;
+}
+
+/**
+ * A poll that, on the local store, asks for a look at the target's profile after polling a target
+ * never looked at, an unavailable one (is it back?) or one whose poll failed (gone?).
+ */
+function withProfileLooks(poll: TargetPoll, watch: ProfileWatch | undefined): TargetPoll {
+  if (!watch) return poll;
+  return async (target, opts) => {
+    const result = await poll(target, opts);
+    const unknown = target.targetStatus === null || target.targetStatus === undefined;
+    if (result.outcome !== 'skipped' && (unknown || isUnavailable(target.targetStatus) || result.outcome === 'error'))
+      watch.look(target.targetKey);
+    return result;
+  };
 }
 
 function recorder(metrics: PollerMetrics | undefined, how: 'push' | 'poll') {
@@ -97,7 +119,8 @@ export function createPoller(options: PollerOptions): Poller {
   const now = options.now ?? (() => new Date());
   let stopping = false;
   const inFlight = new Set<string>();
-  const poll = createTargetPoll(
+  const profiles = options.profiles ? createProfileWatch({ repository: options.profiles, logger, now }) : undefined;
+  const targetPoll = createTargetPoll(
     {
       repository,
       source: options.source,
@@ -110,6 +133,7 @@ export function createPoller(options: PollerOptions): Poller {
     },
     inFlight,
   );
+  const poll = withProfileLooks(targetPoll, profiles);
   // what the tick's cycle and the push both poll with
   const polling = { repository, poll, now, concurrency };
   const runCycle = createCycle({
@@ -137,7 +161,9 @@ export function createPoller(options: PollerOptions): Poller {
           databaseUrl: options.databaseUrl,
           channel: TWEETS_CHANNEL,
           logger,
-          onNotify: (payload) => push.notify(payload),
+          onNotify: (payload) => {
+            if (!profiles?.notify(payload)) push.notify(payload);
+          },
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
         await listener
@@ -152,8 +178,10 @@ export function createPoller(options: PollerOptions): Poller {
       listener = undefined;
       await push.stop();
       await tick.stop();
+      await profiles?.stop();
     },
     runCycle,
     push,
+    ...(profiles ? { profiles } : {}),
   };
 }
