@@ -51,6 +51,16 @@ async function specOf(db: Db, env: Envelope<AccountRoutingKey>): Promise<MailSpe
         target: m.targetUsername,
       };
     }
+    case 'account.target.status': {
+      const t = p as PayloadOf<'account.target.status'>;
+      return {
+        kind: 'target',
+        status: t.status,
+        username: t.username,
+        newUsername: t.newUsername,
+        monitors: t.monitorIds.length,
+      };
+    }
     case 'account.trial.ending':
       return { kind: 'trial_ending', endsAt: (p as PayloadOf<'account.trial.ending'>).trialEndsAt };
     case 'account.trial.ended': {
@@ -64,7 +74,8 @@ async function specOf(db: Db, env: Envelope<AccountRoutingKey>): Promise<MailSpe
 
 function optedIn(prefs: Prefs, key: AccountRoutingKey): boolean {
   if (key === 'account.quota.threshold') return prefs.notifyQuota;
-  if (key === 'account.webhook.failing') return prefs.notifyWebhook;
+  // a watched account's health is a monitor alert, like an endpoint's
+  if (key === 'account.webhook.failing' || key === 'account.target.status') return prefs.notifyWebhook;
   return prefs.notifyTrial;
 }
 
