@@ -16,11 +16,14 @@ describe('contracts', () => {
   it('has exactly the monitor, webhook, account and API key routing keys', () => {
     expect([...ROUTING_KEYS].sort()).toEqual([
       'account.quota.threshold',
+      'account.target.status',
       'account.trial.ended',
       'account.trial.ending',
       'account.webhook.failing',
       'apikey.changed',
       'monitor.hit',
+      'monitor.profile_changed',
+      'monitor.target_unavailable',
       'monitor.test',
       'webhook.redeliver',
     ]);

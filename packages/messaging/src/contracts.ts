@@ -75,6 +75,56 @@ export const MonitorTestPayload = z
   })
   .strict();
 
+/** A watched account's public profile, as a monitor.profile_changed payload carries it before and after. */
+export const ProfileFields = z
+  .object({
+    username: z.string().min(1),
+    name: z.string(),
+    description: z.string().nullable(),
+    profileImageUrl: z.string().nullable(),
+    verified: z.boolean(),
+  })
+  .strict();
+
+/** The profile fields a change can name, in the payload's order. */
+export const PROFILE_FIELDS = ['username', 'name', 'description', 'profileImageUrl', 'verified'] as const;
+
+/** The watched account's display name, bio, avatar, verified flag or username changed (docs/webhooks.md). */
+export const MonitorProfileChangedPayload = z
+  .object({
+    event: z.literal('monitor.profile_changed'),
+    monitor: MonitorRef,
+    /** the account's id at the source: a rename keeps it */
+    userId: z.string().min(1),
+    changed: z.array(z.enum(PROFILE_FIELDS)).min(1),
+    before: ProfileFields,
+    after: ProfileFields,
+    detectedAt: IsoUtcMillis,
+  })
+  .strict();
+
+/** A target's health: `ok`, or why it cannot be read as watched. */
+export const TARGET_STATUSES = ['ok', 'suspended', 'protected', 'not_found', 'renamed'] as const;
+export type TargetStatus = (typeof TARGET_STATUSES)[number];
+
+/**
+ * The watched account became suspended, protected, not found, or was renamed (the monitor then
+ * follows it: `newUsername`), once per change of its status (docs/webhooks.md). Back to `ok` sends
+ * nothing; the monitor record's `target_status` shows it.
+ */
+export const MonitorTargetUnavailablePayload = z
+  .object({
+    event: z.literal('monitor.target_unavailable'),
+    monitor: MonitorRef,
+    status: z.enum(['suspended', 'protected', 'not_found', 'renamed']),
+    previousStatus: z.enum(TARGET_STATUSES),
+    username: z.string().min(1),
+    newUsername: z.string().min(1).nullable(),
+    detail: z.string(),
+    detectedAt: IsoUtcMillis,
+  })
+  .strict();
+
 export const WebhookRedeliverPayload = z.object({ attemptId: z.string().uuid() }).strict();
 
 /**
@@ -111,6 +161,21 @@ export const AccountWebhookFailingPayload = z
   })
   .strict();
 
+/**
+ * A watched account's status changed (published by the poller through `account_events`, once per
+ * account, target and change): one mail naming the account's monitors on that target.
+ */
+export const AccountTargetStatusPayload = z
+  .object({
+    ...accountEventBase,
+    username: z.string().min(1),
+    status: z.enum(TARGET_STATUSES),
+    previousStatus: z.enum(TARGET_STATUSES),
+    newUsername: z.string().min(1).nullable(),
+    monitorIds: z.array(z.string().min(1)).min(1),
+  })
+  .strict();
+
 /** The Starter trial ends within 3 days (published once per trial by the dashboard's periodic check). */
 export const AccountTrialEndingPayload = z.object({ ...accountEventBase, trialEndsAt: IsoUtcMillis }).strict();
 
@@ -142,9 +207,18 @@ export const contracts = {
     headers: z.object({ accountId: z.string(), hitId: z.string() }),
   },
   'monitor.test': { payload: MonitorTestPayload, headers: z.object({ accountId: z.string() }) },
+  'monitor.profile_changed': {
+    payload: MonitorProfileChangedPayload,
+    headers: z.object({ accountId: z.string(), eventId: z.string() }),
+  },
+  'monitor.target_unavailable': {
+    payload: MonitorTargetUnavailablePayload,
+    headers: z.object({ accountId: z.string(), eventId: z.string() }),
+  },
   'webhook.redeliver': { payload: WebhookRedeliverPayload, headers: z.object({ accountId: z.string() }) },
   'account.quota.threshold': { payload: AccountQuotaThresholdPayload, headers: accountHeaders },
   'account.webhook.failing': { payload: AccountWebhookFailingPayload, headers: accountHeaders },
+  'account.target.status': { payload: AccountTargetStatusPayload, headers: accountHeaders },
   'account.trial.ending': { payload: AccountTrialEndingPayload, headers: accountHeaders },
   'account.trial.ended': { payload: AccountTrialEndedPayload, headers: accountHeaders },
   'apikey.changed': { payload: ApiKeyChangedPayload, headers: accountHeaders },
@@ -155,9 +229,12 @@ export type PayloadOf<K extends RoutingKey> = z.output<(typeof contracts)[K]['pa
 export type HeadersOf<K extends RoutingKey> = z.output<(typeof contracts)[K]['headers']>;
 export type MonitorHitEvent = PayloadOf<'monitor.hit'>;
 export type MonitorTestEvent = PayloadOf<'monitor.test'>;
+export type MonitorProfileChangedEvent = PayloadOf<'monitor.profile_changed'>;
+export type MonitorTargetUnavailableEvent = PayloadOf<'monitor.target_unavailable'>;
 export type WebhookRedeliverEvent = PayloadOf<'webhook.redeliver'>;
 export type AccountQuotaThresholdEvent = PayloadOf<'account.quota.threshold'>;
 export type AccountWebhookFailingEvent = PayloadOf<'account.webhook.failing'>;
+export type AccountTargetStatusEvent = PayloadOf<'account.target.status'>;
 export type AccountTrialEndingEvent = PayloadOf<'account.trial.ending'>;
 export type AccountTrialEndedEvent = PayloadOf<'account.trial.ended'>;
 export type ApiKeyChangedEvent = PayloadOf<'apikey.changed'>;
@@ -166,6 +243,7 @@ export type ApiKeyChangedEvent = PayloadOf<'apikey.changed'>;
 export const ACCOUNT_ROUTING_KEYS = [
   'account.quota.threshold',
   'account.webhook.failing',
+  'account.target.status',
   'account.trial.ending',
   'account.trial.ended',
 ] as const satisfies readonly RoutingKey[];
@@ -186,6 +264,10 @@ export function accountEventKey<K extends AccountRoutingKey>(routingKey: K, payl
     case 'account.webhook.failing': {
       const w = p as AccountWebhookFailingEvent;
       return `webhook:${w.accountId}:${w.monitorId}:${w.state}:${w.occurredAt.slice(0, 10)}`;
+    }
+    case 'account.target.status': {
+      const t = p as AccountTargetStatusEvent;
+      return `target:${t.accountId}:${t.username.toLowerCase()}:${t.status}:${t.occurredAt}`;
     }
     case 'account.trial.ending':
       return `trial-ending:${p.accountId}:${(p as AccountTrialEndingEvent).trialEndsAt}`;
@@ -213,7 +295,7 @@ export function isRoutingKey(value: unknown): value is RoutingKey {
 }
 
 /** Envelope header field -> AMQP header name. */
-export const HEADER_NAMES = { accountId: 'x-account-id', hitId: 'x-hit-id' } as const;
+export const HEADER_NAMES = { accountId: 'x-account-id', hitId: 'x-hit-id', eventId: 'x-event-id' } as const;
 export type EnvelopeHeaderField = keyof typeof HEADER_NAMES;
 
 /** Thrown (or used as the dead-letter reason) when a message does not satisfy its contract. */

@@ -12,13 +12,21 @@
  *   (a mrkdwn section with the linked title and the text, and a context block naming the
  *   monitor and the time); `&`, `<` and `>` escaped so text cannot form links or mentions.
  */
-import type { MonitorHitEvent, MonitorTestEvent } from './contracts';
+import {
+  PROFILE_FIELDS,
+  type MonitorHitEvent,
+  type MonitorProfileChangedEvent,
+  type MonitorTargetUnavailableEvent,
+  type MonitorTestEvent,
+} from './contracts';
 
 /** The payload types are the message contracts of @sts/messaging (docs/webhooks.md), not copies. */
 export type HitPayload = MonitorHitEvent;
 export type TestPayload = MonitorTestEvent;
 type MonitorRef = MonitorHitEvent['monitor'];
-export type WebhookPayload = HitPayload | TestPayload;
+export type ProfileChangedPayload = MonitorProfileChangedEvent;
+export type TargetUnavailablePayload = MonitorTargetUnavailableEvent;
+export type WebhookPayload = HitPayload | TestPayload | ProfileChangedPayload | TargetUnavailablePayload;
 export type WebhookKind = 'native' | 'discord' | 'slack';
 
 /** The largest body the dispatcher sends; larger ones are logged as failed, never sent. */
@@ -65,6 +73,36 @@ function canonicalPayload(p: WebhookPayload): WebhookPayload {
     keywords: p.monitor.keywords && p.monitor.keywords.length > 0 ? [...p.monitor.keywords] : null,
   };
   if (p.event === 'monitor.test') return { event: 'monitor.test', monitor, test: true };
+  if (p.event === 'monitor.profile_changed') {
+    const profile = (f: ProfileChangedPayload['before']) => ({
+      username: f.username,
+      name: f.name,
+      description: f.description,
+      profileImageUrl: f.profileImageUrl,
+      verified: f.verified,
+    });
+    return {
+      event: p.event,
+      monitor,
+      userId: p.userId,
+      changed: [...p.changed],
+      before: profile(p.before),
+      after: profile(p.after),
+      detectedAt: p.detectedAt,
+    };
+  }
+  if (p.event === 'monitor.target_unavailable') {
+    return {
+      event: p.event,
+      monitor,
+      status: p.status,
+      previousStatus: p.previousStatus,
+      username: p.username,
+      newUsername: p.newUsername,
+      detail: p.detail,
+      detectedAt: p.detectedAt,
+    };
+  }
   return {
     event: 'monitor.hit',
     monitor,
@@ -138,8 +176,83 @@ export interface DiscordBody {
   }[];
 }
 
+/** A notice (not a post): its title, its lines (plain text), the account's link and the time. */
+interface Notice {
+  title: string;
+  lines: string[];
+  username: string;
+  at: string;
+  color: number;
+}
+
+/** How a profile field reads in a notice. */
+function fieldText(value: string | boolean | null): string {
+  if (value === null || value === '') return '(none)';
+  return typeof value === 'boolean' ? (value ? 'yes' : 'no') : value;
+}
+
+const FIELD_LABELS: Record<(typeof PROFILE_FIELDS)[number], string> = {
+  username: 'Username',
+  name: 'Display name',
+  description: 'Bio',
+  profileImageUrl: 'Avatar',
+  verified: 'Verified',
+};
+
+const STATUS_TEXT: Record<TargetUnavailablePayload['status'], string> = {
+  suspended: 'is suspended',
+  protected: 'is protected (its posts are private)',
+  not_found: 'no longer exists',
+  renamed: 'was renamed',
+};
+
+/** The notice of a profile change or a target's status change. */
+function noticeOf(p: ProfileChangedPayload | TargetUnavailablePayload): Notice {
+  if (p.event === 'monitor.profile_changed') {
+    const lines = PROFILE_FIELDS.filter((f) => p.changed.includes(f)).map(
+      (f) => `${FIELD_LABELS[f]}: ${fieldText(p.before[f])} → ${fieldText(p.after[f])}`,
+    );
+    return {
+      title: `@${p.after.username} changed their profile`,
+      lines,
+      username: p.after.username,
+      at: p.detectedAt,
+      color: 0xfee75c,
+    };
+  }
+  const now = p.newUsername ? ` The monitor now watches @${p.newUsername}.` : '';
+  return {
+    title: `@${p.username} ${STATUS_TEXT[p.status]}`,
+    lines: [`${p.detail}${now}`],
+    username: p.newUsername ?? p.username,
+    at: p.detectedAt,
+    color: 0xed4245,
+  };
+}
+
+function discordNotice(n: Notice, footer: string): DiscordBody {
+  const title = truncate(n.title, DISCORD_LIMITS.title);
+  const room = Math.min(DISCORD_LIMITS.description, DISCORD_LIMITS.total - title.length - footer.length);
+  const description = cutEscaped(escapeDiscordMarkdown(n.lines.join('\n')), room);
+  return {
+    allowed_mentions: { parse: [] },
+    embeds: [
+      {
+        title,
+        url: profileUrl(n.username),
+        description,
+        timestamp: n.at,
+        footer: { text: footer },
+        color: n.color,
+      },
+    ],
+  };
+}
+
 export function discordBody(p: WebhookPayload): DiscordBody {
   const footer = truncate(monitorLine(p.monitor), DISCORD_LIMITS.footer);
+  if (p.event === 'monitor.profile_changed' || p.event === 'monitor.target_unavailable')
+    return discordNotice(noticeOf(p), footer);
   if (p.event === 'monitor.test') {
     const title = 'Test webhook';
     const description = cutEscaped(
@@ -219,8 +332,36 @@ function slackTime(iso: string): string {
   return `<!date^${Math.floor(ms / 1000)}^{date_short_pretty} {time}|${escapeSlack(iso)}>`;
 }
 
+function slackNotice(n: Notice, context: string): SlackBody {
+  const link = profileUrl(n.username);
+  const heading = `*<${link}|${escapeSlack(n.title)}>*\n`;
+  const body = escapeSlack(n.lines.join('\n'));
+  return {
+    text: cutSlack(`${escapeSlack(n.title)}: ${body}`, SLACK_LIMITS.text),
+    blocks: [
+      {
+        type: 'section',
+        text: {
+          type: 'mrkdwn',
+          text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length),
+          verbatim: true,
+        },
+      },
+      {
+        type: 'context',
+        elements: [{ type: 'mrkdwn', text: `${context} · seen ${slackTime(n.at)}`, verbatim: true }],
+      },
+    ],
+    parse: 'none',
+    unfurl_links: false,
+    unfurl_media: false,
+  };
+}
+
 export function slackBody(p: WebhookPayload): SlackBody {
   const context = cutSlack(escapeSlack(monitorLine(p.monitor)), SLACK_LIMITS.contextText - 200);
+  if (p.event === 'monitor.profile_changed' || p.event === 'monitor.target_unavailable')
+    return slackNotice(noticeOf(p), context);
   if (p.event === 'monitor.test') {
     const text = escapeSlack(
       `Test webhook: this is a test ping for the monitor watching ${watched(p.monitor)}. Your webhook is set up correctly.`,

@@ -25,7 +25,12 @@ export const SIGNATURE_PREFIX = 'sha256=';
 /** Largest accepted |receiver clock - X-Service-Timestamp|, in seconds. */
 export const DEFAULT_TOLERANCE_SEC = 300;
 
-export const WEBHOOK_EVENTS = ['monitor.hit', 'monitor.test'] as const;
+export const WEBHOOK_EVENTS = [
+  'monitor.hit',
+  'monitor.test',
+  'monitor.profile_changed',
+  'monitor.target_unavailable',
+] as const;
 export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
 
 /** The exact request body bytes; a string stands for its UTF-8 bytes. */
@@ -151,7 +156,7 @@ export function standardSignature(secret: string, id: string, timestamp: number,
 export function signedHeaders(input: SignedHeadersInput): SignedWebhookHeaders {
   const { secret, event, deliveryId, body } = input;
   const timestamp = input.timestamp ?? Math.floor(Date.now() / 1000);
-  if (event !== 'monitor.hit' && event !== 'monitor.test') {
+  if (!(WEBHOOK_EVENTS as readonly string[]).includes(event)) {
     throw new TypeError(`event must be one of ${WEBHOOK_EVENTS.join(', ')}`);
   }
   if (typeof deliveryId !== 'string' || !TOKEN_RE.test(deliveryId)) {

@@ -251,6 +251,29 @@ describe('accounts a customer can trust (issue 20)', () => {
         'Your webhook for @failing is failing',
       ]);
       expect(sink.mails.filter((m) => to(email)(m) && /80 %/.test(m.subject))).toHaveLength(1);
+
+      // a watched account suspended: the poller writes account.target.status; one mail (opted in again)
+      await c.post('/account', '/account/notifications', { quota: 'on', trial: 'on', webhook: 'on' });
+      const status = {
+        accountId: account.id,
+        occurredAt: new Date().toISOString(),
+        username: 'failing',
+        status: 'suspended' as const,
+        previousStatus: 'ok' as const,
+        newUsername: null,
+        monitorIds: [monitor.id],
+      };
+      await db.accountEvent.create({
+        data: {
+          dedupKey: accountEventKey('account.target.status', status),
+          routingKey: 'account.target.status',
+          accountId: account.id,
+          payload: status,
+        },
+      });
+      const suspended = await sink.waitFor((m) => to(email)(m) && /@failing is suspended/.test(m.subject));
+      expect(suspended.text).toContain('Your monitor watching @failing cannot read its posts');
+      expect(linkPath(suspended, '/monitors')).toBe('/monitors');
     } finally {
       await amqp.stop();
     }

@@ -13,13 +13,14 @@ import {
   type StartedService,
 } from '@sts/common';
 import { plansFromEnv } from '@sts/core';
-import { createDbClient, migrationsCheck } from '@sts/db';
+import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
+import { createProfileRepository } from './adapters/profiles';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
@@ -89,7 +90,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...intakes(env, source, repository, stream, logger, sessionUrl),
+    ...intakes(env, source, repository, stream, logger, sessionUrl, db),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),
@@ -151,9 +152,11 @@ function intakes(
   stream: StreamMode | null,
   logger: Logger,
   sessionUrl: string,
-): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue'> {
-  // LISTEN needs a session: the direct URL, never PgBouncer in transaction mode
-  const push = env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl } : {};
+  db: Db,
+): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue' | 'profiles'> {
+  // LISTEN needs a session: the direct URL, never PgBouncer in transaction mode; the same
+  // connection hears the users trigger's profile notifications
+  const push = env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl, profiles: createProfileRepository(db) } : {};
   if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return push;
   const search = { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 };
   if (!stream) return { ...push, search };

@@ -18,8 +18,11 @@ import { ticker } from './intake/tick/ticker';
 import { createPush, type Push } from './intake/push/push';
 import { createQueryIntake, type QueryIntake } from './intake/query/query';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
-import type { GroupPoll, PollOutcome, PollResult } from './pipeline';
+import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from './pipeline';
 import { createTargetPoll } from './poll/poll';
+import type { ProfileRepository } from './adapters/profiles';
+import { isUnavailable } from './domain/profiles';
+import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
@@ -49,6 +52,8 @@ export interface PollerOptions {
   claimLimit?: number;
   /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
   databaseUrl?: string;
+  /** the local store: watched accounts' profile and status changes (notified on the tweets' channel) */
+  profiles?: ProfileRepository;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
   selectDue?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
@@ -70,6 +75,23 @@ export interface Poller {
   push: Push;
   /** the local store's query monitors (none on X) */
   queries: QueryIntake | null;
+  /** the local store's profile looks (absent without `profiles`) */
+  profiles?: ProfileWatch;
+}
+
+/**
+ * A poll that, on the local store, asks for a look at the target's profile after polling a target
+ * never looked at, an unavailable one (is it back?) or one whose poll failed (gone?).
+ */
+function withProfileLooks(poll: TargetPoll, watch: ProfileWatch | undefined): TargetPoll {
+  if (!watch) return poll;
+  return async (target, opts) => {
+    const result = await poll(target, opts);
+    const unknown = target.targetStatus === null || target.targetStatus === undefined;
+    if (result.outcome !== 'skipped' && (unknown || isUnavailable(target.targetStatus) || result.outcome === 'error'))
+      watch.look(target.targetKey);
+    return result;
+  };
 }
 
 function recorder(metrics: PollerMetrics | undefined, how: 'push' | 'poll') {
@@ -121,7 +143,8 @@ export function createPoller(options: PollerOptions): Poller {
   const now = options.now ?? (() => new Date());
   let stopping = false;
   const inFlight = new Set<string>();
-  const poll = createTargetPoll(
+  const profiles = options.profiles ? createProfileWatch({ repository: options.profiles, logger, now }) : undefined;
+  const targetPoll = createTargetPoll(
     {
       repository,
       source: options.source,
@@ -134,6 +157,7 @@ export function createPoller(options: PollerOptions): Poller {
     },
     inFlight,
   );
+  const poll = withProfileLooks(targetPoll, profiles);
   // what the tick's cycle and the push both poll with
   const polling = { repository, poll, now, concurrency };
   const runCycle = createCycle({
@@ -163,8 +187,11 @@ export function createPoller(options: PollerOptions): Poller {
           databaseUrl: options.databaseUrl,
           channel: TWEETS_CHANNEL,
           logger,
-          // "q <xid>": the query intake's; "<xid> <target>": a pushed target's
-          onNotify: (payload) => (payload.startsWith('q ') ? queries?.notify(payload) : push.notify(payload)),
+          // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
+          onNotify: (payload) => {
+            if (payload.startsWith('q ')) queries?.notify(payload);
+            else if (!profiles?.notify(payload)) push.notify(payload);
+          },
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
         await listener
@@ -180,9 +207,11 @@ export function createPoller(options: PollerOptions): Poller {
       await push.stop();
       await queries?.stop();
       await tick.stop();
+      await profiles?.stop();
     },
     runCycle,
     push,
     queries,
+    ...(profiles ? { profiles } : {}),
   };
 }

@@ -27,7 +27,13 @@ import { createMetrics, type DispatcherMetrics } from './metrics';
 import type { DispatcherEnv } from './env';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
-const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = ['monitor.hit', 'monitor.test', 'webhook.redeliver'];
+const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
+  'monitor.hit',
+  'monitor.test',
+  'monitor.profile_changed',
+  'monitor.target_unavailable',
+  'webhook.redeliver',
+];
 
 export interface DispatcherOptions {
   repository: DispatcherRepository;

@@ -27,6 +27,7 @@ import { requestHeaderPairs } from './domain/attemptDetail';
 import { healthNeedsUpdate } from './domain/health';
 import { laneKey, rateLimitGiveUpError, rateLimitWait, rateLimitWaitError } from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
+import type { DeliveryEvent } from './adapters/consumer';
 import type { DispatcherRepository, MonitorContext, NewAttempt } from './adapters/repository';
 import type { LaneControl } from './lanes';
 import type { DispatcherMetrics } from './metrics';
@@ -37,7 +38,7 @@ interface SentRequest {
 }
 
 export interface Job {
-  event: 'monitor.hit' | 'monitor.test';
+  event: DeliveryEvent;
   deliveryId: string;
   hitId: string | null;
   monitor: MonitorContext;

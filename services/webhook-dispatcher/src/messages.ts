@@ -5,7 +5,15 @@
  */
 import type { Logger } from '@sts/common';
 import { isUuid } from '@sts/core';
-import { monitorHitPayload, monitorRef, monitorTestPayload, type EnvelopeOf } from '@sts/messaging';
+import {
+  contracts,
+  monitorHitPayload,
+  monitorRef,
+  monitorTestPayload,
+  type EnvelopeOf,
+  type MonitorProfileChangedEvent,
+  type MonitorTargetUnavailableEvent,
+} from '@sts/messaging';
 import { finalOutcome } from './domain/policy';
 import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
 import type { DispatcherRepository, MonitorContext } from './adapters/repository';
@@ -83,6 +91,49 @@ async function hit(ctx: Context, env: EnvelopeOf<'monitor.hit'>): Promise<Prepar
   };
 }
 
+/** the kinds stored in monitor_events (a profile change, a target's status change) */
+type NoticeKey = 'monitor.profile_changed' | 'monitor.target_unavailable';
+const NOTICE_KEYS: readonly string[] = ['monitor.profile_changed', 'monitor.target_unavailable'] satisfies NoticeKey[];
+
+/** a profile change or a target's status change: delivered like a hit, named by its monitor_events row */
+async function notice(ctx: Context, env: EnvelopeOf<NoticeKey>): Promise<Prepared> {
+  const { repo, logger } = ctx;
+  if (!isUuid(env.headers.eventId)) {
+    logger.warn(`malformed ${env.routingKey} message (eventId); dead-lettered`, { messageId: env.messageId });
+    return { outcome: 'dead-letter' };
+  }
+  if (env.redelivered) {
+    const logged = finalOutcome(await repo.loggedAttempts(env.messageId));
+    if (logged) return { outcome: 'ack' };
+  }
+  const found = await monitorFor(ctx, env, env.payload.monitor.id);
+  if ('outcome' in found) return found;
+  const base = { deliveryId: env.messageId, hitId: env.headers.eventId, monitor: found.monitor };
+  return env.routingKey === 'monitor.profile_changed'
+    ? { job: { ...base, event: env.routingKey, payload: env.payload } }
+    : { job: { ...base, event: env.routingKey, payload: env.payload } };
+}
+
+/** a redelivered profile-change or status-change attempt: its stored event, as first sent */
+async function redeliverNotice(
+  { repo, logger }: Context,
+  attempt: { id: string; deliveryId: string; hitId: string | null; event: string },
+  m: MonitorContext,
+): Promise<Prepared> {
+  const row = attempt.hitId ? await repo.getMonitorEvent(attempt.hitId) : null;
+  if (!row || row.kind !== attempt.event) {
+    logger.warn('redeliver: the event of this attempt no longer exists; dropped', { attemptId: attempt.id });
+    return { outcome: 'ack' };
+  }
+  const base = { deliveryId: attempt.deliveryId, hitId: row.id, monitor: m };
+  if (row.kind === 'monitor.profile_changed') {
+    const payload: MonitorProfileChangedEvent = contracts['monitor.profile_changed'].payload.parse(row.payload);
+    return { job: { ...base, event: 'monitor.profile_changed', payload: { ...payload, monitor: monitorRef(m) } } };
+  }
+  const payload: MonitorTargetUnavailableEvent = contracts['monitor.target_unavailable'].payload.parse(row.payload);
+  return { job: { ...base, event: 'monitor.target_unavailable', payload: { ...payload, monitor: monitorRef(m) } } };
+}
+
 async function test(ctx: Context, env: EnvelopeOf<'monitor.test'>): Promise<Prepared> {
   const found = await monitorFor(ctx, env, env.payload.monitor.id);
   if ('outcome' in found) return found;
@@ -121,6 +172,7 @@ async function redeliver(ctx: Context, env: EnvelopeOf<'webhook.redeliver'>): Pr
     const payload = monitorTestPayload(monitorRef(m));
     return { job: { event: 'monitor.test', deliveryId: attempt.deliveryId, hitId: null, monitor: m, payload } };
   }
+  if (NOTICE_KEYS.includes(attempt.event)) return redeliverNotice(ctx, attempt, m);
   return redeliverHit(ctx, attempt, m);
 }
 
@@ -154,6 +206,9 @@ export function createMessagePreparer(repo: DispatcherRepository, logger: Logger
         return hit(ctx, env);
       case 'monitor.test':
         return test(ctx, env);
+      case 'monitor.profile_changed':
+      case 'monitor.target_unavailable':
+        return notice(ctx, env);
       case 'webhook.redeliver':
         return redeliver(ctx, env);
     }

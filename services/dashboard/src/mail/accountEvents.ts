@@ -56,6 +56,16 @@ async function specOf(db: Db, env: Envelope<AccountRoutingKey>): Promise<MailSpe
         target: watchedName(m),
       };
     }
+    case 'account.target.status': {
+      const t = p as PayloadOf<'account.target.status'>;
+      return {
+        kind: 'target',
+        status: t.status,
+        username: t.username,
+        newUsername: t.newUsername,
+        monitors: t.monitorIds.length,
+      };
+    }
     case 'account.trial.ending':
       return { kind: 'trial_ending', endsAt: (p as PayloadOf<'account.trial.ending'>).trialEndsAt };
     case 'account.trial.ended': {
@@ -72,7 +82,8 @@ async function specOf(db: Db, env: Envelope<AccountRoutingKey>): Promise<MailSpe
 
 function optedIn(prefs: Prefs, key: AccountRoutingKey): boolean {
   if (key === 'account.quota.threshold') return prefs.notifyQuota;
-  if (key === 'account.webhook.failing') return prefs.notifyWebhook;
+  // a watched account's health is a monitor alert, like an endpoint's
+  if (key === 'account.webhook.failing' || key === 'account.target.status') return prefs.notifyWebhook;
   return prefs.notifyTrial;
 }
 

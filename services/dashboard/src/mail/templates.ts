@@ -23,6 +23,13 @@ export type MailSpec =
       monitorId: string;
       target: string;
     }
+  | {
+      kind: 'target';
+      status: 'ok' | 'suspended' | 'protected' | 'not_found' | 'renamed';
+      username: string;
+      newUsername: string | null;
+      monitors: number;
+    }
   | { kind: 'trial_ending'; endsAt: string }
   | { kind: 'trial_ended'; paused: string[] };
 
@@ -120,6 +127,8 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
         { href: `${base}/monitors/${spec.monitorId}/deliveries`, label: 'Open the delivery log' },
       );
     }
+    case 'target':
+      return targetMail(spec, base);
     case 'trial_ending':
       return mail(
         `Your Starter trial ends on ${spec.endsAt.slice(0, 10)}`,
@@ -143,6 +152,29 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
         { href: `${base}/monitors`, label: 'See your monitors' },
       );
   }
+}
+
+const TARGET_SUBJECTS: Record<Extract<MailSpec, { kind: 'target' }>['status'], string> = {
+  ok: 'is available again',
+  suspended: 'is suspended',
+  protected: 'is protected',
+  not_found: 'no longer exists',
+  renamed: 'was renamed',
+};
+
+/** A watched account's status changed: what it means for the monitors and what happens now. */
+function targetMail(spec: Extract<MailSpec, { kind: 'target' }>, base: string): RenderedMail {
+  const which = spec.monitors === 1 ? 'Your monitor watching' : `Your ${spec.monitors} monitors watching`;
+  const what =
+    spec.status === 'renamed'
+      ? `@${spec.username} is now @${spec.newUsername ?? '?'}. ${which} it follow the account (same id) and now watch @${spec.newUsername ?? '?'}.`
+      : spec.status === 'ok'
+        ? `@${spec.username} can be read again; ${which.toLowerCase()} it are polled as usual.`
+        : `${which} @${spec.username} cannot read its posts while it ${TARGET_SUBJECTS[spec.status]}: polling slows down until it is back, and nothing is lost when it returns.`;
+  return mail(`@${spec.username} ${TARGET_SUBJECTS[spec.status]}`, [what, OPT_OUT], {
+    href: `${base}/monitors`,
+    label: 'See your monitors',
+  });
 }
 
 /** When a mail's link stops working (its token's expiry); null for mails without such a link. */

@@ -14,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Prisma, type Db, type HitRow } from '@sts/db';
-import type { MonitorHitEvent } from '@sts/messaging';
+import type { MonitorHitEvent, TargetStatus } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
 import type { ReadTime, ScheduleWrite, TargetState } from '../domain/schedule';
@@ -109,6 +109,7 @@ interface TargetRow {
   free_trial_ends_at: Date | null;
   last_polled_at: Date | null;
   last_success_at: Date | null;
+  target_status: TargetStatus | null;
 }
 
 /**
@@ -133,11 +134,12 @@ function targetRows(db: Db, keys: readonly string[] | 'all'): Promise<TargetRow[
     SELECT m.target_key, min(m.target_username) AS username,
            array_agg(DISTINCT a.plan::text) AS plans,
            max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-           c.last_polled_at, c.last_success_at
+           c.last_polled_at, c.last_success_at, tp.status AS target_status
     FROM (${watching}) m
     JOIN accounts a ON a.id = m.account_id
     LEFT JOIN poll_cursors c ON c.target_key = m.target_key
-    GROUP BY m.target_key, c.last_polled_at, c.last_success_at`;
+    LEFT JOIN target_profiles tp ON tp.target_key = m.target_key
+    GROUP BY m.target_key, c.last_polled_at, c.last_success_at, tp.status`;
 }
 
 function toTarget(r: TargetRow): TargetState {
@@ -147,6 +149,7 @@ function toTarget(r: TargetRow): TargetState {
     accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
     lastPolledAt: r.last_polled_at,
     lastSuccessAt: r.last_success_at,
+    targetStatus: r.target_status,
   };
 }
 

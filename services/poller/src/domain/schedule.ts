@@ -5,6 +5,8 @@
  * (an account on an active trial counts as Starter). POLL_INTERVAL_SECONDS overrides the plans.
  */
 import { effectivePlan, type PlanLimits, type PlanName } from '@sts/core';
+import type { TargetStatus } from '@sts/messaging';
+import { backedOffInterval, isUnavailable } from './profiles';
 
 export interface WatchingAccount {
   plan: PlanName;
@@ -21,6 +23,8 @@ export interface TargetState {
   lastPolledAt: Date | null;
   /** the last poll that was recorded (a failed or refused poll moves lastPolledAt only); absent: unknown */
   lastSuccessAt?: Date | null;
+  /** the watched account's health (target_profiles); null: never looked at; absent: unknown */
+  targetStatus?: TargetStatus | null;
 }
 
 export interface IntervalPolicy {
@@ -30,8 +34,16 @@ export interface IntervalPolicy {
   overrideSec?: number | undefined;
 }
 
-/** Seconds between two polls of the target: the shortest plan interval among its accounts. */
+/**
+ * Seconds between two polls of the target: the shortest plan interval among its accounts, backed
+ * off while the watched account is unavailable (suspended, protected, not found).
+ */
 export function intervalFor(target: TargetState, policy: IntervalPolicy, now: Date): number {
+  const sec = planInterval(target, policy, now);
+  return isUnavailable(target.targetStatus) ? backedOffInterval(sec) : sec;
+}
+
+function planInterval(target: TargetState, policy: IntervalPolicy, now: Date): number {
   if (policy.overrideSec !== undefined) return policy.overrideSec;
   let best = Infinity;
   for (const account of target.accounts) {

@@ -1,5 +1,5 @@
 /**
- * The outbox relay: publishes monitor.hit events written by the poller's transactions to
+ * The outbox relay: publishes monitor.hit (and monitor.profile_changed, monitor.target_unavailable) events written by the poller's transactions to
  * RabbitMQ. Rows are claimed in id order with FOR UPDATE SKIP LOCKED (replicas share the work),
  * published with confirms, and marked published only after the broker confirmed them. A failed
  * publish leaves its row for the next round (attempts + 1, last_error); a crash between publish
@@ -13,8 +13,16 @@ import { createListener, type Listener } from '../adapters/listener';
 import { OUTBOX_CHANNEL } from '../adapters/repository';
 import { errorMessage } from '@sts/core';
 
+/** what the poller's transactions write to the outbox */
+type OutboxKey = 'monitor.hit' | 'monitor.profile_changed' | 'monitor.target_unavailable';
+const OUTBOX_KEYS: readonly string[] = [
+  'monitor.hit',
+  'monitor.profile_changed',
+  'monitor.target_unavailable',
+] satisfies OutboxKey[];
+
 interface Publisher {
-  publish<K extends 'monitor.hit'>(
+  publish<K extends OutboxKey>(
     routingKey: K,
     payload: PayloadOf<K>,
     opts: { messageId: string; headers: HeadersOf<K> },
@@ -58,10 +66,11 @@ interface RoundResult {
 }
 
 async function publishRow(publisher: Publisher, row: Row): Promise<void> {
-  if (row.routing_key !== 'monitor.hit') throw new Error(`unknown routing key ${row.routing_key}`);
-  const payload = contracts['monitor.hit'].payload.parse(row.payload);
-  const headers = contracts['monitor.hit'].headers.parse(row.headers);
-  await publisher.publish('monitor.hit', payload, { messageId: row.message_id, headers });
+  if (!OUTBOX_KEYS.includes(row.routing_key)) throw new Error(`unknown routing key ${row.routing_key}`);
+  const key = row.routing_key as OutboxKey;
+  const payload = contracts[key].payload.parse(row.payload) as PayloadOf<OutboxKey>;
+  const headers = contracts[key].headers.parse(row.headers) as HeadersOf<OutboxKey>;
+  await publisher.publish(key, payload, { messageId: row.message_id, headers });
 }
 
 /** Publishes the claimed rows; marks the confirmed ones published and the others failed. */

@@ -9,6 +9,7 @@ import type { WebhookKind } from '../domain/payloads';
 import type { HeaderPairs } from '../domain/attemptDetail';
 import { DISABLE_AFTER_MS, FAILING_AFTER } from '../domain/health';
 import { createBatcher } from './batch';
+import type { DeliveryEvent } from './consumer';
 
 export interface MonitorContext {
   id: string;
@@ -64,7 +65,7 @@ interface AttemptRecord {
 export interface NewAttempt {
   monitorId: string;
   hitId: string | null;
-  event: 'monitor.hit' | 'monitor.test';
+  event: DeliveryEvent;
   deliveryId: string;
   url: string;
   outcome: 'delivered' | 'failed' | 'skipped';
@@ -82,6 +83,8 @@ export interface NewAttempt {
 export interface DispatcherRepository {
   getMonitor(id: string): Promise<MonitorContext | null>;
   getHit(id: string): Promise<HitRecord | null>;
+  /** a stored monitor.profile_changed / monitor.target_unavailable event (its payload as first sent) */
+  getMonitorEvent(id: string): Promise<{ id: string; kind: string; payload: unknown } | null>;
   getAttempt(id: string): Promise<AttemptRecord | null>;
   /** resolves once the row is committed */
   recordAttempt(attempt: NewAttempt): Promise<void>;
@@ -376,6 +379,8 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
   return {
     getMonitor: (id) => loadMonitors(id),
     getHit: (id) => db.hit.findFirst({ where: { id }, select: hitSelect }),
+    getMonitorEvent: (id) =>
+      db.monitorEvent.findUnique({ where: { id }, select: { id: true, kind: true, payload: true } }),
     getAttempt: (id) =>
       db.deliveryAttempt.findFirst({
         where: { id },

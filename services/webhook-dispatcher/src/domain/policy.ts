@@ -33,7 +33,7 @@ export const SKIP_REASONS = {
  * Test pings go out on every plan and also to a broken or disabled endpoint, so the user can check a fix.
  */
 export function skipReason(
-  event: 'monitor.hit' | 'monitor.test',
+  event: 'monitor.hit' | 'monitor.test' | 'monitor.profile_changed' | 'monitor.target_unavailable',
   m: MonitorState,
   now: Date = new Date(),
 ): string | null {

@@ -1,0 +1,304 @@
+/**
+ * A target's profile and health in PostgreSQL (issue 31 §2, §3): one look at a target, in one
+ * transaction under a per-target transaction lock (replicas notified at once look in turn, so a
+ * change is told once):
+ * - reads the last profile seen (`target_profiles`) and the local store's account now (by the
+ *   last profile's id when known, so a rename is followed; else by the watched name);
+ * - a rename moves the target's monitors, snapshot and cursor to the new username (same account);
+ * - writes the snapshot, the monitors' `target_status` on a change of status, and the events:
+ *   `monitor.profile_changed` to the active monitors that asked for profile events, and
+ *   `monitor.target_unavailable` to every active monitor when the target becomes unavailable or
+ *   renamed (each a `monitor_events` row plus an outbox row, the relay publishes them), and one
+ *   `account.target.status` account event per account (the dashboard mails it);
+ * - a target back to available is due at once (its polls were backed off).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Db } from '@sts/db';
+import {
+  accountEventKey,
+  monitorRef,
+  type AccountTargetStatusEvent,
+  type MonitorProfileChangedEvent,
+  type MonitorTargetUnavailableEvent,
+  type TargetStatus,
+} from '@sts/messaging';
+import { isUnavailable, observe, type AccountState, type Observation, type Profile } from '../domain/profiles';
+import { OUTBOX_CHANNEL } from './repository';
+
+type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
+
+interface UserRow {
+  id: string;
+  username: string;
+  name: string;
+  description: string | null;
+  profile_image_url: string | null;
+  verified: boolean;
+  status: AccountState;
+}
+
+interface SnapshotRow {
+  user_id: string | null;
+  username: string | null;
+  name: string | null;
+  description: string | null;
+  profile_image_url: string | null;
+  verified: boolean | null;
+  status: TargetStatus;
+}
+
+interface WatcherRow {
+  id: string;
+  account_id: string;
+  target_username: string;
+  keywords: string[];
+  events: string[] | null;
+}
+
+/** what a look found and did, for the log and the tests */
+export interface ProfileLook extends Observation {
+  targetKey: string;
+  previousStatus: TargetStatus;
+  /** events written (profile changes and status changes, one per monitor) */
+  events: number;
+}
+
+export interface ProfileRepository {
+  /** looks at one target of the local store now */
+  look(targetKey: string, detectedAt: Date): Promise<ProfileLook>;
+}
+
+function toProfile(u: Omit<UserRow, 'status'>): Profile {
+  return {
+    userId: u.id,
+    username: u.username,
+    name: u.name,
+    description: u.description,
+    profileImageUrl: u.profile_image_url,
+    verified: u.verified,
+  };
+}
+
+function snapshotProfile(s: SnapshotRow | undefined): Profile | null {
+  if (!s?.user_id || s.username === null || s.name === null || s.verified === null) return null;
+  return toProfile({ ...s, id: s.user_id, username: s.username, name: s.name, verified: s.verified });
+}
+
+const USER_COLUMNS = 'id::text AS id, username, name, description, profile_image_url, verified, status';
+
+async function readUser(tx: Tx, targetKey: string, userId: string | null): Promise<UserRow | null> {
+  const cols = USER_COLUMNS;
+  const [byId] = userId
+    ? await tx.$queryRawUnsafe<UserRow[]>(`SELECT ${cols} FROM social_users WHERE id = $1::bigint`, userId)
+    : [];
+  if (byId) return byId;
+  const [byName] = await tx.$queryRawUnsafe<UserRow[]>(
+    `SELECT ${cols} FROM social_users WHERE username_key = $1`,
+    targetKey,
+  );
+  return byName ?? null;
+}
+
+/** the rename: the account (same id) now has `username`; its monitors, snapshot and cursor follow */
+async function follow(tx: Tx, from: string, username: string): Promise<string> {
+  const to = username.toLowerCase();
+  await tx.$executeRaw`DELETE FROM target_profiles WHERE target_key = ${to}`;
+  await tx.$executeRaw`UPDATE target_profiles SET target_key = ${to} WHERE target_key = ${from}`;
+  await tx.$executeRaw`
+    UPDATE poll_cursors SET target_key = ${to}
+    WHERE target_key = ${from} AND NOT EXISTS (SELECT 1 FROM poll_cursors WHERE target_key = ${to})`;
+  await tx.$executeRaw`
+    UPDATE monitors SET target_username = ${username}, target_key = ${to}, updated_at = now()
+    WHERE target_key = ${from}`;
+  return to;
+}
+
+async function saveSnapshot(tx: Tx, key: string, o: Observation, statusChanged: boolean, at: Date): Promise<void> {
+  const p = o.profile;
+  await tx.$executeRaw`
+    INSERT INTO target_profiles (target_key, user_id, username, name, description, profile_image_url, verified,
+                                 status, status_changed_at, checked_at)
+    VALUES (${key}, ${p?.userId ?? null}, ${p?.username ?? null}, ${p?.name ?? null}, ${p?.description ?? null},
+            ${p?.profileImageUrl ?? null}, ${p?.verified ?? null}, ${o.status}, ${statusChanged ? at : null}, ${at})
+    ON CONFLICT (target_key) DO UPDATE SET
+      user_id = coalesce(EXCLUDED.user_id, target_profiles.user_id),
+      username = coalesce(EXCLUDED.username, target_profiles.username),
+      name = coalesce(EXCLUDED.name, target_profiles.name),
+      description = CASE WHEN EXCLUDED.user_id IS NULL THEN target_profiles.description ELSE EXCLUDED.description END,
+      profile_image_url = CASE WHEN EXCLUDED.user_id IS NULL THEN target_profiles.profile_image_url
+                               ELSE EXCLUDED.profile_image_url END,
+      verified = coalesce(EXCLUDED.verified, target_profiles.verified),
+      status = EXCLUDED.status,
+      status_changed_at = coalesce(EXCLUDED.status_changed_at, target_profiles.status_changed_at),
+      checked_at = EXCLUDED.checked_at`;
+}
+
+/** one monitor_events row and one outbox row per event */
+async function writeEvents(
+  tx: Tx,
+  events: {
+    monitorId: string;
+    accountId: string;
+    payload: MonitorProfileChangedEvent | MonitorTargetUnavailableEvent;
+  }[],
+): Promise<void> {
+  if (events.length === 0) return;
+  const rows = events.map((e) => ({ ...e, id: randomUUID() }));
+  await tx.monitorEvent.createMany({
+    data: rows.map((r) => ({
+      id: r.id,
+      monitorId: r.monitorId,
+      kind: r.payload.event,
+      payload: r.payload,
+    })),
+  });
+  await tx.outboxEvent.createMany({
+    data: rows.map((r) => ({
+      routingKey: r.payload.event,
+      messageId: randomUUID(),
+      payload: r.payload,
+      headers: { accountId: r.accountId, eventId: r.id },
+    })),
+  });
+  await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+}
+
+/** a change of status: the monitors show it; unavailable or renamed is told once per monitor and account */
+async function statusChanged(
+  tx: Tx,
+  key: string,
+  watchers: WatcherRow[],
+  o: Observation,
+  previous: { status: TargetStatus; username: string },
+  at: Date,
+): Promise<number> {
+  await tx.$executeRaw`UPDATE monitors SET target_status = ${o.status}, target_status_at = ${at} WHERE target_key = ${key}`;
+  if (!isUnavailable(o.status) && o.status !== 'renamed') {
+    // back: polled again at once
+    await tx.$executeRaw`
+      UPDATE poll_targets SET next_due_at = least(next_due_at, now()), changed_at = clock_timestamp()
+      WHERE target_key = ${key} AND active_monitors > 0`;
+    return 0;
+  }
+  const status = o.status as MonitorTargetUnavailableEvent['status'];
+  const detail = detailOf(o, previous.username);
+  const detectedAt = at.toISOString();
+  await writeEvents(
+    tx,
+    watchers.map((m) => ({
+      monitorId: m.id,
+      accountId: m.account_id,
+      payload: {
+        event: 'monitor.target_unavailable',
+        monitor: monitorRef({ id: m.id, targetUsername: m.target_username, keywords: m.keywords }),
+        status,
+        previousStatus: previous.status,
+        username: previous.username,
+        newUsername: o.renamedTo,
+        detail,
+        detectedAt,
+      },
+    })),
+  );
+  const byAccount = new Map<string, string[]>();
+  for (const m of watchers) byAccount.set(m.account_id, [...(byAccount.get(m.account_id) ?? []), m.id]);
+  for (const [accountId, monitorIds] of byAccount) {
+    const payload: AccountTargetStatusEvent = {
+      accountId,
+      occurredAt: detectedAt,
+      username: previous.username,
+      status: o.status,
+      previousStatus: previous.status,
+      newUsername: o.renamedTo,
+      monitorIds,
+    };
+    await tx.accountEvent.createMany({
+      data: [
+        {
+          dedupKey: accountEventKey('account.target.status', payload),
+          routingKey: 'account.target.status',
+          accountId,
+          payload,
+        },
+      ],
+      skipDuplicates: true,
+    });
+  }
+  return watchers.length;
+}
+
+function detailOf(o: Observation, username: string): string {
+  switch (o.status) {
+    case 'suspended':
+      return `@${username} is suspended`;
+    case 'protected':
+      return `@${username} is protected: its posts are visible to approved followers only`;
+    case 'not_found':
+      return `@${username} does not exist (deleted or deactivated)`;
+    case 'renamed':
+      return `@${username} was renamed to @${o.renamedTo ?? '?'}; the monitor follows the account`;
+    case 'ok':
+      return `@${username} is available`;
+  }
+}
+
+async function profileEvents(tx: Tx, watchers: WatcherRow[], o: Observation, last: Profile, at: Date) {
+  const after = o.profile;
+  if (!after || o.changed.length === 0) return 0;
+  const fields = (p: Profile) => ({
+    username: p.username,
+    name: p.name,
+    description: p.description,
+    profileImageUrl: p.profileImageUrl,
+    verified: p.verified,
+  });
+  const asked = watchers.filter((m) => (m.events ?? ['posts']).includes('profile'));
+  await writeEvents(
+    tx,
+    asked.map((m) => ({
+      monitorId: m.id,
+      accountId: m.account_id,
+      payload: {
+        event: 'monitor.profile_changed',
+        monitor: monitorRef({ id: m.id, targetUsername: m.target_username, keywords: m.keywords }),
+        userId: after.userId,
+        changed: o.changed,
+        before: fields(last),
+        after: fields(after),
+        detectedAt: at.toISOString(),
+      },
+    })),
+  );
+  return asked.length;
+}
+
+async function lookIn(tx: Tx, targetKey: string, at: Date): Promise<ProfileLook> {
+  await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('sts:profile:' || ${targetKey}))`;
+  const [snap] = await tx.$queryRaw<SnapshotRow[]>`
+    SELECT user_id, username, name, description, profile_image_url, verified, status
+    FROM target_profiles WHERE target_key = ${targetKey}`;
+  const last = snapshotProfile(snap);
+  const user = await readUser(tx, targetKey, last?.userId ?? null);
+  const o = observe(targetKey, last, user ? { profile: toProfile(user), state: user.status } : null);
+  const previousStatus = snap?.status ?? 'ok';
+  const [named] = await tx.$queryRaw<{ target_username: string }[]>`
+    SELECT target_username FROM monitors WHERE target_key = ${targetKey} LIMIT 1`;
+  const previousName = last?.username ?? named?.target_username ?? targetKey;
+  // only a known account (by id) is followed; a name now held by another account is just that account
+  const key = o.renamedTo && last ? await follow(tx, targetKey, o.renamedTo) : targetKey;
+  const changedStatus = o.status !== previousStatus;
+  await saveSnapshot(tx, key, o, changedStatus, at);
+  const watchers = await tx.$queryRaw<WatcherRow[]>`
+    SELECT id::text AS id, account_id::text AS account_id, target_username, keywords, events
+    FROM monitors WHERE target_key = ${key} AND is_active`;
+  let events = last ? await profileEvents(tx, watchers, o, last, at) : 0;
+  if (changedStatus)
+    events += await statusChanged(tx, key, watchers, o, { status: previousStatus, username: previousName }, at);
+  return { ...o, targetKey: key, previousStatus, events };
+}
+
+export function createProfileRepository(db: Db): ProfileRepository {
+  return {
+    look: (targetKey, detectedAt) => db.$transaction((tx) => lookIn(tx, targetKey, detectedAt)),
+  };
+}

@@ -1,0 +1,269 @@
+/**
+ * Issue 31 §2 and §3 on the real PostgreSQL, Redis and RabbitMQ, with the real webhook-dispatcher
+ * process delivering to a local HTTPS receiver:
+ * - a profile change of a watched local account (the users trigger, LISTEN) → one signed
+ *   `monitor.profile_changed` delivery with the fields before and after, only to the monitor that
+ *   asked for profile events;
+ * - the account suspended (the local store's flag) → `target_status` suspended on its monitors,
+ *   one `monitor.target_unavailable` per monitor, one `account.target.status` account event (the
+ *   mail), polls backed off; back → `ok`, polled at once, nothing more sent;
+ * - a rename → the monitors follow the account (same id) to its new username.
+ */
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { createLogger } from '@sts/common';
+import { classifyWebhookUrl, createSecretBox, generateWebhookSecret } from '@sts/core';
+import { createDbClient, type Db } from '@sts/db';
+import { AmqpClient } from '@sts/messaging';
+import { createLocalSource, createSocialUser } from '@sts/social';
+import {
+  createTestDatabase,
+  createTestRedis,
+  createTestVhost,
+  spawnService,
+  startHttpsReceiver,
+  waitFor,
+  type HttpsReceiver,
+  type ReceivedRequest,
+  type ServiceProcess,
+} from '@sts/testing';
+import { createRedisLeases } from './adapters/lease';
+import { createProfileRepository } from './adapters/profiles';
+import { createPollerRepository } from './adapters/repository';
+import { createOutboxRelay, type OutboxRelay } from './relay/relay';
+import { createPoller, type Poller } from './poller';
+
+const logger = createLogger({ service: 'profiles-test', level: 'error' });
+const KEY = randomBytes(32).toString('base64');
+
+function signatureOk(req: ReceivedRequest, secret: string): boolean {
+  const ts = String(req.headers['x-service-timestamp']);
+  const mac = createHmac('sha256', secret).update(`${ts}.`).update(req.rawBody).digest('hex');
+  return req.headers['x-service-signature'] === `sha256=${mac}`;
+}
+
+describe('profile changes and target health on the local store', () => {
+  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let redisHandle: ReturnType<typeof createTestRedis>;
+  let db: Db;
+  let redis: Redis;
+  let amqpUrl: string;
+  let publisher: AmqpClient;
+  let relay: OutboxRelay;
+  let dispatcher: ServiceProcess;
+  let receiver: HttpsReceiver;
+  let poller: Poller;
+  let account: string;
+  const secrets = new Map<string, string>();
+
+  beforeAll(async () => {
+    dbHandle = await createTestDatabase();
+    redisHandle = createTestRedis();
+    db = createDbClient({ url: dbHandle.url, poolSize: 6 });
+    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    amqpUrl = (await createTestVhost()).url;
+    receiver = await startHttpsReceiver();
+    account = (await db.account.create({ data: { email: 'profiles@example.com', plan: 'starter' } })).id;
+    dispatcher = spawnService('services/webhook-dispatcher/src/main.ts', {
+      DATABASE_URL: dbHandle.url,
+      AMQP_URL: amqpUrl,
+      SECRETS_ENCRYPTION_KEY: KEY,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+      LOG_LEVEL: 'error',
+      NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS ?? '',
+    });
+    await dispatcher.waitForLine(/webhook-dispatcher started/, 60_000);
+    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'profiles-relay' });
+    await publisher.start();
+    relay = createOutboxRelay({ db, publisher, logger, databaseUrl: dbHandle.directUrl });
+    await relay.start();
+    poller = createPoller({
+      repository: createPollerRepository(db),
+      source: createLocalSource({ db }),
+      leases: createRedisLeases(redis),
+      logger,
+      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
+      tickMs: 100,
+      databaseUrl: dbHandle.directUrl,
+      profiles: createProfileRepository(db),
+    });
+    await poller.start();
+  });
+
+  afterAll(async () => {
+    await poller.stop();
+    await relay.stop();
+    await publisher.stop();
+    dispatcher.child.kill('SIGTERM');
+    await dispatcher.exited;
+    await receiver.close();
+    redis.disconnect();
+    await db.$disconnect();
+    await redisHandle.cleanup();
+    await dbHandle.drop();
+  });
+
+  async function monitor(target: string, path: string, events?: string[]): Promise<string> {
+    const id = randomUUID();
+    const secret = generateWebhookSecret();
+    secrets.set(id, secret);
+    const hook = classifyWebhookUrl(`${receiver.url}/${path}`);
+    await db.monitor.create({
+      data: {
+        id,
+        accountId: account,
+        targetUsername: target,
+        targetKey: target.toLowerCase(),
+        ...(events ? { events } : {}),
+        webhook: {
+          create: { url: hook.url, kind: hook.kind, secretCiphertext: createSecretBox(KEY).encrypt(secret, id) },
+        },
+      },
+    });
+    return id;
+  }
+
+  const delivered = (event: string, path?: string) =>
+    receiver.requests.filter((r) => r.headers['x-service-event'] === event && (!path || r.path === `/${path}`));
+  const snapshot = (key: string) => db.targetProfile.findUnique({ where: { targetKey: key } });
+
+  it('a profile change is one signed monitor.profile_changed delivery with before and after', async () => {
+    await createSocialUser(db, { username: 'Changer', name: 'Old Name', description: 'old bio' });
+    const wants = await monitor('Changer', 'changer-profile', ['posts', 'profile']);
+    await monitor('Changer', 'changer-posts');
+    // the first poll takes the snapshot the change is compared with
+    await waitFor(async () => (await snapshot('changer')) !== null, 20_000);
+
+    await db.$executeRaw`UPDATE social_users SET name = 'New Name', description = 'new bio', verified = true WHERE username_key = 'changer'`;
+    const [req] = await waitFor(() => {
+      const got = delivered('monitor.profile_changed');
+      return got.length > 0 ? got : null;
+    }, 30_000);
+    expect(req!.path).toBe('/changer-profile');
+    expect(signatureOk(req!, secrets.get(wants)!)).toBe(true);
+    const body = JSON.parse(req!.rawBody.toString()) as Record<string, unknown>;
+    expect(body).toMatchObject({
+      event: 'monitor.profile_changed',
+      monitor: { id: wants, targetUsername: 'Changer' },
+      changed: ['name', 'description', 'verified'],
+      before: { username: 'Changer', name: 'Old Name', description: 'old bio', verified: false },
+      after: { username: 'Changer', name: 'New Name', description: 'new bio', verified: true },
+    });
+    // logged like a hit (redeliverable), once; the posts-only monitor got nothing
+    await waitFor(
+      async () => (await db.deliveryAttempt.count({ where: { event: 'monitor.profile_changed' } })) === 1,
+      10_000,
+    );
+    const attempt = await db.deliveryAttempt.findFirstOrThrow({ where: { event: 'monitor.profile_changed' } });
+    expect(attempt).toMatchObject({ monitorId: wants, outcome: 'delivered' });
+    expect(await db.monitorEvent.count({ where: { id: attempt.hitId! } })).toBe(1);
+    expect(await db.monitorEvent.count({ where: { kind: 'monitor.profile_changed' } })).toBe(1);
+    // an update that changes nothing watched sends nothing
+    await db.$executeRaw`UPDATE social_users SET followers_count = 5 WHERE username_key = 'changer'`;
+    await db.$executeRaw`UPDATE social_users SET name = 'Newer' WHERE username_key = 'changer'`;
+    await waitFor(
+      async () => (await db.monitorEvent.count({ where: { kind: 'monitor.profile_changed' } })) === 2,
+      20_000,
+    );
+    const second = await db.monitorEvent.findFirstOrThrow({
+      where: { kind: 'monitor.profile_changed' },
+      orderBy: { createdAt: 'desc' },
+    });
+    expect(second.payload).toMatchObject({ changed: ['name'], before: { name: 'New Name' }, after: { name: 'Newer' } });
+  });
+
+  it('a suspended account: target_status, one event per monitor, one mail, backed-off polls; back: ok', async () => {
+    await createSocialUser(db, { username: 'sleeper', name: 'Sleeper' });
+    const a = await monitor('sleeper', 'sleeper-a');
+    const b = await monitor('sleeper', 'sleeper-b', ['posts', 'profile']);
+    await waitFor(async () => (await snapshot('sleeper'))?.status === 'ok', 20_000);
+
+    await db.$executeRaw`UPDATE social_users SET status = 'suspended' WHERE username_key = 'sleeper'`;
+    await waitFor(async () => {
+      const ms = await db.monitor.findMany({ where: { id: { in: [a, b] } }, select: { targetStatus: true } });
+      return ms.every((m) => m.targetStatus === 'suspended');
+    }, 20_000);
+    const sent = await waitFor(() => {
+      const got = delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/sleeper'));
+      return got.length >= 2 ? got : null;
+    }, 30_000);
+    expect(sent.map((r) => r.path).sort()).toEqual(['/sleeper-a', '/sleeper-b']);
+    const bodyA = JSON.parse(sent.find((r) => r.path === '/sleeper-a')!.rawBody.toString()) as Record<string, unknown>;
+    expect(bodyA).toMatchObject({
+      event: 'monitor.target_unavailable',
+      monitor: { id: a },
+      status: 'suspended',
+      previousStatus: 'ok',
+      username: 'sleeper',
+      newUsername: null,
+    });
+    expect(
+      signatureOk(
+        sent.find((r) => r.path === '/sleeper-a')!,
+        secrets.get(a)!,
+      ),
+    ).toBe(true);
+    // one account event (the mail) for the account's two monitors
+    const mails = await db.accountEvent.findMany({ where: { routingKey: 'account.target.status' } });
+    expect(mails).toHaveLength(1);
+    expect(mails[0]!.payload).toMatchObject({ status: 'suspended', username: 'sleeper' });
+    expect([...(mails[0]!.payload as { monitorIds: string[] }).monitorIds].sort()).toEqual([a, b].sort());
+
+    // polls back off: the next poll schedules the target 10 intervals on, not 1
+    const suspendedAt = Date.now();
+    await waitFor(async () => {
+      const c = await db.pollCursor.findUnique({ where: { targetKey: 'sleeper' } });
+      return (c?.lastPolledAt?.getTime() ?? 0) > suspendedAt;
+    }, 20_000);
+    await waitFor(async () => {
+      const c = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: 'sleeper' } });
+      const t = await db.pollTarget.findUniqueOrThrow({ where: { targetKey: 'sleeper' } });
+      return t.nextDueAt.getTime() - c.lastPolledAt!.getTime() >= 9_000;
+    }, 10_000);
+
+    // a second notification of the same state tells nothing again
+    await db.$executeRaw`UPDATE social_users SET description = 'still away' WHERE username_key = 'sleeper'`;
+    await waitFor(
+      async () => (await db.monitorEvent.count({ where: { kind: 'monitor.profile_changed', monitorId: b } })) === 1,
+      20_000,
+    );
+    expect(
+      await db.monitorEvent.count({ where: { kind: 'monitor.target_unavailable', monitorId: { in: [a, b] } } }),
+    ).toBe(2);
+
+    // back: ok on both monitors, polled at once (not 10 s later), nothing more sent
+    await db.$executeRaw`UPDATE social_users SET status = 'active' WHERE username_key = 'sleeper'`;
+    const backAt = Date.now();
+    await waitFor(async () => {
+      const ms = await db.monitor.findMany({ where: { id: { in: [a, b] } }, select: { targetStatus: true } });
+      return ms.every((m) => m.targetStatus === 'ok');
+    }, 20_000);
+    await waitFor(async () => {
+      const c = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: 'sleeper' } });
+      return c.lastPolledAt!.getTime() > backAt;
+    }, 8_000);
+    expect(
+      await db.monitorEvent.count({ where: { kind: 'monitor.target_unavailable', monitorId: { in: [a, b] } } }),
+    ).toBe(2);
+    expect(await db.accountEvent.count({ where: { routingKey: 'account.target.status' } })).toBe(1);
+  });
+
+  it('a rename: the monitors follow the account to its new username and say renamed', async () => {
+    const user = await createSocialUser(db, { username: 'oldhandle', name: 'Handle' });
+    const m = await monitor('oldhandle', 'rename', ['posts', 'profile']);
+    await waitFor(async () => (await snapshot('oldhandle')) !== null, 20_000);
+
+    await db.$executeRaw`UPDATE social_users SET username = 'NewHandle', username_key = 'newhandle' WHERE id = ${BigInt(user.id)}`;
+    await waitFor(async () => {
+      const row = await db.monitor.findUniqueOrThrow({ where: { id: m } });
+      return row.targetKey === 'newhandle' && row.targetStatus === 'renamed';
+    }, 20_000);
+    expect((await db.monitor.findUniqueOrThrow({ where: { id: m } })).targetUsername).toBe('NewHandle');
+    expect(await snapshot('oldhandle')).toBeNull();
+    expect((await snapshot('newhandle'))?.userId).toBe(user.id);
+    const events = await db.monitorEvent.findMany({ where: { monitorId: m }, orderBy: { kind: 'asc' } });
+    expect(events.map((e) => e.kind)).toEqual(['monitor.profile_changed', 'monitor.target_unavailable']);
+    expect(events[0]!.payload).toMatchObject({ changed: ['username'], after: { username: 'NewHandle' } });
+    expect(events[1]!.payload).toMatchObject({ status: 'renamed', username: 'oldhandle', newUsername: 'NewHandle' });
+  });
+});
