@@ -18,6 +18,7 @@ import { createPush, type Push } from './intake/push/push';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
 import type { GroupPoll, PollOutcome, PollResult } from './pipeline';
 import { createTargetPoll } from './poll/poll';
+import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './coverage/coverage';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
@@ -52,6 +53,8 @@ export interface PollerOptions {
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
   search?: Omit<GroupPollDeps, 'repository' | 'leases' | 'logger' | 'intervals' | 'pollTimeoutMs' | 'now'>;
   metrics?: PollerMetrics;
+  /** the coverage record: a failed or refused poll opens a gap (src/coverage) */
+  coverage?: CoverageRepository;
   now?: () => Date;
 }
 
@@ -88,7 +91,8 @@ function groupPollOf(options: PollerOptions, now: () => Date, inFlight: Set<stri
     pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
     now,
   };
-  return { groupPoll: createGroupPoll(deps, inFlight) };
+  const groupPoll = createGroupPoll(deps, inFlight);
+  return { groupPoll: options.coverage ? coveredGroupPoll(groupPoll, options.coverage, options.logger) : groupPoll };
 }
 
 export function createPoller(options: PollerOptions): Poller {
@@ -97,7 +101,7 @@ export function createPoller(options: PollerOptions): Poller {
   const now = options.now ?? (() => new Date());
   let stopping = false;
   const inFlight = new Set<string>();
-  const poll = createTargetPoll(
+  const targetPoll = createTargetPoll(
     {
       repository,
       source: options.source,
@@ -110,6 +114,7 @@ export function createPoller(options: PollerOptions): Poller {
     },
     inFlight,
   );
+  const poll = options.coverage ? coveredPoll(targetPoll, options.coverage, logger) : targetPoll;
   // what the tick's cycle and the push both poll with
   const polling = { repository, poll, now, concurrency };
   const runCycle = createCycle({
