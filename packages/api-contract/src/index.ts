@@ -3,3 +3,4 @@ export * from './params';
 export * from './jsonSchema';
 export * from './scopes';
 export * from './manage';
+export * from './coverage';

@@ -313,6 +313,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/v1/monitors/{id}/coverage': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * A monitor's proof of coverage and speed (read-only)
+     * @description `covered_until`: the time up to which the monitor has seen everything its source has; `gaps`: the windows of the last 30 days its source was not read in (stream down, budget refused, source error) and when a later read filled each; `latency`: p50 and p95 of post → detected and detected → delivered over the last 24 h and 7 days. docs/api.md "Coverage" says what each source covers.
+     */
+    get: operations['getMonitorCoverage'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/v1/stream': {
     parameters: {
       query?: never;
@@ -678,6 +698,69 @@ export interface components {
       id: string;
       /** @constant */
       deleted: true;
+    };
+    Coverage: {
+      monitor_id: string;
+      /**
+       * Format: date-time
+       * @description the time up to which the monitor has seen everything its source has; null: the target was never read
+       */
+      covered_until: string | null;
+      /** @description gaps open at some time in the last 30 days (since the monitor was created), newest first, at most 1,000 */
+      gaps: components['schemas']['CoverageGap'][];
+      latency: {
+        last_24h: {
+          /** @description hits detected in the window: the post's time → detected_at */
+          post_to_detected: {
+            /** @description samples in the window */
+            count: number;
+            p50_ms: number | null;
+            p95_ms: number | null;
+          };
+          /** @description hits first delivered in the window: detected_at → the delivered attempt was answered */
+          detected_to_delivered: {
+            /** @description samples in the window */
+            count: number;
+            p50_ms: number | null;
+            p95_ms: number | null;
+          };
+        };
+        last_7d: {
+          /** @description hits detected in the window: the post's time → detected_at */
+          post_to_detected: {
+            /** @description samples in the window */
+            count: number;
+            p50_ms: number | null;
+            p95_ms: number | null;
+          };
+          /** @description hits first delivered in the window: detected_at → the delivered attempt was answered */
+          detected_to_delivered: {
+            /** @description samples in the window */
+            count: number;
+            p50_ms: number | null;
+            p95_ms: number | null;
+          };
+        };
+      };
+    };
+    CoverageGap: {
+      /**
+       * Format: date-time
+       * @description start of the window the source was not read in
+       */
+      from: string;
+      /**
+       * Format: date-time
+       * @description its end; null while the gap is still open
+       */
+      to: string | null;
+      /** @enum {string} */
+      reason: 'stream_down' | 'budget_refused' | 'source_error';
+      /**
+       * Format: date-time
+       * @description when a later read (a poll from the cursor or a backfill search) read the window; null: not yet
+       */
+      filled_at: string | null;
     };
   };
   responses: never;
@@ -7730,6 +7813,278 @@ export interface operations {
           'application/json': {
             data: components['schemas']['Hit'][];
             meta: components['schemas']['ListMeta'];
+          };
+        };
+      };
+      /** @description INVALID_REQUEST: a parameter or the body is invalid (`param` names it) */
+      400: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNAUTHORIZED: missing, malformed, unknown or revoked API key (no quota headers: the account is not known) */
+      401: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NOT_FOUND (also for another account's monitor) */
+      404: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description METHOD_NOT_ALLOWED: see the Allow header */
+      405: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description QUOTA_EXCEEDED (monthly quota used up; Retry-After runs to the next UTC month) or RATE_LIMIT_EXCEEDED (per-minute limit; Retry-After runs to the next minute). Refused calls use no quota. */
+      429: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          /** @description seconds to wait */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INTERNAL */
+      500: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source failed */
+      502: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description SERVICE_UNAVAILABLE (the service is temporarily unavailable) or UPSTREAM_BUSY (the upstream X budget cannot afford the read now; nothing was sent); see Retry-After */
+      503: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source did not answer in time */
+      504: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  getMonitorCoverage: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description monitor id */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the monitor's coverage */
+      200: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: components['schemas']['Coverage'];
           };
         };
       };

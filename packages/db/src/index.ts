@@ -12,3 +12,12 @@ export {
   type MaintenanceReport,
   type RetentionPolicy,
 } from './maintenance';
+export {
+  COVERAGE_GAP_DAYS,
+  GAPS_MAX,
+  readMonitorCoverage,
+  type CoverageGap,
+  type CoverageGapReason,
+  type LatencyStats,
+  type MonitorCoverage,
+} from './coverage';

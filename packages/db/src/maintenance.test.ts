@@ -94,6 +94,14 @@ describe('maintenance step', () => {
       `INSERT INTO usage_daily (account_id, day, used) VALUES ($1, '2025-01-01', 5), ($1, '2027-06-01', 5)`,
       [a[0]!.id],
     );
+    // coverage gaps: ended 31 days ago (pruned), ended 29 days ago and still open (kept)
+    await pg.query(
+      `INSERT INTO coverage_gaps (target_key, starts_at, ends_at, reason)
+       VALUES ('old', $1::timestamptz - interval '32 days', $1::timestamptz - interval '31 days', 'stream_down'),
+              ('recent', $1::timestamptz - interval '30 days', $1::timestamptz - interval '29 days', 'source_error'),
+              ('open', $1::timestamptz - interval '40 days', NULL, 'budget_refused')`,
+      [NOW],
+    );
   });
   afterAll(async () => {
     await pg.end();
@@ -147,6 +155,10 @@ describe('maintenance step', () => {
     ).toEqual(['sent-new', 'unsent-new']);
     expect(await count(`email_tokens`)).toBe(2);
     expect((await pg.query(`SELECT day::text FROM usage_daily`)).rows).toEqual([{ day: '2027-06-01' }]);
+    expect(first.pruned.coverage_gaps).toBe(1);
+    expect(
+      (await pg.query<{ k: string }>(`SELECT target_key AS k FROM coverage_gaps ORDER BY 1`)).rows.map((r) => r.k),
+    ).toEqual(['open', 'recent']);
 
     const third = await runMaintenance(db, policy, NOW);
     expect(third).toMatchObject({ created: [], dropped: [], busy: [], more: false });

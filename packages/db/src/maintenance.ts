@@ -12,7 +12,8 @@
  *   week) are deleted in batches once past the horizon.
  * - Queue-like tables lose their finished rows in batches of `batchSize`, at most `maxBatches`
  *   a table and run (the next run goes on): published `outbox` rows and `account_events`, sent or
- *   abandoned `mail_outbox` rows, expired `email_tokens`, `usage_daily` days past retention.
+ *   abandoned `mail_outbox` rows, expired `email_tokens`, `usage_daily` days past retention,
+ *   `coverage_gaps` that ended more than 30 days ago.
  *   Every batch finds its rows through an index range.
  *
  * Safe from several places at once: the partition work of a table runs under a transaction-level
@@ -37,6 +38,8 @@ export interface RetentionPolicy {
   emailTokensGraceDays: number;
   /** per-day usage rows (the dashboard's charts) */
   usageDailyDays: number;
+  /** coverage gaps, counted from their end (the coverage endpoint shows 30 days) */
+  coverageGapsDays: number;
   /** week partitions created ahead of the current week */
   weeksAhead: number;
   batchSize: number;
@@ -52,6 +55,7 @@ export const DEFAULT_RETENTION: RetentionPolicy = {
   mailDays: 30,
   emailTokensGraceDays: 7,
   usageDailyDays: 400,
+  coverageGapsDays: 30,
   weeksAhead: 4,
   batchSize: 5000,
   maxBatches: 1000,
@@ -213,6 +217,11 @@ function prunes(p: RetentionPolicy, now: Date): Prune[] {
       table: 'usage_daily',
       sql: batch('usage_daily', 'account_id, day', 'day < $2::date'),
       cutoff: ago(p.usageDailyDays * DAY_MS),
+    },
+    {
+      table: 'coverage_gaps',
+      sql: batch('coverage_gaps', 'id', 'ends_at < $2'),
+      cutoff: ago(p.coverageGapsDays * DAY_MS),
     },
     {
       table: 'hits_default',

@@ -405,6 +405,19 @@ describe('gateway', () => {
         tweetCreatedAt: tweet.createdAt,
       },
     });
+    // a filled gap and an open one, so the coverage answer carries both shapes
+    await db.coverageGap.createMany({
+      data: [
+        { targetKey: 'alice', startsAt: new Date(Date.now() - 60_000), reason: 'source_error' },
+        {
+          targetKey: 'alice',
+          startsAt: new Date(Date.now() - 600_000),
+          endsAt: new Date(Date.now() - 500_000),
+          reason: 'stream_down',
+          filledAt: new Date(Date.now() - 400_000),
+        },
+      ],
+    });
     const h = { 'x-api-key': a.key };
     const cases: [string, string, number][] = [
       ['/api/v1/users/alice', '/api/v1/users/{username}', 200],
@@ -414,9 +427,11 @@ describe('gateway', () => {
       ['/api/v1/monitors', '/api/v1/monitors', 200],
       ['/api/v1/monitors?include_hits=1&hit_limit=2', '/api/v1/monitors', 200],
       [`/api/v1/monitors/${monitor.id}/hits`, '/api/v1/monitors/{id}/hits', 200],
+      [`/api/v1/monitors/${monitor.id}/coverage`, '/api/v1/monitors/{id}/coverage', 200],
       ['/api/v1/users/nobody_here', '/api/v1/users/{username}', 404],
       ['/api/v1/tweets/123', '/api/v1/tweets/{id}', 404],
       ['/api/v1/monitors/00000000-0000-4000-8000-000000000000/hits', '/api/v1/monitors/{id}/hits', 404],
+      ['/api/v1/monitors/00000000-0000-4000-8000-000000000000/coverage', '/api/v1/monitors/{id}/coverage', 404],
       ['/api/v1/search?limit=0&q=x', '/api/v1/search', 400],
       ['/api/v1/users/alice/tweets?limit=1e3', '/api/v1/users/{username}/tweets', 400],
     ];
@@ -494,6 +509,7 @@ describe('gateway', () => {
       [
         '/api/v1/monitors',
         '/api/v1/monitors/{id}/hits',
+        '/api/v1/monitors/{id}/coverage',
         '/api/v1/openapi.json',
         // the management endpoints (manage.test.ts holds their answers to the document)
         '/api/v1/monitors/preview',
@@ -595,6 +611,11 @@ describe('gateway', () => {
     });
     expect(r.status).toBe(404);
     expect((await call(port, `/api/v1/monitors/${m.id}/hits`, { 'x-api-key': other.key })).status).toBe(200);
+    // the coverage of another account's monitor: 404, its own: 200
+    expect((await call(port, `/api/v1/monitors/${m.id}/coverage`, { 'x-api-key': a.key })).status).toBe(404);
+    const own = await call(port, `/api/v1/monitors/${m.id}/coverage`, { 'x-api-key': other.key });
+    expect(own.status).toBe(200);
+    expect(own.body.data).toMatchObject({ monitor_id: m.id, covered_until: null });
   });
 
   it('answers unknown paths with JSON 404 (ops paths included: they live on OPS_PORT), and records last use in batches', async () => {

@@ -21,6 +21,7 @@ import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
 import { createProfileRepository } from './adapters/profiles';
+import { createCoverageRepository } from './coverage/coverage';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
@@ -91,6 +92,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     ...intakes(env, source, repository, stream, logger, sessionUrl, db),
+    coverage: createCoverageRepository(db),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
       hits: (n) => hits.inc(n),

@@ -23,6 +23,7 @@ import { createTargetPoll } from './poll/poll';
 import type { ProfileRepository } from './adapters/profiles';
 import { isUnavailable } from './domain/profiles';
 import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
+import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './coverage/coverage';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
@@ -59,6 +60,8 @@ export interface PollerOptions {
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
   search?: Omit<GroupPollDeps, 'repository' | 'leases' | 'logger' | 'intervals' | 'pollTimeoutMs' | 'now'>;
   metrics?: PollerMetrics;
+  /** the coverage record: a failed or refused poll opens a gap (src/coverage) */
+  coverage?: CoverageRepository;
   now?: () => Date;
   /** the query intake's safety-net run when no notification came (default 5 s) */
   queryIntervalMs?: number;
@@ -116,7 +119,8 @@ function groupPollOf(options: PollerOptions, now: () => Date, inFlight: Set<stri
     pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
     now,
   };
-  return { groupPoll: createGroupPoll(deps, inFlight) };
+  const groupPoll = createGroupPoll(deps, inFlight);
+  return { groupPoll: options.coverage ? coveredGroupPoll(groupPoll, options.coverage, options.logger) : groupPoll };
 }
 
 /** The local store's query intake (a source that reads every author's tweets), or none (X). */
@@ -157,7 +161,8 @@ export function createPoller(options: PollerOptions): Poller {
     },
     inFlight,
   );
-  const poll = withProfileLooks(targetPoll, profiles);
+  const covered = options.coverage ? coveredPoll(targetPoll, options.coverage, logger) : targetPoll;
+  const poll = withProfileLooks(covered, profiles);
   // what the tick's cycle and the push both poll with
   const polling = { repository, poll, now, concurrency };
   const runCycle = createCycle({

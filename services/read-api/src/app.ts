@@ -14,6 +14,8 @@ import type { Db } from '@sts/db';
 import type { SocialSource } from '@sts/social';
 import { DEFAULT_PLAN_RETENTION, type Retention } from '@sts/core';
 import { createMonitorRepository, type MonitorRepository } from './adapters/monitors';
+import { createCoverageReader } from './adapters/coverage';
+import { coverageRoutes } from './http/coverage';
 import { isUuid, parseQuery } from './domain/params';
 import { toApiError } from './http/errors';
 import { apiRoutes } from './http/handlers';
@@ -265,7 +267,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   const monitors = options.monitors ?? createMonitorRepository(db);
   const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
   const retention = options.retention ?? DEFAULT_PLAN_RETENTION;
-  const routes = apiRoutes({ source, monitors, users, retention });
+  const routes = [...apiRoutes({ source, monitors, users, retention }), ...coverageRoutes(createCoverageReader(db))];
   if (options.manage) routes.push(...manageRoutes({ ...options.manage, monitors }));
   const match = createRouter(routes);
   const answers = createAnswers();

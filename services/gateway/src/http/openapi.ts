@@ -12,6 +12,8 @@ import {
   DeletedRecord,
   DeliveryRecord,
   IDEMPOTENCY_KEY_MAX_LENGTH,
+  COVERAGE_COMPONENTS,
+  CoverageRecord,
   MANAGE_COMPONENTS,
   MonitorWithSecret,
   PreviewRecord,
@@ -46,8 +48,9 @@ const envelopes = {
   RecoverOne: dataOf(RecoverRecord),
   PreviewOne: dataOf(PreviewRecord),
   DeliveryList: listOf(DeliveryRecord),
+  CoverageOne: dataOf(CoverageRecord),
 };
-const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS };
+const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS, ...COVERAGE_COMPONENTS };
 const generated = toJsonSchemas({ ...NAMED, ...envelopes });
 const schemas = Object.fromEntries(Object.keys(NAMED).map((name) => [name, generated[name as keyof typeof NAMED]]));
 
@@ -413,6 +416,24 @@ export const openApiDocument = {
         parameters: [param('id', 'path', { type: 'string' }, 'monitor id'), limit, cursor],
         responses: {
           '200': ok(generated.HitList, 'one page of hits'),
+          '404': errorResponse("NOT_FOUND (also for another account's monitor)"),
+          ...errors,
+        },
+      },
+    },
+    '/api/v1/monitors/{id}/coverage': {
+      get: {
+        operationId: 'getMonitorCoverage',
+        summary: "A monitor's proof of coverage and speed (read-only)",
+        description: [
+          '`covered_until`: the time up to which the monitor has seen everything its source has; `gaps`: the',
+          'windows of the last 30 days its source was not read in (stream down, budget refused, source error)',
+          'and when a later read filled each; `latency`: p50 and p95 of post → detected and detected →',
+          'delivered over the last 24 h and 7 days. docs/api.md "Coverage" says what each source covers.',
+        ].join(' '),
+        parameters: [param('id', 'path', { type: 'string' }, 'monitor id')],
+        responses: {
+          '200': ok(generated.CoverageOne, "the monitor's coverage"),
           '404': errorResponse("NOT_FOUND (also for another account's monitor)"),
           ...errors,
         },

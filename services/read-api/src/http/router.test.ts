@@ -8,6 +8,7 @@ import path from 'node:path';
 import { ApiError } from '@sts/common';
 import { apiRoutes } from './handlers';
 import { manageRoutes } from '../manage/routes';
+import { coverageRoutes } from './coverage';
 import { createRouter, MAX_PARAM_LENGTH, type HandlerResult, type Route } from './router';
 
 const ok = (): HandlerResult => ({ status: 200, body: null });
@@ -47,10 +48,11 @@ describe('read-api router', () => {
     const routes = [
       ...apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never, retention: {} as never }),
       ...manageRoutes({ useCases: {} as never, idempotency: {} as never, monitors: {} as never }),
+      ...coverageRoutes({} as never),
     ];
     const served = routes.flatMap((r) => Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`));
     expect(served.sort()).toEqual(documented.sort());
-    expect(served).toHaveLength(21);
+    expect(served).toHaveLength(22);
   });
 
   it('matches a route, decodes its params once and dispatches on the method', () => {
