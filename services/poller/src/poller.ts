@@ -18,7 +18,7 @@ import { createPush, type Push } from './intake/push/push';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
 import type { GroupPoll, PollOutcome, PollResult } from './pipeline';
 import { createTargetPoll } from './poll/poll';
-import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './coverage/coverage';
+import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './gaps/gaps';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
