@@ -43,7 +43,7 @@ export interface LatencyStats {
   p95Ms: number | null;
 }
 
-export interface LatencyWindow {
+interface LatencyWindow {
   detected: LatencyStats;
   delivered: LatencyStats;
 }

@@ -23,7 +23,7 @@ import { createTargetPoll } from './poll/poll';
 import type { ProfileRepository } from './adapters/profiles';
 import { isUnavailable } from './domain/profiles';
 import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
-import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './coverage/coverage';
+import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './gaps/gaps';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 const TWEETS_CHANNEL = 'sts_tweets';
