@@ -19,6 +19,7 @@
  */
 import type { Db } from './client';
 import { Prisma } from './generated/prisma/client';
+import { QUERY_CURSOR_KEY } from './rows';
 
 export const COVERAGE_GAP_DAYS = 30;
 export const GAPS_MAX = 1000;
@@ -56,11 +57,15 @@ export interface MonitorCoverage {
 
 export interface CoverageMonitor {
   id: string;
-  targetKey: string;
+  /** null for a query monitor: its coverage is the query intake's cursor (QUERY_CURSOR_KEY) */
+  targetKey: string | null;
   createdAt: Date;
 }
 
-async function coveredUntil(db: Db, m: CoverageMonitor): Promise<Date | null> {
+/** a monitor with the key its coverage is recorded under */
+type Keyed = CoverageMonitor & { targetKey: string };
+
+async function coveredUntil(db: Db, m: Keyed): Promise<Date | null> {
   const rows = await db.$queryRaw<{ covered_until: Date | null }[]>`
     WITH base AS (
       SELECT greatest(
@@ -79,7 +84,7 @@ async function coveredUntil(db: Db, m: CoverageMonitor): Promise<Date | null> {
   return rows[0]?.covered_until ?? null;
 }
 
-async function gaps(db: Db, m: CoverageMonitor, now: Date): Promise<CoverageGap[]> {
+async function gaps(db: Db, m: Keyed, now: Date): Promise<CoverageGap[]> {
   const since = new Date(Math.max(now.getTime() - COVERAGE_GAP_DAYS * DAY_MS, m.createdAt.getTime()));
   return db.$queryRaw<CoverageGap[]>`
     SELECT starts_at AS "from", ends_at AS "to", reason, filled_at AS "filledAt"
@@ -151,7 +156,7 @@ export function latencyQueries(monitorId: string, now: Date): { detected: Prisma
   };
 }
 
-async function latency(db: Db, m: CoverageMonitor, now: Date): Promise<MonitorCoverage['latency']> {
+async function latency(db: Db, m: Keyed, now: Date): Promise<MonitorCoverage['latency']> {
   const q = latencyQueries(m.id, now);
   const [detected] = await db.$queryRaw<LatencyRow[]>(q.detected);
   const [delivered] = await db.$queryRaw<LatencyRow[]>(q.delivered);
@@ -166,9 +171,10 @@ async function latency(db: Db, m: CoverageMonitor, now: Date): Promise<MonitorCo
 /** The monitor's coverage (the caller checked that the monitor is the account's). */
 export async function readMonitorCoverage(
   db: Db,
-  monitor: CoverageMonitor,
+  of: CoverageMonitor,
   now: Date = new Date(),
 ): Promise<MonitorCoverage> {
+  const monitor: Keyed = { ...of, targetKey: of.targetKey ?? QUERY_CURSOR_KEY };
   const [until, gapList, speed] = await Promise.all([
     coveredUntil(db, monitor),
     gaps(db, monitor, now),
