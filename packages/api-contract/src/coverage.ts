@@ -11,11 +11,9 @@ export const CoverageGapRecord = z.object({
   from: timestamp.meta({ description: 'start of the window the source was not read in' }),
   to: timestamp.nullable().meta({ description: 'its end; null while the gap is still open' }),
   reason: z.enum(['stream_down', 'budget_refused', 'source_error']),
-  filled_at: timestamp
-    .nullable()
-    .meta({
-      description: 'when a later read (a poll from the cursor or a backfill search) read the window; null: not yet',
-    }),
+  filled_at: timestamp.nullable().meta({
+    description: 'when a later read (a poll from the cursor or a backfill search) read the window; null: not yet',
+  }),
 });
 
 const LatencyStatsRecord = z.object({
@@ -38,12 +36,10 @@ export const CoverageRecord = z.object({
   covered_until: timestamp.nullable().meta({
     description: 'the time up to which the monitor has seen everything its source has; null: the target was never read',
   }),
-  gaps: z
-    .array(CoverageGapRecord)
-    .meta({
-      description:
-        'gaps open at some time in the last 30 days (since the monitor was created), newest first, at most 1,000',
-    }),
+  gaps: z.array(CoverageGapRecord).meta({
+    description:
+      'gaps open at some time in the last 30 days (since the monitor was created), newest first, at most 1,000',
+  }),
   latency: z.object({ last_24h: LatencyWindowRecord, last_7d: LatencyWindowRecord }),
 });
 

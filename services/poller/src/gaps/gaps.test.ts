@@ -61,7 +61,8 @@ describe('coverage record', () => {
 
     // the stream drops while search is down: the gap is owed and cannot be paid yet
     down.search = true;
-    const failedSearches = () => fake.requests.log.filter((r) => r.path === '/2/tweets/search/recent' && r.status === 503).length;
+    const failedSearches = () =>
+      fake.requests.log.filter((r) => r.path === '/2/tweets/search/recent' && r.status === 503).length;
     const droppedAt = Date.now();
     h.stream.disconnect();
     const during = fake.state.post({ author: 'uma', text: 'during' });
@@ -111,7 +112,9 @@ describe('coverage record', () => {
       expect(await poller.runCycle({ force: true })).toMatchObject({ failed: 1 });
       const open = await gapsOf(db, 'vic');
       // one gap however many polls fail, from the end of the last successful read
-      expect(open).toEqual([expect.objectContaining({ reason: 'source_error', startsAt: read, endsAt: null, filledAt: null })]);
+      expect(open).toEqual([
+        expect.objectContaining({ reason: 'source_error', startsAt: read, endsAt: null, filledAt: null }),
+      ]);
       down.timeline = false;
       expect(await poller.runCycle({ force: true })).toMatchObject({ polled: 1, failed: 0 });
       const after = (await db.pollCursor.findUniqueOrThrow({ where: { targetKey: 'vic' } })).lastSuccessAt!;

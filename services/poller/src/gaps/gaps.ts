@@ -14,7 +14,7 @@ import { errorMessage } from '@sts/core';
 import type { Db } from '@sts/db';
 import type { GroupPoll, PollResult, TargetPoll } from '../pipeline';
 
-export type MissReason = 'budget_refused' | 'source_error';
+type MissReason = 'budget_refused' | 'source_error';
 
 export interface CoverageRepository {
   /** opens a gap for the target unless one is open (at most one open gap per target) */
