@@ -12,6 +12,7 @@
  *      endpoints get BENCH_ISOLATION_RATE hits/s (default 20) for BENCH_ISOLATION_SECONDS
  *      (default 5); isolation latency = receipt - detectedAt of those healthy hits
  *   4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists
+ *      (BENCH_POLLER=0 leaves it out: `source_calls_per_cycle n/a`, for rounds of the dispatcher alone)
  *
  * BENCH_VIA_PGBOUNCER=1: the dispatcher's DATABASE_URL goes through a PgBouncer in transaction
  * mode (bench/lib/pgbouncer.ts, BENCH_PGBOUNCER_POOL server connections); either way the
@@ -482,6 +483,7 @@ async function tearDown(b: Bench): Promise<void> {
 
 /** 4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists */
 async function measureSourceCalls(): Promise<number | string> {
+  if (process.env.BENCH_POLLER === '0') return 'n/a';
   const pollerBench = path.join(__dirname, 'poller.ts');
   if (!existsSync(pollerBench)) {
     log('bench/poller.ts not found: source calls per cycle not measured');
