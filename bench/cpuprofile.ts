@@ -5,6 +5,9 @@
  *
  *   - by area: the share of samples whose leaf frame is in each area (node internals, the service's
  *     own code, a dependency by package name, GC, idle, …);
+ *   - by stage of a delivery: each sample counted once, for the nearest frame (from the leaf up)
+ *     that names a stage (STAGES below: socket writes, node's HTTP client, signing, Prisma,
+ *     node-postgres, AMQP, message decoding, metrics, the repository's own code, GC);
  *   - self time: the functions the samples were in (leaf frames), top N;
  *   - nearest own code: each sample counted once, for the innermost frame of the repository's own code
  *     on its stack (services/, packages/), whatever node or a dependency did below it; samples
@@ -80,6 +83,37 @@ function area(f: CallFrame): string {
   return url;
 }
 
+/** a sample's stage: the first rule matching a frame, walking from the leaf to the root */
+const STAGES: [string, (f: CallFrame) => boolean][] = [
+  ['GC', (f) => f.functionName === '(garbage collector)'],
+  [
+    'socket writes (TLS encryption, system call)',
+    (f) => !f.url && /^(writev|writeBuffer|writeUtf8String)$/.test(f.functionName),
+  ],
+  ['signing (HMAC-SHA256)', (f) => /\/signing\//.test(f.url) || /Hmac|createHmac/.test(f.functionName)],
+  ['Prisma runtime', (f) => f.url.includes('@prisma')],
+  ['node-postgres', (f) => /\/node_modules\/(pg|pg-pool|pg-protocol|pg-types)\//.test(f.url)],
+  ['AMQP client (amqplib)', (f) => f.url.includes('/amqplib/')],
+  [
+    'message decoding (JSON, zod)',
+    (f) => f.url.includes('/zod/') || /messaging\/src\/(consumer|contracts)\.ts/.test(f.url),
+  ],
+  ['metrics (prom-client)', (f) => f.url.includes('/prom-client/')],
+  ["node's HTTP client (request, agent, response)", (f) => /^node:(_http_|https|_tls_|net$|tls$)/.test(f.url)],
+  [
+    'own code (services/, packages/)',
+    (f) => /\/(services|packages)\//.test(f.url) && !f.url.includes('/node_modules/'),
+  ],
+];
+
+function stageOf(leafId: number, byId: Map<number, ProfileNode>, parent: Map<number, number>): string {
+  for (let id: number | undefined = leafId; id !== undefined; id = parent.get(id)) {
+    const f = byId.get(id)!.callFrame;
+    for (const [name, test] of STAGES) if (test(f)) return name;
+  }
+  return 'other (event loop, promises, timers, streams)';
+}
+
 function pct(n: number, total: number): string {
   return `${((100 * n) / total).toFixed(1).padStart(5)} %`;
 }
@@ -105,6 +139,7 @@ function main(): void {
   const totals = new Map<string, number>();
   const areas = new Map<string, number>();
   const owners = new Map<string, number>();
+  const stages = new Map<string, number>();
   let t = 0;
   let samples = 0;
   let idle = 0;
@@ -134,6 +169,8 @@ function main(): void {
       }
     }
     owners.set(owner, (owners.get(owner) ?? 0) + 1);
+    const stage = stageOf(leaf.id, byId, parent);
+    stages.set(stage, (stages.get(stage) ?? 0) + 1);
     const seen = new Set<string>();
     for (let id: number | undefined = leaf.id; id !== undefined; id = parent.get(id)) {
       const l = label(byId.get(id)!.callFrame);
@@ -147,6 +184,7 @@ function main(): void {
     `${file}: ${seconds.toFixed(1)} s, ${samples} busy samples (${idle} idle left out); shares of busy samples`,
   );
   console.log(`busy samples per 5 s: ${Array.from(timeline, (n, i) => `${i * 5}s ${n ?? 0}`).join(', ')}`);
+  table('by stage of a delivery (nearest frame naming one)', stages, samples, top);
   table('by area (leaf frame)', areas, samples, top);
   table('self time (leaf frames)', self, samples, top);
   table('nearest own code (with what it calls in node and dependencies)', owners, samples, top);
