@@ -12,6 +12,7 @@
  *      endpoints get BENCH_ISOLATION_RATE hits/s (default 20) for BENCH_ISOLATION_SECONDS
  *      (default 5); isolation latency = receipt - detectedAt of those healthy hits
  *   4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists
+ *      (BENCH_POLLER=0 leaves it out: `source_calls_per_cycle n/a`, for rounds of the dispatcher alone)
  *
  * BENCH_VIA_PGBOUNCER=1: the dispatcher's DATABASE_URL goes through a PgBouncer in transaction
  * mode (bench/lib/pgbouncer.ts, BENCH_PGBOUNCER_POOL server connections); either way the
@@ -443,12 +444,20 @@ async function isolationPhase(run: Run): Promise<number> {
 async function measure(run: Run): Promise<Result> {
   const sampler = await sampleBackends(run.adminUrl, run.dbName);
   await warmUp(run);
+  const parkedBefore = await parkedSoFar(dispatcherPort);
   const cpuBefore = cpuMicros(run.dispatcher.pid!);
   const commitsBefore = await commits(run);
   const deliveriesPerS = await throughputPhase(run);
   const { p50, p99 } = await latencyPhase(run);
-  const cpuPerDelivery = (cpuMicros(run.dispatcher.pid!) - cpuBefore) / (HITS + LATENCY_HITS);
+  const cpu = cpuMicros(run.dispatcher.pid!) - cpuBefore;
+  const cpuPerDelivery = cpu / (HITS + LATENCY_HITS);
   log(`dispatcher cpu: ${Math.round(cpuPerDelivery)} µs per delivery (throughput and latency phases)`);
+  // a busy machine slows the receivers, lanes back up and messages are parked (consumed, looked up,
+  // published again, consumed again): CPU the quiet machine does not spend, counted per message too
+  const parked = (await parkedSoFar(dispatcherPort)) - parkedBefore;
+  log(
+    `dispatcher cpu: ${Math.round(cpu / (HITS + LATENCY_HITS + parked))} µs per message handled (${HITS + LATENCY_HITS} deliveries, ${parked} parked)`,
+  );
   // pg_stat_database lags by up to PGSTAT's flush interval (about 1 s): a rough figure
   await sleep(1500);
   log(
@@ -482,6 +491,7 @@ async function tearDown(b: Bench): Promise<void> {
 
 /** 4. the poller cycle of bench/poller.ts (source calls per cycle), when that file exists */
 async function measureSourceCalls(): Promise<number | string> {
+  if (process.env.BENCH_POLLER === '0') return 'n/a';
   const pollerBench = path.join(__dirname, 'poller.ts');
   if (!existsSync(pollerBench)) {
     log('bench/poller.ts not found: source calls per cycle not measured');

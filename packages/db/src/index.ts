@@ -1,4 +1,4 @@
-export { createDbClient, type Db, type DbClientOptions } from './client';
+export { createDbClient, sqlPool, type Db, type DbClientOptions, type SqlPool } from './client';
 export { applyDatabaseSettingsAt, STATEMENT_TIMEOUT } from './settings';
 export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
 export * from './generated/prisma/client';

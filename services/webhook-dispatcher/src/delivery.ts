@@ -17,7 +17,7 @@
  * health); what the message becomes (ack, requeue, park) is app.ts's, which runs `send` in the
  * endpoint's lane.
  */
-import { inSpan, SpanKind } from '@sts/telemetry';
+import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
 import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
@@ -35,6 +35,8 @@ import type { DispatcherMetrics } from './metrics';
 interface SentRequest {
   headers: Record<string, string>;
   body: string;
+  /** the body's UTF-8 bytes: what is signed and sent */
+  bytes: Buffer;
 }
 
 export interface Job {
@@ -126,6 +128,8 @@ interface SigningKeys {
 interface PreparedDelivery {
   job: SendableJob;
   body: string;
+  /** the body encoded once: signed, sent and measured as these bytes */
+  bytes: Buffer;
   keys: SigningKeys;
   endpointKey: string;
 }
@@ -168,7 +172,7 @@ function sentAttempt(job: Job, { request, result }: SentAttempt, error: string |
     latencyMs: result.latencyMs,
     error,
     responseSnippet: result.responseSnippet,
-    requestHeaders: requestHeaderPairs(request.headers, request.body),
+    requestHeaders: requestHeaderPairs(request.headers, request.bytes),
     requestBody: request.body,
     responseHeaders: result.statusCode === null ? null : result.responseHeaders,
     responseBody: result.responseBody,
@@ -202,10 +206,11 @@ class Deliverer {
   private prepare(job: SendableJob, lane: LaneControl | null): PreparedDelivery | { error: string } {
     const webhook = job.monitor.webhook;
     const body = buildBody(webhook.kind, job.payload);
-    const size = Buffer.byteLength(body);
+    const bytes = Buffer.from(body, 'utf8');
+    const size = bytes.length;
     if (size > MAX_BODY_BYTES) return { error: `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit` };
     const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
-    return { job, body, keys: this.signingKeys(job), endpointKey };
+    return { job, body, bytes, keys: this.signingKeys(job), endpointKey };
   }
 
   /**
@@ -250,19 +255,23 @@ class Deliverer {
 
   /** one signed request; the attempt is a CLIENT span under the message's CONSUMER span (OpenTelemetry, when on) */
   private async attempt(prepared: PreparedDelivery, signal: AbortSignal): Promise<SentAttempt> {
-    const { job, body, keys, endpointKey } = prepared;
+    const { job, body, bytes, keys, endpointKey } = prepared;
     const webhook = job.monitor.webhook;
-    const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body });
-    const result = await inSpan(
-      'webhook attempt',
-      SpanKind.CLIENT,
-      { 'webhook.kind': webhook.kind, 'webhook.delivery_id': job.deliveryId },
-      () => this.options.sender.send({ url: webhook.url, body, headers, endpointKey, signal }),
-      (span, r) => span.setAttributes({ 'webhook.outcome': r.outcome, 'http.response.status_code': r.statusCode ?? 0 }),
-    );
+    const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body: bytes });
+    const send = () => this.options.sender.send({ url: webhook.url, body: bytes, headers, endpointKey, signal });
+    const result = !tracingEnabled()
+      ? await send()
+      : await inSpan(
+          'webhook attempt',
+          SpanKind.CLIENT,
+          { 'webhook.kind': webhook.kind, 'webhook.delivery_id': job.deliveryId },
+          send,
+          (span, r) =>
+            span.setAttributes({ 'webhook.outcome': r.outcome, 'http.response.status_code': r.statusCode ?? 0 }),
+        );
     if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
     this.observe(job, result);
-    return { request: { headers, body }, result };
+    return { request: { headers, body, bytes }, result };
   }
 
   private observe(job: SendableJob, result: SendResult): void {

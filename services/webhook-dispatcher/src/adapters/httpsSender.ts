@@ -17,6 +17,7 @@ import https from 'node:https';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { isIP, type LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { urlToHttpOptions } from 'node:url';
 import { blockedReason, createHostAllowList, normalizeHostname } from '../domain/addressPolicy';
 import { boundedHeaderPairs, DETAIL_RESPONSE_BODY_BYTES, type HeaderPairs } from '../domain/attemptDetail';
 
@@ -199,6 +200,18 @@ function createAborter(): (signal: AbortSignal, req: ClientRequest) => void {
   };
 }
 
+/** Where a URL is sent: the request options of its URL and its default concurrency key. */
+interface Target {
+  options: https.RequestOptions;
+  /** host:port */
+  key: string;
+}
+
+type TargetOrRefusal = Target | { error: string; refused: boolean };
+
+/** Most URLs whose Target is kept (cleared whole when full: the working set is the endpoints in use). */
+const TARGET_CACHE_SIZE = 10_000;
+
 interface Deadline {
   timer?: NodeJS.Timeout;
   endsAt: number;
@@ -284,6 +297,8 @@ class Sender implements HttpsSender {
   private readonly agent: https.Agent;
   private readonly abortWith = createAborter();
   private readonly semaphores = new Map<string, Semaphore>();
+  /** URL → Target: parsing and checking a URL cost more than the rest of building a request */
+  private readonly targets = new Map<string, TargetOrRefusal>();
   private readonly snippetBytes: number;
   private readonly maxResponseBytes: number;
   private active = 0;
@@ -316,10 +331,10 @@ class Sender implements HttpsSender {
 
   async send(request: SendRequest): Promise<SendResult> {
     const started = performance.now();
-    const target = this.targetOf(request);
-    if (!(target instanceof URL)) return failure(target.error, Math.round(performance.now() - started), target.refused);
+    const target = this.targetOf(request.url);
+    if ('error' in target) return failure(target.error, Math.round(performance.now() - started), target.refused);
     const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
-    const key = request.endpointKey ?? `${normalizeHostname(target.hostname)}:${target.port || '443'}`;
+    const key = request.endpointKey ?? target.key;
     let sem = this.semaphores.get(key);
     if (!sem) this.semaphores.set(key, (sem = new Semaphore(this.options.maxConcurrencyPerEndpoint)));
     this.active++;
@@ -342,11 +357,22 @@ class Sender implements HttpsSender {
     }
   }
 
-  /** the URL really sent to, or why none is: not a URL, not https, a literal address the policy refuses */
-  private targetOf(request: SendRequest): URL | { error: string; refused: boolean } {
+  /** the Target of a URL (cached; the answer depends on the URL and the fixed options only) */
+  private targetOf(url: string): TargetOrRefusal {
+    let t = this.targets.get(url);
+    if (t === undefined) {
+      t = this.parseTarget(url);
+      if (this.targets.size >= TARGET_CACHE_SIZE) this.targets.clear();
+      this.targets.set(url, t);
+    }
+    return t;
+  }
+
+  /** where a URL is really sent, or why it is not: not a URL, not https, a literal address the policy refuses */
+  private parseTarget(url: string): TargetOrRefusal {
     let target: URL;
     try {
-      target = new URL(request.url);
+      target = new URL(url);
       if (this.options.urlOverride) target = this.options.urlOverride(target);
     } catch {
       return { error: 'webhook URL is not a valid URL', refused: false };
@@ -358,11 +384,11 @@ class Sender implements HttpsSender {
       const reason = blockedReason(host);
       if (reason) return { error: `refused to connect to ${host}: ${reason}`, refused: true };
     }
-    return target;
+    return { options: urlToHttpOptions(target), key: `${host}:${target.port || '443'}` };
   }
 
   /** one attempt, and one more only on a keep-alive socket the receiver had already closed */
-  private async deliver(target: URL, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
+  private async deliver(target: Target, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
     try {
       return await this.attempt(target, request, body, deadline);
     } catch (err) {
@@ -375,11 +401,11 @@ class Sender implements HttpsSender {
     }
   }
 
-  private attempt(target: URL, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
+  private attempt(target: Target, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
     return new Promise((resolve, reject) => {
       const req = https.request(
-        target,
         {
+          ...target.options,
           method: 'POST',
           agent: this.agent,
           lookup: this.lookup,

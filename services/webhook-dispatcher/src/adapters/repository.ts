@@ -1,9 +1,18 @@
 /**
- * The dispatcher's PostgreSQL access (Prisma; the two statements on every delivery's path as raw
- * SQL). Monitor look-ups and attempt writes are micro-batched (see batch.ts); everything a
- * delivery needs comes from one look-up: the monitor, its account's plan and its webhook endpoint.
+ * The dispatcher's PostgreSQL access (Prisma; the two statements on every delivery's path as SQL
+ * on the client's node-postgres pool). Monitor look-ups and attempt writes are micro-batched (see
+ * batch.ts); everything a delivery needs comes from one look-up: the monitor, its account's plan
+ * and its webhook endpoint.
  */
-import { hitSelect, isDatabaseUnavailable, Prisma, type Db, type HitRow as HitRecord } from '@sts/db';
+import {
+  hitSelect,
+  isDatabaseUnavailable,
+  Prisma,
+  sqlPool,
+  type Db,
+  type HitRow as HitRecord,
+  type SqlPool,
+} from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { WebhookKind } from '../domain/payloads';
 import type { HeaderPairs } from '../domain/attemptDetail';
@@ -115,6 +124,13 @@ export const isTransientDbError = isDatabaseUnavailable;
 
 /** A foreign key no longer holds (the monitor or hit was deleted meanwhile). */
 export function isMissingParent(err: unknown): boolean {
+  // the attempt insert runs on node-postgres (sqlPool): its error carries PostgreSQL's SQLSTATE
+  if (
+    err instanceof Error &&
+    (err as { code?: unknown }).code === '23503' &&
+    !(err instanceof Prisma.PrismaClientKnownRequestError)
+  )
+    return true;
   if (!(err instanceof Prisma.PrismaClientKnownRequestError)) return false;
   if (err.code === 'P2003' || err.code === 'P2025') return true;
   // a raw statement (the attempt insert): PostgreSQL's foreign_key_violation
@@ -124,10 +140,11 @@ export function isMissingParent(err: unknown): boolean {
 }
 
 /**
- * The two statements on every delivery's path are raw SQL, not Prisma model queries: Prisma 7
- * compiles each model query (its query compiler runs in WebAssembly) and interprets the plan in
- * JavaScript, which cost about 0.5–2 ms of CPU per delivery, the largest share of the dispatcher's
- * CPU (measured, README "Throughput"). Raw SQL skips both; the rest stays on Prisma.
+ * The two statements on every delivery's path are SQL on the client's node-postgres pool
+ * (`sqlPool`), not Prisma queries: Prisma 7 compiles each model query (its query compiler runs in
+ * WebAssembly) and interprets the plan in JavaScript, and even a raw query goes through its
+ * runtime (argument mapping, plan interpreter, result conversion), a measurable share of the
+ * dispatcher's CPU per delivery (README "CPU per delivery"). The rest stays on Prisma.
  */
 const MONITOR_SQL = `
   SELECT m.id, m.account_id, m.target_username, m.keywords, m.is_active, a.plan, a.trial_ends_at,
@@ -191,43 +208,53 @@ function monitorOf(r: MonitorRow): MonitorContext {
 }
 
 /**
- * many attempts in one statement: one array parameter per column; the pending redeliveries of
- * their deliveries (Recover's marks) are cleared by the same statement. The detail's headers travel as
- * JSON text and its response body as base64 text (plain text arrays: the driver's array encoding
- * is the same for every column), turned into jsonb / bytea by the statement itself.
+ * many attempts in one statement, the rows as one JSON parameter (one `JSON.stringify` of the
+ * batch: node-postgres would escape every element of fourteen array parameters in JavaScript);
+ * the pending redeliveries of their deliveries (Recover's marks) are cleared by the same
+ * statement. The detail's headers are JSON arrays in the rows (jsonb as they are), its response
+ * body base64 text, turned into bytea by the statement.
  */
 const INSERT_ATTEMPTS_SQL = `
   WITH inserted AS (
     INSERT INTO delivery_attempts
       (monitor_id, hit_id, event, delivery_id, url, outcome, status_code, latency_ms, error, response_snippet,
        request_headers, request_body, response_headers, response_body)
-    SELECT m, h, e, d, u, o, s, l, er, rs, rqh::jsonb, rqb, rsh::jsonb, decode(rsb, 'base64')
-    FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::"DeliveryOutcome"[],
-                $7::int[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-         AS t(m, h, e, d, u, o, s, l, er, rs, rqh, rqb, rsh, rsb)
+    SELECT m, h, e, d, u, o::"DeliveryOutcome", s, l, er, rs, rqh, rqb, rsh, decode(rsb, 'base64')
+    FROM json_to_recordset($1::json)
+         AS t(m uuid, h uuid, e text, d text, u text, o text, s int, l int, er text, rs text,
+              rqh jsonb, rqb text, rsh jsonb, rsb text)
     RETURNING delivery_id)
   -- an attempt of a delivery ends its pending redelivery (Recover queues it again only after that)
   DELETE FROM pending_redeliveries p USING inserted i WHERE p.delivery_id = i.delivery_id`;
 
-const jsonOrNull = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
-function attemptColumns(rows: NewAttempt[]): unknown[] {
-  return [
-    rows.map((r) => r.monitorId),
-    rows.map((r) => r.hitId),
-    rows.map((r) => r.event),
-    rows.map((r) => r.deliveryId),
-    rows.map((r) => r.url),
-    rows.map((r) => r.outcome),
-    rows.map((r) => r.statusCode),
-    rows.map((r) => r.latencyMs),
-    rows.map((r) => r.error),
-    rows.map((r) => r.responseSnippet),
-    rows.map((r) => jsonOrNull(r.requestHeaders)),
-    rows.map((r) => r.requestBody ?? null),
-    rows.map((r) => jsonOrNull(r.responseHeaders)),
-    rows.map((r) => (r.responseBody ? r.responseBody.toString('base64') : null)),
-  ];
+/**
+ * U+FFFD for an unpaired surrogate (what UTF-8 encoding made of it before): PostgreSQL's JSON
+ * refuses its escape. Only the error text can hold one (bodies are JSON, snippets decoded UTF-8).
+ */
+const wellFormed = (s: string) => s.replace(LONE_SURROGATE, '\uFFFD');
+
+/** the rows as INSERT_ATTEMPTS_SQL's parameter */
+function attemptsJson(rows: NewAttempt[]): string {
+  return JSON.stringify(
+    rows.map((r) => ({
+      m: r.monitorId,
+      h: r.hitId,
+      e: r.event,
+      d: r.deliveryId,
+      u: r.url,
+      o: r.outcome,
+      s: r.statusCode,
+      l: r.latencyMs,
+      er: r.error === null ? null : wellFormed(r.error),
+      rs: r.responseSnippet,
+      rqh: r.requestHeaders ?? null,
+      rqb: r.requestBody ?? null,
+      rsh: r.responseHeaders ?? null,
+      rsb: r.responseBody ? r.responseBody.toString('base64') : null,
+    })),
+  );
 }
 
 /**
@@ -318,17 +345,17 @@ const MARK_BROKEN_SQL = `
   SELECT 1`;
 
 /** monitor look-ups, batched: one SELECT for the ids asked for in the same tick */
-function monitorLoader(db: Db) {
+function monitorLoader(sql: SqlPool) {
   return createBatcher<string, MonitorContext | null>(async (ids) => {
-    const rows = await db.$queryRawUnsafe<MonitorRow[]>(MONITOR_SQL, [...new Set(ids)]);
+    const { rows } = await sql.query<MonitorRow>(MONITOR_SQL, [[...new Set(ids)]]);
     const byId = new Map(rows.map((r) => [r.id, monitorOf(r)]));
     return ids.map((id) => byId.get(id) ?? null);
   });
 }
 
 /** attempt rows, batched: one INSERT for the rows of a tick (what keeps 1,000+ deliveries/s) */
-function attemptWriter(db: Db) {
-  const insertAttempts = (rows: NewAttempt[]) => db.$executeRawUnsafe(INSERT_ATTEMPTS_SQL, ...attemptColumns(rows));
+function attemptWriter(sql: SqlPool) {
+  const insertAttempts = (rows: NewAttempt[]) => sql.query(INSERT_ATTEMPTS_SQL, [attemptsJson(rows)]);
   return createBatcher<NewAttempt, Error | null>(async (rows) => {
     try {
       await insertAttempts(rows);
@@ -372,8 +399,9 @@ function healthWriter(db: Db) {
 }
 
 export function createPrismaRepository(db: Db): DispatcherRepository {
-  const loadMonitors = monitorLoader(db);
-  const writeAttempts = attemptWriter(db);
+  const sql = sqlPool(db);
+  const loadMonitors = monitorLoader(sql);
+  const writeAttempts = attemptWriter(sql);
   const writeHealth = healthWriter(db);
 
   return {

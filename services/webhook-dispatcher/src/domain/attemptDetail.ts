@@ -22,6 +22,6 @@ export function boundedHeaderPairs(raw: readonly string[]): HeaderPairs {
 }
 
 /** the headers the dispatcher sends, as pairs, with the Content-Length the sender adds */
-export function requestHeaderPairs(headers: Record<string, string>, body: string): HeaderPairs {
+export function requestHeaderPairs(headers: Record<string, string>, body: string | Buffer): HeaderPairs {
   return [...Object.entries(headers), ['Content-Length', String(Buffer.byteLength(body))]];
 }
