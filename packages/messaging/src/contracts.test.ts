@@ -23,6 +23,7 @@ describe('contracts', () => {
       'monitor.hit',
       'monitor.test',
       'webhook.redeliver',
+      'x.stream.post',
     ]);
     expect(isRoutingKey('monitor.hit')).toBe(true);
     expect(isRoutingKey('monitor.other')).toBe(false);
