@@ -67,14 +67,21 @@ async function expectEachOnce(ids: string[]): Promise<void> {
   expect(await db.outboxEvent.count()).toBe(hits.length);
 }
 
-/** counts a replica's record() calls (its recordBatch), optionally slowing each */
+/** counts a replica's recording transactions (recordMany, recordBatch), optionally slowing each */
 function counting(counter: { n: number }, delayMs = 0) {
+  const slow = async () => {
+    counter.n++;
+    if (delayMs > 0) await sleep(delayMs);
+  };
   return (r: PollerRepository): PollerRepository => ({
     ...r,
     async recordBatch(...args) {
-      counter.n++;
-      if (delayMs > 0) await sleep(delayMs);
+      await slow();
       return r.recordBatch(...args);
+    },
+    async recordMany(...args) {
+      await slow();
+      return r.recordMany(...args);
     },
   });
 }

@@ -43,7 +43,7 @@ export interface StreamRecordingOptions {
   prefetch?: number;
   /** how often the share of partitions is checked; default 2 s */
   rebalanceMs?: number;
-  /** record() transactions this replica runs at a time (all queues together); default 4 */
+  /** recording transactions this replica runs at a time (all queues together); default 4 */
   concurrency?: number;
   /** how far before a failed post its target is owed (POLL_OVERLAP_SECONDS) */
   overlapMs: number;
