@@ -2,8 +2,9 @@
  * `npm run bench:realtime`, X `stream` mode (issues 19 and 28), against the fake X of
  * packages/testing (filtered stream, rules, search, users; every family's window one minute
  * here, so a "budget window" is a minute). Two stream replicas run in this process (each with its
- * own lease identity; replica A's database goes through a TCP proxy the bench can black-hole),
- * with the poller's recording path on the bench database. Phases, each printing one line:
+ * own lease identity and RabbitMQ connection; replica A's database goes through a TCP proxy the
+ * bench can black-hole), the holder handing streamed posts to both replicas' recording through
+ * RabbitMQ (a vhost of the run), on the bench database. Phases, each printing one line:
  *
  * 1. set-up: BENCH_X_STREAM_TARGETS (2,000) X accounts, each watched by a Starter monitor created
  *    while the stream runs, in BENCH_X_BATCHES (20) batches a second apart, or one by one
@@ -25,9 +26,11 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createLogger, createMetricsRegistry, loadDevEnv } from '../packages/common/src';
 import { createDbClient, type Db } from '../packages/db/src';
+import { AmqpClient } from '../packages/messaging/src';
 import { createXSource } from '../packages/social/src';
 import { createFakeStream, startFakeX, type FakeStream, type FakeX } from '../packages/testing/src/fakeX';
 import { TcpProxy } from '../packages/testing/src/proxy';
+import { createVhost, deleteVhosts } from '../packages/testing/src/services';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { buildStreamMode } from '../services/poller/src/intake/stream';
 import type { StreamMode } from '../services/poller/src/intake/stream/streamMode';
@@ -191,7 +194,7 @@ async function failover(bed: Bed): Promise<{ seconds: number; lost: number }> {
   return { seconds, lost };
 }
 
-function startReplica(dbUrl: string, db: Db, fake: FakeX, redis: Redis, name: string): StreamMode {
+function startReplica(dbUrl: string, db: Db, fake: FakeX, redis: Redis, amqp: AmqpClient, name: string): StreamMode {
   const env = {
     DATABASE_URL: dbUrl,
     X_API_BASE_URL: fake.url,
@@ -214,12 +217,23 @@ function startReplica(dbUrl: string, db: Db, fake: FakeX, redis: Redis, name: st
     pollerRepository: createPollerRepository(db),
     logger: createLogger({ service: `bench-x-stream-${name}`, level: process.env.BENCH_LOG_LEVEL ?? 'warn' }),
     registry: createMetricsRegistry(`bench-x-stream-${name}`),
+    amqp,
   });
   mode.start();
   return mode;
 }
 
-export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix: string }): Promise<void> {
+export async function runStreamMode(e: {
+  dbUrl: string;
+  redisUrl: string;
+  prefix: string;
+  amqpUrl: string;
+}): Promise<void> {
+  const logger = createLogger({ service: 'bench-x-stream-amqp', level: process.env.BENCH_LOG_LEVEL ?? 'warn' });
+  // one RabbitMQ connection per replica, as each poller process has
+  const amqpA = new AmqpClient({ url: e.amqpUrl, logger, name: 'bench-x-stream-a' });
+  const amqpB = new AmqpClient({ url: e.amqpUrl, logger, name: 'bench-x-stream-b' });
+  await Promise.all([amqpA.start(), amqpB.start()]);
   const stream = createFakeStream();
   const fake = await startFakeX({ routes: stream.routes, windowMs: WINDOW_MS });
   const proxy = new TcpProxy(new URL(e.dbUrl).hostname, Number(new URL(e.dbUrl).port || 5432));
@@ -229,13 +243,13 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
   const redis = new Redis(e.redisUrl, { keyPrefix: e.prefix });
   const usernames = Array.from({ length: TARGETS }, (_, i) => `xs_${i}_${randomBytes(2).toString('hex')}`);
   for (const u of usernames) fake.state.addUser({ username: u });
-  const a = startReplica(e.dbUrl, dbA, fake, redis, 'a');
+  const a = startReplica(e.dbUrl, dbA, fake, redis, amqpA, 'a');
   let b: StreamMode | undefined;
   const out: string[] = [];
   try {
     if (!(await until(() => a.isHolder() && stream.connections() === 1, 30_000)))
       throw new Error('replica A did not connect within 30 s');
-    b = startReplica(e.dbUrl, db, fake, redis, 'b');
+    b = startReplica(e.dbUrl, db, fake, redis, amqpB, 'b');
     const bed: Bed = { db, fake, stream, a, b, proxy, usernames };
     if (PHASES.includes('setup')) out.push(`setup_per_20 ${(await setup(bed)).toFixed(2)}`);
     else throw new Error('the set-up phase is needed by the others');
@@ -257,6 +271,8 @@ export async function runStreamMode(e: { dbUrl: string; redisUrl: string; prefix
     // replica A's database may be black-holed: cut it so its calls fail instead of hanging
     await proxy.close();
     await a.stop();
+    await amqpB.stop();
+    await amqpA.stop();
     await fake.stop();
     redis.disconnect();
     await dbA.$disconnect().catch(() => undefined);
@@ -269,11 +285,14 @@ export async function runStreamBench(o: { adminUrl: string; redisUrl: string; pr
   const name = `sts_bench_xs_${randomBytes(4).toString('hex')}`;
   const dbUrl = await createDatabase(o.adminUrl, name);
   const prefix = `${o.prefix}stream:${name}:`;
+  const urls = serviceUrls();
+  const amqpUrl = await createVhost(urls, name);
   try {
-    await runStreamMode({ dbUrl, redisUrl: o.redisUrl, prefix });
+    await runStreamMode({ dbUrl, redisUrl: o.redisUrl, prefix, amqpUrl });
   } finally {
     await dropDatabase(o.adminUrl, name);
     await deleteKeys(o.redisUrl, prefix);
+    await deleteVhosts(urls, name);
   }
 }
 

@@ -117,6 +117,26 @@ export class AmqpClient {
     return this.consumers.consume(opts);
   }
 
+  /** Stops consuming `queue` (its handlers in flight finish and settle first); see Consumers.cancel. */
+  cancel(queue: string): Promise<void> {
+    return this.consumers.cancel(queue);
+  }
+
+  /** The queue's message and consumer counts (a passive declare: fails when it does not exist). */
+  async queueStats(queue: string): Promise<{ messages: number; consumers: number }> {
+    const ctx = this.connection.current;
+    if (!ctx) throw new Error(`RabbitMQ is not connected (${this.connection.target})`);
+    const ch = await ctx.conn.createChannel();
+    // a missing queue closes this channel with an error: the rejection below reports it
+    ch.on('error', () => undefined);
+    try {
+      const ok = await ch.checkQueue(queue);
+      return { messages: ok.messageCount, consumers: ok.consumerCount };
+    } finally {
+      await ch.close().catch(() => undefined);
+    }
+  }
+
   /**
    * Graceful stop: cancels the consumers, waits for in-flight handlers (they still ack), waits for
    * pending publish confirms, then closes the connection. Idempotent.

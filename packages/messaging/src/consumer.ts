@@ -45,6 +45,16 @@ export interface ConsumeOptions<K extends RoutingKey> {
    */
   mode?: 'shared' | 'broadcast';
   onSubscribed?: () => void;
+  /**
+   * Consume partition `n` of the bindings: the queue is bound with `<routingKey>.<n>` (what
+   * PublishOptions.partition publishes to). Shared mode only.
+   */
+  partition?: number;
+  /**
+   * Arguments added to the shared queue's (e.g. `x-single-active-consumer`, `x-max-length`).
+   * Part of the queue's identity like the others: every consumer must declare the same.
+   */
+  queueArguments?: Record<string, string | number | boolean>;
 }
 
 const DEFAULT_PREFETCH = 32;
@@ -77,8 +87,11 @@ function checkOptions<K extends RoutingKey>(opts: ConsumeOptions<K>): number {
 }
 
 /** The message as an envelope of its contract, or ContractError (the message is then dead-lettered). */
-function decode(bindings: ReadonlySet<string>, msg: ConsumeMessage): Envelope<RoutingKey> {
-  const routingKey = msg.fields.routingKey;
+function decode(bindings: ReadonlySet<string>, msg: ConsumeMessage, partition?: number): Envelope<RoutingKey> {
+  const suffix = partition === undefined ? '' : `.${partition}`;
+  const wireKey = msg.fields.routingKey;
+  if (!wireKey.endsWith(suffix)) throw new ContractError(`routing key ${wireKey} is not of partition ${partition}`);
+  const routingKey = wireKey.slice(0, wireKey.length - suffix.length);
   if (!isRoutingKey(routingKey)) throw new ContractError(`unknown routing key ${JSON.stringify(routingKey)}`);
   if (!bindings.has(routingKey))
     throw new ContractError(`routing key ${routingKey} is not one this consumer is bound to`);
@@ -200,12 +213,34 @@ export class Consumers {
     await Promise.all([...this.consumers.values()].flatMap((c) => [...c.inflight]));
   }
 
+  /**
+   * Stops consuming one queue: cancels its consumer, waits for its handlers in flight (their acks
+   * still go out), closes its channel and forgets it; `consume` may take the queue again. With
+   * `x-single-active-consumer`, the broker hands the queue to the next waiting consumer.
+   */
+  async cancel(queue: string): Promise<void> {
+    const c = this.consumers.get(queue);
+    if (!c) return;
+    this.consumers.delete(queue);
+    if (!c.ready.settled) c.ready.reject(new Error(`consumer of ${queue} cancelled`));
+    const { channel, consumerTag } = c;
+    if (channel && consumerTag && !this.connection.isClosed(channel)) {
+      await channel
+        .cancel(consumerTag)
+        .catch((err: unknown) => this.logger.warn('amqp cancel failed', { queue, error: errorMessage(err) }));
+    }
+    await Promise.all([...c.inflight]);
+    if (channel && !this.connection.isClosed(channel)) await channel.close().catch(() => undefined);
+  }
+
   private async setupConsumer(ctx: ConnectionContext, c: ConsumerState): Promise<void> {
     const { queue } = c.opts;
     const ch = await ctx.conn.createChannel();
     let active = false;
     this.connection.watchChannel(ch, `consumer ${queue}`, () => {
-      if (active) queueMicrotask(() => ctx.drop(`consumer channel of ${queue} closed`));
+      // a channel closed by cancel() (the consumer no longer registered) is no connection fault
+      if (active && this.consumers.get(queue) === c)
+        queueMicrotask(() => ctx.drop(`consumer channel of ${queue} closed`));
     });
     try {
       await ch.prefetch(c.prefetch);
@@ -231,7 +266,10 @@ export class Consumers {
   private async declare(ch: Channel, c: ConsumerState): Promise<string> {
     const bindings = [...c.bindings] as RoutingKey[];
     if (c.opts.mode !== 'broadcast') {
-      await declareQueue(ch, c.opts.queue, bindings);
+      await declareQueue(ch, c.opts.queue, bindings, {
+        ...(c.opts.partition !== undefined && { partition: c.opts.partition }),
+        ...(c.opts.queueArguments && { queueArguments: c.opts.queueArguments }),
+      });
       return c.opts.queue;
     }
     await declareExchanges(ch);
@@ -289,7 +327,7 @@ export class Consumers {
     };
     let env: Envelope<RoutingKey>;
     try {
-      env = decode(c.bindings, msg);
+      env = decode(c.bindings, msg, c.opts.partition);
     } catch (err) {
       this.logger.warn('amqp message breaks its contract: dead-lettered', { ...meta, reason: errorMessage(err) });
       this.settle(ch, msg, 'dead-letter', meta);

@@ -26,6 +26,7 @@ describe('contracts', () => {
       'monitor.target_unavailable',
       'monitor.test',
       'webhook.redeliver',
+      'x.stream.post',
     ]);
     expect(isRoutingKey('monitor.hit')).toBe(true);
     expect(isRoutingKey('monitor.other')).toBe(false);

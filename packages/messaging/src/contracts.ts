@@ -199,6 +199,32 @@ export const ApiKeyChangedPayload = z
   })
   .strict();
 
+/**
+ * A post X's filtered stream delivered, handed by the stream holder to the poller replicas that
+ * record it (`x.stream.post`, published on one of the poller's partitions: see
+ * services/poller/src/intake/stream/handoff.ts). `target` is the matched target's key (the
+ * author's lower-cased username); `tweet` is the post as the social source read it.
+ */
+export const XStreamPostPayload = z
+  .object({
+    target: z.string().min(1),
+    tweet: z
+      .object({
+        id: z.string().regex(/^\d+$/),
+        text: z.string(),
+        authorId: z.string(),
+        authorUsername: z.string().min(1),
+        authorName: z.string(),
+        createdAt: IsoUtcMillis,
+        lang: z.string().nullable(),
+        referencedTweets: z
+          .array(z.object({ type: z.enum(['replied_to', 'quoted', 'retweeted']), id: z.string() }).strict())
+          .optional(),
+      })
+      .strict(),
+  })
+  .strict();
+
 const accountHeaders = z.object({ accountId: z.string() });
 
 export const contracts = {
@@ -222,6 +248,7 @@ export const contracts = {
   'account.trial.ending': { payload: AccountTrialEndingPayload, headers: accountHeaders },
   'account.trial.ended': { payload: AccountTrialEndedPayload, headers: accountHeaders },
   'apikey.changed': { payload: ApiKeyChangedPayload, headers: accountHeaders },
+  'x.stream.post': { payload: XStreamPostPayload, headers: z.object({}) },
 } as const;
 
 export type RoutingKey = keyof typeof contracts;
@@ -238,6 +265,7 @@ export type AccountTargetStatusEvent = PayloadOf<'account.target.status'>;
 export type AccountTrialEndingEvent = PayloadOf<'account.trial.ending'>;
 export type AccountTrialEndedEvent = PayloadOf<'account.trial.ended'>;
 export type ApiKeyChangedEvent = PayloadOf<'apikey.changed'>;
+export type XStreamPostEvent = PayloadOf<'x.stream.post'>;
 
 /** The account events, one routing key per kind. */
 export const ACCOUNT_ROUTING_KEYS = [
@@ -289,6 +317,13 @@ export interface Envelope<K extends RoutingKey> {
 }
 
 export const ROUTING_KEYS = Object.keys(contracts) as RoutingKey[];
+
+/** The routing key on the wire: `<routingKey>.<partition>` for a partition, else the key itself. */
+export function wireRoutingKey(routingKey: string, partition: number | undefined): string {
+  if (partition === undefined) return routingKey;
+  if (!Number.isInteger(partition) || partition < 0) throw new TypeError('partition must be a non-negative integer');
+  return `${routingKey}.${partition}`;
+}
 
 export function isRoutingKey(value: unknown): value is RoutingKey {
   return typeof value === 'string' && Object.prototype.hasOwnProperty.call(contracts, value);

@@ -14,6 +14,7 @@ import {
   parseHeaders,
   parsePayload,
   toAmqpHeaders,
+  wireRoutingKey,
   type HeadersOf,
   type PayloadOf,
   type RoutingKey,
@@ -30,6 +31,11 @@ export interface PublishOptions<K extends RoutingKey> {
    * resolves on the confirm.
    */
   requireRoute?: boolean;
+  /**
+   * Publish on partition `n` of the routing key: the wire routing key is `<routingKey>.<n>`,
+   * received by the consumers that consume that partition (ConsumeOptions.partition).
+   */
+  partition?: number;
 }
 
 export type PublishErrorCode = 'NACKED' | 'CONNECTION_LOST' | 'TIMEOUT' | 'UNROUTABLE' | 'STOPPED';
@@ -63,6 +69,7 @@ export class Publisher {
       throw new ContractError('messageId must be a non-empty string');
     const headers = toAmqpHeaders(parseHeaders(routingKey, opts.headers));
     const body = Buffer.from(JSON.stringify(parsed), 'utf8');
+    const wireKey = wireRoutingKey(routingKey, opts.partition);
     const properties: Options.Publish = {
       messageId: opts.messageId,
       type: routingKey,
@@ -75,8 +82,8 @@ export class Publisher {
       mandatory: true,
     };
     const attempt = tracingEnabled()
-      ? this.tracedPublish(routingKey, body, properties, opts.requireRoute === true)
-      : this.publishConfirmed(routingKey, body, properties, opts.requireRoute === true);
+      ? this.tracedPublish(wireKey, body, properties, opts.requireRoute === true)
+      : this.publishConfirmed(wireKey, body, properties, opts.requireRoute === true);
     const settled = attempt.then(
       () => undefined,
       () => undefined,
@@ -88,7 +95,7 @@ export class Publisher {
 
   /** OpenTelemetry: a PRODUCER span around the publish; its W3C traceparent goes in the AMQP headers */
   private async tracedPublish(
-    routingKey: RoutingKey,
+    routingKey: string,
     body: Buffer,
     properties: Options.Publish,
     requireRoute: boolean,
@@ -126,7 +133,7 @@ export class Publisher {
   }
 
   private async publishConfirmed(
-    routingKey: RoutingKey,
+    routingKey: string,
     body: Buffer,
     properties: Options.Publish,
     requireRoute: boolean,

@@ -1,5 +1,5 @@
 import type { Channel } from 'amqplib';
-import { DEAD_LETTER_EXCHANGE, EXCHANGE, isRoutingKey, type RoutingKey } from './contracts';
+import { DEAD_LETTER_EXCHANGE, EXCHANGE, isRoutingKey, wireRoutingKey, type RoutingKey } from './contracts';
 
 /** The suffix of a queue's dead-letter queue: `<queue>.dlq`. */
 export const DLQ_SUFFIX = '.dlq';
@@ -115,7 +115,12 @@ export function parkedQueueArguments(queue: string): Record<string, string> {
  * PRECONDITION_FAILED (inequivalent arg 'x-queue-type'): move it with `migrateToQuorum` (dlq.ts,
  * `npm run cli -- queues migrate`).
  */
-export async function declareQueue(channel: Channel, queue: string, bindings: RoutingKey[]): Promise<void> {
+export async function declareQueue(
+  channel: Channel,
+  queue: string,
+  bindings: RoutingKey[],
+  extra: { partition?: number; queueArguments?: Record<string, string | number | boolean> } = {},
+): Promise<void> {
   checkQueueName(queue);
   if (!Array.isArray(bindings) || bindings.length === 0)
     throw new TypeError('bindings must name at least one routing key');
@@ -126,6 +131,7 @@ export async function declareQueue(channel: Channel, queue: string, bindings: Ro
   const dlq = deadLetterQueueName(queue);
   await channel.assertQueue(dlq, { durable: true, arguments: deadLetterQueueArguments() });
   await channel.bindQueue(dlq, DEAD_LETTER_EXCHANGE, queue);
-  await channel.assertQueue(queue, { durable: true, arguments: consumerQueueArguments(queue) });
-  for (const key of new Set(bindings)) await channel.bindQueue(queue, EXCHANGE, key);
+  const args = { ...consumerQueueArguments(queue), ...extra.queueArguments };
+  await channel.assertQueue(queue, { durable: true, arguments: args });
+  for (const key of new Set(bindings)) await channel.bindQueue(queue, EXCHANGE, wireRoutingKey(key, extra.partition));
 }

@@ -79,6 +79,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
           registry,
           latency,
           hits: (n) => hits.inc(n),
+          amqp,
         })
       : null;
   const poller = createPoller({

@@ -18,15 +18,23 @@ import {
   type FakeX,
   type FakeXOptions,
 } from '@sts/testing';
-import { createPollerRepository } from '../src/adapters/repository';
+import type { AmqpClient } from '@sts/messaging';
+import { createPollerRepository, type PollerRepository } from '../src/adapters/repository';
 import { buildStreamMode, type StreamModeEnv } from '../src/intake/stream/index';
-import type { StreamMode } from '../src/intake/stream/streamMode';
+import type { RecordQueueOptions, StreamMode } from '../src/intake/stream/streamMode';
 
 export interface StartExtra {
   userCheckMs?: number;
   userCacheTtlSeconds?: number;
   /** this replica's own database client (e.g. through a proxy a test cuts) */
   db?: Db;
+  /** RabbitMQ: streamed posts go through the record queues (absent: the holder records them) */
+  amqp?: AmqpClient;
+  recordQueues?: RecordQueueOptions;
+  /** wraps the replica's poller repository (e.g. to slow or count its recording) */
+  wrapRepository?: (r: PollerRepository) => PollerRepository;
+  /** new hits this replica recorded */
+  hits?: (n: number) => void;
 }
 
 export class StreamHarness {
@@ -72,15 +80,19 @@ export class StreamHarness {
       redis: this.redis,
       ...(extra.userCacheTtlSeconds !== undefined && { userCacheTtlSeconds: extra.userCacheTtlSeconds }),
     });
+    const repository = createPollerRepository(extra.db ?? this.db);
     const mode = buildStreamMode(e, {
       db: extra.db ?? this.db,
       source,
-      pollerRepository: createPollerRepository(extra.db ?? this.db),
+      pollerRepository: extra.wrapRepository ? extra.wrapRepository(repository) : repository,
       logger: this.logger,
       registry,
       stallMs: 700,
       syncMs: 150,
       ...(extra.userCheckMs !== undefined && { userCheckMs: extra.userCheckMs }),
+      ...(extra.amqp && { amqp: extra.amqp }),
+      ...(extra.recordQueues && { recordQueues: extra.recordQueues }),
+      ...(extra.hits && { hits: extra.hits }),
     });
     this.running.push(mode);
     mode.start();

@@ -5,6 +5,7 @@
  */
 import type { Registry } from 'prom-client';
 import type { Logger } from '@sts/common';
+import type { AmqpClient } from '@sts/messaging';
 import type { Db } from '@sts/db';
 import type { XSource } from '@sts/social';
 import type { PollerRepository } from '../../adapters/repository';
@@ -14,7 +15,7 @@ import { createStreamElection } from './election';
 import { createStreamMetrics, type LatencyRecorder } from './metrics';
 import { createStreamRepository } from './repository';
 import { createUserCheck } from './userCheck';
-import { createStreamMode, type StreamMode } from './streamMode';
+import { createStreamMode, type RecordQueueOptions, type StreamMode } from './streamMode';
 import { createXStreamApi } from './xStreamApi';
 
 export interface StreamModeEnv {
@@ -50,9 +51,9 @@ export function buildStreamMode(
     syncMs?: number;
     /** the accounts' background check interval; default 60 s */
     userCheckMs?: number;
-    /** recording lanes and the bound on posts waiting (stream/lanes.ts) */
-    lanes?: number;
-    maxWaiting?: number;
+    /** RabbitMQ: the holder hands streamed posts to every replica's recording; absent: it records them */
+    amqp?: AmqpClient;
+    recordQueues?: RecordQueueOptions;
   },
 ): StreamMode {
   const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
@@ -94,8 +95,8 @@ export function buildStreamMode(
     overflowIntervalMs: env.PLAN_STARTER_POLL_INTERVAL_SECONDS * 1000,
     ...(deps.stallMs !== undefined ? { stallMs: deps.stallMs } : {}),
     ...(deps.syncMs !== undefined ? { syncMs: deps.syncMs } : {}),
-    ...(deps.lanes !== undefined ? { lanes: deps.lanes } : {}),
-    ...(deps.maxWaiting !== undefined ? { maxWaiting: deps.maxWaiting } : {}),
+    ...(deps.amqp && { amqp: deps.amqp }),
+    ...(deps.recordQueues && { recordQueues: deps.recordQueues }),
   });
 }
 

@@ -1,52 +1,133 @@
 /**
- * Records tweets the stream (or a backfill) delivered through the SAME rules as polled ones: the
- * targets' active monitors (PollerRepository.monitorsForMany), the tick's hit building (poll.ts
- * pageHits) and PollerRepository.recordMany — hits, their monitor.hit events (outbox) and the
- * targets' cursors in one transaction, unique on monitor + tweet, so a tweet the stream and a backfill both bring
- * is one hit and one event.
+ * Records tweets the stream (or a backfill) delivered through the same rules as polled ones: the
+ * targets' active monitors (PollerRepository.monitorsForMany), the hits of src/record `pageHits`,
+ * and transactions bounded like `record()`'s chunks (HIT_CHUNK hits): hits with their monitor.hit
+ * events and the targets' cursors, unique on monitor + tweet, so a tweet the stream and a
+ * backfill both bring is one hit and one event. A transaction per target (record() for each)
+ * was measured far slower at 200 posts/s to 2,000 targets (docs/benchmarks.md), hence the
+ * packing; a popular target's hits still go through `record()` in chunks.
  */
 import type { SocialTweet } from '@sts/social';
 import { compileMonitors } from '../../domain/hits';
-import type { PollerRepository } from '../../adapters/repository';
-import { pageHits } from '../../record/record';
+import { targetOf } from '../../domain/streamPost';
+import { HIT_CHUNK, type CursorState, type NewHit, type PollerRepository } from '../../adapters/repository';
+import { pageHits, record, type Batch } from '../../record/record';
+
+interface TargetHits {
+  targetKey: string;
+  hits: NewHit[];
+  cursor: CursorState;
+}
 
 export interface RecordedBatch {
   /** new hits */
   hits: number;
   /** the new hits' tweet creation and recording times (detection latency) */
   newHits: { tweetCreatedAt: Date; detectedAt: Date }[];
+  /** the targets whose recording failed (nothing of theirs may be counted as recorded), with why */
+  failed: Map<string, string>;
+}
+
+/** tweets by target (their order kept); tweets without an author cannot be attributed and are left out */
+export function byTarget(tweets: readonly SocialTweet[]): Map<string, SocialTweet[]> {
+  const out = new Map<string, SocialTweet[]>();
+  for (const t of tweets) {
+    const key = targetOf(t);
+    if (key === '') continue;
+    const list = out.get(key) ?? [];
+    list.push(t);
+    out.set(key, list);
+  }
+  return out;
 }
 
 /**
- * Records tweets of any authors (targets) in one read of their monitors and one transaction
- * (PollerRepository.recordMany), targets in key order (concurrent recorders lock rows alike).
+ * At most `size` tasks at a time (the others wait their turn, first come first served): the
+ * recording's transactions stay within the database pool instead of timing out waiting for it.
+ */
+export class Limiter {
+  private running = 0;
+  private readonly queue: (() => void)[] = [];
+
+  constructor(private readonly size: number) {}
+
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.running >= this.size) await new Promise<void>((r) => this.queue.push(r));
+    else this.running++;
+    try {
+      return await task();
+    } finally {
+      const next = this.queue.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+}
+
+/**
+ * Records tweets of any authors: one read of their monitors, then transactions of at most
+ * HIT_CHUNK hits each (through `limiter`): targets with few hits packed together
+ * (PollerRepository.recordMany: their hits, events and cursors in one transaction), a target
+ * with more hits than that alone through the shared, chunked `record()`.
  */
 export async function recordTweets(
   repository: PollerRepository,
   tweets: readonly SocialTweet[],
+  limiter: Limiter = new Limiter(4),
   now: () => Date = () => new Date(),
 ): Promise<RecordedBatch> {
-  const byTarget = new Map<string, SocialTweet[]>();
-  for (const t of tweets) {
-    const key = t.author.username.toLowerCase();
-    if (key === '') continue; // no author expansion: cannot be attributed
-    const list = byTarget.get(key) ?? [];
-    list.push(t);
-    byTarget.set(key, list);
-  }
-  if (byTarget.size === 0) return { hits: 0, newHits: [] };
-  const monitorsOf = await repository.monitorsForMany([...byTarget.keys()]);
+  const targets = byTarget(tweets);
+  const out: RecordedBatch = { hits: 0, newHits: [], failed: new Map() };
+  if (targets.size === 0) return out;
+  const monitorsOf = await repository.monitorsForMany([...targets.keys()]);
   const at = now();
-  const batches = [...byTarget.keys()].sort().flatMap((targetKey) => {
+  const packs: TargetHits[][] = [];
+  let pack: TargetHits[] = [];
+  let packed = 0;
+  const alone: Batch[] = [];
+  // in key order: concurrent transactions lock cursor rows alike (no deadlock)
+  for (const [targetKey, list] of [...targets].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
     const monitors = compileMonitors(monitorsOf.get(targetKey) ?? []);
-    if (monitors.length === 0) return [];
-    const list = byTarget.get(targetKey)!;
+    if (monitors.length === 0) continue;
     let newest = list[0]!;
     for (const t of list) if (BigInt(t.id) > BigInt(newest.id)) newest = t;
     // position null: the stream leaves the target's poll position (search/timeline modes) alone
     const cursor = { lastTweetId: newest.id, lastTweetAt: newest.createdAt, position: null };
-    return [{ targetKey, hits: pageHits(list, monitors, at), cursor }];
-  });
-  const inserted = await repository.recordMany(batches, at);
-  return { hits: inserted.length, newHits: inserted };
+    const hits = pageHits(list, monitors, at);
+    if (hits.length > HIT_CHUNK) {
+      alone.push({ targetKey, tweets: list, monitors, cursor, polledAt: at });
+      continue;
+    }
+    if (packed + hits.length > HIT_CHUNK) {
+      packs.push(pack);
+      pack = [];
+      packed = 0;
+    }
+    pack.push({ targetKey, hits, cursor });
+    packed += hits.length;
+  }
+  if (pack.length > 0) packs.push(pack);
+  const done = (fresh: NewHit[]) => {
+    out.hits += fresh.length;
+    out.newHits.push(...fresh);
+  };
+  const failed = (keys: string[], err: unknown) => {
+    for (const k of keys) out.failed.set(k, err instanceof Error ? err.message : String(err));
+  };
+  await Promise.all([
+    ...packs.map((p) =>
+      limiter
+        .run(() => repository.recordMany(p, at))
+        .then(done, (err: unknown) =>
+          failed(
+            p.map((b) => b.targetKey),
+            err,
+          ),
+        ),
+    ),
+    ...alone.map((b) =>
+      limiter.run(() => record(repository, b)).then(done, (err: unknown) => failed([b.targetKey], err)),
+    ),
+  ]);
+  return out;
 }

@@ -1,8 +1,8 @@
 /**
  * X_MONITOR_MODE=stream: one replica (the lease holder, stream/election.ts) keeps X's
  * filtered-stream rules in step with the targets that have a Starter or trial watcher, holds the
- * single stream connection (stream/connection.ts) and hands what it delivers to the recording
- * lanes (stream/lanes.ts). Every `syncMs` (2 s) each replica checks the lease; the holder then
+ * single stream connection (stream/connection.ts) and hands what it delivers to RabbitMQ
+ * (stream/handoff.ts), from where every replica records it (stream/recording.ts). Every `syncMs` (2 s) each replica checks the lease; the holder then
  * reads the targets changed since its last look (stream/targets.ts), applies the rule changes
  * (domain/streamRules.ts) once changes have been quiet for `coalesceMs`, pays owed
  * backfill windows (stream/owed.ts) and saves the stream's position (`x_stream_state`).
@@ -15,7 +15,7 @@
  *   due `ruleSettleMs` after the change (X: rules take effect within ~20 s); usernames moved
  *   between rules are not (the new rule is added before the old one is deleted);
  * - overflow targets (beyond X_MAX_RULES) are owed every `overflowIntervalMs`;
- * - a post the lanes could not record is owed from its time.
+ * - a post that could not be handed off or recorded is owed from its time.
  * Owed windows live in PostgreSQL (`x_stream_owed`) and survive the holder; the saved position
  * moves only once the current connection's gap is owed, so it never passes an unowed gap. Hits
  * are unique per monitor and tweet, so the stream and a backfill bringing one tweet make one hit.
@@ -24,15 +24,17 @@
  * Renamed and suspended accounts are found by the background check (stream/userCheck.ts).
  */
 import type { Logger } from '@sts/common';
+import type { AmqpClient } from '@sts/messaging';
 import { upstreamRuleParts, type SocialTweet, type XSource } from '@sts/social';
 import type { PollerRepository } from '../../adapters/repository';
 import { parseRule, planRules, wantedRules, type StreamRule } from '../../domain/streamRules';
 import type { DropKind } from '../../domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
-import { StreamLanes } from './lanes';
+import { StreamHandoff } from './handoff';
 import { OwedBackfill } from './owed';
-import { recordTweets } from './recorder';
+import { Limiter, recordTweets } from './recorder';
+import { StreamRecording } from './recording';
 import type { StreamRepository } from './repository';
 import { StreamTargets } from './targets';
 import type { UserCheck } from './userCheck';
@@ -83,8 +85,25 @@ export interface StreamModeOptions {
    * of exactly 20 s races it (each lost race a reconnect and a gap to backfill)
    */
   stallMs?: number;
-  /** recording lanes and the bound on posts waiting (stream/lanes.ts) */
-  lanes?: number;
+  /** RabbitMQ: posts go to the replicas' recording (stream/handoff.ts); null: the holder records them */
+  amqp?: AmqpClient | null;
+  /** the record queues (stream/recording.ts) and the holder's bound on posts waiting to be handed off */
+  recordQueues?: RecordQueueOptions;
+}
+
+export interface RecordQueueOptions {
+  /** queues (partitions); default 8 */
+  partitions?: number;
+  /** posts waiting per queue at most; default 2,500 */
+  maxLength?: number;
+  /** queue names `<prefix>.<k>`; default `poller.stream.record` */
+  prefix?: string;
+  rebalanceMs?: number;
+  /** false: this replica does not record (tests: a holder whose queues fill up) */
+  consume?: boolean;
+  /** how long a post refused by a full queue is offered again before it is owed; default 30 s */
+  retryMs?: number;
+  /** posts the holder keeps waiting at most; default 20,000 */
   maxWaiting?: number;
 }
 
@@ -96,7 +115,7 @@ export interface StreamMode {
   isHolder(): boolean;
   /** a stream was alive in the fleet lately (the holder's saved position): the tick leaves streamed targets */
   covers(): boolean;
-  /** resolves when every tweet received so far is recorded */
+  /** resolves when every tweet received so far is handed off (or recorded, without RabbitMQ) */
   drain(): Promise<void>;
 }
 
@@ -136,25 +155,49 @@ class StreamModeRunner implements StreamMode {
   private unappliedSince: number | null = null;
   /** the latest target change seen (ms) */
   private lastChangeAt = 0;
-  /** authors of posts the lanes lost, with the oldest post's time: owed at the next sync */
+  /** authors of posts not handed off, with the oldest post's time: owed at the next sync */
   private lostSince = new Map<string, Date>();
-  private readonly lanes: StreamLanes;
+  private readonly handoff: StreamHandoff;
+  /** the holder's own recording (backfills, posts without RabbitMQ): transactions at a time */
+  private readonly limiter = new Limiter(4);
+  private readonly recording: StreamRecording | null;
   private readonly owed: OwedBackfill;
   private readonly logger: Logger;
 
   constructor(private readonly options: StreamModeOptions) {
     this.logger = options.logger;
     this.targets = new StreamTargets(options.repository);
-    this.lanes = new StreamLanes({
-      ...(options.lanes !== undefined && { lanes: options.lanes }),
-      ...(options.maxWaiting !== undefined && { maxWaiting: options.maxWaiting }),
-      record: (tweets) => this.record(tweets, 'stream'),
+    const q = options.recordQueues ?? {};
+    const partitions = q.partitions ?? 8;
+    this.handoff = new StreamHandoff({
+      amqp: options.amqp ?? null,
+      partitions,
+      ...(q.maxWaiting !== undefined && { maxWaiting: q.maxWaiting }),
+      ...(q.retryMs !== undefined && { retryMs: q.retryMs }),
+      recordHere: (tweets) => this.recordHere(tweets),
+      handedOff: (t, recorded) => this.handedOff(t, recorded),
       lost: (tweets, why) => this.lost(tweets, why),
+      logger: this.logger,
     });
+    this.recording =
+      options.amqp && q.consume !== false
+        ? new StreamRecording({
+            amqp: options.amqp,
+            repository: options.pollerRepository,
+            owe: (target, since) => options.repository.owe([target], since, new Date(), 'lost'),
+            logger: this.logger,
+            partitions,
+            queuePrefix: q.prefix ?? 'poller.stream.record',
+            maxLength: q.maxLength ?? 2500,
+            ...(q.rebalanceMs !== undefined && { rebalanceMs: q.rebalanceMs }),
+            overlapMs: options.overlapMs,
+            recorded: (r) => this.counted(r),
+          })
+        : null;
     this.owed = new OwedBackfill({
       repository: options.repository,
       searchGroup: options.searchGroup,
-      record: (tweets) => this.record(tweets, 'backfill'),
+      record: (tweets) => this.record(tweets),
       logger: this.logger,
       queryMaxLength: options.queryMaxLength,
       holdMs: Math.max(2 * options.coalesceMs, 2 * (options.syncMs ?? 2000)),
@@ -165,20 +208,38 @@ class StreamModeRunner implements StreamMode {
     return this.options.metrics;
   }
 
-  /** records posts (a lane's batch or a search's); rejects when nothing may count as recorded */
-  private async record(tweets: SocialTweet[], via: 'stream' | 'backfill'): Promise<void> {
-    // a backfill re-reads its overlap window: what this holder recorded already is left out
-    const fresh = via === 'backfill' ? tweets.filter((t) => !this.recent.has(t.id)) : tweets;
-    if (via === 'stream') this.options.userCheck?.seen(fresh.map((t) => t.author));
-    const r = await recordTweets(this.options.pollerRepository, fresh);
+  private counted(r: { hits: number; newHits: { tweetCreatedAt: Date; detectedAt: Date }[] }): void {
     if (r.hits > 0) this.metrics?.hits(r.hits);
     // mode `stream` covers the backfills too: what the mode adds to a post's latency
     if (r.newHits.length > 0) this.metrics?.detected(r.newHits);
-    if (via === 'backfill') this.metrics?.backfilled(fresh.length);
-    for (const t of fresh) {
-      this.remember(t.id);
-      if (this.lastTweetId === null || BigInt(t.id) > BigInt(this.lastTweetId)) this.lastTweetId = t.id;
-    }
+  }
+
+  /** a search's posts; rejects when one of them may not count as recorded (the window stays owed) */
+  private async record(tweets: SocialTweet[]): Promise<void> {
+    // a backfill re-reads its overlap window: what this holder recorded already is left out
+    const fresh = tweets.filter((t) => !this.recent.has(t.id));
+    const r = await recordTweets(this.options.pollerRepository, fresh, this.limiter);
+    this.counted(r);
+    this.metrics?.backfilled(fresh.length);
+    if (r.failed.size > 0) throw new Error(`recording failed: ${[...r.failed.values()][0]}`);
+    for (const t of fresh) this.handedOff(t, true);
+  }
+
+  /** streamed posts this holder records itself (no RabbitMQ): resolves with those not recorded */
+  private async recordHere(tweets: SocialTweet[]): Promise<SocialTweet[]> {
+    const r = await recordTweets(this.options.pollerRepository, tweets, this.limiter);
+    this.counted(r);
+    return tweets.filter((t) => r.failed.has(t.author.username.toLowerCase()));
+  }
+
+  /**
+   * A post handed off (the broker has it) or recorded here. Only a recorded one is left out of
+   * a backfill's overlap: a handed-off one may yet be owed by the replica that fails to record it.
+   */
+  private handedOff(t: SocialTweet, recorded: boolean): void {
+    this.options.userCheck?.seen([t.author]);
+    if (recorded) this.remember(t.id);
+    if (this.lastTweetId === null || BigInt(t.id) > BigInt(this.lastTweetId)) this.lastTweetId = t.id;
   }
 
   private lost(tweets: readonly SocialTweet[], why: string): void {
@@ -247,7 +308,7 @@ class StreamModeRunner implements StreamMode {
         logger: this.logger,
         stallMs: this.options.stallMs ?? DEFAULT_STALL_MS,
         backfillMinutes: () => this.replayMinutes(),
-        onTweet: (t) => this.lanes.push(t),
+        onTweet: (t) => this.handoff.push(t),
         onActivity: () => (this.aliveAt = new Date()),
         onConnected: (replayMinutes) => {
           state.connected = true;
@@ -363,7 +424,7 @@ class StreamModeRunner implements StreamMode {
     return overflow;
   }
 
-  /** owes what the lanes could not record; false when that failed (the position must not move) */
+  /** owes what could not be handed off; false when that failed (the position must not move) */
   private async oweLost(): Promise<boolean> {
     if (this.lostSince.size === 0) return true;
     const lost = this.lostSince;
@@ -421,8 +482,8 @@ class StreamModeRunner implements StreamMode {
     if (state.connected && !state.gapOwed) await this.oweGap(state);
     const lostOwed = await this.oweLost();
     if (state.connected && state.gapOwed && lostOwed && this.aliveAt) {
-      // never past a post still waiting in a lane (were this holder to die, the next one's gap covers it)
-      const waiting = this.lanes.oldestWaiting();
+      // never past a post not handed off yet (were this holder to die, the next one's gap covers it)
+      const waiting = this.handoff.oldestWaiting();
       const aliveAt = waiting && waiting < this.aliveAt ? waiting : this.aliveAt;
       await this.options.repository.savePosition({ lastTweetId: this.lastTweetId, aliveAt });
     }
@@ -454,6 +515,9 @@ class StreamModeRunner implements StreamMode {
     this.running = true;
     // a holder whose lease ran out unrenewed (PostgreSQL unreachable, a hung sync) drops the
     // stream before another replica may take it
+    this.recording
+      ?.start()
+      .catch((err: unknown) => this.logger.error('X stream recording did not start', { err: errorMessage(err) }));
     this.watchdog = setInterval(() => {
       if (this.holder && !this.options.election.holds()) {
         this.logger.warn('X stream lease not renewed in time: giving the stream up');
@@ -469,7 +533,8 @@ class StreamModeRunner implements StreamMode {
     clearInterval(this.watchdog);
     await this.current;
     await this.giveUp();
-    await this.drain();
+    await this.handoff.close();
+    await this.recording?.stop();
     await this.owed.idle();
     await this.options.userCheck?.stop();
     await this.options.election.close();
@@ -495,7 +560,7 @@ class StreamModeRunner implements StreamMode {
   }
 
   async drain(): Promise<void> {
-    await this.lanes.drain();
+    await this.handoff.drain();
   }
 }
 

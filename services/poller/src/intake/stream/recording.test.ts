@@ -1,0 +1,206 @@
+/**
+ * Streamed posts recorded through RabbitMQ (stream/handoff.ts → stream/recording.ts) on the real
+ * PostgreSQL and RabbitMQ (a vhost per test) against the fake X: two replicas share the
+ * recording, one target's posts are recorded in order, a consumer killed mid-way loses and
+ * doubles nothing, and a full queue holds the holder back (its saved position included) without
+ * losing a post.
+ */
+import { capturingLogger, createAccount, createTestVhost, TcpProxy, waitFor } from '@sts/testing';
+import { AmqpClient } from '@sts/messaging';
+import type { Db } from '@sts/db';
+import type { PollerRepository } from '../../adapters/repository';
+import { parseRule } from '../../domain/streamRules';
+import { useStreamHarness } from '../../../test/streamMode';
+import { StreamRecording } from './recording';
+
+const h = useStreamHarness('stream-recording-test');
+let db: Db;
+beforeEach(() => ({ db } = h));
+
+const clients: AmqpClient[] = [];
+const proxies: TcpProxy[] = [];
+afterEach(async () => {
+  // the modes (stopped by the harness after this) finish with their clients still up
+  await Promise.all(h.running.splice(0).map((m) => m.stop()));
+  for (const c of clients.splice(0)) await c.stop();
+  for (const p of proxies.splice(0)) await p.close();
+});
+
+async function amqpClient(url: string, name: string): Promise<AmqpClient> {
+  const { logger } = capturingLogger(name);
+  const c = new AmqpClient({ url, logger, name, publishTimeoutMs: 3000, reconnectDelayMs: { initial: 100, max: 500 } });
+  clients.push(c);
+  await c.start();
+  return c;
+}
+
+const NAMES = Array.from({ length: 12 }, (_, i) => `rec${i}`);
+
+async function watchAll(): Promise<void> {
+  const account = await createAccount(db, 'starter');
+  for (const u of NAMES) {
+    h.fake.state.addUser({ username: u });
+    await db.monitor.create({ data: { accountId: account.id, targetUsername: u, targetKey: u, keywords: [] } });
+  }
+}
+
+const ruled = () => new Set(h.stream.rules().flatMap((r) => parseRule({ value: r.value, tag: r.tag }) ?? []));
+const connected = () => h.stream.connections() === 1 && NAMES.every((n) => ruled().has(n));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** `perSecond` posts a second over NAMES for `seconds`; their ids */
+async function post(perSecond: number, seconds: number, prefix: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < perSecond * seconds; i++) {
+    ids.push(h.fake.state.post({ author: NAMES[i % NAMES.length]!, text: `${prefix} ${i}` }).id);
+    await sleep(1000 / perSecond);
+  }
+  return ids;
+}
+
+/** every post exactly one hit (one monitor per target), one event per hit */
+async function expectEachOnce(ids: string[]): Promise<void> {
+  await waitFor(async () => (await db.hit.count({ where: { tweetId: { in: ids } } })) >= ids.length, 30_000);
+  await sleep(500);
+  const hits = await db.hit.findMany({ select: { tweetId: true } });
+  expect(hits.map((x) => x.tweetId).sort()).toEqual([...ids].sort());
+  expect(await db.outboxEvent.count()).toBe(hits.length);
+}
+
+/** counts a replica's recording transactions (recordMany, recordBatch), optionally slowing each */
+function counting(counter: { n: number }, delayMs = 0) {
+  const slow = async () => {
+    counter.n++;
+    if (delayMs > 0) await sleep(delayMs);
+  };
+  return (r: PollerRepository): PollerRepository => ({
+    ...r,
+    async recordBatch(...args) {
+      await slow();
+      return r.recordBatch(...args);
+    },
+    async recordMany(...args) {
+      await slow();
+      return r.recordMany(...args);
+    },
+  });
+}
+
+describe('X stream recording through RabbitMQ', () => {
+  it('two replicas share the recording, and one target’s posts are recorded in order', async () => {
+    const vhost = await createTestVhost();
+    await watchAll();
+    const queues = { rebalanceMs: 400 };
+    const hits = { a: 0, b: 0 };
+    const a = h.startMode({}, undefined, {
+      amqp: await amqpClient(vhost.url, 'rec-a'),
+      recordQueues: queues,
+      hits: (n) => (hits.a += n),
+    });
+    await waitFor(() => a.isHolder() && connected(), 15_000);
+    h.startMode({}, undefined, {
+      amqp: await amqpClient(vhost.url, 'rec-b'),
+      recordQueues: queues,
+      hits: (n) => (hits.b += n),
+    });
+    // under load the first subscriber gives up what is beyond its share
+    const shared = await post(40, 5, 'shared');
+    await expectEachOnce(shared);
+    expect(hits.a).toBeGreaterThan(0);
+    expect(hits.b).toBeGreaterThan(0);
+    // a burst of ten posts per target, settled shares: each target's in post order
+    await sleep(1500);
+    const burst: string[] = [];
+    for (let round = 0; round < 10; round++)
+      for (const u of NAMES) burst.push(h.fake.state.post({ author: u, text: `burst ${round}` }).id);
+    await expectEachOnce([...shared, ...burst]);
+    const rows = await db.hit.findMany({
+      where: { tweetId: { in: burst } },
+      select: { tweetId: true, tweetAuthorUsername: true, detectedAt: true },
+    });
+    for (const u of NAMES) {
+      const mine = rows
+        .filter((r) => r.tweetAuthorUsername === u)
+        .sort((x, y) => (BigInt(x.tweetId) < BigInt(y.tweetId) ? -1 : 1));
+      expect(mine).toHaveLength(10);
+      for (let i = 1; i < mine.length; i++)
+        expect(mine[i]!.detectedAt.getTime()).toBeGreaterThanOrEqual(mine[i - 1]!.detectedAt.getTime());
+    }
+  });
+
+  it('a consumer killed mid-way loses nothing and records nothing twice', async () => {
+    const vhost = await createTestVhost();
+    await watchAll();
+    const proxy = TcpProxy.forAmqpUrl(vhost.url);
+    proxies.push(proxy);
+    await proxy.listen();
+    const bCalls = { n: 0 };
+    const aCalls = { n: 0 };
+    // B subscribes first (the active consumer of every queue) and records slowly: posts in flight when it dies
+    const b = h.startMode({}, undefined, {
+      amqp: await amqpClient(proxy.urlFor(vhost.url), 'rec-b'),
+      recordQueues: { rebalanceMs: 60_000 },
+      wrapRepository: counting(bCalls, 300),
+    });
+    await waitFor(() => b.isHolder() && connected(), 15_000);
+    h.startMode({}, undefined, {
+      amqp: await amqpClient(vhost.url, 'rec-a'),
+      recordQueues: { rebalanceMs: 60_000 },
+      wrapRepository: counting(aCalls),
+    });
+    const ids = await post(50, 2, 'killed');
+    await waitFor(() => bCalls.n >= 3);
+    // B's RabbitMQ connection dies with posts unacknowledged: the broker hands them to A
+    proxy.cut();
+    const more = await post(20, 1, 'after');
+    await expectEachOnce([...ids, ...more]);
+    expect(aCalls.n).toBeGreaterThan(0);
+  });
+
+  it('a full queue holds the holder back: its position stays behind what waits, and nothing is lost', async () => {
+    const vhost = await createTestVhost();
+    await watchAll();
+    const queues = { partitions: 1, maxLength: 3, retryMs: 120_000, rebalanceMs: 60_000 };
+    const amqp = await amqpClient(vhost.url, 'rec-holder');
+    // the queue exists (declared by a consumer that then leaves): the holder's posts are routable
+    const { logger } = capturingLogger('rec-declare');
+    const declare = (client: AmqpClient) =>
+      new StreamRecording({
+        amqp: client,
+        repository: {} as PollerRepository,
+        owe: () => Promise.resolve(),
+        logger,
+        partitions: 1,
+        queuePrefix: 'poller.stream.record',
+        maxLength: 3,
+        overlapMs: 0,
+      });
+    const first = declare(await amqpClient(vhost.url, 'rec-declare'));
+    await first.start();
+    await first.stop();
+    const holder = h.startMode({}, undefined, { amqp, recordQueues: { ...queues, consume: false } });
+    await waitFor(() => holder.isHolder() && connected(), 15_000);
+    // the new rules' own backfill is done: only the stream can bring the posts below
+    await waitFor(async () => (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_owed`).length === 0);
+    await sleep(300);
+    const posts: { id: string; at: Date }[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = h.fake.state.post({ author: NAMES[i]!, text: `held ${i}` });
+      posts.push({ id: t.id, at: new Date(t.created_at) });
+      await sleep(30);
+    }
+    await sleep(1500);
+    // at most 4 taken by the queue: the 5th post still waits, and the saved position is behind it
+    const [state] = await db.$queryRaw<{ alive_at: Date }[]>`SELECT alive_at FROM x_stream_state`;
+    expect(state!.alive_at.getTime()).toBeLessThanOrEqual(posts[4]!.at.getTime());
+    expect(await db.hit.count()).toBe(0);
+    // a replica that records comes up: everything is recorded once, nothing was owed
+    h.startMode({}, undefined, { amqp: await amqpClient(vhost.url, 'rec-b'), recordQueues: queues });
+    await expectEachOnce(posts.map((p) => p.id));
+    expect(await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_owed WHERE reason = 'lost'`).toEqual([]);
+    await waitFor(async () => {
+      const [s] = await db.$queryRaw<{ alive_at: Date }[]>`SELECT alive_at FROM x_stream_state`;
+      return s!.alive_at > posts[9]!.at;
+    });
+  });
+});
