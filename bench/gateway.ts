@@ -24,20 +24,25 @@ import { generateApiKey } from '../packages/core/src';
 import { createDbClient, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
 import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, root } from './lib/services';
-import { cpuMs, fixedRate } from './load';
+import { cpuMs, fixedRate, syscalls } from './load';
 
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const FIXED_RATE = Number(process.env.BENCH_FIXED_RATE ?? 1000);
+/** fixed-rate rounds (3); 0 skips the phase (a profiling run) */
+const STEADY_ROUNDS = Number(process.env.BENCH_STEADY_ROUNDS ?? 3);
+/** extra node flags for the gateway process only, space-separated (e.g. `--cpu-prof --cpu-prof-dir=.tmp/prof`) */
+const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 function startService(
   file: string,
   env: NodeJS.ProcessEnv,
   ready: RegExp,
+  nodeArgs: string[] = [],
 ): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', file], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -60,6 +65,7 @@ function startService(
 /** one saturation run; `pids` are the processes whose CPU per request is reported */
 async function run(url: string, headers: Record<string, string>, pids: Record<string, number>) {
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]));
+  const gatewayIo = pids.gateway === undefined ? undefined : syscalls(pids.gateway);
   const load = process.cpuUsage();
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
   const loadCpu = process.cpuUsage(load);
@@ -68,13 +74,20 @@ async function run(url: string, headers: Record<string, string>, pids: Record<st
     .map(([k, pid]) => `${k} ${(((cpuMs(pid) - before[k]!) * 1000) / r.requests.total).toFixed(0)} µs`)
     .concat(`autocannon ${((loadCpu.user + loadCpu.system) / r.requests.total).toFixed(0)} µs`)
     .join(', ');
+  // the gateway's read and write system calls per call (load-independent, unlike its CPU time)
+  let io = '';
+  if (gatewayIo !== undefined) {
+    const after = syscalls(pids.gateway!);
+    const per = (n: number) => (n / r.requests.total).toFixed(2);
+    io = `; gateway syscalls per call: ${per(after.reads - gatewayIo.reads)} reads, ${per(after.writes - gatewayIo.writes)} writes`;
+  }
   return {
     rps: r.requests.average,
     p50: r.latency.p50,
     p90: r.latency.p90,
     p97: r.latency.p97_5,
     p99: r.latency.p99,
-    cpu,
+    cpu: cpu + io,
   };
 }
 
@@ -86,7 +99,7 @@ async function steady(url: string, headers: Record<string, string>) {
 
 type Run = Awaited<ReturnType<typeof run>>;
 type Steady = Awaited<ReturnType<typeof steady>>;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!);
 
 /** the two services under test, their URLs and the headers each side needs */
 interface System {
@@ -124,6 +137,7 @@ async function startSystem(db: Db, dbUrl: string, name: string, children: ChildP
       PLAN_STARTER_PER_MINUTE: '1000000000',
     },
     /gateway listening/,
+    GATEWAY_NODE_ARGS,
   );
   children.push(gateway.child);
   return {
@@ -162,7 +176,7 @@ async function saturationRounds(sys: System): Promise<Array<{ ra: Run; gw: Run }
 async function steadyRounds(sys: System): Promise<Array<{ ra: Steady; gw: Steady }>> {
   const { direct, viaGateway, internal, auth } = sys;
   const rounds: Array<{ ra: Steady; gw: Steady }> = [];
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < STEADY_ROUNDS; i++) {
     if (i % 2 === 0) {
       const ra = await steady(direct, internal);
       rounds.push({ ra, gw: await steady(viaGateway, auth) });
