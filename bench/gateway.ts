@@ -32,6 +32,12 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const FIXED_RATE = Number(process.env.BENCH_FIXED_RATE ?? 1000);
 /** fixed-rate rounds (3); 0 skips the phase (a profiling run) */
 const STEADY_ROUNDS = Number(process.env.BENCH_STEADY_ROUNDS ?? 3);
+/**
+ * calls per round of the serial phase (0, the default, skips it): one connection, one call at a
+ * time, so nothing is batched and the gateway's CPU per call hardly depends on how busy the
+ * machine is (at saturation it does: the busier the machine, the fewer calls share a wake-up)
+ */
+const SERIAL_CALLS = Number(process.env.BENCH_SERIAL_CALLS ?? 0);
 /** extra node flags for the gateway process only, space-separated (e.g. `--cpu-prof --cpu-prof-dir=.tmp/prof`) */
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
@@ -172,6 +178,25 @@ async function saturationRounds(sys: System): Promise<Array<{ ra: Run; gw: Run }
   return rounds;
 }
 
+/** BENCH_ROUNDS rounds of SERIAL_CALLS calls through the gateway on one connection: its CPU and system calls per call */
+async function serialRounds(sys: System): Promise<void> {
+  const cpus: number[] = [];
+  for (let i = 0; i < Math.max(1, ROUNDS); i++) {
+    const pid = sys.pids.gateway;
+    const [cpu0, io0] = [cpuMs(pid), syscalls(pid)];
+    const r = await autocannon({ url: sys.viaGateway, connections: 1, amount: SERIAL_CALLS, headers: sys.auth });
+    if (r.non2xx > 0 || r.errors > 0) throw new Error(`serial: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+    const [cpu1, io1] = [cpuMs(pid), syscalls(pid)];
+    const n = r.requests.total;
+    cpus.push(((cpu1 - cpu0) * 1000) / n);
+    console.log(
+      `serial ${i + 1}: ${n} calls, ${r.requests.average.toFixed(0)} req/s, gateway ${cpus.at(-1)!.toFixed(1)} µs per call, ` +
+        `syscalls per call ${((io1.reads - io0.reads) / n).toFixed(2)} reads, ${((io1.writes - io0.writes) / n).toFixed(2)} writes`,
+    );
+  }
+  console.log(`serial_gateway_cpu_us ${median(cpus).toFixed(1)} (median of ${cpus.length} rounds, one connection)`);
+}
+
 /** three fixed-rate rounds, alternating which side goes first */
 async function steadyRounds(sys: System): Promise<Array<{ ra: Steady; gw: Steady }>> {
   const { direct, viaGateway, internal, auth } = sys;
@@ -238,8 +263,11 @@ async function main(): Promise<void> {
     // warm-up: caches, JIT, keep-alive pools
     await autocannon({ url: sys.direct, connections: 10, duration: 2, headers: sys.internal });
     await autocannon({ url: sys.viaGateway, connections: 10, duration: 2, headers: sys.auth });
-    const rounds = await saturationRounds(sys);
-    report(rounds, await steadyRounds(sys));
+    if (SERIAL_CALLS > 0) await serialRounds(sys);
+    if (ROUNDS > 0) {
+      const rounds = await saturationRounds(sys);
+      report(rounds, await steadyRounds(sys));
+    }
   } finally {
     await cleanup(db, children, admin, name);
   }
