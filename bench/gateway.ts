@@ -54,7 +54,7 @@ function startService(
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`${file} did not start`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`${file} did not start`)), 120_000);
     child.stdout.on('data', (c: Buffer) => {
       buf += c.toString();
       for (const line of buf.split('\n')) {
