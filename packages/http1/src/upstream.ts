@@ -513,18 +513,15 @@ function pump(p: Pool): void {
   }
 }
 
-/**
- * every call on `conn` is answered: it goes back to the idle ones. Calls waiting now are not given
- * to it at once but by the turn's pump, so that they go out in full groups with the calls that
- * arrive later in the same turn (one write for many instead of a write for each few).
- */
+/** every call on `conn` is answered */
 function release(p: Pool, conn: Conn): void {
   if (p.closed || !conn.keepAlive) {
     abandon(p, conn, connectionLost());
     return;
   }
-  p.idle.push(conn);
-  if (p.waiting.length > 0) schedulePump(p);
+  const group = p.waiting.length > 0 ? takeGroup(p) : null;
+  if (group !== null && group.length > 0) send(conn, group);
+  else p.idle.push(conn);
 }
 
 // ---------------------------------------------------------------------------------------------
