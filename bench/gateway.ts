@@ -24,26 +24,37 @@ import { generateApiKey } from '../packages/core/src';
 import { createDbClient, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
 import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, root } from './lib/services';
-import { cpuMs, fixedRate } from './load';
+import { cpuMs, fixedRate, syscalls } from './load';
 
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const FIXED_RATE = Number(process.env.BENCH_FIXED_RATE ?? 1000);
+/** fixed-rate rounds (3); 0 skips the phase (a profiling run) */
+const STEADY_ROUNDS = Number(process.env.BENCH_STEADY_ROUNDS ?? 3);
+/**
+ * calls per round of the serial phase (0, the default, skips it): one connection, one call at a
+ * time, so nothing is batched and the gateway's CPU per call hardly depends on how busy the
+ * machine is (at saturation it does: the busier the machine, the fewer calls share a wake-up)
+ */
+const SERIAL_CALLS = Number(process.env.BENCH_SERIAL_CALLS ?? 0);
+/** extra node flags for the gateway process only, space-separated (e.g. `--cpu-prof --cpu-prof-dir=.tmp/prof`) */
+const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
 function startService(
   file: string,
   env: NodeJS.ProcessEnv,
   ready: RegExp,
+  nodeArgs: string[] = [],
 ): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', file], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`${file} did not start`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`${file} did not start`)), 120_000);
     child.stdout.on('data', (c: Buffer) => {
       buf += c.toString();
       for (const line of buf.split('\n')) {
@@ -60,6 +71,7 @@ function startService(
 /** one saturation run; `pids` are the processes whose CPU per request is reported */
 async function run(url: string, headers: Record<string, string>, pids: Record<string, number>) {
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]));
+  const gatewayIo = pids.gateway === undefined ? undefined : syscalls(pids.gateway);
   const load = process.cpuUsage();
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
   const loadCpu = process.cpuUsage(load);
@@ -68,13 +80,20 @@ async function run(url: string, headers: Record<string, string>, pids: Record<st
     .map(([k, pid]) => `${k} ${(((cpuMs(pid) - before[k]!) * 1000) / r.requests.total).toFixed(0)} µs`)
     .concat(`autocannon ${((loadCpu.user + loadCpu.system) / r.requests.total).toFixed(0)} µs`)
     .join(', ');
+  // the gateway's read and write system calls per call (load-independent, unlike its CPU time)
+  let io = '';
+  if (gatewayIo !== undefined) {
+    const after = syscalls(pids.gateway!);
+    const per = (n: number) => (n / r.requests.total).toFixed(2);
+    io = `; gateway syscalls per call: ${per(after.reads - gatewayIo.reads)} reads, ${per(after.writes - gatewayIo.writes)} writes`;
+  }
   return {
     rps: r.requests.average,
     p50: r.latency.p50,
     p90: r.latency.p90,
     p97: r.latency.p97_5,
     p99: r.latency.p99,
-    cpu,
+    cpu: cpu + io,
   };
 }
 
@@ -86,7 +105,7 @@ async function steady(url: string, headers: Record<string, string>) {
 
 type Run = Awaited<ReturnType<typeof run>>;
 type Steady = Awaited<ReturnType<typeof steady>>;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!);
 
 /** the two services under test, their URLs and the headers each side needs */
 interface System {
@@ -124,6 +143,7 @@ async function startSystem(db: Db, dbUrl: string, name: string, children: ChildP
       PLAN_STARTER_PER_MINUTE: '1000000000',
     },
     /gateway listening/,
+    GATEWAY_NODE_ARGS,
   );
   children.push(gateway.child);
   return {
@@ -158,11 +178,30 @@ async function saturationRounds(sys: System): Promise<Array<{ ra: Run; gw: Run }
   return rounds;
 }
 
+/** BENCH_ROUNDS rounds of SERIAL_CALLS calls through the gateway on one connection: its CPU and system calls per call */
+async function serialRounds(sys: System): Promise<void> {
+  const cpus: number[] = [];
+  for (let i = 0; i < Math.max(1, ROUNDS); i++) {
+    const pid = sys.pids.gateway;
+    const [cpu0, io0] = [cpuMs(pid), syscalls(pid)];
+    const r = await autocannon({ url: sys.viaGateway, connections: 1, amount: SERIAL_CALLS, headers: sys.auth });
+    if (r.non2xx > 0 || r.errors > 0) throw new Error(`serial: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+    const [cpu1, io1] = [cpuMs(pid), syscalls(pid)];
+    const n = r.requests.total;
+    cpus.push(((cpu1 - cpu0) * 1000) / n);
+    console.log(
+      `serial ${i + 1}: ${n} calls, ${r.requests.average.toFixed(0)} req/s, gateway ${cpus.at(-1)!.toFixed(1)} µs per call, ` +
+        `syscalls per call ${((io1.reads - io0.reads) / n).toFixed(2)} reads, ${((io1.writes - io0.writes) / n).toFixed(2)} writes`,
+    );
+  }
+  console.log(`serial_gateway_cpu_us ${median(cpus).toFixed(1)} (median of ${cpus.length} rounds, one connection)`);
+}
+
 /** three fixed-rate rounds, alternating which side goes first */
 async function steadyRounds(sys: System): Promise<Array<{ ra: Steady; gw: Steady }>> {
   const { direct, viaGateway, internal, auth } = sys;
   const rounds: Array<{ ra: Steady; gw: Steady }> = [];
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < STEADY_ROUNDS; i++) {
     if (i % 2 === 0) {
       const ra = await steady(direct, internal);
       rounds.push({ ra, gw: await steady(viaGateway, auth) });
@@ -224,8 +263,11 @@ async function main(): Promise<void> {
     // warm-up: caches, JIT, keep-alive pools
     await autocannon({ url: sys.direct, connections: 10, duration: 2, headers: sys.internal });
     await autocannon({ url: sys.viaGateway, connections: 10, duration: 2, headers: sys.auth });
-    const rounds = await saturationRounds(sys);
-    report(rounds, await steadyRounds(sys));
+    if (SERIAL_CALLS > 0) await serialRounds(sys);
+    if (ROUNDS > 0) {
+      const rounds = await saturationRounds(sys);
+      report(rounds, await steadyRounds(sys));
+    }
   } finally {
     await cleanup(db, children, admin, name);
   }

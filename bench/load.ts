@@ -83,3 +83,14 @@ export function cpuMs(pid: number): number {
     return NaN;
   }
 }
+
+/** read and write system calls a process has made so far (Linux /proc/<pid>/io); NaN where it is missing */
+export function syscalls(pid: number): { reads: number; writes: number } {
+  try {
+    const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? NaN);
+    return { reads: field('syscr'), writes: field('syscw') };
+  } catch {
+    return { reads: NaN, writes: NaN };
+  }
+}

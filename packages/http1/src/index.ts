@@ -22,6 +22,7 @@ export {
   type UpstreamAnswer,
   type UpstreamCaller,
   type UpstreamClient,
+  type UpstreamDone,
   type UpstreamFailureKind,
   type UpstreamOptions,
 } from './upstream';

@@ -279,11 +279,14 @@ class Connection {
   // the request being read
   private head: RequestHead | null = null;
   private decoder: ChunkedDecoder | null = null;
+  /** the peer's address, read once (a getter on the socket) */
+  private readonly remoteAddress: string;
 
   constructor(
     readonly socket: net.Socket,
     readonly sh: Shared,
   ) {
+    this.remoteAddress = socket.remoteAddress ?? '';
     socket.setNoDelay(true);
     socket.setTimeout(sh.keepAliveTimeoutMs);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
@@ -477,7 +480,7 @@ class Connection {
       headers,
       body,
       requestId: sh.requestId(headers['x-request-id']),
-      remoteAddress: this.socket.remoteAddress ?? '',
+      remoteAddress: this.remoteAddress,
     };
     const responder = new Responder(this, method === 'HEAD', keepAlive);
     try {

@@ -64,6 +64,9 @@ export interface UpstreamAnswer {
   body: Buffer;
 }
 
+/** how a call ends: its answer, or the failure (then `answer` is undefined) */
+export type UpstreamDone = (err: UpstreamFailure | null, answer?: UpstreamAnswer) => void;
+
 /** the caller's client: once it is `closed`, a call not written yet is not sent (it fails as `cancelled`) */
 export interface UpstreamCaller {
   readonly closed: boolean;
@@ -83,6 +86,20 @@ export interface UpstreamClient {
     requestId?: string,
     caller?: UpstreamCaller,
   ): Promise<UpstreamAnswer>;
+  /**
+   * forward() with a callback instead of a promise, for a hot path (no promise, no microtask per
+   * call). `done` is called once, never from within this call, possibly synchronously from within
+   * the client's handling of a read or a timer; it must not throw.
+   */
+  call(
+    method: string,
+    target: string,
+    headers: string,
+    body: Buffer | null,
+    requestId: string | undefined,
+    caller: UpstreamCaller | undefined,
+    done: UpstreamDone,
+  ): void;
   /** closes every socket; call once in-flight calls are done */
   close(): void;
   /** sockets open now (for tests and metrics) */
@@ -177,8 +194,7 @@ interface Call {
   caller: UpstreamCaller | null;
   deadline: number;
   retried: boolean;
-  resolve: (a: UpstreamAnswer) => void;
-  reject: (e: UpstreamFailure) => void;
+  done: UpstreamDone;
   conn: Conn | null;
 }
 
@@ -243,13 +259,15 @@ interface Pool {
   /** the upstream's time per answer, by route (moving average, ms) */
   readonly routeMs: Map<string, number>;
   pumpScheduled: boolean;
+  /** pump(this), made once (handed to setImmediate) */
+  runPump: () => void;
   closed: boolean;
 }
 
 function createPool(opts: UpstreamOptions): Pool {
   const base = new URL(opts.url);
   const secure = base.protocol === 'https:';
-  return {
+  const p: Pool = {
     secure,
     hostname: base.hostname.replace(/^\[|\]$/g, ''),
     port: base.port === '' ? (secure ? 443 : 80) : Number(base.port),
@@ -278,8 +296,17 @@ function createPool(opts: UpstreamOptions): Pool {
     active: new Set(),
     routeMs: new Map(),
     pumpScheduled: false,
+    runPump: () => pump(p),
     closed: false,
   };
+  return p;
+}
+
+/** the waiting calls are handed out at the end of this event-loop turn, together with the turn's other calls */
+function schedulePump(p: Pool): void {
+  if (p.pumpScheduled) return;
+  p.pumpScheduled = true;
+  setImmediate(p.runPump);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,7 +333,7 @@ function fail(p: Pool, call: Call, err: UpstreamFailure): void {
     if (i === 0) conn.nextAnswer(); // what arrived was this call's
     abandon(p, conn, err);
   }
-  call.reject(err);
+  call.done(err);
 }
 
 /**
@@ -324,7 +351,7 @@ function abandon(p: Pool, conn: Conn, err: UpstreamFailure): void {
   conn.held = conn.heldAnswer = null;
   if (held !== null) {
     held.conn = null;
-    if (settle(p, held)) held.reject(err);
+    if (settle(p, held)) held.done(err);
   }
   const calls = conn.queue.splice(0);
   const now = Date.now();
@@ -335,7 +362,7 @@ function abandon(p: Pool, conn: Conn, err: UpstreamFailure): void {
     if (retry && call.safe && !call.retried && untouched && now < call.deadline) {
       call.retried = true;
       p.waiting.push(call);
-    } else if (settle(p, call)) call.reject(err);
+    } else if (settle(p, call)) call.done(err);
   });
   pump(p);
 }
@@ -451,7 +478,7 @@ function takeGroup(p: Pool): Call[] {
   for (; i < waiting.length && group.length < p.depth; i++) {
     const call = waiting[i]!;
     if (call.caller !== null && call.caller.closed) {
-      if (p.active.delete(call)) call.reject(new UpstreamFailure('cancelled', 'the client went away; not sent'));
+      if (p.active.delete(call)) call.done(new UpstreamFailure('cancelled', 'the client went away; not sent'));
     } else if (group.length === 0) {
       group.push(call);
       if (!groupable(p, call)) {
@@ -506,7 +533,7 @@ function handOver(p: Pool, conn: Conn): void {
   const answer = conn.heldAnswer!;
   conn.held = conn.heldAnswer = null;
   call.conn = null;
-  if (settle(p, call)) call.resolve(answer);
+  if (settle(p, call)) call.done(null, answer);
 }
 
 /**
@@ -527,16 +554,21 @@ function complete(p: Pool, conn: Conn, body: Buffer, rest: Buffer): void {
   handOver(p, conn);
 }
 
+/** `b` itself, or a copy of it when it is a view of the shared read buffer (a function, not a closure per read) */
+function own(b: Buffer, borrowed: boolean): Buffer {
+  return borrowed ? Buffer.from(b) : b;
+}
+
 /**
  * Reads one answer head from `buf` for `call` (the first call on `conn`): the bytes after it, or
  * null when the head is not complete (kept in conn.buf) or the answer runs to the close.
  */
-function readAnswerHead(p: Pool, conn: Conn, call: Call, buf: Buffer, own: (b: Buffer) => Buffer): Buffer | null {
+function readAnswerHead(p: Pool, conn: Conn, call: Call, buf: Buffer, borrowed: boolean): Buffer | null {
   for (;;) {
     const end = headEnd(buf);
     if (end === -1) {
       if (buf.length > MAX_ANSWER_HEAD) throw new WireError(502, 'BAD_GATEWAY', 'answer head too large');
-      conn.buf = own(buf);
+      conn.buf = own(buf, borrowed);
       return null;
     }
     const head = parseHead(buf.toString('latin1', 0, end), p.keep);
@@ -561,7 +593,7 @@ function readAnswerHead(p: Pool, conn: Conn, call: Call, buf: Buffer, own: (b: B
         // no length: the answer ends with the connection, so it must be the last one asked for
         if (conn.queue.length > 1) throw new OutOfStep('an answer without a length had calls behind it');
         conn.keepAlive = false;
-        conn.untilClose = buf.length > 0 ? [own(buf)] : [];
+        conn.untilClose = buf.length > 0 ? [own(buf, borrowed)] : [];
         conn.untilCloseBytes = buf.length;
         conn.buf = null;
         return null;
@@ -591,7 +623,6 @@ function onData(p: Pool, conn: Conn, chunk: Buffer, borrowed: boolean): void {
     chunk = Buffer.from(chunk);
     borrowed = false;
   }
-  const own = (b: Buffer) => (borrowed ? Buffer.from(b) : b);
   try {
     if (conn.untilClose !== null) {
       conn.untilCloseBytes += chunk.length;
@@ -602,17 +633,17 @@ function onData(p: Pool, conn: Conn, chunk: Buffer, borrowed: boolean): void {
     let buf: Buffer | null = conn.buf === null ? chunk : Buffer.concat([conn.buf, chunk]);
     for (;;) {
       if (conn.headers === null) {
-        buf = readAnswerHead(p, conn, call, buf, own);
+        buf = readAnswerHead(p, conn, call, buf, borrowed);
         if (buf === null) return;
       }
       let body: Buffer;
       if (conn.framing.kind === 'none') body = Buffer.alloc(0);
       else if (conn.framing.kind === 'length') {
         if (buf.length < conn.framing.length) {
-          conn.buf = own(buf);
+          conn.buf = own(buf, borrowed);
           return;
         }
-        body = own(buf.length === conn.framing.length ? buf : buf.subarray(0, conn.framing.length));
+        body = own(buf.length === conn.framing.length ? buf : buf.subarray(0, conn.framing.length), borrowed);
         buf = buf.subarray(conn.framing.length);
       } else {
         // the decoder keeps views of what it is fed
@@ -673,46 +704,55 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   const p = createPool(opts);
   const sweeper = setInterval(() => sweep(p), 25);
   sweeper.unref();
-  const runPump = () => pump(p);
-  const send: UpstreamClient['forward'] = (method, target, headers, body, requestId, caller) => {
+  const enqueue: UpstreamClient['call'] = (method, target, headers, body, requestId, caller, done) => {
     const safe = body === null && SAFE.has(method);
-    return new Promise<UpstreamAnswer>((resolve, reject) => {
-      const request =
-        `${method} ${target} HTTP/1.1\r\nhost: ${p.hostHeader}\r\n${headers}` +
-        (body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`);
-      const call: Call = {
-        method,
-        request,
-        body,
-        safe,
-        route: safe && p.depth > 1 ? routeOf(method, target) : null,
-        requestId: requestId ?? null,
-        caller: caller ?? null,
-        deadline: Date.now() + p.timeoutMs,
-        retried: false,
-        resolve,
-        reject,
-        conn: null,
-      };
-      p.active.add(call);
-      p.waiting.push(call);
-      // written at the end of this event-loop turn, together with the turn's other calls
-      if (!p.pumpScheduled) {
-        p.pumpScheduled = true;
-        setImmediate(runPump);
-      }
-    });
+    const request =
+      `${method} ${target} HTTP/1.1\r\nhost: ${p.hostHeader}\r\n${headers}` +
+      (body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`);
+    const call: Call = {
+      method,
+      request,
+      body,
+      safe,
+      route: safe && p.depth > 1 ? routeOf(method, target) : null,
+      requestId: requestId ?? null,
+      caller: caller ?? null,
+      deadline: Date.now() + p.timeoutMs,
+      retried: false,
+      done,
+      conn: null,
+    };
+    p.active.add(call);
+    p.waiting.push(call);
+    // written at the end of this event-loop turn, together with the turn's other calls
+    schedulePump(p);
   };
+  const send: UpstreamClient['forward'] = (method, target, headers, body, requestId, caller) =>
+    new Promise<UpstreamAnswer>((resolve, reject) =>
+      enqueue(method, target, headers, body, requestId, caller, (err, answer) =>
+        err === null ? resolve(answer!) : reject(err),
+      ),
+    );
+  const closedFailure = () => new UpstreamFailure('unavailable', 'the upstream client is closed');
 
   return {
     get openSockets() {
       return p.all.size;
     },
     forward(method, target, headers, body, requestId, caller) {
-      if (p.closed) return Promise.reject(new UpstreamFailure('unavailable', 'the upstream client is closed'));
+      if (p.closed) return Promise.reject(closedFailure());
       // OpenTelemetry (@sts/telemetry): only when tracing is on, a CLIENT span and its traceparent
       if (tracingEnabled()) return tracedSend(send, method, target, headers, body, requestId, caller);
       return send(method, target, headers, body, requestId, caller);
+    },
+    call(method, target, headers, body, requestId, caller, done) {
+      if (p.closed) process.nextTick(done, closedFailure());
+      else if (tracingEnabled())
+        tracedSend(send, method, target, headers, body, requestId, caller).then(
+          (answer) => done(null, answer),
+          (err: unknown) => done(err as UpstreamFailure),
+        );
+      else enqueue(method, target, headers, body, requestId, caller, done);
     },
     close() {
       p.closed = true;

@@ -287,10 +287,13 @@ class ApiCallHandler {
     const limits = this.deps.plans[identity.plan];
     const { quota } = this.deps;
     const pending = quota.admit(identity.accountId, win.period, win.minute, limits.monthlyQuota, limits.perMinute);
-    const decide = (admitted: Admission) =>
-      this.decide({ req, res, identity, limits, admitted, win, nowEpoch, started }, fail);
-    if (pending instanceof Promise) pending.then(decide, fail);
-    else decide(pending);
+    // (no named closure per call: keepNames would wrap each one in a defineProperty)
+    if (pending instanceof Promise)
+      pending.then(
+        (admitted) => this.decide({ req, res, identity, limits, admitted, win, nowEpoch, started }, fail),
+        fail,
+      );
+    else this.decide({ req, res, identity, limits, admitted: pending, win, nowEpoch, started }, fail);
   }
 
   /** the admission is known: refuse with 429, drop a call whose client is gone, or forward */
@@ -340,17 +343,17 @@ class ApiCallHandler {
     const { req, res } = call;
     const withBody = WITH_BODY.has(req.method);
     const head = forwardedHead(this.internal, call, withBody);
-    this.deps.upstream.forward(req.method, req.target, head, withBody ? req.body : null, req.requestId, res).then(
-      (answer) => {
+    this.deps.upstream.call(
+      req.method,
+      req.target,
+      head,
+      withBody ? req.body : null,
+      req.requestId,
+      res,
+      (err, answer) => {
         try {
-          this.answered(call, answer);
-        } catch (err) {
-          fail(err);
-        }
-      },
-      (err: unknown) => {
-        try {
-          this.unanswered(call, err);
+          if (err === null) this.answered(call, answer!);
+          else this.unanswered(call, err);
         } catch (e) {
           fail(e);
         }
