@@ -28,26 +28,40 @@ export interface PendingHit {
   tweet: SocialTweet;
 }
 
+/** Monitors with the same keywords, post types and languages share one compiled rules object. */
 export function compileMonitors(monitors: readonly WatchingMonitor[]): CompiledMonitor[] {
-  return monitors.map((m) => ({
-    ...m,
-    rules: compileRules(m.keywords, { exclude: parsePostTypes(m.excludeTypes), lang: m.langs }),
-  }));
+  const compiled = new Map<string, CompiledRules>();
+  return monitors.map((m) => {
+    const key = JSON.stringify([m.keywords, m.excludeTypes, m.langs]);
+    let rules = compiled.get(key);
+    if (!rules) {
+      rules = compileRules(m.keywords, { exclude: parsePostTypes(m.excludeTypes), lang: m.langs });
+      compiled.set(key, rules);
+    }
+    return { ...m, rules };
+  });
 }
 
 /**
  * Every (monitor, tweet) pair that is a hit: the tweet is not older than the monitor (a monitor
  * starts from the moment it is created) and passes its rules (@sts/core rules.ts: post types,
- * languages, exclusions, keywords). Each tweet is tokenised once for all monitors.
+ * languages, exclusions, keywords). Each tweet is tokenised once for all monitors, and matched
+ * once per distinct rules object (compileMonitors shares them).
  */
 export function findHits(tweets: readonly SocialTweet[], monitors: readonly CompiledMonitor[]): PendingHit[] {
   const out: PendingHit[] = [];
   for (const tweet of tweets) {
     const post = preparePost({ text: tweet.text, lang: tweet.lang, referencedTweets: tweet.referencedTweets ?? [] });
     const at = tweet.createdAt.getTime();
+    const matched = new Map<CompiledRules, boolean>();
     for (const monitor of monitors) {
       if (at < monitor.createdAt.getTime()) continue;
-      if (matchesRules(monitor.rules, post)) out.push({ monitor, tweet });
+      let match = matched.get(monitor.rules);
+      if (match === undefined) {
+        match = matchesRules(monitor.rules, post);
+        matched.set(monitor.rules, match);
+      }
+      if (match) out.push({ monitor, tweet });
     }
   }
   return out;
