@@ -14,6 +14,11 @@
  *   due at once with the i-th due i ms after the first; the pollers tick for BENCH_OUTAGE_SECONDS
  *   (default 15): reports the slowest tick query (each raw query of the tick timed on its own),
  *   targets drained, and polls out of due order (beyond one claim's slack).
+ * - fan-out (BENCH_FANOUT=1, only this part): BENCH_FANOUT_WATCHERS monitors (default 20,000) on
+ *   one target of the local store, a poller listening for its tweets (the push) and the outbox
+ *   relay with an in-memory publisher (the relay's PostgreSQL work, no broker); BENCH_FANOUT_POSTS
+ *   posts (default 5), one at a time: post (its createdAt) → the poll's last hit committed, and
+ *   post → every event relayed. Prints each post and the medians.
  * Runs standalone (`npm run bench:poller`) or through bench/pipeline.ts.
  * Uses its own database on postgresql://postgres@127.0.0.1:5432 and Redis key prefix; removes both.
  */
@@ -22,6 +27,8 @@ import { Client } from 'pg';
 import { Redis } from 'ioredis';
 import { createLogger, loadDevEnv } from '../packages/common/src';
 import { snowflakeId } from '../packages/core/src';
+import { createLocalSource, createSocialTweet, createSocialUser } from '../packages/social/src';
+import { createOutboxRelay } from '../services/poller/src/relay/relay';
 import { createDbClient, type Db } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
 import { createRedisLeases } from '../services/poller/src/adapters/lease';
@@ -320,6 +327,92 @@ export async function measureOutage(): Promise<{
   }
 }
 
+const FANOUT_WATCHERS = positiveEnv('BENCH_FANOUT_WATCHERS', 20_000, { whole: true });
+const FANOUT_POSTS = positiveEnv('BENCH_FANOUT_POSTS', 5, { whole: true });
+
+/** resolves when `check()` holds (polled every 5 ms), rejects after `ms` */
+async function until(check: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** One post to a target of BENCH_FANOUT_WATCHERS monitors, BENCH_FANOUT_POSTS times: ms to the last hit, to the last event relayed. */
+export async function measureFanout(): Promise<{ hitMs: number[]; relayedMs: number[] }> {
+  const admin = postgresAdminUrl();
+  const name = `sts_bench_${randomBytes(4).toString('hex')}`;
+  const url = await createDatabase(admin, name);
+  const prefix = `bench:${name}:`;
+  const db = createDbClient({ url, poolSize: 10 });
+  const redis = new Redis(redisUrl(), { keyPrefix: prefix });
+  const out = { hitMs: [] as number[], relayedMs: [] as number[] };
+  try {
+    const account = await db.account.create({ data: { email: 'bench@example.com', plan: 'starter' } });
+    await createSocialUser(db, { username: 'target_0', name: 'Popular' });
+    // half the monitors with a keyword, half without; the post matches both
+    await seed(url, account.id, new Date(Date.now() - 3600_000), { monitors: FANOUT_WATCHERS, targets: 1 });
+    // a Starter target its polls have marked pushed: the tweet trigger notifies its posts
+    await db.$executeRaw`UPDATE poll_targets SET pushed = true`;
+    let hitAt = 0;
+    let hits = 0;
+    let relayedAt = 0;
+    let relayed = 0;
+    const poller = createPoller({
+      repository: createPollerRepository(db),
+      source: createLocalSource({ db }),
+      leases: createRedisLeases(redis),
+      logger,
+      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+      databaseUrl: url,
+      metrics: {
+        polls: (o) => {
+          if (process.env.BENCH_DEBUG) console.log('poll', o, hits);
+        },
+        hits: () => undefined,
+        detected: (found) => {
+          hits += found.length;
+          hitAt = Date.now();
+        },
+      },
+    });
+    const relay = createOutboxRelay({
+      db,
+      publisher: { publish: () => Promise.resolve() },
+      logger,
+      databaseUrl: url,
+      onPublished: (n) => {
+        relayed += n;
+        relayedAt = Date.now();
+      },
+    });
+    await relay.start();
+    await poller.start();
+    for (let i = 0; i < FANOUT_POSTS; i++) {
+      await sleep(1000);
+      const tweet = await createSocialTweet(db, { authorUsername: 'target_0', text: `we launch today, take ${i}` });
+      const posted = tweet.createdAt.getTime();
+      const want = FANOUT_WATCHERS * (i + 1);
+      await until(() => hits >= want, 120_000, 'the hits');
+      await until(() => relayed >= want, 120_000, 'the relay');
+      out.hitMs.push(hitAt - posted);
+      out.relayedMs.push(relayedAt - posted);
+      console.log(
+        `fanout post ${i + 1}: post → last hit ${hitAt - posted} ms, post → last event relayed ${relayedAt - posted} ms`,
+      );
+    }
+    await poller.stop();
+    await relay.stop();
+    return out;
+  } finally {
+    await db.$disconnect();
+    redis.disconnect();
+    await deleteKeys(redisUrl(), prefix);
+    await dropDatabase(admin, name);
+  }
+}
+
 /** median of `n` ticks with nothing due */
 async function idleTicks(poller: { runCycle(): Promise<{ targets: number }> }, n: number): Promise<number> {
   const times: number[] = [];
@@ -388,39 +481,52 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
 
 if (require.main === module) {
   loadDevEnv(); // next to `npm start`: its settings (.tmp/dev.env) where the environment sets none
+  const med = (xs: number[]) =>
+    percentile(
+      [...xs].sort((a, b) => a - b),
+      50,
+    );
+  if (process.env.BENCH_FANOUT === '1')
+    measureFanout().then(
+      (f) =>
+        console.log(
+          `fanout ${FANOUT_WATCHERS} watchers, ${FANOUT_POSTS} posts: post_to_last_hit_ms p50 ${med(f.hitMs).toFixed(0)} ` +
+            `post_to_relayed_ms p50 ${med(f.relayedMs).toFixed(0)}`,
+        ),
+      (err: unknown) => {
+        console.error(err);
+        process.exit(1);
+      },
+    );
   // BENCH_IDLE=0: only the replicas and outage parts
-  (process.env.BENCH_IDLE === '0' ? Promise.resolve(null) : measurePollerCycle())
-    .then(async (r) => {
-      if (r) {
-        console.log(`monitors ${r.monitors} targets ${r.targets} seed_ms ${r.seedMs.toFixed(0)}`);
-        console.log(`idle_tick_ms ${r.idleTickMs.toFixed(2)} (median of 50 ticks with nothing due)`);
-        if (Number.isNaN(r.cycleMs)) console.log('cycle skipped (BENCH_CYCLE=0)');
-        else {
-          console.log(`cycle_ms ${r.cycleMs.toFixed(0)} (${r.monitors} hits recorded with their events)`);
-          console.log(`source_calls_per_cycle ${r.sourceCallsPerCycle}`);
+  else
+    (process.env.BENCH_IDLE === '0' ? Promise.resolve(null) : measurePollerCycle())
+      .then(async (r) => {
+        if (r) {
+          console.log(`monitors ${r.monitors} targets ${r.targets} seed_ms ${r.seedMs.toFixed(0)}`);
+          console.log(`idle_tick_ms ${r.idleTickMs.toFixed(2)} (median of 50 ticks with nothing due)`);
+          if (Number.isNaN(r.cycleMs)) console.log('cycle skipped (BENCH_CYCLE=0)');
+          else {
+            console.log(`cycle_ms ${r.cycleMs.toFixed(0)} (${r.monitors} hits recorded with their events)`);
+            console.log(`source_calls_per_cycle ${r.sourceCallsPerCycle}`);
+          }
         }
-      }
-      if (process.env.BENCH_REPLICAS_SKIP === '1') return;
-      const rep = await measureReplicas();
-      const med = (xs: number[]) =>
-        percentile(
-          [...xs].sort((a, b) => a - b),
-          50,
+        if (process.env.BENCH_REPLICAS_SKIP === '1') return;
+        const rep = await measureReplicas();
+        console.log(
+          `replicas ${REPLICAS}: rows_read_per_target_poll ${med(rep.rowsPerPoll).toFixed(1)} (median of ${ROUNDS} rounds: ${rep.rowsPerPoll.map((x) => x.toFixed(1)).join(', ')}); ` +
+            `targets not polled exactly once ${rep.misses.join(', ')}; round_ms ${rep.ms.map((x) => x.toFixed(0)).join(', ')}`,
         );
-      console.log(
-        `replicas ${REPLICAS}: rows_read_per_target_poll ${med(rep.rowsPerPoll).toFixed(1)} (median of ${ROUNDS} rounds: ${rep.rowsPerPoll.map((x) => x.toFixed(1)).join(', ')}); ` +
-          `targets not polled exactly once ${rep.misses.join(', ')}; round_ms ${rep.ms.map((x) => x.toFixed(0)).join(', ')}`,
-      );
-      if (process.env.BENCH_OUTAGE !== '1') return;
-      const o = await measureOutage();
-      console.log(
-        `outage ${OUTAGE_TARGETS} targets due at once, ${REPLICAS} replica(s), ${OUTAGE_SECONDS} s: max_tick_query_ms ${o.maxQueryMs.toFixed(1)} ` +
-          `p50 ${o.p50QueryMs.toFixed(1)}; drained ${o.drained}; polls out of due order ${o.outOfOrder}`,
-      );
-      console.log(`outage tick queries: ${o.byQuery}`);
-    })
-    .catch((err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    });
+        if (process.env.BENCH_OUTAGE !== '1') return;
+        const o = await measureOutage();
+        console.log(
+          `outage ${OUTAGE_TARGETS} targets due at once, ${REPLICAS} replica(s), ${OUTAGE_SECONDS} s: max_tick_query_ms ${o.maxQueryMs.toFixed(1)} ` +
+            `p50 ${o.p50QueryMs.toFixed(1)}; drained ${o.drained}; polls out of due order ${o.outOfOrder}`,
+        );
+        console.log(`outage tick queries: ${o.byQuery}`);
+      })
+      .catch((err: unknown) => {
+        console.error(err);
+        process.exit(1);
+      });
 }

@@ -205,7 +205,7 @@ describe('replicas divide the poller work', () => {
       } finally {
         await seeder.$disconnect();
       }
-    });
+    }, 300_000);
 
     /** the target's monitors by how many hits and events each has: "<hits>/<events>" → monitors */
     async function perMonitor(): Promise<Record<string, number>> {

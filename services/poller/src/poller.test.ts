@@ -2,7 +2,7 @@ import net from 'node:net';
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { createDbClient, withLastCheck, type Db } from '@sts/db';
-import { AmqpClient, type Envelope } from '@sts/messaging';
+import { AmqpClient, contracts, monitorHitPayload, monitorRef, type Envelope } from '@sts/messaging';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
 import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
@@ -348,6 +348,23 @@ describe('poller', () => {
     expect(hits).toHaveLength(18);
     expect(new Set(hits.map((h) => h.tweetId)).size).toBe(18);
     expect(await eventsOf(m.id)).toHaveLength(18);
+  });
+
+  it("writes each event as @sts/messaging's payload builder would (monitor ref built in PostgreSQL)", async () => {
+    const target = await newTarget();
+    const withWords = await monitor(target, ['hello', '-spam']);
+    const without = await monitor(target);
+    const t = await tweet(target, 'hello there');
+    expect((await makePoller().runCycle({ force: true })).hits).toBeGreaterThanOrEqual(2);
+    for (const m of [withWords, without]) {
+      const [hit] = await hitsOf(m.id);
+      const [event] = await eventsOf(m.id);
+      const row = await db.monitor.findUniqueOrThrow({ where: { id: m.id } });
+      const ref = { id: t.id, text: t.text, authorUsername: target, createdAt: t.createdAt.toISOString() };
+      expect(event!.payload).toEqual(monitorHitPayload(monitorRef(row), ref, hit!.detectedAt.toISOString()));
+      expect(event!.headers).toEqual({ accountId, hitId: hit!.id });
+      expect(contracts['monitor.hit'].payload.parse(event!.payload)).toEqual(event!.payload);
+    }
   });
 
   it('a duplicate hit is recorded once and produces one event', async () => {

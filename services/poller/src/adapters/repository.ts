@@ -12,7 +12,6 @@
  * - A poll writes the target's rows only (poll_cursors, poll_targets), never its monitors: what a
  *   monitor shows as its last check and error is read from its target's cursor (@sts/db lastCheck).
  */
-import { randomUUID } from 'node:crypto';
 import { Prisma, type Db, type HitRow } from '@sts/db';
 import type { MonitorHitEvent, TargetStatus } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
@@ -200,34 +199,67 @@ type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
  */
 export const HIT_CHUNK = 1000;
 
+/** The distinct posts of a chunk (one per tweet and detection time) and each hit's index into them. */
+function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[] } {
+  const at = new Map<string, number>();
+  const posts: NewHit[] = [];
+  const index = hits.map((h) => {
+    const key = `${h.tweetId} ${h.detectedAt.getTime()}`;
+    let i = at.get(key);
+    if (i === undefined) {
+      i = posts.push(h);
+      at.set(key, i);
+    }
+    return i;
+  });
+  return { posts, index };
+}
+
 /**
  * Inserts the hits not recorded yet and an outbox event for each new one, in one statement (the
  * events join the rows the insert returned: a hit already recorded gets no second event); returns
- * the new ones.
+ * the new ones. What goes over the wire is each hit's monitor id and the chunk's posts once: the
+ * rows are built in PostgreSQL from `monitors`, the event's `monitor` part too (as @sts/messaging
+ * monitorRef: keywords null when empty; repository.test compares them), its `tweet` and
+ * `detectedAt` part from the post's event. Events are written in the hits' order. A monitor
+ * deleted since it was read gets no hit.
  */
 async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
   if (hits.length === 0) return [];
+  const { posts, index } = chunkPosts(hits);
   const inserted = await tx.$queryRaw<{ monitor_id: string; tweet_id: string }[]>`
-    WITH input AS (
+    WITH post AS (
       SELECT * FROM unnest(
-        ${hits.map((h) => h.monitorId)}::uuid[], ${hits.map((h) => h.tweetId)}::text[], ${hits.map((h) => h.tweetText)}::text[],
-        ${hits.map((h) => h.tweetAuthorId)}::text[], ${hits.map((h) => h.tweetAuthorUsername)}::text[],
-        ${hits.map((h) => h.tweetCreatedAt)}::timestamptz[], ${hits.map((h) => h.detectedAt)}::timestamptz[],
-        ${hits.map((h) => h.accountId)}::text[], ${hits.map(() => randomUUID())}::text[],
-        ${hits.map((h) => JSON.stringify(h.event))}::text[]
-      ) AS i(monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at,
-             account_id, message_id, payload)
+        ${posts.map((p) => p.tweetId)}::text[], ${posts.map((p) => p.tweetText)}::text[],
+        ${posts.map((p) => p.tweetAuthorId)}::text[], ${posts.map((p) => p.tweetAuthorUsername)}::text[],
+        ${posts.map((p) => p.tweetCreatedAt)}::timestamptz[], ${posts.map((p) => p.detectedAt)}::timestamptz[],
+        ${posts.map((p) => JSON.stringify({ tweet: p.event.tweet, detectedAt: p.event.detectedAt }))}::jsonb[]
+      ) WITH ORDINALITY AS p(tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at,
+                             event, n)
+    ),
+    input AS (
+      SELECT i.ord, m.id AS monitor_id, m.account_id, m.target_username, m.query, m.keywords, p.tweet_id, p.tweet_text,
+             p.tweet_author_id, p.tweet_author_username, p.tweet_created_at, p.detected_at, p.event
+      FROM unnest(${hits.map((h) => h.monitorId)}::uuid[], ${index}::int[]) WITH ORDINALITY AS i(monitor_id, n, ord)
+      JOIN post p ON p.n = i.n
+      JOIN monitors m ON m.id = i.monitor_id
     ),
     ins AS (
       INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
-      SELECT monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at FROM input
+      SELECT monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at
+      FROM input ORDER BY ord
       ON CONFLICT (monitor_id, tweet_id, tweet_created_at) DO NOTHING
       RETURNING id, monitor_id, tweet_id
     ),
     events AS (
       INSERT INTO outbox (routing_key, message_id, payload, headers)
-      SELECT 'monitor.hit', i.message_id, i.payload::jsonb, jsonb_build_object('accountId', i.account_id, 'hitId', ins.id)
+      SELECT 'monitor.hit', gen_random_uuid()::text,
+             jsonb_build_object('event', 'monitor.hit', 'monitor', jsonb_build_object(
+               'id', i.monitor_id::text, 'targetUsername', i.target_username, 'query', i.query,
+               'keywords', CASE WHEN cardinality(i.keywords) > 0 THEN to_jsonb(i.keywords) END)) || i.event,
+             jsonb_build_object('accountId', i.account_id::text, 'hitId', ins.id::text)
       FROM ins JOIN input i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
+      ORDER BY i.ord
     )
     SELECT monitor_id::text AS monitor_id, tweet_id FROM ins`;
   if (inserted.length > 0) await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
@@ -312,27 +344,21 @@ async function claimDue(db: Db, limit: number, ttlMs: number): ReturnType<Poller
   return { readAt, targets, claims };
 }
 
-const watchingSelect = {
-  id: true,
-  accountId: true,
-  targetUsername: true,
-  query: true,
-  targetKey: true,
-  keywords: true,
-  excludeTypes: true,
-  langs: true,
-  createdAt: true,
-} as const satisfies Prisma.MonitorSelect;
-
-/** The active monitors of these targets, by target key (one query). */
+/**
+ * The active monitors of these targets, by target key (one query; raw, the columns matching needs:
+ * a popular target's tens of thousands of rows cost a third of Prisma's findMany).
+ */
 async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>> {
-  const rows = await db.monitor.findMany({
-    where: { targetKey: { in: [...targetKeys] }, isActive: true },
-    select: watchingSelect,
-  });
+  const rows = await db.$queryRaw<(WatchingMonitor & { targetKey: string })[]>`
+    SELECT id::text AS id, account_id::text AS "accountId", target_username AS "targetUsername", query,
+           target_key AS "targetKey", keywords, exclude_types AS "excludeTypes", langs, created_at AS "createdAt"
+    FROM monitors WHERE target_key = ANY (${[...targetKeys]}::text[]) AND is_active`;
   const out = new Map<string, WatchingMonitor[]>();
-  for (const { targetKey, ...m } of rows)
-    if (targetKey !== null) out.set(targetKey, [...(out.get(targetKey) ?? []), m]);
+  for (const { targetKey, ...m } of rows) {
+    const list = out.get(targetKey);
+    if (list) list.push(m);
+    else out.set(targetKey, [m]);
+  }
   return out;
 }
 

@@ -43,12 +43,18 @@ export interface PendingHit {
   tweet: SocialTweet;
 }
 
+/** Monitors with the same keywords, post types and languages share one compiled rules object. */
 export function compileMonitors(monitors: readonly WatchingMonitor[]): CompiledMonitor[] {
-  return monitors.map((m) => ({
-    ...m,
-    rules: compileRules(m.keywords, { exclude: parsePostTypes(m.excludeTypes), lang: m.langs }),
-    ast: m.query === null ? null : parsedOrFalse(m.query),
-  }));
+  const compiled = new Map<string, CompiledRules>();
+  return monitors.map((m) => {
+    const key = JSON.stringify([m.keywords, m.excludeTypes, m.langs]);
+    let rules = compiled.get(key);
+    if (!rules) {
+      rules = compileRules(m.keywords, { exclude: parsePostTypes(m.excludeTypes), lang: m.langs });
+      compiled.set(key, rules);
+    }
+    return { ...m, rules, ast: m.query === null ? null : parsedOrFalse(m.query) };
+  });
 }
 
 function parsedOrFalse(query: string): QueryNode | false {
@@ -63,7 +69,8 @@ function parsedOrFalse(query: string): QueryNode | false {
  * Every (monitor, tweet) pair that is a hit: the tweet is not older than the monitor (a monitor
  * starts from the moment it is created) and passes its rules (@sts/core rules.ts: post types,
  * languages, exclusions, keywords) and, for a query monitor, its query (@sts/core query.ts).
- * Each tweet is tokenised once for all monitors.
+ * Each tweet is tokenised once for all monitors, and matched once per distinct rules object
+ * (compileMonitors shares them).
  */
 export function findHits(tweets: readonly SocialTweet[], monitors: readonly CompiledMonitor[]): PendingHit[] {
   const out: PendingHit[] = [];
@@ -71,10 +78,15 @@ export function findHits(tweets: readonly SocialTweet[], monitors: readonly Comp
     const post = preparePost({ text: tweet.text, lang: tweet.lang, referencedTweets: tweet.referencedTweets ?? [] });
     const at = tweet.createdAt.getTime();
     let queryPost: PreparedQueryPost | undefined;
+    const matched = new Map<CompiledRules, boolean>();
     for (const monitor of monitors) {
       if (at < monitor.createdAt.getTime()) continue;
-      if (!matchesRules(monitor.rules, post)) continue;
-      if (monitor.ast === false) continue;
+      let match = matched.get(monitor.rules);
+      if (match === undefined) {
+        match = matchesRules(monitor.rules, post);
+        matched.set(monitor.rules, match);
+      }
+      if (!match || monitor.ast === false) continue;
       if (monitor.ast !== null) {
         queryPost ??= prepareQueryPost({
           text: tweet.text,
