@@ -136,6 +136,8 @@ describe('@sts/client', () => {
           'package/index.js',
           'package/package.json',
           'package/schema.d.ts',
+          'package/errors.d.ts',
+          'package/stream.d.ts',
           'package/signing/errors.d.ts',
           'package/signing/index.d.ts',
           'package/signing/middleware.d.ts',
@@ -151,7 +153,7 @@ describe('@sts/client', () => {
         readFileSync(path.join(project, 'node_modules/@sts/client/package.json'), 'utf8'),
       ) as Record<string, unknown>;
       expect(installed).toMatchObject({ type: 'module', dependencies: { 'openapi-fetch': expect.any(String) } });
-      expect(Object.keys(installed.dependencies as object)).toEqual(['openapi-fetch']);
+      expect(Object.keys(installed.dependencies as object).sort()).toEqual(['eventsource-parser', 'openapi-fetch']);
       const bundle = readFileSync(path.join(project, 'node_modules/@sts/client/index.js'), 'utf8');
       expect(bundle).not.toMatch(/@sts\//);
 
@@ -169,6 +171,7 @@ describe('@sts/client', () => {
       expect(out).toContain('130 posts');
       expect(out).toMatch(/monitor [0-9a-f-]{36} watches @nasa; secret .{6}…/);
       expect(out).toContain('not found: monitor not found (request ');
+      expect(out).toContain('stream ended');
       expect(await stack.db.monitor.count({ where: { targetUsername: 'nasa', isActive: false } })).toBeGreaterThan(0);
 
       // and its types check in a strict TypeScript project (a wrong code or field does not compile)
@@ -180,6 +183,9 @@ describe('@sts/client', () => {
           "export const m: Promise<Monitor> = sts.monitors.get('x');",
           "export const code: ApiErrorCode = 'INSUFFICIENT_SCOPE';",
           "export const check = (e: unknown) => isApiError(e, 'PLAN_LIMIT') && e.retryAfter;",
+          "export async function texts(): Promise<string[]> { const out: string[] = []; for await (const ev of sts.stream({ monitors: ['m'] })) out.push(ev.data.tweet.text); return out; }",
+          '// @ts-expect-error -- not a field of the hit payload',
+          'export const nope = async () => { for await (const ev of sts.stream()) return ev.data.colour; };',
           '// @ts-expect-error -- not a code of the API',
           "export const bad: ApiErrorCode = 'NOPE';",
           '// @ts-expect-error -- not a field of NewMonitor',

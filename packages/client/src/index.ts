@@ -12,6 +12,11 @@
  */
 import createFetchClient, { type Client } from 'openapi-fetch';
 import type { components, paths } from './schema.js';
+import { ApiError, type ErrorBody } from './errors';
+import { streamHits, type StreamOptions } from './stream';
+
+export { ApiError, isApiError, type ApiErrorCode, type ErrorBody } from './errors';
+export type { HitStreamEvent, MonitorHitEvent, StreamOptions } from './stream';
 
 export type { components, paths };
 /** the openapi-fetch client over the document's paths (`client.api`) */
@@ -33,42 +38,11 @@ export type WebhookWithSecret = Schemas['WebhookWithSecret'];
 export type Delivery = Schemas['Delivery'];
 export type Queued = Schemas['Queued'];
 export type Recovered = Schemas['Recover'];
-export type ErrorBody = Schemas['Error'];
-/** every `code` an error answer can carry */
-export type ApiErrorCode = ErrorBody['code'];
 
 /** a page of a list: `data` and `meta.next_cursor` (null on the last page) */
 export interface Page<T> {
   data: T[];
   meta: { count: number; next_cursor: string | null };
-}
-
-/** An error answer of the API: its HTTP status and the body's code, message and helpful fields. */
-export class ApiError extends Error {
-  override name = 'ApiError';
-  readonly status: number;
-  readonly code: ApiErrorCode;
-  readonly requestId: string;
-  /** the parameter or body field at fault (INVALID_REQUEST) */
-  readonly param: string | undefined;
-  /** seconds to wait (429, 503) */
-  readonly retryAfter: number | undefined;
-  readonly body: ErrorBody;
-
-  constructor(status: number, body: ErrorBody) {
-    super(body.error);
-    this.status = status;
-    this.code = body.code;
-    this.requestId = body.request_id;
-    this.param = body.param;
-    this.retryAfter = body.retry_after;
-    this.body = body;
-  }
-}
-
-/** true when `err` is an ApiError (with that `code`, when one is given) */
-export function isApiError<C extends ApiErrorCode>(err: unknown, code?: C): err is ApiError & { code: C } {
-  return err instanceof ApiError && (code === undefined || err.code === code);
 }
 
 /** the local gateway, as `npm start` runs it */
@@ -147,6 +121,11 @@ export function createClient(options: ClientOptions) {
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
   const id = (value: string) => ({ params: { path: { id: value } } });
+  const conn = {
+    baseUrl: (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/$/, ''),
+    headers: { ...options.headers, Authorization: `Bearer ${options.apiKey}` },
+    fetch: ((input, init) => (options.fetch ?? globalThis.fetch)(input, init)) as typeof globalThis.fetch,
+  };
 
   return {
     /** the openapi-fetch client: any path of the document, typed; answers `{ data, error, response }` */
@@ -240,9 +219,12 @@ export function createClient(options: ClientOptions) {
         unwrap(await api.POST('/api/v1/deliveries/{id}/redeliver', { ...id(attemptId), ...write(opts) })).data,
     },
 
-    // The live hit stream (GET /api/v1/stream, issue 30 part 3) goes here once the API serves it:
-    // `stream(opts?: { monitors?: string[]; lastEventId?: string }): AsyncIterable<HitEvent>`, reading
-    // text/event-stream and reconnecting by itself with Last-Event-ID, so no hit is missed or repeated.
+    /**
+     * The live hit stream as an async iterator that resumes by itself (Last-Event-ID after a dropped
+     * connection, bounded backoff): `for await (const ev of sts.stream({ signal }))`. It ends when
+     * `signal` aborts; refusals that retrying cannot cure throw an ApiError (src/stream.ts).
+     */
+    stream: (opts?: StreamOptions) => streamHits(conn, opts),
   };
 }
 

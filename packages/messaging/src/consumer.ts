@@ -44,6 +44,8 @@ export interface ConsumeOptions<K extends RoutingKey> {
    * (re)subscription, for the caller to resynchronise from the source of truth.
    */
   mode?: 'shared' | 'broadcast';
+  /** broadcast only: most messages the queue holds for a stalled process (the oldest are dropped); default unbounded */
+  maxQueued?: number;
   onSubscribed?: () => void;
   /**
    * Consume partition `n` of the bindings: the queue is bound with `<routingKey>.<n>` (what
@@ -277,6 +279,9 @@ export class Consumers {
       exclusive: true,
       autoDelete: true,
       durable: false,
+      ...(c.opts.maxQueued !== undefined
+        ? { arguments: { 'x-max-length': c.opts.maxQueued, 'x-overflow': 'drop-head' } }
+        : {}),
     });
     for (const key of bindings) await ch.bindQueue(queue, EXCHANGE, key);
     return queue;

@@ -18,7 +18,7 @@ import { createLiveKeys, keyChangesConsumer } from './adapters/liveKeys';
 import { createQuotaNotices } from './adapters/quotaNotices';
 import { createQuotaStore } from './adapters/leasedQuota';
 import { createGateway } from './app';
-import { createHitFeed } from './adapters/hitFeed';
+import { hitFeedConsumer } from './adapters/hitFeed';
 import { createHitHistory } from './adapters/hitHistory';
 import { createStreamSlots } from './adapters/streamSlots';
 import { createCursorCodec } from './domain/streamCursor';
@@ -56,14 +56,6 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
       heartbeatMs: env.STREAM_HEARTBEAT_MS,
       maxUnsentBytes: env.STREAM_MAX_UNSENT_BYTES,
     });
-    // live hits: a queue of this process's own on monitor.events (adapters/hitFeed.ts)
-    const feed = createHitFeed({
-      url: env.AMQP_URL,
-      logger,
-      onHit: (hit) => streams.deliver(hit),
-      onResync: () => streams.resync(),
-    });
-    feed.start();
     const gateway = createGateway({
       keys,
       trustedProxyHops: env.GATEWAY_TRUSTED_PROXY_HOPS,
@@ -94,10 +86,24 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     );
     live.start();
     void amqp.start().catch(() => undefined);
+    // one connection, two broadcast consumers: key changes, and live hits for the streams
     amqp
       .consume(keyChangesConsumer(live, keys, logger))
       .catch((err: unknown) =>
         logger.warn('apikey.changed subscription failed', { err: err instanceof Error ? err.message : String(err) }),
+      );
+    amqp
+      .consume(
+        hitFeedConsumer({
+          onHit: (hit) => streams.deliver(hit),
+          onResync: () => {
+            logger.info('monitor.hit subscribed, streams re-read what they may have missed');
+            streams.resync();
+          },
+        }),
+      )
+      .catch((err: unknown) =>
+        logger.warn('monitor.hit subscription failed', { err: err instanceof Error ? err.message : String(err) }),
       );
     const port = await gateway.listen(env.GATEWAY_PORT, env.GATEWAY_HOST);
     return {
@@ -107,7 +113,6 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
         live.stop();
         await gateway.close();
         await amqp.stop().catch(() => undefined);
-        await feed.stop();
         redis.disconnect();
         await db.$disconnect();
       },

@@ -72,6 +72,41 @@ describe('leased quota', () => {
     expect(Math.max(...ok.map((r) => r.monthUsed))).toBe(50);
   });
 
+  it("month-only charges (stream events) share the quota exactly with two processes' calls and take no minute unit", async () => {
+    const id = await account();
+    const a = store().s;
+    const b = store().s;
+    const calls = Array.from({ length: 60 }, (_, i) => admit(i % 2 ? a : b, id, 100, 1000));
+    const charges = Array.from({ length: 90 }, (_, i) => (i % 2 ? a : b).chargeMonth(id, PERIOD, MINUTE, 100));
+    const [admitted, charged] = await Promise.all([Promise.all(calls), Promise.all(charges)]);
+    const okCalls = admitted.filter((r) => r.outcome === 'ok').length;
+    const okCharges = charged.filter(Boolean).length;
+    expect(okCalls + okCharges).toBe(100);
+    for (let i = 0; i < okCalls; i++) (i % 2 ? a : b).succeeded(id, PERIOD);
+    await a.close();
+    await b.close();
+    expect(await dbUsed(id)).toBe(100);
+    // the minute counts the calls only (credit given back at close leaves the admitted ones)
+    expect(await minuteCount(id)).toBe(okCalls);
+    // a spent month refuses a charge, on either process
+    expect(await store().s.chargeMonth(id, PERIOD, MINUTE, 100)).toBe(false);
+  });
+
+  it('a month-only charge rebuilds a flushed counter from PostgreSQL and its own unwritten charges', async () => {
+    const id = await account();
+    const { s } = store();
+    for (let i = 0; i < 5; i++) expect(await s.chargeMonth(id, PERIOD, MINUTE, 10)).toBe(true);
+    await s.flush();
+    for (let i = 0; i < 2; i++) expect(await s.chargeMonth(id, PERIOD, MINUTE, 10)).toBe(true);
+    await redis.del(monthKey(id, PERIOD));
+    const more = [];
+    for (let i = 0; i < 5; i++) more.push(await s.chargeMonth(id, PERIOD, MINUTE, 10));
+    expect(more).toEqual([true, true, true, false, false]);
+    await s.flush();
+    expect(await dbUsed(id)).toBe(10);
+    expect(await minuteCount(id)).toBe(0);
+  });
+
   it('successes are written to usage_daily under the UTC day of the write, together with usage_monthly', async () => {
     const id = await account();
     const other = await account();

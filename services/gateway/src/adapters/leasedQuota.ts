@@ -71,7 +71,7 @@ import {
   wantedUnits,
   type WriteThrough,
 } from '../domain/quotaBlocks';
-import { withQuotaScripts, type LeaseReply, type RedisWithScripts } from './quotaScripts';
+import { withQuotaScripts, type ChargeMonthReply, type LeaseReply, type RedisWithScripts } from './quotaScripts';
 
 type AdmitOutcome = 'ok' | 'quota_exceeded' | 'rate_limited';
 export interface Admission {
@@ -99,6 +99,12 @@ export interface QuotaStore {
   release(accountId: string, period: string, minute: number): void;
   /** the admitted call succeeded: its unit stays used and is queued for the write-through */
   succeeded(accountId: string, period: string): void;
+  /**
+   * Takes one unit of the monthly quota and none of the per-minute limit (a stream event), in one
+   * Redis call, not from leased credit: true when taken (a success, queued for the write-through),
+   * false when the month is spent.
+   */
+  chargeMonth(accountId: string, period: string, minute: number, monthlyQuota: number): Promise<boolean>;
   /** writes the pending successful calls to usage_monthly */
   flush(): Promise<void>;
   /** gives every unused unit back to Redis, then flushes; later calls lease one unit at a time */
@@ -559,6 +565,57 @@ class LeasedQuotaStore implements QuotaStore {
       if (canTake(l)) return this.take(l, Date.now());
       // others took this block first: lease again
     }
+  }
+
+  async chargeMonth(accountId: string, period: string, minute: number, monthlyQuota: number): Promise<boolean> {
+    let l = this.leases.get(accountId);
+    if (l === undefined) {
+      l = newLease(accountId, period, minute);
+      this.leases.set(accountId, l);
+    } else if (l.period !== period) this.moveTo(l, period, minute);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const reply = await this.redis.stsChargeMonth(monthKey(accountId, period), monthlyQuota);
+      if (reply[0] === -1) {
+        await this.rebuild(l);
+        continue;
+      }
+      const step = await this.afterCharge(l, period, reply);
+      if (step !== 'again') return step;
+    }
+    throw new Error('the quota counter kept changing');
+  }
+
+  /**
+   * What a month-only charge's reply means for `l`, as afterLease does for a block: another epoch
+   * gets this process's outstanding units first (the charged unit is not yet among them, it is in
+   * the counter already), a grace is waited out; 'again' when the unit went to a counter that was
+   * replaced meanwhile (not counted) or nothing was taken yet.
+   */
+  private async afterCharge(l: Lease, period: string, reply: ChargeMonthReply): Promise<boolean | 'again'> {
+    const [code, , epoch, graceMs] = reply;
+    const now = Date.now();
+    l.checkedAt = now;
+    // keeps the lease (and its epoch) while a stream charges; idle REST credit still goes back
+    if (l.credit === 0) l.lastUse = now;
+    if (l.period !== period) {
+      // the month ended while the unit was charged: it is counted in the month it was taken from
+      if (code === 0) add(this.usage.pending, `${l.accountId}|${period}`, 1);
+      return code === 0 || code === 1 ? code === 0 : 'again';
+    }
+    if (epoch !== l.epoch) {
+      if (this.owesNothing(l)) l.epoch = epoch;
+      else {
+        const after = await this.serialised(() => this.syncLocked(l.accountId, period, epoch));
+        if (code === 0 && after !== epoch && after !== null) return 'again';
+      }
+    }
+    if (code === 3) {
+      await new Promise((r) => setTimeout(r, Math.min(graceMs, this.rebuildGraceMs) + 1));
+      return 'again';
+    }
+    if (code !== 0) return false;
+    add(this.usage.pending, `${l.accountId}|${period}`, 1);
+    return true;
   }
 
   /** unused credit goes back to Redis, epochs are checked; long-idle leases are forgotten */

@@ -69,6 +69,27 @@ if e ~= ARGV[2] then return {1, e, tonumber(redis.call('HGET', KEYS[1], 'b') or 
 if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[1], 'u', tonumber(ARGV[3])) end
 return {2, e, 0}`;
 
+/**
+ * One unit of the month only (no minute unit): the stream's per-event charge. ARGV: monthly quota.
+ * Returns {code, month used, epoch, grace ms left}: -1 the counter is missing, 0 taken, 1 quota
+ * exceeded, 3 in a rebuild's grace (nothing taken but on 0).
+ */
+const CHARGE_MONTH = `
+local u = redis.call('HGET', KEYS[1], 'u')
+if not u then return {-1, 0, '', 0} end
+local e = redis.call('HGET', KEYS[1], 'e')
+local g = redis.call('HGET', KEYS[1], 'g')
+if g then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now < tonumber(g) then return {3, tonumber(u), e, tonumber(g) - now} end
+  redis.call('HDEL', KEYS[1], 'g')
+end
+if tonumber(u) >= tonumber(ARGV[1]) then return {1, tonumber(u), e, 0} end
+return {0, redis.call('HINCRBY', KEYS[1], 'u', 1), e, 0}`;
+
+export type ChargeMonthReply = [code: number, monthUsed: number, epoch: string, graceMs: number];
+
 export type LeaseReply = [code: number, monthUsed: number, minuteUsed: number, epoch: string, n: number];
 
 export type RedisWithScripts = RedisClient & {
@@ -84,6 +105,7 @@ export type RedisWithScripts = RedisClient & {
   stsInit(month: string, used: number, epoch: string, ttl: number, base: number, graceMs: number): Promise<string>;
   stsSync(month: string, mine: string, target: string, units: number): Promise<[number, string, number]>;
   stsGiveBack(month: string, minute: string, monthUnits: number, epoch: string, minuteUnits: number): Promise<number>;
+  stsChargeMonth(month: string, quota: number): Promise<ChargeMonthReply>;
 };
 
 /** defines the scripts on the client once (a client shared by several stores keeps the first definition) */
@@ -94,5 +116,6 @@ export function withQuotaScripts(redis: RedisClient): RedisWithScripts {
     redis.defineCommand('stsGiveBack', { numberOfKeys: 2, lua: GIVE_BACK });
     redis.defineCommand('stsSync', { numberOfKeys: 1, lua: SYNC });
   }
+  if (!('stsChargeMonth' in redis)) redis.defineCommand('stsChargeMonth', { numberOfKeys: 1, lua: CHARGE_MONTH });
   return redis as RedisWithScripts;
 }

@@ -3,9 +3,9 @@
  * per-process bounds), opens it, fans live hits out to this process's streams, and keeps them
  * alive (a comment every heartbeat, which also renews their per-account slots in Redis).
  *
- * Metering: the call's own admitted unit pays for opening; every event takes one more unit from
- * the same leased quota (QuotaStore) before it is written; when none is left the stream ends
- * with a `stream.closed` event.
+ * Metering: the call's own admitted unit pays for opening; every event takes one more unit of the
+ * monthly quota (QuotaStore.chargeMonth: the month only, so a busy stream never rate-limits the
+ * account's calls) before it is written; when none is left the stream ends with a `stream.closed` event.
  */
 import { randomUUID } from 'node:crypto';
 import { ApiError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, type Logger } from '@sts/common';
@@ -196,22 +196,10 @@ export class StreamHub {
       }
   }
 
-  /** one unit of the account's monthly quota for one event (not counted against the per-minute limit's refusals) */
-  private meter(accountId: string, plan: PlanName): boolean | Promise<boolean> {
+  /** one unit of the account's monthly quota for one event, none of its per-minute limit */
+  private meter(accountId: string, plan: PlanName): Promise<boolean> {
     const win = this.windowAt(this.now());
-    const settle = (outcome: string) => {
-      if (outcome !== 'ok') return false;
-      this.o.quota.succeeded(accountId, win.period);
-      return true;
-    };
-    const a = this.o.quota.admit(
-      accountId,
-      win.period,
-      win.minute,
-      this.o.plans[plan].monthlyQuota,
-      Number.MAX_SAFE_INTEGER,
-    );
-    return a instanceof Promise ? a.then((x) => settle(x.outcome)) : settle(a.outcome);
+    return this.o.quota.chargeMonth(accountId, win.period, win.minute, this.o.plans[plan].monthlyQuota);
   }
 
   /** a live hit from the feed */

@@ -130,8 +130,7 @@ describe('GET /api/v1/stream', () => {
       KEY_FILTER_SYNC_MS: '100',
       STREAM_HEARTBEAT_MS: '200',
       STREAM_MAX_PER_ACCOUNT: '2',
-      // events take their quota unit through QuotaStore.admit, which counts a minute unit too
-      // (docs/api.md, "Live hit stream"): the slow-reader case sends 150 events in a minute
+      // untilKeyKnown's probes each count a minute unit (a refused call's minute unit stays)
       PLAN_STARTER_PER_MINUTE: '100000',
       ...extra,
     });
@@ -370,6 +369,59 @@ describe('GET /api/v1/stream', () => {
     ]);
     expect(s.events.at(-1)).toMatchObject({ event: 'stream.closed' });
     expect(JSON.parse(s.events.at(-1)!.data)).toMatchObject({ reason: 'quota_exceeded' });
+  });
+
+  it("charges events to the month only: a stream carrying more events than the per-minute limit leaves the account's next call unlimited", async () => {
+    // the account before its gateways (no key probe counts a minute unit)
+    const a = await starterWithMonitor([]);
+    // read-api's stand-in: every call it is asked succeeds
+    const readApi = http.createServer((req, res) => {
+      const body = '{"data":{"username":"nasa"}}';
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        'x-request-id': req.headers['x-request-id'],
+      });
+      res.end(body);
+    });
+    await new Promise<void>((r) => readApi.listen(0, '127.0.0.1', r));
+    try {
+      const env = {
+        PLAN_STARTER_PER_MINUTE: '5',
+        READ_API_URL: `http://127.0.0.1:${(readApi.address() as net.AddressInfo).port}`,
+      };
+      const streamPort = await startGateway(env);
+      const restPort = await startGateway(env);
+      const s = await openStream(streamPort, a.key); // 1 minute unit, 1 month unit
+      expect(s.status).toBe(200);
+      const probe = await starterWithMonitor([streamPort]);
+      const ps = await openStream(streamPort, probe.key);
+      await waitFor(async () => {
+        await newHit(probe.monitor, 'probe');
+        await new Promise((r) => setTimeout(r, 100));
+        return hits(ps).length > 0;
+      }, 30_000);
+      ps.close();
+      const events = 12;
+      for (let i = 0; i < events; i++) await newHit(a.monitor, `busy ${i}`);
+      await waitFor(() => hits(s).length >= events, 10_000);
+      // another gateway leases the account's minute afresh from Redis: it sees only the open's unit
+      const r = await fetch(`http://127.0.0.1:${restPort}/api/v1/users/nasa`, {
+        headers: { authorization: `Bearer ${a.key}` },
+      });
+      await r.arrayBuffer();
+      expect(r.status).toBe(200);
+      expect(Number(r.headers.get('x-ratelimit-remaining'))).toBeGreaterThan(0);
+      s.close();
+      // the month: the open, every event and the call, written through by both gateways
+      await waitFor(async () => {
+        const row = await db.usageMonthly.findFirst({ where: { accountId: a.accountId } });
+        return row?.used === 1 + events + 1;
+      }, 10_000);
+      expect(hits(s)).toHaveLength(events);
+    } finally {
+      readApi.close();
+    }
   });
 
   it('cuts a client that stops reading once its unread bytes pass the bound; it resumes losing nothing', async () => {
