@@ -364,11 +364,10 @@ async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<
 
 /** The active query monitors (monitors_query_active_idx). */
 async function queryMonitors(db: Db): Promise<WatchingMonitor[]> {
-  const rows = await db.monitor.findMany({
-    where: { query: { not: null }, isActive: true },
-    select: watchingSelect,
-  });
-  return rows.map(({ targetKey: _key, ...m }) => m);
+  return db.$queryRaw<WatchingMonitor[]>`
+    SELECT id::text AS id, account_id::text AS "accountId", target_username AS "targetUsername", query,
+           keywords, exclude_types AS "excludeTypes", langs, created_at AS "createdAt"
+    FROM monitors WHERE query IS NOT NULL AND is_active`;
 }
 
 export function createPollerRepository(db: Db): PollerRepository {
