@@ -383,6 +383,51 @@ async function termWeights(db: Db, terms: string[]): Promise<Map<string, number>
   );
 }
 
+/**
+ * Every author's tweets after the position in (xid, id) order below the horizon: SocialSource
+ * pollAllTweets (the query monitors' intake), over social_tweets (xid, id).
+ */
+async function pollAllTweets(db: Db, request: PollRequest): Promise<PollPage> {
+  const n = checkLimit(request.limit);
+  let from = decodePollPosition(request.position);
+  if (from === null) {
+    // no position: just before the oldest transaction that wrote a tweet created since
+    // notBefore (the time index finds those rows), or at the horizon when there is none
+    const [first] = await db.$queryRaw<{ xid: string }[]>`
+      SELECT least(
+        (SELECT min(t.xid::text::numeric) FROM social_tweets t WHERE t.created_at >= ${request.notBefore}),
+        ${HORIZON}::text::numeric)::text AS xid`;
+    const start = BigInt(first!.xid) - 1n;
+    from = { xid: start < 0n ? 0n : start, id: BIGINT_MAX };
+  }
+  // every author's tweets in (xid, id) order below the horizon, over social_tweets (xid, id)
+  const rows = await db.$queryRaw<(UserTweetRow & { horizon: string; xid: string | null })[]>`
+    WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon)
+    SELECT h.horizon::text AS horizon, r.*
+    FROM h LEFT JOIN LATERAL (
+      SELECT ${TWEET_FIELDS}, ${AUTHOR_FIELDS}, t.xid::text AS xid
+      FROM social_tweets t JOIN social_users u ON u.id = t.author_id
+      WHERE (t.xid, t.id) > (${String(from.xid)}::xid8, ${String(from.id)}::bigint)
+        AND t.xid < h.horizon
+        AND t.created_at >= ${request.notBefore}
+      ORDER BY t.xid, t.id
+      LIMIT ${n}
+    ) r ON true`;
+  const found = tweetsOf(rows) as (TweetRow & { xid: string })[];
+  const last = found[found.length - 1];
+  if (found.length >= n && last) {
+    return {
+      tweets: found.map(toTweet),
+      position: encodePollPosition(BigInt(last.xid), BigInt(last.id)),
+      more: true,
+    };
+  }
+  const horizon = BigInt(rows[0]!.horizon);
+  const position =
+    horizon - 1n >= from.xid ? encodePollPosition(horizon - 1n, BIGINT_MAX) : encodePollPosition(from.xid, from.id);
+  return { tweets: found.map(toTweet), position, more: false };
+}
+
 export interface LocalSourceOptions {
   db: Db;
   /** rows a search walks before the GIN index; default SEARCH_WALK_ROWS (tests set it small to mix the paths) */
@@ -507,46 +552,7 @@ export function createLocalSource({ db, searchWalkRows }: LocalSourceOptions): S
       return { tweets: found.map(toTweet), position, more: false };
     },
 
-    async pollAllTweets(request: PollRequest): Promise<PollPage> {
-      const n = checkLimit(request.limit);
-      let from = decodePollPosition(request.position);
-      if (from === null) {
-        // no position: just before the oldest transaction that wrote a tweet created since
-        // notBefore (the time index finds those rows), or at the horizon when there is none
-        const [first] = await db.$queryRaw<{ xid: string }[]>`
-          SELECT least(
-            (SELECT min(t.xid::text::numeric) FROM social_tweets t WHERE t.created_at >= ${request.notBefore}),
-            ${HORIZON}::text::numeric)::text AS xid`;
-        const start = BigInt(first!.xid) - 1n;
-        from = { xid: start < 0n ? 0n : start, id: BIGINT_MAX };
-      }
-      // every author's tweets in (xid, id) order below the horizon, over social_tweets (xid, id)
-      const rows = await db.$queryRaw<(UserTweetRow & { horizon: string; xid: string | null })[]>`
-        WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon)
-        SELECT h.horizon::text AS horizon, r.*
-        FROM h LEFT JOIN LATERAL (
-          SELECT ${TWEET_FIELDS}, ${AUTHOR_FIELDS}, t.xid::text AS xid
-          FROM social_tweets t JOIN social_users u ON u.id = t.author_id
-          WHERE (t.xid, t.id) > (${String(from.xid)}::xid8, ${String(from.id)}::bigint)
-            AND t.xid < h.horizon
-            AND t.created_at >= ${request.notBefore}
-          ORDER BY t.xid, t.id
-          LIMIT ${n}
-        ) r ON true`;
-      const found = tweetsOf(rows) as (TweetRow & { xid: string })[];
-      const last = found[found.length - 1];
-      if (found.length >= n && last) {
-        return {
-          tweets: found.map(toTweet),
-          position: encodePollPosition(BigInt(last.xid), BigInt(last.id)),
-          more: true,
-        };
-      }
-      const horizon = BigInt(rows[0]!.horizon);
-      const position =
-        horizon - 1n >= from.xid ? encodePollPosition(horizon - 1n, BIGINT_MAX) : encodePollPosition(from.xid, from.id);
-      return { tweets: found.map(toTweet), position, more: false };
-    },
+    pollAllTweets: (request: PollRequest) => pollAllTweets(db, request),
   };
 }
 

@@ -631,7 +631,7 @@ describe('dashboard in a browser', () => {
     expect(await submit('Create monitor')).toBe(200);
     const id = page.url().split('/').pop() ?? '';
     expect(await db.monitor.findUniqueOrThrow({ where: { id } })).toMatchObject({ query, targetUsername: null });
-    await expect(page.getByTestId('watched').textContent()).resolves.toBe(query);
+    expect(((await page.getByTestId('watched').textContent()) ?? '').trim()).toBe(query);
     await mainPage('monitor-query');
 
     await createSocialUser(db, { username: 'someauthor', name: 'Some Author' });
