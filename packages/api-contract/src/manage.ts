@@ -4,7 +4,7 @@
  * read-api parses bodies with these schemas and the OpenAPI document is generated from them.
  */
 import { z } from 'zod';
-import { MonitorRecord } from './records';
+import { MONITOR_EVENTS, MonitorRecord } from './records';
 
 const count = z.int().min(0);
 const timestamp = z.iso.datetime({ precision: 3 });
@@ -37,6 +37,12 @@ export const NewMonitor = z.strictObject({
   target_username: z.string().max(64).meta({ description: 'the account to watch, with or without @' }),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
+  events: z
+    .array(z.enum(MONITOR_EVENTS))
+    .min(1)
+    .max(2)
+    .optional()
+    .meta({ description: 'what the monitor sends: posts and/or profile; default ["posts"]' }),
   check_interval_sec: count
     .optional()
     .meta({ description: "seconds between checks: the plan's poll interval (default) up to 86400" }),
@@ -51,6 +57,7 @@ export const MonitorEdit = z.strictObject({
   target_username: NewMonitor.shape.target_username.optional(),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
+  events: NewMonitor.shape.events,
   check_interval_sec: NewMonitor.shape.check_interval_sec,
 });
 

@@ -91,8 +91,14 @@ function monitorLine(m: MonitorView): string {
   return (
     `${m.id}  @${m.targetUsername}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}${filtersText(m)}  ${m.status}` +
     `  every ${m.intervalSec} s  hits ${m.hitCount}  last check ${m.lastCheckAt?.toISOString() ?? 'never'}` +
-    `${m.lastError ? `  error: ${m.lastError}` : ''}${hook}`
+    `${m.lastError ? `  error: ${m.lastError}` : ''}${hook}${eventsText(m)}`
   );
+}
+
+/** "  events posts, profile  target SUSPENDED" for what differs from the defaults, else "" */
+function eventsText(m: MonitorView): string {
+  const events = m.events.join(',') === 'posts' ? '' : `  events ${m.events.join(', ')}`;
+  return `${events}${m.targetStatus !== 'ok' ? `  target ${m.targetStatus.toUpperCase()}` : ''}`;
 }
 
 function monitorJson(m: MonitorView): Record<string, unknown> {
@@ -102,6 +108,9 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
     keywords: m.keywords,
     filters: { exclude: m.filters.exclude, lang: m.filters.lang },
     status: m.status,
+    events: m.events,
+    target_status: m.targetStatus,
+    target_status_at: m.targetStatusAt?.toISOString() ?? null,
     check_interval_sec: m.intervalSec,
     last_check_at: m.lastCheckAt?.toISOString() ?? null,
     last_error: m.lastError,
@@ -136,7 +145,9 @@ const monitorCreate: Command = {
   usage:
     'usage: npm run cli -- monitor create --account ID --target USERNAME [--keywords "a,b c,-d,-\\"e f\\""]\n' +
     '                                     [--exclude replies,reposts,quotes] [--lang en,de]\n' +
-    '                                     [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    '                                     [--events posts,profile] [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    '  --events: what the monitor sends, posts (monitor.hit, the default) and/or profile\n' +
+    "  (monitor.profile_changed: the account's name, bio, avatar, verified flag or username changed).\n" +
     '  A keyword written -word or -"a phrase" excludes posts containing it; --exclude leaves out post\n' +
     '  types; --lang keeps only posts in those languages (a post without a language never matches).\n' +
     "  The account's plan limits how many monitors it may have (PLAN_FREE_MONITORS, PLAN_STARTER_MONITORS)\n" +
@@ -144,6 +155,7 @@ const monitorCreate: Command = {
   options: {
     account: { type: 'string' },
     ...RULE_OPTIONS,
+    events: { type: 'string' },
     'webhook-url': { type: 'string' },
     interval: { type: 'string' },
   },
@@ -181,11 +193,16 @@ const monitorCreate: Command = {
   },
 };
 
-/** --exclude and --lang as given (absent: unchanged on update, none on create). */
-function ruleFlags(values: OptionValues): { exclude?: string; lang?: string } {
+/** --exclude, --lang and --events as given (absent: unchanged on update, the defaults on create). */
+function ruleFlags(values: OptionValues): { exclude?: string; lang?: string; events?: string } {
   const exclude = optionalString(values, 'exclude');
   const lang = optionalString(values, 'lang');
-  return { ...(exclude !== undefined ? { exclude } : {}), ...(lang !== undefined ? { lang } : {}) };
+  const events = optionalString(values, 'events');
+  return {
+    ...(exclude !== undefined ? { exclude } : {}),
+    ...(lang !== undefined ? { lang } : {}),
+    ...(events !== undefined ? { events } : {}),
+  };
 }
 
 const monitorPreview: Command = {
@@ -234,9 +251,10 @@ const monitorUpdate = monitorCommand({
   summary: "change a monitor's target, keywords, rules or interval (only the flags given change)",
   usage:
     'usage: npm run cli -- monitor update --monitor ID [--target USERNAME] [--keywords "a,-b"]\n' +
-    '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--interval SECONDS] [--json]\n' +
+    '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--events posts,profile]\n' +
+    '                                     [--interval SECONDS] [--json]\n' +
     '  An empty value clears a list: --keywords "" (every post), --exclude "" (all types), --lang "" (any language).',
-  options: { ...RULE_OPTIONS, interval: { type: 'string' } },
+  options: { ...RULE_OPTIONS, events: { type: 'string' }, interval: { type: 'string' } },
   flags: { intervalSec: 'interval' },
   parse: (values) => {
     const target = optionalString(values, 'target');

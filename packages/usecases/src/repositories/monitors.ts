@@ -29,7 +29,10 @@ export type MonitorRecord = MonitorSettings & {
 
 /** the settings a customer edits; the target's lookup key is the repository's business */
 export type MonitorChange = Partial<
-  Pick<MonitorRecord, 'targetUsername' | 'keywords' | 'excludeTypes' | 'langs' | 'checkIntervalSec' | 'isActive'>
+  Pick<
+    MonitorRecord,
+    'targetUsername' | 'keywords' | 'excludeTypes' | 'langs' | 'checkIntervalSec' | 'isActive' | 'events'
+  >
 >;
 
 interface NewMonitor {
@@ -39,6 +42,8 @@ interface NewMonitor {
   keywords: string[];
   excludeTypes?: string[];
   langs?: string[];
+  /** what it sends: posts and/or profile (default posts) */
+  events?: string[];
   checkIntervalSec: number;
   webhook: { url: string; kind: WebhookKindName; secretCiphertext: string } | null;
 }

@@ -106,6 +106,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
       target: b.target_username,
       ...(b.keywords !== undefined ? { keywords: b.keywords } : {}),
       ...filterInput(b.filters),
+      ...(b.events !== undefined ? { events: b.events } : {}),
       ...(b.check_interval_sec !== undefined ? { intervalSec: b.check_interval_sec } : {}),
       ...(b.webhook_url !== undefined ? { webhookUrl: b.webhook_url } : {}),
     });
@@ -119,6 +120,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
       ...(b.target_username !== undefined ? { target: b.target_username } : {}),
       ...(b.keywords !== undefined ? { keywords: b.keywords } : {}),
       ...filterInput(b.filters),
+      ...(b.events !== undefined ? { events: b.events } : {}),
       ...(b.check_interval_sec !== undefined ? { intervalSec: b.check_interval_sec } : {}),
     });
     return data(200, await monitorOf(deps, accountId, m.id));
