@@ -4,7 +4,7 @@
  * read-api parses bodies with these schemas and the OpenAPI document is generated from them.
  */
 import { z } from 'zod';
-import { MonitorRecord } from './records';
+import { MONITOR_EVENTS, MonitorRecord } from './records';
 
 const count = z.int().min(0);
 const timestamp = z.iso.datetime({ precision: 3 });
@@ -47,6 +47,12 @@ export const NewMonitor = z.strictObject({
   query: queryInput.optional(),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
+  events: z
+    .array(z.enum(MONITOR_EVENTS))
+    .min(1)
+    .max(2)
+    .optional()
+    .meta({ description: 'what the monitor sends: posts and/or profile; default ["posts"]' }),
   check_interval_sec: count
     .optional()
     .meta({ description: "seconds between checks: the plan's poll interval (default) up to 86400" }),
@@ -62,6 +68,7 @@ export const MonitorEdit = z.strictObject({
   query: queryInput.optional().meta({ description: "a query monitor's new query" }),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
+  events: NewMonitor.shape.events,
   check_interval_sec: NewMonitor.shape.check_interval_sec,
 });
 

@@ -72,6 +72,17 @@ export const MonitorFilters = z
   })
   .meta({ description: "the monitor's rule besides its keywords" });
 
+/** what a monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed) */
+export const MONITOR_EVENTS = ['posts', 'profile'] as const;
+export const MonitorEvents = z
+  .array(z.enum(MONITOR_EVENTS))
+  .meta({ description: 'what the monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed)' });
+
+export const MonitorTargetStatus = z.enum(['ok', 'suspended', 'protected', 'not_found', 'renamed']).meta({
+  description:
+    "the watched account's health: ok; suspended, protected or not_found (polled less often until it is back); renamed (the monitor follows the account to its new username)",
+});
+
 export const MonitorRecord = z.object({
   id: z.string(),
   target_username: z.string().nullable().meta({ description: 'the watched account; null for a query monitor' }),
@@ -86,6 +97,9 @@ export const MonitorRecord = z.object({
   filters: MonitorFilters,
   is_active: z.boolean(),
   status: MonitorStatus,
+  events: MonitorEvents,
+  target_status: MonitorTargetStatus,
+  target_status_at: timestamp.nullable().meta({ description: 'when target_status last changed' }),
   check_interval_sec: count,
   last_check_at: timestamp.nullable(),
   last_error: z.string().nullable(),

@@ -230,6 +230,9 @@ class InMemoryStore {
         monitors.set(m.id, {
           excludeTypes: [],
           langs: [],
+          events: ['posts'],
+          targetStatus: 'ok',
+          targetStatusAt: null,
           ...m,
           isActive: true,
           lastCheckAt: null,

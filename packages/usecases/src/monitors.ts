@@ -25,11 +25,14 @@ import { standardWebhookSecret } from '@sts/signing';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, requireVerified, type Ctx } from './context';
 import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
 import type { MonitorRecord, WebhookRecord } from './repositories/monitors';
+import { MONITOR_EVENT_KINDS } from './types';
 import type {
   MonitorEdit,
+  MonitorEventKind,
   MonitorInput,
   MonitorView,
   Queued,
+  TargetStatusName,
   WebhookHealthView,
   WebhookView,
   WebhookWithSecret,
@@ -77,6 +80,9 @@ function toMonitorView(m: MonitorRecord): MonitorView {
     keywords: m.keywords,
     filters: { exclude: parsePostTypes(m.excludeTypes), lang: [...m.langs] },
     status: m.isActive ? 'active' : 'paused',
+    events: eventsOf(m.events),
+    targetStatus: m.targetStatus as TargetStatusName,
+    targetStatusAt: m.targetStatusAt,
     intervalSec: m.checkIntervalSec,
     lastCheckAt: m.lastCheckAt,
     lastError: m.lastError,
@@ -85,6 +91,32 @@ function toMonitorView(m: MonitorRecord): MonitorView {
     createdAt: m.createdAt,
     updatedAt: m.updatedAt,
   };
+}
+
+/** a stored events list (null: the default, posts only), in the canonical order */
+function eventsOf(stored: readonly string[] | null): MonitorEventKind[] {
+  const kinds = stored ?? ['posts'];
+  return MONITOR_EVENT_KINDS.filter((k) => kinds.includes(k));
+}
+
+/**
+ * What a monitor sends: "posts,profile" or a list, each once (null or absent: leave as is /
+ * posts only); an unknown kind or an empty list is refused, naming the field.
+ */
+export function checkEvents(raw: MonitorInput['events']): MonitorEventKind[] | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const items = typeof raw === 'string' ? raw.split(',') : [...raw];
+  const kinds = new Set<MonitorEventKind>();
+  for (const item of items) {
+    const k = typeof item === 'string' ? item.trim().toLowerCase() : '';
+    if (k === '' && typeof raw === 'string') continue;
+    if (!(MONITOR_EVENT_KINDS as readonly string[]).includes(k)) {
+      throw new ValidationError('events', `unknown event kind ${JSON.stringify(item)}: use posts and/or profile`);
+    }
+    kinds.add(k as MonitorEventKind);
+  }
+  if (kinds.size === 0) throw new ValidationError('events', 'must name at least one of posts, profile');
+  return MONITOR_EVENT_KINDS.filter((k) => kinds.has(k));
 }
 
 export function checkTarget(raw: unknown): string {
@@ -300,6 +332,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const watched = checkWatched(input);
       const keywords = checkKeywords(input.keywords);
       const filters = checkFilters(input);
+      const events = checkEvents(input.events);
       const account = await loadAccount(ctx, accountId);
       if (input.webhookUrl !== undefined) requireVerified(ctx, account, 'save a webhook URL');
       const plan = planOf(ctx, account);
@@ -318,6 +351,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
           ...watched,
           keywords,
           ...filterColumns(filters),
+          ...(events ? { events } : {}),
           checkIntervalSec: interval,
           webhook: hook && secretCiphertext ? { url: hook.url, kind: hook.kind, secretCiphertext } : null,
         },
@@ -331,9 +365,11 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const m = await load(accountId, monitorId);
       const { target, query, keywords } = checkEdit(m, edit);
       const filters = checkFilters(edit);
+      const events = checkEvents(edit.events);
       const account = await loadAccount(ctx, accountId);
       const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
       await repo.update(m.id, {
+        ...(events ? { events } : {}),
         ...(target !== undefined ? { targetUsername: target } : {}),
         ...(query !== undefined ? { query } : {}),
         ...(keywords !== undefined ? { keywords } : {}),

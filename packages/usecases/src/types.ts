@@ -193,6 +193,13 @@ export interface WebhookHealthView {
 
 export type MonitorStatus = 'active' | 'paused';
 
+/** what a monitor sends: `posts` (monitor.hit), `profile` (monitor.profile_changed) */
+export const MONITOR_EVENT_KINDS = ['posts', 'profile'] as const;
+export type MonitorEventKind = (typeof MONITOR_EVENT_KINDS)[number];
+
+/** a watched account's health: ok, or why it cannot be read as watched */
+export type TargetStatusName = 'ok' | 'suspended' | 'protected' | 'not_found' | 'renamed';
+
 export interface MonitorView {
   id: string;
   /** the watched username; null for a query monitor */
@@ -204,6 +211,11 @@ export interface MonitorView {
   /** post types left out and languages kept (@sts/core rules.ts); empty lists = today's behaviour */
   filters: MonitorFilters;
   status: MonitorStatus;
+  /** what the monitor sends: `posts` (monitor.hit) and/or `profile` (monitor.profile_changed) */
+  events: MonitorEventKind[];
+  /** the watched account's health, as the poller last saw it, and since when */
+  targetStatus: TargetStatusName;
+  targetStatusAt: Date | null;
   intervalSec: number;
   lastCheckAt: Date | null;
   lastError: string | null;
@@ -224,6 +236,8 @@ export interface MonitorInput {
   exclude?: string | readonly string[] | null;
   /** languages that fire: "en,de" or a list; default any */
   lang?: string | readonly string[] | null;
+  /** what it sends: "posts,profile" or a list; default posts only */
+  events?: string | readonly string[] | null;
   /** seconds between checks: from the plan's poll interval to 86400; default the plan's */
   intervalSec?: number;
   /** creates the webhook too; its secret is returned once */
@@ -238,6 +252,7 @@ export interface MonitorEdit {
   keywords?: string | readonly string[] | null;
   exclude?: string | readonly string[] | null;
   lang?: string | readonly string[] | null;
+  events?: string | readonly string[] | null;
   intervalSec?: number;
 }
 

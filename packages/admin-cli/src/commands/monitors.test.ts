@@ -136,6 +136,48 @@ describe('monitor and webhook commands', () => {
       );
     });
 
+    it('--events posts,profile opts in to profile changes (default posts only); list shows events and target_status', async () => {
+      const out = await json(
+        'monitor',
+        'create',
+        '--account',
+        accountId,
+        '--target',
+        'evented',
+        '--events',
+        'profile,posts',
+      );
+      expect((await db.monitor.findUniqueOrThrow({ where: { id: out.id as string } })).events).toEqual([
+        'posts',
+        'profile',
+      ]);
+      const plain = await json('monitor', 'create', '--account', accountId, '--target', 'evented');
+      expect((await db.monitor.findUniqueOrThrow({ where: { id: plain.id as string } })).events).toEqual(['posts']);
+      await db.monitor.update({ where: { id: out.id as string }, data: { targetStatus: 'suspended' } });
+      const list = (await json('monitor', 'list', '--account', accountId)) as { data: Record<string, unknown>[] };
+      expect(list.data.find((m) => m.id === out.id)).toMatchObject({
+        events: ['posts', 'profile'],
+        target_status: 'suspended',
+      });
+      expect(list.data.find((m) => m.id === plain.id)).toMatchObject({ events: ['posts'], target_status: 'ok' });
+      const text = await cli('monitor', 'list', '--account', accountId);
+      expect(text.stdout.split('\n').find((l) => l.startsWith(out.id as string))).toMatch(
+        /events posts, profile {2}target SUSPENDED/,
+      );
+      const updated = await json('monitor', 'update', '--monitor', plain.id as string, '--events', 'profile');
+      expect(updated.events).toEqual(['profile']);
+      // bad kinds and an empty list are refused, naming the flag; nothing changes
+      const before = await db.monitor.count();
+      const bad = await cli('monitor', 'create', '--account', accountId, '--target', 'x', '--events', 'posts,likes');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--events.*unknown event kind "likes"/);
+      const empty = await cli('monitor', 'update', '--monitor', plain.id as string, '--events', ' , ');
+      expect(empty.code).toBe(2);
+      expect(empty.stderr).toMatch(/--events must name at least one of posts, profile/);
+      expect(await db.monitor.count()).toBe(before);
+      expect((await db.monitor.findUniqueOrThrow({ where: { id: plain.id as string } })).events).toEqual(['profile']);
+    });
+
     it('prints the secret once in the text output too', async () => {
       const r = await cli(
         'monitor',

@@ -96,8 +96,14 @@ function monitorLine(m: MonitorView): string {
   return (
     `${m.id}  ${watchedText(m)}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}${filtersText(m)}  ${m.status}` +
     `  every ${m.intervalSec} s  hits ${m.hitCount}  last check ${m.lastCheckAt?.toISOString() ?? 'never'}` +
-    `${m.lastError ? `  error: ${m.lastError}` : ''}${hook}`
+    `${m.lastError ? `  error: ${m.lastError}` : ''}${hook}${eventsText(m)}`
   );
+}
+
+/** "  events posts, profile  target SUSPENDED" for what differs from the defaults, else "" */
+function eventsText(m: MonitorView): string {
+  const events = m.events.join(',') === 'posts' ? '' : `  events ${m.events.join(', ')}`;
+  return `${events}${m.targetStatus !== 'ok' ? `  target ${m.targetStatus.toUpperCase()}` : ''}`;
 }
 
 function monitorJson(m: MonitorView): Record<string, unknown> {
@@ -108,6 +114,9 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
     keywords: m.keywords,
     filters: { exclude: m.filters.exclude, lang: m.filters.lang },
     status: m.status,
+    events: m.events,
+    target_status: m.targetStatus,
+    target_status_at: m.targetStatusAt?.toISOString() ?? null,
     check_interval_sec: m.intervalSec,
     last_check_at: m.lastCheckAt?.toISOString() ?? null,
     last_error: m.lastError,
@@ -147,7 +156,9 @@ const monitorCreate: Command = {
   usage:
     'usage: npm run cli -- monitor create --account ID (--target USERNAME | --query QUERY) [--keywords "a,b c,-d,-\\"e f\\""]\n' +
     '                                     [--exclude replies,reposts,quotes] [--lang en,de]\n' +
-    '                                     [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    '                                     [--events posts,profile] [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    '  --events: what the monitor sends, posts (monitor.hit, the default) and/or profile\n' +
+    "  (monitor.profile_changed: the account's name, bio, avatar, verified flag or username changed).\n" +
     '  A keyword written -word or -"a phrase" excludes posts containing it; --exclude leaves out post\n' +
     '  types; --lang keeps only posts in those languages (a post without a language never matches).\n' +
     '  --query watches a search query instead of one account (docs/queries.md), e.g.\n' +
@@ -157,6 +168,7 @@ const monitorCreate: Command = {
   options: {
     account: { type: 'string' },
     ...RULE_OPTIONS,
+    events: { type: 'string' },
     'webhook-url': { type: 'string' },
     interval: { type: 'string' },
   },
@@ -223,11 +235,16 @@ function watchedFlagNames(w: { target: string } | { query: string }): Record<str
   return 'query' in w ? { query: 'query' } : { target: 'target' };
 }
 
-/** --exclude and --lang as given (absent: unchanged on update, none on create). */
-function ruleFlags(values: OptionValues): { exclude?: string; lang?: string } {
+/** --exclude, --lang and --events as given (absent: unchanged on update, the defaults on create). */
+function ruleFlags(values: OptionValues): { exclude?: string; lang?: string; events?: string } {
   const exclude = optionalString(values, 'exclude');
   const lang = optionalString(values, 'lang');
-  return { ...(exclude !== undefined ? { exclude } : {}), ...(lang !== undefined ? { lang } : {}) };
+  const events = optionalString(values, 'events');
+  return {
+    ...(exclude !== undefined ? { exclude } : {}),
+    ...(lang !== undefined ? { lang } : {}),
+    ...(events !== undefined ? { events } : {}),
+  };
 }
 
 const monitorPreview: Command = {
@@ -279,9 +296,10 @@ const monitorUpdate = monitorCommand({
   summary: "change a monitor's target, keywords, rules or interval (only the flags given change)",
   usage:
     'usage: npm run cli -- monitor update --monitor ID [--target USERNAME | --query QUERY] [--keywords "a,-b"]\n' +
-    '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--interval SECONDS] [--json]\n' +
+    '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--events posts,profile]\n' +
+    '                                     [--interval SECONDS] [--json]\n' +
     '  An empty value clears a list: --keywords "" (every post), --exclude "" (all types), --lang "" (any language).',
-  options: { ...RULE_OPTIONS, interval: { type: 'string' } },
+  options: { ...RULE_OPTIONS, events: { type: 'string' }, interval: { type: 'string' } },
   flags: { intervalSec: 'interval' },
   parse: (values) => {
     const target = optionalString(values, 'target') ?? optionalString(values, 'username');

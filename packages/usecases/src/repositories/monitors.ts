@@ -31,7 +31,7 @@ export type MonitorRecord = MonitorSettings & {
 export type MonitorChange = Partial<
   Pick<
     MonitorRecord,
-    'targetUsername' | 'query' | 'keywords' | 'excludeTypes' | 'langs' | 'checkIntervalSec' | 'isActive'
+    'targetUsername' | 'query' | 'keywords' | 'excludeTypes' | 'langs' | 'checkIntervalSec' | 'isActive' | 'events'
   >
 >;
 
@@ -44,6 +44,8 @@ interface NewMonitor {
   keywords: string[];
   excludeTypes?: string[];
   langs?: string[];
+  /** what it sends: posts and/or profile (default posts) */
+  events?: string[];
   checkIntervalSec: number;
   webhook: { url: string; kind: WebhookKindName; secretCiphertext: string } | null;
 }

@@ -4,6 +4,7 @@
  * to the shapes declared once in @sts/api-contract (zod; the gateway's OpenAPI document is
  * generated from the same schemas).
  */
+import { MONITOR_EVENTS, MonitorTargetStatus } from '@sts/api-contract';
 import type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord } from '@sts/api-contract';
 import type { HitRow } from '@sts/db';
 import { parsePostTypes, splitKeywords } from '@sts/core';
@@ -20,6 +21,10 @@ export interface MonitorRow {
   keywords: string[];
   excludeTypes: string[];
   langs: string[];
+  /** null: the default, posts only */
+  events: string[] | null;
+  targetStatus: string;
+  targetStatusAt: Date | null;
   isActive: boolean;
   checkIntervalSec: number;
   lastCheckAt: Date | null;
@@ -88,6 +93,9 @@ export function monitorRecord(m: MonitorRow, recentHits?: HitRow[]): MonitorReco
     },
     is_active: m.isActive,
     status: monitorStatus(m),
+    events: MONITOR_EVENTS.filter((k) => (m.events ?? ['posts']).includes(k)),
+    target_status: MonitorTargetStatus.parse(m.targetStatus),
+    target_status_at: iso(m.targetStatusAt),
     check_interval_sec: m.checkIntervalSec,
     last_check_at: iso(m.lastCheckAt),
     last_error: m.lastError,

@@ -107,6 +107,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
       query: b.query,
       ...(b.keywords !== undefined ? { keywords: b.keywords } : {}),
       ...filterInput(b.filters),
+      ...(b.events !== undefined ? { events: b.events } : {}),
       ...(b.check_interval_sec !== undefined ? { intervalSec: b.check_interval_sec } : {}),
       ...(b.webhook_url !== undefined ? { webhookUrl: b.webhook_url } : {}),
     });
@@ -121,6 +122,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
       ...(b.query !== undefined ? { query: b.query } : {}),
       ...(b.keywords !== undefined ? { keywords: b.keywords } : {}),
       ...filterInput(b.filters),
+      ...(b.events !== undefined ? { events: b.events } : {}),
       ...(b.check_interval_sec !== undefined ? { intervalSec: b.check_interval_sec } : {}),
     });
     return data(200, await monitorOf(deps, accountId, m.id));
