@@ -416,6 +416,18 @@ export interface components {
       is_active: boolean;
       /** @enum {string} */
       status: 'active' | 'paused' | 'error';
+      /** @description what the monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed) */
+      events: ('posts' | 'profile')[];
+      /**
+       * @description the watched account's health: ok; suspended, protected or not_found (polled less often until it is back); renamed (the monitor follows the account to its new username)
+       * @enum {string}
+       */
+      target_status: 'ok' | 'suspended' | 'protected' | 'not_found' | 'renamed';
+      /**
+       * Format: date-time
+       * @description when target_status last changed
+       */
+      target_status_at: string | null;
       check_interval_sec: number;
       /** Format: date-time */
       last_check_at: string | null;
@@ -504,6 +516,8 @@ export interface components {
         /** @description languages that fire (BCP 47); default any */
         lang?: string[];
       };
+      /** @description what the monitor sends: posts and/or profile; default ["posts"] */
+      events?: ('posts' | 'profile')[];
       /** @description seconds between checks: the plan's poll interval (default) up to 86400 */
       check_interval_sec?: number;
       /** @description HTTPS URL of a public host (Discord and Slack URLs get their own format) */
@@ -523,6 +537,8 @@ export interface components {
         /** @description languages that fire (BCP 47); default any */
         lang?: string[];
       };
+      /** @description what the monitor sends: posts and/or profile; default ["posts"] */
+      events?: ('posts' | 'profile')[];
       /** @description seconds between checks: the plan's poll interval (default) up to 86400 */
       check_interval_sec?: number;
     };
@@ -564,6 +580,18 @@ export interface components {
       is_active: boolean;
       /** @enum {string} */
       status: 'active' | 'paused' | 'error';
+      /** @description what the monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed) */
+      events: ('posts' | 'profile')[];
+      /**
+       * @description the watched account's health: ok; suspended, protected or not_found (polled less often until it is back); renamed (the monitor follows the account to its new username)
+       * @enum {string}
+       */
+      target_status: 'ok' | 'suspended' | 'protected' | 'not_found' | 'renamed';
+      /**
+       * Format: date-time
+       * @description when target_status last changed
+       */
+      target_status_at: string | null;
       check_interval_sec: number;
       /** Format: date-time */
       last_check_at: string | null;

@@ -1,7 +1,7 @@
 import type { ProfileChangedPayload, TargetUnavailablePayload } from '@sts/messaging';
 import { buildBody, discordBody, nativeBody, slackBody } from './payloads';
 
-const monitor = { id: 'm1', targetUsername: 'NASA', keywords: null };
+const monitor = { id: 'm1', targetUsername: 'NASA', query: null, keywords: null };
 const profile: ProfileChangedPayload = {
   event: 'monitor.profile_changed',
   monitor,

@@ -23,7 +23,11 @@ export interface ProfileWatch {
 
 const NOTIFICATION = /^p (\S{1,100})$/;
 
-export function createProfileWatch(deps: { repository: ProfileRepository; logger: Logger; now: () => Date }): ProfileWatch {
+export function createProfileWatch(deps: {
+  repository: ProfileRepository;
+  logger: Logger;
+  now: () => Date;
+}): ProfileWatch {
   const running = new Map<string, Promise<void>>();
   const again = new Set<string>();
   let stopped = false;
