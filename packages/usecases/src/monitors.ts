@@ -103,7 +103,7 @@ function eventsOf(stored: readonly string[] | null): MonitorEventKind[] {
  * What a monitor sends: "posts,profile" or a list, each once (null or absent: leave as is /
  * posts only); an unknown kind or an empty list is refused, naming the field.
  */
-export function checkEvents(raw: MonitorInput['events']): MonitorEventKind[] | undefined {
+function checkEvents(raw: MonitorInput['events']): MonitorEventKind[] | undefined {
   if (raw === undefined || raw === null) return undefined;
   const items = typeof raw === 'string' ? raw.split(',') : [...raw];
   const kinds = new Set<MonitorEventKind>();

@@ -56,7 +56,7 @@ interface WatcherRow {
 }
 
 /** what a look found and did, for the log and the tests */
-export interface ProfileLook extends Observation {
+interface ProfileLook extends Observation {
   targetKey: string;
   previousStatus: TargetStatus;
   /** events written (profile changes and status changes, one per monitor) */

@@ -9,7 +9,7 @@
  */
 import { PROFILE_FIELDS, type TargetStatus } from '@sts/messaging';
 
-export type ProfileField = (typeof PROFILE_FIELDS)[number];
+type ProfileField = (typeof PROFILE_FIELDS)[number];
 
 export interface Profile {
   userId: string;
@@ -29,7 +29,7 @@ export function isUnavailable(status: TargetStatus | null | undefined): boolean 
 }
 
 /** Polls of an unavailable target come this many intervals apart, at most an hour (never less than one interval). */
-export const UNAVAILABLE_BACKOFF_FACTOR = 10;
+const UNAVAILABLE_BACKOFF_FACTOR = 10;
 const UNAVAILABLE_BACKOFF_MAX_SEC = 3600;
 
 export function backedOffInterval(intervalSec: number): number {
@@ -37,7 +37,7 @@ export function backedOffInterval(intervalSec: number): number {
 }
 
 /** The fields that differ, in the payload's order. */
-export function changedFields(before: Profile, after: Profile): ProfileField[] {
+function changedFields(before: Profile, after: Profile): ProfileField[] {
   return PROFILE_FIELDS.filter((f) => before[f] !== after[f]);
 }
 
