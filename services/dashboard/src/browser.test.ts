@@ -338,6 +338,8 @@ describe('dashboard in a browser', () => {
     await expect(page.getByTestId('free-rule').isVisible()).resolves.toBe(true);
     await go(`/monitors/${monitorId}`);
     expect(await page.locator('#shown-secret').count()).toBe(0);
+    // the coverage section is part of what axe and the 390 px check see
+    await expect(page.getByTestId('covered-until').textContent()).resolves.toContain('not read yet');
     await mainPage('monitor');
   });
 
