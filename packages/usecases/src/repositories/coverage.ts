@@ -1,7 +1,7 @@
 /** A monitor's coverage record (gaps, covered-until, latency percentiles), as the poller, stream and backfill wrote it. */
 import type { MonitorCoverage } from '@sts/db';
 
-export interface CoverageMonitorRef {
+interface CoverageMonitorRef {
   id: string;
   /** the lower-cased target the monitor reads; null for a monitor without a single target */
   targetKey: string | null;

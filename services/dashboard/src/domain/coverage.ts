@@ -4,7 +4,7 @@ import type { CoverageGap } from '@sts/usecases';
 export const TIMELINE_DAYS = 30;
 const DAY_MS = 86_400_000;
 
-export interface GapSpan {
+interface GapSpan {
   /** start and width as per mille of the window (0–1000), at least 2 wide so a short gap stays visible */
   x: number;
   width: number;
