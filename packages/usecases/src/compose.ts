@@ -1,6 +1,7 @@
 /** The use-cases over any implementation of their repositories (createUseCases gives PostgreSQL's). */
 import { accountUseCases, type AccountAdminUseCases, type AccountUseCases } from './accounts';
 import { createCtx } from './context';
+import { coverageUseCases, type CoverageUseCases } from './coverage';
 import { identityUseCases, type IdentityUseCases } from './identity';
 import { keyUseCases, type KeyAdminUseCases, type KeyUseCases } from './keys';
 import { logUseCases, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
@@ -29,6 +30,8 @@ export interface UseCases {
   webhooks: WebhookUseCases & PayloadPreviewUseCases;
   deliveries: DeliveryUseCases;
   hits: HitUseCases;
+  /** a monitor's coverage record and delivery speed */
+  coverage: CoverageUseCases;
   /** operator-only calls (the CLI): not scoped by account — never reachable from the dashboard */
   admin: AdminUseCases;
 }
@@ -50,6 +53,7 @@ export function composeUseCases(settings: Omit<UseCaseOptions, 'db'>, repos: Rep
     webhooks: { ...webhookUseCases(ctx), ...payloadPreviewUseCases(ctx) },
     deliveries: logs.deliveries,
     hits: logs.hits,
+    coverage: coverageUseCases(ctx),
     admin: { ...a.admin, ...k.admin, ...m.admin, ...logs.admin },
   };
 }

@@ -6,10 +6,10 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createSecretBox, monitorLimitsFromEnv, planEnv, planMonitorEnv, plansFromEnv } from '@sts/core';
-import type { HitRow } from '@sts/db';
+import type { HitRow, MonitorCoverage } from '@sts/db';
 import { z } from 'zod';
 import { composeUseCases } from './compose';
-import { PlanLimitError, ValidationError, type UseCases } from './index';
+import { NotFoundError, PlanLimitError, ValidationError, type UseCases } from './index';
 import type { Repositories } from './repositories';
 import type {
   AccountRecord,
@@ -17,6 +17,7 @@ import type {
   EmailTokensRepository,
   UsageRepository,
 } from './repositories/accounts';
+import type { CoverageRepository } from './repositories/coverage';
 import type { KeysRepository } from './repositories/keys';
 import type { AttemptRecord, LogsRepository } from './repositories/logs';
 import {
@@ -60,6 +61,8 @@ class InMemoryStore {
   readonly attempts: (AttemptRecord & { monitorId: string })[] = [];
   /** delivery id -> when its redelivery was marked pending (ms) */
   readonly pending = new Map<string, number>();
+  /** target key -> its coverage record as the poller would have written it */
+  readonly coverage = new Map<string, MonitorCoverage>();
 
   constructor(private readonly now: () => Date) {}
 
@@ -71,6 +74,7 @@ class InMemoryStore {
       keys: this.keysRepository(),
       monitors: this.monitorsRepository(),
       logs: this.logsRepository(),
+      coverage: this.coverageRepository(),
     };
   }
 
@@ -280,6 +284,25 @@ class InMemoryStore {
         if (m) m.webhook = null;
         return Promise.resolve();
       },
+    };
+  }
+
+  private coverageRepository(): CoverageRepository {
+    const none = { count: 0, p50Ms: null, p95Ms: null };
+    const empty: MonitorCoverage = {
+      coveredUntil: null,
+      gaps: [],
+      latency: { last24h: { detected: none, delivered: none }, last7d: { detected: none, delivered: none } },
+    };
+    return {
+      monitor: (accountId, id) => {
+        const m = this.monitors.get(id);
+        const found = m?.accountId === accountId ? m : undefined;
+        return Promise.resolve(
+          found ? { id, targetKey: found.targetUsername.toLowerCase(), createdAt: found.createdAt } : null,
+        );
+      },
+      read: (m) => Promise.resolve(copy((m.targetKey === null ? undefined : this.coverage.get(m.targetKey)) ?? empty)),
     };
   }
 
@@ -582,5 +605,24 @@ describe('use-case rules over in-memory repositories', () => {
       field: 'cursor',
     });
     await expect(uc.hits.list(id, monitor.id, { limit: 501 })).rejects.toMatchObject({ field: 'limit' });
+  });
+
+  it("reads a monitor's coverage by its target for its own account only", async () => {
+    const id = await account();
+    const other = await account();
+    const { monitor } = await uc.monitors.create(id, { target: 'NASA' });
+    const gap = { from: new Date(0), to: new Date(1000), reason: 'stream_down' as const, filledAt: null };
+    const stats = { count: 3, p50Ms: 900, p95Ms: 2000 };
+    store.coverage.set('nasa', {
+      coveredUntil: new Date(5000),
+      gaps: [gap],
+      latency: { last24h: { detected: stats, delivered: stats }, last7d: { detected: stats, delivered: stats } },
+    });
+    const read = await uc.coverage.read(id, monitor.id);
+    expect(read.coveredUntil).toEqual(new Date(5000));
+    expect(read.gaps).toEqual([gap]);
+    expect(read.latency.last7d.delivered).toEqual(stats);
+    await expect(uc.coverage.read(other, monitor.id)).rejects.toBeInstanceOf(NotFoundError);
+    await expect(uc.coverage.read(id, 'not-a-uuid')).rejects.toBeInstanceOf(NotFoundError);
   });
 });

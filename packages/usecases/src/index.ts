@@ -1,6 +1,6 @@
 /**
  * @sts/usecases: the customer-facing rules in one place, for the dashboard and the admin CLI.
- * `createUseCases(opts)` → { accounts, overview, plans, keys, monitors, webhooks, deliveries, hits, admin }.
+ * `createUseCases(opts)` → { accounts, overview, plans, keys, monitors, webhooks, deliveries, hits, coverage, admin }.
  * See README.md for the API and the errors.
  */
 import {
@@ -43,6 +43,8 @@ export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './m
 export { EXAMPLE_TWEET_ID, type PayloadPreview, type PayloadPreviewUseCases } from './payloadPreview';
 export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
 export { trialState, type PlanUseCases } from './overview';
+export type { CoverageUseCases } from './coverage';
+export type { CoverageGap, MonitorCoverage } from '@sts/db';
 export { outboundLimiter, OUTBOUND_WINDOW_MS, previewLimiter, redeliveryBudget } from './limits';
 export {
   RESET_TTL_MS,

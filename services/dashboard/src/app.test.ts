@@ -206,6 +206,64 @@ describe('dashboard over HTTP', () => {
     expect(again.text).not.toMatch(/whsec_/);
   });
 
+  it("shows the monitor's coverage: covered until, its gaps on a timeline and in a table, and the latency figures", async () => {
+    const c = client();
+    await join(c, 'coverage@example.com');
+    const token = c.csrf((await c.req('/monitors/new')).text);
+    const created = await c.req('/monitors', { _csrf: token, target: 'Covered', keywords: '', intervalSec: '' });
+    const monitorId = (created.location ?? '').split('/').pop() ?? '';
+    const before = await c.req(`/monitors/${monitorId}`);
+    expect(before.text).toMatch(/Covered until: <strong>not read yet<\/strong>/);
+    expect(before.text).toContain('No gaps in the last 30 days.');
+    const hour = 3_600_000;
+    const now = Date.now();
+    const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+    try {
+      // watched for 40 days: the whole 30-day window counts
+      await db.monitor.update({ where: { id: monitorId }, data: { createdAt: new Date(now - 40 * 24 * hour) } });
+      await db.pollCursor.create({ data: { targetKey: 'covered', lastSuccessAt: new Date(now - hour) } });
+      await db.coverageGap.create({
+        data: {
+          targetKey: 'covered',
+          startsAt: new Date('2026-01-01T00:00:00Z'),
+          endsAt: new Date(now - 2 * hour),
+          reason: 'budget_refused',
+          filledAt: new Date(now - hour),
+        },
+      });
+      // a post detected 1.5 s after it was made (within 24 h)
+      await db.hit.create({
+        data: {
+          monitorId,
+          tweetId: '77',
+          tweetText: 'a covered post',
+          tweetAuthorId: '1',
+          tweetAuthorUsername: 'covered',
+          tweetCreatedAt: new Date(now - 3 * hour - 1500),
+          detectedAt: new Date(now - 3 * hour),
+        },
+      });
+    } finally {
+      await db.$disconnect();
+    }
+    const page = await c.req(`/monitors/${monitorId}`);
+    expect(page.status).toBe(200);
+    const section = /<section[^>]*data-testid="coverage"[\s\S]*?<\/section>/.exec(page.text)?.[0] ?? '';
+    expect(section).toContain(
+      `Covered until: <strong>${new Date(now - hour).toISOString().slice(0, 16).replace('T', ' ')} UTC</strong>`,
+    );
+    // the gap, clipped to the 30-day window, as a bar and as a table row
+    expect(section).toMatch(/<rect\s+class="timeline-filled"\s+x="0"\s+y="0"\s+width="99\d"/);
+    expect(section).toMatch(/<tr data-reason="budget_refused">[\s\S]*Read budget refused[\s\S]*filled \d{4}-/);
+    expect(section).toContain('2026-01-01 00:00 UTC');
+    const detected = /<tr data-latency="detected">[\s\S]*?<\/tr>/.exec(section)?.[0] ?? '';
+    expect(detected).toContain('<td data-label="p50 (24 h)">1.5 s</td>');
+    expect(detected).toContain('<td data-label="p95 (7 days)">1.5 s</td>');
+    expect(detected).toContain('<td data-label="Samples (7 days)">1</td>');
+    const delivered = /<tr data-latency="delivered">[\s\S]*?<\/tr>/.exec(section)?.[0] ?? '';
+    expect(delivered).toContain('<td data-label="p50 (24 h)">—</td>');
+  });
+
   it('pages the hit history with cursors, newest first; the fragment is the table only', async () => {
     const c = client();
     await join(c, 'pages@example.com');

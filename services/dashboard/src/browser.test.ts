@@ -338,6 +338,10 @@ describe('dashboard in a browser', () => {
     await expect(page.getByTestId('free-rule').isVisible()).resolves.toBe(true);
     await go(`/monitors/${monitorId}`);
     expect(await page.locator('#shown-secret').count()).toBe(0);
+    // the coverage section is part of what axe and the 390 px check see (the poller may have read the target already)
+    await expect(page.getByTestId('covered-until').textContent()).resolves.toMatch(
+      /Covered until:\s+(not read yet|\d{4}-)/,
+    );
     await mainPage('monitor');
   });
 

@@ -2,6 +2,7 @@
 import type { Db } from '@sts/db';
 import type { Repositories } from '../repositories';
 import { prismaAccounts, prismaEmailTokens, prismaUsage } from './accounts';
+import { prismaCoverage } from './coverage';
 import { prismaKeys } from './keys';
 import { prismaLogs } from './logs';
 import { prismaMonitors } from './monitors';
@@ -14,5 +15,6 @@ export function prismaRepositories(db: Db): Repositories {
     keys: prismaKeys(db),
     monitors: prismaMonitors(db),
     logs: prismaLogs(db),
+    coverage: prismaCoverage(db),
   };
 }

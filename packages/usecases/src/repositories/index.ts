@@ -3,6 +3,7 @@
  * through these; src/adapters/ implements them over PostgreSQL (Prisma).
  */
 import type { AccountsRepository, EmailTokensRepository, UsageRepository } from './accounts';
+import type { CoverageRepository } from './coverage';
 import type { KeysRepository } from './keys';
 import type { LogsRepository } from './logs';
 import type { MonitorsRepository } from './monitors';
@@ -14,4 +15,5 @@ export interface Repositories {
   keys: KeysRepository;
   monitors: MonitorsRepository;
   logs: LogsRepository;
+  coverage: CoverageRepository;
 }

@@ -65,8 +65,13 @@ function monitorHelpers(uc: UseCases) {
     webhookUrl: str(req, 'webhookUrl'),
   });
   const showMonitor = async (req: Request, m: MonitorView, status = 200, form = {}) => {
-    const [{ facts }, payloads] = await Promise.all([planFacts(req), uc.webhooks.payloadPreview(accountId(req), m.id)]);
-    return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form, payloads) };
+    const [{ facts }, payloads, record] = await Promise.all([
+      planFacts(req),
+      uc.webhooks.payloadPreview(accountId(req), m.id),
+      uc.coverage.read(accountId(req), m.id),
+    ]);
+    const coverage = { record, now: new Date() };
+    return { status, page: monitorPage(pageContext(req), m, facts.liveWebhooks, form, payloads, coverage) };
   };
 
   /** the monitor form (new or edit) with the plan's poll interval, its values and any field errors */

@@ -1,4 +1,5 @@
-import type { MonitorView, Overview, PayloadPreview, Preview, WebhookHealthView } from '@sts/usecases';
+import type { MonitorCoverage, MonitorView, Overview, PayloadPreview, Preview, WebhookHealthView } from '@sts/usecases';
+import { coverageSection } from './coverage';
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html, type SafeHtml } from './html';
@@ -327,6 +328,7 @@ export function monitorPage(
   liveWebhooks: boolean,
   webhookForm: { url?: string; errors?: FieldErrors } = {},
   payloads?: PayloadPreview,
+  coverage?: { record: MonitorCoverage; now: Date },
 ): string {
   return layout(
     ctx,
@@ -372,6 +374,7 @@ export function monitorPage(
           })}
         </div>
       </section>
+      ${coverage ? coverageSection(coverage.record, coverage.now) : ''}
       ${webhookSection(ctx, m, liveWebhooks, webhookForm.errors, webhookForm.url)}
       ${payloads ? payloadSection(payloads) : ''}`,
   );
