@@ -7,6 +7,6 @@ export function prismaCoverage(db: Db): CoverageRepository {
     monitor: (accountId, id) =>
       db.monitor.findFirst({ where: { id, accountId }, select: { id: true, targetKey: true, createdAt: true } }),
     // a monitor without a target key has no poll cursor or gap of its own: only its latency is read
-    read: (m, now) => readMonitorCoverage(db, { id: m.id, targetKey: m.targetKey ?? '', createdAt: m.createdAt }, now),
+    read: (m, now) => readMonitorCoverage(db, { id: m.id, targetKey: m.targetKey, createdAt: m.createdAt }, now),
   };
 }
