@@ -299,7 +299,7 @@ class InMemoryStore {
         const m = this.monitors.get(id);
         const found = m?.accountId === accountId ? m : undefined;
         return Promise.resolve(
-          found ? { id, targetKey: found.targetUsername.toLowerCase(), createdAt: found.createdAt } : null,
+          found ? { id, targetKey: found.targetUsername?.toLowerCase() ?? null, createdAt: found.createdAt } : null,
         );
       },
       read: (m) => Promise.resolve(copy((m.targetKey === null ? undefined : this.coverage.get(m.targetKey)) ?? empty)),
