@@ -413,6 +413,18 @@ async function pollAllTweets(db: Db, request: PollRequest): Promise<PollPage> {
       ORDER BY t.xid, t.id
       LIMIT ${n}
     ) r ON true`;
+  return xidPage(rows, n, from);
+}
+
+/**
+ * A page of rows read in (xid, id) order below the snapshot horizon: a full page continues after
+ * its last row; a short one has read everything below the horizon, so the next call starts there.
+ */
+function xidPage(
+  rows: (UserTweetRow & { horizon: string; xid: string | null })[],
+  n: number,
+  from: { xid: bigint; id: bigint },
+): PollPage {
   const found = tweetsOf(rows) as (TweetRow & { xid: string })[];
   const last = found[found.length - 1];
   if (found.length >= n && last) {
@@ -536,20 +548,7 @@ export function createLocalSource({ db, searchWalkRows }: LocalSourceOptions): S
           LIMIT ${n}
         ) r ON true`;
       if (rows.length === 0) return null;
-      const found = tweetsOf(rows) as (TweetRow & { xid: string })[];
-      const last = found[found.length - 1];
-      if (found.length >= n && last) {
-        return {
-          tweets: found.map(toTweet),
-          position: encodePollPosition(BigInt(last.xid), BigInt(last.id)),
-          more: true,
-        };
-      }
-      // everything below the horizon has been read: the next call starts at the horizon
-      const horizon = BigInt(rows[0]!.horizon);
-      const position =
-        horizon - 1n >= from.xid ? encodePollPosition(horizon - 1n, BIGINT_MAX) : encodePollPosition(from.xid, from.id);
-      return { tweets: found.map(toTweet), position, more: false };
+      return xidPage(rows, n, from);
     },
 
     pollAllTweets: (request: PollRequest) => pollAllTweets(db, request),
