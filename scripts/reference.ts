@@ -134,13 +134,18 @@ function webhookParts(): Record<string, string> {
   const json = toJsonSchemas({
     'monitor.hit': contracts['monitor.hit'].payload,
     'monitor.test': contracts['monitor.test'].payload,
+    'monitor.profile_changed': contracts['monitor.profile_changed'].payload,
+    'monitor.target_unavailable': contracts['monitor.target_unavailable'].payload,
   });
   const headers = table(
     ['header', 'value'],
     [
       [signing.HEADER_CONTENT_TYPE, `\`${signing.CONTENT_TYPE}\``],
       [signing.HEADER_USER_AGENT, `\`${signing.USER_AGENT}\``],
-      [signing.HEADER_EVENT, "the event: `monitor.hit` or `monitor.test` (also the body's `event`)"],
+      [
+        signing.HEADER_EVENT,
+        "the event: `monitor.hit`, `monitor.test`, `monitor.profile_changed` or `monitor.target_unavailable` (also the body's `event`)",
+      ],
       [signing.HEADER_TIMESTAMP, 'Unix time in seconds, decimal string'],
       [signing.HEADER_SIGNATURE, `\`${signing.SIGNATURE_PREFIX}<hex HMAC-SHA256 of "{timestamp}.{raw body}">\``],
       [signing.HEADER_DELIVERY, 'the delivery id: the same on every attempt of one delivery'],
@@ -155,6 +160,8 @@ function webhookParts(): Record<string, string> {
   return {
     'monitor.hit': fieldTable(json['monitor.hit']),
     'monitor.test': fieldTable(json['monitor.test']),
+    'monitor.profile_changed': fieldTable(json['monitor.profile_changed']),
+    'monitor.target_unavailable': fieldTable(json['monitor.target_unavailable']),
     headers: `${headers}\n\nTimestamp tolerance: ${signing.DEFAULT_TOLERANCE_SEC} seconds either way.`,
     'message-headers': table(
       ['envelope field', 'AMQP header'],
