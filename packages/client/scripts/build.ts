@@ -32,7 +32,7 @@ function esmDeclarations(dir: string, signingAt: string): void {
     }
     if (!entry.name.endsWith('.d.ts')) continue;
     const text = readFileSync(file, 'utf8')
-      .replace(/(from\s+|import\()'(\.\.?\/[^']+?)(?<!\.js)'/g, "$1'$2.js'")
+      .replace(/(from\s+|import\()(['"])(\.\.?\/[^'"]+?)(?<!\.js)\2/g, '$1$2$3.js$2')
       .replace(/'@sts\/signing'/g, `'${signingAt}'`);
     writeFileSync(file, text);
   }

@@ -26,6 +26,7 @@ const TWEET_KEYS = ['author', 'author_id', 'created_at', 'id', 'lang', 'public_m
 const MONITOR_KEYS = [
   'check_interval_sec',
   'created_at',
+  'events',
   'filters',
   'has_webhook',
   'id',
@@ -33,7 +34,10 @@ const MONITOR_KEYS = [
   'keywords',
   'last_check_at',
   'last_error',
+  'query',
   'status',
+  'target_status',
+  'target_status_at',
   'target_username',
   'updated_at',
 ];
@@ -381,6 +385,7 @@ describe('read-api', () => {
       expect(byId[monitorsA.keywords!]).toEqual({
         id: monitorsA.keywords,
         target_username: 'bob',
+        query: null,
         keywords: ['launch', 'big news', '-spam'],
         filters: { exclude: ['reposts'], lang: ['en'], excluded_keywords: ['spam'] },
         is_active: true,
@@ -389,6 +394,9 @@ describe('read-api', () => {
         last_check_at: null,
         last_error: null,
         has_webhook: true,
+        events: ['posts'],
+        target_status: 'ok',
+        target_status_at: null,
         created_at: '2025-01-01T00:00:01.000Z',
         updated_at: expect.stringMatching(ISO_MS),
       });

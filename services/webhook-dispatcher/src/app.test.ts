@@ -89,7 +89,7 @@ describe('webhook dispatcher', () => {
     expect(Math.abs(Number(req.headers['x-service-timestamp']) - Date.now() / 1000)).toBeLessThan(60);
     expect(JSON.parse(req.rawBody.toString('utf8'))).toEqual({
       event: 'monitor.hit',
-      monitor: { id: monitor.id, targetUsername: 'NASA', keywords: ['launch'] },
+      monitor: { id: monitor.id, targetUsername: 'NASA', query: null, keywords: ['launch'] },
       tweet: hit.payload.tweet,
       detectedAt: hit.payload.detectedAt,
     });
@@ -171,7 +171,7 @@ describe('webhook dispatcher', () => {
       expect(verifies(req, monitor.secret!)).toBe(true);
       expect(JSON.parse(req.rawBody.toString())).toEqual({
         event: 'monitor.test',
-        monitor: { id: monitor.id, targetUsername: 'NASA', keywords: ['launch'] },
+        monitor: { id: monitor.id, targetUsername: 'NASA', query: null, keywords: ['launch'] },
         test: true,
       });
       const rows = await attempts(monitor.id);

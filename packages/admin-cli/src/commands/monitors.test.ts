@@ -469,7 +469,7 @@ describe('monitor and webhook commands', () => {
       expect(msg.headers).toEqual({ accountId });
       expect(msg.payload).toEqual({
         event: 'monitor.test',
-        monitor: { id: monitorId, targetUsername: 'NASA', keywords: ['launch'] },
+        monitor: { id: monitorId, targetUsername: 'NASA', query: null, keywords: ['launch'] },
         test: true,
       });
     });

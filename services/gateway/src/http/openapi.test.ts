@@ -2,6 +2,7 @@ import { Ajv2020 } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import {
   COMPONENTS,
+  COVERAGE_COMPONENTS,
   ERROR_CODES,
   MANAGE_COMPONENTS,
   type ErrorRecord,
@@ -47,7 +48,9 @@ describe('the OpenAPI document', () => {
   });
 
   it('names the record schemas of @sts/api-contract and nothing else', () => {
-    expect(Object.keys(schemas).sort()).toEqual(Object.keys({ ...COMPONENTS, ...MANAGE_COMPONENTS }).sort());
+    expect(Object.keys(schemas).sort()).toEqual(
+      Object.keys({ ...COMPONENTS, ...MANAGE_COMPONENTS, ...COVERAGE_COMPONENTS }).sort(),
+    );
     const error = schemas.Error!.properties as Record<string, { enum?: string[] }>;
     expect(error.code!.enum).toEqual([...ERROR_CODES]);
     // the published promises, field by field (what clients already rely on)
