@@ -81,13 +81,20 @@ describe('leased quota', () => {
     const [admitted, charged] = await Promise.all([Promise.all(calls), Promise.all(charges)]);
     const okCalls = admitted.filter((r) => r.outcome === 'ok').length;
     const okCharges = charged.filter(Boolean).length;
-    expect(okCalls + okCharges).toBe(100);
+    // never over; a unit still leased by the other process when a charge came is given back at close
+    expect(okCalls + okCharges).toBeLessThanOrEqual(100);
     for (let i = 0; i < okCalls; i++) (i % 2 ? a : b).succeeded(id, PERIOD);
     await a.close();
     await b.close();
-    expect(await dbUsed(id)).toBe(100);
     // the minute counts the calls only (credit given back at close leaves the admitted ones)
     expect(await minuteCount(id)).toBe(okCalls);
+    // what was given back is charged by a third process until the month is spent: exactly 100 in all
+    const c = store().s;
+    let late = 0;
+    while (late <= 100 && (await c.chargeMonth(id, PERIOD, MINUTE, 100))) late++;
+    expect(okCalls + okCharges + late).toBe(100);
+    await c.close();
+    expect(await dbUsed(id)).toBe(100);
     // a spent month refuses a charge, on either process
     expect(await store().s.chargeMonth(id, PERIOD, MINUTE, 100)).toBe(false);
   });
