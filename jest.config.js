@@ -20,9 +20,7 @@ module.exports = {
   globalSetup: '<rootDir>/packages/testing/src/globalSetup.ts',
   globalTeardown: '<rootDir>/packages/testing/src/globalTeardown.ts',
   testTimeout: 60_000,
-  maxWorkers: process.env.JEST_MAX_WORKERS ?? 3,
-  // Three workers on two cores: most tests wait on real services (a run averages about one busy
-  // core), so a third worker shortens the run without starving the others.
+  maxWorkers: process.env.JEST_MAX_WORKERS ?? 2,
   // Real services; a worker that leaks a handle should not hang the run.
   forceExit: false,
 };
