@@ -45,6 +45,14 @@ export const monitorSettingsSelect = {
  */
 export const QUERY_CURSOR_KEY = '?query';
 
+/**
+ * The poll_cursors row (and x_stream_owed key) of one query monitor read on X (its own recent
+ * search or stream rule): `?query:<monitor id>`, no target's key either.
+ */
+export function queryCursorKeyOf(monitorId: string): string {
+  return `${QUERY_CURSOR_KEY}:${monitorId}`;
+}
+
 /** What a monitor's last check is derived from: its target and state, and its stored (paused) values. */
 interface LastCheckInput {
   /** null: a query monitor, whose checks are the query intake's (QUERY_CURSOR_KEY) */

@@ -16,7 +16,7 @@ import { Prisma, type Db, type HitRow } from '@sts/db';
 import type { MonitorHitEvent, TargetStatus } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
-import type { ReadTime, ScheduleWrite, TargetState } from '../domain/schedule';
+import type { ReadTime, ScheduleWrite, TargetState, WatchingAccount } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
 
@@ -73,6 +73,8 @@ export interface PollerRepository {
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
   /** every active query monitor (the query intake matches each committed post against them) */
   queryMonitors(): Promise<WatchingMonitor[]>;
+  /** every active query monitor with its account's plan (X: its rule or its search, its interval) */
+  queryWatchers(): Promise<QueryWatcher[]>;
   /** the active monitors of several targets in one read, by target */
   monitorsForMany(targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>>;
   cursor(targetKey: string): Promise<StoredCursor | null>;
@@ -362,6 +364,23 @@ async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<
   return out;
 }
 
+/** An active query monitor and the plan of the account that owns it. */
+export interface QueryWatcher extends WatchingMonitor {
+  query: string;
+  account: WatchingAccount;
+}
+
+async function queryWatchers(db: Db): Promise<QueryWatcher[]> {
+  const rows = await db.$queryRaw<(WatchingMonitor & { query: string; plan: PlanName; trialEndsAt: Date | null })[]>`
+    SELECT m.id::text AS id, m.account_id::text AS "accountId", m.target_username AS "targetUsername", m.query,
+           m.keywords, m.exclude_types AS "excludeTypes", m.langs, m.created_at AS "createdAt",
+           a.plan::text AS plan, a.trial_ends_at AS "trialEndsAt"
+    FROM monitors m JOIN accounts a ON a.id = m.account_id
+    WHERE m.query IS NOT NULL AND m.is_active
+    ORDER BY m.created_at, m.id`;
+  return rows.map(({ plan, trialEndsAt, ...m }) => ({ ...m, account: { plan, trialEndsAt } }));
+}
+
 /** The active query monitors (monitors_query_active_idx). */
 async function queryMonitors(db: Db): Promise<WatchingMonitor[]> {
   return db.$queryRaw<WatchingMonitor[]>`
@@ -412,6 +431,8 @@ export function createPollerRepository(db: Db): PollerRepository {
     monitorsForMany: (targetKeys) => watchingMonitors(db, targetKeys),
 
     queryMonitors: () => queryMonitors(db),
+
+    queryWatchers: () => queryWatchers(db),
 
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({
