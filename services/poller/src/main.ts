@@ -26,6 +26,7 @@ import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './intake/stream';
+import { inStream } from './domain/streamRules';
 import type { StreamMode } from './intake/stream/streamMode';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
@@ -146,6 +147,10 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  * | x, stream     | batched search, only the Free-only targets while a   | no   | yes      |
  * |               | stream is alive (`streamSelectDue`), all without one |      |          |
  *
+ * Query monitors on X: one recent search each (src/intake/xquery) in every X mode (a timeline
+ * cannot answer a query); in stream mode only those the stream does not read (Free-only, or no
+ * stream alive), the others are stream rules (src/intake/stream/queries.ts).
+ *
  * The push is the local store's: it notifies committed tweets (LISTEN sts_tweets); X has none.
  */
 function intakes(
@@ -156,15 +161,23 @@ function intakes(
   logger: Logger,
   sessionUrl: string,
   db: Db,
-): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue' | 'profiles'> {
+): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue' | 'profiles' | 'xQueries'> {
   // LISTEN needs a session: the direct URL, never PgBouncer in transaction mode; the same
   // connection hears the users trigger's profile notifications
   const push = env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl, profiles: createProfileRepository(db) } : {};
-  if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return push;
+  if (!isXSource(source)) return push;
+  // query monitors: a timeline cannot answer a query, so every X mode reads them by search
+  const xQueries = { searchGroup: source.searchGroup.bind(source) };
+  if (env.X_MONITOR_MODE === 'timeline') return { ...push, xQueries };
   const search = { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 };
-  if (!stream) return { ...push, search };
+  if (!stream) return { ...push, search, xQueries };
   const starterSec = env.PLAN_STARTER_POLL_INTERVAL_SECONDS;
-  return { ...push, search, selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()) };
+  return {
+    ...push,
+    search,
+    selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()),
+    xQueries: { ...xQueries, streamed: (m, now) => stream.covers() && inStream([m.account], now) },
+  };
 }
 
 if (require.main === module) runService(pollerService);

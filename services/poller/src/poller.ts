@@ -17,6 +17,7 @@ import { createCycle, type CycleResult } from './intake/tick/cycle';
 import { ticker } from './intake/tick/ticker';
 import { createPush, type Push } from './intake/push/push';
 import { createQueryIntake, type QueryIntake } from './intake/query/query';
+import { createXQueryIntake, type XQueryIntake, type XQueryIntakeDeps } from './intake/xquery/xquery';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
 import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from './pipeline';
 import { createTargetPoll } from './poll/poll';
@@ -65,6 +66,8 @@ export interface PollerOptions {
   now?: () => Date;
   /** the query intake's safety-net run when no notification came (default 5 s) */
   queryIntervalMs?: number;
+  /** X: query monitors read by recent search (src/intake/xquery) */
+  xQueries?: Pick<XQueryIntakeDeps, 'searchGroup' | 'streamed' | 'tickMs'>;
 }
 
 export interface Poller {
@@ -78,6 +81,8 @@ export interface Poller {
   push: Push;
   /** the local store's query monitors (none on X) */
   queries: QueryIntake | null;
+  /** X: the query monitors read by recent search (none on the local store) */
+  xQueries: XQueryIntake | null;
   /** the local store's profile looks (absent without `profiles`) */
   profiles?: ProfileWatch;
 }
@@ -141,6 +146,25 @@ function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | n
   });
 }
 
+/** X: the query monitors' recent searches, or none (the local store, or no `xQueries`) */
+function xQueryIntakeOf(options: PollerOptions, now: () => Date): XQueryIntake | null {
+  if (!options.xQueries) return null;
+  const { metrics } = options;
+  return createXQueryIntake({
+    ...options.xQueries,
+    repository: options.repository,
+    leases: options.leases,
+    intervals: options.intervals,
+    logger: options.logger,
+    now,
+    pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
+    onHits: (hits) => {
+      metrics?.hits(hits.length);
+      metrics?.detected?.(hits, 'poll');
+    },
+  });
+}
+
 export function createPoller(options: PollerOptions): Poller {
   const { repository, logger, intervals } = options;
   const concurrency = options.concurrency ?? 8;
@@ -180,6 +204,7 @@ export function createPoller(options: PollerOptions): Poller {
   const push = createPush({ ...polling, logger, inFlight, onPolled: (r) => onPushed(r.outcome, r) });
   const tick = ticker(() => runCycle(), options.tickMs ?? 1000, logger);
   const queries = queryIntakeOf(options, now);
+  const xQueries = xQueryIntakeOf(options, now);
   let listener: Listener | undefined;
 
   return {
@@ -204,6 +229,7 @@ export function createPoller(options: PollerOptions): Poller {
           .catch((err: unknown) => logger.warn('tweet listener did not start', { error: errorMessage(err) }));
       }
       tick.start();
+      xQueries?.start();
     },
     async stop() {
       stopping = true;
@@ -211,12 +237,14 @@ export function createPoller(options: PollerOptions): Poller {
       listener = undefined;
       await push.stop();
       await queries?.stop();
+      await xQueries?.stop();
       await tick.stop();
       await profiles?.stop();
     },
     runCycle,
     push,
     queries,
+    xQueries,
     ...(profiles ? { profiles } : {}),
   };
 }
