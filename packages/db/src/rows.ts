@@ -55,7 +55,8 @@ export function queryCursorKeyOf(monitorId: string): string {
 
 /** What a monitor's last check is derived from: its target and state, and its stored (paused) values. */
 interface LastCheckInput {
-  /** null: a query monitor, whose checks are the query intake's (QUERY_CURSOR_KEY) */
+  id?: string;
+  /** null: a query monitor, whose checks are the query intake's (QUERY_CURSOR_KEY) or, on X, its own (queryCursorKeyOf) */
   targetKey: string | null;
   isActive: boolean;
   createdAt: Date;
@@ -74,8 +75,9 @@ export async function withLastCheck<T extends LastCheckInput>(
   db: Pick<PrismaClient, 'pollCursor'>,
   monitors: T[],
 ): Promise<T[]> {
-  const keyOf = (m: LastCheckInput) => m.targetKey ?? QUERY_CURSOR_KEY;
-  const keys = [...new Set(monitors.filter((m) => m.isActive).map(keyOf))];
+  const keysOf = (m: LastCheckInput): string[] =>
+    m.targetKey !== null ? [m.targetKey] : [QUERY_CURSOR_KEY, ...(m.id ? [queryCursorKeyOf(m.id)] : [])];
+  const keys = [...new Set(monitors.filter((m) => m.isActive).flatMap(keysOf))];
   if (keys.length === 0) return monitors;
   const cursors = new Map(
     (
@@ -87,7 +89,10 @@ export async function withLastCheck<T extends LastCheckInput>(
   );
   return monitors.map((m) => {
     if (!m.isActive) return m;
-    const c = cursors.get(keyOf(m));
+    // a query monitor: the later of the local store's query cursor and its own X cursor
+    const c = keysOf(m)
+      .map((k) => cursors.get(k))
+      .reduce((a, b) => ((b?.lastPolledAt ?? 0) > (a?.lastPolledAt ?? 0) ? b : a), undefined);
     const polled = c?.lastPolledAt && c.lastPolledAt >= m.createdAt ? c.lastPolledAt : null;
     return { ...m, lastCheckAt: polled, lastError: c?.lastError ?? null };
   });

@@ -3,11 +3,11 @@
  * mode's Free-only ones) against the fake X, real PostgreSQL and Redis: one search of the query
  * as X reads it, a matching post recorded once through the shared record path, the next read
  * since the monitor's cursor, every search counted in the fleet's search budget (a refused one
- * is no read), and the monitor's coverage read from its cursor.
+ * is no read), and the monitor's coverage and last check read from its cursor.
  */
 import { createLogger } from '@sts/common';
 import { parseQuery } from '@sts/core';
-import { queryCursorKeyOf, readMonitorCoverage, type Db } from '@sts/db';
+import { queryCursorKeyOf, readMonitorCoverage, withLastCheck, type Db } from '@sts/db';
 import { createRedisGovernor, createXSource, type XGovernor } from '@sts/social';
 import type { FakeX } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
@@ -87,5 +87,7 @@ describe('poller: query monitors by X recent search', () => {
 
     const coverage = await readMonitorCoverage(db, { id: m.id, targetKey: null, createdAt: m.createdAt });
     expect(coverage.coveredUntil?.getTime()).toBe(polledAt?.getTime());
+    const [shown] = await withLastCheck(db, [await db.monitor.findUniqueOrThrow({ where: { id: m.id } })]);
+    expect(shown!.lastCheckAt).toEqual(polledAt);
   });
 });
