@@ -104,7 +104,10 @@ function ruleProblem(value: string, from: Set<string>): string | null {
   };
   visit(root);
   // is: and lang: are conjunction-required: a rule of only those (or only negations) is refused
-  return problem ?? (from.size === 0 && keywords === 0 ? 'Rules must contain a standalone operator that is not negated' : null);
+  return (
+    problem ??
+    (from.size === 0 && keywords === 0 ? 'Rules must contain a standalone operator that is not negated' : null)
+  );
 }
 
 const sent = () => new Date().toISOString();

@@ -40,7 +40,7 @@ export interface QueryCandidate {
 
 const hash = (text: string): string => createHash('sha256').update(text).digest('hex').slice(0, 12);
 
-export function queryRuleTag(monitorId: string, value: string): string {
+function queryRuleTag(monitorId: string, value: string): string {
   return `${QUERY_TAG_PREFIX}${monitorId}:${hash(value)}`;
 }
 
@@ -87,7 +87,11 @@ export function wantedQueryRules(
  * within `room` rules in all: a wanted rule in force is kept, others deleted, new ones added
  * while room is left (in `wanted`'s order); the rest overflow.
  */
-export function planQueryRules(current: readonly StreamRule[], wanted: readonly QueryRule[], room: number): QueryRulePlan {
+export function planQueryRules(
+  current: readonly StreamRule[],
+  wanted: readonly QueryRule[],
+  room: number,
+): QueryRulePlan {
   const wantedTags = new Set(wanted.map((r) => r.tag));
   const kept = current.filter((r) => r.tag !== undefined && wantedTags.has(r.tag));
   const keptTags = new Set(kept.map((r) => r.tag));

@@ -3,7 +3,7 @@
  * monitor is one filtered-stream rule (its query with the grouping spelled out), a streamed post
  * matching it is one hit for that monitor through the shared record path, a post it does not
  * match is none, the rule goes when the monitor does, a stream gap is backfilled by a recent
- * search of the query, and monitors beyond the rule cap are read by search.
+ * search of the query, and monitors beyond the rule cap or whose rule X refuses are read by search.
  */
 import { createAccount, waitFor } from '@sts/testing';
 import { parseQuery } from '@sts/core';
@@ -38,6 +38,10 @@ describe('X stream mode: query monitors', () => {
     const [rule] = queryRules();
     expect(rule!.value).toBe(parseQuery(QUERY).rule);
     expect(queryRuleMonitor({ tag: rule!.tag })).toBe(m.id);
+    // the new rule's backfill search is done: what follows comes by the stream alone
+    await waitFor(() => h.fake.requests.count({ family: 'search' }) >= 1);
+    await new Promise((r) => setTimeout(r, 200));
+    const searches = h.fake.requests.count({ family: 'search' });
     const hit = h.fake.state.post({ author: 'zed', text: 'Rocket launch at noon' });
     const excluded = h.fake.state.post({ author: 'yan', text: 'rocket launch giveaway' });
     const other = h.fake.state.post({ author: 'yan', text: 'a launch without the r-word' });
@@ -46,6 +50,7 @@ describe('X stream mode: query monitors', () => {
     expect(await hitsOf(m.id)).toEqual([hit.id]);
     expect([excluded.id, other.id]).not.toContain((await hitsOf(m.id))[0]);
     expect(await db.hit.count()).toBe(1);
+    expect(h.fake.requests.count({ family: 'search' })).toBe(searches);
     const event = await db.outboxEvent.findFirstOrThrow();
     expect(event.payload).toMatchObject({
       event: 'monitor.hit',
@@ -87,11 +92,25 @@ describe('X stream mode: query monitors', () => {
   it('query monitors beyond the rule cap are read by search', async () => {
     const first = await queryMonitor('launch rocket');
     const second = await queryMonitor('release rocket');
+    // before the start: the overflow's first search (from the monitor's creation) must find it
+    const post = h.fake.state.post({ author: 'zed', text: 'rocket release soon' });
     startMode({ X_MAX_RULES: 1 });
     await waitFor(() => queryRules().length === 1);
     expect(queryRuleMonitor({ tag: queryRules()[0]!.tag })).toBe(first.id);
-    const post = h.fake.state.post({ author: 'zed', text: 'rocket release soon' });
     await waitFor(async () => (await hitsOf(second.id)).join() === post.id, 15_000);
+    expect(h.stream.rules()).toHaveLength(1);
+  });
+
+  it("a rule X refuses (a negated group) is read by search; the batch's other rules are added", async () => {
+    const fine = await queryMonitor('launch rocket');
+    const refused = await queryMonitor('rocket -(test OR drill)');
+    const post = h.fake.state.post({ author: 'zed', text: 'rocket launch' });
+    h.fake.state.post({ author: 'zed', text: 'rocket drill' });
+    startMode();
+    await waitFor(() => queryRules().length === 1);
+    expect(queryRuleMonitor({ tag: queryRules()[0]!.tag })).toBe(fine.id);
+    await waitFor(async () => (await hitsOf(refused.id)).join() === post.id, 15_000);
+    await waitFor(async () => (await hitsOf(fine.id)).join() === post.id);
     expect(h.stream.rules()).toHaveLength(1);
   });
 });

@@ -13,7 +13,13 @@ import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import type { SocialTweet } from '@sts/social';
 import type { NewHit, PollerRepository, QueryWatcher } from '../../adapters/repository';
-import { isQueryRule, planQueryRules, queryRuleMonitor, wantedQueryRules, type QueryRule } from '../../domain/queryRules';
+import {
+  isQueryRule,
+  planQueryRules,
+  queryRuleMonitor,
+  wantedQueryRules,
+  type QueryRule,
+} from '../../domain/queryRules';
 import type { StreamRule } from '../../domain/streamRules';
 import { queryOwedKey, recordQueryTweets } from '../../record/queryRecord';
 import type { Limiter } from './recorder';
@@ -133,7 +139,8 @@ export class StreamQueries {
   private lookbackFor(monitorIds: readonly string[]): Date {
     const floor = Date.now() - this.options.lookbackMs;
     let min = Date.now();
-    for (const id of monitorIds) min = Math.min(min, Math.max(this.monitors.get(id)?.createdAt.getTime() ?? floor, floor));
+    for (const id of monitorIds)
+      min = Math.min(min, Math.max(this.monitors.get(id)?.createdAt.getTime() ?? floor, floor));
     return new Date(min - this.options.overlapMs);
   }
 

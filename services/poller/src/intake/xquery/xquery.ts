@@ -75,7 +75,8 @@ async function readMonitor(deps: XQueryIntakeDeps, m: QueryWatcher, query: strin
         resolveUsers: false,
       },
     );
-    if (result.truncated) deps.logger.warn('query search truncated: its oldest new posts were not read', { monitorId: m.id });
+    if (result.truncated)
+      deps.logger.warn('query search truncated: its oldest new posts were not read', { monitorId: m.id });
     const hits = await recordQueryTweets(deps.repository, m, result.tweets, `x.${result.newestId}`, deps.now());
     return { kind: 'read', hits };
   } catch (err) {
