@@ -107,12 +107,14 @@ async function queryCoveredUntil(db: Db, monitorId: string): Promise<Date | null
   return rows[0]?.covered_until ?? null;
 }
 
-async function gaps(db: Db, m: Keyed, now: Date): Promise<CoverageGap[]> {
+/** a query monitor's gaps are the local query cursor's and its own (`?query:<id>`, its X windows) */
+async function gaps(db: Db, m: Keyed, now: Date, query: boolean): Promise<CoverageGap[]> {
   const since = new Date(Math.max(now.getTime() - COVERAGE_GAP_DAYS * DAY_MS, m.createdAt.getTime()));
+  const keys = query ? [m.targetKey, queryCursorKeyOf(m.id)] : [m.targetKey];
   return db.$queryRaw<CoverageGap[]>`
     SELECT starts_at AS "from", ends_at AS "to", reason, filled_at AS "filledAt"
     FROM coverage_gaps
-    WHERE target_key = ${m.targetKey} AND (ends_at IS NULL OR ends_at >= ${since})
+    WHERE target_key = ANY(${keys}::text[]) AND (ends_at IS NULL OR ends_at >= ${since})
     ORDER BY starts_at DESC, id DESC
     LIMIT ${GAPS_MAX}`;
 }
@@ -200,7 +202,7 @@ export async function readMonitorCoverage(
   const monitor: Keyed = { ...of, targetKey: of.targetKey ?? QUERY_CURSOR_KEY };
   const [until, gapList, speed] = await Promise.all([
     of.targetKey === null ? queryCoveredUntil(db, of.id) : coveredUntil(db, monitor),
-    gaps(db, monitor, now),
+    gaps(db, monitor, now, of.targetKey === null),
     latency(db, monitor, now),
   ]);
   return { coveredUntil: until, gaps: gapList, latency: speed };

@@ -7,7 +7,7 @@
  */
 import { createAccount, waitFor } from '@sts/testing';
 import { parseQuery } from '@sts/core';
-import type { Db } from '@sts/db';
+import { readMonitorCoverage, type Db } from '@sts/db';
 import { queryRuleMonitor } from '../../domain/queryRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
@@ -87,6 +87,9 @@ describe('X stream mode: query monitors', () => {
     await waitFor(async () => (await hitsOf(m.id)).join() === [before.id, during.id].sort().join(), 15_000);
     expect(h.fake.requests.count({ family: 'search' })).toBeGreaterThan(searches);
     expect(await db.outboxEvent.count()).toBe(await db.hit.count());
+    // the monitor's coverage shows the stream's gap, filled by the query's backfill
+    const coverage = await readMonitorCoverage(db, { id: m.id, targetKey: null, createdAt: m.createdAt });
+    expect(coverage.gaps).toEqual([expect.objectContaining({ reason: 'stream_down', filledAt: expect.any(Date) })]);
   });
 
   it('query monitors beyond the rule cap are read by search', async () => {
