@@ -54,6 +54,9 @@ export class StreamQueries {
   private overflow: string[] = [];
   private lastOverflowRun = 0;
   private overflowSince: Date | null = null;
+  /** streamed posts being recorded here, with when they came: the saved position stays behind them */
+  private readonly recording = new Map<number, Date>();
+  private seq = 0;
 
   constructor(private readonly options: StreamQueriesOptions) {}
 
@@ -168,9 +171,23 @@ export class StreamQueries {
       const rule = byId.get(id);
       const monitorId = rule ? queryRuleMonitor(rule) : null;
       if (monitorId === null) other = true;
-      else void this.record(monitorId, [tweet]).catch((err: unknown) => this.lost(monitorId, tweet, err));
+      else this.recordStreamed(monitorId, tweet);
     }
     return other;
+  }
+
+  private recordStreamed(monitorId: string, tweet: SocialTweet): void {
+    const n = ++this.seq;
+    this.recording.set(n, new Date());
+    void this.record(monitorId, [tweet])
+      .catch((err: unknown) => this.lost(monitorId, tweet, err))
+      .finally(() => this.recording.delete(n));
+  }
+
+  /** when the oldest streamed post still being recorded here came (null: none) */
+  oldestRecording(): Date | null {
+    // insertion order: the first entry is the oldest
+    return this.recording.values().next().value ?? null;
   }
 
   /** records posts for one query monitor (stream, backfill); rejects when they are not recorded */
@@ -183,11 +200,12 @@ export class StreamQueries {
     this.options.recorded(hits);
   }
 
-  private lost(monitorId: string, tweet: SocialTweet, err: unknown): void {
+  /** owes the window of a post not recorded (resolves once owed, or once that failed and was logged) */
+  private lost(monitorId: string, tweet: SocialTweet, err: unknown): Promise<void> {
     this.options.logger.warn('X stream query post not recorded: owed to the backfill', { err: errorMessage(err) });
     const since = new Date(tweet.createdAt.getTime() - this.options.overlapMs);
-    this.owe([monitorId], since, new Date(), 'lost').catch((e: unknown) =>
-      this.options.logger.error('X stream query window could not be owed', { monitorId, err: errorMessage(e) }),
-    );
+    return this.owe([monitorId], since, new Date(), 'lost').catch((e: unknown) => {
+      this.options.logger.error('X stream query window could not be owed', { monitorId, err: errorMessage(e) });
+    });
   }
 }

@@ -510,9 +510,10 @@ class StreamModeRunner implements StreamMode {
     if (state.connected && !state.gapOwed) await this.oweGap(state);
     const lostOwed = await this.oweLost();
     if (state.connected && state.gapOwed && lostOwed && this.aliveAt) {
-      // never past a post not handed off yet (were this holder to die, the next one's gap covers it)
-      const waiting = this.handoff.oldestWaiting();
-      const aliveAt = waiting && waiting < this.aliveAt ? waiting : this.aliveAt;
+      // never past a post not handed off or recorded yet (were this holder to die, the next one's gap covers it)
+      let aliveAt = this.aliveAt;
+      for (const waiting of [this.handoff.oldestWaiting(), this.queries.oldestRecording()])
+        if (waiting && waiting < aliveAt) aliveAt = waiting;
       await this.options.repository.savePosition({ lastTweetId: this.lastTweetId, aliveAt });
     }
     await this.options.userCheck?.flush();
