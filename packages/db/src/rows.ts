@@ -71,6 +71,11 @@ interface LastCheckInput {
  * paused one the values it had when it was paused (frozen into its own row by the
  * monitors_last_check_freeze trigger). One indexed read of the targets' cursors for the lot.
  */
+interface CursorSeen {
+  lastPolledAt: Date | null;
+  lastError: string | null;
+}
+
 export async function withLastCheck<T extends LastCheckInput>(
   db: Pick<PrismaClient, 'pollCursor'>,
   monitors: T[],
@@ -91,8 +96,11 @@ export async function withLastCheck<T extends LastCheckInput>(
     if (!m.isActive) return m;
     // a query monitor: the later of the local store's query cursor and its own X cursor
     const c = keysOf(m)
-      .map((k) => cursors.get(k))
-      .reduce((a, b) => ((b?.lastPolledAt ?? 0) > (a?.lastPolledAt ?? 0) ? b : a), undefined);
+      .flatMap((k) => cursors.get(k) ?? [])
+      .reduce<CursorSeen | undefined>(
+        (a, b) => (a && (a.lastPolledAt ?? 0) >= (b.lastPolledAt ?? 0) ? a : b),
+        undefined,
+      );
     const polled = c?.lastPolledAt && c.lastPolledAt >= m.createdAt ? c.lastPolledAt : null;
     return { ...m, lastCheckAt: polled, lastError: c?.lastError ?? null };
   });
