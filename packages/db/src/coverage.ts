@@ -87,7 +87,8 @@ async function coveredUntil(db: Db, m: Keyed): Promise<Date | null> {
 /**
  * A query monitor's: the latest of the local store's query cursor, its own X search cursor
  * (`?query:<id>`) and, for a Starter or trial account's (its stream rule), the stream last seen
- * alive; held back by a window still owed to the stream's backfill under its key.
+ * alive; held back by an open gap (a search refused or failed) and a window still owed to the
+ * stream's backfill under its key.
  */
 async function queryCoveredUntil(db: Db, monitorId: string): Promise<Date | null> {
   const own = queryCursorKeyOf(monitorId);
@@ -101,8 +102,11 @@ async function queryCoveredUntil(db: Db, monitorId: string): Promise<Date | null
            WHERE w.id = ${monitorId}::uuid AND w.is_active
              AND (a.plan <> 'free' OR a.trial_ends_at > now())))) AS at
     )
-    SELECT CASE WHEN base.at IS NULL THEN NULL
-                ELSE least(base.at, (SELECT min(since) FROM x_stream_owed WHERE username = ${own})) END AS covered_until
+    SELECT CASE WHEN base.at IS NULL THEN NULL ELSE least(
+      base.at,
+      (SELECT min(starts_at) FROM coverage_gaps
+       WHERE target_key IN (${QUERY_CURSOR_KEY}, ${own}) AND filled_at IS NULL),
+      (SELECT min(since) FROM x_stream_owed WHERE username = ${own})) END AS covered_until
     FROM base`;
   return rows[0]?.covered_until ?? null;
 }

@@ -158,6 +158,7 @@ function xQueryIntakeOf(options: PollerOptions, now: () => Date): XQueryIntake |
     logger: options.logger,
     now,
     pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
+    ...(options.coverage && { coverage: options.coverage }),
     onHits: (hits) => {
       metrics?.hits(hits.length);
       metrics?.detected?.(hits, 'poll');

@@ -13,6 +13,7 @@ import type { FakeX } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
 import { createRedisLeases } from '../../adapters/lease';
 import { createPollerRepository } from '../../adapters/repository';
+import { createCoverageRepository } from '../../gaps/gaps';
 import { createPoller, type Poller } from '../../poller';
 
 const logger = createLogger({ service: 'poller-xquery-test', level: 'error' });
@@ -41,6 +42,7 @@ describe('poller: query monitors by X recent search', () => {
       logger,
       intervals: { plans, overrideSec: 1 },
       xQueries: { searchGroup: source.searchGroup.bind(source) },
+      coverage: createCoverageRepository(db),
     });
   });
 
@@ -87,6 +89,8 @@ describe('poller: query monitors by X recent search', () => {
 
     const coverage = await readMonitorCoverage(db, { id: m.id, targetKey: null, createdAt: m.createdAt });
     expect(coverage.coveredUntil?.getTime()).toBe(polledAt?.getTime());
+    // the refused search is a gap of its coverage, open until the next read
+    expect(coverage.gaps).toEqual([expect.objectContaining({ reason: 'budget_refused', to: null })]);
     const [shown] = await withLastCheck(db, [await db.monitor.findUniqueOrThrow({ where: { id: m.id } })]);
     expect(shown!.lastCheckAt).toEqual(polledAt);
   });

@@ -17,6 +17,7 @@ import { effectivePlan, errorMessage } from '@sts/core';
 import { queryCursorKeyOf } from '@sts/db';
 import { SourceBusyError, type XSource } from '@sts/social';
 import type { LeaseStore } from '../../adapters/lease';
+import type { CoverageRepository } from '../../gaps/gaps';
 import type { NewHit, PollerRepository, QueryWatcher, StoredCursor } from '../../adapters/repository';
 import { groupSinceId } from '../../domain/groups';
 import { queryRuleValue } from '../../domain/queryRules';
@@ -38,6 +39,8 @@ export interface XQueryIntakeDeps {
   tickMs?: number;
   /** the new hits of each read */
   onHits?: (hits: readonly NewHit[]) => void;
+  /** the coverage record: a refused or failed search opens a gap on the monitor's cursor key */
+  coverage?: CoverageRepository;
 }
 
 export interface XQueryIntake {
@@ -80,11 +83,22 @@ async function readMonitor(deps: XQueryIntakeDeps, m: QueryWatcher, query: strin
     const hits = await recordQueryTweets(deps.repository, m, result.tweets, `x.${result.newestId}`, deps.now());
     return { kind: 'read', hits };
   } catch (err) {
-    if (err instanceof SourceBusyError) return { kind: 'refused' };
+    const refused = err instanceof SourceBusyError;
+    await missed(deps, key, refused ? 'budget_refused' : 'source_error');
+    if (refused) return { kind: 'refused' };
     deps.logger.warn('query search failed', { monitorId: m.id, err: errorMessage(err) });
     await deps.repository.recordFailure(key, errorMessage(err).slice(0, 500), deps.now());
     return { kind: 'read', hits: [] };
   }
+}
+
+/** the coverage record of a search not made (evidence, not a step: a failure to write it is logged) */
+async function missed(deps: XQueryIntakeDeps, key: string, reason: 'budget_refused' | 'source_error'): Promise<void> {
+  await deps.coverage
+    ?.missed(key, reason)
+    .catch((err: unknown) =>
+      deps.logger.warn('could not record a coverage gap', { target: key, err: errorMessage(err) }),
+    );
 }
 
 /** the monitor's read under its lease (another replica reading it: skipped) */
