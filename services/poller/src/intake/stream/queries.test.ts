@@ -2,7 +2,7 @@
  * Query monitors in the X `stream` mode, on the real PostgreSQL against the fake X: a query
  * monitor is one filtered-stream rule (its query with the grouping spelled out), a streamed post
  * matching it is one hit for that monitor through the shared record path, a post it does not
- * match is none, the rule goes when the monitor does, a stream gap is backfilled by a recent
+ * match is none, the rule goes when the monitor does, a stream gap or a failover is backfilled by a recent
  * search of the query, and monitors beyond the rule cap or whose rule X refuses are read by search.
  */
 import { createAccount, waitFor } from '@sts/testing';
@@ -90,6 +90,25 @@ describe('X stream mode: query monitors', () => {
     // the monitor's coverage shows the stream's gap, filled by the query's backfill
     const coverage = await readMonitorCoverage(db, { id: m.id, targetKey: null, createdAt: m.createdAt });
     expect(coverage.gaps).toEqual([expect.objectContaining({ reason: 'stream_down', filledAt: expect.any(Date) })]);
+  });
+
+  it('a failover of the holder is backfilled for the query by the replica that takes over', async () => {
+    const m = await queryMonitor();
+    const one = startMode();
+    const two = startMode();
+    await waitFor(() => h.stream.connections() === 1 && queryRules().length === 1);
+    await waitFor(() => h.fake.requests.count({ family: 'search' }) >= 1);
+    // the holder's position is saved (a sync after the connection's gap was owed)
+    await waitFor(
+      async () => (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_state WHERE alive_at IS NOT NULL`).length === 1,
+    );
+    const holder = one.isHolder() ? one : two;
+    const other = holder === one ? two : one;
+    await holder.stop();
+    const posted = h.fake.state.post({ author: 'zed', text: 'rocket launch during the failover' });
+    await waitFor(() => other.isHolder() && h.stream.connections() === 1, 15_000);
+    await waitFor(async () => (await hitsOf(m.id)).join() === posted.id, 15_000);
+    expect(queryRules()).toHaveLength(1);
   });
 
   it('query monitors beyond the rule cap are read by search', async () => {
