@@ -7,7 +7,8 @@
  *   `account.target.status` (the mail), polls backed off; back → `ok`, polled at once;
  * - renamed → the monitors follow the account (same id) to its new username;
  * - deleted → `not_found`, one `monitor.target_unavailable` per monitor;
- * - 150 targets → 2 lookups per interval, counted in the fleet's budget.
+ * - 150 targets → 2 lookups per interval, counted in the fleet's budget;
+ * - a poll that fails on the account (timeline and search modes) has it looked at at once.
  */
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
@@ -232,7 +233,10 @@ describe('profile changes and target health on X', () => {
     expect(events[1]!.payload).toMatchObject({ status: 'renamed', username: 'xoldhandle', newUsername: 'XNewHandle' });
     // the new username is polled (a post of the renamed account becomes a hit)
     const post = bed.fake.state.post({ author: 'XNewHandle', text: 'after the rename' });
-    await waitFor(async () => (await bed.db.hit.count({ where: { monitorId: m, tweetId: post.id } })) === 1 || null, 20_000);
+    await waitFor(
+      async () => (await bed.db.hit.count({ where: { monitorId: m, tweetId: post.id } })) === 1 || null,
+      20_000,
+    );
   });
 
   it('a deleted account: not_found and one monitor.target_unavailable per monitor', async () => {
@@ -280,10 +284,12 @@ describe('the X account lookup: batched at the plan interval, in the fleet budge
     const users = () => bed.fake.requests.log.filter((r) => r.family === 'users');
 
     expect(await lookup.run()).toBe(150);
-    expect(users().map((r) => [r.path, (r.params.get('usernames') ?? r.params.get('ids'))!.split(',').length])).toEqual([
-      ['/2/users/by', 100],
-      ['/2/users/by', 50],
-    ]);
+    expect(users().map((r) => [r.path, (r.params.get('usernames') ?? r.params.get('ids'))!.split(',').length])).toEqual(
+      [
+        ['/2/users/by', 100],
+        ['/2/users/by', 50],
+      ],
+    );
     expect(await bed.db.targetProfile.count({ where: { userId: { not: null }, status: 'ok' } })).toBe(150);
     // within the interval: nothing due, no call
     now = new Date(now.getTime() + 30_000);
@@ -292,12 +298,72 @@ describe('the X account lookup: batched at the plan interval, in the fleet budge
     // an interval later: by id, two calls
     now = new Date(now.getTime() + 30_000);
     expect(await lookup.run()).toBe(150);
-    expect(users().slice(2).map((r) => [r.path, r.params.get('ids')!.split(',').length])).toEqual([
+    expect(
+      users()
+        .slice(2)
+        .map((r) => [r.path, r.params.get('ids')!.split(',').length]),
+    ).toEqual([
       ['/2/users', 100],
       ['/2/users', 50],
     ]);
     expect(users().every((r) => r.status === 200)).toBe(true);
     // every call went through the fleet's budget
     expect((await governor.budget('users')).remaining).toBe(300 - 4);
+  });
+});
+
+describe.each(['timeline', 'search'] as const)('X %s mode: a poll failing on the account has it looked at', (mode) => {
+  let bed: XTestBed;
+  let poller: Poller;
+  beforeAll(async () => {
+    bed = await openXTestBed({ poolSize: 4 });
+    // a 1 s user cache: the search resolves its names on every poll (as once the cache TTL ran out)
+    const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, userCacheTtlSeconds: 1 });
+    poller = createPoller({
+      repository: createPollerRepository(bed.db),
+      source,
+      leases: createRedisLeases(bed.redis),
+      logger,
+      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
+      tickMs: 100,
+      profiles: createProfileRepository(bed.db),
+      xAccounts: source,
+      // no periodic round within the test: only the looks the polls ask for
+      profileLookupMs: 600_000,
+      ...(mode === 'search' ? { search: { source, maxQueryLength: 512, overlapMs: 30_000 } } : {}),
+    });
+    await poller.start();
+  });
+  afterAll(async () => {
+    await poller.stop();
+    await bed.close();
+  });
+
+  it('a new target is looked at after its first poll; a suspension its poll meets sets target_status', async () => {
+    const account = (await bed.db.account.create({ data: { email: `${mode}@example.com`, plan: 'starter' } })).id;
+    bed.fake.state.addUser({ username: `${mode}_acct` });
+    const m = await bed.db.monitor.create({
+      data: { accountId: account, targetUsername: `${mode}_acct`, targetKey: `${mode}_acct` },
+    });
+    const looked = await waitFor(async () => {
+      const p = await bed.db.targetProfile.findUnique({ where: { targetKey: `${mode}_acct` } });
+      return p?.userId != null ? p.checkedAt : null;
+    }, 20_000);
+    // two polls after the look: the later one was claimed with the status known (asks for no look)
+    await waitFor(async () => {
+      const c = await bed.db.pollCursor.findUnique({ where: { targetKey: `${mode}_acct` } });
+      return (c?.lastSuccessAt?.getTime() ?? 0) > looked.getTime() + 1500 || null;
+    }, 20_000);
+    await waitFor(() => poller.accounts!.idle() || null, 5_000);
+
+    // only the poll meets the suspension (no periodic round): its failure asks for the look
+    bed.fake.state.suspend(`${mode}_acct`);
+    await waitFor(async () => {
+      const row = await bed.db.monitor.findUniqueOrThrow({ where: { id: m.id } });
+      return row.targetStatus === 'suspended' || null;
+    }, 20_000);
+    expect(await bed.db.monitorEvent.count({ where: { monitorId: m.id, kind: 'monitor.target_unavailable' } })).toBe(1);
+    const cursor = await bed.db.pollCursor.findUniqueOrThrow({ where: { targetKey: `${mode}_acct` } });
+    expect(cursor.lastError).toMatch(/suspended/);
   });
 });

@@ -41,9 +41,7 @@ describe('X account lookup (profiles and health, batched)', () => {
       ['/2/users', 100],
       ['/2/users', 30],
     ]);
-    expect(calls[0]!.params.get('user.fields')).toBe(
-      'name,description,profile_image_url,verified,username,protected',
-    );
+    expect(calls[0]!.params.get('user.fields')).toBe('name,description,profile_image_url,verified,username,protected');
     expect(found.byId.size).toBe(130);
     expect(found.byId.get(ids[0]!)).toMatchObject({ status: 'active', user: { id: ids[0], username: 'acc0' } });
     expect(found.byId.get(ids[1]!)).toMatchObject({ status: 'protected', user: { name: 'Private One' } });
