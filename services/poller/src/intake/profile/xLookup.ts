@@ -44,7 +44,7 @@ export interface XProfileLookupDeps {
 const ROUND_LEASE = '~x-profile-lookup';
 
 /** X's answer as the comparison's input */
-export function sightingOf(state: XAccountState | undefined): Sighting {
+function sightingOf(state: XAccountState | undefined): Sighting {
   if (!state || state.status === 'not_found') return null;
   if (state.status === 'suspended') return { profile: null, state: 'suspended' };
   return { profile: profileOf(state.user), state: state.status };
@@ -52,6 +52,43 @@ export function sightingOf(state: XAccountState | undefined): Sighting {
 
 function answerFor(t: LookupTarget, found: XAccounts): XAccountState | undefined {
   return t.userId ? found.byId.get(t.userId) : found.byUsername.get(t.targetKey);
+}
+
+/** each target's answer through the comparison; a target that fails is logged, the others recorded */
+async function recordAll(deps: XProfileLookupDeps, targets: LookupTarget[], found: XAccounts): Promise<void> {
+  const at = deps.now();
+  for (const t of targets) {
+    try {
+      await deps.repository.record(t.targetKey, sightingOf(answerFor(t, found)), at);
+    } catch (err) {
+      deps.logger.warn('account look could not be recorded', { target: t.targetKey, err: errorMessage(err) });
+    }
+  }
+}
+
+/** one round: the due targets and those asked for, looked up in batches and recorded */
+async function round(deps: XProfileLookupDeps, everyMs: number, asked: ReadonlySet<string>): Promise<number> {
+  const all = await deps.repository.lookupTargets();
+  const due = dueForLookup(all, deps.intervals, deps.now(), everyMs);
+  const targets = [...due, ...all.filter((t) => asked.has(t.targetKey) && !due.includes(t))];
+  if (targets.length === 0) return 0;
+  const found = await deps.source.lookupAccounts({
+    ids: targets.flatMap((t) => (t.userId ? [t.userId] : [])),
+    usernames: targets.flatMap((t) => (t.userId ? [] : [t.targetKey])),
+  });
+  await recordAll(deps, targets, found);
+  return targets.length;
+}
+
+/** a round under the fleet's lease; another replica holding it: none here (0) */
+async function leasedRound(deps: XProfileLookupDeps, everyMs: number, asked: ReadonlySet<string>): Promise<number> {
+  const token = await deps.leases.acquire(ROUND_LEASE, Math.max(everyMs * 2, 60_000));
+  if (!token) return 0;
+  try {
+    return await round(deps, everyMs, asked);
+  } finally {
+    await deps.leases.release(ROUND_LEASE, token).catch(() => undefined);
+  }
 }
 
 export function createXProfileLookup(deps: XProfileLookupDeps): XProfileLookup {
@@ -62,42 +99,10 @@ export function createXProfileLookup(deps: XProfileLookupDeps): XProfileLookup {
   let soon: NodeJS.Timeout | null = null;
   let stopped = true;
 
-  async function record(targets: LookupTarget[], found: XAccounts, at: Date): Promise<void> {
-    for (const t of targets) {
-      try {
-        await deps.repository.record(t.targetKey, sightingOf(answerFor(t, found)), at);
-      } catch (err) {
-        deps.logger.warn('account look could not be recorded', { target: t.targetKey, err: errorMessage(err) });
-      }
-    }
-  }
-
-  async function round(asked: ReadonlySet<string>): Promise<number> {
-    const now = deps.now();
-    const all = await deps.repository.lookupTargets();
-    const due = dueForLookup(all, deps.intervals, now, everyMs);
-    const targets = [...due, ...all.filter((t) => asked.has(t.targetKey) && !due.includes(t))];
-    if (targets.length === 0) return 0;
-    const found = await deps.source.lookupAccounts({
-      ids: targets.flatMap((t) => (t.userId ? [t.userId] : [])),
-      usernames: targets.flatMap((t) => (t.userId ? [] : [t.targetKey])),
-    });
-    await record(targets, found, deps.now());
-    return targets.length;
-  }
-
   /** a failed round keeps the targets asked for (next period); a round another replica holds drops them */
-  async function leased(): Promise<number> {
+  async function once(): Promise<number> {
     const asked = new Set(wanted);
-    const token = await deps.leases.acquire(ROUND_LEASE, Math.max(everyMs * 2, 60_000));
-    let n = 0;
-    if (token) {
-      try {
-        n = await round(asked);
-      } finally {
-        await deps.leases.release(ROUND_LEASE, token).catch(() => undefined);
-      }
-    }
+    const n = await leasedRound(deps, everyMs, asked);
     for (const k of asked) wanted.delete(k);
     return n;
   }
@@ -112,7 +117,7 @@ export function createXProfileLookup(deps: XProfileLookupDeps): XProfileLookup {
   }
 
   function run(): Promise<number> {
-    running ??= leased()
+    running ??= once()
       .then((n) => {
         running = null;
         // asked for while this round ran
