@@ -147,6 +147,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  * |               | stream is alive (`streamSelectDue`), all without one |      |          |
  *
  * The push is the local store's: it notifies committed tweets (LISTEN sts_tweets); X has none.
+ * Profile changes and target health: the local store's users trigger notifies them; on X every
+ * mode looks the watched accounts up in batches (src/intake/profile/xLookup.ts).
  */
 function intakes(
   env: PollerEnv,
@@ -156,11 +158,14 @@ function intakes(
   logger: Logger,
   sessionUrl: string,
   db: Db,
-): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue' | 'profiles'> {
+): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue' | 'profiles' | 'xAccounts'> {
   // LISTEN needs a session: the direct URL, never PgBouncer in transaction mode; the same
-  // connection hears the users trigger's profile notifications
-  const push = env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl, profiles: createProfileRepository(db) } : {};
-  if (!isXSource(source) || env.X_MONITOR_MODE === 'timeline') return push;
+  // connection hears the users trigger's profile notifications. X: the accounts are looked up
+  // in batches (every mode)
+  const profiles = createProfileRepository(db);
+  if (!isXSource(source)) return env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl, profiles } : {};
+  const push = { profiles, xAccounts: source };
+  if (env.X_MONITOR_MODE === 'timeline') return push;
   const search = { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 };
   if (!stream) return { ...push, search };
   const starterSec = env.PLAN_STARTER_POLL_INTERVAL_SECONDS;
