@@ -70,11 +70,10 @@ export interface PollerRepository {
   /** one target's state (null: no active monitor watches it) */
   target(targetKey: string): Promise<TargetState | null>;
   /**
-   * Pushed targets (pushed = true) due now unless due sooner: the push's catch-up after its LISTEN
-   * connection came back (committed tweets notified meanwhile were lost); the ticks' claim LIMIT
-   * paces their polls. Returns how many were moved.
+   * The pushed targets (pushed = true, an active monitor): what the push polls once when its LISTEN
+   * connection came back (the committed tweets notified meanwhile were lost).
    */
-  duePushed?(): Promise<number>;
+  pushedTargets?(): Promise<string[]>;
   /** writes re-evaluated schedules of targets that were read as due but are not */
   reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
@@ -414,8 +413,11 @@ export function createPollerRepository(db: Db): PollerRepository {
       return row ? toTarget(row) : null;
     },
 
-    duePushed: () => db.$executeRaw`
-      UPDATE poll_targets SET next_due_at = now() WHERE pushed AND active_monitors > 0 AND next_due_at > now()`,
+    async pushedTargets() {
+      const rows = await db.$queryRaw<{ target_key: string }[]>`
+        SELECT target_key FROM poll_targets WHERE pushed AND active_monitors > 0`;
+      return rows.map((r) => r.target_key);
+    },
 
     async reschedule(rows) {
       if (rows.length === 0) return;
