@@ -9,7 +9,7 @@
 import type { Logger } from '@sts/common';
 import type { SocialSource, XSource } from '@sts/social';
 import type { IntervalPolicy, TargetState } from './domain/schedule';
-import { createListener, type Listener } from './adapters/listener';
+import { subscribe, type DirectSession, type Subscription } from './adapters/directSession';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
 import { errorMessage } from '@sts/core';
@@ -27,7 +27,7 @@ import { createXProfileLookup, type XProfileLookup } from './intake/profile/xLoo
 import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './gaps/gaps';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
-const TWEETS_CHANNEL = 'sts_tweets';
+export const TWEETS_CHANNEL = 'sts_tweets';
 
 interface PollerMetrics {
   polls(outcome: PollOutcome): void;
@@ -52,7 +52,9 @@ export interface PollerOptions {
   tickMs?: number;
   /** most due targets one tick claims (default 200); an outage's backlog drains at this pace */
   claimLimit?: number;
-  /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
+  /** the process's direct session: LISTENs for the local store's committed tweets (push) */
+  session?: DirectSession;
+  /** without `session`: a session of its own for the push; without either only the tick polls */
   databaseUrl?: string;
   /**
    * watched accounts' profile and status changes: the local store's are notified on the tweets'
@@ -180,6 +182,20 @@ function groupPollOf(
 }
 
 /** The local store's query intake (a source that reads every author's tweets), or none (X). */
+/**
+ * The push lost the notifications sent while its LISTEN was down: each pushed target is polled
+ * once (xid 0: any position covers it), at the push's concurrency.
+ */
+async function resyncPush(repository: PollerRepository, push: Push, logger: Logger): Promise<void> {
+  try {
+    const keys = (await repository.pushedTargets?.()) ?? [];
+    for (const key of keys) push.wake(key, 0n);
+    logger.info('tweet listener reconnected; polling the pushed targets once', { targets: keys.length });
+  } catch (err) {
+    logger.warn('pushed targets could not be made due', { err: errorMessage(err) });
+  }
+}
+
 function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | null {
   const { source, metrics } = options;
   if (!source.pollAllTweets) return null;
@@ -237,35 +253,34 @@ export function createPoller(options: PollerOptions): Poller {
   const push = createPush({ ...polling, logger, inFlight, onPolled: (r) => onPushed(r.outcome, r) });
   const tick = ticker(() => runCycle(), options.tickMs ?? 1000, logger);
   const queries = queryIntakeOf(options, now);
-  let listener: Listener | undefined;
+  let listener: Subscription | undefined;
 
   return {
     async start() {
       stopping = false;
       push.start();
-      if (options.databaseUrl) queries?.start();
-      if (options.databaseUrl && !listener) {
-        listener = createListener({
-          databaseUrl: options.databaseUrl,
-          channel: TWEETS_CHANNEL,
-          logger,
-          // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
+      const listening = options.session ?? options.databaseUrl;
+      if (listening) queries?.start();
+      if (listening && !listener) {
+        // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
+        listener = subscribe({ ...options, logger }, TWEETS_CHANNEL, {
           onNotify: (payload) => {
             if (payload.startsWith('q ')) queries?.notify(payload);
             else if (!profiles?.notify(payload)) push.notify(payload);
           },
+          onReconnect: () => void resyncPush(repository, push, logger),
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
-        await listener
-          .start()
-          .catch((err: unknown) => logger.warn('tweet listener did not start', { error: errorMessage(err) }));
+        await listener?.ready.catch((err: unknown) =>
+          logger.warn('tweet listener did not start', { error: errorMessage(err) }),
+        );
       }
       tick.start();
       accounts?.start();
     },
     async stop() {
       stopping = true;
-      await listener?.stop();
+      await listener?.close();
       listener = undefined;
       await push.stop();
       await queries?.stop();
