@@ -43,7 +43,8 @@ describe('the hits commit-xid migration on a database with rows', () => {
     db = await emptyDatabase();
     before = await mkdtemp(path.join(os.tmpdir(), 'mig-before-'));
     for (const m of await loadMigrations())
-      if (m.name < HITS_XID) await cp(path.join(MIGRATIONS_DIR, m.name), path.join(before, m.name), { recursive: true });
+      if (m.name < HITS_XID)
+        await cp(path.join(MIGRATIONS_DIR, m.name), path.join(before, m.name), { recursive: true });
     await migrate(db.url, { dir: before });
     c = new Client({ connectionString: db.url });
     await c.connect();
@@ -72,8 +73,8 @@ describe('the hits commit-xid migration on a database with rows', () => {
       [monitorId],
     );
     const snapshot = async () =>
-      (await c.query<{ h: string }>(`SELECT string_agg(id::text || tweet_text, ',' ORDER BY id) AS h FROM hits`)).rows[0]!
-        .h;
+      (await c.query<{ h: string }>(`SELECT string_agg(id::text || tweet_text, ',' ORDER BY id) AS h FROM hits`))
+        .rows[0]!.h;
     const kept = await snapshot();
 
     await migrate(db.url);
