@@ -3,15 +3,31 @@
  * new stream starts, and the account's hits after a position in commit order (xid, id), as webhook
  * payloads (the same builder the poller publishes with: monitorHitPayload / monitorRef).
  *
- * Commit order is read only below the snapshot horizon (pg_snapshot_xmin(pg_current_snapshot())):
- * every transaction with a smaller xid has ended, so no hit can later appear at or before a
- * position this read returned (a hit's transaction still running has an xid at or past it).
+ * Commit order is read only below the snapshot horizon: every transaction of this database with a
+ * smaller xid has ended, so no hit can later appear at or before a position this read returned (a
+ * hit's transaction still running has an xid at or past it).
  */
-import type { Db } from '@sts/db';
+import { Prisma, type Db } from '@sts/db';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { StreamPosition } from '../domain/streamCursor';
 
 const MAX_UUID = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+
+/**
+ * The horizon: the oldest transaction the statement's snapshot sees running (its xip), or its xmax
+ * when none. Transactions of backends connected to another database of the server are left out (a
+ * backend never changes database, so they cannot write these hits): pg_snapshot_xmin alone would
+ * hold every stream back behind any long transaction on the server. What pg_stat_activity does not
+ * show as another database's (a prepared transaction, one that just ended) still counts.
+ */
+const HORIZON = Prisma.sql`(
+  SELECT coalesce(
+    (SELECT min(x) FROM pg_snapshot_xip(s.snap) x
+      WHERE xid(x) NOT IN (SELECT a.backend_xid FROM pg_stat_activity a
+                            WHERE a.backend_xid IS NOT NULL
+                              AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
+    pg_snapshot_xmax(s.snap))
+  FROM (SELECT pg_current_snapshot() AS snap) s)`;
 
 export interface StoredHit {
   pos: StreamPosition;
@@ -67,20 +83,21 @@ export function createHitHistory(db: Db): HitHistory {
       return monitorIds.filter((id) => !own.has(id));
     },
     async horizon() {
-      const [row] = await db.$queryRaw<{ xmin: string }[]>`
-        SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`;
-      return { xid: BigInt(row!.xmin) - 1n, hitId: MAX_UUID };
+      const [row] = await db.$queryRaw<{ horizon: string }[]>`SELECT ${HORIZON}::text AS horizon`;
+      return { xid: BigInt(row!.horizon) - 1n, hitId: MAX_UUID };
     },
     async hitsAfter(accountId, monitorIds, after, limit) {
       // per monitor: an index range of (monitor_id, xid, id) on each partition, merged in order;
       // one row with null hit columns when there is no hit
       const rows = await db.$queryRaw<HitRow[]>`
-        WITH h AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon),
+        WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon),
         m AS MATERIALIZED (
           SELECT id, target_username, query, keywords FROM monitors
            WHERE account_id = ${accountId}::uuid AND (${monitorIds}::uuid[] IS NULL OR id = ANY(${monitorIds}::uuid[]))),
         w AS MATERIALIZED (
-          SELECT EXISTS (SELECT 1 FROM h, m, hits x WHERE x.monitor_id = m.id AND x.xid >= h.horizon) AS waiting)
+          SELECT EXISTS (
+            SELECT 1 FROM h, m CROSS JOIN LATERAL (
+              SELECT 1 FROM hits x WHERE x.monitor_id = m.id AND x.xid >= h.horizon LIMIT 1) p) AS waiting)
         SELECT w.waiting, r.* FROM w LEFT JOIN LATERAL (
           SELECT x.id::text, x.xid::text, x.monitor_id::text, x.tweet_id, x.tweet_text, x.tweet_author_username,
                  x.tweet_created_at, x.detected_at, m.target_username, m.query, m.keywords

@@ -21,12 +21,6 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const CURSOR = /^h2\.(\d{1,20})\.([0-9a-f-]{36})\.([A-Za-z0-9_-]{22})$/;
 const XID8_MAX = 2n ** 64n - 1n;
 
-/** -1, 0, 1 as a is before, at, after b in the commit order */
-export function comparePositions(a: StreamPosition, b: StreamPosition): number {
-  if (a.xid !== b.xid) return a.xid < b.xid ? -1 : 1;
-  return a.hitId < b.hitId ? -1 : a.hitId > b.hitId ? 1 : 0;
-}
-
 export interface CursorCodec {
   encode(accountId: string, pos: StreamPosition): string;
   /** the position, or null when the value is not a cursor this service made for this account */

@@ -207,11 +207,15 @@ describe('GET /api/v1/stream', () => {
   async function liveStream(key: string, monitor: MonitorFixture, query = ''): Promise<Sse> {
     const s = await openStream(port, key, query);
     expect(s.status).toBe(200);
+    let warmUps = 0;
     await waitFor(async () => {
       await newHit(monitor, 'warm-up');
+      warmUps++;
       await new Promise((r) => setTimeout(r, 100));
       return hits(s).length > 0;
     }, 10_000);
+    // every warm-up hit has arrived before the test goes on (a later one must not pass for its hit)
+    await waitFor(() => hits(s).length >= warmUps, 10_000);
     return s;
   }
 
@@ -311,6 +315,61 @@ describe('GET /api/v1/stream', () => {
     await waitFor(() => hits(s2).some((e) => e.data.includes('after the late commit')), 10_000);
     await new Promise((r) => setTimeout(r, 300));
     expect(hits(s2).map((e) => JSON.parse(e.data) as unknown)).toEqual([late.payload, after.payload]);
+    s2.close();
+  });
+
+  it('holds back what an older transaction still running could precede, and sends it once that transaction ends', async () => {
+    const a = await starterWithMonitor();
+    const s1 = await liveStream(a.key, a.monitor);
+    // a transaction of another database on the server holds nothing back
+    const otherDb = createDbClient({ url: process.env.TEST_POSTGRES_URL!, poolSize: 1 });
+    const otherTaken = deferred();
+    const otherMayEnd = deferred();
+    const otherTx = otherDb.$transaction(
+      async (tx) => {
+        await tx.$queryRaw`SELECT pg_current_xact_id()::text`;
+        otherTaken.resolve();
+        await otherMayEnd.promise;
+      },
+      { timeout: 30_000 },
+    );
+    try {
+      await otherTaken.promise;
+      const meanwhile = await newHit(a.monitor, 'beside another database');
+      await waitFor(() => hits(s1).some((e) => e.data.includes('beside another database')), 10_000);
+      expect(JSON.parse(hits(s1).at(-1)!.data)).toEqual(meanwhile.payload);
+    } finally {
+      otherMayEnd.resolve();
+      await otherTx;
+      await otherDb.$disconnect();
+    }
+    const from = hits(s1).at(-1)!.id;
+    s1.close();
+    await s1.ended;
+    const older = deferred();
+    const mayEnd = deferred();
+    // a transaction that took its id before the hit was written, still running when the client resumes
+    const olderTx = db.$transaction(
+      async (tx) => {
+        await tx.$queryRaw`SELECT pg_current_xact_id()::text`;
+        older.resolve();
+        await mayEnd.promise;
+      },
+      { timeout: 30_000 },
+    );
+    await older.promise;
+    // stored, never published: only the database can bring it
+    lastAt = Math.max(Date.now(), lastAt + 1);
+    const stored = await createHit(db, a.monitor, 'past the horizon', new Date(lastAt));
+    const s2 = await openStream(port, a.key, '', from);
+    expect(s2.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(hits(s2)).toHaveLength(0);
+    mayEnd.resolve();
+    await olderTx;
+    await waitFor(() => hits(s2).length >= 1, 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(hits(s2).map((e) => JSON.parse(e.data) as unknown)).toEqual([stored.payload]);
     s2.close();
   });
 
