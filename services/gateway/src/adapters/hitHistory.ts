@@ -36,7 +36,7 @@ export interface StoredHit {
 }
 
 /** a page of hits, and whether a stored hit waits past the horizon (read again once it moves) */
-export interface HitPage {
+interface HitPage {
   hits: StoredHit[];
   waiting: boolean;
 }
