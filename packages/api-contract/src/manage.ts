@@ -52,7 +52,7 @@ export const NewMonitor = z.strictObject({
     .min(1)
     .max(2)
     .optional()
-    .meta({ description: 'what the monitor sends: posts and/or profile; default ["posts"]' }),
+    .meta({ description: 'what the monitor sends: posts and/or profile (username monitors only); default ["posts"]' }),
   check_interval_sec: count
     .optional()
     .meta({ description: "seconds between checks: the plan's poll interval (default) up to 86400" }),

@@ -516,7 +516,7 @@ export interface components {
         /** @description languages that fire (BCP 47); default any */
         lang?: string[];
       };
-      /** @description what the monitor sends: posts and/or profile; default ["posts"] */
+      /** @description what the monitor sends: posts and/or profile (username monitors only); default ["posts"] */
       events?: ('posts' | 'profile')[];
       /** @description seconds between checks: the plan's poll interval (default) up to 86400 */
       check_interval_sec?: number;
@@ -537,7 +537,7 @@ export interface components {
         /** @description languages that fire (BCP 47); default any */
         lang?: string[];
       };
-      /** @description what the monitor sends: posts and/or profile; default ["posts"] */
+      /** @description what the monitor sends: posts and/or profile (username monitors only); default ["posts"] */
       events?: ('posts' | 'profile')[];
       /** @description seconds between checks: the plan's poll interval (default) up to 86400 */
       check_interval_sec?: number;

@@ -102,6 +102,14 @@ describe('maintenance step', () => {
               ('open', $1::timestamptz - interval '40 days', NULL, 'budget_refused')`,
       [NOW],
     );
+    // monitor events: 350 older than 30 days (more than 3 batches of 100), 5 from 29 days ago
+    await pg.query(
+      `INSERT INTO monitor_events (monitor_id, kind, payload, created_at)
+       SELECT $1, 'monitor.profile_changed', '{}',
+              CASE WHEN n <= 350 THEN $2::timestamptz - interval '31 days' ELSE $2::timestamptz - interval '29 days' END
+       FROM generate_series(1, 355) n`,
+      [monitorId, NOW],
+    );
   });
   afterAll(async () => {
     await pg.end();
@@ -146,6 +154,13 @@ describe('maintenance step', () => {
     expect(first.more).toBe(true);
     const second = await runMaintenance(db, policy, NOW);
     expect(second.pruned.outbox).toBe(150);
+    // monitor events: bounded the same way (3 batches of 100, then the rest); the recent ones stay
+    expect(first.pruned.monitor_events).toBe(300);
+    expect(second.pruned.monitor_events).toBe(50);
+    expect(await count(`monitor_events`)).toBe(5);
+    expect(await count(`monitor_events WHERE created_at < '${new Date(NOW.getTime() - 30 * DAY).toISOString()}'`)).toBe(
+      0,
+    );
     expect(second.created).toEqual([]);
     expect(await count(`outbox`)).toBe(10);
     expect(await count(`outbox WHERE published_at IS NULL`)).toBe(5);
@@ -199,6 +214,12 @@ describe('maintenance step', () => {
         `INSERT INTO outbox (routing_key, message_id, payload, published_at)
          SELECT 'monitor.hit', 'c' || n, '{}', now() - interval '3 days' FROM generate_series(1, 1000) n`,
       );
+      await pg.query(
+        `INSERT INTO monitor_events (monitor_id, kind, payload, created_at)
+         SELECT $1, 'monitor.target_unavailable', '{}', now() - interval '40 days' FROM generate_series(1, 1000) n`,
+        [monitorId],
+      );
+      const eventsBefore = await count(`monitor_events`);
       const at = new Date(Date.now() + 200 * DAY); // every week so far is past retention
       const runs = await Promise.all(
         [db, ...others].map((d) => runMaintenance(d, { ...policy, batchSize: 50, maxBatches: 100 }, at)),
@@ -207,6 +228,10 @@ describe('maintenance step', () => {
       expect(new Set(dropped).size).toBe(dropped.length); // no week dropped twice
       expect(runs.reduce((n, r) => n + (r.pruned.outbox ?? 0), 0)).toBeGreaterThanOrEqual(1000);
       expect(await count(`outbox WHERE message_id LIKE 'c%'`)).toBe(0);
+      // the runners divided the old events: each deleted once, none left
+      const eventsPruned = runs.reduce((n, r) => n + (r.pruned.monitor_events ?? 0), 0);
+      expect(eventsPruned).toBe(eventsBefore - (await count(`monitor_events`)));
+      expect(await count(`monitor_events WHERE kind = 'monitor.target_unavailable'`)).toBe(0);
       expect(await partitions('hits')).toEqual(expect.arrayContaining([`hits_p${weekStart(at).replaceAll('-', '')}`]));
       expect((await partitions('hits')).filter((p) => p < `hits_p${weekStart(at).replaceAll('-', '')}`)).toEqual([
         'hits_default',

@@ -13,7 +13,8 @@
  * - Queue-like tables lose their finished rows in batches of `batchSize`, at most `maxBatches`
  *   a table and run (the next run goes on): published `outbox` rows and `account_events`, sent or
  *   abandoned `mail_outbox` rows, expired `email_tokens`, `usage_daily` days past retention,
- *   `coverage_gaps` that ended more than 30 days ago.
+ *   `coverage_gaps` that ended more than 30 days ago, `monitor_events` (profile changes, target
+ *   health) older than the delivery log.
  *   Every batch finds its rows through an index range.
  *
  * Safe from several places at once: the partition work of a table runs under a transaction-level
@@ -40,6 +41,11 @@ export interface RetentionPolicy {
   usageDailyDays: number;
   /** coverage gaps, counted from their end (the coverage endpoint shows 30 days) */
   coverageGapsDays: number;
+  /**
+   * monitor events that are not hits (monitor.profile_changed, monitor.target_unavailable): a
+   * redelivery reads its event here, so they are kept as long as the delivery log (the longest plan's)
+   */
+  monitorEventsDays: number;
   /** week partitions created ahead of the current week */
   weeksAhead: number;
   batchSize: number;
@@ -56,6 +62,7 @@ export const DEFAULT_RETENTION: RetentionPolicy = {
   emailTokensGraceDays: 7,
   usageDailyDays: 400,
   coverageGapsDays: 30,
+  monitorEventsDays: 30,
   weeksAhead: 4,
   batchSize: 5000,
   maxBatches: 1000,
@@ -222,6 +229,11 @@ function prunes(p: RetentionPolicy, now: Date): Prune[] {
       table: 'coverage_gaps',
       sql: batch('coverage_gaps', 'id', 'ends_at < $2'),
       cutoff: ago(p.coverageGapsDays * DAY_MS),
+    },
+    {
+      table: 'monitor_events',
+      sql: batch('monitor_events', 'id', 'created_at < $2'),
+      cutoff: ago(p.monitorEventsDays * DAY_MS),
     },
     {
       table: 'hits_default',

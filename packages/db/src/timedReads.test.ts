@@ -73,6 +73,13 @@ describe('timed reads use indexes', () => {
     await pg.query(`
       INSERT INTO email_tokens (account_id, purpose, token_hash, expires_at)
       SELECT id, 'verify', md5(id::text) || md5(email), now() + interval '1 day' FROM accounts`);
+    await pg.query(`
+      INSERT INTO monitors (account_id, target_username, target_key)
+      SELECT id, 'u' || left(md5(email), 10), 'u' || left(md5(email), 10) FROM accounts LIMIT 100`);
+    await pg.query(`
+      INSERT INTO monitor_events (monitor_id, kind, payload, created_at)
+      SELECT m.id, 'monitor.profile_changed', '{}', now() - (n % 100) * interval '1 minute'
+      FROM monitors m CROSS JOIN generate_series(1, 300) n`);
     await pg.query('ANALYZE');
   });
   afterAll(async () => {
@@ -127,6 +134,10 @@ describe('timed reads use indexes', () => {
     [
       'usage_daily',
       `SELECT account_id, day FROM usage_daily WHERE day < (now() - interval '400 days')::date LIMIT 5000 FOR UPDATE SKIP LOCKED`,
+    ],
+    [
+      'monitor_events',
+      `SELECT id FROM monitor_events WHERE created_at < now() - interval '30 days' LIMIT 5000 FOR UPDATE SKIP LOCKED`,
     ],
   ])('the maintenance batch of %s finds its rows through an index', async (table, sql) => {
     await expectIndexed(sql, table);

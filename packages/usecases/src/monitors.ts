@@ -101,9 +101,18 @@ function eventsOf(stored: readonly string[] | null): MonitorEventKind[] {
 
 /**
  * What a monitor sends: "posts,profile" or a list, each once (null or absent: leave as is /
- * posts only); an unknown kind or an empty list is refused, naming the field.
+ * posts only); an unknown kind, an empty list, or profile on a query monitor (it watches no
+ * account, so it has no profile) is refused, naming the field.
  */
-function checkEvents(raw: MonitorInput['events']): MonitorEventKind[] | undefined {
+function checkEvents(raw: MonitorInput['events'], isQuery: boolean): MonitorEventKind[] | undefined {
+  const events = parseEvents(raw);
+  if (isQuery && events?.includes('profile')) {
+    throw new ValidationError('events', 'a query monitor watches no account, so it has no profile: use posts');
+  }
+  return events;
+}
+
+function parseEvents(raw: MonitorInput['events']): MonitorEventKind[] | undefined {
   if (raw === undefined || raw === null) return undefined;
   const items = typeof raw === 'string' ? raw.split(',') : [...raw];
   const kinds = new Set<MonitorEventKind>();
@@ -332,7 +341,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const watched = checkWatched(input);
       const keywords = checkKeywords(input.keywords);
       const filters = checkFilters(input);
-      const events = checkEvents(input.events);
+      const events = checkEvents(input.events, watched.query !== null);
       const account = await loadAccount(ctx, accountId);
       if (input.webhookUrl !== undefined) requireVerified(ctx, account, 'save a webhook URL');
       const plan = planOf(ctx, account);
@@ -365,7 +374,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const m = await load(accountId, monitorId);
       const { target, query, keywords } = checkEdit(m, edit);
       const filters = checkFilters(edit);
-      const events = checkEvents(edit.events);
+      const events = checkEvents(edit.events, m.query !== null);
       const account = await loadAccount(ctx, accountId);
       const interval = checkInterval(ctx, edit.intervalSec, planOf(ctx, account));
       await repo.update(m.id, {

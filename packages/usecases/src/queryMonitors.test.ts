@@ -126,6 +126,21 @@ describe('query monitors (use-cases)', () => {
     expect((await uc.monitors.get(account, monitor.id)).query).toBe('launch OR release');
   });
 
+  it('refuses profile events on a query monitor (no account, no profile), on create and on edit', async () => {
+    const own = (await uc.admin.createAccount({ email: 'query-events@example.com', plan: 'starter' })).id;
+    const before = await db.monitor.count();
+    const created = await rejection(uc.monitors.create(own, { query: 'launch', events: 'posts,profile' }));
+    expect(created).toBeInstanceOf(ValidationError);
+    expect(created).toMatchObject({ field: 'events', message: expect.stringContaining('has no profile') });
+    expect(await db.monitor.count()).toBe(before);
+    const { monitor } = await uc.monitors.create(own, { query: 'launch', events: 'posts' });
+    const edited = await rejection(uc.monitors.update(own, monitor.id, { events: ['profile'] }));
+    expect(edited).toMatchObject({ field: 'events' });
+    expect((await db.monitor.findUniqueOrThrow({ where: { id: monitor.id } })).events).toEqual(['posts']);
+    const { monitor: user } = await uc.monitors.create(own, { target: 'carol', events: 'posts,profile' });
+    expect(user.events).toEqual(['posts', 'profile']);
+  });
+
   it('plan limits count query monitors like username monitors', async () => {
     const free = (await uc.admin.createAccount({ email: 'query-free@example.com' })).id;
     const limit = monitorLimitsFromEnv(z.object({ ...planMonitorEnv }).parse({})).free;

@@ -319,6 +319,87 @@ describe('dashboard over HTTP', () => {
     expect(plan.text).toContain('Hit history of 90 days, delivery log of 30 days');
   });
 
+  it('saves the events the form ticks: profile changes ticked {posts,profile}, not ticked {posts}; refusals shown on the form', async () => {
+    const c = client();
+    await join(c, 'events@example.com');
+    const form = await c.req('/monitors/new');
+    expect(form.text).toContain('<label for="f-events-profile">Profile changes</label>');
+    const ticked = (page: string, kind: string) =>
+      new RegExp(`<input[^>]*id="f-events-${kind}"[^>]*\\schecked[^>]*/>`).test(page);
+    expect([ticked(form.text, 'posts'), ticked(form.text, 'profile')]).toEqual([true, false]);
+    const fields = { _csrf: c.csrf(form.text), keywords: '', intervalSec: '', eventsShown: '1' };
+    const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+    try {
+      const mine = { account: { email: 'events@example.com' } };
+      // a query monitor has no profile; nothing ticked sends nothing: both refused, the ticks kept
+      const query = await c.req('/monitors', { ...fields, target: '', query: 'launch', events: ['posts', 'profile'] });
+      expect(query.status).toBe(422);
+      expect(query.text).toMatch(
+        /<p class="field-error" id="f-events-error" role="alert">A query monitor watches no account, so it has no profile: use posts<\/p>/,
+      );
+      expect(ticked(query.text, 'profile')).toBe(true);
+      const none = await c.req('/monitors', { ...fields, target: 'alice' });
+      expect(none.status).toBe(422);
+      expect(none.text).toContain('Must name at least one of posts, profile');
+      expect(await db.monitor.count({ where: mine })).toBe(0);
+
+      const created = await c.req('/monitors', { ...fields, target: 'alice', events: ['posts', 'profile'] });
+      expect(created.status).toBe(303);
+      const id = (created.location ?? '').split('/').pop() ?? '';
+      expect((await db.monitor.findUniqueOrThrow({ where: { id } })).events).toEqual(['posts', 'profile']);
+      expect((await c.req(`/monitors/${id}`)).text).toContain('new posts and profile changes');
+      const edit = await c.req(`/monitors/${id}/edit`);
+      expect([ticked(edit.text, 'posts'), ticked(edit.text, 'profile')]).toEqual([true, true]);
+      // saved without the profile box: posts only
+      const saved = await c.req(`/monitors/${id}`, {
+        ...fields,
+        _csrf: c.csrf(edit.text),
+        target: 'alice',
+        events: 'posts',
+      });
+      expect(saved.status).toBe(303);
+      expect((await db.monitor.findUniqueOrThrow({ where: { id } })).events).toEqual(['posts']);
+
+      // a new monitor without the box: posts only
+      const other = client();
+      await join(other, 'events-plain@example.com');
+      const plainForm = await other.req('/monitors/new');
+      const plain = await other.req('/monitors', {
+        ...fields,
+        _csrf: other.csrf(plainForm.text),
+        target: 'bob',
+        events: 'posts',
+      });
+      expect(plain.status).toBe(303);
+      const plainId = (plain.location ?? '').split('/').pop() ?? '';
+      expect((await db.monitor.findUniqueOrThrow({ where: { id: plainId } })).events).toEqual(['posts']);
+    } finally {
+      await db.$disconnect();
+    }
+  });
+
+  it("shows the target's status as a badge with its date on the list and the monitor page; nothing when ok", async () => {
+    const c = client();
+    await join(c, 'status@example.com');
+    const token = c.csrf((await c.req('/monitors/new')).text);
+    const created = await c.req('/monitors', { _csrf: token, target: 'gone', keywords: '', intervalSec: '' });
+    const id = (created.location ?? '').split('/').pop() ?? '';
+    expect((await c.req('/monitors')).text).not.toContain('data-testid="target-status"');
+    expect((await c.req(`/monitors/${id}`)).text).not.toContain('target-status');
+    const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+    try {
+      const at = new Date('2026-11-20T08:30:00Z');
+      await db.monitor.update({ where: { id }, data: { targetStatus: 'suspended', targetStatusAt: at } });
+    } finally {
+      await db.$disconnect();
+    }
+    const badge = /data-testid="target-status" data-status="suspended"\s*>Suspended since 2026-11-20 08:30 UTC</;
+    expect((await c.req('/monitors')).text).toMatch(badge);
+    const page = await c.req(`/monitors/${id}`);
+    expect(page.text).toMatch(badge);
+    expect(page.text).toContain('@gone is suspended (since 2026-11-20 08:30 UTC)');
+  });
+
   it('starts, serves pages and stays ready while RabbitMQ is unreachable (readiness is not tied to the broker)', async () => {
     const down = await start({
       DATABASE_URL: dbHandle.url,

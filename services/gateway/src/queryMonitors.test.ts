@@ -92,6 +92,11 @@ describe('query monitors through the API', () => {
     ['matching everything', { query: '-giveaway lang:en' }, 'query: the query would match every post'],
     ['with a username', { query: 'launch', target_username: 'acme' }, 'query: give a username or a query, not both'],
     ['with keywords', { query: 'launch', keywords: ['rocket'] }, 'keywords: a query monitor takes no keywords'],
+    [
+      'with profile events',
+      { query: 'launch', events: ['posts', 'profile'] },
+      'events: a query monitor watches no account, so it has no profile',
+    ],
     ['5,000 characters (over the body bound)', { query: 'x'.repeat(5000) }, 'query'],
   ])('refuses a query %s with a 400 naming the part, nothing saved', async (_label, body, message) => {
     const { accountId, key } = await stack.account('starter', 'manage');

@@ -7,9 +7,9 @@
  * records each page through src/record. The X stream (src/intake/stream) runs beside it (main.ts).
  */
 import type { Logger } from '@sts/common';
-import type { SocialSource } from '@sts/social';
+import type { SocialSource, XSource } from '@sts/social';
 import type { IntervalPolicy, TargetState } from './domain/schedule';
-import { createListener, type Listener } from './adapters/listener';
+import { subscribe, type DirectSession, type Subscription } from './adapters/directSession';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
 import { errorMessage } from '@sts/core';
@@ -24,10 +24,11 @@ import { createTargetPoll } from './poll/poll';
 import type { ProfileRepository } from './adapters/profiles';
 import { isUnavailable } from './domain/profiles';
 import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
+import { createXProfileLookup, type XProfileLookup } from './intake/profile/xLookup';
 import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './gaps/gaps';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
-const TWEETS_CHANNEL = 'sts_tweets';
+export const TWEETS_CHANNEL = 'sts_tweets';
 
 interface PollerMetrics {
   polls(outcome: PollOutcome): void;
@@ -52,10 +53,19 @@ export interface PollerOptions {
   tickMs?: number;
   /** most due targets one tick claims (default 200); an outage's backlog drains at this pace */
   claimLimit?: number;
-  /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
+  /** the process's direct session: LISTENs for the local store's committed tweets (push) */
+  session?: DirectSession;
+  /** without `session`: a session of its own for the push; without either only the tick polls */
   databaseUrl?: string;
-  /** the local store: watched accounts' profile and status changes (notified on the tweets' channel) */
+  /**
+   * watched accounts' profile and status changes: the local store's are notified on the tweets'
+   * channel; with `xAccounts` they are looked up on X in batches (src/intake/profile/xLookup.ts)
+   */
   profiles?: ProfileRepository;
+  /** X: the batched account lookup (with `profiles`) */
+  xAccounts?: Pick<XSource, 'lookupAccounts'>;
+  /** X: how often the account lookup runs (default 15 s) */
+  profileLookupMs?: number;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
   selectDue?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
@@ -83,23 +93,65 @@ export interface Poller {
   queries: QueryIntake | null;
   /** X: the query monitors read by recent search (none on the local store) */
   xQueries: XQueryIntake | null;
-  /** the local store's profile looks (absent without `profiles`) */
+  /** the local store's profile looks (absent without `profiles` or with `xAccounts`) */
   profiles?: ProfileWatch;
+  /** X's account lookup (absent without `xAccounts`) */
+  accounts?: XProfileLookup;
+}
+
+interface Looks {
+  look(targetKey: string): void;
 }
 
 /**
- * A poll that, on the local store, asks for a look at the target's profile after polling a target
- * never looked at, an unavailable one (is it back?) or one whose poll failed (gone?).
+ * Whether a poll asks for a look at the target's account: a target never looked at, an
+ * unavailable one (is it back?) or one whose poll failed (gone? a refusal of the budget tells nothing).
  */
-function withProfileLooks(poll: TargetPoll, watch: ProfileWatch | undefined): TargetPoll {
-  if (!watch) return poll;
+function wantsLook(target: TargetState, result: PollResult): boolean {
+  if (result.outcome === 'skipped' || result.busy) return false;
+  const unknown = target.targetStatus === null || target.targetStatus === undefined;
+  return unknown || isUnavailable(target.targetStatus) || result.outcome === 'error';
+}
+
+function withProfileLooks(poll: TargetPoll, looks: Looks | undefined): TargetPoll {
+  if (!looks) return poll;
   return async (target, opts) => {
     const result = await poll(target, opts);
-    const unknown = target.targetStatus === null || target.targetStatus === undefined;
-    if (result.outcome !== 'skipped' && (unknown || isUnavailable(target.targetStatus) || result.outcome === 'error'))
-      watch.look(target.targetKey);
+    if (wantsLook(target, result)) looks.look(target.targetKey);
     return result;
   };
+}
+
+function withGroupProfileLooks(poll: GroupPoll, looks: Looks | undefined): GroupPoll {
+  if (!looks) return poll;
+  return async (targets, readAt) => {
+    const results = await poll(targets, readAt);
+    for (const t of targets) {
+      const r = results.get(t.targetKey);
+      if (r && wantsLook(t, r)) looks.look(t.targetKey);
+    }
+    return results;
+  };
+}
+
+/** the local store's profile watch, or X's account lookup, or none */
+function profileLooksOf(
+  options: PollerOptions,
+  now: () => Date,
+): { profiles?: ProfileWatch; accounts?: XProfileLookup } {
+  const { profiles: repository, logger } = options;
+  if (!repository) return {};
+  if (!options.xAccounts) return { profiles: createProfileWatch({ repository, logger, now }) };
+  const accounts = createXProfileLookup({
+    source: options.xAccounts,
+    repository,
+    leases: options.leases,
+    logger,
+    intervals: options.intervals,
+    now,
+    ...(options.profileLookupMs !== undefined ? { everyMs: options.profileLookupMs } : {}),
+  });
+  return { accounts };
 }
 
 function recorder(metrics: PollerMetrics | undefined, how: 'push' | 'poll') {
@@ -113,7 +165,12 @@ function recorder(metrics: PollerMetrics | undefined, how: 'push' | 'poll') {
 }
 
 /** X search mode: the cycle's batched-search poll (none without `search`) */
-function groupPollOf(options: PollerOptions, now: () => Date, inFlight: Set<string>): { groupPoll?: GroupPoll } {
+function groupPollOf(
+  options: PollerOptions,
+  now: () => Date,
+  inFlight: Set<string>,
+  looks: Looks | undefined,
+): { groupPoll?: GroupPoll } {
   if (!options.search) return {};
   const deps: GroupPollDeps = {
     ...options.search,
@@ -125,10 +182,25 @@ function groupPollOf(options: PollerOptions, now: () => Date, inFlight: Set<stri
     now,
   };
   const groupPoll = createGroupPoll(deps, inFlight);
-  return { groupPoll: options.coverage ? coveredGroupPoll(groupPoll, options.coverage, options.logger) : groupPoll };
+  const covered = options.coverage ? coveredGroupPoll(groupPoll, options.coverage, options.logger) : groupPoll;
+  return { groupPoll: withGroupProfileLooks(covered, looks) };
 }
 
 /** The local store's query intake (a source that reads every author's tweets), or none (X). */
+/**
+ * The push lost the notifications sent while its LISTEN was down: each pushed target is polled
+ * once (xid 0: any position covers it), at the push's concurrency.
+ */
+async function resyncPush(repository: PollerRepository, push: Push, logger: Logger): Promise<void> {
+  try {
+    const keys = (await repository.pushedTargets?.()) ?? [];
+    for (const key of keys) push.wake(key, 0n);
+    logger.info('tweet listener reconnected; polling the pushed targets once', { targets: keys.length });
+  } catch (err) {
+    logger.warn('pushed targets could not be made due', { err: errorMessage(err) });
+  }
+}
+
 function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | null {
   const { source, metrics } = options;
   if (!source.pollAllTweets) return null;
@@ -172,7 +244,8 @@ export function createPoller(options: PollerOptions): Poller {
   const now = options.now ?? (() => new Date());
   let stopping = false;
   const inFlight = new Set<string>();
-  const profiles = options.profiles ? createProfileWatch({ repository: options.profiles, logger, now }) : undefined;
+  const { profiles, accounts } = profileLooksOf(options, now);
+  const looks = profiles ?? accounts;
   const targetPoll = createTargetPoll(
     {
       repository,
@@ -187,7 +260,7 @@ export function createPoller(options: PollerOptions): Poller {
     inFlight,
   );
   const covered = options.coverage ? coveredPoll(targetPoll, options.coverage, logger) : targetPoll;
-  const poll = withProfileLooks(covered, profiles);
+  const poll = withProfileLooks(covered, looks);
   // what the tick's cycle and the push both poll with
   const polling = { repository, poll, now, concurrency };
   const runCycle = createCycle({
@@ -199,53 +272,55 @@ export function createPoller(options: PollerOptions): Poller {
     stopping: () => stopping,
     onPolled: recorder(options.metrics, 'poll'),
     ...(options.selectDue ? { select: options.selectDue } : {}),
-    ...groupPollOf(options, now, inFlight),
+    ...groupPollOf(options, now, inFlight, looks),
   });
   const onPushed = recorder(options.metrics, 'push');
   const push = createPush({ ...polling, logger, inFlight, onPolled: (r) => onPushed(r.outcome, r) });
   const tick = ticker(() => runCycle(), options.tickMs ?? 1000, logger);
   const queries = queryIntakeOf(options, now);
   const xQueries = xQueryIntakeOf(options, now);
-  let listener: Listener | undefined;
+  let listener: Subscription | undefined;
 
   return {
     async start() {
       stopping = false;
       push.start();
-      if (options.databaseUrl) queries?.start();
-      if (options.databaseUrl && !listener) {
-        listener = createListener({
-          databaseUrl: options.databaseUrl,
-          channel: TWEETS_CHANNEL,
-          logger,
-          // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
+      const listening = options.session ?? options.databaseUrl;
+      if (listening) queries?.start();
+      if (listening && !listener) {
+        // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
+        listener = subscribe({ ...options, logger }, TWEETS_CHANNEL, {
           onNotify: (payload) => {
             if (payload.startsWith('q ')) queries?.notify(payload);
             else if (!profiles?.notify(payload)) push.notify(payload);
           },
+          onReconnect: () => void resyncPush(repository, push, logger),
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
-        await listener
-          .start()
-          .catch((err: unknown) => logger.warn('tweet listener did not start', { error: errorMessage(err) }));
+        await listener?.ready.catch((err: unknown) =>
+          logger.warn('tweet listener did not start', { error: errorMessage(err) }),
+        );
       }
       tick.start();
+      accounts?.start();
       xQueries?.start();
     },
     async stop() {
       stopping = true;
-      await listener?.stop();
+      await listener?.close();
       listener = undefined;
       await push.stop();
       await queries?.stop();
       await xQueries?.stop();
       await tick.stop();
       await profiles?.stop();
+      await accounts?.stop();
     },
     runCycle,
     push,
     queries,
     xQueries,
     ...(profiles ? { profiles } : {}),
+    ...(accounts ? { accounts } : {}),
   };
 }

@@ -7,7 +7,8 @@
  * - the account suspended (the local store's flag) → `target_status` suspended on its monitors,
  *   one `monitor.target_unavailable` per monitor, one `account.target.status` account event (the
  *   mail), polls backed off; back → `ok`, polled at once, nothing more sent;
- * - a rename → the monitors follow the account (same id) to its new username.
+ * - a rename → the monitors follow the account (same id) to its new username;
+ * - a deleted account → `target_status` not_found, one `monitor.target_unavailable` per monitor.
  */
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -265,5 +266,48 @@ describe('profile changes and target health on the local store', () => {
     expect(events.map((e) => e.kind)).toEqual(['monitor.profile_changed', 'monitor.target_unavailable']);
     expect(events[0]!.payload).toMatchObject({ changed: ['username'], after: { username: 'NewHandle' } });
     expect(events[1]!.payload).toMatchObject({ status: 'renamed', username: 'oldhandle', newUsername: 'NewHandle' });
+  });
+
+  it('a deleted account: not_found on its monitors, one monitor.target_unavailable each, one mail', async () => {
+    await createSocialUser(db, { username: 'doomed', name: 'Doomed' });
+    const a = await monitor('doomed', 'doomed-a');
+    const b = await monitor('doomed', 'doomed-b', ['posts', 'profile']);
+    await waitFor(async () => (await snapshot('doomed'))?.status === 'ok', 20_000);
+
+    await db.$executeRaw`DELETE FROM social_users WHERE username_key = 'doomed'`;
+    await waitFor(async () => {
+      const ms = await db.monitor.findMany({ where: { id: { in: [a, b] } }, select: { targetStatus: true } });
+      return ms.every((m) => m.targetStatus === 'not_found');
+    }, 20_000);
+    const sent = await waitFor(() => {
+      const got = delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/doomed'));
+      return got.length >= 2 ? got : null;
+    }, 30_000);
+    expect(sent.map((r) => r.path).sort()).toEqual(['/doomed-a', '/doomed-b']);
+    const toB = sent.find((r) => r.path === '/doomed-b')!;
+    expect(signatureOk(toB, secrets.get(b)!)).toBe(true);
+    expect(JSON.parse(toB.rawBody.toString())).toMatchObject({
+      event: 'monitor.target_unavailable',
+      monitor: { id: b },
+      status: 'not_found',
+      previousStatus: 'ok',
+      username: 'doomed',
+      newUsername: null,
+    });
+    const mails = await db.accountEvent.findMany({
+      where: { routingKey: 'account.target.status', payload: { path: ['username'], equals: 'doomed' } },
+    });
+    expect(mails).toHaveLength(1);
+    expect(mails[0]!.payload).toMatchObject({ status: 'not_found' });
+    // the looks after failed polls of the gone account tell nothing again
+    const polledAt = Date.now();
+    await waitFor(async () => {
+      const c = await db.pollCursor.findUnique({ where: { targetKey: 'doomed' } });
+      return (c?.lastPolledAt?.getTime() ?? 0) > polledAt;
+    }, 20_000);
+    await waitFor(() => poller.profiles!.idle(), 5_000);
+    expect(
+      await db.monitorEvent.count({ where: { kind: 'monitor.target_unavailable', monitorId: { in: [a, b] } } }),
+    ).toBe(2);
   });
 });

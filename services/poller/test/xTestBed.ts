@@ -9,6 +9,9 @@ import { createTestDatabase, createTestRedis, startFakeX, type FakeX, type FakeX
 
 export interface XTestBed {
   db: Db;
+  /** the database's URLs (a spawned service's DATABASE_URL; LISTEN and the outbox relay's session) */
+  dbUrl: string;
+  dbDirectUrl: string;
   redis: Redis;
   /** the Redis prefix's handle: `cleanup()` removes this bed's keys only */
   redisHandle: ReturnType<typeof createTestRedis>;
@@ -24,6 +27,8 @@ export async function openXTestBed(opts: { poolSize: number; fakeX?: FakeXOption
   const fake = await startFakeX(opts.fakeX);
   return {
     db,
+    dbUrl: dbHandle.url,
+    dbDirectUrl: dbHandle.directUrl,
     redis,
     redisHandle,
     fake,

@@ -49,6 +49,41 @@ describe('maintenance run (real PostgreSQL)', () => {
     expect(JSON.parse(shorter.stdout).dropped).toContain(name(keep));
   });
 
+  it('prunes monitor events past the delivery log (the longest plan), keeping recent ones', async () => {
+    const { rows: a } = await pg.query<{ id: string }>(
+      `INSERT INTO accounts (email) VALUES ('ev@example.com') RETURNING id`,
+    );
+    const { rows: m } = await pg.query<{ id: string }>(
+      `INSERT INTO monitors (account_id, target_username, target_key) VALUES ($1, 'ev', 'ev') RETURNING id`,
+      [a[0]!.id],
+    );
+    await pg.query(
+      `INSERT INTO monitor_events (monitor_id, kind, payload, created_at)
+       VALUES ($1, 'monitor.profile_changed', '{"n":"old"}', now() - interval '31 days'),
+              ($1, 'monitor.profile_changed', '{"n":"mid"}', now() - interval '20 days'),
+              ($1, 'monitor.target_unavailable', '{"n":"new"}', now() - interval '1 day')`,
+      [m[0]!.id],
+    );
+    const left = async () =>
+      (await pg.query<{ n: string }>(`SELECT payload->>'n' AS n FROM monitor_events ORDER BY created_at`)).rows.map(
+        (r) => r.n,
+      );
+    const r = await runCli(['maintenance', 'run', '--json'], { DATABASE_URL: t.url });
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.stdout) as { pruned: Record<string, number>; policy: { monitorEventsDays: number } };
+    expect(report.policy.monitorEventsDays).toBe(30);
+    expect(report.pruned.monitor_events).toBe(1);
+    expect(await left()).toEqual(['mid', 'new']);
+    // a shorter delivery log on every plan keeps fewer events
+    const shorter = await runCli(['maintenance', 'run'], {
+      DATABASE_URL: t.url,
+      PLAN_STARTER_DELIVERY_LOG_RETENTION_DAYS: '14',
+      PLAN_FREE_DELIVERY_LOG_RETENTION_DAYS: '7',
+    });
+    expect(shorter.stdout).toMatch(/monitor_events 1/);
+    expect(await left()).toEqual(['new']);
+  });
+
   it('bad settings: exit 2 naming the variable, nothing done', async () => {
     const before = await pg.query(`SELECT count(*) FROM pg_inherits WHERE inhparent = 'hits'::regclass`);
     const r = await runCli(['maintenance', 'run'], { DATABASE_URL: t.url, PLAN_FREE_HIT_RETENTION_DAYS: 'abc' });

@@ -37,6 +37,8 @@ function policyFromEnv(source: NodeJS.ProcessEnv): RetentionPolicy {
     ...DEFAULT_RETENTION,
     hitsDays: kept.hitsDays,
     deliveryAttemptsDays: kept.deliveryLogDays,
+    // a delivery in the log can be redelivered: its event row lives as long as the log
+    monitorEventsDays: kept.deliveryLogDays,
     outboxHours: env.OUTBOX_RETENTION_HOURS,
     accountEventsDays: env.ACCOUNT_EVENTS_RETENTION_DAYS,
     mailDays: env.MAIL_RETENTION_DAYS,
@@ -55,7 +57,7 @@ const run: Command = {
     '',
     'Idempotent; safe to run from several places at once (the k8s CronJob and npm start run it).',
     'Retention: PLAN_{FREE,STARTER}_HIT_RETENTION_DAYS, PLAN_{FREE,STARTER}_DELIVERY_LOG_RETENTION_DAYS',
-    '(storage keeps the longest plan), OUTBOX_RETENTION_HOURS, ACCOUNT_EVENTS_RETENTION_DAYS,',
+    '(storage keeps the longest plan; monitor_events follow the delivery log), OUTBOX_RETENTION_HOURS, ACCOUNT_EVENTS_RETENTION_DAYS,',
     'MAIL_RETENTION_DAYS, USAGE_DAILY_RETENTION_DAYS; MAINTENANCE_WEEKS_AHEAD, MAINTENANCE_BATCH_SIZE,',
     'MAINTENANCE_MAX_BATCHES bound one run.',
   ].join('\n'),

@@ -2,6 +2,7 @@
  * The `x` provider: the X API v2 over HTTPS with an app-only bearer token.
  *
  *   GET /2/users/by?usernames=           batched user lookup (≤100), cached for the fleet (users.ts)
+ *   GET /2/users?ids=                    batched account lookup by id (≤100): profiles and health (accounts.ts)
  *   GET /2/users/by/username/:username   profile read
  *   GET /2/users/:id/tweets              timeline (newest first, max_results 5..100, pagination_token, since_id)
  *   GET /2/tweets/:id                    one tweet
@@ -12,6 +13,7 @@
  */
 import type { RedisClient } from '@sts/common';
 import type { SocialSource } from '../types';
+import { lookupAccounts, type XAccountRequest, type XAccounts } from './accounts';
 import { createXClient, type XClient, type XClientOptions } from './client';
 import { createRedisGovernor, type XPriority } from './governor';
 import { pollTweets, searchGroup, type GroupSearchRequest, type GroupSearchResult, type XPollContext } from './poll';
@@ -38,6 +40,8 @@ export interface XSource extends SocialSource {
   readonly users: XUserDirectory;
   /** batched, cached: usernames → accounts or why they cannot be read (keyed by lowercase name) */
   resolveUsers(usernames: readonly string[], priority?: XPriority): Promise<Map<string, XUserResolution>>;
+  /** watched accounts by id (and by name when not known yet), 100 a call: their profiles and health */
+  lookupAccounts(request: XAccountRequest): Promise<XAccounts>;
   /** one `from:` group query (packFromQueries) since the group's last id, paged */
   searchGroup(group: QueryGroup, request: GroupSearchRequest): Promise<GroupSearchResult>;
 }
@@ -70,6 +74,7 @@ export function createXSource(options: XSourceOptions): XSource {
     search: (query, page) => search(ctx, query, page),
     pollTweets: (username, request) => pollTweets(ctx, username, request),
     resolveUsers: (usernames, priority) => users.resolve(usernames, priority),
+    lookupAccounts: (request) => lookupAccounts(client, users, request),
     searchGroup: (group, request) => searchGroup(ctx, group, request),
   };
 }

@@ -20,7 +20,14 @@ function fields(params: URLSearchParams, name: string): Set<string> {
 export function userObject(u: FakeXUser, params: URLSearchParams): Record<string, unknown> {
   const want = fields(params, 'user.fields');
   const out: Record<string, unknown> = { id: u.id, name: u.name, username: u.username };
-  for (const f of ['created_at', 'description', 'profile_image_url', 'public_metrics', 'verified'] as const) {
+  for (const f of [
+    'created_at',
+    'description',
+    'profile_image_url',
+    'protected',
+    'public_metrics',
+    'verified',
+  ] as const) {
     if (want.has(f)) out[f] = u[f];
   }
   return out;

@@ -1,7 +1,8 @@
 /**
  * The fake X's data: users and tweets, held in memory. `post()` stores a tweet and emits `'tweet'`
  * (the stream module delivers it at once); `rename()` and `suspend()` change an account the way X
- * does (the old username stops resolving; a suspended account answers X's "Forbidden" problem).
+ * does (the old username stops resolving; a suspended account answers X's "Forbidden" problem);
+ * `update()` changes a profile and `remove()` deletes an account.
  */
 import { EventEmitter } from 'node:events';
 import { compareIds, snowflakeId } from '@sts/core';
@@ -16,7 +17,14 @@ export interface FakeXUser {
   created_at: string;
   public_metrics: { followers_count: number; following_count: number; tweet_count: number; listed_count: number };
   suspended: boolean;
+  /** posts visible to approved followers only (`protected: true` in the user object) */
+  protected: boolean;
 }
+
+/** what `update()` may change of an account's profile */
+export type FakeXProfilePatch = Partial<
+  Pick<FakeXUser, 'name' | 'description' | 'verified' | 'profile_image_url' | 'protected'>
+>;
 
 export interface FakeXTweet {
   id: string;
@@ -80,6 +88,7 @@ export class FakeXState extends EventEmitter {
       created_at: (input.createdAt ?? new Date('2015-06-01T00:00:00.000Z')).toISOString(),
       public_metrics: { followers_count: input.followers ?? 100, following_count: 10, tweet_count: 0, listed_count: 0 },
       suspended: false,
+      protected: false,
     };
     this.users.set(id, user);
     return user;
@@ -138,6 +147,20 @@ export class FakeXState extends EventEmitter {
     if (!u) throw new Error(`fake X: no user ${username}`);
     u.suspended = suspended;
     return u;
+  }
+
+  /** The account's profile changes (name, bio, avatar, verified, protected). */
+  update(username: string, patch: FakeXProfilePatch): FakeXUser {
+    const u = this.user(username);
+    if (!u) throw new Error(`fake X: no user ${username}`);
+    return Object.assign(u, patch);
+  }
+
+  /** The account is deleted: neither its id nor its username resolves any more. */
+  remove(username: string): void {
+    const u = this.user(username);
+    if (!u) throw new Error(`fake X: no user ${username}`);
+    this.users.delete(u.id);
   }
 
   tweet(id: string): FakeXTweet | undefined {

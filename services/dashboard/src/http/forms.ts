@@ -8,6 +8,13 @@ export function str(req: Request, name: string): string {
   return typeof v === 'string' ? v : '';
 }
 
+/** A repeated form field (checkboxes of one name) as its string values ([] when absent). */
+export function strings(req: Request, name: string): string[] {
+  const v = (req.body as Record<string, unknown> | undefined)?.[name];
+  const all: unknown[] = Array.isArray(v) ? v : [v];
+  return all.filter((x): x is string => typeof x === 'string');
+}
+
 /** Query parameter as a string, or undefined. */
 export function query(req: Request, name: string): string | undefined {
   const v = (req.query as Record<string, unknown>)[name];

@@ -20,11 +20,12 @@ import {
 } from '../views/monitors';
 import { recoverNotice } from '../views/recover';
 import { parseFailedSince } from '../domain/since';
-import { formErrors, optionalInt, query, str } from './forms';
+import { EVENTS_SHOWN } from '../views/eventsField';
+import { formErrors, optionalInt, query, str, strings } from './forms';
 import { accountId, pageContext, setFlash } from './session';
 
 const PLAN = { free: 'Free', starter: 'Starter' } as const;
-const MONITOR_FIELDS = ['target', 'query', 'keywords', 'exclude', 'lang', 'intervalSec', 'webhookUrl'];
+const MONITOR_FIELDS = ['target', 'query', 'keywords', 'exclude', 'lang', 'events', 'intervalSec', 'webhookUrl'];
 
 function secretFlash(secret: string, standardSecret: string) {
   return {
@@ -63,6 +64,8 @@ function monitorHelpers(uc: UseCases) {
     lang: str(req, 'lang'),
     intervalSec: str(req, 'intervalSec'),
     webhookUrl: str(req, 'webhookUrl'),
+    // the checkboxes' values when the form carried them: none ticked is [] (refused by the use-case)
+    ...(str(req, EVENTS_SHOWN) === '1' ? { events: strings(req, 'events') } : {}),
   });
   const showMonitor = async (req: Request, m: MonitorView, status = 200, form = {}) => {
     const [{ facts }, payloads, record] = await Promise.all([
@@ -144,6 +147,7 @@ function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
         keywords: v.keywords,
         exclude: v.exclude,
         lang: v.lang,
+        events: v.events,
         intervalSec: optionalInt(v.intervalSec ?? '', 'intervalSec'),
         webhookUrl: v.webhookUrl?.trim() || undefined,
       });
@@ -172,6 +176,7 @@ function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
       keywords: m.keywords.join(', '),
       exclude: m.filters.exclude.join(', '),
       lang: m.filters.lang.join(', '),
+      events: m.events,
       intervalSec: String(m.intervalSec),
     };
     await sendMonitorForm(req, res, { kind: 'edit', monitor: m }, v);
@@ -188,6 +193,7 @@ function monitorRoutes(r: Router, uc: UseCases, h: Helpers): void {
         keywords: v.keywords,
         exclude: v.exclude,
         lang: v.lang,
+        events: v.events,
         intervalSec: optionalInt(v.intervalSec ?? '', 'intervalSec'),
       });
       setFlash(req, { notice: 'Monitor saved.' });

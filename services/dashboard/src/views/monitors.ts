@@ -1,5 +1,7 @@
 import type { MonitorCoverage, MonitorView, Overview, PayloadPreview, Preview, WebhookHealthView } from '@sts/usecases';
 import { coverageSection } from './coverage';
+import { eventsField } from './eventsField';
+import { targetStatusBadge, targetStatusNotice } from './targetStatus';
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
 import { html, type SafeHtml } from './html';
@@ -14,6 +16,8 @@ export interface MonitorFormValues {
   lang?: string;
   intervalSec?: string;
   webhookUrl?: string;
+  /** the ticked event kinds; undefined: the form did not carry the checkboxes */
+  events?: string[];
 }
 
 export type MonitorFormMode = { kind: 'new' } | { kind: 'edit'; monitor: MonitorView };
@@ -21,6 +25,11 @@ export type MonitorFormMode = { kind: 'new' } | { kind: 'edit'; monitor: Monitor
 /** What a monitor watches, for titles and lists: "@alice" or "Query: launch OR release". */
 export function watched(m: Pick<MonitorView, 'targetUsername' | 'query'>): string {
   return m.targetUsername !== null ? `@${m.targetUsername}` : `Query: ${m.query ?? ''}`;
+}
+
+/** "new posts and profile changes" */
+function eventsText(m: MonitorView): string {
+  return m.events.map((e) => (e === 'posts' ? 'new posts' : 'profile changes')).join(' and ');
 }
 
 /** "replies and quotes left out · en, de" or nothing */
@@ -111,7 +120,7 @@ export function monitorsPage(
                 ${monitors.map(
                   (m) =>
                     html`<tr>
-                      <td data-label="Target"><a href="/monitors/${m.id}">${watched(m)}</a></td>
+                      <td data-label="Target"><a href="/monitors/${m.id}">${watched(m)}</a>${targetStatusBadge(m)}</td>
                       <td data-label="Keywords">${keywords(m)}</td>
                       <td data-label="Status">${status(m)}${healthBadge(m)}</td>
                       <td data-label="Last check">${formatTime(m.lastCheckAt)}</td>
@@ -173,6 +182,7 @@ export function monitorFormPage(
         ${field({ name: 'keywords', label: 'Keywords (optional)', value: values.keywords, hint: 'Comma-separated; "quoted phrases" allowed. -word or -"a phrase" leaves out posts containing it. Empty: every post.', errors })}
         ${field({ name: 'exclude', label: 'Leave out post types (optional)', value: values.exclude, hint: 'Any of: replies, reposts, quotes. Empty: all fire.', errors })}
         ${field({ name: 'lang', label: 'Languages (optional)', value: values.lang, hint: 'Language codes such as en, de. A post without a language never matches. Empty: any language.', errors })}
+        ${eventsField(values.events ?? ['posts'], isNew || mode.monitor.query === null, errors)}
         ${field({
           name: 'intervalSec',
           label: 'Check every (seconds)',
@@ -343,7 +353,7 @@ export function monitorPage(
         <dl class="facts">
           <dt>${m.query !== null ? 'Query' : 'Account'}</dt>
           <dd data-testid="watched">
-            ${m.query !== null ? html`<code>${m.query}</code>` : `@${m.targetUsername ?? ''}`}
+            ${m.query !== null ? html`<code>${m.query}</code>` : `@${m.targetUsername ?? ''}`}${targetStatusBadge(m)}
           </dd>
           <dt>Status</dt>
           <dd>${status(m)}</dd>
@@ -351,6 +361,8 @@ export function monitorPage(
           <dd>${keywords(m)}</dd>
           <dt>Rules</dt>
           <dd>${rulesText(m)}</dd>
+          <dt>Sends</dt>
+          <dd data-testid="events-sent">${eventsText(m)}</dd>
           <dt>Checked every</dt>
           <dd>${formatInterval(m.intervalSec)}</dd>
           <dt>Last check</dt>
@@ -360,6 +372,7 @@ export function monitorPage(
           <dt>Hits</dt>
           <dd>${m.hitCount}</dd>
         </dl>
+        ${targetStatusNotice(m)}
         <div class="actions">
           <a class="btn" href="/monitors/${m.id}/edit">Edit</a>
           ${postButton(ctx, {

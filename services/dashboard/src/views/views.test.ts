@@ -1,7 +1,8 @@
 import { barChart, niceTop } from '../domain/chart';
 import { escapeHtml, html } from './html';
-import type { Overview } from '@sts/usecases';
+import type { Overview, TargetStatusName } from '@sts/usecases';
 import { planStatus, usageChart } from './overview';
+import { targetStatusBadge } from './targetStatus';
 
 describe('html', () => {
   it('escapes every interpolated value and keeps nested templates', () => {
@@ -74,5 +75,20 @@ describe("the overview's plan line", () => {
     });
     expect(ended).toBe('On Free since 2026-11-01. Your Starter trial ended on 2026-10-31.');
     expect(ended).not.toContain('Start it');
+  });
+});
+
+describe('target status badge', () => {
+  it('names each status with its date, and shows nothing while the account is ok', () => {
+    const at = new Date('2026-11-20T08:30:00Z');
+    const text = (targetStatus: TargetStatusName, when: Date | null = at) =>
+      String(targetStatusBadge({ targetStatus, targetStatusAt: when }))
+        .replace(/<[^>]+>|\s+(?=<)/g, '')
+        .trim();
+    expect(text('ok')).toBe('');
+    expect(text('suspended')).toBe('Suspended since 2026-11-20 08:30 UTC');
+    expect(text('protected')).toBe('Protected since 2026-11-20 08:30 UTC');
+    expect(text('not_found')).toBe('Not found since 2026-11-20 08:30 UTC');
+    expect(text('renamed', null)).toBe('Renamed');
   });
 });

@@ -2,8 +2,9 @@
  * A target's profile and health in PostgreSQL (issue 31 §2, §3): one look at a target, in one
  * transaction under a per-target transaction lock (replicas notified at once look in turn, so a
  * change is told once):
- * - reads the last profile seen (`target_profiles`) and the local store's account now (by the
- *   last profile's id when known, so a rename is followed; else by the watched name);
+ * - reads the last profile seen (`target_profiles`) and the account now: the local store's (by
+ *   the last profile's id when known, so a rename is followed; else by the watched name), or what
+ *   X's batched lookup answered (`record`, src/intake/profile/xLookup.ts);
  * - a rename moves the target's monitors, snapshot and cursor to the new username (same account);
  * - writes the snapshot, the monitors' `target_status` on a change of status, and the events:
  *   `monitor.profile_changed` to the active monitors that asked for profile events, and
@@ -22,7 +23,16 @@ import {
   type MonitorTargetUnavailableEvent,
   type TargetStatus,
 } from '@sts/messaging';
-import { isUnavailable, observe, type AccountState, type Observation, type Profile } from '../domain/profiles';
+import {
+  isUnavailable,
+  observe,
+  type AccountState,
+  type Observation,
+  type Profile,
+  type Sighting,
+} from '../domain/profiles';
+import type { LookupTarget } from '../domain/schedule';
+import { lookupTargets } from './profileTargets';
 import { OUTBOX_CHANNEL } from './repository';
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
@@ -66,7 +76,14 @@ interface ProfileLook extends Observation {
 export interface ProfileRepository {
   /** looks at one target of the local store now */
   look(targetKey: string, detectedAt: Date): Promise<ProfileLook>;
+  /** records what another source (X) answered for one target: the same comparison and events as a look */
+  record(targetKey: string, sighting: Sighting, detectedAt: Date): Promise<ProfileLook>;
+  /** every target of active monitors, with its plans, last account id and last look (the X lookup's) */
+  lookupTargets(): Promise<LookupTarget[]>;
 }
+
+/** the account now, read inside the look's transaction (the last profile's id when known) */
+type SightingReader = (tx: Tx, targetKey: string, userId: string | null) => Promise<Sighting>;
 
 function toProfile(u: Omit<UserRow, 'status'>): Profile {
   return {
@@ -272,14 +289,18 @@ async function profileEvents(tx: Tx, watchers: WatcherRow[], o: Observation, las
   return asked.length;
 }
 
-async function lookIn(tx: Tx, targetKey: string, at: Date): Promise<ProfileLook> {
+const localSighting: SightingReader = async (tx, targetKey, userId) => {
+  const user = await readUser(tx, targetKey, userId);
+  return user ? { profile: toProfile(user), state: user.status } : null;
+};
+
+async function lookIn(tx: Tx, targetKey: string, at: Date, read: SightingReader): Promise<ProfileLook> {
   await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('sts:profile:' || ${targetKey}))`;
   const [snap] = await tx.$queryRaw<SnapshotRow[]>`
     SELECT user_id, username, name, description, profile_image_url, verified, status
     FROM target_profiles WHERE target_key = ${targetKey}`;
   const last = snapshotProfile(snap);
-  const user = await readUser(tx, targetKey, last?.userId ?? null);
-  const o = observe(targetKey, last, user ? { profile: toProfile(user), state: user.status } : null);
+  const o = observe(targetKey, last, await read(tx, targetKey, last?.userId ?? null));
   const previousStatus = snap?.status ?? 'ok';
   const [named] = await tx.$queryRaw<{ target_username: string }[]>`
     SELECT target_username FROM monitors WHERE target_key = ${targetKey} LIMIT 1`;
@@ -299,6 +320,9 @@ async function lookIn(tx: Tx, targetKey: string, at: Date): Promise<ProfileLook>
 
 export function createProfileRepository(db: Db): ProfileRepository {
   return {
-    look: (targetKey, detectedAt) => db.$transaction((tx) => lookIn(tx, targetKey, detectedAt)),
+    look: (targetKey, detectedAt) => db.$transaction((tx) => lookIn(tx, targetKey, detectedAt, localSighting)),
+    record: (targetKey, sighting, detectedAt) =>
+      db.$transaction((tx) => lookIn(tx, targetKey, detectedAt, () => Promise.resolve(sighting))),
+    lookupTargets: () => lookupTargets(db),
   };
 }

@@ -4,8 +4,8 @@
  *   FOR UPDATE SKIP LOCKED and moved to a claim expiry in one statement, so each due target goes
  *   to one replica per interval; a replica that dies leaves its claims to expire.
  * - `recordBatch` writes the hits of one batch of tweets with their monitor.hit events (outbox)
- *   in transactions of at most HIT_CHUNK hits, the last one with the advanced cursor and
- *   schedule, and wakes the relay. Every hit commits with its event (unique on monitor + tweet),
+ *   in chunks of at most HIT_CHUNK hits, each one statement (so one transaction, one round trip)
+ *   that also wakes the relay; the last chunk in a transaction with the advanced cursor and schedule. Every hit commits with its event (unique on monitor + tweet),
  *   and the cursor moves only after every chunk: a crash mid-way re-reads the page and records
  *   the rest, nothing twice. The cursor only moves forward: a replica whose lease lapsed mid-poll
  *   cannot move it back.
@@ -16,6 +16,7 @@ import { Prisma, type Db, type HitRow } from '@sts/db';
 import type { MonitorHitEvent, TargetStatus } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
+import { hitChunks, inLanes } from '../domain/chunks';
 import type { ReadTime, ScheduleWrite, TargetState, WatchingAccount } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
@@ -68,6 +69,11 @@ export interface PollerRepository {
   release(claims: readonly Claim[]): Promise<void>;
   /** one target's state (null: no active monitor watches it) */
   target(targetKey: string): Promise<TargetState | null>;
+  /**
+   * The pushed targets (pushed = true, an active monitor): what the push polls once when its LISTEN
+   * connection came back (the committed tweets notified meanwhile were lost).
+   */
+  pushedTargets?(): Promise<string[]>;
   /** writes re-evaluated schedules of targets that were read as due but are not */
   reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
@@ -201,6 +207,13 @@ type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
  */
 export const HIT_CHUNK = 1000;
 
+/**
+ * Chunk statements of one batch run at once (each on its own pool connection): a chunk's time is
+ * PostgreSQL's work per row (index and trigger maintenance, docs/benchmarks.md "Fan-out"), so a
+ * large fan-out's latency is its chunks over the lanes; two keep most of the pool for other polls.
+ */
+export const CHUNK_LANES = 2;
+
 /** The distinct posts of a chunk (one per tweet and detection time) and each hit's index into them. */
 function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[] } {
   const at = new Map<string, number>();
@@ -218,18 +231,19 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
 }
 
 /**
- * Inserts the hits not recorded yet and an outbox event for each new one, in one statement (the
- * events join the rows the insert returned: a hit already recorded gets no second event); returns
- * the new ones. What goes over the wire is each hit's monitor id and the chunk's posts once: the
- * rows are built in PostgreSQL from `monitors`, the event's `monitor` part too (as @sts/messaging
- * monitorRef: keywords null when empty; repository.test compares them), its `tweet` and
- * `detectedAt` part from the post's event. Events are written in the hits' order. A monitor
+ * One chunk's statement: inserts the hits not recorded yet and an outbox event for each new one
+ * and wakes the relay when any was new (pg_notify, delivered at commit), in ONE statement (the
+ * events join the rows the insert returned: a hit already recorded gets no second event). One
+ * statement is one atomic transaction by itself, so a chunk outside the batch's last needs no
+ * BEGIN/COMMIT round trips. What goes over the wire is each hit's monitor id and the chunk's posts
+ * once: the rows are built in PostgreSQL from `monitors`, the event's `monitor` part too (as
+ * @sts/messaging monitorRef: keywords null when empty; repository.test compares them), its `tweet`
+ * and `detectedAt` part from the post's event. Events are written in the hits' order. A monitor
  * deleted since it was read gets no hit.
  */
-async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
-  if (hits.length === 0) return [];
+function hitChunkSql(hits: readonly NewHit[]): Prisma.Sql {
   const { posts, index } = chunkPosts(hits);
-  const inserted = await tx.$queryRaw<{ monitor_id: string; tweet_id: string }[]>`
+  return Prisma.sql`
     WITH post AS (
       SELECT * FROM unnest(
         ${posts.map((p) => p.tweetId)}::text[], ${posts.map((p) => p.tweetText)}::text[],
@@ -262,9 +276,15 @@ async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
              jsonb_build_object('accountId', i.account_id::text, 'hitId', ins.id::text)
       FROM ins JOIN input i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
       ORDER BY i.ord
-    )
-    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins`;
-  if (inserted.length > 0) await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+    ),
+    wake AS MATERIALIZED (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
+    SELECT ins.monitor_id::text AS monitor_id, ins.tweet_id FROM ins CROSS JOIN (SELECT count(*) FROM wake) AS woken`;
+}
+
+/** Runs one chunk's statement (hitChunkSql) on `runner` (the pool, or a transaction); returns the new hits. */
+async function insertHits(runner: Pick<Db, '$queryRaw'>, hits: NewHit[]): Promise<NewHit[]> {
+  if (hits.length === 0) return [];
+  const inserted = await runner.$queryRaw<{ monitor_id: string; tweet_id: string }[]>(hitChunkSql(hits));
   const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
   return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
 }
@@ -412,6 +432,12 @@ export function createPollerRepository(db: Db): PollerRepository {
       return row ? toTarget(row) : null;
     },
 
+    async pushedTargets() {
+      const rows = await db.$queryRaw<{ target_key: string }[]>`
+        SELECT target_key FROM poll_targets WHERE pushed AND active_monitors > 0`;
+      return rows.map((r) => r.target_key);
+    },
+
     async reschedule(rows) {
       if (rows.length === 0) return;
       await db.$executeRaw`
@@ -443,14 +469,11 @@ export function createPollerRepository(db: Db): PollerRepository {
     },
 
     async recordBatch(targetKey, hits, cursor, polledAt, schedule) {
-      const fresh: NewHit[] = [];
-      // every chunk but the last in its own transaction; the last with the cursor and schedule
-      let at = 0;
-      for (; hits.length - at > HIT_CHUNK; at += HIT_CHUNK) {
-        const chunk = hits.slice(at, at + HIT_CHUNK);
-        fresh.push(...(await db.$transaction((tx) => insertHits(tx, chunk))));
-      }
-      const last = hits.slice(at);
+      // every chunk but the last one statement (its own transaction), CHUNK_LANES at once; the
+      // last, once they all committed, in a transaction with the cursor and schedule
+      const { chunks, ordered } = hitChunks(hits, HIT_CHUNK);
+      const last = chunks.pop() ?? [];
+      const fresh = (await inLanes(chunks, ordered ? 1 : CHUNK_LANES, (c) => insertHits(db, c))).flat();
       return db.$transaction(async (tx) => {
         fresh.push(...(await insertHits(tx, last)));
         await moveCursor(tx, targetKey, cursor, polledAt);

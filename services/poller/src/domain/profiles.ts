@@ -8,6 +8,7 @@
  *   follows it). The first three are unavailable: their polls back off.
  */
 import { PROFILE_FIELDS, type TargetStatus } from '@sts/messaging';
+import type { SocialUser } from '@sts/social';
 
 type ProfileField = (typeof PROFILE_FIELDS)[number];
 
@@ -22,6 +23,24 @@ export interface Profile {
 
 /** the source's account state: the local store's flag, or what X answered */
 export type AccountState = 'active' | 'suspended' | 'protected';
+
+/**
+ * The account as the source shows it now: its profile and state, or null (no such account). X
+ * tells a suspended account without its profile (`profile` null).
+ */
+export type Sighting = { profile: Profile; state: AccountState } | { profile: null; state: 'suspended' } | null;
+
+/** The compared fields of a source's user record. */
+export function profileOf(user: SocialUser): Profile {
+  return {
+    userId: user.id,
+    username: user.username,
+    name: user.name,
+    description: user.description,
+    profileImageUrl: user.profileImageUrl,
+    verified: user.verified,
+  };
+}
 
 /** An unavailable target cannot be read as watched: its polls back off until it is back. */
 export function isUnavailable(status: TargetStatus | null | undefined): boolean {
@@ -56,12 +75,9 @@ export interface Observation {
  * The target's status and changes, from the last profile seen (null: first look) and the account
  * found now (by the last profile's id when there is one, else by the watched name).
  */
-export function observe(
-  targetKey: string,
-  last: Profile | null,
-  now: { profile: Profile; state: AccountState } | null,
-): Observation {
+export function observe(targetKey: string, last: Profile | null, now: Sighting): Observation {
   if (!now) return { status: 'not_found', profile: null, changed: [], renamedTo: null };
+  if (!now.profile) return { status: now.state, profile: null, changed: [], renamedTo: null };
   const renamed = now.profile.username.toLowerCase() !== targetKey;
   const status: TargetStatus = now.state !== 'active' ? now.state : renamed ? 'renamed' : 'ok';
   const changed = last && last.userId === now.profile.userId ? changedFields(last, now.profile) : [];

@@ -55,6 +55,31 @@ function planInterval(target: TargetState, policy: IntervalPolicy, now: Date): n
     : Math.max(policy.plans.free.pollIntervalSec, policy.plans.starter.pollIntervalSec);
 }
 
+/** A target of the account lookup (X): its plans, the account id last seen and when it was looked at. */
+export interface LookupTarget extends TargetState {
+  /** the account id of the last profile seen (null: never found) */
+  userId: string | null;
+  /** the last look (null: never) */
+  checkedAt: Date | null;
+}
+
+/**
+ * Targets whose account is due a look: its plan interval (never backed off: the look is what tells
+ * an unavailable account is back) has passed since the last look, or passes within `aheadMs` (the
+ * lookup's period), so targets due close together share one batch instead of one call each.
+ */
+export function dueForLookup(
+  targets: readonly LookupTarget[],
+  policy: IntervalPolicy,
+  now: Date,
+  aheadMs: number,
+): LookupTarget[] {
+  const horizon = now.getTime() + aheadMs;
+  return targets.filter(
+    (t) => t.checkedAt === null || t.checkedAt.getTime() + planInterval(t, policy, now) * 1000 <= horizon,
+  );
+}
+
 /** Targets whose interval has passed since their last poll (never polled: due at once). */
 export function dueTargets(targets: readonly TargetState[], policy: IntervalPolicy, now: Date): TargetState[] {
   return targets.filter(

@@ -1,0 +1,112 @@
+/**
+ * Watched accounts' profiles and health, in batches: the poller's periodic account lookup.
+ *
+ *   GET /2/users?ids=              accounts known by id (a rename keeps the id), ≤ 100 a call
+ *   GET /2/users/by?usernames=     accounts not known yet (their first look), ≤ 100 a call
+ *
+ * Both are `users` calls of the fleet's budget (the governor). X answers 200 with the accounts it
+ * found in `data` (a protected one has `protected: true`) and one partial error per other id or
+ * name in `errors`: "User has been suspended" (title Forbidden) or "Could not find user"
+ * (resource-not-found: deleted or deactivated, or for a name: renamed too). Found accounts refresh
+ * the fleet's user cache, so the polls need no lookup of their own.
+ */
+import type { SocialUser } from '../types';
+import type { XClient } from './client';
+import type { XPriority } from './governor';
+import type { XUserDirectory } from './users';
+import { failed, isSuspended, mapXUser, type XProblem, type XUser } from './wire';
+
+/** the fields the profile comparison and the health need (id, name and username always come) */
+export const X_ACCOUNT_FIELDS = 'name,description,profile_image_url,verified,username,protected';
+
+const BATCH = 100;
+
+/** One account as X answered: found (active or protected), or the partial error's reason. */
+export type XAccountState =
+  | { status: 'active'; user: SocialUser }
+  | { status: 'protected'; user: SocialUser }
+  | { status: 'suspended'; user: null }
+  | { status: 'not_found'; user: null };
+
+export interface XAccountRequest {
+  ids: readonly string[];
+  usernames: readonly string[];
+  /** default 'low': a background check leaves the window's reserve to the polls */
+  priority?: XPriority;
+}
+
+export interface XAccounts {
+  /** every requested id has an entry */
+  byId: Map<string, XAccountState>;
+  /** every requested username has an entry, keyed lowercase */
+  byUsername: Map<string, XAccountState>;
+}
+
+function chunks<T>(list: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
+  return out;
+}
+
+type Found = XUser & { protected?: boolean };
+
+function problemState(p: XProblem | undefined): XAccountState {
+  return p && isSuspended(p) ? { status: 'suspended', user: null } : { status: 'not_found', user: null };
+}
+
+function foundState(u: Found): XAccountState {
+  const user = mapXUser(u);
+  return u.protected === true ? { status: 'protected', user } : { status: 'active', user };
+}
+
+/** One call for ≤ 100 keys; every key gets an entry (one X neither found nor reported is not found). */
+async function lookupBatch(
+  client: XClient,
+  by: 'ids' | 'usernames',
+  keys: string[],
+  priority: XPriority,
+): Promise<{ states: Map<string, XAccountState>; found: SocialUser[] }> {
+  const { status, body } = await client.request<Found[]>({
+    family: 'users',
+    path: by === 'ids' ? '/2/users' : '/2/users/by',
+    params: { [by]: keys.join(','), 'user.fields': X_ACCOUNT_FIELDS },
+    priority,
+  });
+  if (status !== 200) throw failed(status, body);
+  const keyOf = (k: string) => (by === 'ids' ? k : k.toLowerCase());
+  const data = new Map((body.data ?? []).map((u) => [keyOf(by === 'ids' ? u.id : u.username), u]));
+  const problems = new Map((body.errors ?? []).map((p) => [keyOf(p.value ?? p.resource_id ?? ''), p]));
+  const states = new Map<string, XAccountState>();
+  for (const key of keys.map(keyOf)) {
+    const u = data.get(key);
+    states.set(key, u ? foundState(u) : problemState(problems.get(key)));
+  }
+  return { states, found: [...data.values()].map(mapXUser) };
+}
+
+/** Looks the accounts up, 100 a call; a refused or failed call throws (SourceBusyError, SocialSourceError). */
+export async function lookupAccounts(
+  client: XClient,
+  users: Pick<XUserDirectory, 'rememberMany'>,
+  request: XAccountRequest,
+): Promise<XAccounts> {
+  const priority = request.priority ?? 'low';
+  const out: XAccounts = { byId: new Map(), byUsername: new Map() };
+  const found: SocialUser[] = [];
+  const plan = [
+    ...chunks([...new Set(request.ids)], BATCH).map((keys) => ({ by: 'ids' as const, keys, into: out.byId })),
+    ...chunks([...new Set(request.usernames.map((n) => n.toLowerCase()))], BATCH).map((keys) => ({
+      by: 'usernames' as const,
+      keys,
+      into: out.byUsername,
+    })),
+  ];
+  for (const { by, keys, into } of plan) {
+    const batch = await lookupBatch(client, by, keys, priority);
+    for (const [k, v] of batch.states) into.set(k, v);
+    found.push(...batch.found);
+  }
+  // a cache failure costs the polls a lookup later, nothing else
+  await users.rememberMany(found).catch(() => undefined);
+  return out;
+}

@@ -1,0 +1,38 @@
+/**
+ * The targets of the X account lookup: every target of active monitors with the plans watching
+ * it, the account id of its last profile (`target_profiles.user_id`: looked up by id, so a rename
+ * is followed) and its last look (`checked_at`). One read per lookup round.
+ */
+import type { PlanName } from '@sts/core';
+import type { Db } from '@sts/db';
+import type { LookupTarget } from '../domain/schedule';
+
+interface LookupRow {
+  target_key: string;
+  username: string;
+  plans: PlanName[];
+  free_trial_ends_at: Date | null;
+  user_id: string | null;
+  checked_at: Date | null;
+}
+
+export async function lookupTargets(db: Pick<Db, '$queryRaw'>): Promise<LookupTarget[]> {
+  const rows = await db.$queryRaw<LookupRow[]>`
+    SELECT m.target_key, min(m.target_username) AS username,
+           array_agg(DISTINCT a.plan::text) AS plans,
+           max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
+           tp.user_id, tp.checked_at
+    FROM monitors m
+    JOIN accounts a ON a.id = m.account_id
+    LEFT JOIN target_profiles tp ON tp.target_key = m.target_key
+    WHERE m.is_active AND m.target_key IS NOT NULL
+    GROUP BY m.target_key, tp.user_id, tp.checked_at`;
+  return rows.map((r) => ({
+    targetKey: r.target_key,
+    username: r.username,
+    accounts: r.plans.map((plan) => ({ plan, trialEndsAt: plan === 'free' ? r.free_trial_ends_at : null })),
+    lastPolledAt: null,
+    userId: r.user_id,
+    checkedAt: r.checked_at,
+  }));
+}
