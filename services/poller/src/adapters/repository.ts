@@ -212,7 +212,7 @@ export const HIT_CHUNK = 1000;
  * PostgreSQL's work per row (index and trigger maintenance, docs/benchmarks.md "Fan-out"), so a
  * large fan-out's latency is its chunks over the lanes; two keep most of the pool for other polls.
  */
-export const CHUNK_LANES = 2;
+const CHUNK_LANES = 2;
 
 /** The distinct posts of a chunk (one per tweet and detection time) and each hit's index into them. */
 function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[] } {
