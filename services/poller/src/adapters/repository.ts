@@ -87,7 +87,7 @@ export interface PollerRepository {
     polledAt: Date,
     schedule?: ScheduleWrite,
   ): Promise<NewHit[]>;
-  /** recordBatch for several targets (no schedule) in one transaction: the stream's recording */
+  /** recordBatch for several distinct targets (no schedule) in one statement: the stream's recording */
   recordMany(
     batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
     polledAt: Date,
@@ -216,19 +216,18 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
 }
 
 /**
- * Inserts the hits not recorded yet and an outbox event for each new one, in one statement (the
- * events join the rows the insert returned: a hit already recorded gets no second event); returns
- * the new ones. What goes over the wire is each hit's monitor id and the chunk's posts once: the
- * rows are built in PostgreSQL from `monitors`, the event's `monitor` part too (as @sts/messaging
- * monitorRef: keywords null when empty; repository.test compares them), its `tweet` and
- * `detectedAt` part from the post's event. Events are written in the hits' order. A monitor
- * deleted since it was read gets no hit.
+ * The CTEs `post`, `input`, `ins` (inserts the hits not recorded yet, unique on monitor + tweet;
+ * returns the new ones) and `events` (an outbox event for each new one: the events join the rows
+ * the insert returned, so a hit already recorded gets no second event). What goes over the wire
+ * is each hit's monitor id and the chunk's posts once: the rows are built in PostgreSQL from
+ * `monitors`, the event's `monitor` part too (as @sts/messaging monitorRef: keywords null when
+ * empty; repository.test compares them), its `tweet` and `detectedAt` part from the post's event.
+ * Events are written in the hits' order. A monitor deleted since it was read gets no hit.
  */
-async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
-  if (hits.length === 0) return [];
+function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
   const { posts, index } = chunkPosts(hits);
-  const inserted = await tx.$queryRaw<{ monitor_id: string; tweet_id: string }[]>`
-    WITH post AS (
+  return Prisma.sql`
+    post AS (
       SELECT * FROM unnest(
         ${posts.map((p) => p.tweetId)}::text[], ${posts.map((p) => p.tweetText)}::text[],
         ${posts.map((p) => p.tweetAuthorId)}::text[], ${posts.map((p) => p.tweetAuthorUsername)}::text[],
@@ -260,27 +259,36 @@ async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
              jsonb_build_object('accountId', i.account_id::text, 'hitId', ins.id::text)
       FROM ins JOIN input i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
       ORDER BY i.ord
-    )
-    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins`;
-  if (inserted.length > 0) await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+    )`;
+}
+
+/** the hits among `hits` that the insert returned (the new ones) */
+function freshOf(hits: readonly NewHit[], inserted: readonly { monitor_id: string; tweet_id: string }[]): NewHit[] {
   const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
   return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
 }
 
-async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
-  await moveCursors(tx, [{ targetKey, cursor }], polledAt);
+/** Inserts the hits not recorded yet with their events (hitCtes) and wakes the relay; returns the new ones. */
+async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
+  if (hits.length === 0) return [];
+  const inserted = await tx.$queryRaw<{ monitor_id: string; tweet_id: string }[]>`
+    WITH ${hitCtes(hits)}
+    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins`;
+  if (inserted.length > 0) await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+  return freshOf(hits, inserted);
 }
 
-/** moveCursor for several distinct targets in one statement */
-async function moveCursors(
-  tx: Tx,
-  rows: readonly { targetKey: string; cursor: CursorState }[],
-  polledAt: Date,
-): Promise<void> {
-  if (rows.length === 0) return;
-  // forward only: keep the stored id and position when already past this batch's. Positions
-  // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
-  await tx.$executeRaw`
+async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
+  await tx.$executeRaw(cursorUpsert([{ targetKey, cursor }], polledAt));
+}
+
+/**
+ * The upsert moving several distinct targets' cursors (a statement of its own or a CTE): forward
+ * only, keeping the stored id and position when already past this batch's. Positions are
+ * "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
+ */
+function cursorUpsert(rows: readonly { targetKey: string; cursor: CursorState }[], polledAt: Date): Prisma.Sql {
+  return Prisma.sql`
     INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
     SELECT k, i, a, p, ${polledAt}, ${polledAt}, NULL, now() FROM unnest(
       ${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.cursor.lastTweetId)}::text[],
@@ -301,6 +309,31 @@ async function moveCursors(
       last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
       last_error = NULL,
       updated_at = now()`;
+}
+
+/**
+ * Several distinct targets' hits, events and cursors in ONE statement (atomic on its own: no
+ * transaction, one round trip): hitCtes, the cursors' upsert as a CTE (a data-modifying CTE runs
+ * whether read or not), and the relay's wake-up when a hit was new (the second branch's subquery
+ * yields a row, and calls pg_notify, only when `ins` returned one). Returns the new hits.
+ */
+async function recordMany(
+  db: Db,
+  batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
+  polledAt: Date,
+): Promise<NewHit[]> {
+  if (batches.length === 0) return [];
+  const hits = batches.flatMap((b) => b.hits);
+  const rows = await db.$queryRaw<{ monitor_id: string | null; tweet_id: string | null }[]>`
+    WITH ${hitCtes(hits)},
+    cursors AS (${cursorUpsert(batches, polledAt)})
+    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins
+    UNION ALL
+    SELECT NULL, NULL FROM (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) one) woken`;
+  return freshOf(
+    hits,
+    rows.filter((r): r is { monitor_id: string; tweet_id: string } => r.monitor_id !== null),
+  );
 }
 
 /**
@@ -438,22 +471,7 @@ export function createPollerRepository(db: Db): PollerRepository {
       });
     },
 
-    async recordMany(batches, polledAt) {
-      if (batches.length === 0) return [];
-      return db.$transaction(
-        async (tx) => {
-          // the targets' cursors only: a monitor's last check is read from its target's cursor
-          const fresh = await insertHits(
-            tx,
-            batches.flatMap((b) => b.hits),
-          );
-          await moveCursors(tx, batches, polledAt);
-          return fresh;
-          // a batch of many targets on a busy database: more than Prisma's 5 s default
-        },
-        { timeout: 30_000, maxWait: 10_000 },
-      );
-    },
+    recordMany: (batches, polledAt) => recordMany(db, batches, polledAt),
 
     async recordFailure(targetKey, error, polledAt, schedule) {
       await db.$transaction(async (tx) => {
