@@ -141,7 +141,15 @@ export class StreamRecording {
     part.lastDelivery = Date.now();
     return new Promise((done) => {
       part.waiting.push({ tweet: fromStreamPost(env.payload), done });
-      this.running ??= this.run().finally(() => (this.running = null));
+      this.kick();
+    });
+  }
+
+  /** starts recording unless it runs; a post that came as it finished starts it again */
+  private kick(): void {
+    this.running ??= this.run().finally(() => {
+      this.running = null;
+      if (this.parts.some((p) => p.waiting.length > 0)) this.kick();
     });
   }
 
