@@ -9,10 +9,12 @@
 import { capturingLogger, createAccount, createTestVhost, TcpProxy, waitFor } from '@sts/testing';
 import { AmqpClient } from '@sts/messaging';
 import type { Db } from '@sts/db';
-import { createPollerRepository, type PollerRepository } from '../../adapters/repository';
-import { partitionOf } from '../../domain/streamPost';
+import { Client } from 'pg';
+import { createPollerRepository, OUTBOX_CHANNEL, type PollerRepository } from '../../adapters/repository';
+import { fromStreamPost, partitionOf } from '../../domain/streamPost';
 import { parseRule } from '../../domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
+import { recordTweets } from './recorder';
 import { StreamRecording } from './recording';
 
 const h = useStreamHarness('stream-recording-test');
@@ -88,6 +90,12 @@ function counting(counter: { n: number }, delayMs = 0) {
   });
 }
 
+/** an X stream post of `target` made now */
+function streamPost(target: string, id: string, text: string) {
+  const tweet = { id, text, authorId: `id-${target}`, authorUsername: target, authorName: target };
+  return { target, tweet: { ...tweet, createdAt: new Date().toISOString(), lang: 'en' } };
+}
+
 /** two posts to each target (X stream posts, on their targets' queues); their ids */
 async function publishPosts(publisher: AmqpClient, partitions: number): Promise<string[]> {
   const ids: string[] = [];
@@ -95,8 +103,7 @@ async function publishPosts(publisher: AmqpClient, partitions: number): Promise<
     for (const u of NAMES) {
       const id = String(BigInt(Date.now()) * 1000n + BigInt(ids.length));
       ids.push(id);
-      const tweet = { id, text: `batched ${round}`, authorId: `id-${u}`, authorUsername: u, authorName: u };
-      const post = { target: u, tweet: { ...tweet, createdAt: new Date().toISOString(), lang: 'en' } };
+      const post = streamPost(u, id, `batched ${round}`);
       const partition = partitionOf(u, partitions);
       await publisher.publish('x.stream.post', post, { messageId: id, headers: {}, partition, requireRoute: true });
     }
@@ -296,6 +303,34 @@ describe('X stream recording through RabbitMQ', () => {
       // B's connection is gone for good: its consumers are cancelled without the broker
       await b.stop().catch(() => undefined);
       await a?.stop();
+    }
+  });
+
+  it('one statement records many targets’ posts and wakes the outbox relay only when it added a hit', async () => {
+    await watchAll();
+    const listener = new Client({ connectionString: h.dbHandle.url });
+    await listener.connect();
+    let woken = 0;
+    listener.on('notification', (n) => (woken += n.channel === OUTBOX_CHANNEL ? 1 : 0));
+    await listener.query(`LISTEN ${OUTBOX_CHANNEL}`);
+    try {
+      const tweets = NAMES.map((u, i) => fromStreamPost(streamPost(u, String(9_000_000_000n + BigInt(i)), 'one')));
+      const statements = { n: 0 };
+      const real = createPollerRepository(db);
+      const repository = { ...real, recordMany: counting(statements)(real).recordMany };
+      expect((await recordTweets(repository, tweets)).hits).toBe(NAMES.length);
+      await waitFor(() => woken === 1);
+      // the same posts again: no hit, no event, no wake-up; the cursors stay
+      expect((await recordTweets(repository, tweets)).hits).toBe(0);
+      await sleep(300);
+      expect(woken).toBe(1);
+      expect(statements.n).toBe(2);
+      expect(await db.hit.count()).toBe(NAMES.length);
+      expect(await db.outboxEvent.count()).toBe(NAMES.length);
+      const cursors = await db.pollCursor.findMany({ where: { targetKey: { in: NAMES } } });
+      expect(cursors.map((c) => c.lastTweetId).sort()).toEqual(tweets.map((t) => t.id).sort());
+    } finally {
+      await listener.end();
     }
   });
 });
