@@ -132,7 +132,9 @@ describe('X stream recording through RabbitMQ', () => {
     await expectEachOnce(shared);
     expect(hits.a).toBeGreaterThan(0);
     expect(hits.b).toBeGreaterThan(0);
-    // a burst of ten posts per target, settled shares: each target's in post order
+    // a burst of ten posts per target, settled shares: each target's in post order. No backfill
+    // is owed (a backfill's search could record a later post before the queue brings an earlier one)
+    await waitFor(async () => (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_owed`).length === 0);
     await sleep(1500);
     const burst: string[] = [];
     for (let round = 0; round < 10; round++)
@@ -142,10 +144,13 @@ describe('X stream recording through RabbitMQ', () => {
       where: { tweetId: { in: burst } },
       select: { tweetId: true, tweetAuthorUsername: true, detectedAt: true },
     });
+    // in the order they were posted (ids made in one millisecond are not in that order: their
+    // snowflake's worker bits are random)
+    const posted = new Map(burst.map((id, i) => [id, i]));
     for (const u of NAMES) {
       const mine = rows
         .filter((r) => r.tweetAuthorUsername === u)
-        .sort((x, y) => (BigInt(x.tweetId) < BigInt(y.tweetId) ? -1 : 1));
+        .sort((x, y) => posted.get(x.tweetId)! - posted.get(y.tweetId)!);
       expect(mine).toHaveLength(10);
       for (let i = 1; i < mine.length; i++)
         expect(mine[i]!.detectedAt.getTime()).toBeGreaterThanOrEqual(mine[i - 1]!.detectedAt.getTime());
