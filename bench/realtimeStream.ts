@@ -18,6 +18,9 @@
  * 4. failover: replica A (the holder) loses PostgreSQL (its connections black-holed, no socket
  *    closed) while 5 posts/s keep coming → seconds until replica B's stream is connected, lost.
  *
+ * BENCH_X_STATEMENTS=1: the burst also prints the statements sent (round trips), commits and rows
+ * written per post (bench/lib/statements.ts), figures a busy machine's clock does not skew.
+ *
  * Last line: `x_stream setup_per_20 <n> burst_p50_ms <a> p99_ms <b> lost <n> gap_lost <n>
  * gap_429s <n> gap_windows <n> failover_s <n> failover_lost <n>`.
  * Run alone: `npx tsx bench/realtimeStream.ts` (its own database and Redis prefix).
