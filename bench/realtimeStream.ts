@@ -18,6 +18,9 @@
  * 4. failover: replica A (the holder) loses PostgreSQL (its connections black-holed, no socket
  *    closed) while 5 posts/s keep coming → seconds until replica B's stream is connected, lost.
  *
+ * BENCH_X_STATEMENTS=1: the burst also prints the statements sent (round trips), commits and rows
+ * written per post (bench/lib/statements.ts), figures a busy machine's clock does not skew.
+ *
  * Last line: `x_stream setup_per_20 <n> burst_p50_ms <a> p99_ms <b> lost <n> gap_lost <n>
  * gap_429s <n> gap_windows <n> failover_s <n> failover_lost <n>`.
  * Run alone: `npx tsx bench/realtimeStream.ts` (its own database and Redis prefix).
@@ -37,6 +40,7 @@ import type { StreamMode } from '../services/poller/src/intake/stream/streamMode
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';
+import { StatementCounter } from './lib/statements';
 
 const TARGETS = positiveEnv('BENCH_X_STREAM_TARGETS', 2000, { whole: true });
 const BATCHES = positiveEnv('BENCH_X_BATCHES', 20, { whole: true });
@@ -46,6 +50,8 @@ const SECONDS = positiveEnv('BENCH_X_STREAM_SECONDS', 30);
 const SEARCH_PER_MIN = positiveEnv('BENCH_X_SEARCH_PER_MIN', 30, { whole: true });
 const GAP_SECONDS = positiveEnv('BENCH_X_GAP_SECONDS', 60);
 const PHASES = (process.env.BENCH_X_STREAM_PHASES ?? 'setup,burst,gap,failover').split(',');
+/** BENCH_X_STATEMENTS=1: the burst's statements, transactions and rows per post (bench/lib/statements.ts) */
+const STATEMENTS = process.env.BENCH_X_STATEMENTS === '1';
 const WINDOW_MS = 60_000;
 
 const log = (msg: string) => console.log(`[bench:realtime:stream] ${msg}`);
@@ -68,6 +74,7 @@ interface Bed {
   b: StreamMode;
   proxy: TcpProxy;
   usernames: string[];
+  statements: StatementCounter | null;
 }
 
 async function owed(db: Db): Promise<number> {
@@ -119,12 +126,14 @@ async function setup(bed: Bed): Promise<number> {
 async function burst(bed: Bed): Promise<{ p50: number; p99: number; lost: number }> {
   const { db, fake, usernames } = bed;
   const ids: string[] = [];
+  await bed.statements?.start();
   await paced(RATE, SECONDS, (i) => {
     const author = usernames[Math.floor(Math.random() * usernames.length)]!;
     ids.push(fake.state.post({ author, text: `burst ${i}` }).id);
   });
   await until(async () => (await hitsOf(db, ids)).length >= ids.length, 30_000);
   const lat = await hitsOf(db, ids);
+  for (const line of (await bed.statements?.stop(ids.length)) ?? []) log(line);
   const r = { p50: percentile(lat, 50), p99: percentile(lat, 99), lost: ids.length - lat.length };
   log(
     `burst ${RATE}/s for ${SECONDS} s: ${ids.length} posts, p50 ${Math.round(r.p50)} ms, p99 ${Math.round(r.p99)} ms, lost ${r.lost}`,
@@ -238,6 +247,8 @@ export async function runStreamMode(e: {
   const fake = await startFakeX({ routes: stream.routes, windowMs: WINDOW_MS });
   const proxy = new TcpProxy(new URL(e.dbUrl).hostname, Number(new URL(e.dbUrl).port || 5432));
   await proxy.listen();
+  // before the clients: it counts what their connections send
+  const statements = STATEMENTS ? new StatementCounter(e.dbUrl) : null;
   const db = createDbClient({ url: e.dbUrl, poolSize: 12 });
   const dbA = createDbClient({ url: proxy.urlFor(e.dbUrl), poolSize: 12 });
   const redis = new Redis(e.redisUrl, { keyPrefix: e.prefix });
@@ -250,7 +261,7 @@ export async function runStreamMode(e: {
     if (!(await until(() => a.isHolder() && stream.connections() === 1, 30_000)))
       throw new Error('replica A did not connect within 30 s');
     b = startReplica(e.dbUrl, db, fake, redis, amqpB, 'b');
-    const bed: Bed = { db, fake, stream, a, b, proxy, usernames };
+    const bed: Bed = { db, fake, stream, a, b, proxy, usernames, statements };
     if (PHASES.includes('setup')) out.push(`setup_per_20 ${(await setup(bed)).toFixed(2)}`);
     else throw new Error('the set-up phase is needed by the others');
     if (PHASES.includes('burst')) {
@@ -277,6 +288,7 @@ export async function runStreamMode(e: {
     redis.disconnect();
     await dbA.$disconnect().catch(() => undefined);
     await db.$disconnect();
+    await statements?.end();
   }
 }
 

@@ -95,7 +95,7 @@ export interface PollerRepository {
     polledAt: Date,
     schedule?: ScheduleWrite,
   ): Promise<NewHit[]>;
-  /** recordBatch for several targets (no schedule) in one transaction: the stream's recording */
+  /** recordBatch for several distinct targets (no schedule) in one statement: the stream's recording */
   recordMany(
     batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
     polledAt: Date,
@@ -231,20 +231,18 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
 }
 
 /**
- * One chunk's statement: inserts the hits not recorded yet and an outbox event for each new one
- * and wakes the relay when any was new (pg_notify, delivered at commit), in ONE statement (the
- * events join the rows the insert returned: a hit already recorded gets no second event). One
- * statement is one atomic transaction by itself, so a chunk outside the batch's last needs no
- * BEGIN/COMMIT round trips. What goes over the wire is each hit's monitor id and the chunk's posts
- * once: the rows are built in PostgreSQL from `monitors`, the event's `monitor` part too (as
- * @sts/messaging monitorRef: keywords null when empty; repository.test compares them), its `tweet`
- * and `detectedAt` part from the post's event. Events are written in the hits' order. A monitor
- * deleted since it was read gets no hit.
+ * The CTEs `post`, `input`, `ins` (inserts the hits not recorded yet, unique on monitor + tweet;
+ * returns the new ones) and `events` (an outbox event for each new one: the events join the rows
+ * the insert returned, so a hit already recorded gets no second event). What goes over the wire
+ * is each hit's monitor id and the chunk's posts once: the rows are built in PostgreSQL from
+ * `monitors`, the event's `monitor` part too (as @sts/messaging monitorRef: keywords null when
+ * empty; repository.test compares them), its `tweet` and `detectedAt` part from the post's event.
+ * Events are written in the hits' order. A monitor deleted since it was read gets no hit.
  */
-function hitChunkSql(hits: readonly NewHit[]): Prisma.Sql {
+function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
   const { posts, index } = chunkPosts(hits);
   return Prisma.sql`
-    WITH post AS (
+    post AS (
       SELECT * FROM unnest(
         ${posts.map((p) => p.tweetId)}::text[], ${posts.map((p) => p.tweetText)}::text[],
         ${posts.map((p) => p.tweetAuthorId)}::text[], ${posts.map((p) => p.tweetAuthorUsername)}::text[],
@@ -276,7 +274,23 @@ function hitChunkSql(hits: readonly NewHit[]): Prisma.Sql {
              jsonb_build_object('accountId', i.account_id::text, 'hitId', ins.id::text)
       FROM ins JOIN input i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
       ORDER BY i.ord
-    ),
+    )`;
+}
+
+/** the hits among `hits` that the insert returned (the new ones) */
+function freshOf(hits: readonly NewHit[], inserted: readonly { monitor_id: string; tweet_id: string }[]): NewHit[] {
+  const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
+  return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
+}
+
+/**
+ * One chunk's statement: hitCtes and the relay's wake-up when any hit was new (pg_notify,
+ * delivered at commit), in ONE statement. One statement is one atomic transaction by itself, so a
+ * chunk outside the batch's last needs no BEGIN/COMMIT round trips.
+ */
+function hitChunkSql(hits: readonly NewHit[]): Prisma.Sql {
+  return Prisma.sql`
+    WITH ${hitCtes(hits)},
     wake AS MATERIALIZED (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
     SELECT ins.monitor_id::text AS monitor_id, ins.tweet_id FROM ins CROSS JOIN (SELECT count(*) FROM wake) AS woken`;
 }
@@ -284,25 +298,20 @@ function hitChunkSql(hits: readonly NewHit[]): Prisma.Sql {
 /** Runs one chunk's statement (hitChunkSql) on `runner` (the pool, or a transaction); returns the new hits. */
 async function insertHits(runner: Pick<Db, '$queryRaw'>, hits: NewHit[]): Promise<NewHit[]> {
   if (hits.length === 0) return [];
-  const inserted = await runner.$queryRaw<{ monitor_id: string; tweet_id: string }[]>(hitChunkSql(hits));
-  const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
-  return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
+  return freshOf(hits, await runner.$queryRaw<{ monitor_id: string; tweet_id: string }[]>(hitChunkSql(hits)));
 }
 
 async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
-  await moveCursors(tx, [{ targetKey, cursor }], polledAt);
+  await tx.$executeRaw(cursorUpsert([{ targetKey, cursor }], polledAt));
 }
 
-/** moveCursor for several distinct targets in one statement */
-async function moveCursors(
-  tx: Tx,
-  rows: readonly { targetKey: string; cursor: CursorState }[],
-  polledAt: Date,
-): Promise<void> {
-  if (rows.length === 0) return;
-  // forward only: keep the stored id and position when already past this batch's. Positions
-  // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
-  await tx.$executeRaw`
+/**
+ * The upsert moving several distinct targets' cursors (a statement of its own or a CTE): forward
+ * only, keeping the stored id and position when already past this batch's. Positions are
+ * "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
+ */
+function cursorUpsert(rows: readonly { targetKey: string; cursor: CursorState }[], polledAt: Date): Prisma.Sql {
+  return Prisma.sql`
     INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
     SELECT k, i, a, p, ${polledAt}, ${polledAt}, NULL, now() FROM unnest(
       ${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.cursor.lastTweetId)}::text[],
@@ -323,6 +332,31 @@ async function moveCursors(
       last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
       last_error = NULL,
       updated_at = now()`;
+}
+
+/**
+ * Several distinct targets' hits, events and cursors in ONE statement (atomic on its own: no
+ * transaction, one round trip): hitCtes, the cursors' upsert as a CTE (a data-modifying CTE runs
+ * whether read or not), and the relay's wake-up when a hit was new (the second branch's subquery
+ * yields a row, and calls pg_notify, only when `ins` returned one). Returns the new hits.
+ */
+async function recordMany(
+  db: Db,
+  batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
+  polledAt: Date,
+): Promise<NewHit[]> {
+  if (batches.length === 0) return [];
+  const hits = batches.flatMap((b) => b.hits);
+  const rows = await db.$queryRaw<{ monitor_id: string | null; tweet_id: string | null }[]>`
+    WITH ${hitCtes(hits)},
+    cursors AS (${cursorUpsert(batches, polledAt)})
+    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins
+    UNION ALL
+    SELECT NULL, NULL FROM (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) one) woken`;
+  return freshOf(
+    hits,
+    rows.filter((r): r is { monitor_id: string; tweet_id: string } => r.monitor_id !== null),
+  );
 }
 
 /**
@@ -482,22 +516,7 @@ export function createPollerRepository(db: Db): PollerRepository {
       });
     },
 
-    async recordMany(batches, polledAt) {
-      if (batches.length === 0) return [];
-      return db.$transaction(
-        async (tx) => {
-          // the targets' cursors only: a monitor's last check is read from its target's cursor
-          const fresh = await insertHits(
-            tx,
-            batches.flatMap((b) => b.hits),
-          );
-          await moveCursors(tx, batches, polledAt);
-          return fresh;
-          // a batch of many targets on a busy database: more than Prisma's 5 s default
-        },
-        { timeout: 30_000, maxWait: 10_000 },
-      );
-    },
+    recordMany: (batches, polledAt) => recordMany(db, batches, polledAt),
 
     async recordFailure(targetKey, error, polledAt, schedule) {
       await db.$transaction(async (tx) => {
