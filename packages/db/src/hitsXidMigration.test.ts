@@ -4,55 +4,23 @@
  * transaction's id, a week partition made later has the column and its default, and the index
  * exists on every partition.
  */
-import { cp, mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { Client } from 'pg';
-import { migrate, loadMigrations, MIGRATIONS_DIR } from './migrate';
+import type { Client } from 'pg';
+import { migrate } from './migrate';
+import { databaseBefore, type DatabaseBefore } from '../test/databaseBefore';
 import { schemaDrift } from '../test/schemaDrift';
 
 const HITS_XID = '20261126100000_hits_commit_xid';
 
-async function emptyDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const base = process.env.TEST_POSTGRES_URL;
-  if (!base) throw new Error('TEST_POSTGRES_URL is not set');
-  const name = `sts_t_xidmig_${process.pid}_${Date.now()}`;
-  const admin = new Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}" TEMPLATE template0`);
-  await admin.end();
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const c = new Client({ connectionString: base });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
-
 describe('the hits commit-xid migration on a database with rows', () => {
-  let db: Awaited<ReturnType<typeof emptyDatabase>>;
+  let db: DatabaseBefore;
   let c: Client;
-  let before: string;
 
   beforeAll(async () => {
-    db = await emptyDatabase();
-    before = await mkdtemp(path.join(os.tmpdir(), 'mig-before-'));
-    for (const m of await loadMigrations())
-      if (m.name < HITS_XID)
-        await cp(path.join(MIGRATIONS_DIR, m.name), path.join(before, m.name), { recursive: true });
-    await migrate(db.url, { dir: before });
-    c = new Client({ connectionString: db.url });
-    await c.connect();
+    db = await databaseBefore(HITS_XID, 'xidmig');
+    c = db.client;
   });
   afterAll(async () => {
-    await c.end();
-    await db.drop();
-    await rm(before, { recursive: true, force: true });
+    await db.close();
   });
 
   it('keeps every hit (xid 1), stamps new ones with their transaction, and indexes every partition', async () => {

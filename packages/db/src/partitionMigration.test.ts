@@ -3,55 +3,23 @@
  * before it, rows in place (recent, old, one week far in the past), then the rest: every row is
  * still there, in a week partition, and the keys still hold.
  */
-import { cp, mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { Client } from 'pg';
-import { migrate, loadMigrations, MIGRATIONS_DIR } from './migrate';
+import type { Client } from 'pg';
+import { migrate } from './migrate';
+import { databaseBefore, type DatabaseBefore } from '../test/databaseBefore';
 import { schemaDrift } from '../test/schemaDrift';
 
 const PARTITIONING = '20261125120000_partitioned_retention';
 
-async function emptyDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const base = process.env.TEST_POSTGRES_URL;
-  if (!base) throw new Error('TEST_POSTGRES_URL is not set');
-  const name = `sts_t_partmig_${process.pid}_${Date.now()}`;
-  const admin = new Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}" TEMPLATE template0`);
-  await admin.end();
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const c = new Client({ connectionString: base });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
-
 describe('the partitioning migration on a database with rows', () => {
-  let db: Awaited<ReturnType<typeof emptyDatabase>>;
+  let db: DatabaseBefore;
   let c: Client;
-  let before: string;
 
   beforeAll(async () => {
-    db = await emptyDatabase();
-    before = await mkdtemp(path.join(os.tmpdir(), 'mig-before-'));
-    for (const m of await loadMigrations())
-      if (m.name < PARTITIONING)
-        await cp(path.join(MIGRATIONS_DIR, m.name), path.join(before, m.name), { recursive: true });
-    await migrate(db.url, { dir: before });
-    c = new Client({ connectionString: db.url });
-    await c.connect();
+    db = await databaseBefore(PARTITIONING, 'partmig');
+    c = db.client;
   });
   afterAll(async () => {
-    await c.end();
-    await db.drop();
-    await rm(before, { recursive: true, force: true });
+    await db.close();
   });
 
   it('keeps every hit and delivery attempt, partitions them by week, and the keys still hold', async () => {
