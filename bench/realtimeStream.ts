@@ -109,13 +109,26 @@ function fewestSearches(usernames: readonly string[], maxLength: number): number
   return Math.ceil(chars / (maxLength + or));
 }
 
-/** requests by kind: user lookups (by id / by name), rule calls, searches, connects, other */
+/**
+ * Requests by kind: user lookups (the account lookup's by id / by name; `usersCheck`: the user
+ * cache's own lookups, e.g. the stream's account check, which ask no `protected`), rule calls,
+ * searches, connects, other.
+ */
 function byKind(requests: readonly FakeXRequest[]): Record<string, number> {
-  const out: Record<string, number> = { users: 0, usersById: 0, usersByName: 0, rules: 0, searches: 0, connects: 0 };
+  const out: Record<string, number> = {
+    users: 0,
+    usersById: 0,
+    usersByName: 0,
+    usersCheck: 0,
+    rules: 0,
+    searches: 0,
+    connects: 0,
+  };
   for (const r of requests) {
     if (r.family === 'users') {
       out.users!++;
-      if (r.path === '/2/users') out.usersById!++;
+      if (!(r.params.get('user.fields') ?? '').includes('protected')) out.usersCheck!++;
+      else if (r.path === '/2/users') out.usersById!++;
       else if (r.path.startsWith('/2/users/by')) out.usersByName!++;
     } else if (r.family === 'rules') out.rules!++;
     else if (r.family === 'search') out.searches!++;
@@ -177,7 +190,7 @@ async function setup(bed: Bed): Promise<SetupResult> {
   log(
     `set-up ${ONE_BY_ONE ? 'one by one' : `in ${BATCHES} batches`} (${Math.round(created / 1000)} s of monitor creation): ` +
       `${setupRequests} requests for ${usernames.length} accounts = ${per20.toFixed(2)} per 20: ` +
-      `first looks ${kinds.usersByName} (users by name), rules ${kinds.rules}, ` +
+      `first looks ${kinds.usersByName} (users by name), account checks ${kinds.usersCheck}, rules ${kinds.rules}, ` +
       `searches ${kinds.searches} (fewest at ${QUERY_MAX_LENGTH} characters: ${fewestSearches(usernames, QUERY_MAX_LENGTH)}), ` +
       `connects ${kinds.connects}; without the first looks ${(((setupRequests - kinds.usersByName!) / usernames.length) * 20).toFixed(2)} per 20; ` +
       `${stream.rules().length} rules; meanwhile ${kinds.usersById} second looks (users by id, the steady state's) ${JSON.stringify(kinds)}`,
