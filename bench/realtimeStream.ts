@@ -27,6 +27,9 @@
  * size), with recent search's documented self-serve query length, 512 characters
  * (X_QUERY_MAX_LENGTH; 4,096 is Enterprise's).
  *
+ * BENCH_X_STATEMENTS=1: the burst also prints the statements sent (round trips), commits and rows
+ * written per post (bench/lib/statements.ts), figures a busy machine's clock does not skew.
+ *
  * Last line: `x_stream setup_per_20 <n> setup_users <n> lookups_per_min <n> burst_p50_ms <a> p99_ms <b> lost <n> gap_lost <n>
  * gap_429s <n> gap_windows <n> failover_s <n> failover_lost <n>`.
  * Run alone: `npx tsx bench/realtimeStream.ts` (its own database and Redis prefix).
@@ -55,6 +58,7 @@ import type { StreamMode } from '../services/poller/src/intake/stream/streamMode
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';
+import { StatementCounter } from './lib/statements';
 
 const TARGETS = positiveEnv('BENCH_X_STREAM_TARGETS', 2000, { whole: true });
 const BATCHES = positiveEnv('BENCH_X_BATCHES', 20, { whole: true });
@@ -67,6 +71,8 @@ const LOOKUP_SECONDS = positiveEnv('BENCH_X_LOOKUP_SECONDS', 60);
 const QUERY_MAX_LENGTH = 512;
 const STARTER_INTERVAL_S = 60;
 const PHASES = (process.env.BENCH_X_STREAM_PHASES ?? 'setup,burst,gap,failover').split(',');
+/** BENCH_X_STATEMENTS=1: the burst's statements, transactions and rows per post (bench/lib/statements.ts) */
+const STATEMENTS = process.env.BENCH_X_STATEMENTS === '1';
 const WINDOW_MS = 60_000;
 
 const log = (msg: string) => console.log(`[bench:realtime:stream] ${msg}`);
@@ -89,6 +95,7 @@ interface Bed {
   b: StreamMode;
   proxy: TcpProxy;
   usernames: string[];
+  statements: StatementCounter | null;
 }
 
 async function owed(db: Db): Promise<number> {
@@ -211,12 +218,14 @@ async function setup(bed: Bed): Promise<SetupResult> {
 async function burst(bed: Bed): Promise<{ p50: number; p99: number; lost: number }> {
   const { db, fake, usernames } = bed;
   const ids: string[] = [];
+  await bed.statements?.start();
   await paced(RATE, SECONDS, (i) => {
     const author = usernames[Math.floor(Math.random() * usernames.length)]!;
     ids.push(fake.state.post({ author, text: `burst ${i}` }).id);
   });
   await until(async () => (await hitsOf(db, ids)).length >= ids.length, 30_000);
   const lat = await hitsOf(db, ids);
+  for (const line of (await bed.statements?.stop(ids.length)) ?? []) log(line);
   const r = { p50: percentile(lat, 50), p99: percentile(lat, 99), lost: ids.length - lat.length };
   log(
     `burst ${RATE}/s for ${SECONDS} s: ${ids.length} posts, p50 ${Math.round(r.p50)} ms, p99 ${Math.round(r.p99)} ms, lost ${r.lost}`,
@@ -358,6 +367,8 @@ export async function runStreamMode(e: {
   const fake = await startFakeX({ routes: stream.routes, windowMs: WINDOW_MS });
   const proxy = new TcpProxy(new URL(e.dbUrl).hostname, Number(new URL(e.dbUrl).port || 5432));
   await proxy.listen();
+  // before the clients: it counts what their connections send
+  const statements = STATEMENTS ? new StatementCounter(e.dbUrl) : null;
   const db = createDbClient({ url: e.dbUrl, poolSize: 12 });
   const dbA = createDbClient({ url: proxy.urlFor(e.dbUrl), poolSize: 12 });
   const redis = new Redis(e.redisUrl, { keyPrefix: e.prefix });
@@ -371,7 +382,7 @@ export async function runStreamMode(e: {
     if (!(await until(() => a.isHolder() && stream.connections() === 1, 30_000)))
       throw new Error('replica A did not connect within 30 s');
     b = startReplica({ dbUrl: e.dbUrl, db, fake, redis, amqp: amqpB, name: 'b' }, lookups);
-    const bed: Bed = { db, fake, stream, a, b, proxy, usernames };
+    const bed: Bed = { db, fake, stream, a, b, proxy, usernames, statements };
     if (PHASES.includes('setup')) {
       const r = await setup(bed);
       out.push(
@@ -403,6 +414,7 @@ export async function runStreamMode(e: {
     redis.disconnect();
     await dbA.$disconnect().catch(() => undefined);
     await db.$disconnect();
+    await statements?.end();
   }
 }
 

@@ -19,7 +19,7 @@
  */
 import type { Db } from './client';
 import { Prisma } from './generated/prisma/client';
-import { QUERY_CURSOR_KEY } from './rows';
+import { QUERY_CURSOR_KEY, queryCursorKeyOf } from './rows';
 
 export const COVERAGE_GAP_DAYS = 30;
 export const GAPS_MAX = 1000;
@@ -84,12 +84,41 @@ async function coveredUntil(db: Db, m: Keyed): Promise<Date | null> {
   return rows[0]?.covered_until ?? null;
 }
 
-async function gaps(db: Db, m: Keyed, now: Date): Promise<CoverageGap[]> {
+/**
+ * A query monitor's: the latest of the local store's query cursor, its own X search cursor
+ * (`?query:<id>`) and, for a Starter or trial account's (its stream rule), the stream last seen
+ * alive; held back by an open gap (a search refused or failed) and a window still owed to the
+ * stream's backfill under its key.
+ */
+async function queryCoveredUntil(db: Db, monitorId: string): Promise<Date | null> {
+  const own = queryCursorKeyOf(monitorId);
+  const rows = await db.$queryRaw<{ covered_until: Date | null }[]>`
+    WITH base AS (
+      SELECT greatest(
+        (SELECT max(last_success_at) FROM poll_cursors WHERE target_key IN (${QUERY_CURSOR_KEY}, ${own})),
+        (SELECT s.alive_at FROM x_stream_state s
+         WHERE s.name = 'x' AND EXISTS (
+           SELECT 1 FROM monitors w JOIN accounts a ON a.id = w.account_id
+           WHERE w.id = ${monitorId}::uuid AND w.is_active
+             AND (a.plan <> 'free' OR a.trial_ends_at > now())))) AS at
+    )
+    SELECT CASE WHEN base.at IS NULL THEN NULL ELSE least(
+      base.at,
+      (SELECT min(starts_at) FROM coverage_gaps
+       WHERE target_key IN (${QUERY_CURSOR_KEY}, ${own}) AND filled_at IS NULL),
+      (SELECT min(since) FROM x_stream_owed WHERE username = ${own})) END AS covered_until
+    FROM base`;
+  return rows[0]?.covered_until ?? null;
+}
+
+/** a query monitor's gaps are the local query cursor's and its own (`?query:<id>`, its X windows) */
+async function gaps(db: Db, m: Keyed, now: Date, query: boolean): Promise<CoverageGap[]> {
   const since = new Date(Math.max(now.getTime() - COVERAGE_GAP_DAYS * DAY_MS, m.createdAt.getTime()));
+  const keys = query ? [m.targetKey, queryCursorKeyOf(m.id)] : [m.targetKey];
   return db.$queryRaw<CoverageGap[]>`
     SELECT starts_at AS "from", ends_at AS "to", reason, filled_at AS "filledAt"
     FROM coverage_gaps
-    WHERE target_key = ${m.targetKey} AND (ends_at IS NULL OR ends_at >= ${since})
+    WHERE target_key = ANY(${keys}::text[]) AND (ends_at IS NULL OR ends_at >= ${since})
     ORDER BY starts_at DESC, id DESC
     LIMIT ${GAPS_MAX}`;
 }
@@ -176,8 +205,8 @@ export async function readMonitorCoverage(
 ): Promise<MonitorCoverage> {
   const monitor: Keyed = { ...of, targetKey: of.targetKey ?? QUERY_CURSOR_KEY };
   const [until, gapList, speed] = await Promise.all([
-    coveredUntil(db, monitor),
-    gaps(db, monitor, now),
+    of.targetKey === null ? queryCoveredUntil(db, of.id) : coveredUntil(db, monitor),
+    gaps(db, monitor, now, of.targetKey === null),
     latency(db, monitor, now),
   ]);
   return { coveredUntil: until, gaps: gapList, latency: speed };

@@ -3,7 +3,14 @@ export { applyDatabaseSettingsAt, STATEMENT_TIMEOUT } from './settings';
 export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
 export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
-export { hitSelect, monitorSettingsSelect, QUERY_CURSOR_KEY, withLastCheck, type HitRow } from './rows';
+export {
+  hitSelect,
+  monitorSettingsSelect,
+  QUERY_CURSOR_KEY,
+  queryCursorKeyOf,
+  withLastCheck,
+  type HitRow,
+} from './rows';
 export { migrationsCheck, pendingMigrations } from './pending';
 export {
   DEFAULT_RETENTION,

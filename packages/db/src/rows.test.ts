@@ -5,7 +5,7 @@
  */
 import { createTestDatabase } from '@sts/testing';
 import { createDbClient, type Db } from './client';
-import { QUERY_CURSOR_KEY, withLastCheck } from './rows';
+import { QUERY_CURSOR_KEY, queryCursorKeyOf, withLastCheck } from './rows';
 
 describe('withLastCheck', () => {
   let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -67,6 +67,22 @@ describe('withLastCheck', () => {
     expect(await shown(q.id)).toMatchObject({ lastCheckAt: t(5) });
     await db.monitor.delete({ where: { id: q.id } });
     expect(await db.pollTarget.count()).toBe(before);
+  });
+
+  it("a query monitor read on X shows the later of the query cursor and its own, with that cursor's error", async () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 3, 0, 0, s));
+    const q = await db.monitor.create({ data: { accountId, query: 'rocket', createdAt: t(0) } });
+    await db.pollCursor.upsert({
+      where: { targetKey: QUERY_CURSOR_KEY },
+      create: { targetKey: QUERY_CURSOR_KEY, lastPolledAt: t(5) },
+      update: { lastPolledAt: t(5), lastError: null },
+    });
+    // its own cursor has an error and no check yet: the query cursor's check shows
+    await db.pollCursor.create({ data: { targetKey: queryCursorKeyOf(q.id), lastError: 'X answered 503' } });
+    expect(await shown(q.id)).toMatchObject({ lastCheckAt: t(5), lastError: null });
+    await db.pollCursor.update({ where: { targetKey: queryCursorKeyOf(q.id) }, data: { lastPolledAt: t(8) } });
+    expect(await shown(q.id)).toMatchObject({ lastCheckAt: t(8), lastError: 'X answered 503' });
+    await db.monitor.delete({ where: { id: q.id } });
   });
 
   it('a monitor has exactly one of a username and a query (CHECK monitors_username_or_query)', async () => {

@@ -45,9 +45,18 @@ export const monitorSettingsSelect = {
  */
 export const QUERY_CURSOR_KEY = '?query';
 
+/**
+ * The poll_cursors row (and x_stream_owed key) of one query monitor read on X (its own recent
+ * search or stream rule): `?query:<monitor id>`, no target's key either.
+ */
+export function queryCursorKeyOf(monitorId: string): string {
+  return `${QUERY_CURSOR_KEY}:${monitorId}`;
+}
+
 /** What a monitor's last check is derived from: its target and state, and its stored (paused) values. */
 interface LastCheckInput {
-  /** null: a query monitor, whose checks are the query intake's (QUERY_CURSOR_KEY) */
+  id?: string;
+  /** null: a query monitor, whose checks are the query intake's (QUERY_CURSOR_KEY) or, on X, its own (queryCursorKeyOf) */
   targetKey: string | null;
   isActive: boolean;
   createdAt: Date;
@@ -62,12 +71,18 @@ interface LastCheckInput {
  * paused one the values it had when it was paused (frozen into its own row by the
  * monitors_last_check_freeze trigger). One indexed read of the targets' cursors for the lot.
  */
+interface CursorSeen {
+  lastPolledAt: Date | null;
+  lastError: string | null;
+}
+
 export async function withLastCheck<T extends LastCheckInput>(
   db: Pick<PrismaClient, 'pollCursor'>,
   monitors: T[],
 ): Promise<T[]> {
-  const keyOf = (m: LastCheckInput) => m.targetKey ?? QUERY_CURSOR_KEY;
-  const keys = [...new Set(monitors.filter((m) => m.isActive).map(keyOf))];
+  const keysOf = (m: LastCheckInput): string[] =>
+    m.targetKey !== null ? [m.targetKey] : [QUERY_CURSOR_KEY, ...(m.id ? [queryCursorKeyOf(m.id)] : [])];
+  const keys = [...new Set(monitors.filter((m) => m.isActive).flatMap(keysOf))];
   if (keys.length === 0) return monitors;
   const cursors = new Map(
     (
@@ -79,7 +94,13 @@ export async function withLastCheck<T extends LastCheckInput>(
   );
   return monitors.map((m) => {
     if (!m.isActive) return m;
-    const c = cursors.get(keyOf(m));
+    // a query monitor: the later of the local store's query cursor and its own X cursor
+    const c = keysOf(m)
+      .flatMap((k) => cursors.get(k) ?? [])
+      .reduce<CursorSeen | undefined>(
+        (a, b) => (a && (a.lastPolledAt ?? 0) >= (b.lastPolledAt ?? 0) ? a : b),
+        undefined,
+      );
     const polled = c?.lastPolledAt && c.lastPolledAt >= m.createdAt ? c.lastPolledAt : null;
     return { ...m, lastCheckAt: polled, lastError: c?.lastError ?? null };
   });

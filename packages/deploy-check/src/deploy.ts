@@ -291,12 +291,12 @@ export function promtoolPath(): string | null {
 }
 
 /**
- * PostgreSQL connections a pod opens besides its DB_POOL_SIZE pool, each a session of its own
- * straight to PostgreSQL (DATABASE_DIRECT_URL, never through PgBouncer): the poller's outbox
- * relay LISTEN, its metrics reporter's advisory lock, the schedule wake-up LISTEN and the X stream
- * leader's advisory lock. k8s/README.md, "Database connection budget".
+ * PostgreSQL connections a pod opens besides its DB_POOL_SIZE pool, straight to PostgreSQL
+ * (DATABASE_DIRECT_URL, never through PgBouncer): the poller's one direct session, which carries
+ * every LISTEN (outbox relay, push) and the metrics reporter's advisory lock
+ * (services/poller/src/adapters/directSession.ts). k8s/README.md, "Database connection budget".
  */
-const SESSION_CONNECTIONS: Record<string, number> = { poller: 4 };
+const SESSION_CONNECTIONS: Record<string, number> = { poller: 1 };
 
 /** The Deployment of the base's PgBouncer (k8s/base/pgbouncer.yaml). */
 export const PGBOUNCER = 'pgbouncer';

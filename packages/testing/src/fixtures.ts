@@ -69,8 +69,9 @@ export interface HitFixture {
   payload: MonitorHitEvent;
 }
 
+/** `db` may be a transaction's client (a hit written in a transaction the test holds open) */
 export async function createHit(
-  db: Db,
+  db: Pick<Db, 'hit'>,
   monitor: MonitorFixture,
   text = 'We have liftoff! #launch',
   detectedAt = new Date(),

@@ -12,11 +12,12 @@ import {
   type ServiceDefinition,
   type StartedService,
 } from '@sts/common';
-import { plansFromEnv } from '@sts/core';
+import { errorMessage, plansFromEnv } from '@sts/core';
 import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
+import { DirectSession } from './adapters/directSession';
 import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
@@ -26,6 +27,7 @@ import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './intake/stream';
+import { inStream } from './domain/streamRules';
 import type { StreamMode } from './intake/stream/streamMode';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
@@ -36,8 +38,9 @@ export const pollerService: ServiceDefinition<PollerEnv> = {
 
 async function start(env: PollerEnv, { logger, registry }: ServiceContext): Promise<StartedService> {
   const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
-  // LISTEN and session advisory locks need sessions of their own: never a transaction-mode PgBouncer
-  const sessionUrl = directDatabaseUrl(env);
+  // the process's one direct session (never a transaction-mode PgBouncer): every LISTEN (relay,
+  // push) and the metrics reporter's advisory lock (adapters/directSession.ts)
+  const session = new DirectSession({ databaseUrl: directDatabaseUrl(env), logger });
   // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
   const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
   const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'poller' });
@@ -59,11 +62,11 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     db,
     publisher: amqp,
     logger,
-    databaseUrl: sessionUrl,
+    session,
     onPublished: (n) => published.inc(n),
   });
   // outbox lag and poll lag: exported by the one replica holding the reporter lock (metrics.ts)
-  const reporter = createMetricsReporter({ databaseUrl: sessionUrl, logger });
+  const reporter = createMetricsReporter({ session, logger });
   createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
@@ -92,7 +95,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...intakes(env, source, repository, stream, logger, sessionUrl, db),
+    ...intakes(env, source, repository, stream, logger, session, db),
     coverage: createCoverageRepository(db),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
@@ -108,6 +111,10 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     .catch((err: unknown) =>
       logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
     );
+  // not reachable now: it keeps reconnecting (the listeners resync then), the ticks cover meanwhile
+  await session
+    .start()
+    .catch((err: unknown) => logger.warn('direct session did not start', { err: errorMessage(err) }));
   await relay.start();
   await poller.start();
   stream?.start();
@@ -129,6 +136,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       await relayStopped;
       await amqp.stop();
       await reporter.close();
+      await session.stop();
       redis.disconnect();
       await db.$disconnect();
     },
@@ -146,6 +154,10 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  * | x, stream     | batched search, only the Free-only targets while a   | no   | yes      |
  * |               | stream is alive (`streamSelectDue`), all without one |      |          |
  *
+ * Query monitors on X: one recent search each (src/intake/xquery) in every X mode (a timeline
+ * cannot answer a query); in stream mode only those the stream does not read (Free-only, or no
+ * stream alive), the others are stream rules (src/intake/stream/queries.ts).
+ *
  * The push is the local store's: it notifies committed tweets (LISTEN sts_tweets); X has none.
  * Profile changes and target health: the local store's users trigger notifies them; on X every
  * mode looks the watched accounts up in batches (src/intake/profile/xLookup.ts).
@@ -156,20 +168,25 @@ function intakes(
   repository: PollerRepository,
   stream: StreamMode | null,
   logger: Logger,
-  sessionUrl: string,
+  session: DirectSession,
   db: Db,
-): Pick<PollerOptions, 'search' | 'databaseUrl' | 'selectDue' | 'profiles' | 'xAccounts'> {
-  // LISTEN needs a session: the direct URL, never PgBouncer in transaction mode; the same
-  // connection hears the users trigger's profile notifications. X: the accounts are looked up
-  // in batches (every mode)
+): Pick<PollerOptions, 'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries'> {
+  // the push LISTENs on the direct session; the same channel carries the users trigger's profile
+  // notifications. X: the accounts are looked up in batches (every mode)
   const profiles = createProfileRepository(db);
-  if (!isXSource(source)) return env.SOCIAL_SOURCE === 'local' ? { databaseUrl: sessionUrl, profiles } : {};
-  const push = { profiles, xAccounts: source };
+  if (!isXSource(source)) return env.SOCIAL_SOURCE === 'local' ? { session, profiles } : {};
+  // query monitors: a timeline cannot answer a query, so every X mode reads them by search
+  const push = { profiles, xAccounts: source, xQueries: { searchGroup: source.searchGroup.bind(source) } };
   if (env.X_MONITOR_MODE === 'timeline') return push;
   const search = { source, maxQueryLength: env.X_QUERY_MAX_LENGTH, overlapMs: env.POLL_OVERLAP_SECONDS * 1000 };
   if (!stream) return { ...push, search };
   const starterSec = env.PLAN_STARTER_POLL_INTERVAL_SECONDS;
-  return { ...push, search, selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()) };
+  return {
+    ...push,
+    search,
+    selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()),
+    xQueries: { ...push.xQueries, streamed: (m, now) => stream.covers() && inStream([m.account], now) },
+  };
 }
 
 if (require.main === module) runService(pollerService);

@@ -1,15 +1,16 @@
 /**
  * The poller process with DATABASE_URL through a real PgBouncer in transaction mode (started by
  * this file, 2 server connections per database) and DATABASE_DIRECT_URL straight to PostgreSQL:
- * its pool works through the pooler, its sessions (the push LISTEN that wakes a Starter target's
- * poll, the outbox relay's LISTEN) work on the direct URL, and PostgreSQL sees no more backends
- * than the pool size plus those sessions.
+ * its pool works through the pooler, its one direct session (the push LISTEN that wakes a Starter
+ * target's poll and the outbox relay's LISTEN, on one connection) works on the direct URL, and
+ * PostgreSQL sees no more backends than the pool size plus that session.
  */
 import { Client } from 'pg';
 import { createLogger } from '@sts/common';
 import { createDbClient } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createSocialTweet, createSocialUser } from '@sts/social';
+import { SESSION_APPLICATION_NAME } from './adapters/directSession';
 import {
   createTestDatabase,
   createTestRedis,
@@ -27,15 +28,15 @@ if (!available)
   console.warn(`poller: ${PGBOUNCER_BIN} IS NOT INSTALLED (apt-get install pgbouncer): THE PGBOUNCER TEST IS SKIPPED`);
 const itBouncer = available ? it : it.skip;
 
-/** PostgreSQL's backends on `database` by kind: LISTEN sessions and the rest */
-async function backends(database: string): Promise<{ total: number; listening: number }> {
+/** PostgreSQL's backends on `database`: all, and the poller's direct sessions */
+async function backends(database: string): Promise<{ total: number; direct: number }> {
   const admin = new Client({ connectionString: testServiceUrls().postgres });
   await admin.connect();
   try {
-    const { rows } = await admin.query<{ total: number; listening: number }>(
-      `SELECT count(*)::int AS total, count(*) FILTER (WHERE query ILIKE 'LISTEN %')::int AS listening
+    const { rows } = await admin.query<{ total: number; direct: number }>(
+      `SELECT count(*)::int AS total, count(*) FILTER (WHERE application_name = $2)::int AS direct
          FROM pg_stat_activity WHERE datname = $1`,
-      [database],
+      [database, SESSION_APPLICATION_NAME],
     );
     return rows[0]!;
   } finally {
@@ -86,11 +87,10 @@ describe('poller through PgBouncer (transaction mode)', () => {
       await createSocialTweet(db, { authorUsername: 'pooled', text: 'through the pooler' });
       const event = await waitFor(() => received.find((e) => e.payload.monitor.id === monitor.id), 15_000);
       expect(event.payload.tweet.text).toBe('through the pooler');
-      // the poller's backends: at most the pooler's 2 plus its direct sessions (both LISTENs here;
-      // the two advisory-lock sessions open only on a metrics scrape or in X stream mode)
+      // the poller's backends: at most the pooler's 2 plus its one direct session (both LISTENs)
       const seen = await backends(t.name);
-      expect(seen.listening).toBe(2);
-      expect(seen.total).toBeLessThanOrEqual(POOL + 2 + 2 /* this test's own client */);
+      expect(seen.direct).toBe(1);
+      expect(seen.total).toBeLessThanOrEqual(POOL + 1 + 2 /* this test's own client */);
       proc.child.kill('SIGTERM');
       expect(await proc.exited).toBe(0);
       expect(proc.lines.join('\n')).not.toMatch(/unsupported startup parameter|prepared statement/);

@@ -9,7 +9,7 @@
 import type { Logger } from '@sts/common';
 import type { SocialSource, XSource } from '@sts/social';
 import type { IntervalPolicy, TargetState } from './domain/schedule';
-import { createListener, type Listener } from './adapters/listener';
+import { subscribe, type DirectSession, type Subscription } from './adapters/directSession';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
 import { errorMessage } from '@sts/core';
@@ -17,6 +17,7 @@ import { createCycle, type CycleResult } from './intake/tick/cycle';
 import { ticker } from './intake/tick/ticker';
 import { createPush, type Push } from './intake/push/push';
 import { createQueryIntake, type QueryIntake } from './intake/query/query';
+import { createXQueryIntake, type XQueryIntake, type XQueryIntakeDeps } from './intake/xquery/xquery';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
 import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from './pipeline';
 import { createTargetPoll } from './poll/poll';
@@ -27,7 +28,7 @@ import { createXProfileLookup, type XProfileLookup } from './intake/profile/xLoo
 import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './gaps/gaps';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
-const TWEETS_CHANNEL = 'sts_tweets';
+export const TWEETS_CHANNEL = 'sts_tweets';
 
 interface PollerMetrics {
   polls(outcome: PollOutcome): void;
@@ -52,7 +53,9 @@ export interface PollerOptions {
   tickMs?: number;
   /** most due targets one tick claims (default 200); an outage's backlog drains at this pace */
   claimLimit?: number;
-  /** LISTENs for the local store's committed tweets (push); without it only the tick polls */
+  /** the process's direct session: LISTENs for the local store's committed tweets (push) */
+  session?: DirectSession;
+  /** without `session`: a session of its own for the push; without either only the tick polls */
   databaseUrl?: string;
   /**
    * watched accounts' profile and status changes: the local store's are notified on the tweets'
@@ -73,6 +76,8 @@ export interface PollerOptions {
   now?: () => Date;
   /** the query intake's safety-net run when no notification came (default 5 s) */
   queryIntervalMs?: number;
+  /** X: query monitors read by recent search (src/intake/xquery) */
+  xQueries?: Pick<XQueryIntakeDeps, 'searchGroup' | 'streamed' | 'tickMs'>;
 }
 
 export interface Poller {
@@ -86,6 +91,8 @@ export interface Poller {
   push: Push;
   /** the local store's query monitors (none on X) */
   queries: QueryIntake | null;
+  /** X: the query monitors read by recent search (none on the local store) */
+  xQueries: XQueryIntake | null;
   /** the local store's profile looks (absent without `profiles` or with `xAccounts`) */
   profiles?: ProfileWatch;
   /** X's account lookup (absent without `xAccounts`) */
@@ -180,6 +187,20 @@ function groupPollOf(
 }
 
 /** The local store's query intake (a source that reads every author's tweets), or none (X). */
+/**
+ * The push lost the notifications sent while its LISTEN was down: each pushed target is polled
+ * once (xid 0: any position covers it), at the push's concurrency.
+ */
+async function resyncPush(repository: PollerRepository, push: Push, logger: Logger): Promise<void> {
+  try {
+    const keys = (await repository.pushedTargets?.()) ?? [];
+    for (const key of keys) push.wake(key, 0n);
+    logger.info('tweet listener reconnected; polling the pushed targets once', { targets: keys.length });
+  } catch (err) {
+    logger.warn('pushed targets could not be made due', { err: errorMessage(err) });
+  }
+}
+
 function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | null {
   const { source, metrics } = options;
   if (!source.pollAllTweets) return null;
@@ -193,6 +214,26 @@ function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | n
     onHits: (hits) => {
       metrics?.hits(hits.length);
       metrics?.detected?.(hits, 'push');
+    },
+  });
+}
+
+/** X: the query monitors' recent searches, or none (the local store, or no `xQueries`) */
+function xQueryIntakeOf(options: PollerOptions, now: () => Date): XQueryIntake | null {
+  if (!options.xQueries) return null;
+  const { metrics } = options;
+  return createXQueryIntake({
+    ...options.xQueries,
+    repository: options.repository,
+    leases: options.leases,
+    intervals: options.intervals,
+    logger: options.logger,
+    now,
+    pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
+    ...(options.coverage && { coverage: options.coverage }),
+    onHits: (hits) => {
+      metrics?.hits(hits.length);
+      metrics?.detected?.(hits, 'poll');
     },
   });
 }
@@ -237,38 +278,40 @@ export function createPoller(options: PollerOptions): Poller {
   const push = createPush({ ...polling, logger, inFlight, onPolled: (r) => onPushed(r.outcome, r) });
   const tick = ticker(() => runCycle(), options.tickMs ?? 1000, logger);
   const queries = queryIntakeOf(options, now);
-  let listener: Listener | undefined;
+  const xQueries = xQueryIntakeOf(options, now);
+  let listener: Subscription | undefined;
 
   return {
     async start() {
       stopping = false;
       push.start();
-      if (options.databaseUrl) queries?.start();
-      if (options.databaseUrl && !listener) {
-        listener = createListener({
-          databaseUrl: options.databaseUrl,
-          channel: TWEETS_CHANNEL,
-          logger,
-          // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
+      const listening = options.session ?? options.databaseUrl;
+      if (listening) queries?.start();
+      if (listening && !listener) {
+        // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
+        listener = subscribe({ ...options, logger }, TWEETS_CHANNEL, {
           onNotify: (payload) => {
             if (payload.startsWith('q ')) queries?.notify(payload);
             else if (!profiles?.notify(payload)) push.notify(payload);
           },
+          onReconnect: () => void resyncPush(repository, push, logger),
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
-        await listener
-          .start()
-          .catch((err: unknown) => logger.warn('tweet listener did not start', { error: errorMessage(err) }));
+        await listener?.ready.catch((err: unknown) =>
+          logger.warn('tweet listener did not start', { error: errorMessage(err) }),
+        );
       }
       tick.start();
       accounts?.start();
+      xQueries?.start();
     },
     async stop() {
       stopping = true;
-      await listener?.stop();
+      await listener?.close();
       listener = undefined;
       await push.stop();
       await queries?.stop();
+      await xQueries?.stop();
       await tick.stop();
       await profiles?.stop();
       await accounts?.stop();
@@ -276,6 +319,7 @@ export function createPoller(options: PollerOptions): Poller {
     runCycle,
     push,
     queries,
+    xQueries,
     ...(profiles ? { profiles } : {}),
     ...(accounts ? { accounts } : {}),
   };

@@ -59,4 +59,10 @@ describe('fake X query', () => {
     expect(parseQuery('(from:a').alternatives[0]![0]).toMatchObject({ unclosed: true });
     expect(parseQuery('from:a) x').unclosed).toBe(true);
   });
+  it('reads quoted phrases as one term (query monitors)', () => {
+    const q = compileQuery('"new release" OR launch -giveaway');
+    expect(q(tweet('A New Release today'), user('x'))).toBe(true);
+    expect(q(tweet('release new'), user('x'))).toBe(false);
+    expect(q(tweet('launch giveaway'), user('x'))).toBe(false);
+  });
 });

@@ -1,10 +1,10 @@
 /**
  * The subset of X's search query and filtered-stream rule language the fake understands: clauses
  * joined by `OR`, groups in parentheses, each clause a conjunction of `from:<username>`,
- * `is:retweet|reply|quote`, `lang:<code>` and words (case-insensitive substring of the text), any
- * of them negated by `-`. AND binds before OR (`a OR b c` is `a OR (b c)`), as X documents. Enough
+ * `is:retweet|reply|quote`, `lang:<code>`, words and `"quoted phrases"` (case-insensitive
+ * substring of the text), any of them negated by `-`. AND binds before OR (`a OR b c` is `a OR (b c)`), as X documents. Enough
  * for `from:a OR from:b ...` groups, the rule parts the poller appends
- * (`(from:a OR from:b) -is:retweet (lang:en OR lang:de)`) and keywords.
+ * (`(from:a OR from:b) -is:retweet (lang:en OR lang:de)`), keywords and query monitors' rules.
  *
  * `parseQuery` gives the tree (the stream's rule check reads it), `compileQuery` the matcher.
  */
@@ -50,12 +50,14 @@ function term(token: string): QueryTerm {
   if (lower.startsWith('is:') && IS_TYPE[lower.slice(3)])
     return { type: 'term', negated, operator: 'is', value: IS_TYPE[lower.slice(3)]! };
   if (lower.startsWith('lang:')) return { type: 'term', negated, operator: 'lang', value: lower.slice(5) };
+  if (lower.length > 1 && lower.startsWith('"') && lower.endsWith('"'))
+    return { type: 'term', negated, operator: 'word', value: lower.slice(1, -1) };
   return { type: 'term', negated, operator: 'word', value: lower };
 }
 
 /** expr := conj ('OR' conj)*; conj := atom+; atom := '-'? '(' expr ')' | operand */
 export function parseQuery(query: string): QueryGroup {
-  const tokens = query.match(/-?\(|\)|[^\s()]+/g) ?? [];
+  const tokens = query.match(/-?"[^"]*"|-?\(|\)|[^\s()]+/g) ?? [];
   let i = 0;
   function alternatives(): QueryNode[][] {
     const out = [conj()];

@@ -69,7 +69,7 @@ describe('fake X filtered stream rules', () => {
 
   it('refuses invalid rules, too-long rules and more than the rule cap; an empty body is a 400', async () => {
     const bad = await rules({
-      add: [{ value: 'cats' }, { value: `from:${'a'.repeat(15)} OR from:${'b'.repeat(15)} OR from:c` }],
+      add: [{ value: 'has:links' }, { value: `from:${'a'.repeat(15)} OR from:${'b'.repeat(15)} OR from:c` }],
     });
     expect(bad.json.meta).toMatchObject({ summary: { created: 0, invalid: 2 } });
     expect(stream.rules()).toHaveLength(0);
@@ -100,6 +100,8 @@ describe('fake X filtered stream rules with parts (X rule syntax)', () => {
         '(from:alice OR from:bob) -is:retweet',
         '(from:alice) -is:reply -is:quote (lang:de OR lang:en)',
         'from:alice lang:en',
+        // a query monitor's rule: keywords and phrases stand alone, as on X
+        '(launch OR "new release") rocket -giveaway lang:en',
       ])
         expect(await add(value)).toMatchObject({ data: [{ value }] });
       const refused = async (value: string, detail: RegExp) =>
@@ -110,10 +112,11 @@ describe('fake X filtered stream rules with parts (X rule syntax)', () => {
       await refused('-(from:alice OR from:bob)', /Negated groups/);
       await refused('(from:alice OR from:bob -is:retweet', /Unbalanced/);
       await refused('from:alice) lang:en', /Unbalanced/);
-      await refused('(from:alice) cats', /Unsupported operator/);
+      await refused('(from:alice) has:links', /Unsupported operator/);
+      await refused('-cats lang:en', /standalone/);
       await refused('(from:alice) is:verified', /Unsupported operator/);
       await refused('from:alice OR', /Empty clause/);
-      expect(wide.rules()).toHaveLength(3);
+      expect(wide.rules()).toHaveLength(4);
     } finally {
       await other.stop();
     }

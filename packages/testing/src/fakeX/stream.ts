@@ -14,9 +14,10 @@
  * Rules understand the operators the poller writes, with X's semantics (query.ts: AND before OR,
  * parentheses, `-` negation): `from:<username>`, `is:retweet|reply|quote` and `lang:<code>`, as in
  * `(from:a OR from:b) -is:retweet (lang:de OR lang:en)`. As X documents, `is:` and `lang:` are
- * conjunction-required (a rule needs a positive `from:`), a negated group is refused and the whole
- * value counts toward the length limit; anything else (words included) is an invalid rule here, so
- * a poller writing something new shows in the tests. A tweet posted to the fake's state (its
+ * conjunction-required (a rule needs a positive `from:` or keyword), a negated group is refused and
+ * the whole value counts toward the length limit. Keywords and `"phrases"` (query monitors' rules)
+ * match as query.ts reads them; any other operator is an invalid rule here, so a poller writing
+ * something new shows in the tests. A tweet posted to the fake's state (its
  * `'tweet'` event) is written to the connected stream at once when a rule matches it. Tests steer the
  * connection: `disconnect()` (X's operational-disconnect message, then the end of the response)
  * and `stall()` (the connection stays open but nothing, not even a keep-alive, is written; tweets
@@ -84,6 +85,7 @@ const USERNAME = /^[a-z0-9_]{1,15}$/;
 function ruleProblem(value: string, from: Set<string>): string | null {
   const root = parseQuery(value);
   let problem: string | null = null;
+  let keywords = 0;
   const visit = (node: QueryNode): void => {
     if (node.type === 'group') {
       if (node.unclosed) problem ??= 'Unbalanced parentheses';
@@ -92,15 +94,20 @@ function ruleProblem(value: string, from: Set<string>): string | null {
         if (conj.length === 0) problem ??= 'Empty clause';
         conj.forEach(visit);
       }
-    } else if (node.operator === 'word') problem ??= 'Unsupported operator';
-    else if (node.operator === 'from') {
+    } else if (node.operator === 'word') {
+      if (/^[a-z]+:/.test(node.value)) problem ??= 'Unsupported operator';
+      else if (!node.negated) keywords++;
+    } else if (node.operator === 'from') {
       if (!USERNAME.test(node.value)) problem ??= 'Invalid username in from:';
       else if (!node.negated) from.add(node.value);
     }
   };
   visit(root);
   // is: and lang: are conjunction-required: a rule of only those (or only negations) is refused
-  return problem ?? (from.size === 0 ? 'Rules must contain a standalone operator that is not negated' : null);
+  return (
+    problem ??
+    (from.size === 0 && keywords === 0 ? 'Rules must contain a standalone operator that is not negated' : null)
+  );
 }
 
 const sent = () => new Date().toISOString();

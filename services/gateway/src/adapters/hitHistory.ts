@@ -1,39 +1,76 @@
 /**
- * Reads of the stream from PostgreSQL: which of the asked monitors belong to the account, and the
- * account's hits after a position, in hit order, as webhook payloads (the same builder the poller
- * publishes with: monitorHitPayload / monitorRef).
+ * Reads of the stream from PostgreSQL: which of the asked monitors belong to the account, where a
+ * new stream starts, and the account's hits after a position in commit order (xid, id), as webhook
+ * payloads (the same builder the poller publishes with: monitorHitPayload / monitorRef).
+ *
+ * Commit order is read only below the snapshot horizon: every transaction of this database with a
+ * smaller xid has ended, so no hit can later appear at or before a position this read returned (a
+ * hit's transaction still running has an xid at or past it).
  */
-import type { Db } from '@sts/db';
+import { Prisma, type Db } from '@sts/db';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { StreamPosition } from '../domain/streamCursor';
 
-interface StoredHit {
+const MAX_UUID = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
+
+/**
+ * The horizon: the oldest transaction the statement's snapshot sees running (its xip), or its xmax
+ * when none. Transactions of backends connected to another database of the server are left out (a
+ * backend never changes database, so they cannot write these hits): pg_snapshot_xmin alone would
+ * hold every stream back behind any long transaction on the server. What pg_stat_activity does not
+ * show as another database's (a prepared transaction, one that just ended) still counts.
+ */
+const HORIZON = Prisma.sql`(
+  SELECT coalesce(
+    (SELECT min(x) FROM pg_snapshot_xip(s.snap) x
+      WHERE xid(x) NOT IN (SELECT a.backend_xid FROM pg_stat_activity a
+                            WHERE a.backend_xid IS NOT NULL
+                              AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
+    pg_snapshot_xmax(s.snap))
+  FROM (SELECT pg_current_snapshot() AS snap) s)`;
+
+export interface StoredHit {
   pos: StreamPosition;
   monitorId: string;
   payload: MonitorHitEvent;
 }
 
+/** a page of hits, and whether a stored hit waits past the horizon (read again once it moves) */
+interface HitPage {
+  hits: StoredHit[];
+  waiting: boolean;
+}
+
 export interface HitHistory {
   /** the ids among `monitorIds` that are not the account's monitors */
   foreignMonitors(accountId: string, monitorIds: readonly string[]): Promise<string[]>;
-  /** up to `limit` hits of the account (of `monitorIds` when given) after `after`, oldest first */
+  /** the position of a stream opened now: just before the oldest transaction still running */
+  horizon(): Promise<StreamPosition>;
+  /**
+   * up to `limit` hits of the account (of `monitorIds` when given) after `after`, in commit order,
+   * all of them below the horizon; `waiting` when one of these monitors has a committed hit at or
+   * past the horizon (a transaction older than it is still running)
+   */
   hitsAfter(
     accountId: string,
     monitorIds: readonly string[] | null,
     after: StreamPosition,
     limit: number,
-  ): Promise<StoredHit[]>;
+  ): Promise<HitPage>;
 }
 
 interface HitRow {
-  id: string;
+  waiting: boolean;
+  id: string | null;
+  xid: string;
   monitor_id: string;
   tweet_id: string;
   tweet_text: string;
   tweet_author_username: string;
   tweet_created_at: Date;
   detected_at: Date;
-  target_username: string;
+  target_username: string | null;
+  query: string | null;
   keywords: string[];
 }
 
@@ -45,31 +82,54 @@ export function createHitHistory(db: Db): HitHistory {
       const own = new Set(rows.map((r) => r.id));
       return monitorIds.filter((id) => !own.has(id));
     },
-    async hitsAfter(accountId, monitorIds, after, limit) {
-      const at = new Date(after.at);
-      const rows = await db.$queryRaw<HitRow[]>`
-        SELECT h.id::text, h.monitor_id::text, h.tweet_id, h.tweet_text, h.tweet_author_username,
-               h.tweet_created_at, h.detected_at, m.target_username, m.keywords
-          FROM hits h JOIN monitors m ON m.id = h.monitor_id
-         WHERE m.account_id = ${accountId}::uuid
-           AND (${monitorIds}::uuid[] IS NULL OR h.monitor_id = ANY(${monitorIds}::uuid[]))
-           AND (h.detected_at, h.id) > (${at}::timestamptz, ${after.hitId}::uuid)
-         ORDER BY h.detected_at, h.id
-         LIMIT ${limit}`;
-      return rows.map((r) => ({
-        pos: { at: r.detected_at.getTime(), hitId: r.id },
-        monitorId: r.monitor_id,
-        payload: monitorHitPayload(
-          monitorRef({ id: r.monitor_id, targetUsername: r.target_username, keywords: r.keywords }),
-          {
-            id: r.tweet_id,
-            text: r.tweet_text,
-            authorUsername: r.tweet_author_username,
-            createdAt: r.tweet_created_at.toISOString(),
-          },
-          r.detected_at.toISOString(),
-        ),
-      }));
+    async horizon() {
+      const [row] = await db.$queryRaw<{ horizon: string }[]>`SELECT ${HORIZON}::text AS horizon`;
+      return { xid: BigInt(row!.horizon) - 1n, hitId: MAX_UUID };
     },
+    async hitsAfter(accountId, monitorIds, after, limit) {
+      // per monitor: an index range of (monitor_id, xid, id) on each partition, merged in order;
+      // one row with null hit columns when there is no hit
+      const rows = await db.$queryRaw<HitRow[]>`
+        WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon),
+        m AS MATERIALIZED (
+          SELECT id, target_username, query, keywords FROM monitors
+           WHERE account_id = ${accountId}::uuid AND (${monitorIds}::uuid[] IS NULL OR id = ANY(${monitorIds}::uuid[]))),
+        w AS MATERIALIZED (
+          SELECT EXISTS (
+            SELECT 1 FROM h, m CROSS JOIN LATERAL (
+              SELECT 1 FROM hits x WHERE x.monitor_id = m.id AND x.xid >= h.horizon LIMIT 1) p) AS waiting)
+        SELECT w.waiting, r.* FROM w LEFT JOIN LATERAL (
+          SELECT x.id::text, x.xid::text, x.monitor_id::text, x.tweet_id, x.tweet_text, x.tweet_author_username,
+                 x.tweet_created_at, x.detected_at, m.target_username, m.query, m.keywords
+            FROM h, m CROSS JOIN LATERAL (
+                   SELECT y.id, y.xid, y.monitor_id, y.tweet_id, y.tweet_text, y.tweet_author_username,
+                          y.tweet_created_at, y.detected_at
+                     FROM hits y
+                    WHERE y.monitor_id = m.id
+                      AND (y.xid, y.id) > (${String(after.xid)}::xid8, ${after.hitId}::uuid)
+                      AND y.xid < h.horizon
+                    ORDER BY y.xid, y.id
+                    LIMIT ${limit}) x
+           ORDER BY x.xid, x.id
+           LIMIT ${limit}) r ON true`;
+      return { hits: rows.filter((r) => r.id !== null).map(storedHit), waiting: rows[0]?.waiting ?? false };
+    },
+  };
+}
+
+function storedHit(r: HitRow): StoredHit {
+  return {
+    pos: { xid: BigInt(r.xid), hitId: r.id! },
+    monitorId: r.monitor_id,
+    payload: monitorHitPayload(
+      monitorRef({ id: r.monitor_id, targetUsername: r.target_username, query: r.query, keywords: r.keywords }),
+      {
+        id: r.tweet_id,
+        text: r.tweet_text,
+        authorUsername: r.tweet_author_username,
+        createdAt: r.tweet_created_at.toISOString(),
+      },
+      r.detected_at.toISOString(),
+    ),
   };
 }

@@ -98,27 +98,19 @@ export class StreamHub {
   /** the checks, cheapest first; a refusal throws the ApiError answered to the client */
   private async admit(
     call: StreamCall,
-  ): Promise<{ id: string; from: StreamPosition | null; monitors: Set<string> | null } | null> {
+  ): Promise<{ id: string; from: StreamPosition; monitors: Set<string> | null } | null> {
     const { req, accountId, plan } = call;
     if (req.method !== 'GET') throw new MethodNotAllowedError(req.method, STREAM_PATH, ['GET']);
     if (!this.o.plans[plan].liveWebhooks)
       throw new ApiError(403, 'PLAN_REQUIRED', 'the live hit stream needs the Starter plan (or an active trial)');
     const monitors = parseStreamQuery(req.target);
-    const lastEventId = req.headers['last-event-id'];
-    let from: StreamPosition | null = null;
-    if (lastEventId !== undefined && lastEventId.trim() !== '') {
-      from = this.o.cursors.decode(accountId, lastEventId.trim());
-      if (from === null)
-        throw new ApiError(
-          400,
-          'INVALID_LAST_EVENT_ID',
-          'Last-Event-ID is not an event id of this stream for this account',
-        );
-    }
+    const resumeFrom = this.resumePosition(accountId, req.headers['last-event-id']);
     if (monitors !== null) {
       const foreign = await this.o.history.foreignMonitors(accountId, monitors);
       if (foreign.length > 0) throw new NotFoundError('NOT_FOUND', `no monitor with id ${foreign[0]}`);
     }
+    // a new stream starts before the oldest transaction still running: no hit committed from now is missed
+    const from = resumeFrom ?? (await this.o.history.horizon());
     if (this.size >= this.o.maxStreams)
       throw new ApiError(
         503,
@@ -145,7 +137,20 @@ export class StreamHub {
     return { id, from, monitors: monitors === null ? null : new Set(monitors) };
   }
 
-  private open(call: StreamCall, id: string, from: StreamPosition | null, monitors: Set<string> | null): void {
+  /** the position of the client's Last-Event-ID (null: none given); throws INVALID_LAST_EVENT_ID */
+  private resumePosition(accountId: string, lastEventId: string | undefined): StreamPosition | null {
+    if (lastEventId === undefined || lastEventId.trim() === '') return null;
+    const from = this.o.cursors.decode(accountId, lastEventId.trim());
+    if (from === null)
+      throw new ApiError(
+        400,
+        'INVALID_LAST_EVENT_ID',
+        'Last-Event-ID is not an event id of this stream for this account',
+      );
+    return from;
+  }
+
+  private open(call: StreamCall, id: string, from: StreamPosition, monitors: Set<string> | null): void {
     const { accountId } = call;
     const headers = call.opened();
     const sink = call.res.stream(
@@ -175,7 +180,6 @@ export class StreamHub {
         onError: (err) => this.o.logger.warn('stream failed', { requestId: call.req.requestId, err: String(err) }),
       },
       from,
-      this.now(),
     );
     const entry: Entry = { id, stream };
     let set = this.byAccount.get(accountId);

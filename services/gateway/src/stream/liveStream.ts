@@ -1,23 +1,32 @@
 /**
- * One open stream: catch-up from PostgreSQL, then live hits, each metered and written in order.
+ * One open stream: every event comes from PostgreSQL, read in commit order (xid, id) below the
+ * snapshot horizon (HitHistory.hitsAfter), each metered and written in order.
  *
- * The seam: the stream is subscribed to live hits BEFORE it reads the database; live hits that
- * arrive meanwhile wait in `pending` (bounded: past it they are dropped and the database is read
- * again, since every published hit is already stored). After the read, pending hits already sent
- * (same hit id) or at/before the resume position are skipped. The `id:` of each event is the
- * high-water mark of what was sent (a cursor), so resuming after it sends only later hits.
+ * Why it is exact: the high-water mark `hw` is the position of the last event sent, and each read
+ * returns only hits after it and below the horizon; every hit at or before a returned one had
+ * committed when it was read. So a hit is never skipped (one that commits late has an xid past
+ * what was sent) and never sent twice (positions only grow). The `id:` of each event is `hw`
+ * sealed (a cursor): resuming after it is the same read from the same position.
+ *
+ * Live hits from the feed only say that something was stored: each one starts a read (at most one
+ * runs; more arrivals make it read again), and its payload, the webhook payload as published, is
+ * held until the read returns its hit. While a held hit is not read yet, or the read saw a stored
+ * hit past the horizon (an older transaction is still running), it reads again on a growing delay.
  */
 import type { MonitorHitEvent } from '@sts/messaging';
-import type { HitHistory } from '../adapters/hitHistory';
+import type { HitHistory, StoredHit } from '../adapters/hitHistory';
 import type { LiveHit } from '../adapters/hitFeed';
-import { comparePositions, type CursorCodec, type StreamPosition } from '../domain/streamCursor';
+import type { CursorCodec, StreamPosition } from '../domain/streamCursor';
 import type { ResponseStream } from '@sts/http1';
 import { closingEvent, hitEvent } from './sse';
 
-const ZERO_UUID = '00000000-0000-0000-0000-000000000000';
 const PAGE = 200;
-/** live hits held while the database is read, and hits queued behind a slow quota admission */
-const MAX_PENDING = 1000;
+/** live payloads held until their hit is read; past it, the read's own payload is sent */
+const MAX_HELD = 1000;
+/** a held hit no read returned for this long is forgotten (not this stream's, or deleted) */
+const HOLD_MS = 5 * 60_000;
+const RETRY_FIRST_MS = 25;
+const RETRY_MAX_MS = 2000;
 const RECENT_IDS = 2048;
 
 /** meters one event: true when a unit was taken (the event may go out) */
@@ -30,29 +39,32 @@ export interface LiveStreamDeps {
   history: HitHistory;
   cursors: CursorCodec;
   meter: Meter;
-  /** catch-up waits for the client to take what was written once this many bytes are unsent */
+  /** a backlog is written at the client's pace once this many bytes are unsent */
   paceBytes: number;
   onError: (err: unknown) => void;
+  now?: () => number;
 }
 
 export class LiveStream {
-  private catching = false;
+  private reading = false;
   private again = false;
-  private pending: LiveHit[] = [];
-  /** the high-water mark of what was sent, or (before any) where reading starts */
-  private hw: StreamPosition;
+  /** the next read is a backlog (at open, after the feed was down): paced by the client's reads */
+  private backlog = true;
+  private readonly held = new Map<string, { payload: MonitorHitEvent; at: number }>();
   private readonly recent = new Set<string>();
-  private queue: Promise<void> = Promise.resolve();
-  private queued = 0;
+  /** the last read left a stored hit past the horizon */
+  private waiting = false;
+  private retryMs = 0;
+  private retry: NodeJS.Timeout | null = null;
+  private readonly now: () => number;
 
   constructor(
     private readonly d: LiveStreamDeps,
-    /** the client's Last-Event-ID position, or null for live hits only from now */
-    resumeFrom: StreamPosition | null,
-    openedAt: number,
+    /** the last position the client has: its Last-Event-ID, or the horizon when it opened */
+    private hw: StreamPosition,
   ) {
-    this.hw = resumeFrom ?? { at: openedAt, hitId: ZERO_UUID };
-    if (resumeFrom !== null) this.catchUp();
+    this.now = d.now ?? Date.now;
+    this.read();
   }
 
   get accountId(): string {
@@ -63,76 +75,87 @@ export class LiveStream {
     return this.d.sink.closed;
   }
 
-  /** reads from the database what was stored after the high-water mark (at open, or after the feed was down) */
+  /** the feed was down: reads what was stored meanwhile, at the client's pace */
   catchUp(): void {
-    if (this.catching) {
-      this.again = true;
-      return;
-    }
-    this.catching = true;
-    this.enqueue(() => this.readStored());
+    this.backlog = true;
+    this.read();
   }
 
   /** a live hit of this stream's account */
   offer(hit: LiveHit): void {
     if (this.d.sink.closed) return;
     if (this.d.monitors !== null && !this.d.monitors.has(hit.payload.monitor.id)) return;
-    if (this.catching) {
-      if (this.pending.length < MAX_PENDING) this.pending.push(hit);
-      else this.again = true;
-      return;
-    }
-    if (this.queued >= MAX_PENDING) {
-      // the quota store or the client cannot keep up: cut; the client resumes with its Last-Event-ID
-      this.d.sink.write(closingEvent('slow_reader', 'the stream fell behind; reconnect with Last-Event-ID'));
-      this.d.sink.end();
-      return;
-    }
-    this.enqueue(() => this.sendLive(hit));
+    if (this.recent.has(hit.hitId)) return;
+    if (this.held.size < MAX_HELD) this.held.set(hit.hitId, { payload: hit.payload, at: this.now() });
+    this.read();
   }
 
-  private enqueue(step: () => Promise<void>): void {
-    this.queued++;
-    this.queue = this.queue
-      .then(() => (this.d.sink.closed ? undefined : step()))
+  private read(): void {
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    this.reading = true;
+    this.clearRetry();
+    void this.readAll()
       .catch((err: unknown) => {
         this.d.onError(err);
         this.d.sink.end();
       })
-      .finally(() => this.queued--);
+      .finally(() => {
+        this.reading = false;
+        this.afterRead();
+      });
   }
 
-  private async readStored(): Promise<void> {
-    try {
-      do {
-        this.again = false;
-        this.pending = [];
-        const start = this.hw;
-        for (;;) {
-          const rows = await this.d.history.hitsAfter(this.d.accountId, this.monitorList(), this.hw, PAGE);
-          for (const r of rows) {
-            if (!(await this.send(r.pos, r.payload))) return;
-            // stored hits are read at the client's pace, never piled up in memory
-            if (this.d.sink.unsentBytes > this.d.paceBytes) await this.d.sink.drained();
-          }
-          if (rows.length < PAGE) break;
-        }
-        if (this.again) continue;
-        for (const hit of this.pending) {
-          const pos = positionOf(hit);
-          if (comparePositions(pos, start) <= 0 || this.recent.has(hit.hitId)) continue;
-          if (!(await this.send(pos, hit.payload))) return;
-        }
-      } while (this.again);
-    } finally {
-      this.pending = [];
-      this.catching = false;
+  /** reads and sends pages until a read finds nothing new and no live hit came meanwhile */
+  private async readAll(): Promise<void> {
+    do {
+      this.again = false;
+      const paced = this.backlog;
+      this.backlog = false;
+      for (;;) {
+        if (this.d.sink.closed) return;
+        const page = await this.d.history.hitsAfter(this.d.accountId, this.monitorList(), this.hw, PAGE);
+        this.waiting = page.waiting;
+        if (!(await this.sendAll(page.hits, paced))) return;
+        if (page.hits.length < PAGE) break;
+      }
+    } while (this.again);
+  }
+
+  /** false when the stream is over */
+  private async sendAll(rows: readonly StoredHit[], paced: boolean): Promise<boolean> {
+    for (const r of rows) {
+      const live = this.held.get(r.pos.hitId);
+      this.held.delete(r.pos.hitId);
+      if (!(await this.send(r.pos, live?.payload ?? r.payload))) return false;
+      this.retryMs = 0;
+      // a backlog is read at the client's pace, never piled up in memory; live hits are not
+      // held back for it: a client that does not keep up passes the sink's bound and is cut
+      if (paced && this.d.sink.unsentBytes > this.d.paceBytes) await this.d.sink.drained();
     }
+    return true;
   }
 
-  private async sendLive(hit: LiveHit): Promise<void> {
-    if (this.recent.has(hit.hitId)) return;
-    await this.send(positionOf(hit), hit.payload);
+  /** hits stored or announced but past the horizon yet: read again later, on a growing delay */
+  private afterRead(): void {
+    if (this.d.sink.closed) return this.held.clear();
+    const expired = this.now() - HOLD_MS;
+    for (const [id, h] of this.held) if (h.at < expired) this.held.delete(id);
+    if ((this.held.size === 0 && !this.waiting) || this.retry !== null) return;
+    this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs === 0 ? RETRY_FIRST_MS : this.retryMs * 2);
+    this.retry = setTimeout(() => {
+      this.retry = null;
+      this.read();
+    }, this.retryMs);
+    this.retry.unref();
+  }
+
+  private clearRetry(): void {
+    if (this.retry === null) return;
+    clearTimeout(this.retry);
+    this.retry = null;
   }
 
   /** meters and writes one event; false when the stream is over */
@@ -147,9 +170,9 @@ export class LiveStream {
       sink.end();
       return false;
     }
-    if (comparePositions(pos, this.hw) > 0) this.hw = pos;
+    this.hw = pos;
     this.remember(pos.hitId);
-    return sink.write(hitEvent(this.d.cursors.encode(this.d.accountId, this.hw), payload));
+    return sink.write(hitEvent(this.d.cursors.encode(this.d.accountId, pos), payload));
   }
 
   private remember(hitId: string): void {
@@ -160,8 +183,4 @@ export class LiveStream {
   private monitorList(): string[] | null {
     return this.d.monitors === null ? null : [...this.d.monitors];
   }
-}
-
-function positionOf(hit: LiveHit): StreamPosition {
-  return { at: Date.parse(hit.payload.detectedAt), hitId: hit.hitId };
 }

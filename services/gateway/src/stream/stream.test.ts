@@ -5,7 +5,7 @@
  */
 import http from 'node:http';
 import net from 'node:net';
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
@@ -99,6 +99,19 @@ function openStream(port: number, key: string, query = '', lastEventId?: string)
 }
 
 const hits = (s: Sse) => s.events.filter((e) => e.event === 'monitor.hit');
+
+/** an `h1.` cursor (detected_at, id) as the previous cursor version made it */
+function oldCursor(accountId: string, at: number, hitId: string): string {
+  const key = createHmac('sha256', TOKEN).update('sts stream cursor v1').digest();
+  const mac = createHmac('sha256', key).update(`${accountId}.${at}.${hitId}`).digest().subarray(0, 16);
+  return `h1.${at}.${hitId}.${mac.toString('base64url')}`;
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
 
 describe('GET /api/v1/stream', () => {
   let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -194,11 +207,15 @@ describe('GET /api/v1/stream', () => {
   async function liveStream(key: string, monitor: MonitorFixture, query = ''): Promise<Sse> {
     const s = await openStream(port, key, query);
     expect(s.status).toBe(200);
+    let warmUps = 0;
     await waitFor(async () => {
       await newHit(monitor, 'warm-up');
+      warmUps++;
       await new Promise((r) => setTimeout(r, 100));
       return hits(s).length > 0;
     }, 10_000);
+    // every warm-up hit has arrived before the test goes on (a later one must not pass for its hit)
+    await waitFor(() => hits(s).length >= warmUps, 10_000);
     return s;
   }
 
@@ -213,10 +230,9 @@ describe('GET /api/v1/stream', () => {
     const ev = hits(s).at(-1)!;
     expect(JSON.parse(ev.data)).toEqual(hit.payload);
     expect(ev.data).toBe(JSON.stringify(hit.payload));
-    expect(createCursorCodec(TOKEN).decode(a.accountId, ev.id!)).toEqual({
-      at: Date.parse(hit.payload.detectedAt),
-      hitId: hit.id,
-    });
+    // the id is the hit's position in commit order: its transaction's xid and its id
+    const [row] = await db.$queryRaw<{ xid: string }[]>`SELECT xid::text FROM hits WHERE id = ${hit.id}::uuid`;
+    expect(createCursorCodec(TOKEN).decode(a.accountId, ev.id!)).toEqual({ xid: BigInt(row!.xid), hitId: hit.id });
     // another account's hit never shows up
     const b = await starterWithMonitor();
     await newHit(b.monitor, 'not yours');
@@ -253,6 +269,110 @@ describe('GET /api/v1/stream', () => {
     s3.close();
   });
 
+  it('resumes in commit order: a hit positioned earlier whose transaction commits later still arrives, once', async () => {
+    const a = await starterWithMonitor();
+    const s1 = await liveStream(a.key, a.monitor);
+    // `first` takes its transaction id before `late` and commits first, with the later position;
+    // `late` (the earlier detected_at) commits only after the client saw `first` and left
+    const lateAt = new Date(lastAt + 1);
+    const firstAt = new Date(lastAt + 2);
+    lastAt += 2;
+    const firstWritten = deferred();
+    const lateWritten = deferred();
+    const lateMayCommit = deferred();
+    let first!: HitFixture;
+    let late!: HitFixture;
+    const firstTx = db.$transaction(
+      async (tx) => {
+        first = await createHit(tx, a.monitor, 'first to commit', firstAt);
+        firstWritten.resolve();
+        await lateWritten.promise;
+      },
+      { timeout: 30_000 },
+    );
+    await firstWritten.promise;
+    const lateTx = db.$transaction(
+      async (tx) => {
+        late = await createHit(tx, a.monitor, 'commits late', lateAt);
+        lateWritten.resolve();
+        await lateMayCommit.promise;
+      },
+      { timeout: 30_000 },
+    );
+    await firstTx;
+    await publish(a.monitor, first);
+    await waitFor(() => hits(s1).some((e) => e.data.includes('first to commit')), 10_000);
+    const seen = hits(s1).at(-1)!;
+    expect(JSON.parse(seen.data)).toEqual(first.payload);
+    s1.close();
+    await s1.ended;
+    lateMayCommit.resolve();
+    await lateTx;
+    await publish(a.monitor, late);
+    const s2 = await openStream(port, a.key, '', seen.id);
+    expect(s2.status).toBe(200);
+    const after = await newHit(a.monitor, 'after the late commit');
+    await waitFor(() => hits(s2).some((e) => e.data.includes('after the late commit')), 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(hits(s2).map((e) => JSON.parse(e.data) as unknown)).toEqual([late.payload, after.payload]);
+    s2.close();
+  });
+
+  it('holds back what an older transaction still running could precede, and sends it once that transaction ends', async () => {
+    const a = await starterWithMonitor();
+    const s1 = await liveStream(a.key, a.monitor);
+    // a transaction of another database on the server holds nothing back
+    const otherDb = createDbClient({ url: process.env.TEST_POSTGRES_URL!, poolSize: 1 });
+    const otherTaken = deferred();
+    const otherMayEnd = deferred();
+    const otherTx = otherDb.$transaction(
+      async (tx) => {
+        await tx.$queryRaw`SELECT pg_current_xact_id()::text`;
+        otherTaken.resolve();
+        await otherMayEnd.promise;
+      },
+      { timeout: 30_000 },
+    );
+    try {
+      await otherTaken.promise;
+      const meanwhile = await newHit(a.monitor, 'beside another database');
+      await waitFor(() => hits(s1).some((e) => e.data.includes('beside another database')), 10_000);
+      expect(JSON.parse(hits(s1).at(-1)!.data)).toEqual(meanwhile.payload);
+    } finally {
+      otherMayEnd.resolve();
+      await otherTx;
+      await otherDb.$disconnect();
+    }
+    const from = hits(s1).at(-1)!.id;
+    s1.close();
+    await s1.ended;
+    const older = deferred();
+    const mayEnd = deferred();
+    // a transaction that took its id before the hit was written, still running when the client resumes
+    const olderTx = db.$transaction(
+      async (tx) => {
+        await tx.$queryRaw`SELECT pg_current_xact_id()::text`;
+        older.resolve();
+        await mayEnd.promise;
+      },
+      { timeout: 30_000 },
+    );
+    await older.promise;
+    // stored, never published: only the database can bring it
+    lastAt = Math.max(Date.now(), lastAt + 1);
+    const stored = await createHit(db, a.monitor, 'past the horizon', new Date(lastAt));
+    const s2 = await openStream(port, a.key, '', from);
+    expect(s2.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(hits(s2)).toHaveLength(0);
+    mayEnd.resolve();
+    await olderTx;
+    await waitFor(() => hits(s2).length >= 1, 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(hits(s2).map((e) => JSON.parse(e.data) as unknown)).toEqual([stored.payload]);
+    s2.close();
+  });
+
   it('filters by ?monitor= and refuses bad input with clear codes, changing nothing', async () => {
     const a = await starterWithMonitor();
     const other = await createMonitor(db, box, { accountId: a.accountId, targetUsername: 'esa' });
@@ -278,10 +398,15 @@ describe('GET /api/v1/stream', () => {
     expect(await refused(`?monitor=${b.monitor.id}`)).toMatchObject({ status: 404, body: { code: 'NOT_FOUND' } });
     expect(await refused('', 'garbage')).toMatchObject({ status: 400, body: { code: 'INVALID_LAST_EVENT_ID' } });
     // a genuine cursor of account b is not account a's
-    const bCursor = createCursorCodec(TOKEN).encode(b.accountId, { at: Date.now(), hitId: randomUUID() });
+    const bCursor = createCursorCodec(TOKEN).encode(b.accountId, { xid: 1000n, hitId: randomUUID() });
     expect(await refused('', bCursor)).toMatchObject({ status: 400, body: { code: 'INVALID_LAST_EVENT_ID' } });
     // forged: a well-shaped cursor with a made-up seal
-    expect(await refused('', `h1.${Date.now()}.${randomUUID()}.AAAAAAAAAAAAAAAAAAAAAA`)).toMatchObject({
+    expect(await refused('', `h2.1000.${randomUUID()}.AAAAAAAAAAAAAAAAAAAAAA`)).toMatchObject({
+      status: 400,
+      body: { code: 'INVALID_LAST_EVENT_ID' },
+    });
+    // a cursor of the former (detected_at, id) order, sealed as that version sealed it
+    expect(await refused('', oldCursor(a.accountId, Date.now(), randomUUID()))).toMatchObject({
       status: 400,
       body: { code: 'INVALID_LAST_EVENT_ID' },
     });

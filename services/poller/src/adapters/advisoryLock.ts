@@ -1,79 +1,67 @@
 /**
- * A role one replica of the fleet holds at a time (the fleet-wide metrics reporter, the X stream
- * holder): the replica holding a PostgreSQL session-level advisory lock `hashtext(<lock>)`, taken
- * on a connection of its own.
+ * A role one replica of the fleet holds at a time (the fleet-wide metrics reporter): the replica
+ * holding a PostgreSQL session-level advisory lock `hashtext(<lock>)`, taken on the process's
+ * direct session (adapters/directSession.ts), the connection its LISTENs use too.
  *
  * No renewal timer: a replica asks `check()` when it needs to know; one holding the lock checks
- * its connection with one `SELECT 1` (a dead connection drops the claim), one not holding it tries
- * `pg_try_advisory_lock` (never waits). The lock goes with its connection: when the holder stops
- * (close()) or dies, PostgreSQL frees it and the next replica that checks takes it. Needs a
+ * that the session is still the connection it took the lock on (`generation()`) and alive (one
+ * `SELECT 1`), one not holding it tries `pg_try_advisory_lock` (never waits). The lock goes with
+ * the connection: when the holder stops (close() unlocks) or dies, or its session reconnects,
+ * PostgreSQL has freed it and the next replica that checks takes it. Sharing the connection with
+ * the LISTENs is sound because their failure is the same event: a lost session loses both, and
+ * both come back with the reconnect (the LISTENs at once, the role at the next check). Needs a
  * session-mode connection (not a transaction-mode PgBouncer), like LISTEN.
  */
-import { Client } from 'pg';
 import type { Logger } from '@sts/common';
+import { errorMessage } from '@sts/core';
+import type { DirectSession } from './directSession';
 
 const LOCK_SQL = 'SELECT pg_try_advisory_lock(hashtext($1)) AS locked';
+const UNLOCK_SQL = 'SELECT pg_advisory_unlock(hashtext($1)) AS unlocked';
 
 export interface AdvisoryRole {
   /** true when this replica holds the role now; takes the lock when it is free */
   check(): Promise<boolean>;
-  /** gives the role up (the lock's connection closes) */
+  /** gives the role up (unlocks; the session stays for the others) */
   close(): Promise<void>;
 }
 
 export interface AdvisoryRoleOptions {
-  databaseUrl: string;
+  session: DirectSession;
   logger: Logger;
   /** the lock's name, hashed with hashtext(): one lock per database and name */
   lock: string;
-  /** names the role in log lines ("<role> connection lost", "<role> check failed") */
+  /** names the role in log lines ("<role> check failed") */
   role: string;
   /** called when this replica takes the lock */
   onTaken?: () => void;
 }
 
 export function createAdvisoryRole(options: AdvisoryRoleOptions): AdvisoryRole {
-  const { logger, role } = options;
-  let client: Client | undefined;
-  let holding = false;
+  const { logger, role, session } = options;
+  /** the session generation the lock was taken on (null: not held) */
+  let heldOn: number | null = null;
   let closed = false;
   let pending: Promise<boolean> | undefined;
 
-  function drop(c: Client | undefined): void {
-    if (c === undefined || c !== client) return;
-    client = undefined;
-    holding = false;
-    void c.end().catch(() => undefined);
-  }
-
-  async function connect(): Promise<Client> {
-    const c = new Client({ connectionString: options.databaseUrl, keepAlive: true });
-    c.on('error', (err) => {
-      logger.warn(`${role} connection lost`, { error: err.message });
-      drop(c);
-    });
-    await c.connect();
-    return c;
-  }
-
   async function decide(): Promise<boolean> {
-    if (closed) return false;
+    if (closed || !session.connected()) {
+      heldOn = null;
+      return false;
+    }
     try {
-      client ??= await connect();
-      if (closed) {
-        drop(client);
-        return false;
+      if (heldOn !== null && heldOn === session.generation()) {
+        await session.query('SELECT 1');
+        return heldOn === session.generation();
       }
-      if (holding) await client.query('SELECT 1');
-      else {
-        const { rows } = await client.query<{ locked: boolean }>(LOCK_SQL, [options.lock]);
-        holding = rows[0]?.locked === true;
-        if (holding) options.onTaken?.();
-      }
-      return holding;
+      const generation = session.generation();
+      const [row] = await session.query<{ locked: boolean }>(LOCK_SQL, [options.lock]);
+      heldOn = row?.locked === true && generation === session.generation() ? generation : null;
+      if (heldOn !== null) options.onTaken?.();
+      return heldOn !== null;
     } catch (err) {
-      logger.warn(`${role} check failed`, { error: err instanceof Error ? err.message : String(err) });
-      drop(client);
+      logger.warn(`${role} check failed`, { err: errorMessage(err) });
+      heldOn = null;
       return false;
     }
   }
@@ -87,10 +75,9 @@ export function createAdvisoryRole(options: AdvisoryRoleOptions): AdvisoryRole {
     async close() {
       closed = true;
       await pending?.catch(() => undefined);
-      const c = client;
-      client = undefined;
-      holding = false;
-      await c?.end().catch(() => undefined);
+      if (heldOn !== null && heldOn === session.generation())
+        await session.query(UNLOCK_SQL, [options.lock]).catch(() => undefined);
+      heldOn = null;
     },
   };
 }

@@ -4,8 +4,8 @@
  *   FOR UPDATE SKIP LOCKED and moved to a claim expiry in one statement, so each due target goes
  *   to one replica per interval; a replica that dies leaves its claims to expire.
  * - `recordBatch` writes the hits of one batch of tweets with their monitor.hit events (outbox)
- *   in transactions of at most HIT_CHUNK hits, the last one with the advanced cursor and
- *   schedule, and wakes the relay. Every hit commits with its event (unique on monitor + tweet),
+ *   in chunks of at most HIT_CHUNK hits, each one statement (so one transaction, one round trip)
+ *   that also wakes the relay; the last chunk in a transaction with the advanced cursor and schedule. Every hit commits with its event (unique on monitor + tweet),
  *   and the cursor moves only after every chunk: a crash mid-way re-reads the page and records
  *   the rest, nothing twice. The cursor only moves forward: a replica whose lease lapsed mid-poll
  *   cannot move it back.
@@ -16,7 +16,8 @@ import { Prisma, type Db, type HitRow } from '@sts/db';
 import type { MonitorHitEvent, TargetStatus } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import type { WatchingMonitor } from '../domain/hits';
-import type { ReadTime, ScheduleWrite, TargetState } from '../domain/schedule';
+import { hitChunks, inLanes } from '../domain/chunks';
+import type { ReadTime, ScheduleWrite, TargetState, WatchingAccount } from '../domain/schedule';
 
 export const OUTBOX_CHANNEL = 'sts_outbox';
 
@@ -68,11 +69,18 @@ export interface PollerRepository {
   release(claims: readonly Claim[]): Promise<void>;
   /** one target's state (null: no active monitor watches it) */
   target(targetKey: string): Promise<TargetState | null>;
+  /**
+   * The pushed targets (pushed = true, an active monitor): what the push polls once when its LISTEN
+   * connection came back (the committed tweets notified meanwhile were lost).
+   */
+  pushedTargets?(): Promise<string[]>;
   /** writes re-evaluated schedules of targets that were read as due but are not */
   reschedule(rows: (ScheduleWrite & { targetKey: string })[]): Promise<void>;
   monitorsFor(targetKey: string): Promise<WatchingMonitor[]>;
   /** every active query monitor (the query intake matches each committed post against them) */
   queryMonitors(): Promise<WatchingMonitor[]>;
+  /** every active query monitor with its account's plan (X: its rule or its search, its interval) */
+  queryWatchers(): Promise<QueryWatcher[]>;
   /** the active monitors of several targets in one read, by target */
   monitorsForMany(targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>>;
   cursor(targetKey: string): Promise<StoredCursor | null>;
@@ -87,7 +95,7 @@ export interface PollerRepository {
     polledAt: Date,
     schedule?: ScheduleWrite,
   ): Promise<NewHit[]>;
-  /** recordBatch for several targets (no schedule) in one transaction: the stream's recording */
+  /** recordBatch for several distinct targets (no schedule) in one statement: the stream's recording */
   recordMany(
     batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
     polledAt: Date,
@@ -199,6 +207,13 @@ type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
  */
 export const HIT_CHUNK = 1000;
 
+/**
+ * Chunk statements of one batch run at once (each on its own pool connection): a chunk's time is
+ * PostgreSQL's work per row (index and trigger maintenance, docs/benchmarks.md "Fan-out"), so a
+ * large fan-out's latency is its chunks over the lanes; two keep most of the pool for other polls.
+ */
+const CHUNK_LANES = 2;
+
 /** The distinct posts of a chunk (one per tweet and detection time) and each hit's index into them. */
 function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[] } {
   const at = new Map<string, number>();
@@ -216,19 +231,18 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
 }
 
 /**
- * Inserts the hits not recorded yet and an outbox event for each new one, in one statement (the
- * events join the rows the insert returned: a hit already recorded gets no second event); returns
- * the new ones. What goes over the wire is each hit's monitor id and the chunk's posts once: the
- * rows are built in PostgreSQL from `monitors`, the event's `monitor` part too (as @sts/messaging
- * monitorRef: keywords null when empty; repository.test compares them), its `tweet` and
- * `detectedAt` part from the post's event. Events are written in the hits' order. A monitor
- * deleted since it was read gets no hit.
+ * The CTEs `post`, `input`, `ins` (inserts the hits not recorded yet, unique on monitor + tweet;
+ * returns the new ones) and `events` (an outbox event for each new one: the events join the rows
+ * the insert returned, so a hit already recorded gets no second event). What goes over the wire
+ * is each hit's monitor id and the chunk's posts once: the rows are built in PostgreSQL from
+ * `monitors`, the event's `monitor` part too (as @sts/messaging monitorRef: keywords null when
+ * empty; repository.test compares them), its `tweet` and `detectedAt` part from the post's event.
+ * Events are written in the hits' order. A monitor deleted since it was read gets no hit.
  */
-async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
-  if (hits.length === 0) return [];
+function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
   const { posts, index } = chunkPosts(hits);
-  const inserted = await tx.$queryRaw<{ monitor_id: string; tweet_id: string }[]>`
-    WITH post AS (
+  return Prisma.sql`
+    post AS (
       SELECT * FROM unnest(
         ${posts.map((p) => p.tweetId)}::text[], ${posts.map((p) => p.tweetText)}::text[],
         ${posts.map((p) => p.tweetAuthorId)}::text[], ${posts.map((p) => p.tweetAuthorUsername)}::text[],
@@ -260,27 +274,44 @@ async function insertHits(tx: Tx, hits: NewHit[]): Promise<NewHit[]> {
              jsonb_build_object('accountId', i.account_id::text, 'hitId', ins.id::text)
       FROM ins JOIN input i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
       ORDER BY i.ord
-    )
-    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins`;
-  if (inserted.length > 0) await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+    )`;
+}
+
+/** the hits among `hits` that the insert returned (the new ones) */
+function freshOf(hits: readonly NewHit[], inserted: readonly { monitor_id: string; tweet_id: string }[]): NewHit[] {
   const fresh = new Set(inserted.map((r) => `${r.monitor_id}:${r.tweet_id}`));
   return hits.filter((h) => fresh.has(`${h.monitorId}:${h.tweetId}`));
 }
 
-async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
-  await moveCursors(tx, [{ targetKey, cursor }], polledAt);
+/**
+ * One chunk's statement: hitCtes and the relay's wake-up when any hit was new (pg_notify,
+ * delivered at commit), in ONE statement. One statement is one atomic transaction by itself, so a
+ * chunk outside the batch's last needs no BEGIN/COMMIT round trips.
+ */
+function hitChunkSql(hits: readonly NewHit[]): Prisma.Sql {
+  return Prisma.sql`
+    WITH ${hitCtes(hits)},
+    wake AS MATERIALIZED (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
+    SELECT ins.monitor_id::text AS monitor_id, ins.tweet_id FROM ins CROSS JOIN (SELECT count(*) FROM wake) AS woken`;
 }
 
-/** moveCursor for several distinct targets in one statement */
-async function moveCursors(
-  tx: Tx,
-  rows: readonly { targetKey: string; cursor: CursorState }[],
-  polledAt: Date,
-): Promise<void> {
-  if (rows.length === 0) return;
-  // forward only: keep the stored id and position when already past this batch's. Positions
-  // are "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
-  await tx.$executeRaw`
+/** Runs one chunk's statement (hitChunkSql) on `runner` (the pool, or a transaction); returns the new hits. */
+async function insertHits(runner: Pick<Db, '$queryRaw'>, hits: NewHit[]): Promise<NewHit[]> {
+  if (hits.length === 0) return [];
+  return freshOf(hits, await runner.$queryRaw<{ monitor_id: string; tweet_id: string }[]>(hitChunkSql(hits)));
+}
+
+async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
+  await tx.$executeRaw(cursorUpsert([{ targetKey, cursor }], polledAt));
+}
+
+/**
+ * The upsert moving several distinct targets' cursors (a statement of its own or a CTE): forward
+ * only, keeping the stored id and position when already past this batch's. Positions are
+ * "<provider>.<n>[.<n>]" and compare as number arrays; another provider's replaces it.
+ */
+function cursorUpsert(rows: readonly { targetKey: string; cursor: CursorState }[], polledAt: Date): Prisma.Sql {
+  return Prisma.sql`
     INSERT INTO poll_cursors (target_key, last_tweet_id, last_tweet_at, position, last_polled_at, last_success_at, last_error, updated_at)
     SELECT k, i, a, p, ${polledAt}, ${polledAt}, NULL, now() FROM unnest(
       ${rows.map((r) => r.targetKey)}::text[], ${rows.map((r) => r.cursor.lastTweetId)}::text[],
@@ -301,6 +332,31 @@ async function moveCursors(
       last_success_at = greatest(poll_cursors.last_success_at, EXCLUDED.last_success_at),
       last_error = NULL,
       updated_at = now()`;
+}
+
+/**
+ * Several distinct targets' hits, events and cursors in ONE statement (atomic on its own: no
+ * transaction, one round trip): hitCtes, the cursors' upsert as a CTE (a data-modifying CTE runs
+ * whether read or not), and the relay's wake-up when a hit was new (the second branch's subquery
+ * yields a row, and calls pg_notify, only when `ins` returned one). Returns the new hits.
+ */
+async function recordMany(
+  db: Db,
+  batches: readonly { targetKey: string; hits: NewHit[]; cursor: CursorState }[],
+  polledAt: Date,
+): Promise<NewHit[]> {
+  if (batches.length === 0) return [];
+  const hits = batches.flatMap((b) => b.hits);
+  const rows = await db.$queryRaw<{ monitor_id: string | null; tweet_id: string | null }[]>`
+    WITH ${hitCtes(hits)},
+    cursors AS (${cursorUpsert(batches, polledAt)})
+    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins
+    UNION ALL
+    SELECT NULL, NULL FROM (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) one) woken`;
+  return freshOf(
+    hits,
+    rows.filter((r): r is { monitor_id: string; tweet_id: string } => r.monitor_id !== null),
+  );
 }
 
 /**
@@ -362,6 +418,23 @@ async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<
   return out;
 }
 
+/** An active query monitor and the plan of the account that owns it. */
+export interface QueryWatcher extends WatchingMonitor {
+  query: string;
+  account: WatchingAccount;
+}
+
+async function queryWatchers(db: Db): Promise<QueryWatcher[]> {
+  const rows = await db.$queryRaw<(WatchingMonitor & { query: string; plan: PlanName; trialEndsAt: Date | null })[]>`
+    SELECT m.id::text AS id, m.account_id::text AS "accountId", m.target_username AS "targetUsername", m.query,
+           m.keywords, m.exclude_types AS "excludeTypes", m.langs, m.created_at AS "createdAt",
+           a.plan::text AS plan, a.trial_ends_at AS "trialEndsAt"
+    FROM monitors m JOIN accounts a ON a.id = m.account_id
+    WHERE m.query IS NOT NULL AND m.is_active
+    ORDER BY m.created_at, m.id`;
+  return rows.map(({ plan, trialEndsAt, ...m }) => ({ ...m, account: { plan, trialEndsAt } }));
+}
+
 /** The active query monitors (monitors_query_active_idx). */
 async function queryMonitors(db: Db): Promise<WatchingMonitor[]> {
   return db.$queryRaw<WatchingMonitor[]>`
@@ -393,6 +466,12 @@ export function createPollerRepository(db: Db): PollerRepository {
       return row ? toTarget(row) : null;
     },
 
+    async pushedTargets() {
+      const rows = await db.$queryRaw<{ target_key: string }[]>`
+        SELECT target_key FROM poll_targets WHERE pushed AND active_monitors > 0`;
+      return rows.map((r) => r.target_key);
+    },
+
     async reschedule(rows) {
       if (rows.length === 0) return;
       await db.$executeRaw`
@@ -413,6 +492,8 @@ export function createPollerRepository(db: Db): PollerRepository {
 
     queryMonitors: () => queryMonitors(db),
 
+    queryWatchers: () => queryWatchers(db),
+
     async cursor(targetKey) {
       const row = await db.pollCursor.findUnique({
         where: { targetKey },
@@ -422,14 +503,11 @@ export function createPollerRepository(db: Db): PollerRepository {
     },
 
     async recordBatch(targetKey, hits, cursor, polledAt, schedule) {
-      const fresh: NewHit[] = [];
-      // every chunk but the last in its own transaction; the last with the cursor and schedule
-      let at = 0;
-      for (; hits.length - at > HIT_CHUNK; at += HIT_CHUNK) {
-        const chunk = hits.slice(at, at + HIT_CHUNK);
-        fresh.push(...(await db.$transaction((tx) => insertHits(tx, chunk))));
-      }
-      const last = hits.slice(at);
+      // every chunk but the last one statement (its own transaction), CHUNK_LANES at once; the
+      // last, once they all committed, in a transaction with the cursor and schedule
+      const { chunks, ordered } = hitChunks(hits, HIT_CHUNK);
+      const last = chunks.pop() ?? [];
+      const fresh = (await inLanes(chunks, ordered ? 1 : CHUNK_LANES, (c) => insertHits(db, c))).flat();
       return db.$transaction(async (tx) => {
         fresh.push(...(await insertHits(tx, last)));
         await moveCursor(tx, targetKey, cursor, polledAt);
@@ -438,22 +516,7 @@ export function createPollerRepository(db: Db): PollerRepository {
       });
     },
 
-    async recordMany(batches, polledAt) {
-      if (batches.length === 0) return [];
-      return db.$transaction(
-        async (tx) => {
-          // the targets' cursors only: a monitor's last check is read from its target's cursor
-          const fresh = await insertHits(
-            tx,
-            batches.flatMap((b) => b.hits),
-          );
-          await moveCursors(tx, batches, polledAt);
-          return fresh;
-          // a batch of many targets on a busy database: more than Prisma's 5 s default
-        },
-        { timeout: 30_000, maxWait: 10_000 },
-      );
-    },
+    recordMany: (batches, polledAt) => recordMany(db, batches, polledAt),
 
     async recordFailure(targetKey, error, polledAt, schedule) {
       await db.$transaction(async (tx) => {

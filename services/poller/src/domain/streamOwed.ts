@@ -37,6 +37,8 @@ export interface OwedSearch {
   dueSince: Date;
   /** the most failures of one of its rows */
   attempts: number;
+  /** a query monitor's window (its owed key `?query:<id>`): its posts are recorded for that monitor */
+  queryKey?: string;
 }
 
 interface Merged {
@@ -119,6 +121,35 @@ export function planOwedSearches(
     });
   }
   searches.sort((a, b) => a.since.getTime() - b.since.getTime());
+  return { searches, dropped };
+}
+
+/**
+ * The searches that pay query monitors' rows (keyed `?query:<id>`): one search per monitor with
+ * its query (`queryOf(key)`), from its oldest window; a key whose monitor left the stream is dropped.
+ */
+export function planQueryOwedSearches(
+  rows: readonly OwedWindow[],
+  queryOf: (key: string) => string | null,
+): { searches: OwedSearch[]; dropped: bigint[] } {
+  const searches: OwedSearch[] = [];
+  const dropped: bigint[] = [];
+  for (const m of merge(rows).values()) {
+    const query = queryOf(m.username);
+    if (query === null) dropped.push(...m.ids);
+    else
+      searches.push({
+        query,
+        usernames: [],
+        since: m.since,
+        ids: m.ids,
+        partial: false,
+        rulesOnly: m.rulesOnly,
+        dueSince: m.dueSince,
+        attempts: m.attempts,
+        queryKey: m.username,
+      });
+  }
   return { searches, dropped };
 }
 

@@ -9,7 +9,7 @@
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
-import { createListener, type Listener } from '../adapters/listener';
+import { subscribe, type DirectSession, type Subscription } from '../adapters/directSession';
 import { OUTBOX_CHANNEL } from '../adapters/repository';
 import { errorMessage } from '@sts/core';
 
@@ -33,7 +33,9 @@ export interface OutboxRelayOptions {
   db: Db;
   publisher: Publisher;
   logger: Logger;
-  /** for LISTEN/NOTIFY wake-ups; without it the relay polls every `idleMs` */
+  /** the process's direct session, for LISTEN/NOTIFY wake-ups */
+  session?: DirectSession;
+  /** without `session`: a session of its own for the wake-ups; without either the relay polls every `idleMs` */
   databaseUrl?: string;
   batchSize?: number;
   /** fallback poll interval when nothing woke the relay */
@@ -149,7 +151,7 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
   const idleMs = options.idleMs ?? 250;
   let running = false;
   let loop: Promise<void> | undefined;
-  let listener: Listener | undefined;
+  let listener: Subscription | undefined;
   const nap = wakeableSleep();
 
   /** a round; the delay before the next round (0: at once) */
@@ -180,27 +182,17 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     async start() {
       if (running) return;
       running = true;
-      if (options.databaseUrl) {
-        listener = createListener({
-          databaseUrl: options.databaseUrl,
-          channel: OUTBOX_CHANNEL,
-          logger,
-          onNotify: () => nap.wake(),
-          onReconnect: () => nap.wake(),
-        });
-        await listener
-          .start()
-          .catch((err: unknown) =>
-            logger.warn('outbox listener could not start; polling instead', { error: errorMessage(err) }),
-          );
-      }
+      listener = subscribe(options, OUTBOX_CHANNEL, { onNotify: () => nap.wake(), onReconnect: () => nap.wake() });
+      await listener?.ready.catch((err: unknown) =>
+        logger.warn('outbox listener could not start; polling instead', { err: errorMessage(err) }),
+      );
       loop = run();
     },
     async stop() {
       running = false;
       nap.wake();
       await loop;
-      await listener?.stop();
+      await listener?.close();
       listener = undefined;
     },
     runOnce: async () => (await round(options, batchSize)).published,

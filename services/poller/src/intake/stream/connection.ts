@@ -19,7 +19,8 @@ export interface ConnectionOptions {
   stallMs: number;
   /** a connection shorter than this that drops counts as a network error (default 10 s) */
   minHealthyMs?: number;
-  onTweet(tweet: SocialTweet): void;
+  /** a post and the ids of the rules it matched (X's `matching_rules`) */
+  onTweet(tweet: SocialTweet, matchingRuleIds: string[]): void;
   onActivity(): void;
   /** minutes of X's replay (`backfill_minutes`) to ask for on the next connect; 0: none */
   backfillMinutes?(): number;
@@ -67,7 +68,7 @@ async function connectOnce(options: ConnectionOptions, signal: AbortSignal): Pro
     const replayMinutes = options.backfillMinutes?.() ?? 0;
     const { closed } = await options.api.connect(
       {
-        onTweet: (t) => options.onTweet(t),
+        onTweet: (t, ids) => options.onTweet(t, ids),
         onActivity: () => {
           arm();
           options.onActivity();

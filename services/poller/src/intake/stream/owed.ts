@@ -14,7 +14,8 @@
 import { snowflakeBefore } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { SourceBusyError, type SocialTweet, type XSource } from '@sts/social';
-import { owedRetryMs, planOwedSearches, type OwedSearch } from '../../domain/streamOwed';
+import { owedRetryMs, planOwedSearches, planQueryOwedSearches, type OwedSearch } from '../../domain/streamOwed';
+import { queryOwedMonitor } from '../../record/queryRecord';
 import type { StreamRepository } from './repository';
 
 export interface OwedBackfillOptions {
@@ -22,6 +23,10 @@ export interface OwedBackfillOptions {
   searchGroup: XSource['searchGroup'];
   /** records a search's posts (resolves once they are in the database) */
   record(tweets: SocialTweet[]): Promise<void>;
+  /** records a query monitor's search (resolves once they are in the database) */
+  recordQuery(monitorId: string, tweets: SocialTweet[]): Promise<void>;
+  /** the query a query monitor's window is searched with, or null when the stream no longer wants it */
+  queryOf(monitorId: string): string | null;
   logger: Logger;
   queryMaxLength: number;
   /** how long a partial rule-change search may wait for company; default 10 s */
@@ -88,7 +93,7 @@ export class OwedBackfill {
     const rows = await repository.dueOwed(this.options.batch ?? 20_000);
     const out: OwedPass = { searches: 0, posts: 0, refusedUntil: null, failed: 0 };
     if (rows.length === 0) return out;
-    const { searches, dropped } = planOwedSearches(rows, partsOf, this.options.queryMaxLength);
+    const { searches, dropped } = this.plan(rows, partsOf);
     await repository.paid(dropped);
     const holdMs = this.options.holdMs ?? 10_000;
     const now = Date.now();
@@ -129,6 +134,25 @@ export class OwedBackfill {
     return out;
   }
 
+  /** username windows packed into `from:` searches, query monitors' windows one search each */
+  private plan(
+    rows: Parameters<typeof planOwedSearches>[0],
+    partsOf: (username: string) => readonly string[] | null,
+  ): { searches: OwedSearch[]; dropped: bigint[] } {
+    const isQuery = (key: string) => queryOwedMonitor(key) !== null;
+    const users = planOwedSearches(
+      rows.filter((r) => !isQuery(r.username)),
+      partsOf,
+      this.options.queryMaxLength,
+    );
+    const queries = planQueryOwedSearches(
+      rows.filter((r) => isQuery(r.username)),
+      (key) => this.options.queryOf(queryOwedMonitor(key)!),
+    );
+    const searches = [...users.searches, ...queries.searches].sort((a, b) => a.since.getTime() - b.since.getTime());
+    return { searches, dropped: [...users.dropped, ...queries.dropped] };
+  }
+
   /** one search: its posts recorded, then its rows paid */
   private async search(s: OwedSearch): Promise<number> {
     const floor = Date.now() - 7 * 86_400_000 + 60_000; // search/recent reaches 7 days back
@@ -149,7 +173,8 @@ export class OwedBackfill {
         usernames: s.usernames.length,
         since: since.toISOString(),
       });
-    await this.options.record(r.tweets);
+    const monitorId = s.queryKey === undefined ? null : queryOwedMonitor(s.queryKey);
+    await (monitorId === null ? this.options.record(r.tweets) : this.options.recordQuery(monitorId, r.tweets));
     await this.options.repository.paid(s.ids);
     return r.tweets.length;
   }

@@ -1,11 +1,12 @@
 /**
  * Records tweets the stream (or a backfill) delivered through the same rules as polled ones: the
  * targets' active monitors (PollerRepository.monitorsForMany), the hits of src/record `pageHits`,
- * and transactions bounded like `record()`'s chunks (HIT_CHUNK hits): hits with their monitor.hit
+ * and writes bounded like `record()`'s chunks (HIT_CHUNK hits): hits with their monitor.hit
  * events and the targets' cursors, unique on monitor + tweet, so a tweet the stream and a
  * backfill both bring is one hit and one event. A transaction per target (record() for each)
  * was measured far slower at 200 posts/s to 2,000 targets (docs/benchmarks.md), hence the
- * packing; a popular target's hits still go through `record()` in chunks.
+ * packing (`recordMany`: one statement for many targets); a popular target's hits still go
+ * through `record()` in chunks.
  */
 import type { SocialTweet } from '@sts/social';
 import { compileMonitors } from '../../domain/hits';
@@ -65,9 +66,9 @@ export class Limiter {
 }
 
 /**
- * Records tweets of any authors: one read of their monitors, then transactions of at most
- * HIT_CHUNK hits each (through `limiter`): targets with few hits packed together
- * (PollerRepository.recordMany: their hits, events and cursors in one transaction), a target
+ * Records tweets of any authors: one read of their monitors, then writes of at most HIT_CHUNK
+ * hits each (through `limiter`): targets with few hits packed together
+ * (PollerRepository.recordMany: their hits, events and cursors in one statement), a target
  * with more hits than that alone through the shared, chunked `record()`.
  */
 export async function recordTweets(

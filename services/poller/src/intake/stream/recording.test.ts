@@ -3,14 +3,18 @@
  * PostgreSQL and RabbitMQ (a vhost per test) against the fake X: two replicas share the
  * recording, one target's posts are recorded in order, a consumer killed mid-way loses and
  * doubles nothing, and a full queue holds the holder back (its saved position included) without
- * losing a post.
+ * losing a post; posts waiting on several queues are recorded together, and acknowledged only
+ * once their batch is written.
  */
 import { capturingLogger, createAccount, createTestVhost, TcpProxy, waitFor } from '@sts/testing';
 import { AmqpClient } from '@sts/messaging';
 import type { Db } from '@sts/db';
-import type { PollerRepository } from '../../adapters/repository';
+import { Client } from 'pg';
+import { createPollerRepository, OUTBOX_CHANNEL, type PollerRepository } from '../../adapters/repository';
+import { fromStreamPost, partitionOf } from '../../domain/streamPost';
 import { parseRule } from '../../domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
+import { recordTweets } from './recorder';
 import { StreamRecording } from './recording';
 
 const h = useStreamHarness('stream-recording-test');
@@ -86,6 +90,26 @@ function counting(counter: { n: number }, delayMs = 0) {
   });
 }
 
+/** an X stream post of `target` made now */
+function streamPost(target: string, id: string, text: string) {
+  const tweet = { id, text, authorId: `id-${target}`, authorUsername: target, authorName: target };
+  return { target, tweet: { ...tweet, createdAt: new Date().toISOString(), lang: 'en' } };
+}
+
+/** two posts to each target (X stream posts, on their targets' queues); their ids */
+async function publishPosts(publisher: AmqpClient, partitions: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let round = 0; round < 2; round++)
+    for (const u of NAMES) {
+      const id = String(BigInt(Date.now()) * 1000n + BigInt(ids.length));
+      ids.push(id);
+      const post = streamPost(u, id, `batched ${round}`);
+      const partition = partitionOf(u, partitions);
+      await publisher.publish('x.stream.post', post, { messageId: id, headers: {}, partition, requireRoute: true });
+    }
+  return ids;
+}
+
 describe('X stream recording through RabbitMQ', () => {
   it('two replicas share the recording, and one target’s posts are recorded in order', async () => {
     const vhost = await createTestVhost();
@@ -108,7 +132,9 @@ describe('X stream recording through RabbitMQ', () => {
     await expectEachOnce(shared);
     expect(hits.a).toBeGreaterThan(0);
     expect(hits.b).toBeGreaterThan(0);
-    // a burst of ten posts per target, settled shares: each target's in post order
+    // a burst of ten posts per target, settled shares: each target's in post order. No backfill
+    // is owed (a backfill's search could record a later post before the queue brings an earlier one)
+    await waitFor(async () => (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_owed`).length === 0);
     await sleep(1500);
     const burst: string[] = [];
     for (let round = 0; round < 10; round++)
@@ -118,10 +144,13 @@ describe('X stream recording through RabbitMQ', () => {
       where: { tweetId: { in: burst } },
       select: { tweetId: true, tweetAuthorUsername: true, detectedAt: true },
     });
+    // in the order they were posted (ids made in one millisecond are not in that order: their
+    // snowflake's worker bits are random)
+    const posted = new Map(burst.map((id, i) => [id, i]));
     for (const u of NAMES) {
       const mine = rows
         .filter((r) => r.tweetAuthorUsername === u)
-        .sort((x, y) => (BigInt(x.tweetId) < BigInt(y.tweetId) ? -1 : 1));
+        .sort((x, y) => posted.get(x.tweetId)! - posted.get(y.tweetId)!);
       expect(mine).toHaveLength(10);
       for (let i = 1; i < mine.length; i++)
         expect(mine[i]!.detectedAt.getTime()).toBeGreaterThanOrEqual(mine[i - 1]!.detectedAt.getTime());
@@ -202,5 +231,111 @@ describe('X stream recording through RabbitMQ', () => {
       const [s] = await db.$queryRaw<{ alive_at: Date }[]>`SELECT alive_at FROM x_stream_state`;
       return s!.alive_at > posts[9]!.at;
     });
+  });
+
+  it('records posts waiting on several queues together, acknowledged only once written: a replica cut before loses and doubles nothing', async () => {
+    const vhost = await createTestVhost();
+    await watchAll();
+    const { logger } = capturingLogger('rec-batch');
+    const partitions = 4;
+    const recording = (client: AmqpClient, repository: PollerRepository) =>
+      new StreamRecording({
+        amqp: client,
+        repository,
+        owe: () => Promise.reject(new Error('nothing may be owed')),
+        logger,
+        partitions,
+        queuePrefix: 'poller.stream.record',
+        maxLength: 1000,
+        rebalanceMs: 60_000,
+        overlapMs: 0,
+      });
+    const real = createPollerRepository(db);
+    // B takes every delivery and never gets its first batch written (it dies mid-write)
+    const proxy = TcpProxy.forAmqpUrl(vhost.url);
+    proxies.push(proxy);
+    await proxy.listen();
+    const writing: string[][] = [];
+    // B's write never ends until the test is over (then it fails: B's deliveries settle, on a closed channel)
+    let die: (err: Error) => void = () => undefined;
+    const never = new Promise<never>((_, reject) => (die = reject));
+    const stuck: PollerRepository = {
+      ...real,
+      recordMany: (batches) => {
+        writing.push(batches.map((b) => b.targetKey));
+        return never;
+      },
+    };
+    const b = recording(await amqpClient(proxy.urlFor(vhost.url), 'rec-b'), stuck);
+    await b.start();
+    let a: StreamRecording | undefined;
+    try {
+      // two posts to each of the twelve targets, over every queue
+      const publisher = await amqpClient(vhost.url, 'rec-publisher');
+      const ids = await publishPosts(publisher, partitions);
+      expect(new Set(NAMES.map((u) => partitionOf(u, partitions))).size).toBeGreaterThan(1);
+      await waitFor(() => writing.length > 0);
+      await sleep(500);
+      // every post delivered to B and none acknowledged: none ready, none recorded
+      for (let k = 0; k < partitions; k++)
+        expect((await publisher.queueStats(`poller.stream.record.${k}`)).messages).toBe(0);
+      expect(await db.hit.count()).toBe(0);
+      // B's connection dies before its write (and stays down): the broker delivers every post again, to A
+      await proxy.close();
+      const statements: string[][] = [];
+      const allDelivered = async () => {
+        for (let k = 0; k < partitions; k++)
+          if ((await publisher.queueStats(`poller.stream.record.${k}`)).messages > 0) return false;
+        return true;
+      };
+      // A's first write waits until every post is delivered to A: the next batch takes all the rest
+      a = recording(await amqpClient(vhost.url, 'rec-a'), {
+        ...real,
+        recordMany: async (batches, at) => {
+          statements.push(batches.map((x) => x.targetKey));
+          if (statements.length === 1) await waitFor(allDelivered);
+          return real.recordMany(batches, at);
+        },
+      });
+      await a.start();
+      await expectEachOnce(ids);
+      // batched across queues: what waited while the first write ran is one write, of every queue
+      expect(statements.length).toBeLessThanOrEqual(2);
+      const queuesOf = (keys: string[]) => new Set(keys.map((k) => partitionOf(k, partitions))).size;
+      expect(queuesOf(statements.at(-1)!)).toBeGreaterThan(1);
+    } finally {
+      die(new Error('replica B is gone'));
+      // B's connection is gone for good: its consumers are cancelled without the broker
+      await b.stop().catch(() => undefined);
+      await a?.stop();
+    }
+  });
+
+  it('one statement records many targets’ posts and wakes the outbox relay only when it added a hit', async () => {
+    await watchAll();
+    const listener = new Client({ connectionString: h.dbHandle.url });
+    await listener.connect();
+    let woken = 0;
+    listener.on('notification', (n) => (woken += n.channel === OUTBOX_CHANNEL ? 1 : 0));
+    await listener.query(`LISTEN ${OUTBOX_CHANNEL}`);
+    try {
+      const tweets = NAMES.map((u, i) => fromStreamPost(streamPost(u, String(9_000_000_000n + BigInt(i)), 'one')));
+      const statements = { n: 0 };
+      const real = createPollerRepository(db);
+      const repository = { ...real, recordMany: counting(statements)(real).recordMany };
+      expect((await recordTweets(repository, tweets)).hits).toBe(NAMES.length);
+      await waitFor(() => woken === 1);
+      // the same posts again: no hit, no event, no wake-up; the cursors stay
+      expect((await recordTweets(repository, tweets)).hits).toBe(0);
+      await sleep(300);
+      expect(woken).toBe(1);
+      expect(statements.n).toBe(2);
+      expect(await db.hit.count()).toBe(NAMES.length);
+      expect(await db.outboxEvent.count()).toBe(NAMES.length);
+      const cursors = await db.pollCursor.findMany({ where: { targetKey: { in: NAMES } } });
+      expect(cursors.map((c) => c.lastTweetId).sort()).toEqual(tweets.map((t) => t.id).sort());
+    } finally {
+      await listener.end();
+    }
   });
 });

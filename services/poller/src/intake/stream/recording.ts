@@ -7,9 +7,15 @@
  * dies (its unacknowledged posts go back to the queue). Each queue is bounded (`x-max-length`,
  * `x-overflow: reject-publish`: the holder's back-pressure).
  *
- * - In order per target: a queue's deliveries (up to `prefetch`) are recorded a batch at a time;
- *   a batch's targets side by side, each target's posts in one `record()` (stream/recorder.ts).
- *   A post is acknowledged once recorded. A target whose recording failed is owed to the backfill
+ * - Batched across queues, in order per target: what waits on every queue this replica is
+ *   delivered (up to `prefetch` each) is recorded a batch at a time, at most `batchSize` posts,
+ *   one batch after the other (the next one takes what came while this one was written, so a
+ *   batch grows with the load and the statements per post shrink): one read of the targets'
+ *   monitors, then their hits, events and cursors in statements of at most HIT_CHUNK hits
+ *   (stream/recorder.ts). A target's posts are all on one queue and taken in delivery order; as
+ *   batches do not overlap, they are recorded in order. A post is acknowledged only once its
+ *   batch is written (a replica that dies before leaves it to the broker to deliver again; hits
+ *   are unique per monitor and tweet). A target whose recording failed is owed to the backfill
  *   from its oldest post's time (`x_stream_owed`, reason `lost`) and its posts acknowledged; if
  *   even that fails they are returned to the queue.
  * - Shared: the broker makes the first subscriber active on every queue. Every `rebalanceMs`
@@ -39,8 +45,10 @@ export interface StreamRecordingOptions {
   queuePrefix: string;
   /** posts waiting per queue at most (`x-max-length`) */
   maxLength: number;
-  /** unacknowledged deliveries per queue (the largest batch); default 200 */
+  /** unacknowledged deliveries per queue; default 200 */
   prefetch?: number;
+  /** posts recorded together at most (taken from every queue); default 1,000 */
+  batchSize?: number;
   /** how often the share of partitions is checked; default 2 s */
   rebalanceMs?: number;
   /** recording transactions this replica runs at a time (all queues together); default 4 */
@@ -57,8 +65,8 @@ interface Waiting {
 
 interface Partition {
   queue: string;
+  /** delivered, not yet taken into a batch (in delivery order) */
   waiting: Waiting[];
-  running: Promise<void> | null;
   /** the last delivery (ms), 0: none */
   lastDelivery: number;
 }
@@ -74,13 +82,16 @@ export class StreamRecording {
   private stopped = false;
   private rebalancing: Promise<void> = Promise.resolve();
   private readonly limiter: Limiter;
+  /** the batch being recorded (one at a time), null: none */
+  private running: Promise<void> | null = null;
+  /** the partition the next batch starts taking from (each gets its turn to lead) */
+  private next = 0;
 
   constructor(private readonly options: StreamRecordingOptions) {
     this.limiter = new Limiter(options.concurrency ?? 4);
     this.parts = Array.from({ length: options.partitions }, (_, k) => ({
       queue: `${options.queuePrefix}.${k}`,
       waiting: [],
-      running: null,
       lastDelivery: 0,
     }));
   }
@@ -130,16 +141,38 @@ export class StreamRecording {
     part.lastDelivery = Date.now();
     return new Promise((done) => {
       part.waiting.push({ tweet: fromStreamPost(env.payload), done });
-      part.running ??= this.run(part).finally(() => (part.running = null));
+      this.kick();
     });
   }
 
-  private async run(part: Partition): Promise<void> {
-    while (part.waiting.length > 0) {
-      const batch = part.waiting.splice(0, part.waiting.length);
+  /** starts recording unless it runs; a post that came as it finished starts it again */
+  private kick(): void {
+    this.running ??= this.run().finally(() => {
+      this.running = null;
+      if (this.parts.some((p) => p.waiting.length > 0)) this.kick();
+    });
+  }
+
+  /** records what waits, a batch at a time, until nothing does; settles each post after its batch */
+  private async run(): Promise<void> {
+    // the deliveries read with this one (the rest of the socket's data) join its batch
+    await new Promise((r) => setImmediate(r));
+    for (let batch = this.take(); batch.length > 0; batch = this.take()) {
       const outcomes = await this.recordBatch(batch.map((w) => w.tweet));
       for (const w of batch) w.done(outcomes.get(w.tweet) ?? 'ack');
     }
+  }
+
+  /** up to `batchSize` waiting posts, oldest first per partition, the partitions in turn leading */
+  private take(): Waiting[] {
+    const room = this.options.batchSize ?? 1000;
+    const batch: Waiting[] = [];
+    for (let i = 0; i < this.parts.length && batch.length < room; i++) {
+      const part = this.parts[(this.next + i) % this.parts.length]!;
+      batch.push(...part.waiting.splice(0, room - batch.length));
+    }
+    this.next = (this.next + 1) % this.parts.length;
+    return batch;
   }
 
   /** records a batch; the outcome of each post not simply acknowledged */

@@ -78,7 +78,7 @@ export function createStreamRepository(db: Db): StreamRepository {
                min(m.created_at) AS oldest,
                json_agg(json_build_object('excludeTypes', m.exclude_types, 'langs', m.langs)) AS monitors
         FROM monitors m JOIN accounts a ON a.id = m.account_id
-        WHERE m.is_active ${only}
+        WHERE m.is_active AND m.target_key IS NOT NULL ${only}
         GROUP BY m.target_key`;
       return rows.map((r) => ({
         targetKey: r.target_key,

@@ -28,11 +28,13 @@ import type { AmqpClient } from '@sts/messaging';
 import { upstreamRuleParts, type SocialTweet, type XSource } from '@sts/social';
 import type { PollerRepository } from '../../adapters/repository';
 import { parseRule, planRules, wantedRules, type StreamRule } from '../../domain/streamRules';
+import { isQueryRule } from '../../domain/queryRules';
 import type { DropKind } from '../../domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { StreamHandoff } from './handoff';
 import { OwedBackfill } from './owed';
+import { StreamQueries } from './queries';
 import { Limiter, recordTweets } from './recorder';
 import { StreamRecording } from './recording';
 import type { StreamRepository } from './repository';
@@ -162,6 +164,8 @@ class StreamModeRunner implements StreamMode {
   private readonly limiter = new Limiter(4);
   private readonly recording: StreamRecording | null;
   private readonly owed: OwedBackfill;
+  /** query monitors' rules and posts (stream/queries.ts) */
+  private readonly queries: StreamQueries;
   private readonly logger: Logger;
 
   constructor(private readonly options: StreamModeOptions) {
@@ -194,10 +198,25 @@ class StreamModeRunner implements StreamMode {
             recorded: (r) => this.counted(r),
           })
         : null;
+    this.queries = new StreamQueries({
+      repository: options.repository,
+      pollerRepository: options.pollerRepository,
+      api: options.api,
+      logger: this.logger,
+      limiter: this.limiter,
+      ruleMaxLength: options.ruleMaxLength,
+      lookbackMs: options.lookbackMs,
+      overlapMs: options.overlapMs,
+      settleMs: options.ruleSettleMs,
+      overflowIntervalMs: options.overflowIntervalMs,
+      recorded: (hits) => this.counted({ hits: hits.length, newHits: hits }),
+    });
     this.owed = new OwedBackfill({
       repository: options.repository,
       searchGroup: options.searchGroup,
       record: (tweets) => this.record(tweets),
+      recordQuery: (monitorId, tweets) => this.queries.record(monitorId, tweets),
+      queryOf: this.queries.queryOf,
       logger: this.logger,
       queryMaxLength: options.queryMaxLength,
       holdMs: Math.max(2 * options.coalesceMs, 2 * (options.syncMs ?? 2000)),
@@ -308,7 +327,10 @@ class StreamModeRunner implements StreamMode {
         logger: this.logger,
         stallMs: this.options.stallMs ?? DEFAULT_STALL_MS,
         backfillMinutes: () => this.replayMinutes(),
-        onTweet: (t) => this.handoff.push(t),
+        onTweet: (t, ruleIds) => {
+          if (this.queries.onTweet(t, ruleIds, state.rules)) this.handoff.push(t);
+          else this.handedOff(t, false);
+        },
         onActivity: () => (this.aliveAt = new Date()),
         onConnected: (replayMinutes) => {
           state.connected = true;
@@ -337,7 +359,7 @@ class StreamModeRunner implements StreamMode {
       const saved = await this.options.repository.position();
       const alive = [saved.aliveAt, state.gapFrom].filter((d): d is Date => d !== null);
       state.rules ??= await this.options.api.listRules();
-      const names = ruleUsernames(state);
+      const names = [...ruleUsernames(state), ...this.queries.ruleKeys(state.rules)];
       // never seen alive (a first start): the rules' own backfill covers their usernames
       if (alive.length > 0 && names.length > 0) {
         const since = new Date(Math.max(...alive.map((d) => d.getTime())) - this.options.overlapMs);
@@ -369,7 +391,10 @@ class StreamModeRunner implements StreamMode {
     const now = new Date();
     const wanted = wantedRules(this.targets.all(), now);
     state.rules ??= await api.listRules();
-    const plan = planRules(state.rules, wanted, this.options.ruleMaxLength, this.options.maxRules);
+    // query rules in force keep their room; username rules take the rest (stream/queries.ts)
+    const queryRules = state.rules.filter(isQueryRule).length;
+    const userRules = state.rules.filter((r) => !isQueryRule(r));
+    const plan = planRules(userRules, wanted, this.options.ruleMaxLength, this.options.maxRules - queryRules);
     const before = new Set(ruleUsernames(state));
     const added = plan.add.flatMap((r) => parseRule(r) ?? []);
     const fresh = added.filter((u) => !before.has(u));
@@ -393,6 +418,8 @@ class StreamModeRunner implements StreamMode {
         rules: state.rules.length,
       });
     state.overflow = await this.syncOverflow(state, plan.overflow);
+    const usernameRules = state.rules.filter((r) => !isQueryRule(r)).length;
+    await this.queries.sync(state, this.options.maxRules - usernameRules);
     this.metrics?.rules(state.rules.length, plan.overflow.length);
   }
 
@@ -447,7 +474,8 @@ class StreamModeRunner implements StreamMode {
    */
   private async followTargets(state: HolderState): Promise<void> {
     const now = Date.now();
-    if (await this.targets.refresh()) {
+    const targetsChanged = await this.targets.refresh();
+    if ((await this.queries.refresh()) || targetsChanged) {
       this.unappliedSince ??= now;
       this.lastChangeAt = now;
     }
@@ -482,9 +510,10 @@ class StreamModeRunner implements StreamMode {
     if (state.connected && !state.gapOwed) await this.oweGap(state);
     const lostOwed = await this.oweLost();
     if (state.connected && state.gapOwed && lostOwed && this.aliveAt) {
-      // never past a post not handed off yet (were this holder to die, the next one's gap covers it)
-      const waiting = this.handoff.oldestWaiting();
-      const aliveAt = waiting && waiting < this.aliveAt ? waiting : this.aliveAt;
+      // never past a post not handed off or recorded yet (were this holder to die, the next one's gap covers it)
+      let aliveAt = this.aliveAt;
+      for (const waiting of [this.handoff.oldestWaiting(), this.queries.oldestRecording()])
+        if (waiting && waiting < aliveAt) aliveAt = waiting;
       await this.options.repository.savePosition({ lastTweetId: this.lastTweetId, aliveAt });
     }
     await this.options.userCheck?.flush();
