@@ -8,20 +8,29 @@
  *
  * 1. set-up: BENCH_X_STREAM_TARGETS (2,000) X accounts, each watched by a Starter monitor created
  *    while the stream runs, in BENCH_X_BATCHES (20) batches a second apart, or one by one
- *    (BENCH_X_SETUP=one); every upstream request until the rules cover them all and no backfill
- *    is owed (user lookups, rule calls, searches, connects) → requests per 20 accounts;
+ *    (BENCH_X_SETUP=one); every upstream request until the rules cover them all, no backfill is
+ *    owed and every account had its first profile/health look (the X account lookup round that
+ *    every poller replica runs in production, services/poller/src/intake/profile/xLookup.ts) →
+ *    requests per 20 accounts, split by kind (user lookups, rule calls, searches, connects), the
+ *    searches against the fewest the query length allows; then, apart, the account lookup's
+ *    steady-state cost: its `users` calls over BENCH_X_LOOKUP_SECONDS (60) → calls per minute;
  * 2. burst: BENCH_X_STREAM_RATE (200) posts/s for BENCH_X_STREAM_SECONDS (30) to random accounts
  *    → post → hit p50/p99 (hit `detected_at` − the post's `created_at`) and lost;
  * 3. gap: the search budget cut to BENCH_X_SEARCH_PER_MIN (30) a minute, the stream down (503s)
  *    for BENCH_X_GAP_SECONDS (60) while one post a second is made → lost, 429s, and how long after
- *    the stream was back the last gap post became a hit (in budget windows);
+ *    the stream was back the last gap post became a hit (in budget windows); the searches against
+ *    the fewest the query length allows (the lower bound on the windows: fewest / budget);
  * 4. failover: replica A (the holder) loses PostgreSQL (its connections black-holed, no socket
  *    closed) while 5 posts/s keep coming → seconds until replica B's stream is connected, lost.
+ *
+ * X plan modelled: Pro (X_RULE_MAX_LENGTH 1,024 and X_MAX_RULES 1,000: the filtered stream at this
+ * size), with recent search's documented self-serve query length, 512 characters
+ * (X_QUERY_MAX_LENGTH; 4,096 is Enterprise's).
  *
  * BENCH_X_STATEMENTS=1: the burst also prints the statements sent (round trips), commits and rows
  * written per post (bench/lib/statements.ts), figures a busy machine's clock does not skew.
  *
- * Last line: `x_stream setup_per_20 <n> burst_p50_ms <a> p99_ms <b> lost <n> gap_lost <n>
+ * Last line: `x_stream setup_per_20 <n> setup_users <n> lookups_per_min <n> burst_p50_ms <a> p99_ms <b> lost <n> gap_lost <n>
  * gap_429s <n> gap_windows <n> failover_s <n> failover_lost <n>`.
  * Run alone: `npx tsx bench/realtimeStream.ts` (its own database and Redis prefix).
  */
@@ -31,10 +40,19 @@ import { createLogger, createMetricsRegistry, loadDevEnv } from '../packages/com
 import { createDbClient, type Db } from '../packages/db/src';
 import { AmqpClient } from '../packages/messaging/src';
 import { createXSource } from '../packages/social/src';
-import { createFakeStream, startFakeX, type FakeStream, type FakeX } from '../packages/testing/src/fakeX';
+import {
+  createFakeStream,
+  startFakeX,
+  type FakeStream,
+  type FakeX,
+  type FakeXRequest,
+} from '../packages/testing/src/fakeX';
 import { TcpProxy } from '../packages/testing/src/proxy';
 import { createVhost, deleteVhosts } from '../packages/testing/src/services';
+import { createRedisLeases } from '../services/poller/src/adapters/lease';
+import { createProfileRepository } from '../services/poller/src/adapters/profiles';
 import { createPollerRepository } from '../services/poller/src/adapters/repository';
+import { createXProfileLookup, type XProfileLookup } from '../services/poller/src/intake/profile/xLookup';
 import { buildStreamMode } from '../services/poller/src/intake/stream';
 import type { StreamMode } from '../services/poller/src/intake/stream/streamMode';
 import { percentile, positiveEnv } from './lib/numbers';
@@ -49,6 +67,9 @@ const RATE = positiveEnv('BENCH_X_STREAM_RATE', 200);
 const SECONDS = positiveEnv('BENCH_X_STREAM_SECONDS', 30);
 const SEARCH_PER_MIN = positiveEnv('BENCH_X_SEARCH_PER_MIN', 30, { whole: true });
 const GAP_SECONDS = positiveEnv('BENCH_X_GAP_SECONDS', 60);
+const LOOKUP_SECONDS = positiveEnv('BENCH_X_LOOKUP_SECONDS', 60);
+const QUERY_MAX_LENGTH = 512;
+const STARTER_INTERVAL_S = 60;
 const PHASES = (process.env.BENCH_X_STREAM_PHASES ?? 'setup,burst,gap,failover').split(',');
 /** BENCH_X_STATEMENTS=1: the burst's statements, transactions and rows per post (bench/lib/statements.ts) */
 const STATEMENTS = process.env.BENCH_X_STATEMENTS === '1';
@@ -88,13 +109,53 @@ async function hitsOf(db: Db, ids: string[]): Promise<number[]> {
   return rows.map((r) => Number(r.ms)).sort((x, y) => x - y);
 }
 
-/** Phase 1: the accounts watched while the stream runs; requests per 20 accounts. */
-async function setup(bed: Bed): Promise<number> {
-  const { db, fake, stream, usernames } = bed;
+/** the fewest searches `usernames` fit in: `from:a OR from:b …` of at most `maxLength` characters */
+function fewestSearches(usernames: readonly string[], maxLength: number): number {
+  const or = ' OR '.length;
+  const chars = usernames.reduce((n, u) => n + `from:${u}`.length + or, 0);
+  return Math.ceil(chars / (maxLength + or));
+}
+
+/**
+ * Requests by kind: user lookups (the account lookup's by id / by name; `usersCheck`: the user
+ * cache's own lookups, e.g. the stream's account check, which ask no `protected`), rule calls,
+ * searches, connects, other.
+ */
+function byKind(requests: readonly FakeXRequest[]): Record<string, number> {
+  const out: Record<string, number> = {
+    users: 0,
+    usersById: 0,
+    usersByName: 0,
+    usersCheck: 0,
+    rules: 0,
+    searches: 0,
+    connects: 0,
+  };
+  for (const r of requests) {
+    if (r.family === 'users') {
+      out.users!++;
+      if (!(r.params.get('user.fields') ?? '').includes('protected')) out.usersCheck!++;
+      else if (r.path === '/2/users') out.usersById!++;
+      else if (r.path.startsWith('/2/users/by')) out.usersByName!++;
+    } else if (r.family === 'rules') out.rules!++;
+    else if (r.family === 'search') out.searches!++;
+    else if (r.family === 'stream_connect') out.connects!++;
+    else out[r.family] = (out[r.family] ?? 0) + 1;
+  }
+  return out;
+}
+
+async function looked(db: Db): Promise<number> {
+  const [r] = await db.$queryRaw<
+    { n: bigint }[]
+  >`SELECT count(*) AS n FROM target_profiles WHERE checked_at IS NOT NULL`;
+  return Number(r!.n);
+}
+
+async function createMonitors(db: Db, usernames: readonly string[]): Promise<number> {
   const account = await db.account.create({
     data: { email: `x-stream-${randomBytes(4).toString('hex')}@bench.test`, plan: 'starter' },
   });
-  const before = fake.requests.log.length;
   const row = (u: string) => ({ accountId: account.id, targetUsername: u, targetKey: u.toLowerCase(), keywords: [] });
   const started = Date.now();
   if (ONE_BY_ONE) for (const u of usernames) await db.monitor.create({ data: row(u) });
@@ -105,21 +166,52 @@ async function setup(bed: Bed): Promise<number> {
       if (i < BATCHES - 1) await sleep(1000);
     }
   }
-  const created = Date.now() - started;
+  return Date.now() - started;
+}
+
+interface SetupResult {
+  per20: number;
+  users: number;
+  /** the account lookup's `users` calls per minute once set up */
+  lookupsPerMin: number;
+}
+
+/**
+ * Phase 1: the accounts watched while the stream runs; requests per 20 accounts until they are
+ * streamed, backfilled and looked at once, then the account lookup's steady state apart.
+ */
+async function setup(bed: Bed): Promise<SetupResult> {
+  const { db, fake, stream, usernames } = bed;
+  const before = fake.requests.log.length;
+  const created = await createMonitors(db, usernames);
   const covered = () => new Set(stream.rules().flatMap((r) => [...r.from])).size === usernames.length;
-  const done = await until(async () => covered() && (await owed(db)) === 0, 180_000);
-  if (!done) throw new Error('the stream did not cover every account and pay its backfill within 3 minutes');
+  const ready = async () => covered() && (await owed(db)) === 0 && (await looked(db)) >= usernames.length;
+  if (!(await until(ready, 180_000)))
+    throw new Error('the stream did not cover, backfill and look at every account within 3 minutes');
   await sleep(3000);
   const requests = fake.requests.log.slice(before);
-  const per20 = (requests.length / usernames.length) * 20;
-  const byFamily: Record<string, number> = {};
-  for (const r of requests) byFamily[r.family] = (byFamily[r.family] ?? 0) + 1;
+  const kinds = byKind(requests);
+  // a first look is by name; by id is a second look of an account set up over a plan interval ago
+  const setupRequests = requests.length - kinds.usersById!;
+  const per20 = (setupRequests / usernames.length) * 20;
   log(
     `set-up ${ONE_BY_ONE ? 'one by one' : `in ${BATCHES} batches`} (${Math.round(created / 1000)} s of monitor creation): ` +
-      `${requests.length} requests for ${usernames.length} accounts = ${per20.toFixed(2)} per 20 ${JSON.stringify(byFamily)}, ` +
-      `${stream.rules().length} rules`,
+      `${setupRequests} requests for ${usernames.length} accounts = ${per20.toFixed(2)} per 20: ` +
+      `first looks ${kinds.usersByName} (users by name), account checks ${kinds.usersCheck}, rules ${kinds.rules}, ` +
+      `searches ${kinds.searches} (fewest at ${QUERY_MAX_LENGTH} characters: ${fewestSearches(usernames, QUERY_MAX_LENGTH)}), ` +
+      `connects ${kinds.connects}; without the first looks ${(((setupRequests - kinds.usersByName!) / usernames.length) * 20).toFixed(2)} per 20; ` +
+      `${stream.rules().length} rules; meanwhile ${kinds.usersById} second looks (users by id, the steady state's) ${JSON.stringify(kinds)}`,
   );
-  return per20;
+  const from = fake.requests.log.length;
+  await sleep(LOOKUP_SECONDS * 1000);
+  const steady = byKind(fake.requests.log.slice(from));
+  const lookupsPerMin = (steady.users! / LOOKUP_SECONDS) * 60;
+  log(
+    `account lookup once set up (Starter interval ${STARTER_INTERVAL_S} s): ${steady.users} users calls in ` +
+      `${LOOKUP_SECONDS} s = ${lookupsPerMin.toFixed(1)} a minute (${((lookupsPerMin * 100) / usernames.length).toFixed(1)} ` +
+      `per 100 accounts a minute) ${JSON.stringify(steady)}`,
+  );
+  return { per20, users: kinds.usersByName!, lookupsPerMin };
 }
 
 /** Phase 2: RATE posts/s for SECONDS; p50/p99 post → hit and lost. */
@@ -163,10 +255,12 @@ async function gap(bed: Bed): Promise<{ lost: number; tooMany: number; windows: 
   const tooMany = fake.requests.log.slice(before).filter((r) => r.status === 429).length;
   const searches = fake.requests.log.slice(before).filter((r) => r.family === 'search').length;
   const windows = Math.ceil(closedS / (WINDOW_MS / 1000));
+  const fewest = fewestSearches(usernames, QUERY_MAX_LENGTH);
   log(
     `gap of ${GAP_SECONDS} s (${ids.length} posts, ${usernames.length} accounts, ${SEARCH_PER_MIN} searches/min): ` +
       `reconnected ${reconnectedS.toFixed(1)} s after the stream was back, last gap post a hit ${closedS.toFixed(1)} s after ` +
-      `(${windows} window(s)), ${searches} searches, lost ${lost}, 429s ${tooMany}`,
+      `(${windows} window(s)), ${searches} searches (fewest at ${QUERY_MAX_LENGTH} characters: ${fewest}, so at ` +
+      `least ${Math.ceil(fewest / SEARCH_PER_MIN)} window(s) of budget), lost ${lost}, 429s ${tooMany}`,
   );
   fake.limits.setLimit('search', 450);
   return { lost, tooMany, windows };
@@ -203,7 +297,16 @@ async function failover(bed: Bed): Promise<{ seconds: number; lost: number }> {
   return { seconds, lost };
 }
 
-function startReplica(dbUrl: string, db: Db, fake: FakeX, redis: Redis, amqp: AmqpClient, name: string): StreamMode {
+/**
+ * One poller replica's X part in stream mode: the stream mode and, as main.ts gives every replica
+ * on X, the account lookup round (one replica at a time under its Redis lease); the round is
+ * added to `lookups` for the caller to stop.
+ */
+function startReplica(
+  r: { dbUrl: string; db: Db; fake: FakeX; redis: Redis; amqp: AmqpClient; name: string },
+  lookups: XProfileLookup[],
+): StreamMode {
+  const { dbUrl, db, fake, redis, amqp, name } = r;
   const env = {
     DATABASE_URL: dbUrl,
     X_API_BASE_URL: fake.url,
@@ -215,20 +318,37 @@ function startReplica(dbUrl: string, db: Db, fake: FakeX, redis: Redis, amqp: Am
     X_RULE_SETTLE_SECONDS: 1,
     X_RULE_COALESCE_SECONDS: 5,
     X_STREAM_LEASE_SECONDS: 10,
-    X_QUERY_MAX_LENGTH: 512,
+    X_QUERY_MAX_LENGTH: QUERY_MAX_LENGTH,
     POLL_OVERLAP_SECONDS: 30,
     PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
-    PLAN_STARTER_POLL_INTERVAL_SECONDS: 60,
+    PLAN_STARTER_POLL_INTERVAL_SECONDS: STARTER_INTERVAL_S,
   };
+  const source = createXSource({ baseUrl: fake.url, bearerToken: env.X_BEARER_TOKEN, redis });
+  const logger = createLogger({ service: `bench-x-stream-${name}`, level: process.env.BENCH_LOG_LEVEL ?? 'warn' });
   const mode = buildStreamMode(env, {
     db,
-    source: createXSource({ baseUrl: fake.url, bearerToken: env.X_BEARER_TOKEN, redis }),
+    source,
     pollerRepository: createPollerRepository(db),
-    logger: createLogger({ service: `bench-x-stream-${name}`, level: process.env.BENCH_LOG_LEVEL ?? 'warn' }),
+    logger,
     registry: createMetricsRegistry(`bench-x-stream-${name}`),
     amqp,
   });
+  const lookup = createXProfileLookup({
+    source,
+    repository: createProfileRepository(db),
+    leases: createRedisLeases(redis),
+    logger,
+    intervals: {
+      plans: {
+        free: { pollIntervalSec: env.PLAN_FREE_POLL_INTERVAL_SECONDS },
+        starter: { pollIntervalSec: env.PLAN_STARTER_POLL_INTERVAL_SECONDS },
+      },
+    },
+    now: () => new Date(),
+  });
   mode.start();
+  lookup.start();
+  lookups.push(lookup);
   return mode;
 }
 
@@ -254,16 +374,21 @@ export async function runStreamMode(e: {
   const redis = new Redis(e.redisUrl, { keyPrefix: e.prefix });
   const usernames = Array.from({ length: TARGETS }, (_, i) => `xs_${i}_${randomBytes(2).toString('hex')}`);
   for (const u of usernames) fake.state.addUser({ username: u });
-  const a = startReplica(e.dbUrl, dbA, fake, redis, amqpA, 'a');
+  const lookups: XProfileLookup[] = [];
+  const a = startReplica({ dbUrl: e.dbUrl, db: dbA, fake, redis, amqp: amqpA, name: 'a' }, lookups);
   let b: StreamMode | undefined;
   const out: string[] = [];
   try {
     if (!(await until(() => a.isHolder() && stream.connections() === 1, 30_000)))
       throw new Error('replica A did not connect within 30 s');
-    b = startReplica(e.dbUrl, db, fake, redis, amqpB, 'b');
+    b = startReplica({ dbUrl: e.dbUrl, db, fake, redis, amqp: amqpB, name: 'b' }, lookups);
     const bed: Bed = { db, fake, stream, a, b, proxy, usernames, statements };
-    if (PHASES.includes('setup')) out.push(`setup_per_20 ${(await setup(bed)).toFixed(2)}`);
-    else throw new Error('the set-up phase is needed by the others');
+    if (PHASES.includes('setup')) {
+      const r = await setup(bed);
+      out.push(
+        `setup_per_20 ${r.per20.toFixed(2)} setup_users ${r.users} lookups_per_min ${r.lookupsPerMin.toFixed(1)}`,
+      );
+    } else throw new Error('the set-up phase is needed by the others');
     if (PHASES.includes('burst')) {
       const r = await burst(bed);
       out.push(`burst_p50_ms ${Math.round(r.p50)} p99_ms ${Math.round(r.p99)} lost ${r.lost}`);
@@ -282,6 +407,7 @@ export async function runStreamMode(e: {
     // replica A's database may be black-holed: cut it so its calls fail instead of hanging
     await proxy.close();
     await a.stop();
+    await Promise.all(lookups.map((l) => l.stop()));
     await amqpB.stop();
     await amqpA.stop();
     await fake.stop();

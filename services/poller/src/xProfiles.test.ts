@@ -312,6 +312,45 @@ describe('the X account lookup: batched at the plan interval, in the fleet budge
   });
 });
 
+describe('the X account lookup in 15 s rounds: once per plan interval, never a round early', () => {
+  let bed: XTestBed;
+  beforeAll(async () => {
+    bed = await openXTestBed({ poolSize: 4 });
+  });
+  afterAll(() => bed.close());
+
+  it('a Starter target looked at is not looked at again until its 60 s have passed', async () => {
+    const account = (await bed.db.account.create({ data: { email: 'rounds@example.com', plan: 'starter' } })).id;
+    const names = Array.from({ length: 120 }, (_, i) => `xr${i}`);
+    for (const u of names) bed.fake.state.addUser({ username: u });
+    await bed.db.monitor.createMany({
+      data: names.map((u) => ({ accountId: account, targetUsername: u, targetKey: u })),
+    });
+    const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis });
+    const start = Date.now();
+    let now = new Date(start);
+    const lookup = createXProfileLookup({
+      source,
+      repository: createProfileRepository(bed.db),
+      leases: createRedisLeases(bed.redis),
+      logger,
+      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+      now: () => now,
+      everyMs: 15_000,
+    });
+    const calls = () => bed.fake.requests.log.filter((r) => r.family === 'users').length;
+    const looked: number[] = [];
+    // five minutes of rounds, each 15 s after the last
+    for (let s = 0; s <= 300; s += 15) {
+      now = new Date(start + s * 1000);
+      if ((await lookup.run()) > 0) looked.push(s);
+    }
+    // once a minute (two calls of 100 + 20 each), not every 45 s
+    expect(looked).toEqual([0, 60, 120, 180, 240, 300]);
+    expect(calls()).toBe(12);
+  });
+});
+
 describe.each(['timeline', 'search'] as const)('X %s mode: a poll failing on the account has it looked at', (mode) => {
   let bed: XTestBed;
   let poller: Poller;

@@ -65,8 +65,8 @@ export interface LookupTarget extends TargetState {
 
 /**
  * Targets whose account is due a look: its plan interval (never backed off: the look is what tells
- * an unavailable account is back) has passed since the last look, or passes within `aheadMs` (the
- * lookup's period), so targets due close together share one batch instead of one call each.
+ * an unavailable account is back) has passed since the last look, or passes within `aheadMs` (half
+ * the lookup's period), so targets due close together share one batch instead of one call each.
  */
 export function dueForLookup(
   targets: readonly LookupTarget[],
