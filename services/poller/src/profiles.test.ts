@@ -10,74 +10,41 @@
  * - a rename → the monitors follow the account (same id) to its new username;
  * - a deleted account → `target_status` not_found, one `monitor.target_unavailable` per monitor.
  */
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { classifyWebhookUrl, createSecretBox, generateWebhookSecret } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
-import { AmqpClient } from '@sts/messaging';
 import { createLocalSource, createSocialUser } from '@sts/social';
-import {
-  createTestDatabase,
-  createTestRedis,
-  createTestVhost,
-  spawnService,
-  startHttpsReceiver,
-  waitFor,
-  type HttpsReceiver,
-  type ReceivedRequest,
-  type ServiceProcess,
-} from '@sts/testing';
+import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
 import { createPollerRepository } from './adapters/repository';
-import { createOutboxRelay, type OutboxRelay } from './relay/relay';
+import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
 import { createPoller, type Poller } from './poller';
 
 const logger = createLogger({ service: 'profiles-test', level: 'error' });
-const KEY = randomBytes(32).toString('base64');
-
-function signatureOk(req: ReceivedRequest, secret: string): boolean {
-  const ts = String(req.headers['x-service-timestamp']);
-  const mac = createHmac('sha256', secret).update(`${ts}.`).update(req.rawBody).digest('hex');
-  return req.headers['x-service-signature'] === `sha256=${mac}`;
-}
 
 describe('profile changes and target health on the local store', () => {
   let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
   let redisHandle: ReturnType<typeof createTestRedis>;
   let db: Db;
   let redis: Redis;
-  let amqpUrl: string;
-  let publisher: AmqpClient;
-  let relay: OutboxRelay;
-  let dispatcher: ServiceProcess;
-  let receiver: HttpsReceiver;
   let poller: Poller;
+  let deliveries: DeliveryBed;
   let account: string;
-  const secrets = new Map<string, string>();
 
   beforeAll(async () => {
     dbHandle = await createTestDatabase();
     redisHandle = createTestRedis();
     db = createDbClient({ url: dbHandle.url, poolSize: 6 });
     redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
-    amqpUrl = (await createTestVhost()).url;
-    receiver = await startHttpsReceiver();
     account = (await db.account.create({ data: { email: 'profiles@example.com', plan: 'starter' } })).id;
-    dispatcher = spawnService('services/webhook-dispatcher/src/main.ts', {
-      DATABASE_URL: dbHandle.url,
-      AMQP_URL: amqpUrl,
-      SECRETS_ENCRYPTION_KEY: KEY,
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      LOG_LEVEL: 'error',
-      NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS ?? '',
+    deliveries = await openDeliveryBed({
+      db: db,
+      dbUrl: dbHandle.url,
+      dbDirectUrl: dbHandle.directUrl,
+      logger,
+      name: 'profiles',
     });
-    await dispatcher.waitForLine(/webhook-dispatcher started/, 60_000);
-    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'profiles-relay' });
-    await publisher.start();
-    relay = createOutboxRelay({ db, publisher, logger, databaseUrl: dbHandle.directUrl });
-    await relay.start();
     poller = createPoller({
       repository: createPollerRepository(db),
       source: createLocalSource({ db }),
@@ -93,39 +60,20 @@ describe('profile changes and target health on the local store', () => {
 
   afterAll(async () => {
     await poller.stop();
-    await relay.stop();
-    await publisher.stop();
-    dispatcher.child.kill('SIGTERM');
-    await dispatcher.exited;
-    await receiver.close();
+    await deliveries.close();
     redis.disconnect();
     await db.$disconnect();
     await redisHandle.cleanup();
     await dbHandle.drop();
   });
 
-  async function monitor(target: string, path: string, events?: string[]): Promise<string> {
-    const id = randomUUID();
-    const secret = generateWebhookSecret();
-    secrets.set(id, secret);
-    const hook = classifyWebhookUrl(`${receiver.url}/${path}`);
-    await db.monitor.create({
-      data: {
-        id,
-        accountId: account,
-        targetUsername: target,
-        targetKey: target.toLowerCase(),
-        ...(events ? { events } : {}),
-        webhook: {
-          create: { url: hook.url, kind: hook.kind, secretCiphertext: createSecretBox(KEY).encrypt(secret, id) },
-        },
-      },
-    });
-    return id;
-  }
+  const monitor = (target: string, path: string, events?: string[]) =>
+    deliveries.monitor(account, target, path, events);
 
   const delivered = (event: string, path?: string) =>
-    receiver.requests.filter((r) => r.headers['x-service-event'] === event && (!path || r.path === `/${path}`));
+    deliveries.receiver.requests.filter(
+      (r) => r.headers['x-service-event'] === event && (!path || r.path === `/${path}`),
+    );
   const snapshot = (key: string) => db.targetProfile.findUnique({ where: { targetKey: key } });
 
   it('a profile change is one signed monitor.profile_changed delivery with before and after', async () => {
@@ -141,7 +89,7 @@ describe('profile changes and target health on the local store', () => {
       return got.length > 0 ? got : null;
     }, 30_000);
     expect(req!.path).toBe('/changer-profile');
-    expect(signatureOk(req!, secrets.get(wants)!)).toBe(true);
+    expect(deliveries.signedBy(req!, wants)).toBe(true);
     const body = JSON.parse(req!.rawBody.toString()) as Record<string, unknown>;
     expect(body).toMatchObject({
       event: 'monitor.profile_changed',
@@ -199,9 +147,9 @@ describe('profile changes and target health on the local store', () => {
       newUsername: null,
     });
     expect(
-      signatureOk(
+      deliveries.signedBy(
         sent.find((r) => r.path === '/sleeper-a')!,
-        secrets.get(a)!,
+        a,
       ),
     ).toBe(true);
     // one account event (the mail) for the account's two monitors
@@ -285,7 +233,7 @@ describe('profile changes and target health on the local store', () => {
     }, 30_000);
     expect(sent.map((r) => r.path).sort()).toEqual(['/doomed-a', '/doomed-b']);
     const toB = sent.find((r) => r.path === '/doomed-b')!;
-    expect(signatureOk(toB, secrets.get(b)!)).toBe(true);
+    expect(deliveries.signedBy(toB, b)).toBe(true);
     expect(JSON.parse(toB.rawBody.toString())).toMatchObject({
       event: 'monitor.target_unavailable',
       monitor: { id: b },

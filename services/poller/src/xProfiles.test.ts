@@ -10,65 +10,35 @@
  * - 150 targets → 2 lookups per interval, counted in the fleet's budget;
  * - a poll that fails on the account (timeline and search modes) has it looked at at once.
  */
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import { classifyWebhookUrl, createSecretBox, generateWebhookSecret } from '@sts/core';
-import { AmqpClient } from '@sts/messaging';
 import { createRedisGovernor, createXSource } from '@sts/social';
-import {
-  createTestVhost,
-  spawnService,
-  startHttpsReceiver,
-  waitFor,
-  type HttpsReceiver,
-  type ReceivedRequest,
-  type ServiceProcess,
-} from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
 import { createPollerRepository } from './adapters/repository';
 import { createXProfileLookup } from './intake/profile/xLookup';
-import { createOutboxRelay, type OutboxRelay } from './relay/relay';
+import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
 import { createPoller, type Poller } from './poller';
 
 const logger = createLogger({ service: 'x-profiles-test', level: 'error' });
-const KEY = randomBytes(32).toString('base64');
-
-function signatureOk(req: ReceivedRequest, secret: string): boolean {
-  const ts = String(req.headers['x-service-timestamp']);
-  const mac = createHmac('sha256', secret).update(`${ts}.`).update(req.rawBody).digest('hex');
-  return req.headers['x-service-signature'] === `sha256=${mac}`;
-}
 
 describe('profile changes and target health on X', () => {
   let bed: XTestBed;
-  let publisher: AmqpClient;
-  let relay: OutboxRelay;
-  let dispatcher: ServiceProcess;
-  let receiver: HttpsReceiver;
   let poller: Poller;
+  let deliveries: DeliveryBed;
   let account: string;
-  const secrets = new Map<string, string>();
 
   beforeAll(async () => {
     bed = await openXTestBed({ poolSize: 6 });
-    const amqpUrl = (await createTestVhost()).url;
-    receiver = await startHttpsReceiver();
     account = (await bed.db.account.create({ data: { email: 'xprofiles@example.com', plan: 'starter' } })).id;
-    dispatcher = spawnService('services/webhook-dispatcher/src/main.ts', {
-      DATABASE_URL: bed.dbUrl,
-      AMQP_URL: amqpUrl,
-      SECRETS_ENCRYPTION_KEY: KEY,
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      LOG_LEVEL: 'error',
-      NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS ?? '',
+    deliveries = await openDeliveryBed({
+      db: bed.db,
+      dbUrl: bed.dbUrl,
+      dbDirectUrl: bed.dbDirectUrl,
+      logger,
+      name: 'x-profiles',
     });
-    await dispatcher.waitForLine(/webhook-dispatcher started/, 60_000);
-    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'x-profiles-relay' });
-    await publisher.start();
-    relay = createOutboxRelay({ db: bed.db, publisher, logger, databaseUrl: bed.dbDirectUrl });
-    await relay.start();
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
     poller = createPoller({
       repository: createPollerRepository(bed.db),
@@ -86,36 +56,17 @@ describe('profile changes and target health on X', () => {
 
   afterAll(async () => {
     await poller.stop();
-    await relay.stop();
-    await publisher.stop();
-    dispatcher.child.kill('SIGTERM');
-    await dispatcher.exited;
-    await receiver.close();
+    await deliveries.close();
     await bed.close();
   });
 
-  async function monitor(target: string, path: string, events?: string[]): Promise<string> {
-    const id = randomUUID();
-    const secret = generateWebhookSecret();
-    secrets.set(id, secret);
-    const hook = classifyWebhookUrl(`${receiver.url}/${path}`);
-    await bed.db.monitor.create({
-      data: {
-        id,
-        accountId: account,
-        targetUsername: target,
-        targetKey: target.toLowerCase(),
-        ...(events ? { events } : {}),
-        webhook: {
-          create: { url: hook.url, kind: hook.kind, secretCiphertext: createSecretBox(KEY).encrypt(secret, id) },
-        },
-      },
-    });
-    return id;
-  }
+  const monitor = (target: string, path: string, events?: string[]) =>
+    deliveries.monitor(account, target, path, events);
 
   const delivered = (event: string, prefix: string) =>
-    receiver.requests.filter((r) => r.headers['x-service-event'] === event && r.path.startsWith(`/${prefix}`));
+    deliveries.receiver.requests.filter(
+      (r) => r.headers['x-service-event'] === event && r.path.startsWith(`/${prefix}`),
+    );
   const snapshot = (key: string) => bed.db.targetProfile.findUnique({ where: { targetKey: key } });
   const statuses = async (ids: string[]) =>
     (await bed.db.monitor.findMany({ where: { id: { in: ids } }, select: { targetStatus: true } })).map(
@@ -137,7 +88,7 @@ describe('profile changes and target health on X', () => {
       return got.length > 0 ? got : null;
     }, 30_000);
     expect(req!.path).toBe('/xchanger-profile');
-    expect(signatureOk(req!, secrets.get(wants)!)).toBe(true);
+    expect(deliveries.signedBy(req!, wants)).toBe(true);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
       event: 'monitor.profile_changed',
       monitor: { id: wants, targetUsername: 'XChanger' },
@@ -169,7 +120,7 @@ describe('profile changes and target health on X', () => {
     }, 30_000);
     expect(sent.map((r) => r.path).sort()).toEqual(['/xsleeper-a', '/xsleeper-b']);
     const toA = sent.find((r) => r.path === '/xsleeper-a')!;
-    expect(signatureOk(toA, secrets.get(a)!)).toBe(true);
+    expect(deliveries.signedBy(toA, a)).toBe(true);
     expect(JSON.parse(toA.rawBody.toString())).toMatchObject({
       event: 'monitor.target_unavailable',
       monitor: { id: a },
