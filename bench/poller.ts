@@ -465,10 +465,12 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
     let cycleMs = NaN;
     if (runTheCycle) {
       await db.$executeRaw`UPDATE poll_targets SET next_due_at = now()`;
+      // a cycle claims at most its claim limit (200): the due set is drained in several
       const t0 = performance.now();
-      const result = await poller.runCycle();
+      let hits = 0;
+      for (let r = await poller.runCycle(); r.hits > 0; r = await poller.runCycle()) hits += r.hits;
       cycleMs = performance.now() - t0;
-      if (result.hits !== MONITORS) throw new Error(`expected ${MONITORS} hits, recorded ${result.hits}`);
+      if (hits !== MONITORS) throw new Error(`expected ${MONITORS} hits, recorded ${hits}`);
     }
     return { sourceCallsPerCycle: calls, monitors: MONITORS, targets: TARGETS, cycleMs, idleTickMs, seedMs };
   } finally {
