@@ -226,9 +226,11 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult | null> {
     const sseAt = new Map<string, number>();
     let sseKey = '';
     if (SSE) {
+      // before the gateway starts: its live-key filter reads the keys at start (a key written
+      // straight to the database later is unknown to it, 401)
+      sseKey = await createKey(db, setup.accountId);
       gw = await startGateway(serviceEnv(e));
       children.push(gw.child);
-      sseKey = await createKey(db, setup.accountId);
       sseClient = await openSse(gw.port, sseKey, (id, at) => void (sseAt.has(id) || sseAt.set(id, at)));
     }
     // every target polled once (new targets are due at once) and pushed: the run starts warm
