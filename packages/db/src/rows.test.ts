@@ -85,6 +85,34 @@ describe('withLastCheck', () => {
     await db.monitor.delete({ where: { id: q.id } });
   });
 
+  it('a paused query monitor read on X keeps the later of the query cursor and its own', async () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 4, 0, 0, s));
+    const setQueryCursor = (polled: Date, lastError: string | null) =>
+      db.pollCursor.upsert({
+        where: { targetKey: QUERY_CURSOR_KEY },
+        create: { targetKey: QUERY_CURSOR_KEY, lastPolledAt: polled, lastError },
+        update: { lastPolledAt: polled, lastError },
+      });
+    const onX = await db.monitor.create({ data: { accountId, query: 'comet', createdAt: t(0) } });
+    const local = await db.monitor.create({ data: { accountId, query: 'meteor', createdAt: t(0) } });
+    await setQueryCursor(t(5), null);
+    await db.pollCursor.create({
+      data: { targetKey: queryCursorKeyOf(onX.id), lastPolledAt: t(8), lastError: 'X answered 429' },
+    });
+    for (const id of [onX.id, local.id]) await db.monitor.update({ where: { id }, data: { isActive: false } });
+    // both cursors move on: the paused monitors keep what they showed as they were paused
+    await setQueryCursor(t(20), 'later');
+    await db.pollCursor.update({ where: { targetKey: queryCursorKeyOf(onX.id) }, data: { lastPolledAt: t(21) } });
+    expect(await shown(onX.id)).toMatchObject({ lastCheckAt: t(8), lastError: 'X answered 429' });
+    expect(await shown(local.id)).toMatchObject({ lastCheckAt: t(5), lastError: null });
+    // resumed, then paused with the query cursor the later one: that one is frozen
+    await db.monitor.update({ where: { id: onX.id }, data: { isActive: true } });
+    await setQueryCursor(t(30), null);
+    await db.monitor.update({ where: { id: onX.id }, data: { isActive: false } });
+    expect(await shown(onX.id)).toMatchObject({ lastCheckAt: t(30), lastError: null });
+    await db.monitor.deleteMany({ where: { id: { in: [onX.id, local.id] } } });
+  });
+
   it('a monitor has exactly one of a username and a query (CHECK monitors_username_or_query)', async () => {
     await expect(
       db.monitor.create({ data: { accountId, targetUsername: 'bob', targetKey: 'bob', query: 'launch' } }),
