@@ -2,7 +2,7 @@ import http from 'node:http';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createLogger } from '@sts/common';
 import { createSocialTweet, createSocialUser } from '@sts/social';
-import { spawnService, waitFor } from '@sts/testing';
+import { spawnService, startFakeX, waitFor } from '@sts/testing';
 import { openProcessBed } from '../test/processBed';
 
 function fetchText(port: number, path: string): Promise<{ status: number; body: string }> {
@@ -110,6 +110,44 @@ describe('poller main', () => {
       expect(await proc.exited).toBe(0);
     } finally {
       proc.child.kill('SIGKILL');
+      await bed.close();
+    }
+  });
+
+  it('X_MONITOR_MODE=timeline reads a query monitor by recent search: a matching post is one hit', async () => {
+    const bed = await openProcessBed();
+    const db = bed.db;
+    const fake = await startFakeX();
+    const proc = spawnService('services/poller/src/main.ts', {
+      ...bed.env,
+      POLL_INTERVAL_SECONDS: '1',
+      SOCIAL_SOURCE: 'x',
+      X_MONITOR_MODE: 'timeline',
+      X_API_BASE_URL: fake.url,
+      X_BEARER_TOKEN: 'timeline-token',
+      OPS_PORT: '0',
+      LOG_LEVEL: 'error',
+    });
+    try {
+      fake.state.addUser({ username: 'qauthor' });
+      const account = await db.account.create({ data: { email: 'tq@example.com', plan: 'starter' } });
+      const monitor = await db.monitor.create({
+        data: { accountId: account.id, query: 'rocket launch', createdAt: new Date(Date.now() - 3600_000) },
+      });
+      const match = fake.state.post({ author: 'qauthor', text: 'Rocket launch at noon' });
+      fake.state.post({ author: 'qauthor', text: 'a launch, nothing else' });
+      await proc.waitForLine(/poller started/);
+      const hit = await waitFor(() => db.hit.findFirst({ where: { monitorId: monitor.id } }), 15_000);
+      expect(hit.tweetId).toBe(match.id);
+      // read again after its interval: still the one hit, and no timeline read (the monitor has no target)
+      await waitFor(() => fake.requests.count({ family: 'search' }) >= 2 || undefined, 15_000);
+      expect(await db.hit.count({ where: { monitorId: monitor.id } })).toBe(1);
+      expect(fake.requests.count({ family: 'timeline' })).toBe(0);
+      proc.child.kill('SIGTERM');
+      expect(await proc.exited).toBe(0);
+    } finally {
+      proc.child.kill('SIGKILL');
+      await fake.stop();
       await bed.close();
     }
   });
