@@ -12,10 +12,10 @@
 import type { Logger } from '@sts/common';
 import type { PayloadOf, RoutingKey } from './contracts';
 import { AmqpConnection, connectionTarget } from './connection';
-import { Consumers, type ConsumeOptions } from './consumer';
+import { Consumers, type CancelOptions, type ConsumeOptions } from './consumer';
 import { PublishError, Publisher, type PublishOptions } from './publisher';
 
-export type { ConsumeOptions, ConsumeOutcome } from './consumer';
+export type { CancelOptions, ConsumeOptions, ConsumeOutcome } from './consumer';
 export { PublishError, type PublishErrorCode, type PublishOptions } from './publisher';
 
 export interface AmqpClientOptions {
@@ -118,8 +118,8 @@ export class AmqpClient {
   }
 
   /** Stops consuming `queue` (its handlers in flight finish and settle first); see Consumers.cancel. */
-  cancel(queue: string): Promise<void> {
-    return this.consumers.cancel(queue);
+  cancel(queue: string, opts: CancelOptions = {}): Promise<void> {
+    return this.consumers.cancel(queue, opts);
   }
 
   /** The queue's message and consumer counts (a passive declare: fails when it does not exist). */

@@ -24,6 +24,11 @@ import { declareExchanges, declareQueue } from './topology';
 
 export type ConsumeOutcome = 'ack' | 'dead-letter' | 'requeue';
 
+export interface CancelOptions {
+  /** the broker delivers nothing more to this consumer (its handlers may still be running) */
+  cancelled?(): void;
+}
+
 export interface ConsumeOptions<K extends RoutingKey> {
   /** durable queue owned by this consumer; its DLQ is `<queue>.dlq` */
   queue: string;
@@ -219,8 +224,10 @@ export class Consumers {
    * Stops consuming one queue: cancels its consumer, waits for its handlers in flight (their acks
    * still go out), closes its channel and forgets it; `consume` may take the queue again. With
    * `x-single-active-consumer`, the broker hands the queue to the next waiting consumer.
+   * `opts.cancelled` runs once the broker delivers nothing more to it, before the handlers in
+   * flight are waited for: a message they requeue from then on goes to another consumer.
    */
-  async cancel(queue: string): Promise<void> {
+  async cancel(queue: string, opts: CancelOptions = {}): Promise<void> {
     const c = this.consumers.get(queue);
     if (!c) return;
     this.consumers.delete(queue);
@@ -231,6 +238,7 @@ export class Consumers {
         .cancel(consumerTag)
         .catch((err: unknown) => this.logger.warn('amqp cancel failed', { queue, error: errorMessage(err) }));
     }
+    opts.cancelled?.();
     await Promise.all([...c.inflight]);
     if (channel && !this.connection.isClosed(channel)) await channel.close().catch(() => undefined);
   }

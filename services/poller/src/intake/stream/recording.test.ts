@@ -4,17 +4,18 @@
  * recording, one target's posts are recorded in order, a consumer killed mid-way loses and
  * doubles nothing, and a full queue holds the holder back (its saved position included) without
  * losing a post; posts waiting on several queues are recorded together, and acknowledged only
- * once their batch is written.
+ * once their batch is written; a replica cut off from its database hands its posts to another.
  */
 import { capturingLogger, createAccount, createTestVhost, TcpProxy, waitFor } from '@sts/testing';
 import { AmqpClient } from '@sts/messaging';
-import type { Db } from '@sts/db';
+import { createDbClient, type Db } from '@sts/db';
 import { Client } from 'pg';
 import { createPollerRepository, OUTBOX_CHANNEL, type PollerRepository } from '../../adapters/repository';
 import { fromStreamPost, partitionOf } from '../../domain/streamPost';
 import { parseRule } from '../../domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
 import { recordTweets } from './recorder';
+import { createStreamRepository } from './repository';
 import { StreamRecording } from './recording';
 
 const h = useStreamHarness('stream-recording-test');
@@ -308,6 +309,63 @@ describe('X stream recording through RabbitMQ', () => {
       // B's connection is gone for good: its consumers are cancelled without the broker
       await b.stop().catch(() => undefined);
       await a?.stop();
+    }
+  });
+
+  it('a replica whose database is unreachable steps out: the other records every post, once', async () => {
+    const vhost = await createTestVhost();
+    await watchAll();
+    const { logger } = capturingLogger('rec-cutoff');
+    const partitions = 4;
+    // A's database goes through a proxy that drops what A sends (no socket closed)
+    const proxy = new TcpProxy('127.0.0.1', Number(new URL(h.dbHandle.url).port || 5432));
+    proxies.push(proxy);
+    await proxy.listen();
+    const cutDb = createDbClient({ url: proxy.urlFor(h.dbHandle.url), poolSize: 4 });
+    const recording = (client: AmqpClient, base: Db, calls: { n: number }) => {
+      const stream = createStreamRepository(base);
+      return new StreamRecording({
+        amqp: client,
+        repository: counting(calls)(createPollerRepository(base)),
+        owe: (target, since) => stream.owe([target], since, new Date(), 'lost'),
+        logger,
+        partitions,
+        queuePrefix: 'poller.stream.record',
+        maxLength: 1000,
+        rebalanceMs: 60_000,
+        rejoinMs: 500,
+        writeTimeoutMs: 3000,
+        overlapMs: 0,
+      });
+    };
+    const aCalls = { n: 0 };
+    const bCalls = { n: 0 };
+    // A subscribes first: the active consumer of every queue
+    const a = recording(await amqpClient(vhost.url, 'rec-a'), cutDb, aCalls);
+    await a.start();
+    const b = recording(await amqpClient(vhost.url, 'rec-b'), db, bCalls);
+    await b.start();
+    try {
+      const publisher = await amqpClient(vhost.url, 'rec-publisher');
+      const first = await publishPosts(publisher, partitions);
+      await expectEachOnce(first);
+      expect(aCalls.n).toBeGreaterThan(0);
+      expect(bCalls.n).toBe(0);
+      // A's pooled connections now hang (nothing answers), new ones time out
+      proxy.blackhole();
+      const ids = await publishPosts(publisher, partitions);
+      await expectEachOnce([...first, ...ids]);
+      expect(bCalls.n).toBeGreaterThan(0);
+      // posts after the hand-over go to B alike
+      const attempts = bCalls.n;
+      const more = await publishPosts(publisher, partitions);
+      await expectEachOnce([...first, ...ids, ...more]);
+      expect(bCalls.n).toBeGreaterThan(attempts);
+    } finally {
+      await b.stop();
+      proxy.cut();
+      await a.stop();
+      await cutDb.$disconnect().catch(() => undefined);
     }
   });
 
