@@ -60,6 +60,8 @@ async function buildWeek(c: Client, week: string, rows: number, monitors: string
   const lo = `${week}T00:00:00Z`;
   const hi = new Date(Date.parse(lo) + 7 * DAY).toISOString();
   await c.query(`SET maintenance_work_mem = '512MB'`);
+  // building 10 M rows takes minutes: past the database's statement_timeout (set by the migrations)
+  await c.query(`SET statement_timeout = 0`);
   await c.query(`CREATE TABLE "${part}" (LIKE hits INCLUDING DEFAULTS)`);
   await c.query(
     `INSERT INTO "${part}" (id, monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
