@@ -3,6 +3,7 @@ export { applyDatabaseSettingsAt, STATEMENT_TIMEOUT } from './settings';
 export { ensureDatabase, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from './migrate';
 export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
+export { COMMIT_HORIZON } from './horizon';
 export {
   hitSelect,
   monitorSettingsSelect,

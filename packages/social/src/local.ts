@@ -8,11 +8,11 @@
  *   walk the rarest required term's postings rechecking each tweet, over at most SEARCH_WALK_ROWS,
  *   before the GIN index on `search` (see packages/social/README.md, "Search");
  * - pollTweets: one author's tweets in (xid, id) order after the position, only below the snapshot
- *   horizon (HORIZON), over (author_id, xid, id).
+ *   horizon (COMMIT_HORIZON of @sts/db), over (author_id, xid, id).
  * Database errors are not wrapped: the caller decides what an unreachable database means (read-api
  * answers 503).
  */
-import { Prisma, type Db } from '@sts/db';
+import { COMMIT_HORIZON, Prisma, type Db } from '@sts/db';
 import { isValidTweetId, isValidUsername, snowflakeId } from '@sts/core';
 import { decodeKeyset, encodeKeyset } from './cursor';
 import {
@@ -217,23 +217,6 @@ function decodePollPosition(position: string | null): { xid: bigint; id: bigint 
   return p;
 }
 
-/**
- * The poller's horizon: the oldest transaction this statement's snapshot cannot see that may have
- * written to this database (its snapshot's xmax when there is none). Every tweet of a transaction
- * below it is either visible to the statement or never will be (rolled back), so a position below
- * the horizon never passes a tweet that can still appear. Like pg_snapshot_xmin(pg_current_snapshot())
- * but ignoring transactions still open in OTHER databases of the cluster (they cannot write here):
- * an in-progress xid counts unless the activity view shows it running in another database; one
- * that ended meanwhile, or that the view does not show (prepared, no permission), counts.
- */
-const HORIZON = Prisma.sql`(
-  SELECT coalesce(min(x.xid), min(pg_snapshot_xmax(s.snap)))
-  FROM (SELECT pg_current_snapshot() AS snap) s
-  LEFT JOIN LATERAL pg_snapshot_xip(s.snap) AS x(xid) ON NOT EXISTS (
-    SELECT 1 FROM pg_stat_get_activity(NULL) a
-    WHERE a.backend_xid = x.xid::xid
-      AND a.datid <> (SELECT own.datid FROM pg_stat_get_activity(pg_backend_pid()) own)))`;
-
 function encodePollPosition(xid: bigint, id: bigint): string {
   return `l.${xid}.${id}`;
 }
@@ -396,13 +379,13 @@ async function pollAllTweets(db: Db, request: PollRequest): Promise<PollPage> {
     const [first] = await db.$queryRaw<{ xid: string }[]>`
       SELECT least(
         (SELECT min(t.xid::text::numeric) FROM social_tweets t WHERE t.created_at >= ${request.notBefore}),
-        ${HORIZON}::text::numeric)::text AS xid`;
+        ${COMMIT_HORIZON}::text::numeric)::text AS xid`;
     const start = BigInt(first!.xid) - 1n;
     from = { xid: start < 0n ? 0n : start, id: BIGINT_MAX };
   }
   // every author's tweets in (xid, id) order below the horizon, over social_tweets (xid, id)
   const rows = await db.$queryRaw<(UserTweetRow & { horizon: string; xid: string | null })[]>`
-    WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon)
+    WITH h AS MATERIALIZED (SELECT ${COMMIT_HORIZON} AS horizon)
     SELECT h.horizon::text AS horizon, r.*
     FROM h LEFT JOIN LATERAL (
       SELECT ${TWEET_FIELDS}, ${AUTHOR_FIELDS}, t.xid::text AS xid
@@ -524,7 +507,7 @@ export function createLocalSource({ db, searchWalkRows }: LocalSourceOptions): S
           SELECT least(
             (SELECT min(t.xid::text::numeric) FROM social_tweets t
              WHERE t.author_id = u.id AND t.created_at >= ${request.notBefore}),
-            ${HORIZON}::text::numeric)::text AS xid
+            ${COMMIT_HORIZON}::text::numeric)::text AS xid
           FROM social_users u WHERE u.username_key = ${key}`;
         if (!first) return null;
         const start = BigInt(first.xid) - 1n;
@@ -534,7 +517,7 @@ export function createLocalSource({ db, searchWalkRows }: LocalSourceOptions): S
       // than it has ended, so no row can still appear behind the returned position. Horizon, user
       // and rows come from one statement (one snapshot, one round trip).
       const rows = await db.$queryRaw<(UserTweetRow & { horizon: string; xid: string | null })[]>`
-        WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon)
+        WITH h AS MATERIALIZED (SELECT ${COMMIT_HORIZON} AS horizon)
         SELECT h.horizon::text AS horizon, ${AUTHOR_FIELDS}, r.*
         FROM h JOIN social_users u ON u.username_key = ${key}
         LEFT JOIN LATERAL (

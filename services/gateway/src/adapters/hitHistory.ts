@@ -7,27 +7,11 @@
  * smaller xid has ended, so no hit can later appear at or before a position this read returned (a
  * hit's transaction still running has an xid at or past it).
  */
-import { Prisma, type Db } from '@sts/db';
+import { COMMIT_HORIZON, type Db } from '@sts/db';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { StreamPosition } from '../domain/streamCursor';
 
 const MAX_UUID = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
-
-/**
- * The horizon: the oldest transaction the statement's snapshot sees running (its xip), or its xmax
- * when none. Transactions of backends connected to another database of the server are left out (a
- * backend never changes database, so they cannot write these hits): pg_snapshot_xmin alone would
- * hold every stream back behind any long transaction on the server. What pg_stat_activity does not
- * show as another database's (a prepared transaction, one that just ended) still counts.
- */
-const HORIZON = Prisma.sql`(
-  SELECT coalesce(
-    (SELECT min(x) FROM pg_snapshot_xip(s.snap) x
-      WHERE xid(x) NOT IN (SELECT a.backend_xid FROM pg_stat_activity a
-                            WHERE a.backend_xid IS NOT NULL
-                              AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
-    pg_snapshot_xmax(s.snap))
-  FROM (SELECT pg_current_snapshot() AS snap) s)`;
 
 export interface StoredHit {
   pos: StreamPosition;
@@ -83,14 +67,14 @@ export function createHitHistory(db: Db): HitHistory {
       return monitorIds.filter((id) => !own.has(id));
     },
     async horizon() {
-      const [row] = await db.$queryRaw<{ horizon: string }[]>`SELECT ${HORIZON}::text AS horizon`;
+      const [row] = await db.$queryRaw<{ horizon: string }[]>`SELECT ${COMMIT_HORIZON}::text AS horizon`;
       return { xid: BigInt(row!.horizon) - 1n, hitId: MAX_UUID };
     },
     async hitsAfter(accountId, monitorIds, after, limit) {
       // per monitor: an index range of (monitor_id, xid, id) on each partition, merged in order;
       // one row with null hit columns when there is no hit
       const rows = await db.$queryRaw<HitRow[]>`
-        WITH h AS MATERIALIZED (SELECT ${HORIZON} AS horizon),
+        WITH h AS MATERIALIZED (SELECT ${COMMIT_HORIZON} AS horizon),
         m AS MATERIALIZED (
           SELECT id, target_username, query, keywords FROM monitors
            WHERE account_id = ${accountId}::uuid AND (${monitorIds}::uuid[] IS NULL OR id = ANY(${monitorIds}::uuid[]))),
