@@ -519,9 +519,7 @@ function release(p: Pool, conn: Conn): void {
     abandon(p, conn, connectionLost());
     return;
   }
-  // calls of this turn go out with the turn's pump, in full groups; only calls left waiting by an
-  // earlier pump (every socket was busy) are taken at once
-  const group = p.waiting.length > 0 && !p.pumpScheduled ? takeGroup(p) : null;
+  const group = p.waiting.length > 0 ? takeGroup(p) : null;
   if (group !== null && group.length > 0) send(conn, group);
   else toIdle(conn, p);
 }
