@@ -38,7 +38,7 @@ export interface RecentCheckResult {
   quiet: bigint[];
   /** rows whose lookup is not due yet: neither paid nor searched this pass */
   waiting: bigint[];
-  /** users calls made */
+  /** users calls answered */
   calls: number;
   /** records the answers as the targets' account looks (after the pass's searches) */
   record(): Promise<void>;
@@ -125,13 +125,13 @@ export class RecentCheck {
     let calls = 0;
     for (const batch of batches) {
       try {
-        calls++;
         const r = await this.options.lookupAccounts({
           ids: batch.flatMap((t) => (t.userId ? [t.userId] : [])),
           usernames: batch.flatMap((t) => (t.userId ? [] : [t.targetKey])),
           priority: 'high',
           mostRecent: true,
         });
+        calls++;
         for (const [k, v] of r.byId) found.byId.set(k, v);
         for (const [k, v] of r.byUsername) found.byUsername.set(k, v);
       } catch (err) {
