@@ -345,6 +345,8 @@ function startReplica(
       },
     },
     now: () => new Date(),
+    // as main.ts: a new streamed target's first look is the stream backfill's lookup
+    leavesFirstLook: (t, now) => mode.leavesFirstLook(t, now),
   });
   mode.start();
   lookup.start();

@@ -170,7 +170,7 @@ function intakes(
   logger: Logger,
   session: DirectSession,
   db: Db,
-): Pick<PollerOptions, 'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries'> {
+): Pick<PollerOptions, 'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook'> {
   // the push LISTENs on the direct session; the same channel carries the users trigger's profile
   // notifications. X: the accounts are looked up in batches (every mode)
   const profiles = createProfileRepository(db);
@@ -185,6 +185,8 @@ function intakes(
     ...push,
     search,
     selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()),
+    // a new streamed target's first account look is the stream backfill's lookup (X_BACKFILL_LOOKUP)
+    leavesFirstLook: (t, now) => stream.leavesFirstLook(t, now),
     xQueries: { ...push.xQueries, streamed: (m, now) => stream.covers() && inStream([m.account], now) },
   };
 }

@@ -24,7 +24,7 @@ import { createTargetPoll } from './poll/poll';
 import type { ProfileRepository } from './adapters/profiles';
 import { isUnavailable } from './domain/profiles';
 import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
-import { createXProfileLookup, type XProfileLookup } from './intake/profile/xLookup';
+import { createXProfileLookup, type XProfileLookup, type XProfileLookupDeps } from './intake/profile/xLookup';
 import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './gaps/gaps';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
@@ -66,6 +66,8 @@ export interface PollerOptions {
   xAccounts?: Pick<XSource, 'lookupAccounts'>;
   /** X: how often the account lookup runs (default 15 s) */
   profileLookupMs?: number;
+  /** X stream mode: targets whose first account look the stream's backfill makes (xLookup.ts) */
+  leavesFirstLook?: XProfileLookupDeps['leavesFirstLook'];
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
   selectDue?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
@@ -150,6 +152,7 @@ function profileLooksOf(
     intervals: options.intervals,
     now,
     ...(options.profileLookupMs !== undefined ? { everyMs: options.profileLookupMs } : {}),
+    ...(options.leavesFirstLook && { leavesFirstLook: options.leavesFirstLook }),
   });
   return { accounts };
 }

@@ -302,6 +302,50 @@ describe('the X account lookup in 15 s rounds: once per plan interval, never a r
   });
 });
 
+describe('X account lookup beside the stream backfill', () => {
+  let bed: XTestBed;
+  beforeAll(async () => {
+    bed = await openXTestBed({ poolSize: 4 });
+  });
+  afterAll(async () => {
+    await bed.close();
+  });
+
+  it('a never-looked-at target the stream backfill will look at is left to it, then looked at here', async () => {
+    const account = (await bed.db.account.create({ data: { email: 'left@example.com', plan: 'starter' } })).id;
+    for (const u of ['xleft', 'xright']) bed.fake.state.addUser({ username: u });
+    await bed.db.monitor.createMany({
+      data: ['xleft', 'xright'].map((u) => ({ accountId: account, targetUsername: u, targetKey: u })),
+    });
+    const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis });
+    let leaving = true;
+    const asked: string[] = [];
+    const lookup = createXProfileLookup({
+      source,
+      repository: createProfileRepository(bed.db),
+      leases: createRedisLeases(bed.redis),
+      logger,
+      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+      now: () => new Date(),
+      leavesFirstLook: (t) => {
+        asked.push(t.targetKey);
+        return leaving && t.targetKey === 'xleft';
+      },
+    });
+    const before = bed.fake.requests.log.length;
+    expect(await lookup.run()).toBeGreaterThanOrEqual(1);
+    expect(await bed.db.targetProfile.findUnique({ where: { targetKey: 'xright' } })).not.toBeNull();
+    expect(await bed.db.targetProfile.findUnique({ where: { targetKey: 'xleft' } })).toBeNull();
+    expect(asked).toContain('xleft');
+    const names = bed.fake.requests.log.slice(before).flatMap((r) => (r.params.get('usernames') ?? '').split(','));
+    expect(names).not.toContain('xleft');
+    // the stream did not look (no stream alive, or past its time): the round looks itself
+    leaving = false;
+    await lookup.run();
+    expect(await bed.db.targetProfile.findUnique({ where: { targetKey: 'xleft' } })).toMatchObject({ status: 'ok' });
+  });
+});
+
 describe.each(['timeline', 'search'] as const)('X %s mode: a poll failing on the account has it looked at', (mode) => {
   let bed: XTestBed;
   let poller: Poller;

@@ -35,6 +35,8 @@ export interface StartExtra {
   wrapRepository?: (r: PollerRepository) => PollerRepository;
   /** new hits this replica recorded */
   hits?: (n: number) => void;
+  /** the lookup pre-check's wait after a window's end (X_BACKFILL_LOOKUP=auto) */
+  backfillLookupLagMs?: number;
 }
 
 export class StreamHarness {
@@ -64,6 +66,8 @@ export class StreamHarness {
       X_STREAM_BACKFILL_MINUTES: 0,
       X_STREAM_LEASE_SECONDS: 3,
       X_QUERY_MAX_LENGTH: 512,
+      // today's path: every owed window searched (the lookup pre-check has its tests: recent.test.ts)
+      X_BACKFILL_LOOKUP: 'off',
       POLL_OVERLAP_SECONDS: 2,
       PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
       PLAN_STARTER_POLL_INTERVAL_SECONDS: 60,
@@ -93,6 +97,7 @@ export class StreamHarness {
       ...(extra.amqp && { amqp: extra.amqp }),
       ...(extra.recordQueues && { recordQueues: extra.recordQueues }),
       ...(extra.hits && { hits: extra.hits }),
+      ...(extra.backfillLookupLagMs !== undefined && { backfillLookupLagMs: extra.backfillLookupLagMs }),
     });
     this.running.push(mode);
     mode.start();
@@ -136,7 +141,7 @@ export function useStreamHarness(service: string): StreamHarness {
     h.redisHandle = createTestRedis();
     h.redis = new Redis(h.redisHandle.url, { keyPrefix: h.redisHandle.prefix });
     await h.db
-      .$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state, x_stream_lease, x_stream_owed, x_stream_changes CASCADE`;
+      .$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state, x_stream_lease, x_stream_owed, x_stream_changes, target_profiles CASCADE`;
   });
   afterEach(async () => {
     await Promise.all(h.running.splice(0).map((m) => m.stop()));

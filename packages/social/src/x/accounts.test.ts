@@ -73,6 +73,31 @@ describe('X account lookup (profiles and health, batched)', () => {
     expect(fake.requests.log.map((r) => r.path)).toEqual(['/2/users', '/2/users/by']);
   });
 
+  it('mostRecent: the same call also asks each account’s newest post id and post count', async () => {
+    const quiet = fake.state.addUser({ username: 'quiet' });
+    const talker = fake.state.addUser({ username: 'talker' });
+    fake.state.post({ author: 'talker', text: 'first', createdAt: new Date(Date.now() - 60_000) });
+    const newest = fake.state.post({ author: 'talker', text: 'second' });
+    const source = createXSource({ baseUrl: fake.url, bearerToken: 't', redis });
+    const found = await source.lookupAccounts({ ids: [quiet.id], usernames: ['talker'], mostRecent: true });
+    expect(found.byId.get(quiet.id)).toMatchObject({
+      status: 'active',
+      posts: { mostRecentTweetId: null, tweetCount: 0 },
+    });
+    expect(found.byUsername.get('talker')).toMatchObject({
+      status: 'active',
+      user: { id: talker.id },
+      posts: { mostRecentTweetId: newest.id, tweetCount: 2 },
+    });
+    expect(fake.requests.log.map((r) => r.params.get('user.fields'))).toEqual([
+      'name,description,profile_image_url,verified,username,protected,most_recent_tweet_id,public_metrics',
+      'name,description,profile_image_url,verified,username,protected,most_recent_tweet_id,public_metrics',
+    ]);
+    // without it: no `posts` (the periodic look asks neither field)
+    const plain = await source.lookupAccounts({ ids: [quiet.id], usernames: [] });
+    expect(plain.byId.get(quiet.id)).not.toHaveProperty('posts');
+  });
+
   it('counts every call in the fleet budget: past it the lookup is refused, X never answers 429', async () => {
     const ids = Array.from({ length: 250 }, (_, i) => fake.state.addUser({ username: `b${i}` }).id);
     const governor = createRedisGovernor(redis, { limits: { users: 2 }, lowPriorityReserve: 0 });

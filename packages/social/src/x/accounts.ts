@@ -9,6 +9,10 @@
  * name in `errors`: "User has been suspended" (title Forbidden) or "Could not find user"
  * (resource-not-found: deleted or deactivated, or for a name: renamed too). Found accounts refresh
  * the fleet's user cache, so the polls need no lookup of their own.
+ *
+ * `mostRecent` also asks `most_recent_tweet_id` (the account's newest post, absent when it has
+ * none) and `public_metrics` (its post count): the same user read, which the stream's backfill
+ * uses to prove an account posted nothing since a time (services/poller stream/recentCheck.ts).
  */
 import type { SocialUser } from '../types';
 import type { XClient } from './client';
@@ -19,12 +23,23 @@ import { failed, isSuspended, mapXUser, type XProblem, type XUser } from './wire
 /** the fields the profile comparison and the health need (id, name and username always come) */
 export const X_ACCOUNT_FIELDS = 'name,description,profile_image_url,verified,username,protected';
 
+/** what `mostRecent` adds to the fields */
+const MOST_RECENT_FIELDS = 'most_recent_tweet_id,public_metrics';
+
 const BATCH = 100;
+
+/** what X said of a found account's posts (only when the request asked `mostRecent`) */
+interface XAccountPosts {
+  /** `most_recent_tweet_id`; null when X sent none (an account without posts) */
+  mostRecentTweetId: string | null;
+  /** `public_metrics.tweet_count`; null when X sent none */
+  tweetCount: number | null;
+}
 
 /** One account as X answered: found (active or protected), or the partial error's reason. */
 export type XAccountState =
-  | { status: 'active'; user: SocialUser }
-  | { status: 'protected'; user: SocialUser }
+  | { status: 'active'; user: SocialUser; posts?: XAccountPosts }
+  | { status: 'protected'; user: SocialUser; posts?: XAccountPosts }
   | { status: 'suspended'; user: null }
   | { status: 'not_found'; user: null };
 
@@ -33,6 +48,8 @@ export interface XAccountRequest {
   usernames: readonly string[];
   /** default 'low': a background check leaves the window's reserve to the polls */
   priority?: XPriority;
+  /** also ask each account's newest post id and post count (`posts` of the found states) */
+  mostRecent?: boolean;
 }
 
 export interface XAccounts {
@@ -48,15 +65,24 @@ function chunks<T>(list: readonly T[], size: number): T[][] {
   return out;
 }
 
-type Found = XUser & { protected?: boolean };
+type Found = XUser & { protected?: boolean; most_recent_tweet_id?: string };
 
 function problemState(p: XProblem | undefined): XAccountState {
   return p && isSuspended(p) ? { status: 'suspended', user: null } : { status: 'not_found', user: null };
 }
 
-function foundState(u: Found): XAccountState {
+function postsOf(u: Found): XAccountPosts {
+  const count = u.public_metrics?.tweet_count;
+  return {
+    mostRecentTweetId: typeof u.most_recent_tweet_id === 'string' ? u.most_recent_tweet_id : null,
+    tweetCount: typeof count === 'number' && Number.isFinite(count) ? count : null,
+  };
+}
+
+function foundState(u: Found, mostRecent: boolean): XAccountState {
   const user = mapXUser(u);
-  return u.protected === true ? { status: 'protected', user } : { status: 'active', user };
+  const posts = mostRecent ? { posts: postsOf(u) } : {};
+  return u.protected === true ? { status: 'protected', user, ...posts } : { status: 'active', user, ...posts };
 }
 
 /** One call for ≤ 100 keys; every key gets an entry (one X neither found nor reported is not found). */
@@ -65,11 +91,13 @@ async function lookupBatch(
   by: 'ids' | 'usernames',
   keys: string[],
   priority: XPriority,
+  mostRecent: boolean,
 ): Promise<{ states: Map<string, XAccountState>; found: SocialUser[] }> {
+  const fields = mostRecent ? `${X_ACCOUNT_FIELDS},${MOST_RECENT_FIELDS}` : X_ACCOUNT_FIELDS;
   const { status, body } = await client.request<Found[]>({
     family: 'users',
     path: by === 'ids' ? '/2/users' : '/2/users/by',
-    params: { [by]: keys.join(','), 'user.fields': X_ACCOUNT_FIELDS },
+    params: { [by]: keys.join(','), 'user.fields': fields },
     priority,
   });
   if (status !== 200) throw failed(status, body);
@@ -79,7 +107,7 @@ async function lookupBatch(
   const states = new Map<string, XAccountState>();
   for (const key of keys.map(keyOf)) {
     const u = data.get(key);
-    states.set(key, u ? foundState(u) : problemState(problems.get(key)));
+    states.set(key, u ? foundState(u, mostRecent) : problemState(problems.get(key)));
   }
   return { states, found: [...data.values()].map(mapXUser) };
 }
@@ -102,7 +130,7 @@ export async function lookupAccounts(
     })),
   ];
   for (const { by, keys, into } of plan) {
-    const batch = await lookupBatch(client, by, keys, priority);
+    const batch = await lookupBatch(client, by, keys, priority, request.mostRecent === true);
     for (const [k, v] of batch.states) into.set(k, v);
     found.push(...batch.found);
   }

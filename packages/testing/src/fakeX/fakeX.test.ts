@@ -46,6 +46,29 @@ describe('fake X', () => {
     expect(renamed.body.errors![0]).toMatchObject({ title: 'Not Found Error', value: 'alice' });
   });
 
+  it('user lookups answer most_recent_tweet_id when asked (absent without posts), and its expansion', async () => {
+    fake.state.post({ author: 'alice', text: 'older', createdAt: new Date(Date.now() - 60_000) });
+    const newest = fake.state.post({ author: 'alice', text: 'newest' });
+    // a post made with an older time does not become the most recent
+    fake.state.post({ author: 'alice', text: 'late', createdAt: new Date(Date.now() - 30_000) });
+    const r = await get(fake, '/2/users/by?usernames=alice,bob&user.fields=most_recent_tweet_id');
+    expect(r.body.data).toEqual([
+      { id: '11', name: 'alice', username: 'alice', most_recent_tweet_id: newest.id },
+      { id: '12', name: 'bob', username: 'bob' },
+    ]);
+    expect(r.body.includes).toBeUndefined();
+    const byId = await get(fake, '/2/users?ids=11,12&expansions=most_recent_tweet_id&tweet.fields=created_at');
+    expect(byId.body.data).toEqual([
+      { id: '11', name: 'alice', username: 'alice' },
+      { id: '12', name: 'bob', username: 'bob' },
+    ]);
+    expect(byId.body.includes).toEqual({
+      tweets: [{ id: newest.id, text: 'newest', edit_history_tweet_ids: [newest.id], created_at: newest.created_at }],
+    });
+    const one = await get(fake, '/2/users/by/username/alice?user.fields=most_recent_tweet_id');
+    expect(one.body.data).toEqual({ id: '11', name: 'alice', username: 'alice', most_recent_tweet_id: newest.id });
+  });
+
   it('answers 429 with reset headers past the window, per family, and counts requests', async () => {
     for (let i = 0; i < 3; i++) expect((await get(fake, '/2/users/by/username/bob')).status).toBe(200);
     const r = await get(fake, '/2/users/by/username/bob');

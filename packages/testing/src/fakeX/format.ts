@@ -17,7 +17,15 @@ function fields(params: URLSearchParams, name: string): Set<string> {
   return new Set((params.get(name) ?? '').split(',').filter(Boolean));
 }
 
-export function userObject(u: FakeXUser, params: URLSearchParams): Record<string, unknown> {
+/**
+ * A user object with the asked `user.fields`; `most_recent_tweet_id` is the account's newest post
+ * (`mostRecent`), left out, as X does, when the account has none.
+ */
+export function userObject(
+  u: FakeXUser,
+  params: URLSearchParams,
+  mostRecent?: (userId: string) => string | undefined,
+): Record<string, unknown> {
   const want = fields(params, 'user.fields');
   const out: Record<string, unknown> = { id: u.id, name: u.name, username: u.username };
   for (const f of [
@@ -30,7 +38,23 @@ export function userObject(u: FakeXUser, params: URLSearchParams): Record<string
   ] as const) {
     if (want.has(f)) out[f] = u[f];
   }
+  const latest = want.has('most_recent_tweet_id') ? mostRecent?.(u.id) : undefined;
+  if (latest !== undefined) out.most_recent_tweet_id = latest;
   return out;
+}
+
+/**
+ * `includes.tweets` of a user lookup with `expansions=most_recent_tweet_id`: each found account's
+ * newest post (the tweet object with the asked `tweet.fields`); undefined when not asked or none.
+ */
+export function userIncludes(
+  users: readonly FakeXUser[],
+  params: URLSearchParams,
+  mostRecent: (userId: string) => FakeXTweet | undefined,
+): Record<string, unknown> | undefined {
+  if (!fields(params, 'expansions').has('most_recent_tweet_id')) return undefined;
+  const tweets = users.map((u) => mostRecent(u.id)).filter((t): t is FakeXTweet => t !== undefined);
+  return tweets.length ? { tweets: tweets.map((t) => tweetObject(t, params)) } : undefined;
 }
 
 export function tweetObject(t: FakeXTweet, params: URLSearchParams): Record<string, unknown> {

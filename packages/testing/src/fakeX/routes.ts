@@ -1,12 +1,23 @@
 /**
  * The fake X's REST routes (everything but the filtered stream): user lookups, timelines, one
- * tweet and recent search, each counted against its endpoint family's window first.
+ * tweet and recent search, each counted against its endpoint family's window first. User lookups
+ * serve `user.fields=most_recent_tweet_id` (absent for an account without posts) and its expansion
+ * (`includes.tweets`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { invalidRequest, pageOf, resourceProblem, send, tweetObject, includes, userObject } from './format';
+import {
+  invalidRequest,
+  pageOf,
+  resourceProblem,
+  send,
+  tweetObject,
+  includes,
+  userIncludes,
+  userObject,
+} from './format';
 import type { FakeXLimits } from './limits';
 import { compileQuery, FAKE_X_QUERY_MAX_LENGTH } from './query';
-import type { FakeXState } from './state';
+import type { FakeXState, FakeXUser } from './state';
 
 export interface FakeXContext {
   state: FakeXState;
@@ -22,6 +33,19 @@ export type FakeXRoute = (
 ) => boolean | Promise<boolean>;
 
 const USERNAME = /^[A-Za-z0-9_]{1,15}$/;
+
+/** the found accounts as user objects, with `includes.tweets` for `expansions=most_recent_tweet_id` */
+function usersBody(found: FakeXUser[], errors: unknown[], params: URLSearchParams, state: FakeXState) {
+  const body: Record<string, unknown> = {};
+  if (found.length) body.data = found.map((u) => userObject(u, params, (id) => state.mostRecentTweetId(id)));
+  const inc = userIncludes(found, params, (id) => {
+    const latest = state.mostRecentTweetId(id);
+    return latest === undefined ? undefined : state.tweet(latest);
+  });
+  if (inc) body.includes = inc;
+  if (errors.length) body.errors = errors;
+  return body;
+}
 
 function lookupUsers(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
   const raw = url.searchParams.get('usernames');
@@ -46,19 +70,16 @@ function lookupUsers(res: ServerResponse, url: URL, { state, limits }: FakeXCont
     );
   }
   if (!limits.take('users', res)) return true;
-  const data: unknown[] = [];
+  const found: FakeXUser[] = [];
   const errors: unknown[] = [];
   for (const name of names) {
     const u = state.user(name);
     if (!u || u.username.toLowerCase() !== name.toLowerCase())
       errors.push(resourceProblem('not_found', 'user', 'usernames', name));
     else if (u.suspended) errors.push(resourceProblem('suspended', 'user', 'usernames', name));
-    else data.push(userObject(u, url.searchParams));
+    else found.push(u);
   }
-  const body: Record<string, unknown> = {};
-  if (data.length) body.data = data;
-  if (errors.length) body.errors = errors;
-  return send(res, 200, body);
+  return send(res, 200, usersBody(found, errors, url.searchParams, state));
 }
 
 function lookupUser(res: ServerResponse, url: URL, name: string, { state, limits }: FakeXContext): boolean {
@@ -76,7 +97,8 @@ function lookupUser(res: ServerResponse, url: URL, name: string, { state, limits
     return send(res, 200, { errors: [resourceProblem('not_found', 'user', 'username', name)] });
   }
   if (u.suspended) return send(res, 200, { errors: [resourceProblem('suspended', 'user', 'username', name)] });
-  return send(res, 200, { data: userObject(u, url.searchParams) });
+  const body = usersBody([u], [], url.searchParams, state);
+  return send(res, 200, { ...body, data: (body.data as unknown[])[0] });
 }
 
 function lookupIds(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
@@ -86,18 +108,15 @@ function lookupIds(res: ServerResponse, url: URL, { state, limits }: FakeXContex
     return invalidRequest(res, 'ids', raw);
   }
   if (!limits.take('users', res)) return true;
-  const data: unknown[] = [];
+  const found: FakeXUser[] = [];
   const errors: unknown[] = [];
   for (const id of ids) {
     const u = state.users.get(id);
     if (!u) errors.push(resourceProblem('not_found', 'user', 'ids', id));
     else if (u.suspended) errors.push(resourceProblem('suspended', 'user', 'ids', id));
-    else data.push(userObject(u, url.searchParams));
+    else found.push(u);
   }
-  const body: Record<string, unknown> = {};
-  if (data.length) body.data = data;
-  if (errors.length) body.errors = errors;
-  return send(res, 200, body);
+  return send(res, 200, usersBody(found, errors, url.searchParams, state));
 }
 
 function timeline(res: ServerResponse, url: URL, id: string, { state, limits }: FakeXContext): boolean {

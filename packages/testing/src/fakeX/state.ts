@@ -75,6 +75,8 @@ export class FakeXState extends EventEmitter {
   readonly users = new Map<string, FakeXUser>();
   /** every tweet, oldest first (by id) */
   readonly tweets: FakeXTweet[] = [];
+  /** each author's newest tweet id (X's `most_recent_tweet_id`); no entry: the account has no posts */
+  private readonly latest = new Map<string, string>();
 
   addUser(input: FakeXUserInput): FakeXUser {
     const id = input.id ?? String(nextUserId++);
@@ -130,6 +132,8 @@ export class FakeXState extends EventEmitter {
     while (i > 0 && compareIds(this.tweets[i - 1]!.id, id) > 0) i--;
     this.tweets.splice(i, 0, tweet);
     author.public_metrics.tweet_count++;
+    const was = this.latest.get(author.id);
+    if (was === undefined || compareIds(id, was) > 0) this.latest.set(author.id, id);
     this.emit('tweet', tweet, author);
     return tweet;
   }
@@ -161,6 +165,11 @@ export class FakeXState extends EventEmitter {
     const u = this.user(username);
     if (!u) throw new Error(`fake X: no user ${username}`);
     this.users.delete(u.id);
+  }
+
+  /** The account's newest post id (X's `most_recent_tweet_id`), undefined when it has none. */
+  mostRecentTweetId(userId: string): string | undefined {
+    return this.latest.get(userId);
   }
 
   tweet(id: string): FakeXTweet | undefined {

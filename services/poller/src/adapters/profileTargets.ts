@@ -1,7 +1,8 @@
 /**
  * The targets of the X account lookup: every target of active monitors with the plans watching
  * it, the account id of its last profile (`target_profiles.user_id`: looked up by id, so a rename
- * is followed) and its last look (`checked_at`). One read per lookup round.
+ * is followed) and its last look (`checked_at`), with its oldest active monitor's creation. One read
+ * per lookup round. `lastLooks`: which of some targets were looked at before, with their account id.
  */
 import type { PlanName } from '@sts/core';
 import type { Db } from '@sts/db';
@@ -14,6 +15,7 @@ interface LookupRow {
   free_trial_ends_at: Date | null;
   user_id: string | null;
   checked_at: Date | null;
+  oldest: Date;
 }
 
 export async function lookupTargets(db: Pick<Db, '$queryRaw'>): Promise<LookupTarget[]> {
@@ -21,7 +23,7 @@ export async function lookupTargets(db: Pick<Db, '$queryRaw'>): Promise<LookupTa
     SELECT m.target_key, min(m.target_username) AS username,
            array_agg(DISTINCT a.plan::text) AS plans,
            max(a.trial_ends_at) FILTER (WHERE a.plan = 'free') AS free_trial_ends_at,
-           tp.user_id, tp.checked_at
+           tp.user_id, tp.checked_at, min(m.created_at) AS oldest
     FROM monitors m
     JOIN accounts a ON a.id = m.account_id
     LEFT JOIN target_profiles tp ON tp.target_key = m.target_key
@@ -34,5 +36,16 @@ export async function lookupTargets(db: Pick<Db, '$queryRaw'>): Promise<LookupTa
     lastPolledAt: null,
     userId: r.user_id,
     checkedAt: r.checked_at,
+    firstMonitorAt: r.oldest,
   }));
+}
+
+export async function lastLooks(
+  db: Pick<Db, '$queryRaw'>,
+  targetKeys: readonly string[],
+): Promise<Map<string, string | null>> {
+  if (targetKeys.length === 0) return new Map();
+  const rows = await db.$queryRaw<{ target_key: string; user_id: string | null }[]>`
+    SELECT target_key, user_id FROM target_profiles WHERE target_key = ANY(${[...targetKeys]}::text[])`;
+  return new Map(rows.map((r) => [r.target_key, r.user_id]));
 }

@@ -32,7 +32,7 @@ import {
   type Sighting,
 } from '../domain/profiles';
 import type { LookupTarget } from '../domain/schedule';
-import { lookupTargets } from './profileTargets';
+import { lastLooks, lookupTargets } from './profileTargets';
 import { OUTBOX_CHANNEL } from './repository';
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
@@ -80,6 +80,8 @@ export interface ProfileRepository {
   record(targetKey: string, sighting: Sighting, detectedAt: Date): Promise<ProfileLook>;
   /** every target of active monitors, with its plans, last account id and last look (the X lookup's) */
   lookupTargets(): Promise<LookupTarget[]>;
+  /** the targets of `targetKeys` looked at before, with the account id last seen (null: never found) */
+  lastLooks(targetKeys: readonly string[]): Promise<Map<string, string | null>>;
 }
 
 /** the account now, read inside the look's transaction (the last profile's id when known) */
@@ -324,5 +326,6 @@ export function createProfileRepository(db: Db): ProfileRepository {
     record: (targetKey, sighting, detectedAt) =>
       db.$transaction((tx) => lookIn(tx, targetKey, detectedAt, () => Promise.resolve(sighting))),
     lookupTargets: () => lookupTargets(db),
+    lastLooks: (targetKeys) => lastLooks(db, targetKeys),
   };
 }

@@ -16,6 +16,7 @@ function lookupTarget(key: string, plan: 'free' | 'starter', checkedAt: Date | n
     targetStatus: 'suspended',
     userId: null,
     checkedAt,
+    firstMonitorAt: ago(3600),
   };
 }
 

@@ -61,6 +61,8 @@ export interface LookupTarget extends TargetState {
   userId: string | null;
   /** the last look (null: never) */
   checkedAt: Date | null;
+  /** creation of the target's oldest active monitor */
+  firstMonitorAt: Date;
 }
 
 /**

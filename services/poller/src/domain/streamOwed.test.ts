@@ -3,7 +3,7 @@ import { owedRetryMs, planOwedSearches, type OwedWindow } from './streamOwed';
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
 let nextId = 1n;
 function row(username: string, since: number, reason = 'gap', attempts = 0): OwedWindow {
-  return { id: nextId++, username, since: at(since), reason, dueAt: at(100), attempts };
+  return { id: nextId++, username, since: at(since), reason, dueAt: at(100), attempts, createdAt: at(100) };
 }
 
 describe('planOwedSearches', () => {

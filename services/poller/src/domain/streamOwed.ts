@@ -20,6 +20,8 @@ export interface OwedWindow {
   reason: string;
   dueAt: Date;
   attempts: number;
+  /** when the window was owed (its end: the rule in force, the connection back) */
+  createdAt: Date;
 }
 
 export interface OwedSearch {

@@ -6,6 +6,9 @@
  * changes, target_status, events, mail; an unavailable target's polls back off, one back is polled
  * at once). The calls are `users` calls of the fleet's budget; a refused round is retried next period.
  * `look(target)` asks for a target's look at the next round, soon (a poll failed on the account).
+ * `leavesFirstLook(target)`: a target whose first look another path makes (the X stream's backfill
+ * looks new targets up anyway, stream/recentCheck.ts) is left out of the rounds until then; the
+ * other path records its answers through `recordLooks` like a round's.
  */
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
@@ -38,6 +41,8 @@ export interface XProfileLookupDeps {
   everyMs?: number;
   /** how soon a round runs after `look()` (default 250 ms), so looks asked together share a batch */
   lookDelayMs?: number;
+  /** a never-looked-at target that another path looks at first (not looked at here while true) */
+  leavesFirstLook?: (target: LookupTarget, now: Date) => boolean;
 }
 
 /** the round's lease (no target is named so: usernames have no '~') */
@@ -50,20 +55,39 @@ function sightingOf(state: XAccountState | undefined): Sighting {
   return { profile: profileOf(state.user), state: state.status };
 }
 
-function answerFor(t: LookupTarget, found: XAccounts): XAccountState | undefined {
+/** a target of a lookup: looked up by its account id when known (a rename is followed), else by name */
+type Looked = Pick<LookupTarget, 'targetKey' | 'userId'>;
+
+/** X's answer for a target of the lookup (`byId` when it was looked up by id) */
+export function answerFor(t: Looked, found: XAccounts): XAccountState | undefined {
   return t.userId ? found.byId.get(t.userId) : found.byUsername.get(t.targetKey);
 }
 
-/** each target's answer through the comparison; a target that fails is logged, the others recorded */
-async function recordAll(deps: XProfileLookupDeps, targets: LookupTarget[], found: XAccounts): Promise<void> {
-  const at = deps.now();
-  for (const t of targets) {
-    try {
-      await deps.repository.record(t.targetKey, sightingOf(answerFor(t, found)), at);
-    } catch (err) {
-      deps.logger.warn('account look could not be recorded', { target: t.targetKey, err: errorMessage(err) });
+/** looks recorded at a time (each its own transaction, under its target's lock) */
+const RECORD_CONCURRENCY = 4;
+
+/**
+ * Each target's answer through the comparison (profile changes, target_status, events), as a
+ * round's look, a few targets at a time; a target that fails is logged, the others recorded.
+ */
+export async function recordLooks(
+  deps: { repository: Pick<ProfileRepository, 'record'>; logger: Logger },
+  targets: readonly Looked[],
+  found: XAccounts,
+  at: Date,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < targets.length) {
+      const t = targets[next++]!;
+      try {
+        await deps.repository.record(t.targetKey, sightingOf(answerFor(t, found)), at);
+      } catch (err) {
+        deps.logger.warn('account look could not be recorded', { target: t.targetKey, err: errorMessage(err) });
+      }
     }
-  }
+  };
+  await Promise.all(Array.from({ length: Math.min(RECORD_CONCURRENCY, targets.length) }, worker));
 }
 
 /**
@@ -75,14 +99,18 @@ async function recordAll(deps: XProfileLookupDeps, targets: LookupTarget[], foun
  */
 async function round(deps: XProfileLookupDeps, everyMs: number, asked: ReadonlySet<string>): Promise<number> {
   const all = await deps.repository.lookupTargets();
-  const due = dueForLookup(all, deps.intervals, deps.now(), everyMs / 2);
+  const now = deps.now();
+  const left = deps.leavesFirstLook;
+  const due = dueForLookup(all, deps.intervals, now, everyMs / 2).filter(
+    (t) => !(left && t.checkedAt === null && left(t, now)),
+  );
   const targets = [...due, ...all.filter((t) => asked.has(t.targetKey) && !due.includes(t))];
   if (targets.length === 0) return 0;
   const found = await deps.source.lookupAccounts({
     ids: targets.flatMap((t) => (t.userId ? [t.userId] : [])),
     usernames: targets.flatMap((t) => (t.userId ? [] : [t.targetKey])),
   });
-  await recordAll(deps, targets, found);
+  await recordLooks(deps, targets, found, deps.now());
   return targets.length;
 }
 

@@ -11,7 +11,9 @@ describe('stream mode variables', () => {
       X_RULE_COALESCE_SECONDS: 5,
       X_STREAM_BACKFILL_MINUTES: 0,
       X_STREAM_LEASE_SECONDS: 10,
+      X_BACKFILL_LOOKUP: 'auto',
     });
+    expect(loadPollerEnv({ X_BACKFILL_LOOKUP: 'off' }).X_BACKFILL_LOOKUP).toBe('off');
     expect(env.X_MONITOR_MODE).toBe('stream');
   });
 
@@ -25,6 +27,7 @@ describe('stream mode variables', () => {
     ['X_STREAM_BACKFILL_MINUTES', '6'],
     ['X_STREAM_LEASE_SECONDS', '2'],
     ['X_RULE_COALESCE_SECONDS', '61'],
+    ['X_BACKFILL_LOOKUP', 'sometimes'],
   ])('%s=%s stops the poller at start with exit code 2 naming the variable', async (name, value) => {
     const proc = spawnService('services/poller/src/main.ts', { [name]: value, LOG_LEVEL: 'error' });
     expect(await proc.exited).toBe(2);

@@ -17,6 +17,12 @@ export const streamEnv = {
   X_RULE_COALESCE_SECONDS: z.coerce.number().int().min(0).max(60).default(5),
   /** ask X to replay a disconnect up to this long through `backfill_minutes` (0: off; X allows 1–5 on plans that have it) */
   X_STREAM_BACKFILL_MINUTES: z.coerce.number().int().min(0).max(5).default(0),
+  /**
+   * the owed backfill's lookup pre-check (`most_recent_tweet_id`, stream/recentCheck.ts): `auto`
+   * looks new targets' rule-change windows up (their first account look) and any window whose
+   * searches do not fit the search budget left; `off`: every window is searched
+   */
+  X_BACKFILL_LOOKUP: z.enum(['auto', 'off']).default('auto'),
   /** the stream holder's lease in PostgreSQL: renewed every sync, taken by another replica once expired */
   X_STREAM_LEASE_SECONDS: z.coerce.number().int().min(3).max(60).default(10),
 };

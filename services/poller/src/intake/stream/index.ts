@@ -13,9 +13,11 @@ import type { TargetState } from '../../domain/schedule';
 import { inStream } from '../../domain/streamRules';
 import { createStreamElection } from './election';
 import { createStreamMetrics, type LatencyRecorder } from './metrics';
+import { createProfileRepository } from '../../adapters/profiles';
+import { RecentCheck, type BackfillLookupMode } from './recentCheck';
 import { createStreamRepository } from './repository';
 import { createUserCheck } from './userCheck';
-import { createStreamMode, type RecordQueueOptions, type StreamMode } from './streamMode';
+import { backfillHoldMs, createStreamMode, type RecordQueueOptions, type StreamMode } from './streamMode';
 import { createXStreamApi } from './xStreamApi';
 
 export interface StreamModeEnv {
@@ -30,6 +32,8 @@ export interface StreamModeEnv {
   X_STREAM_BACKFILL_MINUTES?: number | undefined;
   X_STREAM_LEASE_SECONDS?: number | undefined;
   X_QUERY_MAX_LENGTH?: number | undefined;
+  /** default 'auto' */
+  X_BACKFILL_LOOKUP?: BackfillLookupMode | undefined;
   POLL_OVERLAP_SECONDS: number;
   PLAN_FREE_POLL_INTERVAL_SECONDS: number;
   PLAN_STARTER_POLL_INTERVAL_SECONDS: number;
@@ -51,6 +55,8 @@ export function buildStreamMode(
     syncMs?: number;
     /** the accounts' background check interval; default 60 s */
     userCheckMs?: number;
+    /** tests: the lookup pre-check's wait after a window's end (default 10 s) */
+    backfillLookupLagMs?: number;
     /** RabbitMQ: the holder hands streamed posts to every replica's recording; absent: it records them */
     amqp?: AmqpClient;
     recordQueues?: RecordQueueOptions;
@@ -58,6 +64,19 @@ export function buildStreamMode(
 ): StreamMode {
   const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
   const repository = createStreamRepository(deps.db);
+  const syncMs = deps.syncMs ?? 2000;
+  const coalesceMs = (env.X_RULE_COALESCE_SECONDS ?? 5) * 1000;
+  const recent =
+    (env.X_BACKFILL_LOOKUP ?? 'auto') === 'auto'
+      ? new RecentCheck({
+          lookupAccounts: (request) => deps.source.lookupAccounts(request),
+          profiles: createProfileRepository(deps.db),
+          searchesLeft: async () => (await deps.source.client.governor.budget('search')).remaining,
+          logger: deps.logger,
+          holdMs: backfillHoldMs(coalesceMs, syncMs),
+          ...(deps.backfillLookupLagMs !== undefined && { lagMs: deps.backfillLookupLagMs }),
+        })
+      : undefined;
   return createStreamMode({
     repository,
     pollerRepository: deps.pollerRepository,
@@ -79,6 +98,7 @@ export function buildStreamMode(
       logger: deps.logger,
       ...(deps.userCheckMs !== undefined && { intervalMs: deps.userCheckMs }),
     }),
+    ...(recent && { recent }),
     logger: deps.logger,
     metrics: createStreamMetrics(deps.registry, {
       ...(deps.latency ? { latency: deps.latency } : {}),
@@ -89,7 +109,7 @@ export function buildStreamMode(
     queryMaxLength: env.X_QUERY_MAX_LENGTH ?? 512,
     overlapMs,
     ruleSettleMs: env.X_RULE_SETTLE_SECONDS * 1000,
-    coalesceMs: (env.X_RULE_COALESCE_SECONDS ?? 5) * 1000,
+    coalesceMs,
     backfillMinutes: env.X_STREAM_BACKFILL_MINUTES ?? 0,
     lookbackMs: env.PLAN_FREE_POLL_INTERVAL_SECONDS * 1000 + overlapMs,
     overflowIntervalMs: env.PLAN_STARTER_POLL_INTERVAL_SECONDS * 1000,

@@ -10,12 +10,17 @@
  * rule-change search (the last query of its group, filled by no gap or retry) waits while more
  * rule changes are coming and up to `holdMs` from its rows' due time, so monitors added in a row
  * share searches.
+ *
+ * With a lookup pre-check (stream/recentCheck.ts, X_BACKFILL_LOOKUP=auto), the pass first looks up
+ * the usernames it picks and pays the windows of those that posted nothing since without a search;
+ * the answers are recorded as the targets' account looks once the pass's searches are done.
  */
 import { snowflakeBefore } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { SourceBusyError, type SocialTweet, type XSource } from '@sts/social';
 import { owedRetryMs, planOwedSearches, planQueryOwedSearches, type OwedSearch } from '../../domain/streamOwed';
 import { queryOwedMonitor } from '../../record/queryRecord';
+import type { RecentCheck } from './recentCheck';
 import type { StreamRepository } from './repository';
 
 export interface OwedBackfillOptions {
@@ -35,10 +40,14 @@ export interface OwedBackfillOptions {
   batch?: number;
   /** a pass running longer is taken as stuck; default 2 minutes */
   stuckMs?: number;
+  /** the lookup pre-check (X_BACKFILL_LOOKUP=auto); absent: every window is searched */
+  recent?: RecentCheck;
 }
 
 export interface OwedPass {
   searches: number;
+  /** windows (usernames) paid by the lookup pre-check without a search */
+  quiet: number;
   posts: number;
   /** the budget refused a search: the rest waits until then */
   refusedUntil: Date | null;
@@ -51,6 +60,8 @@ export class OwedBackfill {
   private running: Promise<OwedPass> | null = null;
   private notBefore = 0;
   private startedAt = 0;
+  /** the lookup answers being recorded as account looks, in order */
+  private looks: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: OwedBackfillOptions) {}
 
@@ -72,7 +83,7 @@ export class OwedBackfill {
     const pass: Promise<OwedPass> = this.pass(partsOf, changesPending)
       .catch((err: unknown) => {
         this.options.logger.warn('X stream backfill pass failed (retried next sync)', { err: errorMessage(err) });
-        return { searches: 0, posts: 0, refusedUntil: null, failed: 1 };
+        return { searches: 0, quiet: 0, posts: 0, refusedUntil: null, failed: 1 };
       })
       .finally(() => {
         if (this.running === pass) this.running = null;
@@ -80,25 +91,74 @@ export class OwedBackfill {
     this.running = pass;
   }
 
-  /** waits for the pass in flight */
+  /** waits for the pass in flight and the account looks it records */
   async idle(): Promise<void> {
     await this.running;
+    await this.looks;
   }
 
   private async pass(
     partsOf: (username: string) => readonly string[] | null,
     changesPending: boolean,
   ): Promise<OwedPass> {
-    const { repository, logger } = this.options;
+    const { logger } = this.options;
+    const due = await this.dueSearches(partsOf, changesPending);
+    const out: OwedPass = { searches: 0, quiet: due.quiet, posts: 0, refusedUntil: null, failed: 0 };
+    if (due.searches.length > 0) await this.searchAll(due.searches, out);
+    // the account looks do not hold the next pass back (their rows are paid or searched already)
+    this.looks = this.looks.then(() =>
+      due.record().catch((err: unknown) => {
+        logger.warn('X stream backfill lookup answers not recorded as account looks', { err: errorMessage(err) });
+      }),
+    );
+    return out;
+  }
+
+  /**
+   * The pass's searches: the due rows, less those dropped (no target watches them), those the
+   * lookup pre-check paid or keeps waiting, and the partial rule-change searches held back
+   */
+  private async dueSearches(
+    partsOf: (username: string) => readonly string[] | null,
+    changesPending: boolean,
+  ): Promise<{ searches: OwedSearch[]; quiet: number; record: () => Promise<void> }> {
+    const { repository } = this.options;
+    const none = { searches: [], quiet: 0, record: () => Promise.resolve() };
     const rows = await repository.dueOwed(this.options.batch ?? 20_000);
-    const out: OwedPass = { searches: 0, posts: 0, refusedUntil: null, failed: 0 };
-    if (rows.length === 0) return out;
-    const { searches, dropped } = this.plan(rows, partsOf);
-    await repository.paid(dropped);
+    if (rows.length === 0) return none;
+    const first = this.plan(rows, partsOf);
+    await repository.paid(first.dropped);
+    let searches = first.searches;
     const holdMs = this.options.holdMs ?? 10_000;
     const now = Date.now();
     const held = (s: OwedSearch) => s.partial && s.rulesOnly && (changesPending || now - s.dueSince.getTime() < holdMs);
-    const due = searches.filter((s) => !held(s));
+    let quiet = 0;
+    let record = none.record;
+    const recent = this.options.recent;
+    if (recent) {
+      const users = rows.filter((r) => queryOwedMonitor(r.username) === null);
+      const pre = await recent.check(users, {
+        searches: searches.filter((s) => !held(s)).length,
+        changesPending,
+        watched: (u) => partsOf(u) !== null,
+      });
+      await repository.paid(pre.quiet);
+      const paid = new Set(pre.quiet);
+      const skip = new Set([...pre.quiet, ...pre.waiting]);
+      quiet = new Set(users.filter((r) => paid.has(r.id)).map((r) => r.username.toLowerCase())).size;
+      record = () => pre.record();
+      if (skip.size > 0)
+        searches = this.plan(
+          rows.filter((r) => !skip.has(r.id)),
+          partsOf,
+        ).searches;
+    }
+    return { searches: searches.filter((s) => !held(s)), quiet, record };
+  }
+
+  /** the searches in order; a budget refusal postpones the rest to the window's reset */
+  private async searchAll(due: OwedSearch[], out: OwedPass): Promise<void> {
+    const { repository, logger } = this.options;
     for (let i = 0; i < due.length; i++) {
       const s = due[i]!;
       try {
@@ -131,7 +191,6 @@ export class OwedBackfill {
     }
     if (out.searches > 0)
       logger.info('X stream backfill', { searches: out.searches, posts: out.posts, left: due.length - out.searches });
-    return out;
   }
 
   /** username windows packed into `from:` searches, query monitors' windows one search each */

@@ -106,7 +106,7 @@ export function createStreamRepository(db: Db): StreamRepository {
     },
     async dueOwed(limit) {
       return db.$queryRaw<OwedWindow[]>`
-        SELECT id, username, since, reason, due_at AS "dueAt", attempts FROM x_stream_owed
+        SELECT id, username, since, reason, due_at AS "dueAt", attempts, created_at AS "createdAt" FROM x_stream_owed
         WHERE due_at <= now() ORDER BY since, id LIMIT ${limit}`;
     },
     async paid(ids) {

@@ -20,20 +20,26 @@
  * moves only once the current connection's gap is owed, so it never passes an unowed gap. Hits
  * are unique per monitor and tweet, so the stream and a backfill bringing one tweet make one hit.
  *
- * No user lookup on the way: rules and backfills use `from:username`, posts carry their author.
- * Renamed and suspended accounts are found by the background check (stream/userCheck.ts).
+ * No user lookup on the way to the stream: rules and backfills use `from:username`, posts carry
+ * their author. Renamed and suspended accounts are found by the background check
+ * (stream/userCheck.ts). The backfill may look usernames up before searching them
+ * (X_BACKFILL_LOOKUP=auto, stream/recentCheck.ts): a new target's rule-change window always (that
+ * lookup is its first account look, which the X account lookup then leaves to it:
+ * `leavesFirstLook`), other windows when their searches do not fit the search budget left.
  */
 import type { Logger } from '@sts/common';
 import type { AmqpClient } from '@sts/messaging';
 import { upstreamRuleParts, type SocialTweet, type XSource } from '@sts/social';
 import type { PollerRepository } from '../../adapters/repository';
-import { parseRule, planRules, wantedRules, type StreamRule } from '../../domain/streamRules';
+import { inStream, parseRule, planRules, wantedRules, type StreamRule } from '../../domain/streamRules';
+import type { WatchingAccount } from '../../domain/schedule';
 import { isQueryRule } from '../../domain/queryRules';
 import type { DropKind } from '../../domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { StreamHandoff } from './handoff';
 import { OwedBackfill } from './owed';
+import type { RecentCheck } from './recentCheck';
 import { StreamQueries } from './queries';
 import { Limiter, recordTweets } from './recorder';
 import { StreamRecording } from './recording';
@@ -62,6 +68,8 @@ export interface StreamModeOptions {
   searchGroup: XSource['searchGroup'];
   /** the accounts' background check (renamed, suspended → last_error), off the set-up path */
   userCheck?: UserCheck;
+  /** the backfill's lookup pre-check (X_BACKFILL_LOOKUP=auto); absent: every owed window is searched */
+  recent?: RecentCheck;
   logger: Logger;
   metrics?: StreamMetrics;
   /** X_RULE_MAX_LENGTH, X_MAX_RULES, X_QUERY_MAX_LENGTH */
@@ -119,9 +127,20 @@ export interface StreamMode {
   covers(): boolean;
   /** resolves when every tweet received so far is handed off (or recorded, without RabbitMQ) */
   drain(): Promise<void>;
+  /**
+   * the X account lookup leaves a never-looked-at target's first look to the holder's backfill: a
+   * lookup pre-check is on, a stream is alive, the stream carries the target and its first monitor
+   * is younger than the time the rules and their backfill take (`firstLookMs`)
+   */
+  leavesFirstLook(target: { accounts: WatchingAccount[]; firstMonitorAt: Date }, now: Date): boolean;
 }
 
 const DEFAULT_STALL_MS = 30_000;
+
+/** how long a partial rule-change search (or lookup) may wait for more rule changes */
+export function backfillHoldMs(coalesceMs: number, syncMs: number): number {
+  return Math.max(2 * coalesceMs, 2 * syncMs);
+}
 
 /** tweet ids remembered for the backfills' overlap (5/s for an hour is 18,000) */
 const RECENT_IDS = 50_000;
@@ -219,8 +238,23 @@ class StreamModeRunner implements StreamMode {
       queryOf: this.queries.queryOf,
       logger: this.logger,
       queryMaxLength: options.queryMaxLength,
-      holdMs: Math.max(2 * options.coalesceMs, 2 * (options.syncMs ?? 2000)),
+      holdMs: this.holdMs,
+      ...(options.recent && { recent: options.recent }),
     });
+  }
+
+  private get holdMs(): number {
+    return backfillHoldMs(this.options.coalesceMs, this.options.syncMs ?? 2000);
+  }
+
+  leavesFirstLook(target: { accounts: WatchingAccount[]; firstMonitorAt: Date }, now: Date): boolean {
+    const { recent, coalesceMs, ruleSettleMs } = this.options;
+    if (!recent || !this.covers() || !inStream(target.accounts, now)) return false;
+    // the rules follow within 4 coalescing windows, the window is due a settle later, its lookup
+    // a lag and a hold after that; two minutes more for the pass and the recording of its looks
+    // (then the lookup round looks)
+    const firstLookMs = 4 * coalesceMs + ruleSettleMs + recent.lagMs + this.holdMs + 120_000;
+    return now.getTime() - target.firstMonitorAt.getTime() < firstLookMs;
   }
 
   private get metrics(): StreamMetrics | undefined {
@@ -335,6 +369,9 @@ class StreamModeRunner implements StreamMode {
         onConnected: (replayMinutes) => {
           state.connected = true;
           state.gapFrom = this.aliveAt;
+          // a connection that comes up is the stream alive (the first keep-alive is 20 s away):
+          // the position saved from now on tells the other replicas a stream covers them
+          this.aliveAt = new Date();
           // X replays the gap in the stream itself: nothing to owe
           state.gapOwed = replayMinutes > 0;
           this.metrics?.connected(1);
