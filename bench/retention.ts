@@ -20,11 +20,20 @@
  * The step's time is also split out: the part that holds the partitioned table's lock (creating
  * weeks ahead, detaching the old one: catalog work) and the rest (removing the detached table's
  * files, the batched prunes). Last line: `rows_small <n> drop_small_ms <a> rows_large <m>
- * drop_large_ms <b> lock_small_ms <c> lock_large_ms <d> read_p99_idle_ms <e> read_p99_during_ms <f>`.
+ * drop_large_ms <b> lock_small_ms <c> lock_large_ms <d> read_p99_idle_ms <e> read_p99_during_ms <f>
+ * unlink_small_ms <g> unlink_large_ms <h>`.
  * Target: lock_large within 2x of lock_small (a catalog operation whatever the rows), read p99
  * around the runs ≤ 2x idle; drop_large − drop_small is the file system freeing the files.
+ *
+ * The file system's own floor: when the bench can write next to PostgreSQL's data directory (the
+ * same device; a superuser reads `data_directory`), each round also writes a plain file the size of
+ * the dropped week (its table and indexes, fsynced, as the checkpointed week is) and times its
+ * unlink: what removing that many bytes costs on this disk with no database involved
+ * (`unlink_small_ms`, `unlink_large_ms` on the last line; `n/a` when the device differs).
  */
 import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import path from 'node:path';
 import { Client } from 'pg';
 import { createDbClient, DEFAULT_RETENTION, runMaintenance, weekStart, type Db } from '../packages/db/src';
 import { createMonitorRepository } from '../services/read-api/src/adapters/monitors';
@@ -87,6 +96,32 @@ async function buildWeek(c: Client, week: string, rows: number, monitors: string
   return Date.now() - started;
 }
 
+/** Where a plain file lands on PostgreSQL's own device, or null (another device, or no superuser). */
+async function floorDir(c: Client): Promise<string | null> {
+  try {
+    const { rows } = await c.query<{ data_directory: string }>('SHOW data_directory');
+    const dir = mkdtempSync(path.join(path.dirname(rows[0]!.data_directory), 'sts-bench-unlink-'));
+    if (statSync(dir).dev === statSync(rows[0]!.data_directory).dev) return dir;
+    rmSync(dir, { recursive: true, force: true });
+    return null;
+  } catch {
+    return null; // not a superuser, or no write access next to the data directory
+  }
+}
+
+/** Writes `bytes` to a new file in `dir` (fsynced), then times its unlink: the file system's floor. */
+function unlinkFloorMs(dir: string, bytes: number): number {
+  const file = path.join(dir, 'week');
+  const chunk = randomBytes(1 << 20);
+  const fd = openSync(file, 'w');
+  for (let left = bytes; left > 0; left -= chunk.length) writeSync(fd, chunk, 0, Math.min(left, chunk.length));
+  fsyncSync(fd);
+  closeSync(fd);
+  const t = performance.now();
+  unlinkSync(file);
+  return performance.now() - t;
+}
+
 /** Lists hits back to back until `until()` says stop; returns each call's ms. */
 async function reader(db: Db, monitors: string[], until: () => boolean): Promise<number[]> {
   const repo = createMonitorRepository(db);
@@ -134,6 +169,8 @@ async function main(): Promise<void> {
 
     const drops: Record<'small' | 'large', number[]> = { small: [], large: [] };
     const locks: Record<'small' | 'large', number[]> = { small: [], large: [] };
+    const unlinks: Record<'small' | 'large', number[]> = { small: [], large: [] };
+    const floor = await floorDir(c);
     const idle: number[] = [];
     const during: number[] = [];
     for (let round = 0; round < ROUNDS; round++) {
@@ -144,6 +181,12 @@ async function main(): Promise<void> {
         log(
           `round ${round + 1}: ${rows.toLocaleString('en-US')} rows in week ${week} built in ${(built / 1000).toFixed(1)} s`,
         );
+        const part = `hits_p${week.replaceAll('-', '')}`;
+        const { rows: sized } = await c.query<{ bytes: string }>(
+          `SELECT pg_total_relation_size($1::regclass)::text AS bytes`,
+          [part],
+        );
+        const bytes = Number(sized[0]!.bytes);
         // idle reads, then reads around one maintenance run (started half-way into the window)
         let stop = Date.now() + READ_MS;
         idle.push(...(await reader(readDb, monitors, () => Date.now() > stop)));
@@ -154,13 +197,16 @@ async function main(): Promise<void> {
         const report = await runMaintenance(db, policy, now);
         const ms = performance.now() - t;
         during.push(...(await reads));
-        if (!report.dropped.includes(`hits_p${week.replaceAll('-', '')}`))
+        if (!report.dropped.includes(part))
           throw new Error(`the maintenance run did not drop the week: ${JSON.stringify(report)}`);
         drops[size].push(ms);
         locks[size].push(report.lockMs);
+        const unlinkMs = floor === null ? null : unlinkFloorMs(floor, bytes);
+        if (unlinkMs !== null) unlinks[size].push(unlinkMs);
         log(
-          `round ${round + 1}: maintenance dropped ${rows.toLocaleString('en-US')} rows in ${ms.toFixed(1)} ms ` +
-            `(${report.lockMs.toFixed(1)} ms of it holding the table's lock)`,
+          `round ${round + 1}: maintenance dropped ${rows.toLocaleString('en-US')} rows (${(bytes / 2 ** 20).toFixed(0)} MiB) ` +
+            `in ${ms.toFixed(1)} ms (${report.lockMs.toFixed(1)} ms of it holding the table's lock)` +
+            (unlinkMs === null ? '' : `; unlinking a plain file of that size: ${unlinkMs.toFixed(1)} ms`),
         );
       }
     }
@@ -175,10 +221,13 @@ async function main(): Promise<void> {
       `of which holding the tables' locks (create ahead, detach): ${f(median(locks.small))} ms and ${f(median(locks.large))} ms; ` +
         `slowest read ${f(Math.max(...idle))} ms idle, ${f(Math.max(...during))} ms around the runs`,
     );
+    if (floor !== null) rmSync(floor, { recursive: true, force: true });
+    const floorOf = (size: 'small' | 'large') => (unlinks[size].length > 0 ? f(median(unlinks[size])) : 'n/a');
     console.log(
       `rows_small ${SMALL} drop_small_ms ${f(median(drops.small))} rows_large ${LARGE} drop_large_ms ${f(median(drops.large))} ` +
         `lock_small_ms ${f(median(locks.small))} lock_large_ms ${f(median(locks.large))} ` +
-        `read_p99_idle_ms ${f(p99(idle))} read_p99_during_ms ${f(p99(during))}`,
+        `read_p99_idle_ms ${f(p99(idle))} read_p99_during_ms ${f(p99(during))} ` +
+        `unlink_small_ms ${floorOf('small')} unlink_large_ms ${floorOf('large')}`,
     );
   } finally {
     await c.end();

@@ -199,53 +199,25 @@ interface Prune {
 }
 
 function prunes(p: RetentionPolicy, now: Date): Prune[] {
-  const ago = (ms: number) => new Date(now.getTime() - ms);
-  const batch = (table: string, key: string, where: string) =>
-    `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT $1 FOR UPDATE SKIP LOCKED)`;
-  return [
-    { table: 'outbox', sql: batch('outbox', 'id', 'published_at < $2'), cutoff: ago(p.outboxHours * 3_600_000) },
-    {
-      table: 'account_events',
-      sql: batch('account_events', 'dedup_key', 'published_at < $2'),
-      cutoff: ago(p.accountEventsDays * DAY_MS),
-    },
-    { table: 'mail_outbox', sql: batch('mail_outbox', 'id', 'sent_at < $2'), cutoff: ago(p.mailDays * DAY_MS) },
-    {
-      table: 'mail_outbox',
-      sql: batch('mail_outbox', 'id', 'created_at < $2 AND sent_at IS NULL'),
-      cutoff: ago(p.mailDays * DAY_MS),
-    },
-    {
-      table: 'email_tokens',
-      sql: batch('email_tokens', 'id', 'expires_at < $2'),
-      cutoff: ago(p.emailTokensGraceDays * DAY_MS),
-    },
-    {
-      table: 'usage_daily',
-      sql: batch('usage_daily', 'account_id, day', 'day < $2::date'),
-      cutoff: ago(p.usageDailyDays * DAY_MS),
-    },
-    {
-      table: 'coverage_gaps',
-      sql: batch('coverage_gaps', 'id', 'ends_at < $2'),
-      cutoff: ago(p.coverageGapsDays * DAY_MS),
-    },
-    {
-      table: 'monitor_events',
-      sql: batch('monitor_events', 'id', 'created_at < $2'),
-      cutoff: ago(p.monitorEventsDays * DAY_MS),
-    },
-    {
-      table: 'hits_default',
-      sql: batch('hits_default', 'id, tweet_created_at', 'tweet_created_at < $2'),
-      cutoff: ago(p.hitsDays * DAY_MS),
-    },
-    {
-      table: 'delivery_attempts_default',
-      sql: batch('delivery_attempts_default', 'id, created_at', 'created_at < $2'),
-      cutoff: ago(p.deliveryAttemptsDays * DAY_MS),
-    },
+  const day = (days: number) => days * DAY_MS;
+  // [table, its key, which rows are past retention ($2 is the cutoff), how long they are kept]
+  const rules: [table: string, key: string, where: string, keepMs: number][] = [
+    ['outbox', 'id', 'published_at < $2', p.outboxHours * 3_600_000],
+    ['account_events', 'dedup_key', 'published_at < $2', day(p.accountEventsDays)],
+    ['mail_outbox', 'id', 'sent_at < $2', day(p.mailDays)],
+    ['mail_outbox', 'id', 'created_at < $2 AND sent_at IS NULL', day(p.mailDays)],
+    ['email_tokens', 'id', 'expires_at < $2', day(p.emailTokensGraceDays)],
+    ['usage_daily', 'account_id, day', 'day < $2::date', day(p.usageDailyDays)],
+    ['coverage_gaps', 'id', 'ends_at < $2', day(p.coverageGapsDays)],
+    ['monitor_events', 'id', 'created_at < $2', day(p.monitorEventsDays)],
+    ['hits_default', 'id, tweet_created_at', 'tweet_created_at < $2', day(p.hitsDays)],
+    ['delivery_attempts_default', 'id, created_at', 'created_at < $2', day(p.deliveryAttemptsDays)],
   ];
+  return rules.map(([table, key, where, keepMs]) => ({
+    table,
+    sql: `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE ${where} LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+    cutoff: new Date(now.getTime() - keepMs),
+  }));
 }
 
 /** Runs the step once; see the file comment. */

@@ -398,6 +398,24 @@ describe('http1 server', () => {
     expect(idle.rest).toBe('');
   });
 
+  it('a keep-alive connection in use is not idle: it outlives the keep-alive timeout, then closes once quiet', async () => {
+    await start({ keepAliveTimeoutMs: 300 });
+    const busy = await client();
+    const openedAt = Date.now();
+    // a request every 100 ms for 900 ms: three keep-alive timeouts, none of them quiet
+    for (let i = 0; i < 9; i++) {
+      busy.write('GET /x HTTP/1.1\r\nHost: h\r\n\r\n');
+      expect((await busy.next())!.status).toBe(200);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(busy.closed).toBe(false);
+    expect(Date.now() - openedAt).toBeGreaterThan(900);
+    const quietFrom = Date.now();
+    expect(await busy.waitClosed(2000)).toBe(true);
+    expect(Date.now() - quietFrom).toBeGreaterThanOrEqual(150); // not cut the moment it fell quiet
+    expect(busy.rest).toBe('');
+  });
+
   it('close() lets an in-flight call finish with Connection: close, closes idle ones and refuses new ones', async () => {
     await start();
     const busy = await client();

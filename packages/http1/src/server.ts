@@ -276,6 +276,12 @@ class Connection {
   /** waiting for 'drain': the client has not taken our answers */
   private waitingDrain = false;
   private inputPaused = false;
+  /** reads and answers so far: the sweep sees a connection idle when this stops moving */
+  activity = 0;
+  /** what the sweep last saw: `activity` and the socket's unsent bytes, and since when they have not moved */
+  private seenActivity = -1;
+  private seenUnsent = -1;
+  private quietSince = 0;
   // the request being read
   private head: RequestHead | null = null;
   private decoder: ChunkedDecoder | null = null;
@@ -288,10 +294,10 @@ class Connection {
   ) {
     this.remoteAddress = socket.remoteAddress ?? '';
     socket.setNoDelay(true);
-    socket.setTimeout(sh.keepAliveTimeoutMs);
+    // no socket.setTimeout: node re-arms its timer on every read and write; the sweep
+    // (checkDeadline) sees idleness from `activity` instead
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => this.onEnd());
-    socket.on('timeout', () => this.onTimeout());
     socket.on('error', () => this.socket.destroy());
     socket.on('close', () => this.onClose());
   }
@@ -334,6 +340,7 @@ class Connection {
 
   onData(chunk: Buffer): void {
     if (this.state === State.Closed) return;
+    this.activity++;
     this.append(chunk);
     if (this.startedAt === 0) this.startedAt = Date.now();
     if (this.state === State.Busy || this.waitingDrain) {
@@ -364,7 +371,7 @@ class Connection {
     if (this.state === State.Head || this.state === State.Body) this.loop();
   }
 
-  /** no byte either way for keepAliveTimeoutMs */
+  /** no byte either way for keepAliveTimeoutMs (seen by the sweep) */
   private onTimeout(): void {
     if (this.state === State.Busy) return; // the handler has its own deadlines
     // idle, ended, or waiting for drain (the client has taken none of its answers for that long): cut
@@ -372,10 +379,26 @@ class Connection {
     else this.fail(timeoutError());
   }
 
-  /** called by the sweep: a request begun but not complete within requestTimeoutMs is a 408 */
+  /**
+   * Called by the sweep: a request begun but not complete within requestTimeoutMs is a 408; a
+   * connection with no read, no answer and none of its unsent bytes taken by the client for
+   * keepAliveTimeoutMs times out (onTimeout).
+   */
   checkDeadline(now: number): void {
     if (this.startedAt !== 0 && (this.state === State.Head || this.state === State.Body) && !this.waitingDrain)
-      if (now - this.startedAt > this.sh.requestTimeoutMs) this.fail(timeoutError());
+      if (now - this.startedAt > this.sh.requestTimeoutMs) {
+        this.fail(timeoutError());
+        return;
+      }
+    const unsent = this.socket.writableLength;
+    if (this.activity !== this.seenActivity || unsent !== this.seenUnsent) {
+      this.seenActivity = this.activity;
+      this.seenUnsent = unsent;
+      this.quietSince = now;
+    } else if (now - this.quietSince >= this.sh.keepAliveTimeoutMs) {
+      this.quietSince = now;
+      this.onTimeout();
+    }
   }
 
   private onClose(): void {
@@ -567,6 +590,7 @@ class Responder implements HttpResponder {
     if (this.sent) return;
     this.sent = true;
     const conn = this.conn;
+    conn.activity++;
     const keepAlive = this.keepAlive && !conn.sh.closing;
     if (conn.state !== State.Closed) {
       const length = body === null ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
@@ -623,6 +647,7 @@ class ChunkedStream implements ResponseStream {
 
   write(data: string): boolean {
     if (this.over) return false;
+    this.conn.activity++;
     const socket = this.conn.socket;
     socket.write(`${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`);
     if (socket.writableLength > this.options.maxUnsentBytes) {
@@ -700,13 +725,14 @@ function sharedState(options: HttpServerOptions): Shared {
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const sh = sharedState(options);
 
-  // one timer for every connection's request deadline (cheaper than re-arming a timer per request)
+  // one timer for every connection's request deadline and idle timeout (cheaper than a timer per
+  // request, and than a socket timeout that node re-arms on every read and write)
   const sweeper = setInterval(
     () => {
       const now = Date.now();
       for (const c of sh.connections) c.checkDeadline(now);
     },
-    Math.max(10, Math.min(1000, sh.requestTimeoutMs / 4)),
+    Math.max(10, Math.min(1000, Math.min(sh.requestTimeoutMs, sh.keepAliveTimeoutMs) / 4)),
   );
   sweeper.unref();
 

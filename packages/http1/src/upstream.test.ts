@@ -111,6 +111,25 @@ async function failure(p: Promise<unknown>): Promise<UpstreamFailure> {
 }
 
 describe('upstream client', () => {
+  it('closes a socket once it has been idle for idleSocketMs, and not a socket in use', async () => {
+    const srv = await rawServer((_n, _req, socket) => socket.write(ok('{}')));
+    const c = client(srv.url, { idleSocketMs: 300 });
+    // calls every 100 ms for 900 ms: the socket is never idle for 300 ms
+    for (let i = 0; i < 9; i++) {
+      expect((await c.forward('GET', '/a', '', null)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(srv.connections).toBe(1);
+    expect(c.openSockets).toBe(1);
+    const quietFrom = Date.now();
+    for (let i = 0; i < 100 && c.openSockets > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(c.openSockets).toBe(0);
+    expect(Date.now() - quietFrom).toBeGreaterThanOrEqual(150);
+    // the next call opens a new socket
+    expect((await c.forward('GET', '/a', '', null)).status).toBe(200);
+    expect(srv.connections).toBe(2);
+  });
+
   it('reuses one keep-alive socket for sequential calls and sends the headers and body it is given', async () => {
     const seen: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders; body: string }> = [];
     const srv = await httpServer((req, res) => {

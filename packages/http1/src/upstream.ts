@@ -16,8 +16,9 @@
  * up fast ones. Calls with a body (and other methods) always go alone. `pipelineDepth` 1 turns
  * pipelining off (one call per socket at a time).
  *
- * Answers are small JSON documents, so the body is collected whole and handed back. Deadlines are
- * checked by one sweep timer instead of a timer per call.
+ * Answers are small JSON documents, so the body is collected whole and handed back. Deadlines and
+ * idle sockets are checked by one sweep timer instead of a timer per call or per socket (node
+ * re-arms a socket's timeout on every read and write).
  *
  * Answers are matched to calls by order, so an answer framed wrongly would hand one client's bytes
  * to another. Three checks keep the framing honest:
@@ -208,6 +209,8 @@ class Conn {
   answered = 0;
   connected = false;
   connectDeadline: number;
+  /** when it last joined the idle sockets (Date.now()) */
+  idleSince = 0;
   // the answer being read (to queue[0])
   buf: Buffer | null = null;
   gotBytes = false;
@@ -251,6 +254,7 @@ interface Pool {
   readonly keep: ReadonlySet<string> | undefined;
   /** reads of plain sockets land here: no Buffer and no stream 'data' event per read */
   readonly readBuffer: Buffer;
+  /** sockets with no call, in the order they became idle (the last is taken first) */
   readonly idle: Conn[];
   readonly all: Set<Conn>;
   /** calls without a socket yet: this turn's, and those waiting for a free socket */
@@ -422,11 +426,7 @@ function open(p: Pool): Conn {
     if (conn.queue.length > 0) write(conn, conn.queue);
   });
   if (p.secure) socket.on('data', (chunk: Buffer) => onData(p, conn, chunk, false));
-  // idle for idleSocketMs: close it (a call's own deadline is the sweeper's business)
-  socket.setTimeout(p.idleSocketMs);
-  socket.on('timeout', () => {
-    if (conn.queue.length === 0) socket.destroy();
-  });
+  // idle for idleSocketMs: closed by the sweep (closeIdle)
   socket.on('error', (err: NodeJS.ErrnoException) => lost(p, conn, err));
   socket.on('end', () => lost(p, conn, null));
   socket.on('close', () => lost(p, conn, null));
@@ -509,7 +509,7 @@ function pump(p: Pool): void {
     if (conn === null) return;
     const group = takeGroup(p);
     if (group.length > 0) send(conn, group);
-    else p.idle.push(conn); // every call left had been given up by its client
+    else toIdle(conn, p); // every call left had been given up by its client
   }
 }
 
@@ -521,7 +521,21 @@ function release(p: Pool, conn: Conn): void {
   }
   const group = p.waiting.length > 0 ? takeGroup(p) : null;
   if (group !== null && group.length > 0) send(conn, group);
-  else p.idle.push(conn);
+  else toIdle(conn, p);
+}
+
+function toIdle(conn: Conn, p: Pool): void {
+  conn.idleSince = Date.now();
+  p.idle.push(conn);
+}
+
+/** closes the sockets idle for idleSocketMs (the first in `idle` has been idle longest) */
+function closeIdle(p: Pool, now: number): void {
+  const { idle } = p;
+  let n = 0;
+  while (n < idle.length && now - idle[n]!.idleSince >= p.idleSocketMs) n++;
+  if (n === 0) return;
+  for (const conn of idle.splice(0, n)) abandon(p, conn, connectionLost());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -684,10 +698,11 @@ function onData(p: Pool, conn: Conn, chunk: Buffer, borrowed: boolean): void {
 
 // ---------------------------------------------------------------------------------------------
 
-/** one timer checks every deadline: calls' and connections being opened */
+/** one timer checks every deadline: calls', connections being opened, and idle sockets' */
 function sweep(p: Pool): void {
-  if (p.active.size === 0) return;
   const now = Date.now();
+  if (p.idle.length > 0) closeIdle(p, now);
+  if (p.active.size === 0) return;
   for (const call of p.active) {
     if (now < call.deadline) continue;
     const conn = call.conn;
