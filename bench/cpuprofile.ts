@@ -6,7 +6,7 @@
  *   - by area: the share of samples whose leaf frame is in each area (node internals, the service's
  *     own code, a dependency by package name, GC, idle, …);
  *   - by stage of a delivery: each sample counted once, for the nearest frame (from the leaf up)
- *     that names a stage (STAGES below: socket writes, node's HTTP client, signing, Prisma,
+ *     that names a stage (STAGES below: socket writes, the HTTP client (node's or undici), signing, Prisma,
  *     node-postgres, AMQP, message decoding, metrics, the repository's own code, GC);
  *   - self time: the functions the samples were in (leaf frames), top N;
  *   - nearest own code: each sample counted once, for the innermost frame of the repository's own code
@@ -99,7 +99,11 @@ const STAGES: [string, (f: CallFrame) => boolean][] = [
     (f) => f.url.includes('/zod/') || /messaging\/src\/(consumer|contracts)\.ts/.test(f.url),
   ],
   ['metrics (prom-client)', (f) => f.url.includes('/prom-client/')],
-  ["node's HTTP client (request, agent, response)", (f) => /^node:(_http_|https|_tls_|net$|tls$)/.test(f.url)],
+  [
+    'HTTP client (node:http or undici, its wasm parser; request, pool, response)',
+    (f) =>
+      /^node:(_http_|https|_tls_|net$|tls$)/.test(f.url) || f.url.includes('/undici/') || f.url.startsWith('wasm://'),
+  ],
   [
     'own code (services/, packages/)',
     (f) => /\/(services|packages)\//.test(f.url) && !f.url.includes('/node_modules/'),

@@ -1,5 +1,6 @@
 import net, { type LookupFunction } from 'node:net';
-import { startHttpsReceiver, testCaTrusted, type HttpsReceiver } from '@sts/testing';
+import tls from 'node:tls';
+import { issueCert, startHttpsReceiver, testCaTrusted, type HttpsReceiver } from '@sts/testing';
 import { createHttpsSender, type HttpsSender } from './httpsSender';
 
 const headers = { 'Content-Type': 'application/json', 'X-Test': '1' };
@@ -156,6 +157,65 @@ describe('HTTPS sender', () => {
     } finally {
       s.close();
     }
+  });
+
+  describe('the one transparent reconnect', () => {
+    /**
+     * A raw TLS server: `drop(connection, request)` (both counted from 1) says whether that request
+     * is answered or its connection destroyed without an answer.
+     */
+    async function closingServer(drop: (connection: number, request: number) => boolean) {
+      const { keyPem, certPem } = await issueCert(['localhost']);
+      const seen: string[] = [];
+      let connections = 0;
+      const server = tls.createServer({ key: keyPem, cert: certPem }, (socket) => {
+        const connection = ++connections;
+        let requests = 0;
+        socket.on('error', () => undefined);
+        socket.on('data', (chunk: Buffer) => {
+          const request = ++requests;
+          seen.push(`${connection}.${request} ${chunk.toString('latin1').split(' ')[1]}`);
+          if (drop(connection, request)) socket.destroy();
+          else socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok');
+        });
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const port = (server.address() as net.AddressInfo).port;
+      return { url: `https://localhost:${port}`, seen, close: () => new Promise((r) => server.close(r)) };
+    }
+
+    it('sends again, once, when a reused keep-alive socket is found closed before any answer', async () => {
+      // the second request on the first connection finds it gone (a keep-alive race)
+      const srv = await closingServer((connection, request) => connection === 1 && request === 2);
+      const s = createHttpsSender({ timeoutMs: 2000, maxConcurrencyPerEndpoint: 1, allowPrivateHosts: ['localhost'] });
+      try {
+        expect(await s.send({ url: `${srv.url}/a`, body: '{}', headers })).toMatchObject({ outcome: 'delivered' });
+        expect(await s.send({ url: `${srv.url}/b`, body: '{}', headers })).toMatchObject({ outcome: 'delivered' });
+        expect(srv.seen).toEqual(['1.1 /a', '1.2 /b', '2.1 /b']);
+      } finally {
+        s.close();
+        await srv.close();
+      }
+    });
+
+    it('does not send again when a new connection is closed without an answer, nor a third time', async () => {
+      // only the first request of the first connection is answered
+      const srv = await closingServer((connection, request) => connection !== 1 || request !== 1);
+      const s = createHttpsSender({ timeoutMs: 2000, maxConcurrencyPerEndpoint: 1, allowPrivateHosts: ['localhost'] });
+      try {
+        expect(await s.send({ url: `${srv.url}/a`, body: '{}', headers })).toMatchObject({ outcome: 'delivered' });
+        // the kept socket is found closed, and so is the reconnect's new one: no third try
+        const r = await s.send({ url: `${srv.url}/b`, body: '{}', headers });
+        expect(r).toMatchObject({ outcome: 'failed', statusCode: null, refused: false });
+        const fresh = await s.send({ url: `${srv.url}/c`, body: '{}', headers });
+        expect(fresh).toMatchObject({ outcome: 'failed', statusCode: null });
+        // a new connection closed without an answer is the receiver's failure: not sent again
+        expect(srv.seen).toEqual(['1.1 /a', '1.2 /b', '2.1 /b', '3.1 /c']);
+      } finally {
+        s.close();
+        await srv.close();
+      }
+    });
   });
 
   describe('address policy', () => {

@@ -4,22 +4,26 @@
  * name that re-resolves to an internal address, DNS rebinding, is refused too), and literal IP
  * hosts are checked before the request starts. Hosts in the allow list skip the check.
  *
- * Keep-alive agent (one pool per endpoint, at most WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT sockets,
- * idle sockets closed after 4 s), a per-endpoint semaphore so at most that many deliveries to one
- * endpoint are in flight, a whole-request deadline, no redirects followed, response bodies read
- * up to 64 KiB (the first 512 bytes kept as the snippet, the first 4 KiB and the headers as the
- * attempt detail). One transparent reconnect happens only
- * when a reused keep-alive socket turns out closed before any response (the request never
- * reached the receiver); there are no other retries.
+ * Connections are undici clients (connections.ts): keep-alive, pooled per origin, newest first,
+ * idle ones closed after 4 s and at most WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT of them kept idle per
+ * origin. A per-endpoint semaphore keeps at most that many deliveries to one endpoint in flight. A
+ * whole-request deadline, no redirects followed, response bodies read up to 64 KiB (the first 512
+ * bytes kept as the snippet, the first 4 KiB and the headers as the attempt detail; exchange.ts).
+ * One transparent reconnect happens only when a reused keep-alive socket turns out closed before
+ * any response (the request never reached the receiver); there are no other retries.
  */
 import dns from 'node:dns';
-import https from 'node:https';
-import type { ClientRequest, IncomingMessage } from 'node:http';
 import { isIP, type LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { urlToHttpOptions } from 'node:url';
 import { blockedReason, createHostAllowList, normalizeHostname } from '../domain/addressPolicy';
-import { boundedHeaderPairs, DETAIL_RESPONSE_BODY_BYTES, type HeaderPairs } from '../domain/attemptDetail';
+import {
+  boundedHeaderPairs,
+  DETAIL_MAX_HEADERS,
+  DETAIL_RESPONSE_BODY_BYTES,
+  type HeaderPairs,
+} from '../domain/attemptDetail';
+import { ConnectionPool } from './connections';
+import { Exchange } from './exchange';
 
 interface SendRequest {
   url: string;
@@ -179,32 +183,48 @@ function createGuardedLookup(
 }
 
 /**
- * Destroys requests when their signal aborts. One listener per signal (the dispatcher passes the
+ * Cancels exchanges when their signal aborts. One listener per signal (the dispatcher passes the
  * same one to every delivery), not one per request: EventTarget listeners are added and removed in
  * a list, hundreds of them at a time.
  */
-function createAborter(): (signal: AbortSignal, req: ClientRequest) => void {
-  const requestsBySignal = new WeakMap<AbortSignal, Set<ClientRequest>>();
-  const destroy = (r: ClientRequest) => void r.destroy(new Error('aborted: the dispatcher is stopping'));
-  return (signal, req) => {
-    if (signal.aborted) return destroy(req);
-    let open = requestsBySignal.get(signal);
-    if (!open) {
-      const requests = new Set<ClientRequest>();
-      signal.addEventListener('abort', () => requests.forEach(destroy), { once: true });
-      requestsBySignal.set(signal, (open = requests));
+class Aborter {
+  private readonly bySignal = new WeakMap<AbortSignal, Set<Exchange>>();
+
+  /** false when the signal has aborted already (the exchange is cancelled, nothing is sent) */
+  add(signal: AbortSignal, exchange: Exchange): boolean {
+    if (signal.aborted) {
+      exchange.cancel(stoppingError());
+      return false;
     }
-    const set = open;
-    set.add(req);
-    req.once('close', () => set.delete(req));
-  };
+    let open = this.bySignal.get(signal);
+    if (!open) {
+      const exchanges = new Set<Exchange>();
+      signal.addEventListener('abort', () => exchanges.forEach((e) => e.cancel(stoppingError())), { once: true });
+      this.bySignal.set(signal, (open = exchanges));
+    }
+    open.add(exchange);
+    return true;
+  }
+
+  remove(signal: AbortSignal, exchange: Exchange): void {
+    this.bySignal.get(signal)?.delete(exchange);
+  }
 }
 
-/** Where a URL is sent: the request options of its URL and its default concurrency key. */
+function stoppingError(): Error {
+  return new Error('aborted: the dispatcher is stopping');
+}
+
+/** Where a URL is sent: its origin and path, its default concurrency key. */
 interface Target {
-  options: https.RequestOptions;
+  /** https://host:port, the connection pool's key */
+  origin: string;
+  /** path and query */
+  path: string;
   /** host:port */
   key: string;
+  /** Basic credentials from the URL's user info, sent as Authorization (as node's https.request did) */
+  authorization: string | null;
 }
 
 type TargetOrRefusal = Target | { error: string; refused: boolean };
@@ -212,42 +232,24 @@ type TargetOrRefusal = Target | { error: string; refused: boolean };
 /** Most URLs whose Target is kept (cleared whole when full: the working set is the endpoints in use). */
 const TARGET_CACHE_SIZE = 10_000;
 
-interface Deadline {
-  timer?: NodeJS.Timeout;
-  endsAt: number;
+/** how long an idle keep-alive connection is kept */
+const KEEP_ALIVE_MS = 4000;
+
+/** One attempt's end: the exchange that got an answer, or the error and whether it may go again. */
+type AttemptResult = { ok: true; exchange: Exchange } | { ok: false; err: unknown; reconnect: boolean };
+
+/** the socket was gone before the request got there: reset, broken pipe, or closed by the receiver */
+function connectionLost(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET';
 }
 
-interface Answer {
-  res: IncomingMessage;
-  data: Buffer;
-  truncated: boolean;
-}
-
-/** reads a response up to `maxBytes`; a longer one settles with what was read and is cut */
-function readResponse(
-  res: IncomingMessage,
-  maxBytes: number,
-  resolve: (a: Answer) => void,
-  reject: (err: unknown) => void,
-): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let truncated = false;
-  res.on('data', (chunk: Buffer) => {
-    if (truncated) return;
-    size += chunk.length;
-    chunks.push(chunk);
-    if (size > maxBytes) {
-      // Settle first: destroying the response emits 'aborted' at once, and that must not
-      // turn a read-limit cut into a failure (the status and headers are already here).
-      truncated = true;
-      resolve({ res, data: Buffer.concat(chunks), truncated });
-      res.destroy();
-    }
-  });
-  res.on('end', () => resolve({ res, data: Buffer.concat(chunks), truncated }));
-  res.on('error', (err) => (truncated ? undefined : reject(err)));
-  res.on('aborted', () => (truncated ? undefined : reject(new Error('response aborted'))));
+/** `rawHeaders` as text: latin1, as node's http parser gives them, at most the pairs the detail keeps */
+function rawHeaderText(raw: readonly Buffer[]): string[] {
+  const n = Math.min(raw.length, DETAIL_MAX_HEADERS * 2);
+  const text: string[] = new Array<string>(n);
+  for (let i = 0; i < n; i++) text[i] = raw[i]!.toString('latin1');
+  return text;
 }
 
 /** a failure before or without any answer */
@@ -267,9 +269,10 @@ function failure(error: string, latencyMs: number, refused = false): SendResult 
 }
 
 /** what a receiver's answer means: delivered for a 2xx, else failed naming why */
-function answerResult(answer: Answer, latencyMs: number, snippetBytes: number): SendResult {
-  const status = answer.res.statusCode ?? 0;
-  const snippet = answer.data.length ? snippetText(answer.data.subarray(0, snippetBytes)) : null;
+function answerResult(answer: Exchange, latencyMs: number, snippetBytes: number): SendResult {
+  const status = answer.statusCode;
+  const data = answer.body();
+  const snippet = data.length ? snippetText(data.subarray(0, snippetBytes)) : null;
   let error: string | null = null;
   if (status >= 300 && status < 400) {
     error = `redirects are not followed (HTTP ${status})`;
@@ -283,19 +286,18 @@ function answerResult(answer: Answer, latencyMs: number, snippetBytes: number): 
     error,
     responseSnippet: snippet,
     refused: false,
-    headers: answer.res.headers,
+    headers: answer.headers,
     truncated: answer.truncated,
-    responseHeaders: boundedHeaderPairs(answer.res.rawHeaders),
-    responseBody: Buffer.from(answer.data.subarray(0, DETAIL_RESPONSE_BODY_BYTES)),
+    responseHeaders: boundedHeaderPairs(rawHeaderText(answer.rawHeaders)),
+    responseBody: Buffer.from(data.subarray(0, DETAIL_RESPONSE_BODY_BYTES)),
   };
 }
 
-/** The sender: the agent, the per-endpoint semaphores and the limits, with one method per step of a send. */
+/** The sender: the connections, the per-endpoint semaphores and the limits, with one method per step of a send. */
 class Sender implements HttpsSender {
   private readonly isAllowed: (host: string) => boolean;
-  private readonly lookup: LookupFunction;
-  private readonly agent: https.Agent;
-  private readonly abortWith = createAborter();
+  private readonly pool: ConnectionPool;
+  private readonly aborter = new Aborter();
   private readonly semaphores = new Map<string, Semaphore>();
   /** URL → Target: parsing and checking a URL cost more than the rest of building a request */
   private readonly targets = new Map<string, TargetOrRefusal>();
@@ -305,19 +307,15 @@ class Sender implements HttpsSender {
 
   constructor(private readonly options: HttpsSenderOptions) {
     this.isAllowed = createHostAllowList(options.allowPrivateHosts ?? []);
-    this.lookup = createGuardedLookup(options.lookup ?? dns.lookup, this.isAllowed, options.onRefused);
     this.snippetBytes = options.snippetBytes ?? 512;
     this.maxResponseBytes = Math.max(options.maxResponseBytes ?? 64 * 1024, DETAIL_RESPONSE_BODY_BYTES);
-    this.agent = new https.Agent({
-      keepAlive: true,
-      keepAliveMsecs: 1000,
+    this.pool = new ConnectionPool({
+      lookup: createGuardedLookup(options.lookup ?? dns.lookup, this.isAllowed, options.onRefused),
+      timeoutMs: options.timeoutMs,
+      keepAliveMs: KEEP_ALIVE_MS,
       // The per-endpoint limit is the semaphore below, keyed by endpoint; Discord and Slack webhooks
-      // of many customers share one host, and must not queue behind each other inside the agent.
-      maxSockets: Infinity,
-      maxFreeSockets: options.maxConcurrencyPerEndpoint,
-      scheduling: 'lifo',
-      timeout: 4000,
-      lookup: this.lookup,
+      // of many customers share one host and must not queue behind each other in the pool.
+      maxIdlePerOrigin: options.maxConcurrencyPerEndpoint,
     });
   }
 
@@ -326,7 +324,7 @@ class Sender implements HttpsSender {
   }
 
   close(): void {
-    this.agent.destroy();
+    this.pool.close();
   }
 
   async send(request: SendRequest): Promise<SendResult> {
@@ -340,17 +338,16 @@ class Sender implements HttpsSender {
     this.active++;
     await sem.acquire();
     const sendStarted = performance.now();
-    const deadline: Deadline = { endsAt: sendStarted + this.options.timeoutMs };
+    const endsAt = sendStarted + this.options.timeoutMs;
     try {
-      const answer = await this.deliver(target, request, body, deadline);
-      return answerResult(answer, Math.round(performance.now() - sendStarted), this.snippetBytes);
-    } catch (err) {
+      const result = await this.deliver(target, request, body, endsAt);
+      const latencyMs = Math.round(performance.now() - sendStarted);
+      if (result.ok) return answerResult(result.exchange, latencyMs, this.snippetBytes);
       const { timeoutMs } = this.options;
       const error =
-        performance.now() >= deadline.endsAt ? `timed out after ${timeoutMs} ms` : describeError(err, timeoutMs);
-      return failure(error, Math.round(performance.now() - sendStarted), err instanceof RefusedAddressError);
+        performance.now() >= endsAt ? `timed out after ${timeoutMs} ms` : describeError(result.err, timeoutMs);
+      return failure(error, latencyMs, result.err instanceof RefusedAddressError);
     } finally {
-      clearTimeout(deadline.timer);
       sem.release();
       if (sem.idle) this.semaphores.delete(key);
       this.active--;
@@ -384,47 +381,49 @@ class Sender implements HttpsSender {
       const reason = blockedReason(host);
       if (reason) return { error: `refused to connect to ${host}: ${reason}`, refused: true };
     }
-    return { options: urlToHttpOptions(target), key: `${host}:${target.port || '443'}` };
+    const auth = target.username || target.password;
+    const credentials = `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`;
+    return {
+      origin: target.origin,
+      path: `${target.pathname}${target.search}`,
+      key: `${host}:${target.port || '443'}`,
+      authorization: auth ? `Basic ${Buffer.from(credentials).toString('base64')}` : null,
+    };
   }
 
   /** one attempt, and one more only on a keep-alive socket the receiver had already closed */
-  private async deliver(target: Target, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
-    try {
-      return await this.attempt(target, request, body, deadline);
-    } catch (err) {
-      const e = err as NodeJS.ErrnoException & { reusedSocket?: boolean };
-      // a keep-alive socket the receiver had already closed: the request never got there
-      if (e.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE') && performance.now() < deadline.endsAt) {
-        return this.attempt(target, request, body, deadline);
-      }
-      throw err;
-    }
+  private async deliver(target: Target, request: SendRequest, body: Buffer, endsAt: number): Promise<AttemptResult> {
+    const first = await this.attempt(target, request, body, endsAt);
+    // a reused socket that was gone before any answer: the request never reached the receiver
+    if (!first.ok && first.reconnect && performance.now() < endsAt) return this.attempt(target, request, body, endsAt);
+    return first;
   }
 
-  private attempt(target: Target, request: SendRequest, body: Buffer, deadline: Deadline): Promise<Answer> {
-    return new Promise((resolve, reject) => {
-      const req = https.request(
-        {
-          ...target.options,
-          method: 'POST',
-          agent: this.agent,
-          lookup: this.lookup,
-          headers: { ...request.headers, 'Content-Length': String(body.length) },
-        },
-        (res) => readResponse(res, this.maxResponseBytes, resolve, reject),
-      );
-      req.on('error', (err) => {
-        (err as { reusedSocket?: boolean }).reusedSocket = req.reusedSocket;
-        reject(err);
+  /** one request on a pooled connection, ended by its answer, an error, the deadline or the signal */
+  private attempt(target: Target, request: SendRequest, body: Buffer, endsAt: number): Promise<AttemptResult> {
+    return new Promise((resolve) => {
+      const conn = this.pool.acquire(target.origin);
+      const reused = conn.open;
+      const { signal } = request;
+      const exchange: Exchange = new Exchange(this.maxResponseBytes, (result) => {
+        clearTimeout(timer);
+        if (signal) this.aborter.remove(signal, exchange);
+        if (result.ok) {
+          // a body cut at the read limit leaves the rest unread on the socket: not reusable
+          this.pool.release(conn, !exchange.truncated);
+          return resolve({ ok: true, exchange });
+        }
+        this.pool.drop(conn);
+        const reconnect = reused && !exchange.responded && connectionLost(result.err);
+        resolve({ ok: false, err: result.err, reconnect });
       });
-      if (request.signal) this.abortWith(request.signal, req);
       // one deadline for the whole delivery, also across the reconnect
-      clearTimeout(deadline.timer);
-      deadline.timer = setTimeout(
-        () => req.destroy(new DeadlineError()),
-        Math.max(0, deadline.endsAt - performance.now()),
-      );
-      req.end(body);
+      const timer = setTimeout(() => exchange.cancel(new DeadlineError()), Math.max(0, endsAt - performance.now()));
+      if (signal && !this.aborter.add(signal, exchange)) return;
+      const headers = target.authorization
+        ? { ...request.headers, Authorization: target.authorization }
+        : request.headers;
+      conn.client.dispatch({ path: target.path, method: 'POST', headers, body }, exchange);
     });
   }
 }
