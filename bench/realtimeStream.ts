@@ -406,6 +406,9 @@ export async function runStreamMode(e: {
     console.log(`x_stream ${out.join(' ')}`);
   } finally {
     await b?.stop();
+    // the account lookups first, while their looks can still be recorded, unless the failover
+    // phase black-holed replica A's database (a stop would wait on calls that never answer)
+    if (!PHASES.includes('failover')) await Promise.all(lookups.map((l) => l.stop()));
     // replica A's database may be black-holed: cut it so its calls fail instead of hanging
     await proxy.close();
     await a.stop();
