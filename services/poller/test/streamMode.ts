@@ -1,5 +1,5 @@
 /**
- * The X `stream` mode's test set-up, shared by stream.test.ts and ruleParts.test.ts: a test
+ * The X `stream` mode's test set-up, shared by the stream mode's test files: a test
  * database (one per file), a Redis prefix and a fake X with its filtered stream per test, the
  * stream mode built as main.ts builds it, and the modes a test started stopped after it.
  * `useStreamHarness()` registers the jest hooks; read the fields inside tests and hooks only.
@@ -10,6 +10,7 @@ import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createXSource } from '@sts/social';
 import {
+  createAccount,
   createFakeStream,
   createTestDatabase,
   createTestRedis,
@@ -20,6 +21,7 @@ import {
 } from '@sts/testing';
 import type { AmqpClient } from '@sts/messaging';
 import { createPollerRepository, type PollerRepository } from '../src/adapters/repository';
+import { parseRule } from '../src/domain/streamRules';
 import { buildStreamMode, type StreamModeEnv } from '../src/intake/stream/index';
 import type { RecordQueueOptions, StreamMode } from '../src/intake/stream/streamMode';
 
@@ -120,6 +122,36 @@ export class StreamHarness {
   async hitsOf(monitorId: string): Promise<string[]> {
     const hits = await this.db.hit.findMany({ where: { monitorId }, select: { tweetId: true } });
     return hits.map((h) => h.tweetId).sort();
+  }
+
+  /** a Starter account's monitors of `usernames` (made on the fake X if new), by username */
+  async watch(usernames: readonly string[], oneByOne = false): Promise<Map<string, string>> {
+    for (const u of usernames) if (!this.fake.state.user(u)) this.fake.state.addUser({ username: u });
+    const account = await createAccount(this.db, 'starter');
+    const rows = usernames.map((u) => ({ accountId: account.id, targetUsername: u, targetKey: u, keywords: [] }));
+    if (oneByOne) for (const data of rows) await this.db.monitor.create({ data });
+    else await this.db.monitor.createMany({ data: rows });
+    const monitors = await this.db.monitor.findMany({ where: { accountId: account.id } });
+    return new Map(monitors.map((m) => [m.targetKey!, m.id]));
+  }
+
+  /** the usernames the fake stream's rules cover, sorted */
+  ruled(): string[] {
+    return this.stream
+      .rules()
+      .flatMap((r) => parseRule({ value: r.value, tag: r.tag }) ?? [])
+      .sort();
+  }
+
+  async owedRows(): Promise<number> {
+    const [row] = await this.db.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM x_stream_owed`;
+    return Number(row!.n);
+  }
+
+  /** every (monitor, tweet) one hit with one event; the hits of each monitor are exactly `expected` */
+  async expectExactHits(monitors: Map<string, string>, expected: Map<string, string[]>): Promise<void> {
+    for (const [name, id] of monitors) expect(await this.hitsOf(id)).toEqual((expected.get(name) ?? []).sort());
+    expect(await this.db.outboxEvent.count()).toBe(await this.db.hit.count());
   }
 }
 

@@ -5,9 +5,8 @@
  * targets' first account look; a gap whose searches exceed the budget closes with fewer searches
  * and no 429; `off` searches every window as before.
  */
-import { createAccount, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import type { Db } from '@sts/db';
-import { parseRule } from '../../domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-recent-test');
@@ -15,27 +14,6 @@ let db: Db;
 beforeEach(() => {
   ({ db } = h);
 });
-
-async function watch(usernames: readonly string[]): Promise<Map<string, string>> {
-  for (const u of usernames) if (!h.fake.state.user(u)) h.fake.state.addUser({ username: u });
-  const account = await createAccount(db, 'starter');
-  await db.monitor.createMany({
-    data: usernames.map((u) => ({ accountId: account.id, targetUsername: u, targetKey: u, keywords: [] })),
-  });
-  const monitors = await db.monitor.findMany({ where: { accountId: account.id } });
-  return new Map(monitors.map((m) => [m.targetKey!, m.id]));
-}
-
-const ruled = (): string[] =>
-  h.stream
-    .rules()
-    .flatMap((r) => parseRule({ value: r.value, tag: r.tag }) ?? [])
-    .sort();
-
-async function owedRows(): Promise<number> {
-  const [row] = await db.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM x_stream_owed`;
-  return Number(row!.n);
-}
 
 /** the usernames the searches since request `from` asked for */
 function searched(from = 0): string[] {
@@ -46,22 +24,17 @@ function searched(from = 0): string[] {
     .sort();
 }
 
-async function expectExactHits(monitors: Map<string, string>, expected: Map<string, string[]>): Promise<void> {
-  for (const [name, id] of monitors) expect(await h.hitsOf(id)).toEqual((expected.get(name) ?? []).sort());
-  expect(await db.outboxEvent.count()).toBe(await db.hit.count());
-}
-
 describe('X stream backfill lookup (most_recent_tweet_id)', () => {
   it('a rule change: quiet accounts paid without search, the posting one searched; the lookup is their first look', async () => {
     // an old post (before any monitor) and no post at all: nothing owed to find
     h.fake.state.addUser({ username: 'quiet_old' });
     h.fake.state.post({ author: 'quiet_old', text: 'long ago', createdAt: new Date(Date.now() - 3_600_000) });
-    const monitors = await watch(['quiet_old', 'quiet_none', 'talker']);
+    const monitors = await h.watch(['quiet_old', 'quiet_none', 'talker']);
     // posted after its monitor exists, before any rule: only the rules' backfill can find it
     const early = h.fake.state.post({ author: 'talker', text: 'early' });
     h.startMode({ X_BACKFILL_LOOKUP: 'auto' }, undefined, { backfillLookupLagMs: 300 });
-    await waitFor(() => h.stream.connections() === 1 && ruled().length === 3);
-    await waitFor(async () => (await owedRows()) === 0 && (await db.hit.count()) === 1, 15_000);
+    await waitFor(() => h.stream.connections() === 1 && h.ruled().length === 3);
+    await waitFor(async () => (await h.owedRows()) === 0 && (await db.hit.count()) === 1, 15_000);
     expect(searched()).toEqual(['talker']);
     const users = h.fake.requests.log.filter((r) => r.family === 'users');
     expect(users).toHaveLength(1);
@@ -79,7 +52,7 @@ describe('X stream backfill lookup (most_recent_tweet_id)', () => {
     // the stream carries what comes next, once
     const later = h.fake.state.post({ author: 'quiet_none', text: 'now I speak' });
     await waitFor(async () => (await db.hit.count()) === 2);
-    await expectExactHits(
+    await h.expectExactHits(
       monitors,
       new Map([
         ['talker', [early.id]],
@@ -89,28 +62,28 @@ describe('X stream backfill lookup (most_recent_tweet_id)', () => {
   });
 
   it('X_BACKFILL_LOOKUP=off: every new username is searched, no user lookup', async () => {
-    const monitors = await watch(['off_quiet', 'off_talker']);
+    const monitors = await h.watch(['off_quiet', 'off_talker']);
     const early = h.fake.state.post({ author: 'off_talker', text: 'early' });
     h.startMode({ X_BACKFILL_LOOKUP: 'off' }, undefined, { backfillLookupLagMs: 300 });
-    await waitFor(() => h.stream.connections() === 1 && ruled().length === 2);
-    await waitFor(async () => (await owedRows()) === 0 && (await db.hit.count()) === 1, 15_000);
+    await waitFor(() => h.stream.connections() === 1 && h.ruled().length === 2);
+    await waitFor(async () => (await h.owedRows()) === 0 && (await db.hit.count()) === 1, 15_000);
     await new Promise((r) => setTimeout(r, 500));
     expect(searched()).toEqual(['off_quiet', 'off_talker']);
     expect(h.fake.requests.count({ family: 'users' })).toBe(0);
     expect(await db.targetProfile.count()).toBe(0);
-    await expectExactHits(monitors, new Map([['off_talker', [early.id]]]));
+    await h.expectExactHits(monitors, new Map([['off_talker', [early.id]]]));
   });
 
   it('a gap whose searches exceed the budget: looked up, only the posting accounts searched, every post one hit, no 429', async () => {
     // 2 searches per 2-second window; 2 usernames a query: the gap of 10 usernames would need 5
     await h.restartFake({ limits: { search: 2 }, windowMs: 2000 });
     const names = Array.from({ length: 10 }, (_, i) => `gap_${i}`);
-    const monitors = await watch(names);
+    const monitors = await h.watch(names);
     // one set-up search (gap_0 posted before its rule) teaches the governor the search limit
     const early = h.fake.state.post({ author: 'gap_0', text: 'early' });
     h.startMode({ X_QUERY_MAX_LENGTH: 30, X_BACKFILL_LOOKUP: 'auto' }, undefined, { backfillLookupLagMs: 300 });
-    await waitFor(() => h.stream.connections() === 1 && ruled().length === names.length);
-    await waitFor(async () => (await owedRows()) === 0 && (await db.hit.count()) === 1, 20_000);
+    await waitFor(() => h.stream.connections() === 1 && h.ruled().length === names.length);
+    await waitFor(async () => (await h.owedRows()) === 0 && (await db.hit.count()) === 1, 20_000);
     await waitFor(
       async () => (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_state WHERE alive_at IS NOT NULL`).length === 1,
     );
@@ -120,8 +93,8 @@ describe('X stream backfill lookup (most_recent_tweet_id)', () => {
     const expected = new Map<string, string[]>([['gap_0', [early.id]]]);
     for (const n of ['gap_3', 'gap_8']) expected.set(n, [h.fake.state.post({ author: n, text: `during ${n}` }).id]);
     await waitFor(() => h.stream.connects() >= 2);
-    await waitFor(async () => (await owedRows()) === 0 && (await db.hit.count()) === 3, 30_000);
-    await expectExactHits(monitors, expected);
+    await waitFor(async () => (await h.owedRows()) === 0 && (await db.hit.count()) === 3, 30_000);
+    await h.expectExactHits(monitors, expected);
     expect(h.fake.requests.count({ status: 429 })).toBe(0);
     const gapUsers = h.fake.requests.log.slice(from).filter((r) => r.family === 'users');
     expect(gapUsers.length).toBeGreaterThanOrEqual(1);

@@ -5,9 +5,8 @@
  * by one or in batches: at most one request per 20 targets; a username already in the rules is
  * not searched again).
  */
-import { createAccount, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import type { Db } from '@sts/db';
-import { parseRule } from '../../domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-scale-test');
@@ -16,43 +15,16 @@ beforeEach(() => {
   ({ db } = h);
 });
 
-async function watch(usernames: readonly string[], oneByOne = false): Promise<Map<string, string>> {
-  for (const u of usernames) if (!h.fake.state.user(u)) h.fake.state.addUser({ username: u });
-  const account = await createAccount(db, 'starter');
-  const rows = usernames.map((u) => ({ accountId: account.id, targetUsername: u, targetKey: u, keywords: [] }));
-  if (oneByOne) for (const data of rows) await db.monitor.create({ data });
-  else await db.monitor.createMany({ data: rows });
-  const monitors = await db.monitor.findMany({ where: { accountId: account.id } });
-  return new Map(monitors.map((m) => [m.targetKey!, m.id]));
-}
-
-const ruled = (): string[] =>
-  h.stream
-    .rules()
-    .flatMap((r) => parseRule({ value: r.value, tag: r.tag }) ?? [])
-    .sort();
-
-async function owedRows(): Promise<number> {
-  const [row] = await db.$queryRaw<{ n: bigint }[]>`SELECT count(*) AS n FROM x_stream_owed`;
-  return Number(row!.n);
-}
-
-/** every (monitor, tweet) one hit with one event; the hits of each monitor are exactly `expected` */
-async function expectExactHits(monitors: Map<string, string>, expected: Map<string, string[]>): Promise<void> {
-  for (const [name, id] of monitors) expect(await h.hitsOf(id)).toEqual((expected.get(name) ?? []).sort());
-  expect(await db.outboxEvent.count()).toBe(await db.hit.count());
-}
-
 describe('X stream mode at scale', () => {
   it('a gap needing more searches than the budget allows: every post becomes one hit later, no 429', async () => {
     // 2 searches per 2-second window; 2 usernames a query: the gap of 10 usernames needs 5
     await h.restartFake({ limits: { search: 2 }, windowMs: 2000 });
     const names = Array.from({ length: 10 }, (_, i) => `gap_${i}`);
-    const monitors = await watch(names);
+    const monitors = await h.watch(names);
     h.startMode({ X_QUERY_MAX_LENGTH: 30 });
-    await waitFor(() => h.stream.connections() === 1 && ruled().length === names.length);
+    await waitFor(() => h.stream.connections() === 1 && h.ruled().length === names.length);
     // the new rules' own backfill is paid first (3 windows)
-    await waitFor(async () => (await owedRows()) === 0, 20_000);
+    await waitFor(async () => (await h.owedRows()) === 0, 20_000);
     // the position is saved once the connection's (empty) gap is owed
     await waitFor(
       async () => (await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_state WHERE alive_at IS NOT NULL`).length === 1,
@@ -63,21 +35,21 @@ describe('X stream mode at scale', () => {
     await waitFor(() => h.stream.connects() >= 2);
     // the gap is owed as soon as the connection is up, and paid over later windows
     await waitFor(
-      async () => (await owedRows()) === 0 && h.fake.requests.count({ family: 'search' }) >= searches + 5,
+      async () => (await h.owedRows()) === 0 && h.fake.requests.count({ family: 'search' }) >= searches + 5,
       30_000,
     );
     await waitFor(async () => (await db.hit.count()) >= names.length, 10_000);
-    await expectExactHits(monitors, expected);
+    await h.expectExactHits(monitors, expected);
     expect(h.fake.requests.count({ status: 429 })).toBe(0);
     // the budget did refuse (several windows were needed), and no search was wasted
     expect(h.fake.requests.count({ family: 'search' })).toBeLessThanOrEqual(searches + 6);
   });
 
   it('X_STREAM_BACKFILL_MINUTES: X replays a short disconnect, no search', async () => {
-    const monitors = await watch(['rep_a', 'rep_b']);
+    const monitors = await h.watch(['rep_a', 'rep_b']);
     h.startMode({ X_STREAM_BACKFILL_MINUTES: 2 });
-    await waitFor(() => h.stream.connections() === 1 && ruled().length === 2);
-    await waitFor(async () => (await owedRows()) === 0);
+    await waitFor(() => h.stream.connections() === 1 && h.ruled().length === 2);
+    await waitFor(async () => (await h.owedRows()) === 0);
     const before = h.fake.state.post({ author: 'rep_a', text: 'before' });
     await waitFor(async () => (await db.hit.count()) === 1);
     await new Promise((r) => setTimeout(r, 300));
@@ -91,8 +63,8 @@ describe('X stream mode at scale', () => {
     expect(connects[0]!.params.get('backfill_minutes')).toBeNull();
     await new Promise((r) => setTimeout(r, 500));
     expect(h.fake.requests.count({ family: 'search' })).toBe(searches);
-    expect(await owedRows()).toBe(0);
-    await expectExactHits(
+    expect(await h.owedRows()).toBe(0);
+    await h.expectExactHits(
       monitors,
       new Map([
         ['rep_a', [before.id, during[0]!.id]],
@@ -115,22 +87,22 @@ describe('X stream mode at scale', () => {
       const size = names.length / batches;
       for (let b = 0; b < batches; b++) {
         const part = names.slice(b * size, (b + 1) * size);
-        for (const [k, v] of await watch(part, batches === 1)) monitors.set(k, v);
+        for (const [k, v] of await h.watch(part, batches === 1)) monitors.set(k, v);
         if (batches > 1) await new Promise((r) => setTimeout(r, 300));
       }
       // posted after their monitors exist, before any rule: only the rules' backfill finds them
       const early = new Map(['su_000', 'su_259'].map((n) => [n, [h.fake.state.post({ author: n, text: 'early' }).id]]));
-      await waitFor(() => ruled().length === names.length, 15_000);
-      await waitFor(async () => (await owedRows()) === 0 && (await db.hit.count()) === 2, 15_000);
+      await waitFor(() => h.ruled().length === names.length, 15_000);
+      await waitFor(async () => (await h.owedRows()) === 0 && (await db.hit.count()) === 2, 15_000);
       expect(h.fake.requests.count({ family: 'users' })).toBe(0);
       expect(h.fake.requests.log.length).toBeLessThanOrEqual(names.length / 20);
       // another monitor of a watched username: no rule change, no search
       const searches = h.fake.requests.count({ family: 'search' });
-      await watch(['su_007']);
+      await h.watch(['su_007']);
       await new Promise((r) => setTimeout(r, 2500));
       expect(h.fake.requests.count({ family: 'search' })).toBe(searches);
       expect(h.fake.requests.count({ family: 'rules' })).toBeLessThanOrEqual(names.length / 20);
-      await expectExactHits(new Map([...monitors].filter(([k]) => early.has(k))), early);
+      await h.expectExactHits(new Map([...monitors].filter(([k]) => early.has(k))), early);
     },
   );
 });
