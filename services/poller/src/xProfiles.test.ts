@@ -11,7 +11,7 @@
  * - a poll that fails on the account (timeline and search modes) has it looked at at once.
  */
 import { createLogger } from '@sts/common';
-import { createRedisGovernor, createXSource } from '@sts/social';
+import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
 import { waitFor } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { createRedisLeases } from './adapters/lease';
@@ -19,9 +19,24 @@ import { createProfileRepository } from './adapters/profiles';
 import { createPollerRepository } from './adapters/repository';
 import { createXProfileLookup } from './intake/profile/xLookup';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
-import { createPoller, type Poller } from './poller';
+import { createPoller, type Poller, type PollerOptions } from './poller';
 
 const logger = createLogger({ service: 'x-profiles-test', level: 'error' });
+
+/** a poller on the fake X whose source is also its account lookup (Starter polls every second) */
+function xPoller(bed: XTestBed, source: XSource, extra: Partial<PollerOptions>): Poller {
+  return createPoller({
+    repository: createPollerRepository(bed.db),
+    source,
+    leases: createRedisLeases(bed.redis),
+    logger,
+    intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
+    tickMs: 100,
+    profiles: createProfileRepository(bed.db),
+    xAccounts: source,
+    ...extra,
+  });
+}
 
 describe('profile changes and target health on X', () => {
   let bed: XTestBed;
@@ -40,17 +55,7 @@ describe('profile changes and target health on X', () => {
       name: 'x-profiles',
     });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
-    poller = createPoller({
-      repository: createPollerRepository(bed.db),
-      source,
-      leases: createRedisLeases(bed.redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
-      tickMs: 100,
-      profiles: createProfileRepository(bed.db),
-      xAccounts: source,
-      profileLookupMs: 300,
-    });
+    poller = xPoller(bed, source, { profileLookupMs: 300 });
     await poller.start();
   });
 
@@ -353,15 +358,7 @@ describe.each(['timeline', 'search'] as const)('X %s mode: a poll failing on the
     bed = await openXTestBed({ poolSize: 4 });
     // a 1 s user cache: the search resolves its names on every poll (as once the cache TTL ran out)
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, userCacheTtlSeconds: 1 });
-    poller = createPoller({
-      repository: createPollerRepository(bed.db),
-      source,
-      leases: createRedisLeases(bed.redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
-      tickMs: 100,
-      profiles: createProfileRepository(bed.db),
-      xAccounts: source,
+    poller = xPoller(bed, source, {
       // no periodic round within the test: only the looks the polls ask for
       profileLookupMs: 600_000,
       ...(mode === 'search' ? { search: { source, maxQueryLength: 512, overlapMs: 30_000 } } : {}),
