@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  chunks,
   classifyWebhookUrl,
   compareIds,
   compileKeywords,
@@ -177,5 +178,16 @@ describe('ids and plans', () => {
     expect(effectivePlan({ plan: 'starter', trialEndsAt: null }, now)).toBe('starter');
     expect(usagePeriod(now)).toBe('2026-11');
     expect(periodResetEpoch(now)).toBe(Date.UTC(2026, 11, 1) / 1000);
+  });
+});
+
+describe('chunks', () => {
+  it('cuts a list into runs of the size, in order, the last one shorter', () => {
+    expect(chunks([1, 2, 3, 4, 5], 2)).toEqual([[1, 2], [3, 4], [5]]);
+    expect(chunks([1, 2, 3, 4], 2)).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(chunks([], 100)).toEqual([]);
   });
 });

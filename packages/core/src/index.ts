@@ -8,3 +8,4 @@ export * from './webhookUrl';
 export * from './rules';
 export * from './errors';
 export * from './query';
+export * from './lists';

@@ -14,6 +14,7 @@
  * none) and `public_metrics` (its post count): the same user read, which the stream's backfill
  * uses to prove an account posted nothing since a time (services/poller stream/recentCheck.ts).
  */
+import { chunks } from '@sts/core';
 import type { SocialUser } from '../types';
 import type { XClient } from './client';
 import type { XPriority } from './governor';
@@ -57,12 +58,6 @@ export interface XAccounts {
   byId: Map<string, XAccountState>;
   /** every requested username has an entry, keyed lowercase */
   byUsername: Map<string, XAccountState>;
-}
-
-function chunks<T>(list: readonly T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
-  return out;
 }
 
 type Found = XUser & { protected?: boolean; most_recent_tweet_id?: string };

@@ -11,7 +11,7 @@
  * an account that posts stays cached without a lookup of its own.
  */
 import type { RedisClient } from '@sts/common';
-import { isValidUsername } from '@sts/core';
+import { isValidUsername, chunks } from '@sts/core';
 import type { SocialUser } from '../types';
 import type { XClient } from './client';
 import type { XPriority } from './governor';
@@ -107,12 +107,6 @@ function decode(raw: string): XUserResolution {
     return { status: 'ok', user: { ...r.user, createdAt: created ? new Date(created) : null } };
   }
   return r;
-}
-
-function chunks<T>(list: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
-  return out;
 }
 
 type Fetch = (names: string[], priority: XPriority) => Promise<Map<string, XUserResolution>>;

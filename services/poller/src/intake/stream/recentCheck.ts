@@ -12,7 +12,7 @@
  * searched as without the pre-check.
  */
 import type { Logger } from '@sts/common';
-import { errorMessage } from '@sts/core';
+import { errorMessage, chunks } from '@sts/core';
 import { SourceBusyError, type XAccounts, type XSource } from '@sts/social';
 import type { ProfileRepository } from '../../adapters/profiles';
 import { lookupCandidates, provesQuiet, type QuietCandidate } from '../../domain/streamQuiet';
@@ -51,12 +51,6 @@ interface Target {
   targetKey: string;
   userId: string | null;
   candidate: QuietCandidate;
-}
-
-function chunks<T>(list: readonly T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
-  return out;
 }
 
 const NOTHING: RecentCheckResult = { quiet: [], waiting: [], calls: 0, record: () => Promise.resolve() };

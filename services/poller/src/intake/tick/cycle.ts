@@ -16,7 +16,7 @@ import {
   type ReadTime,
   type TargetState,
 } from '../../domain/schedule';
-import { errorMessage } from '@sts/core';
+import { errorMessage, chunks } from '@sts/core';
 import type { Claim, PollerRepository } from '../../adapters/repository';
 import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from '../../pipeline';
 
@@ -127,12 +127,6 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
     }
     return result;
   };
-}
-
-function chunks<T>(list: readonly T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
-  return out;
 }
 
 /** Runs `work` over `units`, `concurrency` at a time; the first error ends the run and is thrown. */
