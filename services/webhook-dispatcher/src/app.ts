@@ -308,7 +308,7 @@ class WebhookDispatcher implements Dispatcher {
     }
     try {
       const prepared = await this.parts.prepare(narrowEnvelope(env));
-      return 'outcome' in prepared ? prepared.outcome : await this.deliver(env, prepared.job);
+      return prepared.kind === 'settled' ? prepared.outcome : await this.deliver(env, prepared.job);
     } catch (err) {
       return outcomeOfError(env, err, {
         logger,

@@ -126,6 +126,7 @@ interface SigningKeys {
 
 /** A delivery that passed prepare: what each of its attempts sends. */
 interface PreparedDelivery {
+  kind: 'prepared';
   job: SendableJob;
   body: string;
   /** the body encoded once: signed, sent and measured as these bytes */
@@ -203,14 +204,14 @@ class Deliverer {
   }
 
   /** the body and the secrets, or the reason it cannot go out (a body over MAX_BODY_BYTES) */
-  private prepare(job: SendableJob, lane: LaneControl | null): PreparedDelivery | { error: string } {
+  private prepare(job: SendableJob, lane: LaneControl | null): PreparedDelivery | { kind: 'unsendable'; error: string } {
     const webhook = job.monitor.webhook;
     const body = buildBody(webhook.kind, job.payload);
     const bytes = Buffer.from(body, 'utf8');
     const size = bytes.length;
-    if (size > MAX_BODY_BYTES) return { error: `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit` };
+    if (size > MAX_BODY_BYTES) return { kind: 'unsendable', error: `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit` };
     const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
-    return { job, body, bytes, keys: this.signingKeys(job), endpointKey };
+    return { kind: 'prepared', job, body, bytes, keys: this.signingKeys(job), endpointKey };
   }
 
   /**
@@ -238,7 +239,7 @@ class Deliverer {
   async send(job: SendableJob, lane: LaneControl | null, signal: AbortSignal): Promise<void> {
     const kind = job.monitor.webhook.kind;
     const prepared = this.prepare(job, lane);
-    if ('error' in prepared) return this.record(unsentAttempt(job, 'failed', prepared.error), kind);
+    if (prepared.kind === 'unsendable') return this.record(unsentAttempt(job, 'failed', prepared.error), kind);
     const waits: Waits = { count: 0, totalMs: 0 };
     for (;;) {
       const sent = await this.attempt(prepared, signal);

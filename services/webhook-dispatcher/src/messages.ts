@@ -19,7 +19,12 @@ import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
 import type { DispatcherRepository, MonitorContext } from './adapters/repository';
 import type { Job } from './delivery';
 
-export type Prepared = { job: Job } | { outcome: ConsumeOutcome };
+/** a message's job, or what becomes of a message that asks for none */
+export type Prepared = { kind: 'job'; job: Job } | Settled;
+/** the message is settled without a delivery */
+export type Settled = { kind: 'settled'; outcome: ConsumeOutcome };
+
+const settled = (outcome: ConsumeOutcome): Settled => ({ kind: 'settled', outcome });
 
 /** what the steps below read: the repository and the log */
 interface Context {
@@ -32,19 +37,19 @@ async function monitorFor(
   { repo, logger }: Context,
   env: EnvelopeOf<DispatcherRoutingKey>,
   monitorId: string,
-): Promise<{ monitor: MonitorContext } | { outcome: ConsumeOutcome }> {
+): Promise<{ kind: 'found'; monitor: MonitorContext } | Settled> {
   if (!isUuid(monitorId)) {
     logger.warn('message names no valid monitor id; dead-lettered', {
       messageId: env.messageId,
       routingKey: env.routingKey,
     });
-    return { outcome: 'dead-letter' };
+    return settled('dead-letter');
   }
   const monitor = await repo.getMonitor(monitorId);
   if (!monitor) {
     // deleted since the event was published: nothing to deliver, nowhere to log an attempt
     logger.info('monitor no longer exists; message dropped', { messageId: env.messageId, monitorId });
-    return { outcome: 'ack' };
+    return settled('ack');
   }
   // every publisher names the account; a message without one is refused like another account's
   if (env.headers.accountId !== monitor.accountId) {
@@ -52,9 +57,9 @@ async function monitorFor(
       messageId: env.messageId,
       monitorId,
     });
-    return { outcome: 'dead-letter' };
+    return settled('dead-letter');
   }
-  return { monitor };
+  return { kind: 'found', monitor };
 }
 
 async function hit(ctx: Context, env: EnvelopeOf<'monitor.hit'>): Promise<Prepared> {
@@ -62,7 +67,7 @@ async function hit(ctx: Context, env: EnvelopeOf<'monitor.hit'>): Promise<Prepar
   const { payload, headers } = env;
   if (headers.hitId !== '' && !isUuid(headers.hitId)) {
     logger.warn('malformed monitor.hit message (hitId); dead-lettered', { messageId: env.messageId });
-    return { outcome: 'dead-letter' };
+    return settled('dead-letter');
   }
   if (env.redelivered) {
     // The broker re-sent a message we may have handled already (we stopped before the ack).
@@ -74,12 +79,13 @@ async function hit(ctx: Context, env: EnvelopeOf<'monitor.hit'>): Promise<Prepar
         deliveryId: env.messageId,
         outcome: logged,
       });
-      return { outcome: 'ack' };
+      return settled('ack');
     }
   }
   const found = await monitorFor(ctx, env, payload.monitor.id);
-  if ('outcome' in found) return found;
+  if (found.kind === 'settled') return found;
   return {
+    kind: 'job',
     job: {
       event: 'monitor.hit',
       deliveryId: env.messageId,
@@ -100,18 +106,18 @@ async function notice(ctx: Context, env: EnvelopeOf<NoticeKey>): Promise<Prepare
   const { repo, logger } = ctx;
   if (!isUuid(env.headers.eventId)) {
     logger.warn(`malformed ${env.routingKey} message (eventId); dead-lettered`, { messageId: env.messageId });
-    return { outcome: 'dead-letter' };
+    return settled('dead-letter');
   }
   if (env.redelivered) {
     const logged = finalOutcome(await repo.loggedAttempts(env.messageId));
-    if (logged) return { outcome: 'ack' };
+    if (logged) return settled('ack');
   }
   const found = await monitorFor(ctx, env, env.payload.monitor.id);
-  if ('outcome' in found) return found;
+  if (found.kind === 'settled') return found;
   const base = { deliveryId: env.messageId, hitId: env.headers.eventId, monitor: found.monitor };
   return env.routingKey === 'monitor.profile_changed'
-    ? { job: { ...base, event: env.routingKey, payload: env.payload } }
-    : { job: { ...base, event: env.routingKey, payload: env.payload } };
+    ? { kind: 'job', job: { ...base, event: env.routingKey, payload: env.payload } }
+    : { kind: 'job', job: { ...base, event: env.routingKey, payload: env.payload } };
 }
 
 /** a redelivered profile-change or status-change attempt: its stored event, as first sent */
@@ -123,23 +129,24 @@ async function redeliverNotice(
   const row = attempt.hitId ? await repo.getMonitorEvent(attempt.hitId) : null;
   if (!row || row.kind !== attempt.event) {
     logger.warn('redeliver: the event of this attempt no longer exists; dropped', { attemptId: attempt.id });
-    return { outcome: 'ack' };
+    return settled('ack');
   }
   const base = { deliveryId: attempt.deliveryId, hitId: row.id, monitor: m };
   if (row.kind === 'monitor.profile_changed') {
     const payload: MonitorProfileChangedEvent = contracts['monitor.profile_changed'].payload.parse(row.payload);
-    return { job: { ...base, event: 'monitor.profile_changed', payload: { ...payload, monitor: monitorRef(m) } } };
+    return { kind: 'job', job: { ...base, event: 'monitor.profile_changed', payload: { ...payload, monitor: monitorRef(m) } } };
   }
   const payload: MonitorTargetUnavailableEvent = contracts['monitor.target_unavailable'].payload.parse(row.payload);
-  return { job: { ...base, event: 'monitor.target_unavailable', payload: { ...payload, monitor: monitorRef(m) } } };
+  return { kind: 'job', job: { ...base, event: 'monitor.target_unavailable', payload: { ...payload, monitor: monitorRef(m) } } };
 }
 
 async function test(ctx: Context, env: EnvelopeOf<'monitor.test'>): Promise<Prepared> {
   const found = await monitorFor(ctx, env, env.payload.monitor.id);
-  if ('outcome' in found) return found;
+  if (found.kind === 'settled') return found;
   const m = found.monitor;
   const sent = env.payload.monitor;
   return {
+    kind: 'job',
     job: {
       event: 'monitor.test',
       deliveryId: env.messageId,
@@ -158,19 +165,19 @@ async function redeliver(ctx: Context, env: EnvelopeOf<'webhook.redeliver'>): Pr
   if (!isUuid(attemptId)) {
     // the contract requires a UUID; handle() may also be driven without the consumer
     logger.warn('malformed webhook.redeliver message; dead-lettered', { messageId: env.messageId });
-    return { outcome: 'dead-letter' };
+    return settled('dead-letter');
   }
   const attempt = await repo.getAttempt(attemptId);
   if (!attempt) {
     logger.warn('redeliver: no such delivery attempt; dropped', { messageId: env.messageId, attemptId });
-    return { outcome: 'ack' };
+    return settled('ack');
   }
   const found = await monitorFor(ctx, env, attempt.monitorId);
-  if ('outcome' in found) return found;
+  if (found.kind === 'settled') return found;
   const m = found.monitor;
   if (attempt.event === 'monitor.test') {
     const payload = monitorTestPayload(monitorRef(m));
-    return { job: { event: 'monitor.test', deliveryId: attempt.deliveryId, hitId: null, monitor: m, payload } };
+    return { kind: 'job', job: { event: 'monitor.test', deliveryId: attempt.deliveryId, hitId: null, monitor: m, payload } };
   }
   if (NOTICE_KEYS.includes(attempt.event)) return redeliverNotice(ctx, attempt, m);
   return redeliverHit(ctx, attempt, m);
@@ -185,7 +192,7 @@ async function redeliverHit(
   const row = attempt.hitId ? await repo.getHit(attempt.hitId) : null;
   if (!row) {
     logger.warn('redeliver: the hit of this attempt no longer exists; dropped', { attemptId: attempt.id });
-    return { outcome: 'ack' };
+    return settled('ack');
   }
   const tweet = {
     id: row.tweetId,
@@ -194,7 +201,7 @@ async function redeliverHit(
     createdAt: row.tweetCreatedAt.toISOString(),
   };
   const payload = monitorHitPayload(monitorRef(m), tweet, row.detectedAt.toISOString());
-  return { job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload } };
+  return { kind: 'job', job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload } };
 }
 
 export function createMessagePreparer(repo: DispatcherRepository, logger: Logger) {

@@ -167,7 +167,7 @@ type LeaseWindow = Pick<Lease, 'accountId' | 'period' | 'minute' | 'epoch'>;
 type LeaseResult = { code: 0 | 1 | 2; monthUsed: number; minuteUsed: number };
 
 /** what one lease script call led to: a result to hand back, or another try */
-type LeaseStep = { done: LeaseResult } | { again: true };
+type LeaseStep = { kind: 'done'; done: LeaseResult } | { kind: 'again' };
 
 function add(map: Map<string, number>, key: string, n: number): void {
   const v = (map.get(key) ?? 0) + n;
@@ -476,7 +476,7 @@ class LeasedQuotaStore implements QuotaStore {
         continue;
       }
       const step = await this.afterLease(l, period, minute, reply);
-      if ('done' in step) return step.done;
+      if (step.kind === 'done') return step.done;
     }
   }
 
@@ -518,26 +518,26 @@ class LeasedQuotaStore implements QuotaStore {
         const now = await this.serialised(() => this.syncLocked(l.accountId, period, epoch));
         // rebuilt again meanwhile (or the window moved on): these units are gone, lease again
         if (code === 0 && now !== epoch)
-          return now === null ? { done: { code: 0, monthUsed, minuteUsed } } : { again: true };
+          return now === null ? { kind: 'done', done: { code: 0, monthUsed, minuteUsed } } : { kind: 'again' };
       }
     }
     if (code === 3) {
       // the counter was rebuilt a moment ago: wait until the other processes have added their units
       await new Promise((r) => setTimeout(r, Math.min(n, this.rebuildGraceMs) + 1));
-      return { again: true };
+      return { kind: 'again' };
     }
-    if (code !== 0) return { done: { code: code as 1 | 2, monthUsed, minuteUsed } };
+    if (code !== 0) return { kind: 'done', done: { code: code as 1 | 2, monthUsed, minuteUsed } };
     if (l.period !== period || l.minute !== minute) {
       // the window moved on while we waited: these units belong to a window no call will use
       this.giveBack({ accountId: l.accountId, period, minute, epoch }, n, n);
-      return { done: { code: 0, monthUsed, minuteUsed } };
+      return { kind: 'done', done: { code: 0, monthUsed, minuteUsed } };
     }
     l.credit += n;
     l.minuteCredit += n;
     l.monthUsed = monthUsed;
     l.minuteUsed = minuteUsed;
     l.leasedAt = Date.now();
-    return { done: { code: 0, monthUsed, minuteUsed } };
+    return { kind: 'done', done: { code: 0, monthUsed, minuteUsed } };
   }
 
   /** waits for a lease (one in flight per account, shared by its waiters) until a unit can be taken */

@@ -217,6 +217,7 @@ function stoppingError(): Error {
 
 /** Where a URL is sent: its origin and path, its default concurrency key. */
 interface Target {
+  kind: 'target';
   /** https://host:port, the connection pool's key */
   origin: string;
   /** path and query */
@@ -227,7 +228,16 @@ interface Target {
   authorization: string | null;
 }
 
-type TargetOrRefusal = Target | { error: string; refused: boolean };
+/** a URL that is not sent: not a URL, not https, or an address the policy refuses */
+interface Unsendable {
+  kind: 'unsendable';
+  error: string;
+  refused: boolean;
+}
+
+type TargetOrRefusal = Target | Unsendable;
+
+const unsendable = (error: string, refused: boolean): Unsendable => ({ kind: 'unsendable', error, refused });
 
 /** Most URLs whose Target is kept (cleared whole when full: the working set is the endpoints in use). */
 const TARGET_CACHE_SIZE = 10_000;
@@ -330,7 +340,7 @@ class Sender implements HttpsSender {
   async send(request: SendRequest): Promise<SendResult> {
     const started = performance.now();
     const target = this.targetOf(request.url);
-    if ('error' in target) return failure(target.error, Math.round(performance.now() - started), target.refused);
+    if (target.kind === 'unsendable') return failure(target.error, Math.round(performance.now() - started), target.refused);
     const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
     const key = request.endpointKey ?? target.key;
     let sem = this.semaphores.get(key);
@@ -372,18 +382,19 @@ class Sender implements HttpsSender {
       target = new URL(url);
       if (this.options.urlOverride) target = this.options.urlOverride(target);
     } catch {
-      return { error: 'webhook URL is not a valid URL', refused: false };
+      return unsendable('webhook URL is not a valid URL', false);
     }
     if (target.protocol !== 'https:')
-      return { error: `webhook URL must use https (got ${target.protocol})`, refused: true };
+      return unsendable(`webhook URL must use https (got ${target.protocol})`, true);
     const host = normalizeHostname(target.hostname);
     if (isIP(host) && !this.isAllowed(host)) {
       const reason = blockedReason(host);
-      if (reason) return { error: `refused to connect to ${host}: ${reason}`, refused: true };
+      if (reason) return unsendable(`refused to connect to ${host}: ${reason}`, true);
     }
     const auth = target.username || target.password;
     const credentials = `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`;
     return {
+      kind: 'target',
       origin: target.origin,
       path: `${target.pathname}${target.search}`,
       key: `${host}:${target.port || '443'}`,
