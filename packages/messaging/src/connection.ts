@@ -8,6 +8,7 @@
 import { connect, type Channel, type ChannelModel, type ConfirmChannel, type Message } from 'amqplib';
 import type { Logger } from '@sts/common';
 import { deferred, errorMessage, settlesWithin, type Deferred } from './deferred';
+import { coalesceWrites } from './coalesce';
 import { declareExchanges } from './topology';
 
 const DEFAULT_HEARTBEAT_SEC = 15;
@@ -245,6 +246,7 @@ export class AmqpConnection {
       clientProperties: { connection_name: this.settings.name },
       timeout: CONNECT_TIMEOUT_MS,
     });
+    if (!coalesceWrites(conn)) this.settings.logger.debug('amqp socket not found: frames are written one by one');
     const generation = ++this.generation;
     let ctx: ConnectionContext | null = null;
     let lostEarly = false;
