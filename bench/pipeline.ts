@@ -20,7 +20,13 @@
  * (`postgres_backends peak <n> median <m>`, before the last three lines).
  *
  * Third-to-last line: `dispatcher_cpu_us_per_delivery <n>` (the dispatcher's CPU time over phases 1
- * and 2 divided by their deliveries: less sensitive to a busy machine than the rates).
+ * and 2 divided by their deliveries: less sensitive to a busy machine than the rates). The log also
+ * gives the two phases apart with the dispatcher's system calls per delivery (/proc/<pid>/io), and
+ * what this machine charges a process for one wake-up at the latency phase's rate and at 5,000/s
+ * (bench/lib/wake.ts): at 200 hits/s each delivery is handled alone, and its CPU is mostly that.
+ *
+ * BENCH_DISPATCHER_RUNTIME: `bundle` (default) runs the dispatcher as the image does, the bundle of
+ * scripts/build.mjs under `node --enable-source-maps`; `tsx` runs the TypeScript sources through tsx.
  * Second-to-last line: `isolation_p99_ms <n>`.
  * Last line: `deliveries_per_s <n> p50_ms <a> p99_ms <b> source_calls_per_cycle <c>`.
  * Targets on the 2-core reference machine: >= 1,000 deliveries/s, p99 < 50 ms.
@@ -31,7 +37,7 @@
  * Read top to bottom, `main` is: set up (database, vhost, receivers, monitors, hits, dispatcher) →
  * warm up → the three phases, each publishing and measuring → tear down → report.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -43,6 +49,8 @@ import { startHttpsReceiver, type HttpsReceiver } from '../packages/testing/src/
 import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing/src/services';
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { percentile } from './lib/numbers';
+import { syscalls } from './load';
+import { wakeCostMicros } from './lib/wake';
 import type { PgBouncer } from '../packages/testing/src/pgbouncer';
 import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
 import { createDatabase, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
@@ -95,10 +103,29 @@ function cpuMicros(pid: number): number {
   return ((Number(stat[11]) + Number(stat[12])) * 1e6) / 100;
 }
 
+/**
+ * How the dispatcher runs: `bundle` (default) as the image runs it, scripts/build.mjs's bundle with
+ * `node --enable-source-maps` (scripts/docker-entrypoint.sh); `tsx` as in development, the
+ * TypeScript sources through tsx.
+ */
+const RUNTIME = process.env.BENCH_DISPATCHER_RUNTIME ?? 'bundle';
+
+/** the dispatcher's command line after node's own flags */
+function dispatcherEntry(): string[] {
+  if (RUNTIME === 'tsx') return ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'];
+  if (RUNTIME !== 'bundle') throw new Error(`BENCH_DISPATCHER_RUNTIME must be bundle or tsx, not ${RUNTIME}`);
+  const outdir = path.join(root, '.tmp', 'bench-dist');
+  execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs'), '--outdir', outdir, '--entry', 'webhook-dispatcher'], {
+    stdio: 'pipe',
+  });
+  return ['--enable-source-maps', path.join(outdir, 'bin', 'webhook-dispatcher.js')];
+}
+
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   // BENCH_DISPATCHER_NODE_ARGS: extra node flags for the dispatcher, e.g. "--cpu-prof --cpu-prof-dir=.tmp/prof"
   const nodeArgs = (process.env.BENCH_DISPATCHER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'], {
+  log(`dispatcher runtime: ${RUNTIME}`);
+  const child = spawn(process.execPath, [...nodeArgs, ...dispatcherEntry()], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -445,13 +472,31 @@ async function measure(run: Run): Promise<Result> {
   const sampler = await sampleBackends(run.adminUrl, run.dbName);
   await warmUp(run);
   const parkedBefore = await parkedSoFar(dispatcherPort);
-  const cpuBefore = cpuMicros(run.dispatcher.pid!);
+  const pid = run.dispatcher.pid!;
+  const idleFrom = cpuMicros(pid);
+  await sleep(2000);
+  const idlePerS = (cpuMicros(pid) - idleFrom) / 2;
+  const cpuBefore = cpuMicros(pid);
+  const io0 = syscalls(pid);
   const commitsBefore = await commits(run);
   const deliveriesPerS = await throughputPhase(run);
+  const cpuBetween = cpuMicros(pid);
+  const io1 = syscalls(pid);
+  const latencyFrom = Date.now();
   const { p50, p99 } = await latencyPhase(run);
-  const cpu = cpuMicros(run.dispatcher.pid!) - cpuBefore;
+  const cpu = cpuMicros(pid) - cpuBefore;
   const cpuPerDelivery = cpu / (HITS + LATENCY_HITS);
   log(`dispatcher cpu: ${Math.round(cpuPerDelivery)} µs per delivery (throughput and latency phases)`);
+  // the two phases apart (10 ms clock ticks: rough), and what the idle dispatcher spends a second
+  const steady = cpuMicros(pid) - cpuBetween;
+  const io2 = syscalls(pid);
+  const per = (n: number, d: number) => round(n / d, 2);
+  log(
+    `dispatcher syscalls per delivery: throughput ${per(io1.reads - io0.reads, HITS)} reads, ${per(io1.writes - io0.writes, HITS)} writes; latency ${per(io2.reads - io1.reads, LATENCY_HITS)} reads, ${per(io2.writes - io1.writes, LATENCY_HITS)} writes`,
+  );
+  log(
+    `dispatcher cpu by phase: throughput ${Math.round((cpuBetween - cpuBefore) / HITS)} µs per delivery, latency ${Math.round(steady / LATENCY_HITS)} µs per delivery (${Math.round(steady / ((Date.now() - latencyFrom) / 1000) / 1000)} ms a second; idle ${Math.round(idlePerS / 1000)} ms a second)`,
+  );
   // a busy machine slows the receivers, lanes back up and messages are parked (consumed, looked up,
   // published again, consumed again): CPU the quiet machine does not spend, counted per message too
   const parked = (await parkedSoFar(dispatcherPort)) - parkedBefore;
@@ -462,6 +507,9 @@ async function measure(run: Run): Promise<Result> {
   await sleep(1500);
   log(
     `database transactions per delivery: ${round(((await commits(run)) - commitsBefore) / (HITS + LATENCY_HITS), 2)}`,
+  );
+  log(
+    `this machine's cost of a wake-up (bench/lib/wake.ts): ${wakeCostMicros(RATE)} µs of CPU per timer and datagram at ${RATE}/s, ${wakeCostMicros(5000)} µs at 5,000/s`,
   );
   const isolationP99 = await isolationPhase(run);
   log(`parked (deferred) messages so far: ${await parkedSoFar(dispatcherPort)}`);
