@@ -15,7 +15,7 @@
  * The last line reads `ratio <r> p50_added_ms <a> p99_added_ms <b>`, from the saturation runs.
  * Target: ratio ≥ 0.8, ≤ 1 ms p50 and ≤ 2 ms p99 added.
  * Uses its own database (dropped at the end) and Redis key prefix; both services run as child
- * processes exactly as in production (`node --import tsx services/<name>/src/main.ts`).
+ * processes as in production: the image's bundles (BENCH_RUNTIME=tsx: the sources through tsx; bench/lib/services.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -24,7 +24,7 @@ import { loadDevEnv } from '../packages/common/src';
 import { generateApiKey } from '../packages/core/src';
 import { createDbClient, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
-import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, root } from './lib/services';
+import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, root, serviceEntry } from './lib/services';
 import { cpuMs, fixedRate, syscalls } from './load';
 
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
@@ -48,19 +48,19 @@ const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ')
 const PIPELINING = Number(process.env.BENCH_PIPELINING ?? 1);
 
 function startService(
-  file: string,
+  name: string,
   env: NodeJS.ProcessEnv,
   ready: RegExp,
   nodeArgs: string[] = [],
 ): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', file], {
+    const child = spawn(process.execPath, [...nodeArgs, ...serviceEntry(name)], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`${file} did not start`)), 120_000);
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 120_000);
     child.stdout.on('data', (c: Buffer) => {
       buf += c.toString();
       for (const line of buf.split('\n')) {
@@ -70,7 +70,7 @@ function startService(
         return;
       }
     });
-    child.on('exit', (code) => reject(new Error(`${file} exited with ${code}`)));
+    child.on('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   });
 }
 
@@ -131,13 +131,13 @@ async function startSystem(db: Db, dbUrl: string, name: string, children: ChildP
   const token = randomBytes(24).toString('base64url');
   const common = { DATABASE_URL: dbUrl, INTERNAL_TOKEN: token, LOG_LEVEL: 'error' };
   const readApi = await startService(
-    'services/read-api/src/main.ts',
+    'read-api',
     { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1', OPS_PORT: '0' },
     /read-api listening/,
   );
   children.push(readApi.child);
   const gateway = await startService(
-    'services/gateway/src/main.ts',
+    'gateway',
     {
       ...common,
       GATEWAY_PORT: '0',

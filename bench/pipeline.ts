@@ -25,7 +25,7 @@
  * what this machine charges a process for one wake-up at the latency phase's rate and at 5,000/s
  * (bench/lib/wake.ts): at 200 hits/s each delivery is handled alone, and its CPU is mostly that.
  *
- * BENCH_DISPATCHER_RUNTIME: `bundle` (default) runs the dispatcher as the image does, the bundle of
+ * BENCH_RUNTIME: `bundle` (default) runs the dispatcher as the image does, the bundle of
  * scripts/build.mjs under `node --enable-source-maps`; `tsx` runs the TypeScript sources through tsx.
  * Second-to-last line: `isolation_p99_ms <n>`.
  * Last line: `deliveries_per_s <n> p50_ms <a> p99_ms <b> source_calls_per_cycle <c>`.
@@ -37,7 +37,7 @@
  * Read top to bottom, `main` is: set up (database, vhost, receivers, monitors, hits, dispatcher) →
  * warm up → the three phases, each publishing and measuring → tear down → report.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -53,7 +53,7 @@ import { syscalls } from './load';
 import { wakeCostMicros } from './lib/wake';
 import type { PgBouncer } from '../packages/testing/src/pgbouncer';
 import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
-import { createDatabase, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
+import { createDatabase, dropDatabase, root, RUNTIME, serviceEntry, serviceUrls, stopChild, trustTestCa } from './lib/services';
 
 const HITS = Number(process.env.BENCH_HITS ?? 20_000);
 const RATE = Number(process.env.BENCH_RATE ?? 200);
@@ -103,29 +103,11 @@ function cpuMicros(pid: number): number {
   return ((Number(stat[11]) + Number(stat[12])) * 1e6) / 100;
 }
 
-/**
- * How the dispatcher runs: `bundle` (default) as the image runs it, scripts/build.mjs's bundle with
- * `node --enable-source-maps` (scripts/docker-entrypoint.sh); `tsx` as in development, the
- * TypeScript sources through tsx.
- */
-const RUNTIME = process.env.BENCH_DISPATCHER_RUNTIME ?? 'bundle';
-
-/** the dispatcher's command line after node's own flags */
-function dispatcherEntry(): string[] {
-  if (RUNTIME === 'tsx') return ['--import', 'tsx', 'services/webhook-dispatcher/src/main.ts'];
-  if (RUNTIME !== 'bundle') throw new Error(`BENCH_DISPATCHER_RUNTIME must be bundle or tsx, not ${RUNTIME}`);
-  const outdir = path.join(root, '.tmp', 'bench-dist');
-  execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs'), '--outdir', outdir, '--entry', 'webhook-dispatcher'], {
-    stdio: 'pipe',
-  });
-  return ['--enable-source-maps', path.join(outdir, 'bin', 'webhook-dispatcher.js')];
-}
-
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   // BENCH_DISPATCHER_NODE_ARGS: extra node flags for the dispatcher, e.g. "--cpu-prof --cpu-prof-dir=.tmp/prof"
   const nodeArgs = (process.env.BENCH_DISPATCHER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   log(`dispatcher runtime: ${RUNTIME}`);
-  const child = spawn(process.execPath, [...nodeArgs, ...dispatcherEntry()], {
+  const child = spawn(process.execPath, [...nodeArgs, ...serviceEntry('webhook-dispatcher')], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'inherit'],

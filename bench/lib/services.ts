@@ -7,7 +7,7 @@
  * BENCH_REDIS_URL, else the local defaults; the benches that also use RabbitMQ read the test run's
  * TEST_* variables too (`serviceUrls`).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { Client } from 'pg';
@@ -17,6 +17,24 @@ import { LOCAL_DEFAULTS, urlsFromEnv, type ServiceUrls } from '../../packages/te
 
 /** the repository root: service files are started from here */
 export const root = path.resolve(__dirname, '../..');
+
+/**
+ * How the benches run a service: BENCH_RUNTIME `bundle` (default) as the image does, the bundle of
+ * scripts/build.mjs under `node --enable-source-maps` (scripts/docker-entrypoint.sh); `tsx` as in
+ * development, the TypeScript sources through tsx.
+ */
+export const RUNTIME = process.env.BENCH_RUNTIME ?? 'bundle';
+
+/** node's arguments after its own flags that run service `name` (e.g. `webhook-dispatcher`) */
+export function serviceEntry(name: string): string[] {
+  if (RUNTIME === 'tsx') return ['--import', 'tsx', `services/${name}/src/main.ts`];
+  if (RUNTIME !== 'bundle') throw new Error(`BENCH_RUNTIME must be bundle or tsx, not ${RUNTIME}`);
+  const outdir = path.join(root, '.tmp', 'bench-dist', name);
+  execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs'), '--outdir', outdir, '--entry', name], {
+    stdio: 'pipe',
+  });
+  return ['--enable-source-maps', path.join(outdir, 'bin', `${name}.js`)];
+}
 
 /** PostgreSQL's admin URL: BENCH_POSTGRES_URL, else the local server. */
 export function postgresAdminUrl(): string {
