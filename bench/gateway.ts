@@ -24,7 +24,15 @@ import { loadDevEnv } from '../packages/common/src';
 import { generateApiKey } from '../packages/core/src';
 import { createDbClient, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
-import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, root, serviceEntry } from './lib/services';
+import {
+  createDatabase,
+  deleteKeys,
+  dropDatabase,
+  postgresAdminUrl,
+  redisUrl,
+  root,
+  serviceEntry,
+} from './lib/services';
 import { cpuMs, fixedRate, syscalls } from './load';
 
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);

@@ -53,7 +53,16 @@ import { syscalls } from './load';
 import { wakeCostMicros } from './lib/wake';
 import type { PgBouncer } from '../packages/testing/src/pgbouncer';
 import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
-import { createDatabase, dropDatabase, root, RUNTIME, serviceEntry, serviceUrls, stopChild, trustTestCa } from './lib/services';
+import {
+  createDatabase,
+  dropDatabase,
+  root,
+  RUNTIME,
+  serviceEntry,
+  serviceUrls,
+  stopChild,
+  trustTestCa,
+} from './lib/services';
 
 const HITS = Number(process.env.BENCH_HITS ?? 20_000);
 const RATE = Number(process.env.BENCH_RATE ?? 200);

@@ -204,12 +204,16 @@ class Deliverer {
   }
 
   /** the body and the secrets, or the reason it cannot go out (a body over MAX_BODY_BYTES) */
-  private prepare(job: SendableJob, lane: LaneControl | null): PreparedDelivery | { kind: 'unsendable'; error: string } {
+  private prepare(
+    job: SendableJob,
+    lane: LaneControl | null,
+  ): PreparedDelivery | { kind: 'unsendable'; error: string } {
     const webhook = job.monitor.webhook;
     const body = buildBody(webhook.kind, job.payload);
     const bytes = Buffer.from(body, 'utf8');
     const size = bytes.length;
-    if (size > MAX_BODY_BYTES) return { kind: 'unsendable', error: `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit` };
+    if (size > MAX_BODY_BYTES)
+      return { kind: 'unsendable', error: `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit` };
     const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
     return { kind: 'prepared', job, body, bytes, keys: this.signingKeys(job), endpointKey };
   }

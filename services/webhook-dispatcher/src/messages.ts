@@ -22,7 +22,7 @@ import type { Job } from './delivery';
 /** a message's job, or what becomes of a message that asks for none */
 export type Prepared = { kind: 'job'; job: Job } | Settled;
 /** the message is settled without a delivery */
-export type Settled = { kind: 'settled'; outcome: ConsumeOutcome };
+type Settled = { kind: 'settled'; outcome: ConsumeOutcome };
 
 const settled = (outcome: ConsumeOutcome): Settled => ({ kind: 'settled', outcome });
 
@@ -134,10 +134,16 @@ async function redeliverNotice(
   const base = { deliveryId: attempt.deliveryId, hitId: row.id, monitor: m };
   if (row.kind === 'monitor.profile_changed') {
     const payload: MonitorProfileChangedEvent = contracts['monitor.profile_changed'].payload.parse(row.payload);
-    return { kind: 'job', job: { ...base, event: 'monitor.profile_changed', payload: { ...payload, monitor: monitorRef(m) } } };
+    return {
+      kind: 'job',
+      job: { ...base, event: 'monitor.profile_changed', payload: { ...payload, monitor: monitorRef(m) } },
+    };
   }
   const payload: MonitorTargetUnavailableEvent = contracts['monitor.target_unavailable'].payload.parse(row.payload);
-  return { kind: 'job', job: { ...base, event: 'monitor.target_unavailable', payload: { ...payload, monitor: monitorRef(m) } } };
+  return {
+    kind: 'job',
+    job: { ...base, event: 'monitor.target_unavailable', payload: { ...payload, monitor: monitorRef(m) } },
+  };
 }
 
 async function test(ctx: Context, env: EnvelopeOf<'monitor.test'>): Promise<Prepared> {
@@ -177,7 +183,10 @@ async function redeliver(ctx: Context, env: EnvelopeOf<'webhook.redeliver'>): Pr
   const m = found.monitor;
   if (attempt.event === 'monitor.test') {
     const payload = monitorTestPayload(monitorRef(m));
-    return { kind: 'job', job: { event: 'monitor.test', deliveryId: attempt.deliveryId, hitId: null, monitor: m, payload } };
+    return {
+      kind: 'job',
+      job: { event: 'monitor.test', deliveryId: attempt.deliveryId, hitId: null, monitor: m, payload },
+    };
   }
   if (NOTICE_KEYS.includes(attempt.event)) return redeliverNotice(ctx, attempt, m);
   return redeliverHit(ctx, attempt, m);
@@ -201,7 +210,10 @@ async function redeliverHit(
     createdAt: row.tweetCreatedAt.toISOString(),
   };
   const payload = monitorHitPayload(monitorRef(m), tweet, row.detectedAt.toISOString());
-  return { kind: 'job', job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload } };
+  return {
+    kind: 'job',
+    job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload },
+  };
 }
 
 export function createMessagePreparer(repo: DispatcherRepository, logger: Logger) {

@@ -340,7 +340,8 @@ class Sender implements HttpsSender {
   async send(request: SendRequest): Promise<SendResult> {
     const started = performance.now();
     const target = this.targetOf(request.url);
-    if (target.kind === 'unsendable') return failure(target.error, Math.round(performance.now() - started), target.refused);
+    if (target.kind === 'unsendable')
+      return failure(target.error, Math.round(performance.now() - started), target.refused);
     const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
     const key = request.endpointKey ?? target.key;
     let sem = this.semaphores.get(key);
@@ -384,8 +385,7 @@ class Sender implements HttpsSender {
     } catch {
       return unsendable('webhook URL is not a valid URL', false);
     }
-    if (target.protocol !== 'https:')
-      return unsendable(`webhook URL must use https (got ${target.protocol})`, true);
+    if (target.protocol !== 'https:') return unsendable(`webhook URL must use https (got ${target.protocol})`, true);
     const host = normalizeHostname(target.hostname);
     if (isIP(host) && !this.isAllowed(host)) {
       const reason = blockedReason(host);
