@@ -10,15 +10,15 @@
  *   hit and one event, no transaction holds them all, and a crash between chunks loses and
  *   duplicates nothing.
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
 import { createDbClient, Prisma, type Db } from '@sts/db';
 import { SourceBusyError, type SocialSource, type SocialTweet } from '@sts/social';
-import { createTestDatabase, createTestRedis } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository, HIT_CHUNK } from './adapters/repository';
 import { createPoller, type PollerOptions } from './poller';
+import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'claim-test', level: process.env.LOG_LEVEL ?? 'error' });
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
@@ -65,27 +65,19 @@ function postingSource(calls: string[], opts: { busyAfter?: number } = {}): Soci
 }
 
 describe('replicas divide the poller work', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let accountId: string;
   let prefix = 0;
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 8 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 8 });
+    ({ db, redis } = bed);
     accountId = (await db.account.create({ data: { email: 'claim@example.com', plan: 'starter' } })).id;
   });
 
-  afterAll(async () => {
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
-  });
+  afterAll(() => bed.close());
 
   /** `n` targets of one monitor each, all due, the i-th due i seconds after the first; their keys */
   async function dueTargets(n: number): Promise<string[]> {
@@ -119,7 +111,7 @@ describe('replicas divide the poller work', () => {
   it('replicas claiming at once get disjoint sets, oldest due first, at most the limit each', async () => {
     const keys = await dueTargets(300);
     await only(keys);
-    const replicas = [0, 1, 2].map(() => createPollerRepository(createDbClient({ url: dbHandle.url, poolSize: 2 })));
+    const replicas = [0, 1, 2].map(() => createPollerRepository(createDbClient({ url: bed.dbUrl, poolSize: 2 })));
     const claimed = await Promise.all(replicas.map((r) => r.claimDue(50, 60_000)));
     const all = claimed.flatMap((c) => c.claims.map((x) => x.targetKey));
     for (const c of claimed) expect(c.claims.length).toBeLessThanOrEqual(50);
@@ -191,7 +183,7 @@ describe('replicas divide the poller work', () => {
 
     beforeAll(async () => {
       // 20,000 trigger runs on one schedule row: longer than a service's statement timeout on a busy machine
-      const seeder = createDbClient({ url: dbHandle.url, poolSize: 1 });
+      const seeder = createDbClient({ url: bed.dbUrl, poolSize: 1 });
       try {
         await seeder.$transaction(
           async (tx) => {

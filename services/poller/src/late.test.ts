@@ -5,41 +5,34 @@
  * - X: a fake X API v2 timeline that shows an older tweet after a newer one was already polled.
  */
 import { Client } from 'pg';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, createXSource, type SocialSource } from '@sts/social';
-import { createTestDatabase, createTestRedis, startFakeX, waitFor } from '@sts/testing';
+import { startFakeX, waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller, type PollerOptions } from './poller';
+import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-late-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('poller: late-visible tweets', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let accountId: string;
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 8 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 8 });
+    ({ db, redis } = bed);
     accountId = (await db.account.create({ data: { email: 'late@example.com', plan: 'starter' } })).id;
   });
 
-  afterAll(async () => {
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
-  });
+  afterAll(() => bed.close());
 
   function makePoller(source: SocialSource, extra: Partial<PollerOptions> = {}) {
     return createPoller({
@@ -62,7 +55,7 @@ describe('poller: late-visible tweets', () => {
 
   /** Inserts a tweet in its own transaction and commits it `holdMs` later; resolves to its id. */
   async function slowTweet(authorId: string, text: string, holdMs: number): Promise<string> {
-    const c = new Client({ connectionString: dbHandle.url });
+    const c = new Client({ connectionString: bed.dbUrl });
     await c.connect();
     try {
       await c.query('BEGIN');

@@ -8,10 +8,11 @@
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { startInProcess, type InProcessService } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import { pollerService } from './main';
+import { openProcessBed, type ProcessBed } from '../test/processBed';
 
 function scrape(port: number): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -50,22 +51,19 @@ const FLEET = [
 ];
 
 describe('poller fleet metrics (one reporter among replicas)', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
-  let redisHandle: ReturnType<typeof createTestRedis>;
+  let bed: ProcessBed;
   let db: Db;
   const replicas: InProcessService[] = [];
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    redisHandle = createTestRedis();
-    db = createDbClient({ url: dbHandle.url, poolSize: 2 });
+    // the broker's vhost does not exist: nothing is ever published
+    bed = await openProcessBed({ amqpUrl: `amqp://guest:guest@127.0.0.1:5672/sts-no-such-vhost-${randomUUID()}` });
+    db = bed.db;
   });
 
   afterAll(async () => {
     for (const r of replicas) await r.stop().catch(() => undefined);
-    await db.$disconnect();
-    await redisHandle.cleanup();
-    await dbHandle.drop();
+    await bed.close();
   });
 
   it('exactly one replica reports outbox and poll lag; when it stops the other takes over', async () => {
@@ -93,10 +91,7 @@ describe('poller fleet metrics (one reporter among replicas)', () => {
       },
     });
     const env = {
-      DATABASE_URL: dbHandle.url,
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
-      AMQP_URL: `amqp://guest:guest@127.0.0.1:5672/sts-no-such-vhost-${randomUUID()}`,
+      ...bed.env,
       POLL_INTERVAL_SECONDS: '3600',
       OPS_PORT: '0',
       LOG_LEVEL: 'error',

@@ -1,15 +1,16 @@
 import net from 'node:net';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { createDbClient, withLastCheck, type Db } from '@sts/db';
+import { withLastCheck, type Db } from '@sts/db';
 import { AmqpClient, contracts, monitorHitPayload, monitorRef, type Envelope } from '@sts/messaging';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
-import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
+import { createTestVhost, waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { intervalFor } from './domain/schedule';
 import { createPoller, type PollerOptions } from './poller';
+import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -50,9 +51,8 @@ class TcpProxy {
 }
 
 describe('poller', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let amqpUrl: string;
   let amqp: AmqpClient;
@@ -135,10 +135,8 @@ describe('poller', () => {
   }
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 8 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 8 });
+    ({ db, redis } = bed);
     amqpUrl = (await createTestVhost()).url;
     amqp = new AmqpClient({ url: amqpUrl, logger, name: 'poller-test' });
     await amqp.start();
@@ -160,10 +158,7 @@ describe('poller', () => {
 
   afterAll(async () => {
     await amqp.stop();
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
+    await bed.close();
   });
 
   it('records a hit, its outbox event and publishes the exact webhook payload (docs/webhooks.md)', async () => {
@@ -609,7 +604,7 @@ describe('poller', () => {
       reconnectDelayMs: { initial: 50, max: 200 },
     });
     await client.start();
-    const relay = createOutboxRelay({ db, publisher: client, logger, databaseUrl: dbHandle.url, idleMs: 100 });
+    const relay = createOutboxRelay({ db, publisher: client, logger, databaseUrl: bed.dbUrl, idleMs: 100 });
     await relay.start();
     try {
       proxy.cut();
@@ -665,7 +660,7 @@ describe('poller', () => {
   });
 
   it('the running relay wakes on new outbox rows without waiting for its poll', async () => {
-    const relay = createOutboxRelay({ db, publisher: amqp, logger, databaseUrl: dbHandle.url, idleMs: 60_000 });
+    const relay = createOutboxRelay({ db, publisher: amqp, logger, databaseUrl: bed.dbUrl, idleMs: 60_000 });
     await relay.start();
     try {
       await sleep(100); // its first (empty) round is done; the next poll would be a minute away

@@ -10,49 +10,39 @@
  * - a rename → the monitors follow the account (same id) to its new username;
  * - a deleted account → `target_status` not_found, one `monitor.target_unavailable` per monitor.
  */
-import { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { createLocalSource, createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
 import { createPollerRepository } from './adapters/repository';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
 import { createPoller, type Poller } from './poller';
+import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'profiles-test', level: 'error' });
 
 describe('profile changes and target health on the local store', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
-  let redisHandle: ReturnType<typeof createTestRedis>;
+  let bed: StoreBed;
   let db: Db;
-  let redis: Redis;
   let poller: Poller;
   let deliveries: DeliveryBed;
   let account: string;
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    redisHandle = createTestRedis();
-    db = createDbClient({ url: dbHandle.url, poolSize: 6 });
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 6 });
+    db = bed.db;
     account = (await db.account.create({ data: { email: 'profiles@example.com', plan: 'starter' } })).id;
-    deliveries = await openDeliveryBed({
-      db: db,
-      dbUrl: dbHandle.url,
-      dbDirectUrl: dbHandle.directUrl,
-      logger,
-      name: 'profiles',
-    });
+    deliveries = await openDeliveryBed({ ...bed, logger, name: 'profiles' });
     poller = createPoller({
       repository: createPollerRepository(db),
       source: createLocalSource({ db }),
-      leases: createRedisLeases(redis),
+      leases: createRedisLeases(bed.redis),
       logger,
       intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
       tickMs: 100,
-      databaseUrl: dbHandle.directUrl,
+      databaseUrl: bed.dbDirectUrl,
       profiles: createProfileRepository(db),
     });
     await poller.start();
@@ -61,10 +51,7 @@ describe('profile changes and target health on the local store', () => {
   afterAll(async () => {
     await poller.stop();
     await deliveries.close();
-    redis.disconnect();
-    await db.$disconnect();
-    await redisHandle.cleanup();
-    await dbHandle.drop();
+    await bed.close();
   });
 
   const monitor = (target: string, path: string, events?: string[]) =>

@@ -8,15 +8,16 @@
  *   changes, and a tick reads only the due targets.
  */
 import { Client } from 'pg';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
-import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
 import { createPoller, type Poller, type PollerOptions } from './poller';
+import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-realtime-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -26,9 +27,8 @@ const NEVER = new Date('9999-12-31T00:00:00Z');
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('poller: push and schedule', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let starter: string;
   let free: string;
@@ -38,10 +38,8 @@ describe('poller: push and schedule', () => {
   const running: Poller[] = [];
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 8 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 8 });
+    ({ db, redis } = bed);
     starter = (await db.account.create({ data: { email: 'rt-starter@example.com', plan: 'starter' } })).id;
     free = (await db.account.create({ data: { email: 'rt-free@example.com' } })).id;
     const local = createLocalSource({ db });
@@ -62,12 +60,7 @@ describe('poller: push and schedule', () => {
     await Promise.all(running.splice(0).map((p) => p.stop()));
   });
 
-  afterAll(async () => {
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
-  });
+  afterAll(() => bed.close());
 
   function makePoller(extra: Partial<PollerOptions> = {}) {
     return createPoller({
@@ -83,7 +76,7 @@ describe('poller: push and schedule', () => {
   }
 
   async function startPoller(extra: Partial<PollerOptions> = {}): Promise<Poller> {
-    const p = makePoller({ databaseUrl: dbHandle.url, ...extra });
+    const p = makePoller({ databaseUrl: bed.dbUrl, ...extra });
     running.push(p);
     await p.start();
     return p;
@@ -215,7 +208,7 @@ describe('poller: push and schedule', () => {
     await startPoller();
     await startPoller();
     await firstPolled(target);
-    const c = new Client({ connectionString: dbHandle.url });
+    const c = new Client({ connectionString: bed.dbUrl });
     await c.connect();
     const posted: string[] = [];
     try {

@@ -19,15 +19,13 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { classifyWebhookUrl, createSecretBox, generateWebhookSecret } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createLocalSource, createSocialTweet, createSocialUser } from '@sts/social';
 import {
-  createTestDatabase,
-  createTestRedis,
   createTestVhost,
   spawnService,
   startHttpsReceiver,
@@ -39,6 +37,7 @@ import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay, type OutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
+import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'replicas-test', level: 'error' });
 const KEY = randomBytes(32).toString('base64');
@@ -87,8 +86,7 @@ describe.each([
   ['running steadily', false],
   ['with one relay stopped and one dispatcher killed (SIGKILL) mid-flow', true],
 ])('two outbox relays and two dispatchers at once, %s', (_name, crash) => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
-  let redisHandle: ReturnType<typeof createTestRedis>;
+  let bed: StoreBed;
   let db: Db;
   let redis: Redis;
   let amqpUrl: string;
@@ -99,10 +97,8 @@ describe.each([
   const receivers: HttpsReceiver[] = [];
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    redisHandle = createTestRedis();
-    db = createDbClient({ url: dbHandle.url, poolSize: 4 });
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 4 });
+    ({ db, redis } = bed);
     amqpUrl = (await createTestVhost()).url;
   });
 
@@ -113,10 +109,7 @@ describe.each([
     for (const c of clients) await c.stop().catch(() => undefined);
     for (const r of receivers) await r.close();
     for (const d of relayDbs) await d.$disconnect();
-    redis.disconnect();
-    await db.$disconnect();
-    await redisHandle.cleanup();
-    await dbHandle.drop();
+    await bed.close();
   });
 
   it('publishes every hit (same key on duplicates), delivers each with its key, bounds each endpoint', async () => {
@@ -161,7 +154,7 @@ describe.each([
 
     for (let i = 0; i < DISPATCHERS; i++) {
       const d = spawnService('services/webhook-dispatcher/src/main.ts', {
-        DATABASE_URL: dbHandle.url,
+        DATABASE_URL: bed.dbUrl,
         AMQP_URL: amqpUrl,
         SECRETS_ENCRYPTION_KEY: KEY,
         WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
@@ -186,13 +179,13 @@ describe.each([
       const publisher = new AmqpClient({ url: amqpUrl, logger, name: `relay-${i}` });
       clients.push(publisher);
       await publisher.start();
-      const relayDb = createDbClient({ url: dbHandle.url, poolSize: 3 });
+      const relayDb = createDbClient({ url: bed.dbUrl, poolSize: 3 });
       relayDbs.push(relayDb);
       const relay = createOutboxRelay({
         db: relayDb,
         publisher,
         logger,
-        databaseUrl: dbHandle.directUrl,
+        databaseUrl: bed.dbDirectUrl,
         batchSize: 5,
         onPublished: (n) => (perRelay[i]! += n),
       });

@@ -3,9 +3,9 @@
  * source the poller reads: the local store (references in its columns) and X (a fake X API v2
  * answering in X's format, `referenced_tweets` and `lang` on each tweet).
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import {
   createLocalSource,
   createSocialTweet,
@@ -14,10 +14,11 @@ import {
   type ReferencedTweet,
   type SocialSource,
 } from '@sts/social';
-import { createTestDatabase, createTestRedis, startFakeX } from '@sts/testing';
+import { startFakeX } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
+import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-rules-test', level: 'error' });
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
@@ -83,26 +84,18 @@ const MONITORS: { name: string; keywords: string[]; excludeTypes: string[]; lang
 ];
 
 describe('poller: monitor rules on both sources', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let accountId: string;
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 4 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 4 });
+    ({ db, redis } = bed);
     accountId = (await db.account.create({ data: { email: 'rules@example.com', plan: 'starter' } })).id;
   });
 
-  afterAll(async () => {
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
-  });
+  afterAll(() => bed.close());
 
   async function runAndCheck(source: SocialSource, target: string, idOf: Map<string, string>) {
     const created = new Map<string, string>();

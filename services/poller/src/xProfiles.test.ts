@@ -47,13 +47,7 @@ describe('profile changes and target health on X', () => {
   beforeAll(async () => {
     bed = await openXTestBed({ poolSize: 6 });
     account = (await bed.db.account.create({ data: { email: 'xprofiles@example.com', plan: 'starter' } })).id;
-    deliveries = await openDeliveryBed({
-      db: bed.db,
-      dbUrl: bed.dbUrl,
-      dbDirectUrl: bed.dbDirectUrl,
-      logger,
-      name: 'x-profiles',
-    });
+    deliveries = await openDeliveryBed({ ...bed, logger, name: 'x-profiles' });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
     poller = xPoller(bed, source, { profileLookupMs: 300 });
     await poller.start();

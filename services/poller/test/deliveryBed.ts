@@ -6,7 +6,6 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from '@sts/common';
 import { classifyWebhookUrl, createSecretBox, generateWebhookSecret } from '@sts/core';
-import type { Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import {
   createTestVhost,
@@ -17,6 +16,7 @@ import {
   type ServiceProcess,
 } from '@sts/testing';
 import { createOutboxRelay, type OutboxRelay } from '../src/relay/relay';
+import type { StoreBed } from './storeBed';
 
 export interface DeliveryBed {
   receiver: HttpsReceiver;
@@ -29,13 +29,10 @@ export interface DeliveryBed {
   close(): Promise<void>;
 }
 
-export async function openDeliveryBed(o: {
-  db: Db;
-  dbUrl: string;
-  dbDirectUrl: string;
-  logger: Logger;
-  name: string;
-}): Promise<DeliveryBed> {
+/** `o`: the store the poller under test records into (a store bed, or an X bed built on one) */
+export async function openDeliveryBed(
+  o: Pick<StoreBed, 'db' | 'dbUrl' | 'dbDirectUrl'> & { logger: Logger; name: string },
+): Promise<DeliveryBed> {
   const key = randomBytes(32).toString('base64');
   const amqpUrl = (await createTestVhost()).url;
   const receiver = await startHttpsReceiver();

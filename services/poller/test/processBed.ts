@@ -1,7 +1,7 @@
 /**
- * What the poller's process tests (main.test.ts, budget.test.ts) start `src/main.ts` on: a test
- * database, a Redis prefix and a RabbitMQ vhost, with the environment that names them. `close()`
- * drops the database and the prefix's keys (vhosts go with the test run).
+ * What the poller's process tests (main.test.ts, budget.test.ts; metrics.test.ts in process) start
+ * `src/main.ts` on: a test database, a Redis prefix and a RabbitMQ vhost, with the environment that
+ * names them. `close()` drops the database and the prefix's keys (vhosts go with the test run).
  */
 import { createDbClient, type Db } from '@sts/db';
 import { createTestDatabase, createTestRedis, createTestVhost } from '@sts/testing';

@@ -5,31 +5,29 @@
  * outbox (payload monitor.query set, targetUsername null), exactly once however often the post
  * is read; a paused query monitor and a post from before a monitor existed fire nothing.
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { createDbClient, QUERY_CURSOR_KEY, type Db } from '@sts/db';
+import { QUERY_CURSOR_KEY, type Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, waitFor } from '@sts/testing';
+import { waitFor } from '@sts/testing';
 import { createRedisLeases } from '../../adapters/lease';
 import { createPollerRepository } from '../../adapters/repository';
 import { createPoller, type Poller } from '../../poller';
+import { openStoreBed, type StoreBed } from '../../../test/storeBed';
 
 const logger = createLogger({ service: 'poller-query-test', level: 'error' });
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('query intake (local store)', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let free: string;
   let poller: Poller;
 
   beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 8 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 8 });
+    ({ db, redis } = bed);
     free = (await db.account.create({ data: { email: 'q-free@example.com' } })).id;
     for (const username of ['acme', 'spammer', 'acme_de']) await createSocialUser(db, { username, name: username });
     poller = createPoller({
@@ -42,16 +40,13 @@ describe('query intake (local store)', () => {
       tickMs: 60_000,
       // and no safety-net run: only the tweet trigger's notification wakes the query intake
       queryIntervalMs: 600_000,
-      databaseUrl: dbHandle.url,
+      databaseUrl: bed.dbUrl,
     });
   });
 
   afterAll(async () => {
     await poller.stop();
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
+    await bed.close();
   });
 
   const hitsOf = (monitorId: string) => db.hit.findMany({ where: { monitorId }, orderBy: { tweetId: 'asc' } });
