@@ -5,58 +5,26 @@
  * write-throughs the rebuild's read did not see) the first time it meets the new epoch. "Flush" here
  * deletes this test's keys (its own prefix), never the shared Redis.
  */
-import { Redis } from 'ioredis';
-import { createDbClient, type Db } from '@sts/db';
-import { createAccount, createTestDatabase, createTestRedis } from '@sts/testing';
-import { createQuotaStore, monthKey, type QuotaStore } from './leasedQuota';
+import { createAccount } from '@sts/testing';
+import { monthKey, type QuotaStore } from './leasedQuota';
+import { useQuotaBed } from '../../test/quotaBed';
 
 const PERIOD = '2026-11';
 const MINUTE = 29_000_000;
 const BIG = 1_000_000; // per-minute limit out of the way: the minute counter restarts at 0 after a flush
 
 describe('leased quota across a Redis flush', () => {
-  let dbHandle: Awaited<ReturnType<typeof createTestDatabase>>;
-  let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
-  let redis: Redis;
-  const stores: QuotaStore[] = [];
-  const clients: Redis[] = [];
+  const bed = useQuotaBed({ poolSize: 6 });
+  const store = () => bed.store().s;
 
-  beforeAll(async () => {
-    dbHandle = await createTestDatabase();
-    db = createDbClient({ url: dbHandle.url, poolSize: 6 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
-  });
-
-  afterAll(async () => {
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await dbHandle.drop();
-  });
-
-  afterEach(async () => {
-    for (const s of stores.splice(0)) await s.close().catch(() => undefined);
-    for (const c of clients.splice(0)) c.disconnect();
-  });
-
-  /** a store on its own Redis connection, as a separate gateway process would have */
-  function store(): QuotaStore {
-    const client = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix, maxRetriesPerRequest: 1 });
-    clients.push(client);
-    const s = createQuotaStore({ db, redis: client });
-    stores.push(s);
-    return s;
-  }
-
-  const account = async () => (await createAccount(db, 'free')).id;
+  const account = async () => (await createAccount(bed.db, 'free')).id;
 
   /** the Redis flush, limited to this test's keys */
-  const flushRedis = () => redisHandle.cleanup();
-  const used = async (id: string) => Number(await redis.hget(monthKey(id, PERIOD), 'u'));
+  const flushRedis = () => bed.redisHandle.cleanup();
+  const used = async (id: string) => Number(await bed.redis.hget(monthKey(id, PERIOD), 'u'));
   const dbUsed = async (id: string) =>
-    (await db.usageMonthly.findUnique({ where: { accountId_period: { accountId: id, period: PERIOD } } }))?.used ?? 0;
+    (await bed.db.usageMonthly.findUnique({ where: { accountId_period: { accountId: id, period: PERIOD } } }))?.used ??
+    0;
   const admit = (s: QuotaStore, id: string, quota: number) => Promise.resolve(s.admit(id, PERIOD, MINUTE, quota, BIG));
 
   /** `n` admitted calls on `s`, each settled as a success (not yet written through) */
