@@ -5,17 +5,14 @@
  * The dispatcher runs in this process, consuming from its own vhost, with production limits
  * (prefetch 256, 8 per endpoint, 15 s time-out).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import { createSecretBox } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { AmqpClient, monitorTestPayload } from '@sts/messaging';
 import {
   createAccount,
   createHit,
   createMonitor,
-  createTestDatabase,
-  createTestVhost,
   type HitFixture,
   type HttpsReceiver,
   type MonitorFixture,
@@ -24,13 +21,12 @@ import {
 } from '@sts/testing';
 import { createDispatcher, type Dispatcher } from './app';
 import { createPrismaRepository } from './adapters/repository';
+import { openBrokerBed, type BrokerBed } from '../test/brokerBed';
 
-const KEY = randomBytes(32).toString('base64');
-const box = createSecretBox(KEY);
 const logger = createLogger({ service: 'dispatcher-fairness-test', level: 'error' });
 
 describe('fair delivery (issue 10)', () => {
-  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: BrokerBed;
   let db: Db;
   let amqpUrl: string;
   let publisher: AmqpClient;
@@ -41,11 +37,8 @@ describe('fair delivery (issue 10)', () => {
   const extra: HttpsReceiver[] = [];
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = createDbClient({ url: testDb.url, poolSize: 6 });
-    amqpUrl = (await createTestVhost()).url;
-    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'fairness-publisher' });
-    await publisher.start();
+    bed = await openBrokerBed({ poolSize: 6, logger, name: 'fairness-publisher' });
+    ({ db, amqpUrl, publisher } = bed);
     healthy = await startHttpsReceiver();
     discord = await startHttpsReceiver();
     consumer = new AmqpClient({ url: amqpUrl, logger, name: 'fairness-dispatcher' });
@@ -54,7 +47,7 @@ describe('fair delivery (issue 10)', () => {
       repository: createPrismaRepository(db),
       messaging: consumer,
       logger,
-      secretsKey: KEY,
+      secretsKey: bed.key,
       allowPrivateHosts: ['localhost'],
       amqpUrl,
       deferMs: 2000,
@@ -69,20 +62,11 @@ describe('fair delivery (issue 10)', () => {
   afterAll(async () => {
     await Promise.all([dispatcher.stop(), consumer.stop()]);
     dispatcher.close();
-    await publisher.stop();
     for (const r of [healthy, discord, ...extra]) await r.close();
-    await db.$disconnect();
-    await testDb.drop();
+    await bed.close();
   });
 
-  async function publishHit(m: MonitorFixture, hit: HitFixture): Promise<string> {
-    const messageId = randomUUID();
-    await publisher.publish('monitor.hit', hit.payload, {
-      messageId,
-      headers: { accountId: m.accountId, hitId: hit.id },
-    });
-    return messageId;
-  }
+  const publishHit = (m: MonitorFixture, hit: HitFixture): Promise<string> => bed.publishHit(m, hit);
 
   async function publishTest(m: MonitorFixture): Promise<string> {
     const messageId = randomUUID();
@@ -97,7 +81,7 @@ describe('fair delivery (issue 10)', () => {
   /** 400 hits queued to `stuck`, then a test ping and a live hit of another account to `healthy` */
   async function isolationScenario(stuck: HttpsReceiver): Promise<{ ping: number; live: number }> {
     const stuckAccount = await createAccount(db, 'starter');
-    const stuckMonitor = await createMonitor(db, box, { accountId: stuckAccount.id, url: `${stuck.url}/hook` });
+    const stuckMonitor = await createMonitor(db, bed.box, { accountId: stuckAccount.id, url: `${stuck.url}/hook` });
     const hits: HitFixture[] = [];
     for (let i = 0; i < 400; i++) hits.push(await createHit(db, stuckMonitor, `backlog ${i} #launch`));
     await Promise.all(hits.map((h) => publishHit(stuckMonitor, h)));
@@ -105,7 +89,7 @@ describe('fair delivery (issue 10)', () => {
     await stuck.waitForRequests(8, 30_000);
 
     const other = await createAccount(db, 'starter');
-    const monitor = await createMonitor(db, box, { accountId: other.id, url: `${healthy.url}/other` });
+    const monitor = await createMonitor(db, bed.box, { accountId: other.id, url: `${healthy.url}/other` });
     const hit = await createHit(db, monitor);
     healthy.requests.length = 0;
     const published = Date.now();
@@ -150,7 +134,7 @@ describe('fair delivery (issue 10)', () => {
       return { status: 204 };
     });
     const account = await createAccount(db, 'starter');
-    const monitor = await createMonitor(db, box, {
+    const monitor = await createMonitor(db, bed.box, {
       accountId: account.id,
       url: 'https://discord.com/api/webhooks/5552000/Paced-Token',
     });
@@ -159,7 +143,7 @@ describe('fair delivery (issue 10)', () => {
     const ids = await Promise.all(hits.map((h) => publishHit(monitor, h)));
 
     // meanwhile another endpoint is not held up by the waiting Discord deliveries
-    const other = await createMonitor(db, box, { accountId: account.id, url: `${healthy.url}/during-pacing` });
+    const other = await createMonitor(db, bed.box, { accountId: account.id, url: `${healthy.url}/during-pacing` });
     healthy.requests.length = 0;
     const liveId = await publishHit(other, await createHit(db, other));
     await waitFor(() => healthy.requests.some((r) => r.headers['x-service-delivery'] === liveId), 5000);

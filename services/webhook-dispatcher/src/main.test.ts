@@ -3,10 +3,9 @@
  * a real RabbitMQ vhost, logging to a real PostgreSQL database, delivering to a real HTTPS
  * receiver. Crash (SIGKILL) and graceful stop (SIGTERM) are real signals.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import { createSecretBox } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { connect } from 'amqplib';
 import { AmqpClient, DEAD_LETTER_EXCHANGE, type Envelope } from '@sts/messaging';
 import { verify } from '@sts/signing';
@@ -14,8 +13,6 @@ import {
   createAccount,
   createHit,
   createMonitor,
-  createTestDatabase,
-  createTestVhost,
   type HitFixture,
   type HttpsReceiver,
   type MonitorFixture,
@@ -25,24 +22,22 @@ import {
   waitFor,
 } from '@sts/testing';
 import { opsPort, spawnDispatcher } from '../test/dispatcher';
+import { openBrokerBed, type BrokerBed } from '../test/brokerBed';
 
-const KEY = randomBytes(32).toString('base64');
-const box = createSecretBox(KEY);
 const logger = createLogger({ service: 'dispatcher-main-test', level: 'error' });
 
 describe('webhook-dispatcher process', () => {
-  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: BrokerBed;
   let db: Db;
   let amqpUrl: string;
-  let publisher: AmqpClient;
   let receiver: HttpsReceiver;
   let monitor: MonitorFixture;
   const running: ServiceProcess[] = [];
 
   const env = () => ({
-    DATABASE_URL: testDb.url,
+    DATABASE_URL: bed.dbUrl,
     AMQP_URL: amqpUrl,
-    SECRETS_ENCRYPTION_KEY: KEY,
+    SECRETS_ENCRYPTION_KEY: bed.key,
     WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
     LOG_LEVEL: 'info',
   });
@@ -53,24 +48,14 @@ describe('webhook-dispatcher process', () => {
     return p;
   }
 
-  async function publishHit(hit: HitFixture, m: MonitorFixture = monitor): Promise<string> {
-    const messageId = randomUUID();
-    await publisher.publish('monitor.hit', hit.payload, {
-      messageId,
-      headers: { accountId: m.accountId, hitId: hit.id },
-    });
-    return messageId;
-  }
+  const publishHit = (hit: HitFixture, m: MonitorFixture = monitor): Promise<string> => bed.publishHit(m, hit);
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = createDbClient({ url: testDb.url, poolSize: 4 });
-    amqpUrl = (await createTestVhost()).url;
-    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'test-publisher' });
-    await publisher.start();
+    bed = await openBrokerBed({ poolSize: 4, logger, name: 'test-publisher' });
+    ({ db, amqpUrl } = bed);
     receiver = await startHttpsReceiver();
     const account = await createAccount(db, 'starter');
-    monitor = await createMonitor(db, box, { accountId: account.id, url: `${receiver.url}/hook` });
+    monitor = await createMonitor(db, bed.box, { accountId: account.id, url: `${receiver.url}/hook` });
   });
 
   afterEach(async () => {
@@ -85,10 +70,8 @@ describe('webhook-dispatcher process', () => {
   });
 
   afterAll(async () => {
-    await publisher.stop();
     await receiver.close();
-    await db.$disconnect();
-    await testDb.drop();
+    await bed.close();
   });
 
   it('refuses to start with a clear message when SECRETS_ENCRYPTION_KEY is missing', async () => {
