@@ -15,10 +15,10 @@ import {
   planMonitorEnv,
   plansFromEnv,
 } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
-import { createTestDatabase, createTestRedis, createTestVhost, waitFor } from '@sts/testing';
-import { Redis } from 'ioredis';
+import { createTestVhost, waitFor } from '@sts/testing';
+import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import {
   ConflictError,
@@ -33,37 +33,26 @@ import {
   ValidationError,
   type UseCases,
 } from './index';
+import { openStoreBed, rejection, type StoreBed } from '../test/storeBed';
 
 const KEY = randomBytes(32).toString('hex');
 const logger = createLogger({ service: 'usecases-test', level: 'error' });
 
-async function rejection(p: Promise<unknown>): Promise<Error & Record<string, unknown>> {
-  try {
-    await p;
-  } catch (err) {
-    return err as Error & Record<string, unknown>;
-  }
-  throw new Error('expected a rejection');
-}
-
 describe('keys, monitors, webhooks, deliveries and hits', () => {
-  let handle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
   let amqp: AmqpClient;
   let listener: AmqpClient;
   let uc: UseCases;
   const seen: Envelope<'monitor.test' | 'webhook.redeliver'>[] = [];
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let free: string; // a Free account
   let starter: string; // a Starter account
   let other: string; // another Starter account: its ids must be invisible to `starter`
 
   beforeAll(async () => {
-    handle = await createTestDatabase();
-    db = createDbClient({ url: handle.url, poolSize: 4 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 4 });
+    ({ db, redis } = bed);
     const vhost = await createTestVhost();
     amqp = new AmqpClient({ url: vhost.url, logger, name: 'usecases-test' });
     await amqp.start();
@@ -95,10 +84,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
   afterAll(async () => {
     await listener.stop();
     await amqp.stop();
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await handle.drop();
+    await bed.close();
   });
 
   describe('API keys', () => {

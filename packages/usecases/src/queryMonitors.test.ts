@@ -5,26 +5,14 @@
  * preview searches the query's words and marks each post with the query's verdict.
  */
 import { monitorLimitsFromEnv, planEnv, planMonitorEnv, plansFromEnv, snowflakeId } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, createTestRedis } from '@sts/testing';
-import { Redis } from 'ioredis';
+import type { Db } from '@sts/db';
 import { z } from 'zod';
 import { createUseCases, PlanLimitError, ValidationError, type PreviewTweet, type UseCases } from './index';
-
-async function rejection(p: Promise<unknown>): Promise<Error & Record<string, unknown>> {
-  try {
-    await p;
-  } catch (err) {
-    return err as Error & Record<string, unknown>;
-  }
-  throw new Error('expected a rejection');
-}
+import { openStoreBed, rejection, type StoreBed } from '../test/storeBed';
 
 describe('query monitors (use-cases)', () => {
-  let handle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
-  let redis: Redis;
   let uc: UseCases;
   let account: string;
   const searches: string[] = [];
@@ -37,10 +25,8 @@ describe('query monitors (use-cases)', () => {
   ];
 
   beforeAll(async () => {
-    handle = await createTestDatabase();
-    db = createDbClient({ url: handle.url, poolSize: 2 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 2 });
+    db = bed.db;
     const env = z.object({ ...planEnv, ...planMonitorEnv }).parse({});
     uc = createUseCases({
       db,
@@ -52,21 +38,13 @@ describe('query monitors (use-cases)', () => {
           searches.push(query);
           return Promise.resolve(found.slice(0, limit));
         },
-        cache: {
-          get: (k) => redis.get(k),
-          set: async (k, v, ttl) => void (await redis.set(k, v, 'EX', ttl)),
-        },
+        cache: bed.cache,
       },
     });
     account = (await uc.admin.createAccount({ email: 'query@example.com', plan: 'starter' })).id;
   });
 
-  afterAll(async () => {
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await handle.drop();
-  });
+  afterAll(() => bed.close());
 
   it('creates a query monitor: the query saved trimmed, no username, no target schedule', async () => {
     const { monitor } = await uc.monitors.create(account, {

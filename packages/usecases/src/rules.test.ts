@@ -4,9 +4,8 @@
  * reads upstream once per target (then from Redis), and costs no API quota.
  */
 import { planEnv, planMonitorEnv, plansFromEnv, monitorLimitsFromEnv, snowflakeId } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, createTestRedis } from '@sts/testing';
-import { Redis } from 'ioredis';
+import type { Db } from '@sts/db';
+import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import {
   createUseCases,
@@ -19,20 +18,11 @@ import {
   type PreviewTweet,
   type UseCases,
 } from './index';
-
-async function rejection(p: Promise<unknown>): Promise<Error & Record<string, unknown>> {
-  try {
-    await p;
-  } catch (err) {
-    return err as Error & Record<string, unknown>;
-  }
-  throw new Error('expected a rejection');
-}
+import { openStoreBed, rejection, type StoreBed } from '../test/storeBed';
 
 describe('monitor rules and preview (use-cases)', () => {
-  let handle: Awaited<ReturnType<typeof createTestDatabase>>;
+  let bed: StoreBed;
   let db: Db;
-  let redisHandle: ReturnType<typeof createTestRedis>;
   let redis: Redis;
   let uc: UseCases;
   let account: string;
@@ -69,10 +59,8 @@ describe('monitor rules and preview (use-cases)', () => {
   ];
 
   beforeAll(async () => {
-    handle = await createTestDatabase();
-    db = createDbClient({ url: handle.url, poolSize: 2 });
-    redisHandle = createTestRedis();
-    redis = new Redis(redisHandle.url, { keyPrefix: redisHandle.prefix });
+    bed = await openStoreBed({ poolSize: 2 });
+    ({ db, redis } = bed);
     const env = z.object({ ...planEnv, ...planMonitorEnv }).parse({});
     uc = createUseCases({
       db,
@@ -83,22 +71,14 @@ describe('monitor rules and preview (use-cases)', () => {
           reads.push(username);
           return Promise.resolve(username.toLowerCase() === 'ghost' ? null : timeline.slice(0, limit));
         },
-        cache: {
-          get: (k) => redis.get(k),
-          set: async (k, v, ttl) => void (await redis.set(k, v, 'EX', ttl)),
-        },
+        cache: bed.cache,
         cacheSeconds: 30,
       },
     });
     account = (await uc.admin.createAccount({ email: 'rules@example.com', plan: 'starter' })).id;
   });
 
-  afterAll(async () => {
-    redis.disconnect();
-    await redisHandle.cleanup();
-    await db.$disconnect();
-    await handle.drop();
-  });
+  afterAll(() => bed.close());
 
   it('saves and shows the filters; update changes only what is given; bad ones name the field', async () => {
     const { monitor } = await uc.monitors.create(account, {
@@ -198,10 +178,7 @@ describe('monitor rules and preview (use-cases)', () => {
               return Promise.reject(new Error('X 503 from https://api.x.com/2/users/by?usernames=broken token=abc'));
             return Promise.resolve(username.startsWith('ghost') ? null : timeline.slice(0, limit));
           },
-          cache: {
-            get: (k) => redis.get(k),
-            set: async (k, v, ttl) => void (await redis.set(k, v, 'EX', ttl)),
-          },
+          cache: bed.cache,
           limit: previewLimiter(redis, 3, 200),
           onUpstreamError: (err) => logged.push(err instanceof Error ? err.message : String(err)),
         },
