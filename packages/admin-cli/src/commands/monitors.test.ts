@@ -38,6 +38,8 @@ describe('monitor and webhook commands', () => {
     if (r.code !== 0) throw new Error(`exit ${r.code}: ${r.stderr}`);
     return JSON.parse(r.stdout) as Record<string, unknown>;
   };
+  /** `monitor create` on the test account, watching `target` */
+  const monitorCreate = (target: string) => ['monitor', 'create', '--account', accountId, '--target', target];
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
@@ -68,12 +70,7 @@ describe('monitor and webhook commands', () => {
   describe('monitor create', () => {
     it('creates a monitor with keywords and a webhook; the secret is shown once and stored encrypted', async () => {
       const out = await json(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'NASA',
+        ...monitorCreate('NASA'),
         '--keywords',
         'launch, moon  landing,Launch',
         '--webhook-url',
@@ -109,25 +106,11 @@ describe('monitor and webhook commands', () => {
         keywords: [],
       });
       const discord = await json(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'jack',
+        ...monitorCreate('jack'),
         '--webhook-url',
         'https://discord.com/api/webhooks/123/tok-en',
       );
-      const slack = await json(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'jack',
-        '--webhook-url',
-        'https://hooks.slack.com/services/T1/B2/abc',
-      );
+      const slack = await json(...monitorCreate('jack'), '--webhook-url', 'https://hooks.slack.com/services/T1/B2/abc');
       expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: discord.id as string } })).kind).toBe(
         'discord',
       );
@@ -137,16 +120,7 @@ describe('monitor and webhook commands', () => {
     });
 
     it('--events posts,profile opts in to profile changes (default posts only); list shows events and target_status', async () => {
-      const out = await json(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'evented',
-        '--events',
-        'profile,posts',
-      );
+      const out = await json(...monitorCreate('evented'), '--events', 'profile,posts');
       expect((await db.monitor.findUniqueOrThrow({ where: { id: out.id as string } })).events).toEqual([
         'posts',
         'profile',
@@ -179,16 +153,7 @@ describe('monitor and webhook commands', () => {
     });
 
     it('prints the secret once in the text output too', async () => {
-      const r = await cli(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'NASA',
-        '--webhook-url',
-        'https://example.com/h',
-      );
+      const r = await cli(...monitorCreate('NASA'), '--webhook-url', 'https://example.com/h');
       expect(r.code).toBe(0);
       expect(r.stdout).toMatch(/signing secret \(shown once, store it now\): whsec_/);
     });
@@ -281,16 +246,7 @@ describe('monitor and webhook commands', () => {
     });
 
     it('webhook set refuses the same URLs and keeps the stored webhook', async () => {
-      const made = await json(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'NASA',
-        '--webhook-url',
-        'https://example.com/keep',
-      );
+      const made = await json(...monitorCreate('NASA'), '--webhook-url', 'https://example.com/keep');
       const monitorId = made.id as string;
       const before = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
       for (const url of [
@@ -350,12 +306,7 @@ describe('monitor and webhook commands', () => {
     let firstSecret: string;
     beforeAll(async () => {
       const out = await json(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'NASA',
+        ...monitorCreate('NASA'),
         '--keywords',
         'launch',
         '--webhook-url',
@@ -480,16 +431,7 @@ describe('monitor and webhook commands', () => {
     let hitId: string;
     const ids: string[] = [];
     beforeAll(async () => {
-      const out = await json(
-        'monitor',
-        'create',
-        '--account',
-        accountId,
-        '--target',
-        'NASA',
-        '--webhook-url',
-        'https://example.com/d',
-      );
+      const out = await json(...monitorCreate('NASA'), '--webhook-url', 'https://example.com/d');
       monitorId = out.id as string;
       hitId = (
         await db.hit.create({
