@@ -5,7 +5,6 @@
  * the other takes over at its next scrape. Poll lag follows real polls: a target the poller reads
  * successfully drops to a small lag, one whose polls fail keeps growing.
  */
-import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { startInProcess, type InProcessService } from '@sts/common';
 import type { Db } from '@sts/db';
@@ -13,18 +12,7 @@ import { createSocialUser } from '@sts/social';
 import { waitFor } from '@sts/testing';
 import { pollerService } from './main';
 import { openProcessBed, type ProcessBed } from '../test/processBed';
-
-function scrape(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve(body));
-      })
-      .on('error', reject);
-  });
-}
+import { scrape } from '../test/scrape';
 
 /** the samples of `name` (exactly that metric name), each as its label text and value */
 function samples(text: string, name: string): { labels: string; value: number }[] {

@@ -18,7 +18,6 @@
  * the killed process sent but did not log is sent again under the same key).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import http from 'node:http';
 import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { classifyWebhookUrl, createSecretBox, generateWebhookSecret } from '@sts/core';
@@ -38,6 +37,7 @@ import { createOutboxRelay, type OutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
 import { openStoreBed, type StoreBed } from '../test/storeBed';
+import { scrape } from '../test/scrape';
 
 const logger = createLogger({ service: 'replicas-test', level: 'error' });
 const KEY = randomBytes(32).toString('base64');
@@ -45,18 +45,6 @@ const PER_ENDPOINT = 2;
 const DISPATCHERS = 2;
 const TWEETS = 40;
 const ANSWER_MS = 100;
-
-function scrape(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve(body));
-      })
-      .on('error', reject);
-  });
-}
 
 /** sum of the samples of `name` whose labels contain `label` */
 function sum(text: string, name: string, label: string): number {

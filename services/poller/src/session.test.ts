@@ -4,7 +4,6 @@
  * after that connection is killed (pg_terminate_backend) it comes back, listens on every channel
  * again and tells its subscribers to resync, and the role's lock is taken again on it.
  */
-import http from 'node:http';
 import { Client } from 'pg';
 import { createLogger } from '@sts/common';
 import { AmqpClient, type Envelope } from '@sts/messaging';
@@ -15,6 +14,7 @@ import { DirectSession, SESSION_APPLICATION_NAME } from './adapters/directSessio
 import { OUTBOX_CHANNEL } from './adapters/repository';
 import { TWEETS_CHANNEL } from './poller';
 import { openProcessBed } from '../test/processBed';
+import { scrape } from '../test/scrape';
 
 const logger = createLogger({ service: 'session-test', level: 'error' });
 /** every channel a poller process listens on */
@@ -35,19 +35,6 @@ async function killSession(admin: Client, database: string): Promise<number> {
   const [before] = await sessionBackends(admin, database);
   await admin.query('SELECT pg_terminate_backend($1)', [before!.pid]);
   return before!.pid;
-}
-
-function scrape(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (body += c));
-        res.on('end', () => resolve(body));
-      })
-      .on('error', reject);
-  });
 }
 
 describe('the direct session', () => {
