@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { Client } from 'pg';
 import { ensureDatabase, migrate } from '../../packages/db/src';
+import { entrypointNodeFlags } from '../../packages/deploy-check/src/deploy';
 import { ensureTestCa, testCaTrusted } from '../../packages/testing/src/https';
 import { LOCAL_DEFAULTS, urlsFromEnv, type ServiceUrls } from '../../packages/testing/src/services';
 
@@ -20,12 +21,12 @@ export const root = path.resolve(__dirname, '../..');
 
 /**
  * How the benches run a service: BENCH_RUNTIME `bundle` (default) as the image does, the bundle of
- * scripts/build.mjs under `node --enable-source-maps` (scripts/docker-entrypoint.sh); `tsx` as in
- * development, the TypeScript sources through tsx.
+ * scripts/build.mjs with the node flags of its line in scripts/docker-entrypoint.sh; `tsx` as in
+ * development (`npm start`), the TypeScript sources through tsx, no flags.
  */
 export const RUNTIME = process.env.BENCH_RUNTIME ?? 'bundle';
 
-/** node's arguments after its own flags that run service `name` (e.g. `webhook-dispatcher`) */
+/** node's arguments after the bench's own flags that run service `name` (e.g. `webhook-dispatcher`) */
 export function serviceEntry(name: string): string[] {
   if (RUNTIME === 'tsx') return ['--import', 'tsx', `services/${name}/src/main.ts`];
   if (RUNTIME !== 'bundle') throw new Error(`BENCH_RUNTIME must be bundle or tsx, not ${RUNTIME}`);
@@ -33,7 +34,7 @@ export function serviceEntry(name: string): string[] {
   execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs'), '--outdir', outdir, '--entry', name], {
     stdio: 'pipe',
   });
-  return ['--enable-source-maps', path.join(outdir, 'bin', `${name}.js`)];
+  return [...entrypointNodeFlags(name), path.join(outdir, 'bin', `${name}.js`)];
 }
 
 /** PostgreSQL's admin URL: BENCH_POSTGRES_URL, else the local server. */

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createTestDatabase, freePort } from '@sts/testing';
 import { readApiEnvSchema } from '../../../services/read-api/src/env';
-import { REPO_ROOT } from './deploy';
+import { entrypointNodeFlags, REPO_ROOT } from './deploy';
 
 const TOKEN = 'bundle-test-internal-token-0123456789';
 const SERVICES = ['gateway', 'read-api', 'poller', 'webhook-dispatcher', 'dashboard'];
@@ -38,11 +38,11 @@ afterAll(async () => {
   await testDb?.drop();
 });
 
-/** A bundle run with plain node from the image directory and only the given environment. */
+/** A bundle run with plain node and the image's flags for it, from the image directory and only the given environment. */
 function run(entry: string, env: Record<string, string>, args: string[] = []) {
   const child = spawn(
     process.execPath,
-    ['--enable-source-maps', path.join(image, 'dist/bin', `${entry}.js`), ...args],
+    [...entrypointNodeFlags(entry), path.join(image, 'dist/bin', `${entry}.js`), ...args],
     {
       cwd: image,
       env: { PATH: process.env.PATH ?? '', ...env },

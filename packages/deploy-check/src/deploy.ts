@@ -249,6 +249,19 @@ export function renderDir(kubectl: string, dir: string): K8sObject[] {
 }
 
 /** The image name the base uses; each overlay's `images:` entry of this name pins it. */
+/**
+ * The node flags the image runs `entry` with: the flags of its `exec node` line in
+ * scripts/docker-entrypoint.sh (the case whose patterns name it).
+ */
+export function entrypointNodeFlags(entry: string): string[] {
+  const script = readFileSync(path.join(REPO_ROOT, 'scripts/docker-entrypoint.sh'), 'utf8');
+  for (const line of script.split('\n')) {
+    const m = /^\s*([\w|-]+)\)\s*(?:shift;\s*)?exec node ((?:--[\w-]+(?:=\S+)?\s+)*)/.exec(line);
+    if (m && m[1]!.split('|').includes(entry)) return m[2]!.trim().split(/\s+/).filter(Boolean);
+  }
+  throw new Error(`scripts/docker-entrypoint.sh runs no node for ${entry}`);
+}
+
 export const IMAGE_NAME = 'social-timeline-service';
 
 /**
