@@ -13,6 +13,7 @@ export * from './engines';
 export * from './redisCluster';
 export * from './proxy';
 export * from './rabbitmq';
+export * from './store';
 export * from './wait';
 export { createVhost, type ServiceUrls } from './services';
 export * from './fakeX';

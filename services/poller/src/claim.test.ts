@@ -18,7 +18,7 @@ import { SourceBusyError, type SocialSource, type SocialTweet } from '@sts/socia
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository, HIT_CHUNK } from './adapters/repository';
 import { createPoller, type PollerOptions } from './poller';
-import { openStoreBed, type StoreBed } from '../test/storeBed';
+import { openTestStore, type TestStore } from '@sts/testing';
 
 const logger = createLogger({ service: 'claim-test', level: process.env.LOG_LEVEL ?? 'error' });
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
@@ -65,14 +65,14 @@ function postingSource(calls: string[], opts: { busyAfter?: number } = {}): Soci
 }
 
 describe('replicas divide the poller work', () => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let redis: Redis;
   let accountId: string;
   let prefix = 0;
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 8 });
+    bed = await openTestStore({ poolSize: 8 });
     ({ db, redis } = bed);
     accountId = (await db.account.create({ data: { email: 'claim@example.com', plan: 'starter' } })).id;
   });

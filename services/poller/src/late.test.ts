@@ -10,24 +10,23 @@ import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, createXSource, type SocialSource } from '@sts/social';
-import { startFakeX, waitFor } from '@sts/testing';
+import { startFakeX, waitFor, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller, type PollerOptions } from './poller';
-import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-late-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('poller: late-visible tweets', () => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let redis: Redis;
   let accountId: string;
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 8 });
+    bed = await openTestStore({ poolSize: 8 });
     ({ db, redis } = bed);
     accountId = (await db.account.create({ data: { email: 'late@example.com', plan: 'starter' } })).id;
   });

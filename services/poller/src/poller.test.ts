@@ -4,13 +4,12 @@ import { createLogger } from '@sts/common';
 import { withLastCheck, type Db } from '@sts/db';
 import { AmqpClient, contracts, monitorHitPayload, monitorRef, type Envelope } from '@sts/messaging';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
-import { createTestVhost, waitFor } from '@sts/testing';
+import { createTestVhost, waitFor, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { intervalFor } from './domain/schedule';
 import { createPoller, type PollerOptions } from './poller';
-import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -51,7 +50,7 @@ class TcpProxy {
 }
 
 describe('poller', () => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let redis: Redis;
   let amqpUrl: string;
@@ -135,7 +134,7 @@ describe('poller', () => {
   }
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 8 });
+    bed = await openTestStore({ poolSize: 8 });
     ({ db, redis } = bed);
     amqpUrl = (await createTestVhost()).url;
     amqp = new AmqpClient({ url: amqpUrl, logger, name: 'poller-test' });

@@ -13,25 +13,24 @@
 import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialUser } from '@sts/social';
-import { waitFor } from '@sts/testing';
+import { waitFor, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
 import { createPollerRepository } from './adapters/repository';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
 import { createPoller, type Poller } from './poller';
-import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'profiles-test', level: 'error' });
 
 describe('profile changes and target health on the local store', () => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let poller: Poller;
   let deliveries: DeliveryBed;
   let account: string;
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 6 });
+    bed = await openTestStore({ poolSize: 6 });
     db = bed.db;
     account = (await db.account.create({ data: { email: 'profiles@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'profiles' });

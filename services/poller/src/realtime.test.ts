@@ -13,11 +13,10 @@ import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
-import { waitFor } from '@sts/testing';
+import { waitFor, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
 import { createPoller, type Poller, type PollerOptions } from './poller';
-import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-realtime-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -27,7 +26,7 @@ const NEVER = new Date('9999-12-31T00:00:00Z');
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('poller: push and schedule', () => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let redis: Redis;
   let starter: string;
@@ -38,7 +37,7 @@ describe('poller: push and schedule', () => {
   const running: Poller[] = [];
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 8 });
+    bed = await openTestStore({ poolSize: 8 });
     ({ db, redis } = bed);
     starter = (await db.account.create({ data: { email: 'rt-starter@example.com', plan: 'starter' } })).id;
     free = (await db.account.create({ data: { email: 'rt-free@example.com' } })).id;

@@ -31,12 +31,13 @@ import {
   waitFor,
   type HttpsReceiver,
   type ServiceProcess,
+  openTestStore,
+  type TestStore,
 } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay, type OutboxRelay } from './relay/relay';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
-import { openStoreBed, type StoreBed } from '../test/storeBed';
 import { scrape } from '../test/scrape';
 
 const logger = createLogger({ service: 'replicas-test', level: 'error' });
@@ -74,7 +75,7 @@ describe.each([
   ['running steadily', false],
   ['with one relay stopped and one dispatcher killed (SIGKILL) mid-flow', true],
 ])('two outbox relays and two dispatchers at once, %s', (_name, crash) => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let redis: Redis;
   let amqpUrl: string;
@@ -85,7 +86,7 @@ describe.each([
   const receivers: HttpsReceiver[] = [];
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 4 });
+    bed = await openTestStore({ poolSize: 4 });
     ({ db, redis } = bed);
     amqpUrl = (await createTestVhost()).url;
   });

@@ -14,11 +14,10 @@ import {
   type ReferencedTweet,
   type SocialSource,
 } from '@sts/social';
-import { startFakeX } from '@sts/testing';
+import { startFakeX, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPollerRepository } from './adapters/repository';
 import { createPoller } from './poller';
-import { openStoreBed, type StoreBed } from '../test/storeBed';
 
 const logger = createLogger({ service: 'poller-rules-test', level: 'error' });
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
@@ -84,13 +83,13 @@ const MONITORS: { name: string; keywords: string[]; excludeTypes: string[]; lang
 ];
 
 describe('poller: monitor rules on both sources', () => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let redis: Redis;
   let accountId: string;
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 4 });
+    bed = await openTestStore({ poolSize: 4 });
     ({ db, redis } = bed);
     accountId = (await db.account.create({ data: { email: 'rules@example.com', plan: 'starter' } })).id;
   });

@@ -14,9 +14,9 @@ import {
   type HttpsReceiver,
   type ReceivedRequest,
   type ServiceProcess,
+  type TestStore,
 } from '@sts/testing';
 import { createOutboxRelay, type OutboxRelay } from '../src/relay/relay';
-import type { StoreBed } from './storeBed';
 
 export interface DeliveryBed {
   receiver: HttpsReceiver;
@@ -31,7 +31,7 @@ export interface DeliveryBed {
 
 /** `o`: the store the poller under test records into (a store bed, or an X bed built on one) */
 export async function openDeliveryBed(
-  o: Pick<StoreBed, 'db' | 'dbUrl' | 'dbDirectUrl'> & { logger: Logger; name: string },
+  o: Pick<TestStore, 'db' | 'dbUrl' | 'dbDirectUrl'> & { logger: Logger; name: string },
 ): Promise<DeliveryBed> {
   const key = randomBytes(32).toString('base64');
   const amqpUrl = (await createTestVhost()).url;

@@ -3,15 +3,14 @@
  * database and a Redis prefix: the fleet's governor, leases and user cache) and the fake X, opened
  * once per file and closed, each cleaned up, after it.
  */
-import { startFakeX, type FakeX, type FakeXOptions } from '@sts/testing';
-import { openStoreBed, type StoreBed } from './storeBed';
+import { startFakeX, type FakeX, type FakeXOptions, openTestStore, type TestStore } from '@sts/testing';
 
-export interface XTestBed extends StoreBed {
+export interface XTestBed extends TestStore {
   fake: FakeX;
 }
 
 export async function openXTestBed(opts: { poolSize: number; fakeX?: FakeXOptions }): Promise<XTestBed> {
-  const store = await openStoreBed({ poolSize: opts.poolSize });
+  const store = await openTestStore({ poolSize: opts.poolSize });
   const fake = await startFakeX(opts.fakeX);
   return {
     ...store,

@@ -9,24 +9,23 @@ import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
 import { QUERY_CURSOR_KEY, type Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser } from '@sts/social';
-import { waitFor } from '@sts/testing';
+import { waitFor, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from '../../adapters/lease';
 import { createPollerRepository } from '../../adapters/repository';
 import { createPoller, type Poller } from '../../poller';
-import { openStoreBed, type StoreBed } from '../../../test/storeBed';
 
 const logger = createLogger({ service: 'poller-query-test', level: 'error' });
 const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('query intake (local store)', () => {
-  let bed: StoreBed;
+  let bed: TestStore;
   let db: Db;
   let redis: Redis;
   let free: string;
   let poller: Poller;
 
   beforeAll(async () => {
-    bed = await openStoreBed({ poolSize: 8 });
+    bed = await openTestStore({ poolSize: 8 });
     ({ db, redis } = bed);
     free = (await db.account.create({ data: { email: 'q-free@example.com' } })).id;
     for (const username of ['acme', 'spammer', 'acme_de']) await createSocialUser(db, { username, name: username });

@@ -1,25 +1,24 @@
 /**
- * What the poller's tests on the real store run on: a test database and a Redis prefix with a
- * client on it (the fleet's governor, leases and user cache), opened once per file; `close()`
- * disconnects both, removes the prefix's keys and drops the database.
+ * A test's store: a database of its own with a client on it, and a Redis prefix of its own with a
+ * client whose keys are the prefix's. `close()` disconnects both, removes the prefix's keys and
+ * drops the database.
  */
 import { Redis } from 'ioredis';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, createTestRedis } from '@sts/testing';
+import { createTestDatabase, createTestRedis } from './isolation';
 
-export interface StoreBed {
+export interface TestStore {
   db: Db;
-  /** the database's URLs (a spawned service's DATABASE_URL; LISTEN and the outbox relay's session) */
+  /** the database's URLs (a spawned service's DATABASE_URL; a direct session for LISTEN) */
   dbUrl: string;
   dbDirectUrl: string;
-  /** a client on the prefix (its keys are the prefix's) */
   redis: Redis;
-  /** the Redis prefix's handle: `cleanup()` removes this bed's keys only */
+  /** the Redis prefix's handle: `cleanup()` removes this store's keys only */
   redisHandle: ReturnType<typeof createTestRedis>;
   close(): Promise<void>;
 }
 
-export async function openStoreBed(opts: { poolSize: number }): Promise<StoreBed> {
+export async function openTestStore(opts: { poolSize: number }): Promise<TestStore> {
   const dbHandle = await createTestDatabase();
   const db = createDbClient({ url: dbHandle.url, poolSize: opts.poolSize });
   const redisHandle = createTestRedis();
