@@ -18,8 +18,15 @@
  *
  * `--from` / `--to` keep only the samples in that window (seconds since the profile's start), e.g. to
  * leave out the start-up.
+ *
+ * Frames in a bundle (what the image runs, and the benches by default) are mapped back to their
+ * sources through the bundle's source map beside it (`<bundle>.js.map`), so the tables name
+ * services/, packages/ and node_modules/ files as they do for the TypeScript sources.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 interface CallFrame {
   functionName: string;
@@ -40,6 +47,48 @@ interface Profile {
   endTime: number;
   samples: number[];
   timeDeltas: number[];
+}
+
+/** the source map beside a bundle frame's file, parsed once per file (null: none) */
+function sourceMapOf(url: string, cache: Map<string, SourceMap | null>): SourceMap | null {
+  let map = cache.get(url);
+  if (map === undefined) {
+    const file = url.startsWith('file://') ? fileURLToPath(url) : url;
+    map =
+      path.isAbsolute(file) && existsSync(`${file}.map`)
+        ? new SourceMap(JSON.parse(readFileSync(`${file}.map`, 'utf8')) as ConstructorParameters<typeof SourceMap>[0])
+        : null;
+    cache.set(url, map);
+  }
+  return map;
+}
+
+/** rewrites bundle frames to their original file, line, column and, where the map has one, name */
+function mapBundleFrames(profile: Profile): void {
+  const maps = new Map<string, SourceMap | null>();
+  for (const node of profile.nodes) {
+    const f = node.callFrame;
+    if (!f.url || f.url.startsWith('node:') || f.url.startsWith('wasm:') || f.lineNumber < 0) continue;
+    const map = sourceMapOf(f.url, maps);
+    if (!map) continue;
+    const e = map.findEntry(f.lineNumber, f.columnNumber) as Partial<{
+      originalSource: string;
+      originalLine: number;
+      originalColumn: number;
+      name: string;
+    }>;
+    if (!e.originalSource) continue;
+    const bundleDir = path.dirname(f.url.startsWith('file://') ? fileURLToPath(f.url) : f.url);
+    const source = e.originalSource.startsWith('file://')
+      ? fileURLToPath(e.originalSource)
+      : path.resolve(bundleDir, e.originalSource);
+    node.callFrame = {
+      functionName: e.name ?? f.functionName,
+      url: `file://${source}`,
+      lineNumber: e.originalLine ?? f.lineNumber,
+      columnNumber: e.originalColumn ?? f.columnNumber,
+    };
+  }
 }
 
 function arg(name: string): string | undefined {
@@ -135,6 +184,7 @@ function main(): void {
   const from = Number(arg('--from') ?? 0) * 1e6;
   const to = Number(arg('--to') ?? Infinity) * 1e6;
   const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
+  mapBundleFrames(profile);
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
