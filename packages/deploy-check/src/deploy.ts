@@ -248,7 +248,6 @@ export function renderDir(kubectl: string, dir: string): K8sObject[] {
     .filter((o): o is K8sObject => o !== null);
 }
 
-/** The image name the base uses; each overlay's `images:` entry of this name pins it. */
 /**
  * The node flags the image runs `entry` with: the flags of its `exec node` line in
  * scripts/docker-entrypoint.sh (the case whose patterns name it).
@@ -262,6 +261,7 @@ export function entrypointNodeFlags(entry: string): string[] {
   throw new Error(`scripts/docker-entrypoint.sh runs no node for ${entry}`);
 }
 
+/** The image name the base uses; each overlay's `images:` entry of this name pins it. */
 export const IMAGE_NAME = 'social-timeline-service';
 
 /**
