@@ -43,17 +43,27 @@ export interface OwedSearch {
   queryKey?: string;
 }
 
-interface Merged {
+/** the owed rows of one username, merged */
+export interface OwedAccount {
   username: string;
+  /** the oldest window's start */
   since: Date;
   ids: bigint[];
+  /** every row is a rule change's */
   rulesOnly: boolean;
+  /** a row is a post known lost (the account did post) */
+  lost: boolean;
+  /** when its newest row was owed */
+  newest: Date;
+  /** the earliest due time of its rows */
   dueSince: Date;
+  /** the most failures of one of its rows */
   attempts: number;
 }
 
-function merge(rows: readonly OwedWindow[]): Map<string, Merged> {
-  const byName = new Map<string, Merged>();
+/** the rows of each username (lower-cased) merged into one window from their oldest `since` */
+export function mergeOwedWindows(rows: readonly OwedWindow[]): Map<string, OwedAccount> {
+  const byName = new Map<string, OwedAccount>();
   for (const r of rows) {
     const u = r.username.toLowerCase();
     const m = byName.get(u);
@@ -63,6 +73,8 @@ function merge(rows: readonly OwedWindow[]): Map<string, Merged> {
         since: r.since,
         ids: [r.id],
         rulesOnly: r.reason === 'rules',
+        lost: r.reason === 'lost',
+        newest: r.createdAt,
         dueSince: r.dueAt,
         attempts: r.attempts,
       });
@@ -71,7 +83,9 @@ function merge(rows: readonly OwedWindow[]): Map<string, Merged> {
     m.ids.push(r.id);
     if (r.since < m.since) m.since = r.since;
     if (r.dueAt < m.dueSince) m.dueSince = r.dueAt;
+    if (r.createdAt > m.newest) m.newest = r.createdAt;
     m.rulesOnly &&= r.reason === 'rules';
+    m.lost ||= r.reason === 'lost';
     m.attempts = Math.max(m.attempts, r.attempts);
   }
   return byName;
@@ -87,8 +101,8 @@ export function planOwedSearches(
   maxLength: number,
 ): { searches: OwedSearch[]; dropped: bigint[] } {
   const dropped: bigint[] = [];
-  const groups = new Map<string, { parts: string[]; members: Merged[] }>();
-  for (const m of merge(rows).values()) {
+  const groups = new Map<string, { parts: string[]; members: OwedAccount[] }>();
+  for (const m of mergeOwedWindows(rows).values()) {
     const wanted = partsOf(m.username);
     if (wanted === null) {
       dropped.push(...m.ids);
@@ -136,7 +150,7 @@ export function planQueryOwedSearches(
 ): { searches: OwedSearch[]; dropped: bigint[] } {
   const searches: OwedSearch[] = [];
   const dropped: bigint[] = [];
-  for (const m of merge(rows).values()) {
+  for (const m of mergeOwedWindows(rows).values()) {
     const query = queryOf(m.username);
     if (query === null) dropped.push(...m.ids);
     else

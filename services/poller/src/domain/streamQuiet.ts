@@ -17,7 +17,7 @@
  */
 import { isValidTweetId, snowflakeTime } from '@sts/core';
 import type { XAccountState } from '@sts/social';
-import type { OwedWindow } from './streamOwed';
+import { mergeOwedWindows, type OwedWindow } from './streamOwed';
 
 /** how much older than a window's start the newest post must be: X's and this fleet's clocks differ */
 export const QUIET_MARGIN_MS = 5_000;
@@ -50,47 +50,16 @@ export interface CandidatePlan {
   waiting: bigint[];
 }
 
-interface Merged extends QuietCandidate {
-  rulesOnly: boolean;
-  lost: boolean;
-  newest: number;
-  dueSince: number;
-}
-
-function merge(rows: readonly OwedWindow[]): Map<string, Merged> {
-  const byName = new Map<string, Merged>();
-  for (const r of rows) {
-    const u = r.username.toLowerCase();
-    const m = byName.get(u) ?? {
-      username: u,
-      since: r.since,
-      ids: [],
-      rulesOnly: true,
-      lost: false,
-      newest: 0,
-      dueSince: r.dueAt.getTime(),
-    };
-    m.ids.push(r.id);
-    if (r.since < m.since) m.since = r.since;
-    m.rulesOnly &&= r.reason === 'rules';
-    m.lost ||= r.reason === 'lost';
-    m.newest = Math.max(m.newest, r.createdAt.getTime());
-    m.dueSince = Math.min(m.dueSince, r.dueAt.getTime());
-    byName.set(u, m);
-  }
-  return byName;
-}
-
 /** which usernames of `rows` (usernames' windows, no query monitor's) to look up now, and which wait */
 export function lookupCandidates(rows: readonly OwedWindow[], input: CandidateInput): CandidatePlan {
   const out: CandidatePlan = { check: [], waiting: [] };
   const now = input.now.getTime();
-  for (const m of merge(rows).values()) {
+  for (const m of mergeOwedWindows(rows).values()) {
     if (m.lost || !input.watched(m.username)) continue;
     const firstLook = m.rulesOnly && input.neverLooked.has(m.username);
     if (!firstLook && !input.budgetShort) continue;
-    const settling = now - m.newest < input.lagMs;
-    const gathering = firstLook && input.changesPending && now - m.dueSince < input.holdMs;
+    const settling = now - m.newest.getTime() < input.lagMs;
+    const gathering = firstLook && input.changesPending && now - m.dueSince.getTime() < input.holdMs;
     if (settling || gathering) out.waiting.push(...m.ids);
     else out.check.push({ username: m.username, since: m.since, ids: m.ids });
   }
