@@ -17,7 +17,7 @@ import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
 import { createPollerRepository } from './adapters/repository';
-import { createXProfileLookup } from './intake/profile/xLookup';
+import { createXProfileLookup, type XProfileLookupDeps } from './intake/profile/xLookup';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
 import { createPoller, type Poller, type PollerOptions } from './poller';
 
@@ -34,6 +34,18 @@ function xPoller(bed: XTestBed, source: XSource, extra: Partial<PollerOptions>):
     tickMs: 100,
     profiles: createProfileRepository(bed.db),
     xAccounts: source,
+    ...extra,
+  });
+}
+
+/** the account lookup on the fake X (Starter every minute, Free every five) */
+function xLookup(bed: XTestBed, source: XSource, extra: Partial<XProfileLookupDeps> & Pick<XProfileLookupDeps, 'now'>) {
+  return createXProfileLookup({
+    source,
+    repository: createProfileRepository(bed.db),
+    leases: createRedisLeases(bed.redis),
+    logger,
+    intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
     ...extra,
   });
 }
@@ -222,12 +234,7 @@ describe('the X account lookup: batched at the plan interval, in the fleet budge
     const governor = createRedisGovernor(bed.redis, { limits: { users: 300 } });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, governor });
     let now = new Date();
-    const lookup = createXProfileLookup({
-      source,
-      repository: createProfileRepository(bed.db),
-      leases: createRedisLeases(bed.redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+    const lookup = xLookup(bed, source, {
       now: () => now,
       everyMs: 1000,
     });
@@ -279,12 +286,7 @@ describe('the X account lookup in 15 s rounds: once per plan interval, never a r
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis });
     const start = Date.now();
     let now = new Date(start);
-    const lookup = createXProfileLookup({
-      source,
-      repository: createProfileRepository(bed.db),
-      leases: createRedisLeases(bed.redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+    const lookup = xLookup(bed, source, {
       now: () => now,
       everyMs: 15_000,
     });
@@ -319,12 +321,7 @@ describe('X account lookup beside the stream backfill', () => {
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis });
     let leaving = true;
     const asked: string[] = [];
-    const lookup = createXProfileLookup({
-      source,
-      repository: createProfileRepository(bed.db),
-      leases: createRedisLeases(bed.redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+    const lookup = xLookup(bed, source, {
       now: () => new Date(),
       leavesFirstLook: (t) => {
         asked.push(t.targetKey);
