@@ -454,6 +454,42 @@ async function isolationPhase(run: Run): Promise<number> {
   return isolationP99;
 }
 
+/** the dispatcher's CPU time (µs) and system calls so far, and when they were read */
+interface Usage {
+  cpu: number;
+  reads: number;
+  writes: number;
+  at: number;
+}
+
+function usage(pid: number): Usage {
+  return { cpu: cpuMicros(pid), ...syscalls(pid), at: Date.now() };
+}
+
+/** one phase's CPU and system calls per delivery (10 ms clock ticks: rough), and its CPU a second */
+function perDelivery(from: Usage, to: Usage, deliveries: number) {
+  const per = (n: number) => round(n / deliveries, 2);
+  return {
+    cpu: Math.round((to.cpu - from.cpu) / deliveries),
+    reads: per(to.reads - from.reads),
+    writes: per(to.writes - from.writes),
+    cpuMsPerS: Math.round((to.cpu - from.cpu) / (to.at - from.at)),
+  };
+}
+
+/** the two phases apart, and what the idle dispatcher spends a second */
+function logPhases(idle: { from: Usage; to: Usage }, start: Usage, between: Usage, end: Usage): void {
+  const t = perDelivery(start, between, HITS);
+  const l = perDelivery(between, end, LATENCY_HITS);
+  const idleMsPerS = perDelivery(idle.from, idle.to, 1).cpuMsPerS;
+  log(
+    `dispatcher syscalls per delivery: throughput ${t.reads} reads, ${t.writes} writes; latency ${l.reads} reads, ${l.writes} writes`,
+  );
+  log(
+    `dispatcher cpu by phase: throughput ${t.cpu} µs per delivery, latency ${l.cpu} µs per delivery (${l.cpuMsPerS} ms a second; idle ${idleMsPerS} ms a second)`,
+  );
+}
+
 /**
  * The phases in order. CPU per delivery: the dispatcher's CPU time over the throughput and latency
  * phases (after the warm-up, before the isolation phase, whose dead endpoint's backlog circulates
@@ -464,30 +500,18 @@ async function measure(run: Run): Promise<Result> {
   await warmUp(run);
   const parkedBefore = await parkedSoFar(dispatcherPort);
   const pid = run.dispatcher.pid!;
-  const idleFrom = cpuMicros(pid);
+  const idleFrom = usage(pid);
   await sleep(2000);
-  const idlePerS = (cpuMicros(pid) - idleFrom) / 2;
-  const cpuBefore = cpuMicros(pid);
-  const io0 = syscalls(pid);
+  const start = usage(pid);
   const commitsBefore = await commits(run);
   const deliveriesPerS = await throughputPhase(run);
-  const cpuBetween = cpuMicros(pid);
-  const io1 = syscalls(pid);
-  const latencyFrom = Date.now();
+  const between = usage(pid);
   const { p50, p99 } = await latencyPhase(run);
-  const cpu = cpuMicros(pid) - cpuBefore;
+  const end = usage(pid);
+  const cpu = end.cpu - start.cpu;
   const cpuPerDelivery = cpu / (HITS + LATENCY_HITS);
   log(`dispatcher cpu: ${Math.round(cpuPerDelivery)} µs per delivery (throughput and latency phases)`);
-  // the two phases apart (10 ms clock ticks: rough), and what the idle dispatcher spends a second
-  const steady = cpuMicros(pid) - cpuBetween;
-  const io2 = syscalls(pid);
-  const per = (n: number, d: number) => round(n / d, 2);
-  log(
-    `dispatcher syscalls per delivery: throughput ${per(io1.reads - io0.reads, HITS)} reads, ${per(io1.writes - io0.writes, HITS)} writes; latency ${per(io2.reads - io1.reads, LATENCY_HITS)} reads, ${per(io2.writes - io1.writes, LATENCY_HITS)} writes`,
-  );
-  log(
-    `dispatcher cpu by phase: throughput ${Math.round((cpuBetween - cpuBefore) / HITS)} µs per delivery, latency ${Math.round(steady / LATENCY_HITS)} µs per delivery (${Math.round(steady / ((Date.now() - latencyFrom) / 1000) / 1000)} ms a second; idle ${Math.round(idlePerS / 1000)} ms a second)`,
-  );
+  logPhases({ from: idleFrom, to: start }, start, between, end);
   // a busy machine slows the receivers, lanes back up and messages are parked (consumed, looked up,
   // published again, consumed again): CPU the quiet machine does not spend, counted per message too
   const parked = (await parkedSoFar(dispatcherPort)) - parkedBefore;
