@@ -190,6 +190,174 @@ describe('http1 server', () => {
     expect(paths[1]!.body).toBe('hi');
   });
 
+  describe('pipelining', () => {
+    /** a server whose handler answers nothing itself: the test answers through `held` */
+    async function holding(opts: Partial<HttpServerOptions> = {}) {
+      const held: Array<{ req: HttpRequest; res: HttpResponder }> = [];
+      server = createHttpServer({ handler: (req, res) => held.push({ req, res }), ...opts });
+      port = await server.listen(0, '127.0.0.1');
+      return held;
+    }
+    const answer = (h: { req: HttpRequest; res: HttpResponder }, body = h.req.path) =>
+      h.res.send(200, 'content-type: text/plain\r\n', body);
+    const settle = () => new Promise((r) => setTimeout(r, 50));
+    const until = async (check: () => boolean) => {
+      for (let i = 0; i < 100 && !check(); i++) await settle();
+    };
+
+    it('hands safe requests to the handler together; answers wait for the earlier ones, then leave in one write', async () => {
+      const held = await holding();
+      const writes: number[] = [];
+      server.server.on('connection', (socket: net.Socket) => {
+        const s = socket as unknown as { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void };
+        const write = s._write.bind(socket);
+        const writev = s._writev.bind(socket);
+        s._write = (...a) => (writes.push(1), write(...a));
+        s._writev = (chunks, ...a) => (writes.push((chunks as unknown[]).length), writev(chunks, ...a));
+      });
+      const c = await client();
+      c.write(
+        'GET /0 HTTP/1.1\r\nHost: h\r\n\r\nHEAD /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n\r\n',
+      );
+      await until(() => held.length === 3);
+      expect(held.map((h) => h.req.path)).toEqual(['/0', '/1', '/2']);
+      expect(server.inFlight).toBe(3);
+      answer(held[2]!);
+      answer(held[1]!);
+      await settle();
+      expect(c.rest).toBe(''); // held behind /0
+      answer(held[0]!);
+      expect((await c.next())!.body).toBe('/0');
+      const head = (await c.next(3000, true))!;
+      expect(head.headers['content-length']).toBe('2');
+      expect((await c.next())!.body).toBe('/2');
+      expect(writes).toEqual([3]); // the three answers of that tick: one writev
+      expect(server.inFlight).toBe(0);
+    });
+
+    it('a request that is not safe runs alone: after the answers before it, and before anything after it', async () => {
+      const held = await holding();
+      const c = await client();
+      c.write(
+        'GET /a HTTP/1.1\r\nHost: h\r\n\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.1\r\nHost: h\r\n\r\n',
+      );
+      await until(() => held.length > 0);
+      await settle();
+      expect(held.map((h) => h.req.path)).toEqual(['/a']);
+      answer(held[0]!);
+      await until(() => held.length > 1);
+      await settle();
+      expect(held.map((h) => h.req.path)).toEqual(['/a', '/b']);
+      expect(held[1]!.req.body!.toString()).toBe('hi');
+      answer(held[1]!);
+      await until(() => held.length > 2);
+      answer(held[2]!);
+      const bodies = [];
+      for (let i = 0; i < 3; i++) bodies.push((await c.next())!.body);
+      expect(bodies).toEqual(['/a', '/b', '/c']);
+    });
+
+    it('a framing error behind owed requests is answered after them, then the connection closes', async () => {
+      const held = await holding(jsonErrors);
+      const c = await client();
+      c.write(
+        'GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\nBROKEN\r\n\r\nGET /c HTTP/1.1\r\nHost: h\r\n\r\n',
+      );
+      await until(() => held.length === 2);
+      await settle();
+      expect(c.rest).toBe('');
+      answer(held[1]!);
+      answer(held[0]!);
+      expect((await c.next())!.body).toBe('/a');
+      expect((await c.next())!.body).toBe('/b');
+      const refused = (await c.next())!;
+      expect(refused.status).toBe(400);
+      expect(JSON.parse(refused.body).error).toBe('malformed request line');
+      expect(refused.headers.connection).toBe('close');
+      expect(await c.waitClosed()).toBe(true);
+      expect(held).toHaveLength(2);
+    });
+
+    it('Connection: close in a pipeline: the answers up to it, then the end; nothing after it is handled', async () => {
+      await start();
+      const c = await client();
+      c.write(
+        'GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\nGET /c HTTP/1.1\r\nHost: h\r\n\r\n',
+      );
+      const a = (await c.next())!;
+      const b = (await c.next())!;
+      expect([JSON.parse(a.body).path, JSON.parse(b.body).path]).toEqual(['/a', '/b']);
+      expect(a.headers.connection).toBeUndefined();
+      expect(b.headers.connection).toBe('close');
+      expect(await c.waitClosed()).toBe(true);
+      expect(c.rest).toBe('');
+      expect(seen.map((r) => r.path)).toEqual(['/a', '/b']);
+    });
+
+    it('a long-lived answer behind an owed one never starts: the earlier answer is written, then the connection ends', async () => {
+      let closedCalls = 0;
+      let live: ReturnType<HttpResponder['stream']> | undefined;
+      const held = await holding({
+        handler: (req, res) => {
+          if (req.path !== '/live') held.push({ req, res });
+          else live = res.stream(200, '', { maxUnsentBytes: 1024, onClose: () => closedCalls++ });
+        },
+      });
+      const c = await client();
+      c.write('GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /live HTTP/1.1\r\nHost: h\r\n\r\n');
+      await until(() => live !== undefined);
+      expect(live!.closed).toBe(true);
+      expect(live!.write('x')).toBe(false);
+      expect(closedCalls).toBe(1);
+      answer(held[0]!);
+      expect((await c.next())!.body).toBe('/a');
+      expect(await c.waitClosed()).toBe(true);
+      expect(c.rest).toBe('');
+      expect(server.inFlight).toBe(0);
+    });
+
+    it('close() with pipelined requests in flight writes every answer, the last with Connection: close', async () => {
+      const held = await holding();
+      const c = await client();
+      c.write('GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n');
+      await until(() => held.length === 2);
+      const closing = server.close(5000);
+      answer(held[1]!);
+      answer(held[0]!);
+      const a = (await c.next())!;
+      const b = (await c.next())!;
+      expect([a.body, b.body]).toEqual(['/a', '/b']);
+      expect(a.headers.connection).toBeUndefined();
+      expect(b.headers.connection).toBe('close');
+      await closing;
+      expect(await c.waitClosed()).toBe(true);
+    });
+
+    it('answers held behind a slow one count toward maxUnsentBytes: reading stops, and resumes once they are written', async () => {
+      const body = 'y'.repeat(6000);
+      let slow: HttpResponder | undefined;
+      let handled = 0;
+      server = createHttpServer({
+        handler: (req, res) => {
+          handled++;
+          if (req.path === '/slow') slow = res;
+          else res.send(200, '', body);
+        },
+        maxUnsentBytes: 10_000,
+      });
+      port = await server.listen(0, '127.0.0.1');
+      const c = await client();
+      c.write('GET /slow HTTP/1.1\r\nHost: h\r\n\r\n' + 'GET /x HTTP/1.1\r\nHost: h\r\n\r\n'.repeat(10));
+      await until(() => handled >= 3);
+      await settle();
+      expect(handled).toBe(3); // /slow, then two answers held (over 10,000 bytes): nothing more is read
+      slow!.send(200, '', 'slow');
+      expect((await c.next())!.body).toBe('slow');
+      for (let i = 0; i < 10; i++) expect((await c.next())!.body).toBe(body);
+      expect(handled).toBe(11);
+    });
+  });
+
   it('reads a request delivered one byte at a time', async () => {
     await start();
     const c = await client();
@@ -561,14 +729,15 @@ describe('http1 server', () => {
     s.destroy();
   });
 
-  it('stops reading a connection whose buffered input is over the bound while a request is handled', async () => {
-    let release: (() => void) | undefined;
+  it('stops reading a connection whose buffered input is over the bound while its requests are handled', async () => {
+    const held: HttpResponder[] = [];
     await start();
     server.close(0).catch(() => undefined);
     server = createHttpServer({
       handler: (_req, res) => {
-        release = () => res.send(200, '', 'ok');
+        held.push(res);
       },
+      maxPipelinedRequests: 4,
     });
     port = await server.listen(0, '127.0.0.1');
     const c = await client();
@@ -576,9 +745,13 @@ describe('http1 server', () => {
     c.write('GET /next HTTP/1.1\r\nHost: h\r\n\r\n'.repeat(20_000)); // 720 KB, more than head + body limits
     for (let i = 0; i < 100 && server.pausedConnections === 0; i++) await new Promise((r) => setTimeout(r, 50));
     expect(server.pausedConnections).toBe(1);
-    release!();
-    const a = await c.next();
-    expect(a!.status).toBe(200);
+    // at most maxPipelinedRequests are handed out while none is answered
+    expect(held).toHaveLength(4);
+    expect(server.inFlight).toBe(4);
+    held[0]!.send(200, '', 'ok');
+    expect((await c.next())!.body).toBe('ok');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(held).toHaveLength(5);
   });
 
   it('a client that shuts its write side after pipelined requests gets every answer, then the end', async () => {

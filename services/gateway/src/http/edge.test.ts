@@ -2,8 +2,8 @@
  * The gateway's edge against clients that do not play along, end to end (real PostgreSQL and
  * Redis; a node:http server with node's default limits stands in for read-api and records what
  * reaches it): methods refused at the gateway, forwarded heads bounded under read-api's head
- * limit, half-closed clients answered, and calls whose client left before forwarding neither
- * forwarded nor charged.
+ * limit, half-closed clients answered, pipelined reads forwarded together and answered in
+ * order, and calls whose client left before forwarding neither forwarded nor charged.
  */
 import http from 'node:http';
 import net from 'node:net';
@@ -186,6 +186,27 @@ describe('gateway edge', () => {
     expect(text).toContain('{"data":{"url":"/api/v1/users/alice"}}');
     await gw.flush();
     await waitFor(async () => (await usage(a.accountId)) === 1, 5000);
+  });
+
+  it('a client that pipelines reads has them forwarded together and answered in order, each charged once', async () => {
+    const a = await account();
+    const key = `X-API-Key: ${a.key}\r\n`;
+    releaseHeld = undefined;
+    const text = raw(
+      ['held', 'bob', 'carol'].map((u) => `GET /api/v1/users/${u} HTTP/1.1\r\nHost: g\r\n${key}\r\n`).join(''),
+    );
+    // the two behind the held one reach read-api while it is still unanswered
+    await waitFor(() => Promise.resolve(reached.length === 3), 5000, 10);
+    expect(reached.map((r) => r.url)).toEqual(['/api/v1/users/held', '/api/v1/users/bob', '/api/v1/users/carol']);
+    releaseHeld!();
+    const answers = await text;
+    expect(statuses(answers)).toEqual([200, 200, 200]);
+    const at = (s: string) => answers.indexOf(s);
+    expect(at('\r\n\r\n{}')).toBeGreaterThan(-1);
+    expect(at('\r\n\r\n{}')).toBeLessThan(at('/api/v1/users/bob'));
+    expect(at('/api/v1/users/bob')).toBeLessThan(at('/api/v1/users/carol'));
+    await gw.flush();
+    await waitFor(async () => (await usage(a.accountId)) === 3, 5000);
   });
 
   it('a call whose client is gone before it is forwarded is neither forwarded nor charged', async () => {

@@ -1,0 +1,149 @@
+/**
+ * The answers of a connection: what a handler is given to answer with (Responder), a long-lived
+ * chunked answer (ChunkedStream), and what holding an answer costs. The connection decides when
+ * an answer is written (AnswerOwner).
+ */
+import { STATUS_CODES } from 'node:http';
+import type net from 'node:net';
+import type { HeaderBlock, HttpResponder, ResponseStream, ResponseStreamOptions } from './types';
+import { httpDate } from './wire';
+
+const STATUS_LINES: string[] = [];
+export function statusLine(status: number): string {
+  return (STATUS_LINES[status] ??= `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`);
+}
+
+/** the connection, as its answers see it */
+export interface AnswerOwner {
+  readonly socket: net.Socket;
+  /** the connection is closed: an answer given now is dropped */
+  readonly closed: boolean;
+  /** an answer was given or a piece of one written (the idle sweep watches this) */
+  touch(): void;
+  /** `r` has its answer (`r.answer`; null: none, the connection ends at it) */
+  given(r: Responder): void;
+  /**
+   * `r` starts a long-lived answer: true when it is first in line (it may write now), else false
+   * (it never starts, and the connection ends once the answers before it are written)
+   */
+  takeOver(r: Responder): boolean;
+  /** a long-lived answer that had the connection is over */
+  streamEnded(): void;
+}
+
+/** an answer as given by the handler, written when every earlier one on its connection is */
+export interface GivenAnswer {
+  status: number;
+  headers: HeaderBlock;
+  body: Buffer | string | null;
+}
+
+/** what holding an answer costs, for the `maxUnsent` bound (its bytes, give or take the status line) */
+export function heldSize(a: GivenAnswer | null | undefined): number {
+  return a ? 128 + a.headers.length + (a.body === null ? 0 : a.body.length) : 0;
+}
+
+export class Responder implements HttpResponder {
+  sent = false;
+  /** undefined: not given yet; null: none (the connection ends at it) */
+  answer: GivenAnswer | null | undefined = undefined;
+  /** bytes counted in the connection's `held` while this answer waits */
+  heldSize = 0;
+
+  constructor(
+    private readonly conn: AnswerOwner,
+    /** a HEAD request: the answer goes without its body */
+    readonly headOnly: boolean,
+    readonly keepAlive: boolean,
+  ) {}
+
+  get closed(): boolean {
+    return this.conn.closed;
+  }
+
+  send(status: number, headers: HeaderBlock, body: Buffer | string | null): void {
+    if (this.sent) return;
+    this.sent = true;
+    this.conn.touch();
+    this.answer = { status, headers, body };
+    this.conn.given(this);
+  }
+
+  stream(status: number, headers: HeaderBlock, options: ResponseStreamOptions): ResponseStream {
+    if (this.sent) throw new Error('the answer was already sent');
+    this.sent = true;
+    const conn = this.conn;
+    const first = conn.takeOver(this);
+    const out = new ChunkedStream(conn, options, first);
+    if (first)
+      conn.socket.write(
+        `${statusLine(status)}date: ${httpDate()}\r\n${headers}transfer-encoding: chunked\r\nconnection: close\r\n\r\n`,
+        'latin1',
+      );
+    else out.finish();
+    return out;
+  }
+}
+
+/** a chunked answer written as it is produced; the connection ends with it */
+class ChunkedStream implements ResponseStream {
+  private over = false;
+
+  constructor(
+    private readonly conn: AnswerOwner,
+    private readonly options: ResponseStreamOptions,
+    /** false: the stream never had the connection (it was closed, or answers were owed before it) */
+    private readonly started: boolean,
+  ) {
+    if (started) conn.socket.once('close', () => this.finish());
+  }
+
+  get closed(): boolean {
+    return this.over;
+  }
+
+  get unsentBytes(): number {
+    return this.over ? 0 : this.conn.socket.writableLength;
+  }
+
+  write(data: string): boolean {
+    if (this.over) return false;
+    this.conn.touch();
+    const socket = this.conn.socket;
+    socket.write(`${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`);
+    if (socket.writableLength > this.options.maxUnsentBytes) {
+      socket.destroy();
+      this.finish();
+      return false;
+    }
+    return true;
+  }
+
+  drained(): Promise<void> {
+    if (this.over || this.conn.socket.writableLength === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const socket = this.conn.socket;
+      const done = () => {
+        socket.off('drain', done);
+        socket.off('close', done);
+        resolve();
+      };
+      socket.on('drain', done);
+      socket.on('close', done);
+    });
+  }
+
+  end(): void {
+    if (this.over) return;
+    this.conn.socket.write('0\r\n\r\n');
+    this.finish();
+  }
+
+  /** once: the request is done (the connection ends after what was written) */
+  finish(): void {
+    if (this.over) return;
+    this.over = true;
+    if (this.started) this.conn.streamEnded();
+    this.options.onClose();
+  }
+}
