@@ -1,7 +1,8 @@
 /** One client connection of the server: its input, its requests in flight, its answers in order. */
 import { randomUUID } from 'node:crypto';
 import type net from 'node:net';
-import { heldSize, Responder, statusLine, type AnswerOwner, type GivenAnswer } from './answers';
+import { AnswerWriter, heldSize, Responder, type AnswerOwner } from './answers';
+import { InputBuffer } from './input';
 import {
   bareLineEnd,
   readRequestHead,
@@ -11,7 +12,7 @@ import {
   type RequestHead,
 } from './requestHead';
 import type { HttpRequest, RequestHandler, ServerError } from './types';
-import { ChunkedDecoder, headEnd, httpDate, WireError } from './wire';
+import { ChunkedDecoder, headEnd, WireError } from './wire';
 
 const enum State {
   Head,
@@ -53,13 +54,7 @@ export interface Shared extends HeadLimits {
  */
 export class Connection implements AnswerOwner {
   private state = State.Head;
-  /** unparsed input; a view of `store` when `store` is set (then it ends at `store[fill]`) */
-  private buf: Buffer | null = null;
-  /** a buffer of ours that input is appended into (capacity doubled), so input is not re-copied per read */
-  private store: Buffer | null = null;
-  private fill = 0;
-  /** how far the current incomplete head has been checked for bare CR/LF */
-  private scanned = 0;
+  private readonly input = new InputBuffer();
   /** when the current request's first byte arrived, or reading it resumed (0: none yet) */
   private startedAt = 0;
   private looping = false;
@@ -87,8 +82,7 @@ export class Connection implements AnswerOwner {
   private alone = false;
   /** a framing error found while answers were owed: written after them */
   private failure: WireError | null = null;
-  /** the socket is corked until the end of this tick (one write for the answers of a turn) */
-  private corked = false;
+  private readonly out: AnswerWriter;
   /** the peer's address, read once (a getter on the socket) */
   private readonly remoteAddress: string;
 
@@ -97,6 +91,7 @@ export class Connection implements AnswerOwner {
     readonly sh: Shared,
   ) {
     this.remoteAddress = socket.remoteAddress ?? '';
+    this.out = new AnswerWriter(socket);
     socket.setNoDelay(true);
     // no socket.setTimeout: node re-arms its timer on every read and write; the sweep
     // (checkDeadline) sees idleness from `activity` instead
@@ -115,7 +110,7 @@ export class Connection implements AnswerOwner {
   }
 
   private get buffered(): number {
-    return this.buf === null ? 0 : this.buf.length;
+    return this.input.length;
   }
 
   /** true while more requests may be parsed and dispatched */
@@ -131,42 +126,10 @@ export class Connection implements AnswerOwner {
     );
   }
 
-  /** appends `chunk` to the unparsed input */
-  private append(chunk: Buffer): void {
-    const buf = this.buf;
-    if (buf === null || buf.length === 0) {
-      this.buf = chunk;
-      this.store = null;
-      this.scanned = 0;
-      return;
-    }
-    const need = buf.length + chunk.length;
-    const store = this.store;
-    if (store !== null && this.fill + chunk.length <= store.length) {
-      chunk.copy(store, this.fill);
-      this.fill += chunk.length;
-      this.buf = store.subarray(this.fill - need, this.fill);
-      return;
-    }
-    // a new store: earlier ones stay untouched (bodies handed out may be views of them)
-    const next = Buffer.allocUnsafe(Math.max(4096, 2 * need));
-    buf.copy(next, 0);
-    chunk.copy(next, buf.length);
-    this.store = next;
-    this.fill = need;
-    this.buf = next.subarray(0, need);
-  }
-
-  /** drops `n` bytes from the front of the input */
-  private consume(n: number): void {
-    this.buf = this.buf!.subarray(n);
-    this.scanned = 0;
-  }
-
   private onData(chunk: Buffer): void {
     if (this.state === State.Closed || this.failure !== null) return;
     this.activity++;
-    this.append(chunk);
+    this.input.append(chunk);
     if (this.startedAt === 0) this.startedAt = Date.now();
     if (!this.reading) {
       // later requests wait; do not buffer without bound
@@ -228,7 +191,7 @@ export class Connection implements AnswerOwner {
 
   private onClose(): void {
     this.state = State.Closed;
-    this.buf = this.store = null;
+    this.input.clear();
     this.parked = null;
     if (this.inputPaused) this.sh.paused--;
     this.inputPaused = false;
@@ -257,28 +220,29 @@ export class Connection implements AnswerOwner {
 
   /** true when a head was consumed (or an error answered) and the loop should go on */
   private readHead(): boolean {
-    let buf = this.buf;
+    const input = this.input;
+    let buf = input.buf;
     if (buf === null || buf.length === 0) return false;
     // RFC 9112 §2.2: ignore empty lines before a request line
     let start = 0;
     while (start + 1 < buf.length && buf[start] === 13 && buf[start + 1] === 10) start += 2;
     if (start > 0) {
-      this.consume(start);
-      buf = this.buf!;
+      input.consume(start);
+      buf = input.buf!;
     }
     const end = headEnd(buf);
     const maxHead = this.sh.maxHead;
     if (end === -1 || end > maxHead) {
       if (end > maxHead || buf.length > maxHead)
         throw new WireError(431, 'HEADERS_TOO_LARGE', `request head larger than ${maxHead} bytes`);
-      if (bareLineEnd(buf, this.scanned) !== -1)
+      if (bareLineEnd(buf, input.scanned) !== -1)
         throw new WireError(400, 'INVALID_REQUEST', 'bare CR or LF in the message head (lines end with CRLF)');
-      this.scanned = Math.max(0, buf.length - 1);
+      input.scanned = Math.max(0, buf.length - 1);
       if (Date.now() - this.startedAt > this.sh.requestTimeoutMs) throw timeoutError();
       return false;
     }
     const head = readRequestHead(buf.toString('latin1', 0, end), this.sh);
-    this.consume(end + 4);
+    input.consume(end + 4);
     this.head = head;
     const expect = head.headers.expect;
     if (expect !== undefined && expect.toLowerCase() !== '100-continue')
@@ -296,18 +260,18 @@ export class Connection implements AnswerOwner {
   }
 
   private readBody(): boolean {
-    const buf = this.buf;
+    const buf = this.input.buf;
     if (buf === null || buf.length === 0) return false;
     const framing = this.head!.framing;
     if (framing.kind === 'length') {
       const n = framing.length;
       if (buf.length < n) return false;
-      this.consume(n);
+      this.input.consume(n);
       this.ready(buf.subarray(0, n));
       return true;
     }
     const decoder = this.decoder!;
-    this.consume(decoder.feed(buf));
+    this.input.consume(decoder.feed(buf));
     if (!decoder.done) return false;
     this.decoder = null;
     this.ready(decoder.body);
@@ -375,7 +339,7 @@ export class Connection implements AnswerOwner {
       const last = owed.length === 0 && this.parked === null;
       const answer = r.answer;
       const keepAlive = r.keepAlive && answer !== null && !(this.sh.closing && last);
-      if (answer !== null) this.writeAnswer(answer, r.headOnly, keepAlive);
+      if (answer !== null) this.out.answer(answer, r.headOnly, keepAlive);
       if (!keepAlive) {
         this.end();
         return;
@@ -412,41 +376,6 @@ export class Connection implements AnswerOwner {
     this.loop();
   }
 
-  /** writes status, headers and body (none for HEAD) of an answer, as one buffer or string */
-  private writeAnswer({ status, headers, body }: GivenAnswer, headOnly: boolean, keepAlive: boolean): void {
-    const length = body === null ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    const head =
-      `${statusLine(status)}date: ${httpDate()}\r\n${headers}content-length: ${length}\r\n` +
-      (keepAlive ? '\r\n' : 'connection: close\r\n\r\n');
-    if (headOnly || body === null || length === 0) this.write(head, 'latin1');
-    else if (typeof body === 'string') this.write(head + body, 'utf8');
-    else {
-      // one buffer, one write (cheaper than a writev of two)
-      const out = Buffer.allocUnsafe(head.length + length);
-      out.write(head, 0, 'latin1');
-      body.copy(out, head.length);
-      this.write(out, undefined);
-    }
-  }
-
-  /** writes `data`; the writes of one tick leave in one system call (the socket is corked until the tick ends) */
-  private write(data: Buffer | string, encoding: BufferEncoding | undefined): void {
-    const socket = this.socket;
-    if (!this.corked) {
-      this.corked = true;
-      socket.cork();
-      process.nextTick(uncork, this);
-    }
-    if (encoding === undefined) socket.write(data);
-    else socket.write(data, encoding);
-  }
-
-  /** the end of the tick that corked the socket (public for `uncork`, which avoids a closure a tick) */
-  uncork(): void {
-    this.corked = false;
-    this.socket.uncork();
-  }
-
   /**
    * A long-lived answer takes the connection over: true when `r` is first in line (its answer may
    * be written now), else false, and the connection ends once the answers before it are written.
@@ -476,7 +405,7 @@ export class Connection implements AnswerOwner {
   private fail(err: unknown): void {
     if (this.state === State.Closed || this.failure !== null) return;
     const e = err instanceof WireError ? err : new WireError(400, 'INVALID_REQUEST', 'the request could not be read');
-    this.buf = this.store = null;
+    this.input.clear();
     this.head = this.decoder = null;
     if (this.owed.length > 0) this.failure = e;
     else this.writeFailure(e);
@@ -484,13 +413,10 @@ export class Connection implements AnswerOwner {
 
   private writeFailure(e: WireError): void {
     this.state = State.Closed;
-    this.buf = this.store = null;
+    this.input.clear();
     const requestId = randomUUID();
-    const out = this.sh.errorBody({ status: e.status, code: e.code, message: e.message, requestId });
-    this.socket.end(
-      `${statusLine(e.status)}date: ${httpDate()}\r\ncontent-type: ${out.contentType}\r\n` +
-        `content-length: ${Buffer.byteLength(out.body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${out.body}`,
-    );
+    const { contentType, body } = this.sh.errorBody({ status: e.status, code: e.code, message: e.message, requestId });
+    this.out.refusal(e.status, `content-type: ${contentType}\r\nx-request-id: ${requestId}\r\n`, body);
   }
 
   /** at shutdown: an idle connection ends now */
@@ -498,5 +424,3 @@ export class Connection implements AnswerOwner {
     if (this.state === State.Head && this.buffered === 0 && !this.waitingDrain && this.owed.length === 0) this.end();
   }
 }
-
-const uncork = (c: Connection) => c.uncork();
