@@ -44,17 +44,26 @@ export function heldSize(a: GivenAnswer | null | undefined): number {
 }
 
 /**
- * Writes a connection's answers. The socket is corked at the first write of a tick and uncorked
- * when the tick ends, so the answers of one tick (a group the upstream answered in one read) leave
- * in one system call, in order, with no added delay.
+ * Writes a connection's answers. While more answers are owed on the connection (a client that
+ * pipelines), the socket is corked at the first write of a tick and uncorked when the tick ends,
+ * so the answers of one tick (a group the upstream answered in one read) leave in one system call,
+ * in order, with no added delay. A lone answer is written straight away, as without pipelining.
  */
 export class AnswerWriter {
   private corked = false;
 
   constructor(private readonly socket: net.Socket) {}
 
-  /** status, headers and body (none for HEAD) of an answer, as one buffer or string */
-  answer({ status, headers, body }: GivenAnswer, headOnly: boolean, keepAlive: boolean): void {
+  /**
+   * status, headers and body (none for HEAD) of an answer, as one buffer or string; `more`: other
+   * answers are owed on the connection (they may follow in this tick)
+   */
+  answer({ status, headers, body }: GivenAnswer, headOnly: boolean, keepAlive: boolean, more: boolean): void {
+    if (more && !this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(uncork, this);
+    }
     const length = body === null ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     const head =
       `${statusLine(status)}date: ${httpDate()}\r\n${headers}content-length: ${length}\r\n` +
@@ -79,14 +88,8 @@ export class AnswerWriter {
   }
 
   private write(data: Buffer | string, encoding: BufferEncoding | undefined): void {
-    const socket = this.socket;
-    if (!this.corked) {
-      this.corked = true;
-      socket.cork();
-      process.nextTick(uncork, this);
-    }
-    if (encoding === undefined) socket.write(data);
-    else socket.write(data, encoding);
+    if (encoding === undefined) this.socket.write(data);
+    else this.socket.write(data, encoding);
   }
 
   /** the end of the tick that corked the socket (public for `uncork`, which avoids a closure a tick) */

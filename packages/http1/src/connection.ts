@@ -339,7 +339,7 @@ export class Connection implements AnswerOwner {
       const last = owed.length === 0 && this.parked === null;
       const answer = r.answer;
       const keepAlive = r.keepAlive && answer !== null && !(this.sh.closing && last);
-      if (answer !== null) this.out.answer(answer, r.headOnly, keepAlive);
+      if (answer !== null) this.out.answer(answer, r.headOnly, keepAlive, owed.length > 0);
       if (!keepAlive) {
         this.end();
         return;
