@@ -364,6 +364,7 @@ export class Connection implements AnswerOwner {
     // would; corked bytes count in writableLength until the tick ends)
     if (socket.writableLength > this.sh.maxUnsent && socket.writableNeedDrain) {
       // the client is not reading its answers: parse nothing more until it has taken them
+      if (this.waitingDrain) return;
       this.waitingDrain = true;
       this.pauseInput();
       socket.once('drain', () => {

@@ -333,6 +333,25 @@ describe('http1 server', () => {
       expect(await c.waitClosed()).toBe(true);
     });
 
+    it('answers given while the client is not reading wait for one drain, however many there are', async () => {
+      const held = await holding();
+      let socket: net.Socket | undefined;
+      server.server.on('connection', (s: net.Socket) => (socket = s));
+      const c = await client();
+      c.socket.pause(); // takes nothing
+      c.write('GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\nGET /c HTTP/1.1\r\nHost: h\r\n\r\n');
+      await until(() => held.length === 3);
+      const drains = socket!.listenerCount('drain');
+      const big = Buffer.alloc(4 * 1024 * 1024, 'z'); // more than the loopback buffers take
+      held[0]!.res.send(200, '', big);
+      held[1]!.res.send(200, '', big);
+      held[2]!.res.send(200, '', big);
+      await settle();
+      expect(socket!.listenerCount('drain')).toBe(drains + 1);
+      c.socket.resume();
+      for (const h of held) expect((await c.next(10_000))!.body.length).toBe(big.length);
+    });
+
     it('answers held behind a slow one count toward maxUnsentBytes: reading stops, and resumes once they are written', async () => {
       const body = 'y'.repeat(6000);
       let slow: HttpResponder | undefined;
