@@ -9,7 +9,7 @@ import type { HeaderBlock, HttpResponder, ResponseStream, ResponseStreamOptions 
 import { httpDate } from './wire';
 
 const STATUS_LINES: string[] = [];
-export function statusLine(status: number): string {
+function statusLine(status: number): string {
   return (STATUS_LINES[status] ??= `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`);
 }
 
