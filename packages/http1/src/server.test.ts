@@ -11,6 +11,7 @@ import {
   type HttpServer,
   type HttpServerOptions,
 } from './server';
+import { prng } from '../test/differential';
 
 interface Answer {
   status: number;
@@ -351,6 +352,85 @@ describe('http1 server', () => {
       c.socket.resume();
       for (let i = 0; i < held.length; i++) expect((await c.next(10_000))!.body.length).toBe(big.length);
     });
+
+    it('random pipelines (methods, bodies, Connection: close, delays, split writes): every answer in order, unsafe ones alone', async () => {
+      const METHODS = ['GET', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'DELETE'];
+      for (let seed = 1; seed <= 40; seed++) {
+        const rand = prng(seed);
+        const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+        const inFlight = new Set<string>();
+        const violations: string[] = [];
+        const handled: string[] = [];
+        if (seed > 1) await server.close(0);
+        server = createHttpServer({
+          maxPipelinedRequests: pick([1, 2, 4, 16]),
+          handler: (req, res) => {
+            const safe = ['GET', 'HEAD', 'OPTIONS'].includes(req.method);
+            if (!safe && inFlight.size > 0) violations.push(`${req.path} began beside ${[...inFlight].join(',')}`);
+            for (const other of inFlight)
+              if (other.startsWith('!')) violations.push(`${req.path} began beside the unsafe ${other}`);
+            const key = safe ? req.path : `!${req.path}`;
+            inFlight.add(key);
+            handled.push(req.path);
+            const answer = () => {
+              inFlight.delete(key);
+              res.send(200, '', `${req.method} ${req.path} ${req.body?.toString() ?? ''}`);
+            };
+            const delay = Number(req.headers['x-delay']);
+            if (delay === 0) answer();
+            else setTimeout(answer, delay);
+          },
+        });
+        port = await server.listen(0, '127.0.0.1');
+        const requests: Array<{ method: string; path: string; body: string; close: boolean }> = [];
+        const count = 1 + Math.floor(rand() * 20);
+        for (let i = 0; i < count; i++) {
+          const method = pick(METHODS);
+          const body = method === 'POST' || method === 'PUT' ? `b${i}`.repeat(1 + Math.floor(rand() * 3)) : '';
+          requests.push({ method, path: `/r${i}`, body, close: rand() < 0.05 });
+        }
+        const wire = requests
+          .map((r) => {
+            const framing =
+              r.body === ''
+                ? ''
+                : rand() < 0.5
+                  ? `Content-Length: ${r.body.length}\r\n`
+                  : 'Transfer-Encoding: chunked\r\n';
+            const body =
+              r.body === ''
+                ? ''
+                : framing.startsWith('Content')
+                  ? r.body
+                  : `${r.body.length.toString(16)}\r\n${r.body}\r\n0\r\n\r\n`;
+            const delay = rand() < 0.4 ? 0 : 1 + Math.floor(rand() * 15);
+            return `${r.method} ${r.path} HTTP/1.1\r\nHost: h\r\nX-Delay: ${delay}\r\n${framing}${r.close ? 'Connection: close\r\n' : ''}\r\n${body}`;
+          })
+          .join('');
+        const c = await client();
+        // in random pieces, so heads and bodies are cut anywhere
+        for (let at = 0; at < wire.length;) {
+          const n = 1 + Math.floor(rand() * 120);
+          c.write(wire.slice(at, at + n));
+          at += n;
+          if (rand() < 0.2) await new Promise((r) => setImmediate(r));
+        }
+        const last = requests.findIndex((r) => r.close);
+        const expected = last === -1 ? requests : requests.slice(0, last + 1);
+        for (const r of expected) {
+          const a = await c.next(5000, r.method === 'HEAD');
+          expect(a).not.toBeNull();
+          const text = `${r.method} ${r.path} ${r.body}`;
+          if (r.method === 'HEAD') expect(a!.headers['content-length']).toBe(String(text.length));
+          else expect(a!.body).toBe(text);
+        }
+        if (last !== -1) expect(await c.waitClosed()).toBe(true);
+        expect(c.rest).toBe('');
+        expect(handled).toEqual(expected.map((r) => r.path));
+        expect(violations).toEqual([]);
+        c.destroy();
+      }
+    }, 60_000);
 
     it('answers held behind a slow one count toward maxUnsentBytes: reading stops, and resumes once they are written', async () => {
       const body = 'y'.repeat(6000);

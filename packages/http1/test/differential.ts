@@ -16,7 +16,7 @@ import { Duplex } from 'node:stream';
 import { createHttpServer } from '../src/server';
 
 /** a seeded PRNG (mulberry32): the same seed gives the same cases */
-function prng(seed: number): () => number {
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
