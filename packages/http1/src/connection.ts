@@ -3,16 +3,9 @@ import { randomUUID } from 'node:crypto';
 import type net from 'node:net';
 import { AnswerWriter, heldSize, Responder, type AnswerOwner } from './answers';
 import { InputBuffer } from './input';
-import {
-  bareLineEnd,
-  readRequestHead,
-  SAFE_METHODS,
-  timeoutError,
-  type HeadLimits,
-  type RequestHead,
-} from './requestHead';
+import { bareLineEnd, readRequestHead, timeoutError, type HeadLimits, type RequestHead } from './requestHead';
 import type { HttpRequest, RequestHandler, ServerError } from './types';
-import { ChunkedDecoder, headEnd, WireError } from './wire';
+import { ChunkedDecoder, headEnd, SAFE_METHODS, WireError } from './wire';
 
 const enum State {
   Head,

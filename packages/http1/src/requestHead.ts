@@ -16,8 +16,6 @@ const FRAMING_TAB = /^(?:transfer-encoding|content-length):[^\r\n]*\t/im;
  * one is a 501 rather than something a later hop might read differently.
  */
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH', 'TRACE']);
-/** RFC 9110 §9.2.1: pipelined requests of these methods may be handled in parallel (RFC 9112 §9.3.2) */
-export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 /** header fields that must not be repeated (RFC 9112 §3.2: a request with several Host fields is a 400) */
 const SINGLE_FIELDS: ReadonlySet<string> = new Set(['host']);
 

@@ -11,7 +11,7 @@
  *   llhttp (node:http) also knows (501 otherwise);
  * - the request body is read whole before the handler runs: Content-Length or chunked, at most
  *   `maxBodyBytes` (413); `Expect: 100-continue` is honoured; any other expectation is a 417;
- * - pipelined requests are answered in order; safe ones (GET, HEAD, OPTIONS, TRACE) are handed to
+ * - pipelined requests are answered in order; safe ones (GET, HEAD, OPTIONS) are handed to
  *   the handler together, up to `maxPipelinedRequests` a connection, and the answers of one tick
  *   leave in one write; any other request runs alone (RFC 9112 §9.3.2); a long-lived answer
  *   (`stream`) must be the first one owed, else the connection ends before it;

@@ -43,7 +43,16 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { endSpan, SpanKind, startSpan, traceHeaders, tracingEnabled } from '@sts/telemetry';
-import { bodyFraming, ChunkedDecoder, headEnd, NO_BODY, parseHead, WireError, type Framing } from './wire';
+import {
+  bodyFraming,
+  ChunkedDecoder,
+  headEnd,
+  NO_BODY,
+  parseHead,
+  SAFE_METHODS,
+  WireError,
+  type Framing,
+} from './wire';
 
 export type UpstreamFailureKind = 'unavailable' | 'timeout' | 'failed' | 'cancelled';
 
@@ -146,8 +155,6 @@ const UNAVAILABLE = new Set([
   'EAI_AGAIN',
   'EPIPE',
 ]);
-/** safe methods: sent without a body, their calls may share a socket and may be sent again */
-const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
 /** most routes whose answer time is remembered (a proxy may pass any path on) */
 const MAX_ROUTES = 256;
@@ -720,7 +727,7 @@ export function createUpstreamClient(opts: UpstreamOptions): UpstreamClient {
   const sweeper = setInterval(() => sweep(p), 25);
   sweeper.unref();
   const enqueue: UpstreamClient['call'] = (method, target, headers, body, requestId, caller, done) => {
-    const safe = body === null && SAFE.has(method);
+    const safe = body === null && SAFE_METHODS.has(method);
     const request =
       `${method} ${target} HTTP/1.1\r\nhost: ${p.hostHeader}\r\n${headers}` +
       (body === null ? '\r\n' : `content-length: ${body.length}\r\n\r\n`);

@@ -20,6 +20,13 @@ const FRAMING_TRAILER = /^(?:content-length|transfer-encoding|host|trailer|conne
 /** a trailer field line: token ":" then visible characters, SP, HTAB (and obs-text) only */
 const TRAILER_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*$/;
 
+/**
+ * The safe methods (RFC 9110 §9.2.1) both ends treat alike: pipelined requests of these may be
+ * handled in parallel (RFC 9112 §9.3.2), and calls of these may share an upstream socket and be
+ * sent again. TRACE is safe too, but nothing here forwards it, so it runs alone.
+ */
+export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
 export class WireError extends Error {
   override name = 'WireError';
   constructor(
