@@ -405,9 +405,9 @@ export class Connection implements AnswerOwner {
     else this.writeFailure(e);
   }
 
+  /** the refusal fail() decided on (the input is already dropped, and none is read since) */
   private writeFailure(e: WireError): void {
     this.state = State.Closed;
-    this.input.clear();
     const requestId = randomUUID();
     const { contentType, body } = this.sh.errorBody({ status: e.status, code: e.code, message: e.message, requestId });
     this.out.refusal(e.status, `content-type: ${contentType}\r\nx-request-id: ${requestId}\r\n`, body);
