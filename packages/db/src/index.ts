@@ -29,3 +29,4 @@ export {
   type LatencyStats,
   type MonitorCoverage,
 } from './coverage';
+export { DirectSession, subscribe, type Subscriber, type Subscription } from './directSession';

@@ -307,7 +307,7 @@ export function promtoolPath(): string | null {
  * PostgreSQL connections a pod opens besides its DB_POOL_SIZE pool, straight to PostgreSQL
  * (DATABASE_DIRECT_URL, never through PgBouncer): the poller's one direct session, which carries
  * every LISTEN (outbox relay, push) and the metrics reporter's advisory lock
- * (services/poller/src/adapters/directSession.ts). k8s/README.md, "Database connection budget".
+ * (packages/db/src/directSession.ts). k8s/README.md, "Database connection budget".
  */
 const SESSION_CONNECTIONS: Record<string, number> = { poller: 1 };
 

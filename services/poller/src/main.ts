@@ -17,7 +17,8 @@ import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
-import { DirectSession } from './adapters/directSession';
+import { DirectSession } from '@sts/db';
+import { SESSION_APPLICATION_NAME } from './adapters/session';
 import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
@@ -39,8 +40,12 @@ export const pollerService: ServiceDefinition<PollerEnv> = {
 async function start(env: PollerEnv, { logger, registry }: ServiceContext): Promise<StartedService> {
   const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
   // the process's one direct session (never a transaction-mode PgBouncer): every LISTEN (relay,
-  // push) and the metrics reporter's advisory lock (adapters/directSession.ts)
-  const session = new DirectSession({ databaseUrl: directDatabaseUrl(env), logger });
+  // push) and the metrics reporter's advisory lock (@sts/db directSession.ts)
+  const session = new DirectSession({
+    databaseUrl: directDatabaseUrl(env),
+    applicationName: SESSION_APPLICATION_NAME,
+    logger,
+  });
   // REDIS_MODE: one server or a Redis Cluster (packages/common/src/redis.ts)
   const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
   const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'poller' });

@@ -10,7 +10,7 @@ import { createLogger } from '@sts/common';
 import { createDbClient } from '@sts/db';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createSocialTweet, createSocialUser } from '@sts/social';
-import { SESSION_APPLICATION_NAME } from './adapters/directSession';
+import { SESSION_APPLICATION_NAME } from './adapters/session';
 import {
   createTestDatabase,
   createTestRedis,

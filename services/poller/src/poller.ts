@@ -9,7 +9,8 @@
 import type { Logger } from '@sts/common';
 import type { SocialSource, XSource } from '@sts/social';
 import type { IntervalPolicy, TargetState } from './domain/schedule';
-import { subscribe, type DirectSession, type Subscription } from './adapters/directSession';
+import { subscribe, type DirectSession, type Subscription } from '@sts/db';
+import { SESSION_APPLICATION_NAME } from './adapters/session';
 import type { LeaseStore } from './adapters/lease';
 import type { NewHit, PollerRepository } from './adapters/repository';
 import { errorMessage } from '@sts/core';
@@ -292,7 +293,7 @@ export function createPoller(options: PollerOptions): Poller {
       if (listening) queries?.start();
       if (listening && !listener) {
         // "q <xid>": the query intake's; a profile change: the profile watch's; "<xid> <target>": a pushed target's
-        listener = subscribe({ ...options, logger }, TWEETS_CHANNEL, {
+        listener = subscribe({ ...options, applicationName: SESSION_APPLICATION_NAME, logger }, TWEETS_CHANNEL, {
           onNotify: (payload) => {
             if (payload.startsWith('q ')) queries?.notify(payload);
             else if (!profiles?.notify(payload)) push.notify(payload);

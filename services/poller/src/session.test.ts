@@ -1,5 +1,5 @@
 /**
- * The poller process's one direct session (adapters/directSession.ts): every LISTEN channel and
+ * The poller process's one direct session (@sts/db directSession.ts): every LISTEN channel and
  * the metrics reporter's advisory lock on one PostgreSQL connection, named `sts-poller-session`;
  * after that connection is killed (pg_terminate_backend) it comes back, listens on every channel
  * again and tells its subscribers to resync, and the role's lock is taken again on it.
@@ -10,7 +10,8 @@ import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createSocialTweet, createSocialUser } from '@sts/social';
 import { createTestDatabase, spawnService, testServiceUrls, waitFor, type TestDatabase } from '@sts/testing';
 import { createAdvisoryRole } from './adapters/advisoryLock';
-import { DirectSession, SESSION_APPLICATION_NAME } from './adapters/directSession';
+import { DirectSession } from '@sts/db';
+import { SESSION_APPLICATION_NAME } from './adapters/session';
 import { OUTBOX_CHANNEL } from './adapters/repository';
 import { TWEETS_CHANNEL } from './poller';
 import { openProcessBed } from '../test/processBed';
@@ -53,7 +54,7 @@ describe('the direct session', () => {
   });
 
   it('hears every channel on one connection, and again after that connection is killed', async () => {
-    const session = new DirectSession({ databaseUrl: t.directUrl, logger });
+    const session = new DirectSession({ databaseUrl: t.directUrl, applicationName: SESSION_APPLICATION_NAME, logger });
     const heard: string[] = [];
     const resynced: string[] = [];
     for (const channel of CHANNELS)

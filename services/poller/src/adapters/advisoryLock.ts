@@ -1,7 +1,7 @@
 /**
  * A role one replica of the fleet holds at a time (the fleet-wide metrics reporter): the replica
  * holding a PostgreSQL session-level advisory lock `hashtext(<lock>)`, taken on the process's
- * direct session (adapters/directSession.ts), the connection its LISTENs use too.
+ * direct session (@sts/db directSession.ts), the connection its LISTENs use too.
  *
  * No renewal timer: a replica asks `check()` when it needs to know; one holding the lock checks
  * that the session is still the connection it took the lock on (`generation()`) and alive (one
@@ -14,7 +14,7 @@
  */
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
-import type { DirectSession } from './directSession';
+import type { DirectSession } from '@sts/db';
 
 const LOCK_SQL = 'SELECT pg_try_advisory_lock(hashtext($1)) AS locked';
 const UNLOCK_SQL = 'SELECT pg_advisory_unlock(hashtext($1)) AS unlocked';

@@ -8,7 +8,7 @@
  */
 import type { Logger } from '@sts/common';
 import { createAdvisoryRole } from './advisoryLock';
-import type { DirectSession } from './directSession';
+import type { DirectSession } from '@sts/db';
 
 export interface MetricsReporter {
   /** true when this replica reports now; takes the lock when it is free */

@@ -9,7 +9,8 @@
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
-import { subscribe, type DirectSession, type Subscription } from '../adapters/directSession';
+import { subscribe, type DirectSession, type Subscription } from '@sts/db';
+import { SESSION_APPLICATION_NAME } from '../adapters/session';
 import { OUTBOX_CHANNEL } from '../adapters/repository';
 import { errorMessage } from '@sts/core';
 
@@ -182,7 +183,10 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
     async start() {
       if (running) return;
       running = true;
-      listener = subscribe(options, OUTBOX_CHANNEL, { onNotify: () => nap.wake(), onReconnect: () => nap.wake() });
+      listener = subscribe({ ...options, applicationName: SESSION_APPLICATION_NAME }, OUTBOX_CHANNEL, {
+        onNotify: () => nap.wake(),
+        onReconnect: () => nap.wake(),
+      });
       await listener?.ready.catch((err: unknown) =>
         logger.warn('outbox listener could not start; polling instead', { err: errorMessage(err) }),
       );

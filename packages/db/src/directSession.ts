@@ -1,25 +1,24 @@
 /**
- * The poller process's ONE session straight to PostgreSQL (DATABASE_DIRECT_URL): every LISTEN
- * channel of the process (the outbox relay's sts_outbox, the push's sts_tweets) and the metrics
- * reporter's session advisory lock share it.
+ * A process's ONE session straight to PostgreSQL (DATABASE_DIRECT_URL, never a transaction-mode
+ * PgBouncer): every LISTEN channel of the process and its session advisory locks share it (the
+ * poller's outbox relay, push and metrics reporter; the dispatcher's monitor cache).
  *
  * - Notifications are dispatched by channel to the subscribers of that channel.
- * - A lost connection is reconnected with a growing delay (up to 5 s); the new connection
+ * - A lost connection is told to every subscriber (`onLost`) at once, then reconnected with a growing delay (up to 5 s); the new connection
  *   LISTENs on every subscribed channel again, THEN each subscriber's `onReconnect` runs:
  *   notifications sent while no connection listened are lost, so a subscriber resyncs there.
  * - `generation()` counts connections: session state other than LISTEN (an advisory lock) lives
  *   on one connection, so a holder compares the generation it took the lock on with the current one.
- * - The connection is named `SESSION_APPLICATION_NAME` in pg_stat_activity.
+ * - The connection carries the `applicationName` it was given (pg_stat_activity).
  */
 import { Client } from 'pg';
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 
-/** application_name of the poller's direct session (pg_stat_activity; README, "Database connections") */
-export const SESSION_APPLICATION_NAME = 'sts-poller-session';
-
 export interface Subscriber {
   onNotify: (payload: string) => void;
+  /** the connection was lost: notifications stop until `onReconnect` */
+  onLost?: () => void;
   /** after a reconnect, once the channel is listened to again: catch up on what was missed */
   onReconnect?: () => void;
 }
@@ -35,7 +34,7 @@ export class DirectSession {
   private generationNo = 0;
   private readonly channels = new Map<string, Set<Subscriber>>();
 
-  constructor(private readonly options: { databaseUrl: string; logger: Logger }) {}
+  constructor(private readonly options: { databaseUrl: string; applicationName: string; logger: Logger }) {}
 
   /** connects and listens; rejects when the first connection fails (it keeps retrying) */
   async start(): Promise<void> {
@@ -101,6 +100,7 @@ export class DirectSession {
     this.options.logger.warn('direct session lost its connection; reconnecting', { err: err.message });
     this.client = undefined;
     void c.end().catch(() => undefined);
+    this.each('onLost');
     this.scheduleReconnect();
   }
 
@@ -110,20 +110,20 @@ export class DirectSession {
     this.retry = setTimeout(() => {
       this.retry = undefined;
       this.connect().then(
-        () => this.resync(),
+        () => this.each('onReconnect'),
         () => undefined,
       );
     }, this.retryMs);
     this.retry.unref();
   }
 
-  private resync(): void {
+  private each(hook: 'onLost' | 'onReconnect'): void {
     for (const subscribers of this.channels.values())
       for (const s of subscribers) {
         try {
-          s.onReconnect?.();
+          s[hook]?.();
         } catch (err) {
-          this.options.logger.warn('a resync handler failed', { err: errorMessage(err) });
+          this.options.logger.warn(`a subscriber's ${hook} failed`, { err: errorMessage(err) });
         }
       }
   }
@@ -137,7 +137,7 @@ export class DirectSession {
     const c = new Client({
       connectionString: this.options.databaseUrl,
       keepAlive: true,
-      application_name: SESSION_APPLICATION_NAME,
+      application_name: this.options.applicationName,
     });
     c.on('error', (err) => this.lost(c, err));
     c.on('end', () => this.lost(c, new Error('connection ended')));
@@ -168,7 +168,12 @@ export interface Subscription {
  * `databaseUrl` (a relay or poller built alone: tests, benches), closed with the subscription.
  */
 export function subscribe(
-  via: { session?: DirectSession | undefined; databaseUrl?: string | undefined; logger: Logger },
+  via: {
+    session?: DirectSession | undefined;
+    databaseUrl?: string | undefined;
+    applicationName: string;
+    logger: Logger;
+  },
   channel: string,
   subscriber: Subscriber,
 ): Subscription | undefined {
@@ -177,7 +182,11 @@ export function subscribe(
     return { ready: off.then(() => undefined), close: async () => (await off)() };
   }
   if (!via.databaseUrl) return undefined;
-  const own = new DirectSession({ databaseUrl: via.databaseUrl, logger: via.logger });
+  const own = new DirectSession({
+    databaseUrl: via.databaseUrl,
+    applicationName: via.applicationName,
+    logger: via.logger,
+  });
   const ready = own.listen(channel, subscriber).then(() => own.start());
   return { ready, close: () => own.stop() };
 }
