@@ -84,6 +84,44 @@ export function cpuMs(pid: number): number {
   }
 }
 
+/** times a process's main thread went to sleep waiting (Linux voluntary context switches); NaN where missing */
+export function sleeps(pid: number): number {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    return Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(status)?.[1] ?? NaN);
+  } catch {
+    return NaN;
+  }
+}
+
+/** CPU time (µs) the whole machine spent busy so far: every process and the kernel (Linux /proc/stat) */
+export function machineBusyMicros(): number {
+  const cpu = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal: everything but idle and iowait
+  const busy = cpu.slice(0, 8).reduce((n, v, i) => (i === 3 || i === 4 ? n : n + v), 0);
+  return (busy * 1e6) / 100;
+}
+
+/**
+ * CPU time (µs) every process whose command is `command` (Linux /proc/<pid>/stat: `postgres` for
+ * the database server and its backends) has used so far; processes that ended meanwhile are lost
+ */
+export function commandCpuMicros(command: string): number {
+  let ticks = 0;
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== command) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return (ticks * 1e6) / 100;
+}
+
 /** read and write system calls a process has made so far (Linux /proc/<pid>/io); NaN where it is missing */
 export function syscalls(pid: number): { reads: number; writes: number } {
   try {

@@ -49,7 +49,7 @@ import { startHttpsReceiver, type HttpsReceiver } from '../packages/testing/src/
 import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing/src/services';
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { percentile } from './lib/numbers';
-import { syscalls } from './load';
+import { commandCpuMicros, machineBusyMicros, sleeps, syscalls } from './load';
 import { wakeCostMicros } from './lib/wake';
 import type { PgBouncer } from '../packages/testing/src/pgbouncer';
 import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
@@ -459,11 +459,24 @@ interface Usage {
   cpu: number;
   reads: number;
   writes: number;
+  /** voluntary context switches: each one a sleep and a wake-up */
+  sleeps: number;
+  /** the whole machine's busy CPU (the database, the broker and the receivers too) */
+  machine: number;
+  /** PostgreSQL's processes (every backend of the machine's server) */
+  database: number;
   at: number;
 }
 
 function usage(pid: number): Usage {
-  return { cpu: cpuMicros(pid), ...syscalls(pid), at: Date.now() };
+  return {
+    cpu: cpuMicros(pid),
+    ...syscalls(pid),
+    sleeps: sleeps(pid),
+    machine: machineBusyMicros(),
+    database: commandCpuMicros('postgres'),
+    at: Date.now(),
+  };
 }
 
 /** one phase's CPU and system calls per delivery (10 ms clock ticks: rough), and its CPU a second */
@@ -473,6 +486,9 @@ function perDelivery(from: Usage, to: Usage, deliveries: number) {
     cpu: Math.round((to.cpu - from.cpu) / deliveries),
     reads: per(to.reads - from.reads),
     writes: per(to.writes - from.writes),
+    sleeps: per(to.sleeps - from.sleeps),
+    machine: Math.round((to.machine - from.machine) / deliveries),
+    database: Math.round((to.database - from.database) / deliveries),
     cpuMsPerS: Math.round((to.cpu - from.cpu) / (to.at - from.at)),
   };
 }
@@ -485,6 +501,11 @@ function logPhases(idle: { from: Usage; to: Usage }, start: Usage, between: Usag
   log(
     `dispatcher syscalls per delivery: throughput ${t.reads} reads, ${t.writes} writes; latency ${l.reads} reads, ${l.writes} writes`,
   );
+  log(`dispatcher sleeps (voluntary context switches) per delivery: throughput ${t.sleeps}, latency ${l.sleeps}`);
+  log(
+    `machine cpu per delivery (every process: dispatcher, database, broker, receivers, bench): throughput ${t.machine} µs, latency ${l.machine} µs`,
+  );
+  log(`database cpu per delivery (PostgreSQL's processes): throughput ${t.database} µs, latency ${l.database} µs`);
   log(
     `dispatcher cpu by phase: throughput ${t.cpu} µs per delivery, latency ${l.cpu} µs per delivery (${l.cpuMsPerS} ms a second; idle ${idleMsPerS} ms a second)`,
   );
