@@ -306,10 +306,11 @@ export function promtoolPath(): string | null {
 /**
  * PostgreSQL connections a pod opens besides its DB_POOL_SIZE pool, straight to PostgreSQL
  * (DATABASE_DIRECT_URL, never through PgBouncer): the poller's one direct session, which carries
- * every LISTEN (outbox relay, push) and the metrics reporter's advisory lock
- * (packages/db/src/directSession.ts). k8s/README.md, "Database connection budget".
+ * every LISTEN (outbox relay, push) and the metrics reporter's advisory lock, and the dispatcher's,
+ * which LISTENs for monitor changes (packages/db/src/directSession.ts). k8s/README.md, "Database
+ * connection budget".
  */
-const SESSION_CONNECTIONS: Record<string, number> = { poller: 1 };
+const SESSION_CONNECTIONS: Record<string, number> = { poller: 1, 'webhook-dispatcher': 1 };
 
 /** The Deployment of the base's PgBouncer (k8s/base/pgbouncer.yaml). */
 export const PGBOUNCER = 'pgbouncer';

@@ -197,7 +197,7 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
     expect(internet).toEqual(['dashboard', 'poller', 'read-api', 'webhook-dispatcher']);
   });
 
-  it('runs PgBouncer in transaction mode in front of PostgreSQL; only the poller and the Job reach 5432', () => {
+  it('runs PgBouncer in transaction mode in front of PostgreSQL; only the poller, the dispatcher and the Job reach 5432', () => {
     const dep = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === PGBOUNCER)!;
     const spec = dep.spec.template.spec;
     const c = spec.containers[0];
@@ -223,14 +223,15 @@ describeK8s.each(OVERLAYS)('k8s overlay %s', (overlay) => {
     });
     const svc = byKind('Service').find((s) => s.metadata.name === PGBOUNCER)!;
     expect(svc.spec.ports).toEqual([{ name: 'postgres', port: 6432, targetPort: 'postgres' }]);
-    // egress: every service to PgBouncer; PostgreSQL's 5432 only for the poller, the Job and PgBouncer
+    // egress: every service to PgBouncer; PostgreSQL's 5432 only for the direct sessions (poller,
+    // dispatcher), the Job and PgBouncer
     const nps = byKind('NetworkPolicy').filter((n) => n.spec.egress);
     const egressOf = (app: string) =>
       JSON.stringify(nps.filter((n) => n.spec.podSelector.matchLabels?.['app.kubernetes.io/name'] === app));
     for (const app of SERVICES)
       expect({ app, pgbouncer: egressOf(app).includes('"port":6432') }).toEqual({ app, pgbouncer: true });
     const direct = [...SERVICES, 'migrate', PGBOUNCER].filter((app) => egressOf(app).includes('"port":5432')).sort();
-    expect(direct).toEqual(['migrate', PGBOUNCER, 'poller'].sort());
+    expect(direct).toEqual(['migrate', PGBOUNCER, 'poller', 'webhook-dispatcher'].sort());
   });
 
   it('scrapes every ops port with a ServiceMonitor', () => {

@@ -1,11 +1,13 @@
 import { z } from 'zod';
-import { commonEnv, envFields, opsEnv, parseEnv } from '@sts/common';
+import { commonEnv, directDatabaseEnv, envFields, opsEnv, parseEnv } from '@sts/common';
 import { encryptionKeyField, encryptionKeyListField } from '@sts/core';
 
 const positiveInt = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
 
 export const dispatcherEnvSchema = z.object({
   DATABASE_URL: commonEnv.DATABASE_URL,
+  /** the monitor cache's LISTEN session (never a transaction-mode PgBouncer); unset: DATABASE_URL */
+  ...directDatabaseEnv,
   AMQP_URL: commonEnv.AMQP_URL,
   ...opsEnv(3004),
   /** decrypts the stored webhook signing secrets (32 bytes, base64 or 64 hex digits) */
@@ -26,6 +28,8 @@ export const dispatcherEnvSchema = z.object({
   DISPATCH_DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).optional(),
   /** how long a message parked for a backed-up endpoint stays away before it comes back (ms) */
   DISPATCH_DEFER_MS: positiveInt(5000, 600_000),
+  /** how long a monitor's context may be served from memory (ms; changes drop it at once); 0: read it for every delivery */
+  DISPATCH_CONTEXT_CACHE_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
   /** SIGTERM: how long deliveries in flight may take to finish before they are handed back (ms; below Kubernetes' 30 s) */
   DISPATCH_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(20_000),
 });

@@ -136,6 +136,30 @@ describe('webhook-dispatcher process', () => {
     expect(p.lines.some((l) => l.includes('webhook-dispatcher stopped'))).toBe(true);
   });
 
+  it('serves a monitor that fires again from memory; a change committed before a hit is published reaches that delivery', async () => {
+    const p = await start();
+    const account = await createAccount(db, 'starter');
+    const m = await createMonitor(db, bed.box, { accountId: account.id, url: `${receiver.url}/v0` });
+    // each round: two hits (the second finds the monitor in memory), then the URL moves and the
+    // next hit is published at once, as the API and the dashboard do after a change
+    const rounds = 10;
+    for (let i = 0; i < rounds; i++) {
+      for (let j = 1; j <= 2; j++) {
+        await publishHit(await createHit(db, m), m);
+        await receiver.waitForRequests(2 * i + j);
+        expect(receiver.requests[2 * i + j - 1]!.path).toBe(`/v${i}`);
+      }
+      await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { url: `${receiver.url}/v${i + 1}` } });
+    }
+    const lookups = async (result: string) =>
+      Number(
+        new RegExp(`webhook_dispatcher_monitor_lookups_total\\{[^}]*result="${result}"[^}]*\\} (\\d+)`).exec(
+          await (await fetch(`http://127.0.0.1:${opsPort(p)}/metrics`)).text(),
+        )?.[1],
+      );
+    expect(await lookups('hit')).toBeGreaterThanOrEqual(rounds / 2);
+  });
+
   it('SIGTERM drains for at most DISPATCH_SHUTDOWN_GRACE_MS; an unfinished delivery is left for another replica, unlogged', async () => {
     receiver.setResponder(() => ({ status: 200, delayMs: 60_000 }));
     const p = await spawnDispatcher({ ...env(), DISPATCH_SHUTDOWN_GRACE_MS: '1500' });

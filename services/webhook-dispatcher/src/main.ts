@@ -5,12 +5,45 @@
  * dispatcher, and starts consuming. Stopping: no new messages, the deliveries in flight finish
  * and are logged and acknowledged, then connections close.
  */
-import { runService, type ServiceDefinition } from '@sts/common';
-import { createDbClient, migrationsCheck } from '@sts/db';
+import { directDatabaseUrl, runService, type Logger, type ServiceDefinition } from '@sts/common';
+import { createDbClient, DirectSession, migrationsCheck } from '@sts/db';
+import { errorMessage } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
+import type client from 'prom-client';
 import { createDispatcher, dispatcherOptionsFromEnv } from './app';
+import { DISPATCHER_SESSION_NAME, listenForContextChanges } from './adapters/contextChanges';
 import { createPrismaRepository } from './adapters/repository';
+import { MonitorContextCache } from './contextCache';
 import { dispatcherPoolSize, parseDispatcherEnv, type DispatcherEnv } from './env';
+import { registerCacheMetrics } from './metrics';
+
+/**
+ * The monitor cache and its direct session (DISPATCH_CONTEXT_CACHE_MS > 0). The session connects
+ * in the background: until its first heartbeat returns, every delivery reads its monitor.
+ */
+function startContextCache(env: DispatcherEnv, logger: Logger, registry: client.Registry) {
+  if (env.DISPATCH_CONTEXT_CACHE_MS === 0) return { cache: undefined, stop: () => Promise.resolve() };
+  const cache = new MonitorContextCache({ maxAgeMs: env.DISPATCH_CONTEXT_CACHE_MS });
+  registerCacheMetrics(registry, cache);
+  const session = new DirectSession({
+    databaseUrl: directDatabaseUrl(env),
+    applicationName: DISPATCHER_SESSION_NAME,
+    logger,
+  });
+  const changes = listenForContextChanges(cache, session, { logger });
+  session
+    .start()
+    .catch((err: unknown) =>
+      logger.warn('monitor cache: direct session not connected yet; retrying', { err: errorMessage(err) }),
+    );
+  return {
+    cache,
+    async stop() {
+      await changes.close();
+      await session.stop();
+    },
+  };
+}
 
 export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
   name: 'webhook-dispatcher',
@@ -18,7 +51,8 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
   async start(env, { logger, registry, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: dispatcherPoolSize(env) });
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'webhook-dispatcher' });
-    const repository = createPrismaRepository(db);
+    const contexts = startContextCache(env, logger, registry);
+    const repository = createPrismaRepository(db, { cache: contexts.cache });
     const dispatcher = createDispatcher({
       repository,
       messaging: amqp,
@@ -37,7 +71,7 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
     } catch (err) {
       await Promise.all([dispatcher.stop(), amqp.stop().catch(() => undefined)]);
       dispatcher.close();
-      await db.$disconnect();
+      await Promise.all([db.$disconnect(), contexts.stop()]);
       throw err;
     }
     return {
@@ -54,7 +88,7 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
         // by DISPATCH_SHUTDOWN_GRACE_MS (unfinished deliveries are handed back unlogged)
         await Promise.all([dispatcher.stop(), amqp.stop()]);
         dispatcher.close();
-        await db.$disconnect();
+        await Promise.all([db.$disconnect(), contexts.stop()]);
       },
     };
   },

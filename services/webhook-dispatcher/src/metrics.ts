@@ -1,5 +1,6 @@
 /** The dispatcher's Prometheus metrics (registered on `registry` when given). */
 import client from 'prom-client';
+import type { MonitorContextCache } from './contextCache';
 
 export type DispatcherMetrics = ReturnType<typeof createMetrics>;
 
@@ -57,4 +58,21 @@ export function createMetrics(registry: client.Registry | undefined) {
       registers,
     }),
   };
+}
+
+/** `webhook_dispatcher_monitor_lookups_total`: the monitor cache's counts, read at scrape time */
+export function registerCacheMetrics(registry: client.Registry, cache: MonitorContextCache): void {
+  const reported = { hit: 0, miss: 0, untrusted: 0 };
+  new client.Counter({
+    name: 'webhook_dispatcher_monitor_lookups_total',
+    help: 'Monitor look-ups of deliveries: hit (from the cache), miss (read), untrusted (read: the cache was not trusted)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+    collect() {
+      for (const result of ['hit', 'miss', 'untrusted'] as const) {
+        this.inc({ result }, cache.counts[result] - reported[result]);
+        reported[result] = cache.counts[result];
+      }
+    },
+  });
 }

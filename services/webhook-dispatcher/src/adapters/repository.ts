@@ -17,6 +17,7 @@ import type { PlanName } from '@sts/core';
 import type { WebhookKind } from '../domain/payloads';
 import type { HeaderPairs } from '../domain/attemptDetail';
 import { DISABLE_AFTER_MS, FAILING_AFTER } from '../domain/health';
+import type { MonitorContextCache } from '../contextCache';
 import { createBatcher } from './batch';
 import type { DeliveryEvent } from './consumer';
 
@@ -344,13 +345,28 @@ const MARK_BROKEN_SQL = `
   ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
   SELECT 1`;
 
-/** monitor look-ups, batched: one SELECT for the ids asked for in the same tick */
-function monitorLoader(sql: SqlPool) {
-  return createBatcher<string, MonitorContext | null>(async (ids) => {
+/**
+ * monitor look-ups, batched: one SELECT for the ids asked for in the same tick. With a cache, a
+ * monitor held there is not read; the cache is asked after the current turn's I/O callbacks, so
+ * a change announced in the same turn as the message that needs the monitor is applied first.
+ */
+function monitorLoader(sql: SqlPool, cache: MonitorContextCache | undefined) {
+  const load = createBatcher<string, MonitorContext | null>(async (ids) => {
+    const epoch = cache?.epoch() ?? 0;
     const { rows } = await sql.query<MonitorRow>(MONITOR_SQL, [[...new Set(ids)]]);
     const byId = new Map(rows.map((r) => [r.id, monitorOf(r)]));
+    if (cache) for (const monitor of byId.values()) cache.keep(monitor, epoch);
     return ids.map((id) => byId.get(id) ?? null);
   });
+  if (!cache) return load;
+  return (id: string) =>
+    new Promise<MonitorContext | null>((resolve, reject) =>
+      setImmediate(() => {
+        const held = cache.get(id);
+        if (held) resolve(held);
+        else load(id).then(resolve, reject);
+      }),
+    );
 }
 
 /** attempt rows, batched: one INSERT for the rows of a tick (what keeps 1,000+ deliveries/s) */
@@ -398,9 +414,15 @@ function healthWriter(db: Db) {
   });
 }
 
-export function createPrismaRepository(db: Db): DispatcherRepository {
+export interface RepositoryOptions {
+  /** monitor contexts kept between deliveries (contextCache.ts); without it every delivery reads its monitor */
+  cache?: MonitorContextCache;
+}
+
+export function createPrismaRepository(db: Db, options: RepositoryOptions = {}): DispatcherRepository {
+  const { cache } = options;
   const sql = sqlPool(db);
-  const loadMonitors = monitorLoader(sql);
+  const loadMonitors = monitorLoader(sql, cache);
   const writeAttempts = attemptWriter(sql);
   const writeHealth = healthWriter(db);
 
@@ -420,15 +442,21 @@ export function createPrismaRepository(db: Db): DispatcherRepository {
     },
     loggedAttempts: (deliveryId) =>
       db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true, statusCode: true } }),
-    recordHealth: (outcome) => writeHealth(outcome),
+    recordHealth: async (outcome) => {
+      const change = await writeHealth(outcome);
+      cache?.endpointWritten(outcome.endpointId);
+      return change;
+    },
     markBroken: async (endpointId, reason) => {
       await db.$queryRawUnsafe(MARK_BROKEN_SQL, endpointId, reason, new Date().toISOString());
+      cache?.endpointWritten(endpointId);
     },
     clearBroken: async (endpointId) => {
       await db.webhookEndpoint.updateMany({
         where: { id: endpointId, isBroken: true },
         data: { isBroken: false, brokenReason: null },
       });
+      cache?.endpointWritten(endpointId);
     },
     ping: async () => {
       await db.$queryRaw`SELECT 1`;

@@ -1,0 +1,103 @@
+/**
+ * Feeds the monitor-context cache (contextCache.ts) from PostgreSQL over the process's direct
+ * session (@sts/db DirectSession, DATABASE_DIRECT_URL):
+ *
+ * - LISTEN sts_monitor_context: each announced change drops its entries.
+ * - A heartbeat: every `heartbeatMs` the session sends a notification to a channel of this
+ *   process alone. Notifications reach a listener in commit order, so when the heartbeat comes
+ *   back every change committed before it has been heard; the cache is then trusted for
+ *   `trustMs` more. A session that is lost, or silently stops hearing, loses that trust within
+ *   `trustMs`, and every look-up reads the database until a heartbeat returns.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '@sts/common';
+import { errorMessage } from '@sts/core';
+import type { DirectSession } from '@sts/db';
+import type { MonitorContextCache } from '../contextCache';
+
+/** the channel of migration 20261126180000_monitor_context_notify */
+const CONTEXT_CHANNEL = 'sts_monitor_context';
+
+/** application_name of the dispatcher's direct session (pg_stat_activity) */
+export const DISPATCHER_SESSION_NAME = 'sts-dispatcher-session';
+
+export interface ContextChangesOptions {
+  heartbeatMs?: number;
+  /** how long a returned heartbeat vouches for the cache (default 2.5 heartbeats) */
+  trustMs?: number;
+  logger: Logger;
+}
+
+export interface ContextChanges {
+  /** settles once both channels are listened to (or the first connection failed; it keeps retrying) */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+export function listenForContextChanges(
+  cache: MonitorContextCache,
+  session: DirectSession,
+  options: ContextChangesOptions,
+): ContextChanges {
+  const heartbeatMs = options.heartbeatMs ?? 1000;
+  const trustMs = options.trustMs ?? heartbeatMs * 2.5;
+  const heartbeatChannel = `${CONTEXT_CHANNEL}_${randomBytes(8).toString('hex')}`;
+  let beats = 0;
+  // until a heartbeat came back on the current connection, they go every 100 ms: the cache
+  // starts serving soon after a (re)connect
+  let proven = false;
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+
+  const beat = () => {
+    session.query('SELECT pg_notify($1, $2)', [heartbeatChannel, String(++beats)]).catch(() => undefined);
+  };
+  const schedule = () => {
+    if (closed) return;
+    timer = setTimeout(
+      () => {
+        beat();
+        schedule();
+      },
+      proven ? heartbeatMs : Math.min(heartbeatMs, 100),
+    );
+    timer.unref();
+  };
+  const unsubscribe = Promise.all([
+    session.listen(CONTEXT_CHANNEL, {
+      onNotify: (payload) => cache.changed(payload),
+      onLost: () => {
+        proven = false;
+        cache.distrust();
+      },
+      onReconnect: () => {
+        proven = false;
+        cache.distrust();
+        beat();
+      },
+    }),
+    session.listen(heartbeatChannel, {
+      onNotify: () => {
+        proven = true;
+        cache.confirm(Date.now() + trustMs);
+      },
+    }),
+  ]);
+  schedule();
+  const ready = unsubscribe.then(beat, (err: unknown) => {
+    options.logger.warn('monitor cache: could not listen for changes; every delivery reads its monitor', {
+      err: errorMessage(err),
+    });
+  });
+
+  return {
+    ready,
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      cache.distrust();
+      const offs = await unsubscribe.catch(() => []);
+      for (const off of offs) off();
+    },
+  };
+}
