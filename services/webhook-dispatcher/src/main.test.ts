@@ -79,11 +79,15 @@ describe('webhook-dispatcher process', () => {
       ...env(),
       SECRETS_ENCRYPTION_KEY: '',
       WEBHOOK_TIMEOUT_MS: 'soon',
+      DATABASE_DIRECT_URL: 'mysql://127.0.0.1/sts',
+      DISPATCH_CONTEXT_CACHE_MS: '-1',
     });
     expect(await p.exited).toBe(2); // a configuration error, as in every service (runService)
     const out = p.lines.join('\n');
     expect(out).toContain('SECRETS_ENCRYPTION_KEY is required but not set');
     expect(out).toMatch(/WEBHOOK_TIMEOUT_MS: /);
+    expect(out).toMatch(/DATABASE_DIRECT_URL: /);
+    expect(out).toMatch(/DISPATCH_CONTEXT_CACHE_MS: /);
     expect(out).not.toMatch(/\n\s+at /); // no stack trace
   });
 
