@@ -1,5 +1,5 @@
 /**
- * Monitor contexts (adapters/repository.ts MonitorContext) kept between deliveries, so a monitor
+ * Monitor contexts (adapters/repository.ts MonitorContext, or anything with the same ids) kept between deliveries, so a monitor
  * that fires again is not read again. PostgreSQL announces every change to what a context holds
  * (channel sts_monitor_context, migration 20261126180000_monitor_context_notify); the announcement
  * drops the entry (adapters/contextChanges.ts feeds them in).
@@ -13,10 +13,15 @@
  *   read, `keep(…, epoch)` after. So an announcement that overtakes the read's answer wins.
  * - An entry lives at most `maxAgeMs`; at most `maxEntries` are held (the oldest go first).
  */
-import type { MonitorContext } from './adapters/repository';
+/** what the cache needs of a context: its monitor, account and endpoint ids */
+interface Context {
+  id: string;
+  accountId: string;
+  webhook: { id: string } | null;
+}
 
-interface Entry {
-  value: MonitorContext;
+interface Entry<C> {
+  value: C;
   at: number;
 }
 
@@ -29,8 +34,8 @@ export interface ContextCacheOptions {
 /** look-ups by result: served, read (not held or too old), read because the cache was not trusted */
 type CacheResult = 'hit' | 'miss' | 'untrusted';
 
-export class MonitorContextCache {
-  private readonly entries = new Map<string, Entry>();
+export class MonitorContextCache<C extends Context = Context> {
+  private readonly entries = new Map<string, Entry<C>>();
   /** webhook endpoint id → monitor id, for the dispatcher's own endpoint writes */
   private readonly endpoints = new Map<string, string>();
   private epochNo = 0;
@@ -45,7 +50,7 @@ export class MonitorContextCache {
   }
 
   /** the monitor's context, when held, fresh and trusted */
-  get(id: string): MonitorContext | undefined {
+  get(id: string): C | undefined {
     const now = this.now();
     if (!this.trusted(now)) {
       this.counts.untrusted++;
@@ -67,7 +72,7 @@ export class MonitorContextCache {
   }
 
   /** keeps a read's answer, unless something was announced since `epoch` or trust is gone */
-  keep(value: MonitorContext, epoch: number): void {
+  keep(value: C, epoch: number): void {
     const now = this.now();
     if (epoch !== this.epochNo || !this.trusted(now)) return;
     const old = this.entries.get(value.id);
@@ -122,7 +127,7 @@ export class MonitorContextCache {
     if (entry) this.forget(id, entry);
   }
 
-  private forget(id: string, entry: Entry): void {
+  private forget(id: string, entry: Entry<C>): void {
     this.entries.delete(id);
     if (entry.value.webhook) this.endpoints.delete(entry.value.webhook.id);
   }

@@ -12,7 +12,7 @@ import { AmqpClient } from '@sts/messaging';
 import type client from 'prom-client';
 import { createDispatcher, dispatcherOptionsFromEnv } from './app';
 import { DISPATCHER_SESSION_NAME, listenForContextChanges } from './adapters/contextChanges';
-import { createPrismaRepository } from './adapters/repository';
+import { createPrismaRepository, type MonitorContext } from './adapters/repository';
 import { MonitorContextCache } from './contextCache';
 import { dispatcherPoolSize, parseDispatcherEnv, type DispatcherEnv } from './env';
 import { registerCacheMetrics } from './metrics';
@@ -23,7 +23,7 @@ import { registerCacheMetrics } from './metrics';
  */
 function startContextCache(env: DispatcherEnv, logger: Logger, registry: client.Registry) {
   if (env.DISPATCH_CONTEXT_CACHE_MS === 0) return { cache: undefined, stop: () => Promise.resolve() };
-  const cache = new MonitorContextCache({ maxAgeMs: env.DISPATCH_CONTEXT_CACHE_MS });
+  const cache = new MonitorContextCache<MonitorContext>({ maxAgeMs: env.DISPATCH_CONTEXT_CACHE_MS });
   registerCacheMetrics(registry, cache);
   const session = new DirectSession({
     databaseUrl: directDatabaseUrl(env),

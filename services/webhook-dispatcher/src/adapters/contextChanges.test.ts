@@ -56,7 +56,7 @@ describe('monitor cache fed by PostgreSQL announcements', () => {
 
   /** a cache and repository whose session listens on `databaseUrl`, once its first heartbeat is back */
   async function openCache(databaseUrl = t.directUrl) {
-    const cache = new MonitorContextCache({ maxAgeMs: 3_600_000 });
+    const cache = new MonitorContextCache<MonitorContext>({ maxAgeMs: 3_600_000 });
     const confirm = jest.spyOn(cache, 'confirm');
     const session = new DirectSession({ databaseUrl, applicationName: DISPATCHER_SESSION_NAME, logger: logger });
     const changes = listenForContextChanges(cache, session, { heartbeatMs: HEARTBEAT_MS, logger: logger });
@@ -177,7 +177,7 @@ describe('monitor cache fed by PostgreSQL announcements', () => {
 
   it("the dispatcher's own endpoint writes are read back at once, announced or not", async () => {
     // no session: only the repository's own drop can make the next look-up read the row again
-    const cache = new MonitorContextCache({ maxAgeMs: 3_600_000 });
+    const cache = new MonitorContextCache<MonitorContext>({ maxAgeMs: 3_600_000 });
     cache.confirm(Date.now() + 3_600_000);
     const repo = createPrismaRepository(db, { cache });
     const account = await createAccount(db, 'starter');

@@ -350,7 +350,7 @@ const MARK_BROKEN_SQL = `
  * monitor held there is not read; the cache is asked after the current turn's I/O callbacks, so
  * a change announced in the same turn as the message that needs the monitor is applied first.
  */
-function monitorLoader(sql: SqlPool, cache: MonitorContextCache | undefined) {
+function monitorLoader(sql: SqlPool, cache: MonitorContextCache<MonitorContext> | undefined) {
   const load = createBatcher<string, MonitorContext | null>(async (ids) => {
     const epoch = cache?.epoch() ?? 0;
     const { rows } = await sql.query<MonitorRow>(MONITOR_SQL, [[...new Set(ids)]]);
@@ -416,7 +416,7 @@ function healthWriter(db: Db) {
 
 export interface RepositoryOptions {
   /** monitor contexts kept between deliveries (contextCache.ts); without it every delivery reads its monitor */
-  cache?: MonitorContextCache;
+  cache?: MonitorContextCache<MonitorContext>;
 }
 
 export function createPrismaRepository(db: Db, options: RepositoryOptions = {}): DispatcherRepository {
