@@ -94,6 +94,14 @@ export class DirectSession {
     }
   }
 
+  /**
+   * Drops the current connection as lost, then reconnects as after any loss: for a connection that
+   * looks open but no longer answers (a subscriber's heartbeat did not come back).
+   */
+  reconnect(reason: string): void {
+    if (this.client) this.lost(this.client, new Error(reason));
+  }
+
   /** the current connection failed or ended: drop it, reconnect (a connection being opened is open()'s) */
   private lost(c: Client, err: Error): void {
     if (this.client !== c) return;

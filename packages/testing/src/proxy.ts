@@ -64,6 +64,11 @@ export class TcpProxy {
     this.blackholed = true;
   }
 
+  /** Lets what clients send through again, without cutting anything (what was dropped stays lost). */
+  resume(): void {
+    this.blackholed = false;
+  }
+
   cut(): void {
     this.accepting = false;
     this.blackholed = false;

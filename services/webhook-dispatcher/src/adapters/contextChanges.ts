@@ -7,7 +7,9 @@
  *   process alone. Notifications reach a listener in commit order, so when the heartbeat comes
  *   back every change committed before it has been heard; the cache is then trusted for
  *   `trustMs` more. A session that is lost, or silently stops hearing, loses that trust within
- *   `trustMs`, and every look-up reads the database until a heartbeat returns.
+ *   `trustMs`, and every look-up reads the database until a heartbeat returns. One heartbeat is
+ *   outstanding at a time; one that has not come back after `trustMs` has the session reconnect
+ *   (a connection that looks open but no longer answers would otherwise stay until TCP gives up).
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@sts/common';
@@ -46,11 +48,23 @@ export function listenForContextChanges(
   // until a heartbeat came back on the current connection, they go every 100 ms: the cache
   // starts serving soon after a (re)connect
   let proven = false;
+  /** when the heartbeat not yet back was sent */
+  let outstanding: number | undefined;
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
 
   const beat = () => {
-    session.query('SELECT pg_notify($1, $2)', [heartbeatChannel, String(++beats)]).catch(() => undefined);
+    const now = Date.now();
+    if (outstanding !== undefined) {
+      if (now - outstanding < trustMs) return;
+      outstanding = undefined;
+      return session.reconnect('the monitor cache heartbeat did not come back');
+    }
+    if (!session.connected()) return;
+    outstanding = now;
+    session.query('SELECT pg_notify($1, $2)', [heartbeatChannel, String(++beats)]).catch(() => {
+      outstanding = undefined;
+    });
   };
   const schedule = () => {
     if (closed) return;
@@ -68,10 +82,12 @@ export function listenForContextChanges(
       onNotify: (payload) => cache.changed(payload),
       onLost: () => {
         proven = false;
+        outstanding = undefined;
         cache.distrust();
       },
       onReconnect: () => {
         proven = false;
+        outstanding = undefined;
         cache.distrust();
         beat();
       },
@@ -79,6 +95,7 @@ export function listenForContextChanges(
     session.listen(heartbeatChannel, {
       onNotify: () => {
         proven = true;
+        outstanding = undefined;
         cache.confirm(Date.now() + trustMs);
       },
     }),
