@@ -316,6 +316,7 @@ describeK8s('the PrometheusRule', () => {
         'PollerPollLagHigh',
         'WebhookDeliveryFailureRate',
         'WebhookHitAgeHigh',
+        'WebhookMonitorCacheOff',
         'XStreamDisconnected',
       ].sort(),
     );
