@@ -11,6 +11,7 @@ export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
   private accepting = true;
   private blackholed = false;
+  private frozen = false;
   port = 0;
 
   constructor(
@@ -39,9 +40,14 @@ export class TcpProxy {
       upstream.on('close', () => client.destroy());
       // client -> server bytes are dropped while black-holed (the connection is cut right after)
       client.on('data', (chunk: Buffer) => {
-        if (!this.blackholed) upstream.write(chunk);
+        if (!this.blackholed && !this.frozen) upstream.write(chunk);
       });
-      upstream.pipe(client);
+      // server -> client as pipe() would (backpressure kept), dropped while frozen
+      upstream.on('data', (chunk: Buffer) => {
+        if (this.frozen || client.write(chunk)) return;
+        upstream.pause();
+        client.once('drain', () => upstream.resume());
+      });
     });
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     this.port = (this.server.address() as net.AddressInfo).port;
@@ -64,9 +70,15 @@ export class TcpProxy {
     this.blackholed = true;
   }
 
-  /** Lets what clients send through again, without cutting anything (what was dropped stays lost). */
+  /** Silently drops every byte both ways from now on, closing nothing: a peer that vanished. */
+  freeze(): void {
+    this.frozen = true;
+  }
+
+  /** Lets bytes through again after blackhole() or freeze(), cutting nothing (what was dropped stays lost). */
   resume(): void {
     this.blackholed = false;
+    this.frozen = false;
   }
 
   cut(): void {

@@ -6,7 +6,7 @@
  * and are logged and acknowledged, then connections close.
  */
 import { directDatabaseUrl, runService, type Logger, type ServiceDefinition } from '@sts/common';
-import { createDbClient, DirectSession, migrationsCheck } from '@sts/db';
+import { createDbClient, DirectSession, migrationsCheck, sqlPool, type Db } from '@sts/db';
 import { errorMessage } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
 import type client from 'prom-client';
@@ -21,7 +21,7 @@ import { registerCacheMetrics } from './metrics';
  * The monitor cache and its direct session (DISPATCH_CONTEXT_CACHE_MS > 0). The session connects
  * in the background: until its first heartbeat returns, every delivery reads its monitor.
  */
-function startContextCache(env: DispatcherEnv, logger: Logger, registry: client.Registry) {
+function startContextCache(env: DispatcherEnv, db: Db, logger: Logger, registry: client.Registry) {
   if (env.DISPATCH_CONTEXT_CACHE_MS === 0) return { cache: undefined, stop: () => Promise.resolve() };
   const cache = new MonitorContextCache<MonitorContext>({ maxAgeMs: env.DISPATCH_CONTEXT_CACHE_MS });
   registerCacheMetrics(registry, cache);
@@ -30,7 +30,12 @@ function startContextCache(env: DispatcherEnv, logger: Logger, registry: client.
     applicationName: DISPATCHER_SESSION_NAME,
     logger,
   });
-  const changes = listenForContextChanges(cache, session, { logger });
+  const pool = sqlPool(db);
+  const changes = listenForContextChanges(cache, session, {
+    logger,
+    // the heartbeat goes through the pool, as a change does (adapters/contextChanges.ts)
+    notify: (channel, payload) => pool.query('SELECT pg_notify($1, $2)', [channel, payload]),
+  });
   session
     .start()
     .catch((err: unknown) =>
@@ -51,7 +56,7 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
   async start(env, { logger, registry, untilStopped }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: dispatcherPoolSize(env) });
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'webhook-dispatcher' });
-    const contexts = startContextCache(env, logger, registry);
+    const contexts = startContextCache(env, db, logger, registry);
     const repository = createPrismaRepository(db, { cache: contexts.cache });
     const dispatcher = createDispatcher({
       repository,

@@ -9,11 +9,14 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { createLogger } from '@sts/common';
 import { createSecretBox } from '@sts/core';
-import { createDbClient, DirectSession, type Db } from '@sts/db';
+import { createDbClient, DirectSession, sqlPool, type Db } from '@sts/db';
 import {
   createAccount,
   createMonitor,
   createTestDatabase,
+  pgbouncerAvailable,
+  PGBOUNCER_BIN,
+  startPgBouncer,
   TcpProxy,
   testServiceUrls,
   waitFor,
@@ -27,6 +30,12 @@ import { createPrismaRepository, type DispatcherRepository, type MonitorContext 
 const box = createSecretBox(randomBytes(32));
 const logger = createLogger({ service: 'context-changes-test', level: 'error' });
 const HEARTBEAT_MS = 100;
+const bouncerAvailable = pgbouncerAvailable();
+if (!bouncerAvailable)
+  console.warn(
+    `dispatcher: ${PGBOUNCER_BIN} IS NOT INSTALLED (apt-get install pgbouncer): ITS PGBOUNCER CASE IS SKIPPED`,
+  );
+const itBouncer = bouncerAvailable ? it : it.skip;
 
 describe('monitor cache fed by PostgreSQL announcements', () => {
   let t: TestDatabase;
@@ -54,22 +63,31 @@ describe('monitor cache fed by PostgreSQL announcements', () => {
     await t.drop();
   });
 
-  /** a cache and repository whose session listens on `databaseUrl`, once its first heartbeat is back */
-  async function openCache(databaseUrl = t.directUrl) {
+  /** a cache fed by a session on `databaseUrl`, its heartbeats sent through the test's pool as main.ts does */
+  async function listening(databaseUrl: string) {
     const cache = new MonitorContextCache<MonitorContext>({ maxAgeMs: 3_600_000 });
     const confirm = jest.spyOn(cache, 'confirm');
-    const session = new DirectSession({ databaseUrl, applicationName: DISPATCHER_SESSION_NAME, logger: logger });
-    const changes = listenForContextChanges(cache, session, { heartbeatMs: HEARTBEAT_MS, logger: logger });
+    const session = new DirectSession({ databaseUrl, applicationName: DISPATCHER_SESSION_NAME, logger });
+    const changes = listenForContextChanges(cache, session, {
+      heartbeatMs: HEARTBEAT_MS,
+      logger,
+      notify: (channel, payload) => sqlPool(db).query('SELECT pg_notify($1, $2)', [channel, payload]),
+    });
     open.push({ session, changes });
     await session.start();
     await changes.ready;
+    return { cache, confirm, repo: createPrismaRepository(db, { cache }) };
+  }
+
+  /** a cache and repository whose session listens on `databaseUrl`, once its first heartbeat is back */
+  async function openCache(databaseUrl = t.directUrl) {
+    const { cache, confirm, repo } = await listening(databaseUrl);
     /** resolves after a heartbeat sent from now on came back: every change committed before is heard */
     const heard = async () => {
       const seen = confirm.mock.calls.length;
       await waitFor(() => confirm.mock.calls.length >= seen + 2, 5000);
     };
     await heard();
-    const repo = createPrismaRepository(db, { cache });
     return { cache, repo, heard };
   }
 
@@ -216,6 +234,28 @@ describe('monitor cache fed by PostgreSQL announcements', () => {
     expect(cache.counts.hit).toBe(hits + 1);
   });
 
+  itBouncer('a session through a transaction-mode PgBouncer (a wrong DATABASE_DIRECT_URL) never serves', async () => {
+    const bouncer = await startPgBouncer({ upstream: testServiceUrls().postgres, poolSize: 2 });
+    try {
+      const { cache, confirm, repo } = await listening(bouncer.pooled(t.directUrl));
+      const account = await createAccount(db, 'starter');
+      const m = await createMonitor(db, box, { accountId: account.id, url: 'https://hooks.example.com/a' });
+      // ten heartbeats' time: a pooled LISTEN hears none of them (another session sent them)
+      for (let i = 0; i < 10; i++) {
+        await repo.getMonitor(m.id);
+        await new Promise((r) => setTimeout(r, HEARTBEAT_MS));
+      }
+      expect(confirm).not.toHaveBeenCalled();
+      expect(cache.counts).toMatchObject({ hit: 0, untrusted: 10 });
+    } finally {
+      for (const { session, changes } of open.splice(0)) {
+        await changes.close();
+        await session.stop();
+      }
+      await bouncer.stop();
+    }
+  });
+
   it('a session that silently stops hearing turns the cache off, and its connection is replaced', async () => {
     const proxy = new TcpProxy('127.0.0.1', Number(new URL(testServiceUrls().postgres).port || 5432));
     await proxy.listen();
@@ -225,7 +265,7 @@ describe('monitor cache fed by PostgreSQL announcements', () => {
       const account = await createAccount(db, 'starter');
       const m = await createMonitor(db, box, { accountId: account.id, url: 'https://hooks.example.com/a' });
       await cachedMonitor(c, m);
-      proxy.blackhole(); // the heartbeats no longer reach PostgreSQL; nothing tells the session
+      proxy.freeze(); // nothing reaches the session or PostgreSQL any more, and nothing tells it
       await waitFor(async () => {
         const untrusted = cache.counts.untrusted;
         await repo.getMonitor(m.id);
@@ -233,8 +273,8 @@ describe('monitor cache fed by PostgreSQL announcements', () => {
       });
       // its entries are gone (the cache's age limit, an hour here, did not do it)
       expect(cache.size).toBe(0);
-      // the old connection never answers again (what it sent was lost): only a new one brings
-      // the heartbeats, and the cache, back
+      // the old connection never answers again (what either side sent was lost): only a new one
+      // brings the heartbeats, and the cache, back
       proxy.resume();
       await waitFor(async () => {
         await repo.getMonitor(m.id);

@@ -3,10 +3,12 @@
  * session (@sts/db DirectSession, DATABASE_DIRECT_URL):
  *
  * - LISTEN sts_monitor_context: each announced change drops its entries.
- * - A heartbeat: every `heartbeatMs` the session sends a notification to a channel of this
- *   process alone. Notifications reach a listener in commit order, so when the heartbeat comes
- *   back every change committed before it has been heard; the cache is then trusted for
- *   `trustMs` more. A session that is lost, or silently stops hearing, loses that trust within
+ * - A heartbeat: every `heartbeatMs` a notification to a channel of this process alone, sent
+ *   through the pool (`notify`), another session, as every change is. Notifications reach a
+ *   listener in commit order, so when the heartbeat comes back every change committed before it
+ *   has been heard; the cache is then trusted for `trustMs` more. Sent on the listening session
+ *   itself it would prove less: through a transaction-mode PgBouncer a session hears what it
+ *   sends itself and nothing another session sends. A session that is lost, or silently stops hearing, loses that trust within
  *   `trustMs`, and every look-up reads the database until a heartbeat returns. One heartbeat is
  *   outstanding at a time; one that has not come back after `trustMs` has the session reconnect
  *   (a connection that looks open but no longer answers would otherwise stay until TCP gives up).
@@ -24,6 +26,8 @@ const CONTEXT_CHANNEL = 'sts_monitor_context';
 export const DISPATCHER_SESSION_NAME = 'sts-dispatcher-session';
 
 export interface ContextChangesOptions {
+  /** sends `pg_notify(channel, payload)` from another session than `session` (the service's pool) */
+  notify: (channel: string, payload: string) => Promise<unknown>;
   heartbeatMs?: number;
   /** how long a returned heartbeat vouches for the cache (default 2.5 heartbeats) */
   trustMs?: number;
@@ -62,7 +66,7 @@ export function listenForContextChanges(
     }
     if (!session.connected()) return;
     outstanding = now;
-    session.query('SELECT pg_notify($1, $2)', [heartbeatChannel, String(++beats)]).catch(() => {
+    options.notify(heartbeatChannel, String(++beats)).catch(() => {
       outstanding = undefined;
     });
   };
