@@ -1,18 +1,19 @@
 /**
- * Monitor contexts (adapters/repository.ts MonitorContext, or anything with the same ids) kept between deliveries, so a monitor
+ * Monitor contexts (adapters/repository.ts MonitorContext) kept between deliveries, so a monitor
  * that fires again is not read again. PostgreSQL announces every change to what a context holds
  * (channel sts_monitor_context, migration 20261126180000_monitor_context_notify); the announcement
  * drops the entry (adapters/contextChanges.ts feeds them in).
  *
  * Invariants:
  * - An entry is served only while the announcements are known to arrive: `confirm(until)` says
- *   the listening session proved itself (its own heartbeat came back) and stays trusted until
- *   `until`. Past it, or after `distrust()`, nothing is served and the entries are gone: what was
+ *   the listening session proved itself (a heartbeat another session sent came back) and stays
+ *   trusted until `until`. Past it, or after `distrust()`, nothing is served and the entries are gone: what was
  *   announced meanwhile may have been missed.
  * - A read is kept only if nothing was announced (or dropped) while it ran: `epoch()` before the
  *   read, `keep(…, epoch)` after. So an announcement that overtakes the read's answer wins.
  * - An entry lives at most `maxAgeMs`; at most `maxEntries` are held (the oldest go first).
  */
+
 /** what the cache needs of a context: its monitor, account and endpoint ids */
 interface Context {
   id: string;
