@@ -73,12 +73,21 @@ export async function fixedRate(
   return { sent, ok: latencies.length, failed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
+/**
+ * A process's command and the clock ticks (user + system; USER_HZ is 100 on Linux) it has used so
+ * far, from its /proc/<pid>/stat line (the command may hold spaces and parentheses: it ends at the
+ * last ')')
+ */
+function processTicks(stat: string): { command: string; ticks: number } {
+  const close = stat.lastIndexOf(')');
+  const fields = stat.slice(close + 2).split(' ');
+  return { command: stat.slice(stat.indexOf('(') + 1, close), ticks: Number(fields[11]) + Number(fields[12]) };
+}
+
 /** CPU milliseconds (user + system) a process has used so far; NaN where /proc is missing. */
 export function cpuMs(pid: number): number {
   try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return ticks * 10; // USER_HZ is 100 on Linux
+    return processTicks(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')).ticks * 10;
   } catch {
     return NaN;
   }
@@ -111,10 +120,8 @@ export function commandCpuMicros(command: string): number {
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== command) continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      const p = processTicks(fs.readFileSync(`/proc/${entry}/stat`, 'utf8'));
+      if (p.command === command) ticks += p.ticks;
     } catch {
       // the process ended meanwhile
     }

@@ -39,7 +39,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { createLogger, loadDevEnv } from '../packages/common/src';
 import { createSecretBox, snowflakeId, type SecretBox } from '../packages/core/src';
@@ -49,7 +49,7 @@ import { startHttpsReceiver, type HttpsReceiver } from '../packages/testing/src/
 import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing/src/services';
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { percentile } from './lib/numbers';
-import { commandCpuMicros, machineBusyMicros, sleeps, syscalls } from './load';
+import { commandCpuMicros, cpuMs, machineBusyMicros, sleeps, syscalls } from './load';
 import { wakeCostMicros } from './lib/wake';
 import type { PgBouncer } from '../packages/testing/src/pgbouncer';
 import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
@@ -105,12 +105,6 @@ async function parkedSoFar(opsPort: number): Promise<number> {
 }
 
 let dispatcherPort = 0;
-
-/** CPU time (user + system, µs) a process used so far, from /proc (clock ticks, 10 ms steps) */
-function cpuMicros(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(stat[11]) + Number(stat[12])) * 1e6) / 100;
-}
 
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   // BENCH_DISPATCHER_NODE_ARGS: extra node flags for the dispatcher, e.g. "--cpu-prof --cpu-prof-dir=.tmp/prof"
@@ -470,7 +464,7 @@ interface Usage {
 
 function usage(pid: number): Usage {
   return {
-    cpu: cpuMicros(pid),
+    cpu: cpuMs(pid) * 1000,
     ...syscalls(pid),
     sleeps: sleeps(pid),
     machine: machineBusyMicros(),
@@ -561,7 +555,7 @@ async function tearDown(b: Bench): Promise<void> {
   const { dispatcher } = b;
   if (dispatcher?.pid && dispatcher.exitCode === null) {
     // CPU time the dispatcher used for the whole run (less sensitive to a busy machine than rates)
-    log(`dispatcher cpu: ${(cpuMicros(dispatcher.pid) / 1e6).toFixed(1)} s (user+system) for the whole run`);
+    log(`dispatcher cpu: ${(cpuMs(dispatcher.pid) / 1e3).toFixed(1)} s (user+system) for the whole run`);
   }
   await stopChild(dispatcher);
   await b.pgbouncer?.stop();
