@@ -10,6 +10,11 @@ export function databaseUrl(env: NodeJS.ProcessEnv): string {
   return env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/sts';
 }
 
+/** for a session of its own (LISTEN): DATABASE_DIRECT_URL, never a transaction-mode PgBouncer; unset, databaseUrl() */
+export function sessionDatabaseUrl(env: NodeJS.ProcessEnv): string {
+  return env.DATABASE_DIRECT_URL || databaseUrl(env);
+}
+
 /** A usage error: printed with the command's usage, exit code 2, nothing changed. */
 export class CliUsageError extends Error {
   override name = 'CliUsageError';

@@ -13,8 +13,11 @@ import {
   createTestDatabase,
   createTestRedis,
   createTestVhost,
+  pgbouncerAvailable,
   REPO_ROOT,
   spawnService,
+  startPgBouncer,
+  testServiceUrls,
   waitFor,
   type ServiceProcess,
 } from '@sts/testing';
@@ -135,6 +138,30 @@ describe('listen', () => {
     expect(cli.err.join('')).not.toMatch(/error|Error/);
     await waitFor(async () => (await listenerConnections()) === 0 || null, 10_000, 100);
   }, 90_000);
+
+  (pgbouncerAvailable() ? it : it.skip)(
+    'with DATABASE_URL through a transaction-mode PgBouncer it listens on DATABASE_DIRECT_URL, and hears the hits',
+    async () => {
+      const bouncer = await startPgBouncer({ upstream: testServiceUrls().postgres, poolSize: 2 });
+      try {
+        const cli = spawnCli(['listen', '--monitor', monitors.demo_news!], {
+          ...env,
+          DATABASE_URL: bouncer.pooled(dbHandle.directUrl),
+          DATABASE_DIRECT_URL: dbHandle.directUrl,
+        });
+        started.push(cli);
+        await waitFor(() => cli.err.join('').includes('listening for hits') || null, 60_000, 50);
+        const tweet = await createSocialTweet(db, { authorUsername: 'demo_news', text: 'Heard past the pooler' });
+        await waitFor(() => cli.out.join('').includes(tweet.id) || null, 30_000, 50);
+        ctrlC(cli);
+        expect(await cli.exited).toBe(0);
+        expect(cli.out.join('')).toMatch(/1 hit\(s\) shown\n$/);
+      } finally {
+        await bouncer.stop();
+      }
+    },
+    90_000,
+  );
 
   it('--monitor shows only the monitors named, --json prints one object per hit', async () => {
     const cli = spawnCli(['listen', '--monitor', monitors.demo_dev!, '--json'], env);

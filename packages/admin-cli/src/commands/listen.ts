@@ -3,8 +3,9 @@
  * product seen working without a public HTTPS endpoint for webhooks.
  *
  * Source: PostgreSQL's notifications on `sts_hits` (the hits_notify trigger, delivered at the
- * commit that records the hits, with their ids), then one read of those hits. It needs only
- * DATABASE_URL, like the other commands. Which account: `--account ID`; else the account of the
+ * commit that records the hits, with their ids), then one read of those hits. The LISTEN has a
+ * session of its own on DATABASE_DIRECT_URL when it is set (a transaction-mode PgBouncer that
+ * DATABASE_URL may name delivers no notification), else on DATABASE_URL. Which account: `--account ID`; else the account of the
  * `--monitor` ids; else the seeded demo account (demo@example.com), so `npm run cli -- listen`
  * next to `npm start` shows the demo monitors' hits. Hits recorded while it was not listening are
  * not shown (the hit history is `npm run cli -- hits`); a lost database connection ends it with
@@ -18,7 +19,7 @@ import { isUuid } from '@sts/core';
 import type { Db } from '@sts/db';
 import {
   CliUsageError,
-  databaseUrl,
+  sessionDatabaseUrl,
   optionalString,
   type CliContext,
   type Command,
@@ -176,7 +177,7 @@ async function listen(ctx: CliContext, values: OptionValues): Promise<number> {
   const db = ctx.db();
   const scope = await resolveScope(db, values);
   const json = values.json === true;
-  const client = new Client({ connectionString: databaseUrl(ctx.env) });
+  const client = new Client({ connectionString: sessionDatabaseUrl(ctx.env) });
   let lost: (err: Error) => void = () => undefined;
   const failed = new Promise<never>((_, reject) => (lost = reject));
   failed.catch(() => undefined); // handled: a loss before or after the wait below is no crash
@@ -216,7 +217,8 @@ const listenCommand: Command = {
     'recorded, in ms after the post was created). --account: the account (default: the account of',
     'the --monitor ids, else the demo account demo@example.com that `seed` makes). --monitor (may be',
     'repeated): only these monitors, which must belong to the account. --json: one JSON object per',
-    'hit. Ctrl-C (SIGINT) or SIGTERM ends it (exit 0); it reads DATABASE_URL only.',
+    'hit. Ctrl-C (SIGINT) or SIGTERM ends it (exit 0). It listens on DATABASE_DIRECT_URL when set, else',
+    'DATABASE_URL (a transaction-mode PgBouncer delivers no notification).',
   ].join('\n'),
   options: { account: { type: 'string' }, monitor: { type: 'string', multiple: true } },
   async run(ctx, values) {
