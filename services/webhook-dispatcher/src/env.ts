@@ -30,6 +30,8 @@ export const dispatcherEnvSchema = z.object({
   DISPATCH_DEFER_MS: positiveInt(5000, 600_000),
   /** how long a monitor's context may be served from memory (ms; changes drop it at once); 0: read it for every delivery */
   DISPATCH_CONTEXT_CACHE_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
+  /** how long an attempt row may wait for others to share its insert and commit (ms; 0: written at once) */
+  DISPATCH_RECORD_LINGER_MS: z.coerce.number().int().min(0).max(1000).default(25),
   /** SIGTERM: how long deliveries in flight may take to finish before they are handed back (ms; below Kubernetes' 30 s) */
   DISPATCH_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(20_000),
 });

@@ -81,6 +81,7 @@ describe('webhook-dispatcher process', () => {
       WEBHOOK_TIMEOUT_MS: 'soon',
       DATABASE_DIRECT_URL: 'mysql://127.0.0.1/sts',
       DISPATCH_CONTEXT_CACHE_MS: '-1',
+      DISPATCH_RECORD_LINGER_MS: '5000',
     });
     expect(await p.exited).toBe(2); // a configuration error, as in every service (runService)
     const out = p.lines.join('\n');
@@ -88,6 +89,7 @@ describe('webhook-dispatcher process', () => {
     expect(out).toMatch(/WEBHOOK_TIMEOUT_MS: /);
     expect(out).toMatch(/DATABASE_DIRECT_URL: /);
     expect(out).toMatch(/DISPATCH_CONTEXT_CACHE_MS: /);
+    expect(out).toMatch(/DISPATCH_RECORD_LINGER_MS: /);
     expect(out).not.toMatch(/\n\s+at /); // no stack trace
   });
 

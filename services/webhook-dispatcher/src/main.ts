@@ -57,7 +57,10 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: dispatcherPoolSize(env) });
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'webhook-dispatcher' });
     const contexts = startContextCache(env, db, logger, registry);
-    const repository = createPrismaRepository(db, { cache: contexts.cache });
+    const repository = createPrismaRepository(db, {
+      cache: contexts.cache,
+      recordLingerMs: env.DISPATCH_RECORD_LINGER_MS,
+    });
     const dispatcher = createDispatcher({
       repository,
       messaging: amqp,

@@ -1,7 +1,8 @@
 /**
  * The micro-batcher on its own (no I/O): calls of one turn go together, calls made while the
- * bounded number of queries run wait and go together next, each caller settles only when the
- * query carrying its item settles, and one failed query fails only its own callers.
+ * bounded number of queries run wait and go together next, a lingering batch waits for more calls
+ * until it is full or the linger ends, each caller settles only when the query carrying its item
+ * settles, and one failed query fails only its own callers.
  */
 import { createBatcher } from './batch';
 
@@ -22,6 +23,7 @@ function manual() {
 }
 
 const turn = () => new Promise((r) => setImmediate(r));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** settled state of a promise, without waiting for it */
 function track<T>(p: Promise<T>) {
@@ -115,5 +117,59 @@ describe('createBatcher', () => {
     );
     await expect(load(1)).rejects.toThrow('thrown synchronously');
     await expect(load(2)).resolves.toBe(20);
+  });
+
+  it('with a linger, calls made one by one across turns wait for each other and go together when it ends', async () => {
+    const { calls, run } = manual();
+    const load = createBatcher(run, { lingerMs: 40, fillTo: 10 });
+    const results = [load(1)];
+    await turn();
+    results.push(load(2));
+    await turn();
+    await turn();
+    expect(calls).toHaveLength(0);
+    await sleep(80);
+    expect(calls.map((c) => c.items)).toEqual([[1, 2]]);
+    calls[0]!.resolve(['a', 'b']);
+    await expect(Promise.all(results)).resolves.toEqual(['a', 'b']);
+    // the next lone call lingers again
+    const next = load(3);
+    await turn();
+    expect(calls).toHaveLength(1);
+    await sleep(80);
+    expect(calls.map((c) => c.items)).toEqual([[1, 2], [3]]);
+    calls[1]!.resolve(['c']);
+    await expect(next).resolves.toBe('c');
+  });
+
+  it('a lingering batch that reaches fillTo goes at the next turn, without waiting for the linger', async () => {
+    const { calls, run } = manual();
+    const load = createBatcher(run, { lingerMs: 60_000, fillTo: 3 });
+    const results = [load(1), load(2)];
+    await turn();
+    await turn();
+    expect(calls).toHaveLength(0);
+    results.push(load(3));
+    await turn();
+    expect(calls.map((c) => c.items)).toEqual([[1, 2, 3]]);
+    calls[0]!.resolve(['a', 'b', 'c']);
+    await expect(Promise.all(results)).resolves.toEqual(['a', 'b', 'c']);
+  });
+
+  it('calls that waited behind running queries linger too when fewer than fillTo, and go when it ends', async () => {
+    const { calls, run } = manual();
+    const load = createBatcher(run, { maxConcurrent: 1, lingerMs: 40, fillTo: 2 });
+    const first = [load(1), load(2)];
+    await turn();
+    expect(calls.map((c) => c.items)).toEqual([[1, 2]]);
+    const waiting = load(3);
+    calls[0]!.resolve(['a', 'b']);
+    await expect(Promise.all(first)).resolves.toEqual(['a', 'b']);
+    await turn();
+    expect(calls).toHaveLength(1);
+    await sleep(80);
+    expect(calls.map((c) => c.items)).toEqual([[1, 2], [3]]);
+    calls[1]!.resolve(['c']);
+    await expect(waiting).resolves.toBe('c');
   });
 });

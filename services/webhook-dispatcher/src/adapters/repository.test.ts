@@ -1,7 +1,7 @@
 /**
  * The repository's raw-SQL hot path against a real PostgreSQL database: the monitor look-up
  * returns what the Prisma model query returned, batched attempt writes resolve only once their
- * rows are committed, and a bad row or a refused write fails only its own callers.
+ * rows are committed (lingering ones too), and a bad row or a refused write fails only its own callers.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createSecretBox } from '@sts/core';
@@ -157,6 +157,30 @@ describe('dispatcher repository (raw SQL hot path)', () => {
     for (const row of rows) expect(byDelivery.get(row.deliveryId)).toMatchObject(row);
     // several rows per statement: fewer distinct commit times than rows
     expect(new Set(stored.map((s) => s.createdAt.getTime())).size).toBeLessThan(rows.length);
+  });
+
+  it('with a record linger, attempts recorded one by one share one insert, each resolving once committed', async () => {
+    const lingering = createPrismaRepository(db, { recordLingerMs: 300 });
+    const rows = [attempt(), attempt(), attempt()];
+    const other = createDbClient({ url: testDb.url, poolSize: 1 });
+    try {
+      const done: Promise<number>[] = [];
+      for (const row of rows) {
+        done.push(
+          lingering
+            .recordAttempt(row)
+            .then(() => other.deliveryAttempt.count({ where: { deliveryId: row.deliveryId } })),
+        );
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(await Promise.all(done)).toEqual([1, 1, 1]);
+    } finally {
+      await other.$disconnect();
+    }
+    const stored = await db.deliveryAttempt.findMany({ where: { deliveryId: { in: rows.map((r) => r.deliveryId) } } });
+    // one statement, one transaction: one commit time (without the linger each row goes alone)
+    expect(stored).toHaveLength(3);
+    expect(new Set(stored.map((s) => s.createdAt.getTime())).size).toBe(1);
   });
 
   it('writes each row of a batch with its own attempt detail (headers as pairs, body bytes), or none', async () => {

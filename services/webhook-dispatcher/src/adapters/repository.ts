@@ -369,10 +369,16 @@ function monitorLoader(sql: SqlPool, cache: MonitorContextCache<MonitorContext> 
     );
 }
 
-/** attempt rows, batched: one INSERT for the rows of a tick (what keeps 1,000+ deliveries/s) */
-function attemptWriter(sql: SqlPool) {
+/** rows that make an attempt insert go at once instead of lingering */
+const RECORD_FILL_TO = 16;
+
+/**
+ * attempt rows, batched: one INSERT for the rows of a tick (what keeps 1,000+ deliveries/s); below
+ * RECORD_FILL_TO rows an insert waits up to `lingerMs` for more, so lone deliveries share commits
+ */
+function attemptWriter(sql: SqlPool, lingerMs: number) {
   const insertAttempts = (rows: NewAttempt[]) => sql.query(INSERT_ATTEMPTS_SQL, [attemptsJson(rows)]);
-  return createBatcher<NewAttempt, Error | null>(async (rows) => {
+  const writeRows = async (rows: NewAttempt[]): Promise<(Error | null)[]> => {
     try {
       await insertAttempts(rows);
       return rows.map(() => null);
@@ -384,7 +390,8 @@ function attemptWriter(sql: SqlPool) {
         r.status === 'rejected' ? (r.reason instanceof Error ? r.reason : new Error(String(r.reason))) : null,
       );
     }
-  });
+  };
+  return createBatcher(writeRows, { lingerMs, fillTo: RECORD_FILL_TO });
 }
 
 /** health outcomes, batched: one statement per tick (HEALTH_SQL) */
@@ -417,13 +424,15 @@ function healthWriter(db: Db) {
 export interface RepositoryOptions {
   /** monitor contexts kept between deliveries (contextCache.ts); without it every delivery reads its monitor */
   cache?: MonitorContextCache<MonitorContext>;
+  /** DISPATCH_RECORD_LINGER_MS: how long an attempt row may wait for others to share its insert (0: the next turn) */
+  recordLingerMs?: number;
 }
 
 export function createPrismaRepository(db: Db, options: RepositoryOptions = {}): DispatcherRepository {
   const { cache } = options;
   const sql = sqlPool(db);
   const loadMonitors = monitorLoader(sql, cache);
-  const writeAttempts = attemptWriter(sql);
+  const writeAttempts = attemptWriter(sql, options.recordLingerMs ?? 0);
   const writeHealth = healthWriter(db);
 
   return {
