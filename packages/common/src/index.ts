@@ -9,3 +9,4 @@ export * from './devEnv';
 export * from './devSecrets';
 export * from './runService';
 export * from './replicas';
+export * from './tickCork';

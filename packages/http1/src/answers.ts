@@ -5,6 +5,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type net from 'node:net';
+import { TickCork } from '@sts/common';
 import type { HeaderBlock, HttpResponder, ResponseStream, ResponseStreamOptions } from './types';
 import { httpDate } from './wire';
 
@@ -50,20 +51,18 @@ export function heldSize(a: GivenAnswer | null | undefined): number {
  * in order, with no added delay. A lone answer is written straight away, as without pipelining.
  */
 export class AnswerWriter {
-  private corked = false;
+  private readonly tick: TickCork;
 
-  constructor(private readonly socket: net.Socket) {}
+  constructor(private readonly socket: net.Socket) {
+    this.tick = new TickCork(socket);
+  }
 
   /**
    * status, headers and body (none for HEAD) of an answer, as one buffer or string; `more`: other
    * answers are owed on the connection (they may follow in this tick)
    */
   answer({ status, headers, body }: GivenAnswer, headOnly: boolean, keepAlive: boolean, more: boolean): void {
-    if (more && !this.corked) {
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(uncork, this);
-    }
+    if (more) this.tick.cork();
     const length = body === null ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     const head =
       `${statusLine(status)}date: ${httpDate()}\r\n${headers}content-length: ${length}\r\n` +
@@ -91,15 +90,7 @@ export class AnswerWriter {
     if (encoding === undefined) this.socket.write(data);
     else this.socket.write(data, encoding);
   }
-
-  /** the end of the tick that corked the socket (public for `uncork`, which avoids a closure a tick) */
-  uncork(): void {
-    this.corked = false;
-    this.socket.uncork();
-  }
 }
-
-const uncork = (w: AnswerWriter) => w.uncork();
 
 export class Responder implements HttpResponder {
   sent = false;

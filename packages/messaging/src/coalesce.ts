@@ -5,16 +5,15 @@
  * buffer and writes them to the socket from a setImmediate, one `write()` each, and node sends each
  * of those as its own system call. A consumer that settles a hundred messages in one turn therefore
  * made a hundred writes. Corking the socket at the first write and uncorking it on the next tick
- * (right after the pump's synchronous loop returns) hands node the whole turn as one `writev`: the
- * same bytes in the same order, no added delay (nothing waits for a later turn), and backpressure
- * unchanged (a corked write still returns false past the high-water mark, and 'drain' follows
- * the uncork).
+ * (right after the pump's synchronous loop returns: `TickCork`) hands node the whole turn as one
+ * `writev`.
  *
  * The socket is amqplib's `connection.stream` (not part of its typed API): when it is not a
  * writable stream, nothing is changed and frames go out one write each as before.
  */
 import { Writable } from 'node:stream';
 import type { ChannelModel } from 'amqplib';
+import { TickCork } from '@sts/common';
 
 type Write = Writable['write'];
 
@@ -23,17 +22,9 @@ export function coalesceWrites(conn: ChannelModel): boolean {
   const stream = (conn as unknown as { connection?: { stream?: unknown } }).connection?.stream;
   if (!(stream instanceof Writable)) return false;
   const write: Write = stream.write.bind(stream);
-  let corked = false;
-  const uncork = () => {
-    corked = false;
-    stream.uncork();
-  };
+  const tick = new TickCork(stream);
   stream.write = ((...args: Parameters<Write>) => {
-    if (!corked && !stream.destroyed) {
-      corked = true;
-      stream.cork();
-      process.nextTick(uncork);
-    }
+    tick.cork();
     return write(...args);
   }) as Write;
   return true;
