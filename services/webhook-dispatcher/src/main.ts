@@ -12,7 +12,7 @@ import { AmqpClient } from '@sts/messaging';
 import type client from 'prom-client';
 import { createDispatcher, dispatcherOptionsFromEnv } from './app';
 import { DISPATCHER_SESSION_NAME, listenForContextChanges } from './adapters/contextChanges';
-import { createPrismaRepository, type MonitorContext } from './adapters/repository';
+import { createPrismaRepository, recordFillMark, type MonitorContext } from './adapters/repository';
 import { MonitorContextCache } from './contextCache';
 import { dispatcherPoolSize, parseDispatcherEnv, type DispatcherEnv } from './env';
 import { registerCacheMetrics } from './metrics';
@@ -60,6 +60,7 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
     const repository = createPrismaRepository(db, {
       cache: contexts.cache,
       recordLingerMs: env.DISPATCH_RECORD_LINGER_MS,
+      recordFillTo: recordFillMark(env.DISPATCH_PREFETCH),
     });
     const dispatcher = createDispatcher({
       repository,

@@ -11,6 +11,7 @@ import {
   createPrismaRepository,
   isMissingParent,
   isTransientDbError,
+  recordFillMark,
   type DispatcherRepository,
   type NewAttempt,
 } from './repository';
@@ -181,6 +182,10 @@ describe('dispatcher repository (raw SQL hot path)', () => {
     // one statement, one transaction: one commit time (without the linger each row goes alone)
     expect(stored).toHaveLength(3);
     expect(new Set(stored.map((s) => s.createdAt.getTime())).size).toBe(1);
+  });
+
+  it('the fill mark of the record linger is 64 rows, at most a quarter of the prefetch, at least 1', () => {
+    expect([10_000, 256, 255, 40, 7, 4, 3, 1].map(recordFillMark)).toEqual([64, 64, 63, 10, 1, 1, 1, 1]);
   });
 
   it('writes each row of a batch with its own attempt detail (headers as pairs, body bytes), or none', async () => {

@@ -369,14 +369,20 @@ function monitorLoader(sql: SqlPool, cache: MonitorContextCache<MonitorContext> 
     );
 }
 
-/** rows that make an attempt insert go at once instead of lingering */
-const RECORD_FILL_TO = 16;
+/**
+ * Rows that make an attempt insert go at once instead of lingering: 64, and never more than a
+ * quarter of the prefetch. Each row holds its message unacknowledged, so a fill mark near the
+ * prefetch would leave no message to fill the batch with, and every batch would wait out the linger.
+ */
+export function recordFillMark(prefetch: number): number {
+  return Math.max(1, Math.min(64, Math.floor(prefetch / 4)));
+}
 
 /**
  * attempt rows, batched: one INSERT for the rows of a tick (what keeps 1,000+ deliveries/s); below
- * RECORD_FILL_TO rows an insert waits up to `lingerMs` for more, so lone deliveries share commits
+ * `fillTo` rows an insert waits up to `lingerMs` for more, so lone deliveries share commits
  */
-function attemptWriter(sql: SqlPool, lingerMs: number) {
+function attemptWriter(sql: SqlPool, lingerMs: number, fillTo: number) {
   const insertAttempts = (rows: NewAttempt[]) => sql.query(INSERT_ATTEMPTS_SQL, [attemptsJson(rows)]);
   const writeRows = async (rows: NewAttempt[]): Promise<(Error | null)[]> => {
     try {
@@ -391,7 +397,7 @@ function attemptWriter(sql: SqlPool, lingerMs: number) {
       );
     }
   };
-  return createBatcher(writeRows, { lingerMs, fillTo: RECORD_FILL_TO });
+  return createBatcher(writeRows, { lingerMs, fillTo });
 }
 
 /** health outcomes, batched: one statement per tick (HEALTH_SQL) */
@@ -426,13 +432,15 @@ export interface RepositoryOptions {
   cache?: MonitorContextCache<MonitorContext>;
   /** DISPATCH_RECORD_LINGER_MS: how long an attempt row may wait for others to share its insert (0: the next turn) */
   recordLingerMs?: number;
+  /** with a linger: rows that make an insert go at once (recordFillMark of the prefetch; default 64) */
+  recordFillTo?: number;
 }
 
 export function createPrismaRepository(db: Db, options: RepositoryOptions = {}): DispatcherRepository {
   const { cache } = options;
   const sql = sqlPool(db);
   const loadMonitors = monitorLoader(sql, cache);
-  const writeAttempts = attemptWriter(sql, options.recordLingerMs ?? 0);
+  const writeAttempts = attemptWriter(sql, options.recordLingerMs ?? 0, options.recordFillTo ?? 64);
   const writeHealth = healthWriter(db);
 
   return {
