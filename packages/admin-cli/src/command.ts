@@ -1,4 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
+import { directDatabaseUrl } from '@sts/common';
 import { isUuid, type HostResolver } from '@sts/core';
 import type { Db } from '@sts/db';
 
@@ -12,7 +13,10 @@ export function databaseUrl(env: NodeJS.ProcessEnv): string {
 
 /** for a session of its own (LISTEN): DATABASE_DIRECT_URL, never a transaction-mode PgBouncer; unset, databaseUrl() */
 export function sessionDatabaseUrl(env: NodeJS.ProcessEnv): string {
-  return env.DATABASE_DIRECT_URL || databaseUrl(env);
+  return directDatabaseUrl({
+    DATABASE_URL: databaseUrl(env),
+    DATABASE_DIRECT_URL: env.DATABASE_DIRECT_URL || undefined,
+  });
 }
 
 /** A usage error: printed with the command's usage, exit code 2, nothing changed. */

@@ -13,11 +13,10 @@ import {
   type StartedService,
 } from '@sts/common';
 import { errorMessage, plansFromEnv } from '@sts/core';
-import { createDbClient, migrationsCheck, type Db } from '@sts/db';
+import { createDbClient, DirectSession, migrationsCheck, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
-import { DirectSession } from '@sts/db';
 import { SESSION_APPLICATION_NAME } from './adapters/session';
 import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';

@@ -7,9 +7,8 @@
  * rows are deleted in batches by the maintenance step (@sts/db maintenance), not here.
  */
 import type { Logger } from '@sts/common';
-import type { Db } from '@sts/db';
 import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
-import { subscribe, type DirectSession, type Subscription } from '@sts/db';
+import { subscribe, type Db, type DirectSession, type Subscription } from '@sts/db';
 import { SESSION_APPLICATION_NAME } from '../adapters/session';
 import { OUTBOX_CHANNEL } from '../adapters/repository';
 import { errorMessage } from '@sts/core';

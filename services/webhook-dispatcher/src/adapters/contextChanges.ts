@@ -81,18 +81,18 @@ export function listenForContextChanges(
     );
     timer.unref();
   };
+  /** the connection is gone or new: nothing it heard before vouches for the cache */
+  const unproven = () => {
+    proven = false;
+    outstanding = undefined;
+    cache.distrust();
+  };
   const unsubscribe = Promise.all([
     session.listen(CONTEXT_CHANNEL, {
       onNotify: (payload) => cache.changed(payload),
-      onLost: () => {
-        proven = false;
-        outstanding = undefined;
-        cache.distrust();
-      },
+      onLost: unproven,
       onReconnect: () => {
-        proven = false;
-        outstanding = undefined;
-        cache.distrust();
+        unproven();
         beat();
       },
     }),
