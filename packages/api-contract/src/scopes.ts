@@ -3,7 +3,8 @@
  * The gateway passes these writes on to read-api (any other write is its own 405) and refuses them
  * for a `read` key before the call is admitted (403 INSUFFICIENT_SCOPE, no quota used); read-api
  * checks the forwarded scope again. The delivery log (GET …/deliveries) is here too: it shows
- * what the account's endpoints answered.
+ * what the account's endpoints answered; and so are the events by sequence (GET …/events), the
+ * payloads the webhooks deliver.
  */
 const ID = '[^/]+';
 const MANAGEMENT: readonly (readonly [method: string, path: RegExp])[] = [
@@ -15,7 +16,7 @@ const MANAGEMENT: readonly (readonly [method: string, path: RegExp])[] = [
   ['PUT', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
   ['DELETE', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
   ['POST', new RegExp(`^/api/v1/monitors/${ID}/webhook/(?:test|rotate)$`)],
-  ['GET', new RegExp(`^/api/v1/monitors/${ID}/deliveries$`)],
+  ['GET', new RegExp(`^/api/v1/monitors/${ID}/(?:deliveries|events)$`)],
   ['POST', new RegExp(`^/api/v1/deliveries/${ID}/redeliver$`)],
 ];
 

@@ -38,6 +38,13 @@ export type WebhookWithSecret = Schemas['WebhookWithSecret'];
 export type Delivery = Schemas['Delivery'];
 export type Queued = Schemas['Queued'];
 export type Recovered = Schemas['Recover'];
+/** an event as the monitor's webhook delivers it, with its `sequence` (docs/webhooks.md) */
+export type MonitorEvent = Schemas['MonitorEvent'];
+
+export interface EventPageOptions extends PageOptions {
+  /** the last sequence the receiver has: the page starts after it (not with `cursor`) */
+  after?: number;
+}
 
 /** a page of a list: `data` and `meta.next_cursor` (null on the last page) */
 export interface Page<T> {
@@ -181,6 +188,19 @@ export function createClient(options: ClientOptions) {
       deliveries: async (monitorId: string, opts?: PageOptions) =>
         unwrap(
           await api.GET('/api/v1/monitors/{id}/deliveries', { params: { path: { id: monitorId }, query: page(opts) } }),
+        ),
+      /**
+       * the monitor's events after `after` (a sequence), oldest first, as its webhook delivers them
+       * (manage key): what a receiver that saw 41 after 39 fetches with `{ after: 39 }`
+       */
+      events: async (monitorId: string, opts: EventPageOptions = {}): Promise<Page<MonitorEvent>> =>
+        unwrap(
+          await api.GET('/api/v1/monitors/{id}/events', {
+            params: {
+              path: { id: monitorId },
+              query: { ...(opts.after !== undefined ? { after: opts.after } : {}), ...page(opts) },
+            },
+          }),
         ),
       /** redelivers each hit delivery that failed since `since` and is still failed (at most 1,000 a call) */
       recover: async (monitorId: string, since: Date | string, opts?: WriteOptions): Promise<Recovered> =>

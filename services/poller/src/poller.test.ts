@@ -355,7 +355,9 @@ describe('poller', () => {
       const [event] = await eventsOf(m.id);
       const row = await db.monitor.findUniqueOrThrow({ where: { id: m.id } });
       const ref = { id: t.id, text: t.text, authorUsername: target, createdAt: t.createdAt.toISOString() };
-      expect(event!.payload).toEqual(monitorHitPayload(monitorRef(row), ref, hit!.detectedAt.toISOString()));
+      // the monitor's first event: sequence 1
+      expect(event!.payload).toEqual(monitorHitPayload(monitorRef(row), ref, hit!.detectedAt.toISOString(), 1));
+      expect(hit!.sequence).toBe(1n);
       expect(event!.headers).toEqual({ accountId, hitId: hit!.id });
       expect(contracts['monitor.hit'].payload.parse(event!.payload)).toEqual(event!.payload);
     }

@@ -11,6 +11,7 @@ import {
   CURSOR_PATTERN,
   DeletedRecord,
   DeliveryRecord,
+  EVENT_COMPONENTS,
   IDEMPOTENCY_KEY_MAX_LENGTH,
   COVERAGE_COMPONENTS,
   CoverageRecord,
@@ -23,9 +24,11 @@ import {
   HIT_LIMIT,
   HitRecord,
   LIMIT,
+  MonitorEventRecord,
   MonitorRecord,
   NewTweet,
   Q_MAX_LENGTH,
+  SEQUENCE_MAX,
   TweetRecord,
   UserRecord,
   dataOf,
@@ -49,8 +52,9 @@ const envelopes = {
   PreviewOne: dataOf(PreviewRecord),
   DeliveryList: listOf(DeliveryRecord),
   CoverageOne: dataOf(CoverageRecord),
+  MonitorEventList: listOf(MonitorEventRecord),
 };
-const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS, ...COVERAGE_COMPONENTS };
+const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS, ...COVERAGE_COMPONENTS, ...EVENT_COMPONENTS };
 const generated = toJsonSchemas({ ...NAMED, ...envelopes });
 const schemas = Object.fromEntries(Object.keys(NAMED).map((name) => [name, generated[name as keyof typeof NAMED]]));
 
@@ -391,6 +395,30 @@ export const openApiDocument = {
           "The monitor's delivery attempts, newest first, with the request as sent and the response (manage key)",
         parameters: [monitorId, limit, cursor],
         responses: { '200': ok(generated.DeliveryList, 'one page of attempts'), ...manageErrors },
+      },
+    },
+    '/api/v1/monitors/{id}/events': {
+      get: {
+        operationId: 'listMonitorEvents',
+        summary: "The monitor's events after a sequence, oldest first, as its webhook delivers them (manage key)",
+        description: [
+          'Every event of a monitor (monitor.hit, monitor.profile_changed, monitor.target_unavailable) carries',
+          '`sequence`: 1, 2, 3 … per monitor, without gaps (the X-Service-Sequence header). A receiver that sees 41',
+          'after 39 asks for `after=39`. Events are kept as long as the plan keeps hits (docs/api.md "Events by',
+          'sequence"); an `after` that is not a sequence number answers 400 INVALID_REQUEST naming it.',
+        ].join(' '),
+        parameters: [
+          monitorId,
+          param(
+            'after',
+            'query',
+            { type: 'integer', minimum: 0, maximum: SEQUENCE_MAX, default: 0 },
+            'the last sequence the receiver has: the page starts after it (not with `cursor`)',
+          ),
+          limit,
+          cursor,
+        ],
+        responses: { '200': ok(generated.MonitorEventList, 'one page of events'), ...manageErrors },
       },
     },
     '/api/v1/monitors/{id}/recover': {

@@ -1,0 +1,36 @@
+-- A sequence per monitor: every event of a monitor (monitor.hit, monitor.profile_changed,
+-- monitor.target_unavailable) is numbered 1, 2, 3 … without gaps when it is recorded, in the
+-- statement that records it, and keeps that number on every retry and redelivery
+-- (docs/webhooks.md "Sequence"). The counter is a row of its own, not a column of `monitors`, so
+-- numbering a fan-out fires none of the monitors' triggers and rewrites no monitor row.
+CREATE TABLE "monitor_sequences" (
+    "monitor_id" UUID NOT NULL,
+    "last_sequence" BIGINT NOT NULL DEFAULT 0,
+
+    CONSTRAINT "monitor_sequences_pkey" PRIMARY KEY ("monitor_id")
+);
+
+ALTER TABLE "monitor_sequences" ADD CONSTRAINT "monitor_sequences_monitor_id_fkey" FOREIGN KEY ("monitor_id") REFERENCES "monitors"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- null: recorded before events were numbered
+ALTER TABLE "hits" ADD COLUMN "sequence" BIGINT;
+ALTER TABLE "monitor_events" ADD COLUMN "sequence" BIGINT;
+
+-- GET /api/v1/monitors/{id}/events?after=: one monitor's events after a sequence, in order
+CREATE INDEX "hits_monitor_id_sequence_idx" ON "hits"("monitor_id", "sequence");
+CREATE INDEX "monitor_events_monitor_id_sequence_idx" ON "monitor_events"("monitor_id", "sequence");
+
+-- The recording statement numbers the hits its snapshot did not see yet and inserts them with
+-- ON CONFLICT DO NOTHING. A hit of the same monitor and post committed meanwhile by another
+-- transaction (two pollers recording one post at once) would leave its number unused: the
+-- statement calls this with what it inserted and what it numbered, and fails as a serialization
+-- failure (SQLSTATE 40001) when they differ, so nothing of it stays and the writer runs it again
+-- on a fresh snapshot.
+CREATE FUNCTION "sts_hits_sequenced"(inserted BIGINT, numbered BIGINT) RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+BEGIN
+  IF inserted <> numbered THEN
+    RAISE EXCEPTION 'hits numbered for a monitor were recorded meanwhile by another transaction'
+      USING ERRCODE = '40001';
+  END IF;
+  RETURN true;
+END $$;
