@@ -57,7 +57,10 @@ export function monitorRef(monitor: {
  * when the event is recorded and the same on every retry and redelivery. Absent only on events
  * recorded before events were numbered.
  */
-const Sequence = z.number().int().positive();
+const Sequence = z
+  .int()
+  .min(1)
+  .meta({ description: 'the monitor\'s event number, without gaps (X-Service-Sequence; "Sequence" below)' });
 
 export const MonitorHitPayload = z
   .object({

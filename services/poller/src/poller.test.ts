@@ -186,6 +186,7 @@ describe('poller', () => {
       monitor: { id: m.id, targetUsername: target, query: null, keywords: null },
       tweet: { id: t.id, text: 'hello world', authorUsername: target, createdAt: t.createdAt.toISOString() },
       detectedAt: hit!.detectedAt.toISOString(),
+      sequence: 1,
     });
     expect(env.payload.tweet.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect((await db.outboxEvent.findUnique({ where: { id: outbox[0]!.id } }))!.publishedAt).toBeInstanceOf(Date);

@@ -16,7 +16,7 @@ import {
 } from '@sts/api-contract';
 import { ApiError, InvalidRequestError, NotFoundError, UnauthorizedError } from '@sts/common';
 import type { Retention } from '@sts/core';
-import { decodeCursor, encodeCursor } from '@sts/social';
+import { decodeCursor, encodeCursor, InvalidCursorError } from '@sts/social';
 import type { UseCases } from '@sts/usecases';
 import { z } from 'zod';
 import type { IdempotencyStore } from '../adapters/idempotency';
@@ -266,7 +266,11 @@ function eventsAfter(ctx: RequestContext): number {
   if (ctx.query.has('after'))
     throw new InvalidRequestError('give after or cursor, not both (a cursor continues its listing)', 'cursor');
   const [after] = decodeCursor(cursor, EVENT_CURSOR, 1);
-  return parseAfter(new Map([['after', [after!]]]));
+  try {
+    return parseAfter(new Map([['after', [after!]]]));
+  } catch {
+    throw new InvalidCursorError('cursor is not valid');
+  }
 }
 
 /** GET …/events: the monitor's events after a sequence, oldest first, within the plan's hit retention */
