@@ -4,4 +4,3 @@ export * from './jsonSchema';
 export * from './scopes';
 export * from './manage';
 export * from './coverage';
-export * from './events';

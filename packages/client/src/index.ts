@@ -39,7 +39,8 @@ export type Delivery = Schemas['Delivery'];
 export type Queued = Schemas['Queued'];
 export type Recovered = Schemas['Recover'];
 /** an event as the monitor's webhook delivers it, with its `sequence` (docs/webhooks.md) */
-export type MonitorEvent = Schemas['MonitorEvent'];
+export type MonitorEvent =
+  paths['/api/v1/monitors/{id}/events']['get']['responses'][200]['content']['application/json']['data'][number];
 
 export interface EventPageOptions extends PageOptions {
   /** the last sequence the receiver has: the page starts after it (not with `cursor`) */

@@ -810,18 +810,6 @@ export interface components {
        */
       filled_at: string | null;
     };
-    /** @description the event's payload exactly as its webhook delivers it (docs/webhooks.md) */
-    MonitorEvent: {
-      /** @enum {string} */
-      event: 'monitor.hit' | 'monitor.profile_changed' | 'monitor.target_unavailable';
-      monitor: {
-        id: string;
-      };
-      /** Format: date-time */
-      detectedAt: string;
-      /** @description the event's number among the monitor's events: 1, 2, 3 … without gaps (the X-Service-Sequence header) */
-      sequence: number;
-    };
   };
   responses: never;
   parameters: never;
@@ -7045,7 +7033,80 @@ export interface operations {
         };
         content: {
           'application/json': {
-            data: components['schemas']['MonitorEvent'][];
+            data: (
+              | {
+                  /** @constant */
+                  event: 'monitor.hit';
+                  monitor: {
+                    id: string;
+                    targetUsername: string | null;
+                    query: string | null;
+                    keywords: string[] | null;
+                  };
+                  tweet: {
+                    id: string;
+                    text: string;
+                    authorUsername: string;
+                    /** Format: date-time */
+                    createdAt: string;
+                  };
+                  /** Format: date-time */
+                  detectedAt: string;
+                  /** @description the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence) */
+                  sequence: number;
+                }
+              | {
+                  /** @constant */
+                  event: 'monitor.profile_changed';
+                  monitor: {
+                    id: string;
+                    targetUsername: string | null;
+                    query: string | null;
+                    keywords: string[] | null;
+                  };
+                  userId: string;
+                  changed: ('username' | 'name' | 'description' | 'profileImageUrl' | 'verified')[];
+                  before: {
+                    username: string;
+                    name: string;
+                    description: string | null;
+                    profileImageUrl: string | null;
+                    verified: boolean;
+                  };
+                  after: {
+                    username: string;
+                    name: string;
+                    description: string | null;
+                    profileImageUrl: string | null;
+                    verified: boolean;
+                  };
+                  /** Format: date-time */
+                  detectedAt: string;
+                  /** @description the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence) */
+                  sequence: number;
+                }
+              | {
+                  /** @constant */
+                  event: 'monitor.target_unavailable';
+                  monitor: {
+                    id: string;
+                    targetUsername: string | null;
+                    query: string | null;
+                    keywords: string[] | null;
+                  };
+                  /** @enum {string} */
+                  status: 'suspended' | 'protected' | 'not_found' | 'renamed';
+                  /** @enum {string} */
+                  previousStatus: 'ok' | 'suspended' | 'protected' | 'not_found' | 'renamed';
+                  username: string;
+                  newUsername: string | null;
+                  detail: string;
+                  /** Format: date-time */
+                  detectedAt: string;
+                  /** @description the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence) */
+                  sequence: number;
+                }
+            )[];
             meta: components['schemas']['ListMeta'];
           };
         };

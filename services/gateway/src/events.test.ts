@@ -98,7 +98,7 @@ describe('GET /api/v1/monitors/{id}/events', () => {
   it('answers the events after a sequence, oldest first, as delivered, paged by cursor', async () => {
     const all = await get(`/api/v1/monitors/${monitor.id}/events`);
     expect(all.status).toBe(200);
-    expect(all.body.data.map((e: { sequence: number }) => e.sequence)).toEqual([1, 2, 3, 4, 5]);
+    expect((all.body.data as { sequence: number }[]).map((e) => e.sequence)).toEqual([1, 2, 3, 4, 5]);
     expect(all.body.meta).toEqual({ count: 5, next_cursor: null });
     const [first] = all.body.data;
     expect(first).toEqual({
@@ -112,10 +112,10 @@ describe('GET /api/v1/monitors/{id}/events', () => {
 
     // a receiver that saw 4 after 1 asks for what follows 1, two at a time
     const page1 = await get(`/api/v1/monitors/${monitor.id}/events?after=1&limit=2`);
-    expect(page1.body.data.map((e: { sequence: number }) => e.sequence)).toEqual([2, 3]);
+    expect((page1.body.data as { sequence: number }[]).map((e) => e.sequence)).toEqual([2, 3]);
     expect(page1.body.meta.next_cursor).toEqual(expect.any(String));
     const page2 = await get(`/api/v1/monitors/${monitor.id}/events?limit=2&cursor=${page1.body.meta.next_cursor}`);
-    expect(page2.body.data.map((e: { sequence: number }) => e.sequence)).toEqual([4, 5]);
+    expect((page2.body.data as { sequence: number }[]).map((e) => e.sequence)).toEqual([4, 5]);
     expect(page2.body.meta.next_cursor).toBeNull();
     expect((await get(`/api/v1/monitors/${monitor.id}/events?after=5`)).body.data).toEqual([]);
     expect((await get(`/api/v1/monitors/${monitor.id}/events?after=9007199254740991`)).body.data).toEqual([]);
@@ -126,7 +126,7 @@ describe('GET /api/v1/monitors/{id}/events', () => {
     await hit(other, 1, 400);
     await hit(other, 2);
     const r = await get(`/api/v1/monitors/${other.id}/events`);
-    expect(r.body.data.map((e: { sequence: number }) => e.sequence)).toEqual([2]);
+    expect((r.body.data as { sequence: number }[]).map((e) => e.sequence)).toEqual([2]);
   });
 
   it('refuses an after that is not a sequence, naming it, and a cursor that is not one', async () => {

@@ -11,7 +11,6 @@ import {
   CURSOR_PATTERN,
   DeletedRecord,
   DeliveryRecord,
-  EVENT_COMPONENTS,
   IDEMPOTENCY_KEY_MAX_LENGTH,
   COVERAGE_COMPONENTS,
   CoverageRecord,
@@ -24,7 +23,6 @@ import {
   HIT_LIMIT,
   HitRecord,
   LIMIT,
-  MonitorEventRecord,
   MonitorRecord,
   NewTweet,
   Q_MAX_LENGTH,
@@ -36,6 +34,23 @@ import {
   toJsonSchemas,
 } from '@sts/api-contract';
 import { TWEET_ID_RE, USERNAME_RE } from '@sts/core';
+import { contracts } from '@sts/messaging';
+import { z } from 'zod';
+/**
+ * An item of GET …/events: one of the three monitor event payloads of @sts/messaging (the webhook
+ * contracts, docs/webhooks.md), with `sequence` always present.
+ */
+function monitorEventRecord() {
+  const sequence = z.int().min(1).max(SEQUENCE_MAX).meta({
+    description: "the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence)",
+  });
+  const kinds = ['monitor.hit', 'monitor.profile_changed', 'monitor.target_unavailable'] as const;
+  const [hit, profile, unavailable] = kinds.map((k) => contracts[k].payload.extend({ sequence }));
+  return z
+    .union([hit!, profile!, unavailable!])
+    .meta({ description: 'the payload exactly as the native webhook delivers it (docs/webhooks.md)' });
+}
+
 const envelopes = {
   UserOne: dataOf(UserRecord),
   TweetOne: dataOf(TweetRecord),
@@ -52,9 +67,9 @@ const envelopes = {
   PreviewOne: dataOf(PreviewRecord),
   DeliveryList: listOf(DeliveryRecord),
   CoverageOne: dataOf(CoverageRecord),
-  MonitorEventList: listOf(MonitorEventRecord),
+  MonitorEventList: listOf(monitorEventRecord()),
 };
-const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS, ...COVERAGE_COMPONENTS, ...EVENT_COMPONENTS };
+const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS, ...COVERAGE_COMPONENTS };
 const generated = toJsonSchemas({ ...NAMED, ...envelopes });
 const schemas = Object.fromEntries(Object.keys(NAMED).map((name) => [name, generated[name as keyof typeof NAMED]]));
 
