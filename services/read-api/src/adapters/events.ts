@@ -9,7 +9,7 @@
 import type { Db } from '@sts/db';
 import { contracts, monitorHitPayload, monitorRef, webhookPayload, type WebhookPayload } from '@sts/messaging';
 
-export interface EventPage {
+interface EventPage {
   items: WebhookPayload[];
   /** another event follows the last one */
   more: boolean;
