@@ -246,6 +246,10 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
  */
 function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
   const { posts, index } = chunkPosts(hits);
+  // the posts' time span, as parameters: the probe of `fresh` reads only the week partitions of
+  // `hits` that can hold them (pruned when the statement starts, not probed per row)
+  const times = posts.map((p) => p.tweetCreatedAt.getTime());
+  const [first, last] = [new Date(Math.min(...times)), new Date(Math.max(...times))];
   return Prisma.sql`
     post AS (
       SELECT * FROM unnest(
@@ -266,7 +270,8 @@ function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
     fresh AS (
       SELECT DISTINCT ON (i.monitor_id, i.tweet_id, i.tweet_created_at) i.* FROM input i
       WHERE NOT EXISTS (SELECT 1 FROM hits h WHERE h.monitor_id = i.monitor_id AND h.tweet_id = i.tweet_id
-                                              AND h.tweet_created_at = i.tweet_created_at)
+                                              AND h.tweet_created_at = i.tweet_created_at
+                                              AND h.tweet_created_at BETWEEN ${first} AND ${last})
       ORDER BY i.monitor_id, i.tweet_id, i.tweet_created_at, i.ord
     ),
     ${sequenceCtes('fresh')},

@@ -10,6 +10,10 @@ CREATE TABLE "monitor_sequences" (
     CONSTRAINT "monitor_sequences_pkey" PRIMARY KEY ("monitor_id")
 );
 
+-- Every recording updates its monitors' rows: room on each page keeps those updates HOT (no new
+-- primary-key entry per update).
+ALTER TABLE "monitor_sequences" SET (fillfactor = 50);
+
 ALTER TABLE "monitor_sequences" ADD CONSTRAINT "monitor_sequences_monitor_id_fkey" FOREIGN KEY ("monitor_id") REFERENCES "monitors"("id") ON DELETE CASCADE ON UPDATE CASCADE;
 
 -- null: recorded before events were numbered
