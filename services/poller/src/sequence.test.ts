@@ -102,6 +102,9 @@ describe('a sequence per monitor', () => {
 
   it('two pollers recording the same monitors at once leave no gap and no repeat', async () => {
     const { target, ids } = await monitors(3);
+    // the counter row is made with the monitor: recording only updates it
+    const counters = await db.monitorSequence.findMany({ where: { monitorId: { in: ids } } });
+    expect(counters.map((c) => c.lastSequence)).toEqual([0n, 0n, 0n]);
     const a = createPollerRepository(db);
     const b = createPollerRepository(other);
     const posts: Post[] = [];

@@ -1,7 +1,8 @@
 /**
  * The per-monitor event sequence (docs/webhooks.md "Sequence"), assigned in the statement that
  * records the events, set-based: one upsert of `monitor_sequences` adds each monitor's count of
- * new events and returns its new last number; the events take last − count + 1 … last in their
+ * new events and returns its new last number (the row is made with the monitor by a trigger, so
+ * this is an update; the insert half only covers a monitor written with triggers off); the events take last − count + 1 … last in their
  * order. The upsert locks each monitor's counter row until the transaction ends (in monitor id
  * order, so two statements numbering overlapping monitors cannot deadlock on it), so a monitor's
  * numbers are handed out one transaction at a time, each continuing where the last committed one
