@@ -232,8 +232,8 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
 }
 
 /**
- * The CTEs `post`, `input`, `fresh` (the hits this statement's snapshot does not hold yet, each
- * once), their sequence numbers (./sequences.ts: `counts`, `seq`, `numbered`), `ins` (inserts
+ * The CTEs `post`, `input`, `fresh` (the hits this statement's snapshot does not hold yet), their
+ * sequence numbers (./sequences.ts: `counts`, `seq`, `numbered`), `ins` (inserts
  * them with their numbers, unique on monitor + tweet; returns the new ones), `events` (an outbox
  * event for each new one, its number in the payload: the events join the rows the insert
  * returned, so a hit already recorded gets no second event) and `guard` (fails the statement when
@@ -244,12 +244,25 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
  * empty; repository.test compares them), its `tweet` and `detectedAt` part from the post's event.
  * Events are written in the hits' order. A monitor deleted since it was read gets no hit.
  */
-function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
+/** each hit once: a numbered hit the insert skipped as a duplicate would fail the guard on every run */
+function uniqueHits(hits: readonly NewHit[]): NewHit[] {
+  const seen = new Set<string>();
+  return hits.filter((h) => {
+    const key = `${h.monitorId}:${h.tweetId}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+function hitCtes(all: readonly NewHit[]): Prisma.Sql {
+  const hits = uniqueHits(all);
   const { posts, index } = chunkPosts(hits);
   // the posts' time span, as parameters: the probe of `fresh` reads only the week partitions of
   // `hits` that can hold them (pruned when the statement starts, not probed per row)
   const times = posts.map((p) => p.tweetCreatedAt.getTime());
-  const [first, last] = [new Date(Math.min(...times)), new Date(Math.max(...times))];
+  const [first, last] =
+    times.length === 0 ? [new Date(0), new Date(0)] : [new Date(Math.min(...times)), new Date(Math.max(...times))];
   return Prisma.sql`
     post AS (
       SELECT * FROM unnest(
@@ -268,11 +281,10 @@ function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
       JOIN monitors m ON m.id = i.monitor_id
     ),
     fresh AS (
-      SELECT DISTINCT ON (i.monitor_id, i.tweet_id, i.tweet_created_at) i.* FROM input i
+      SELECT i.* FROM input i
       WHERE NOT EXISTS (SELECT 1 FROM hits h WHERE h.monitor_id = i.monitor_id AND h.tweet_id = i.tweet_id
                                               AND h.tweet_created_at = i.tweet_created_at
                                               AND h.tweet_created_at BETWEEN ${first} AND ${last})
-      ORDER BY i.monitor_id, i.tweet_id, i.tweet_created_at, i.ord
     ),
     ${sequenceCtes('fresh')},
     ins AS (
