@@ -44,6 +44,8 @@ interface Entry {
   fp: string;
   /** the answer as JSON, sealed by the secret box under the entry's Redis key */
   sealed?: string;
+  /** an answer kept unsealed: never replayed (it counts as unreadable) */
+  answer?: unknown;
 }
 
 export interface IdempotencyOptions {
@@ -94,6 +96,7 @@ export function createIdempotencyStore(redis: RedisClient, opts: IdempotencyOpti
         if (entry === null) continue; // released or expired between the two calls: try again
         if (entry.fp !== fingerprint) return { kind: 'mismatch' };
         if (entry.sealed !== undefined) return open(k, entry.sealed);
+        if (entry.answer !== undefined) return { kind: 'unreadable' };
         if (Date.now() >= deadline) return { kind: 'in_progress' };
         await new Promise((r) => setTimeout(r, pollMs));
       }
