@@ -287,7 +287,11 @@ export class StreamHub {
       const byKey = new Map<string, Entry[]>();
       for (const e of this.entries()) {
         if (now >= e.endsAt) e.stream.close('max_lifetime', ENDING_MESSAGE.max_lifetime);
-        else byKey.set(e.keyHash, [...(byKey.get(e.keyHash) ?? []), e]);
+        else {
+          const list = byKey.get(e.keyHash);
+          if (list === undefined) byKey.set(e.keyHash, [e]);
+          else list.push(e);
+        }
       }
       const failed = (await Promise.all([...byKey].map(([hash, list]) => this.recheckKey(hash, list)))).filter(
         (err) => err !== null,
