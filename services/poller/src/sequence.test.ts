@@ -171,7 +171,11 @@ describe('a sequence per monitor', () => {
     };
     await profiles.record(target, { profile, state: 'active' }, new Date());
     // a changed name and a suspension in one look: a profile change then a status change
-    const look = await profiles.record(target, { profile: { ...profile, name: 'After' }, state: 'suspended' }, new Date());
+    const look = await profiles.record(
+      target,
+      { profile: { ...profile, name: 'After' }, state: 'suspended' },
+      new Date(),
+    );
     expect(look.events).toBe(4);
     for (const id of ids) {
       const stored = await db.monitorEvent.findMany({ where: { monitorId: id }, orderBy: { sequence: 'asc' } });

@@ -20,7 +20,11 @@ export interface EventLog {
    * Up to `limit` events of the account's monitor with a sequence above `after`, oldest first, of
    * posts (hits) and events (the others) from `since` on; null when the account has no such monitor.
    */
-  list(accountId: string, monitorId: string, page: { after: number; limit: number; since: Date }): Promise<EventPage | null>;
+  list(
+    accountId: string,
+    monitorId: string,
+    page: { after: number; limit: number; since: Date },
+  ): Promise<EventPage | null>;
 }
 
 interface EventRow {
@@ -39,7 +43,12 @@ interface EventRow {
 }
 
 function payloadOf(r: EventRow): WebhookPayload {
-  const monitor = monitorRef({ id: r.monitor_id, targetUsername: r.target_username, query: r.query, keywords: r.keywords });
+  const monitor = monitorRef({
+    id: r.monitor_id,
+    targetUsername: r.target_username,
+    query: r.query,
+    keywords: r.keywords,
+  });
   const sequence = Number(r.sequence);
   if (r.kind === 'monitor.hit') {
     const tweet = {
