@@ -18,7 +18,7 @@ export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessE
   // Treat empty strings as unset, as shells and k8s manifests often leave them so.
   const cleaned: Record<string, string> = {};
   for (const [k, v] of Object.entries(source)) if (v !== undefined && v !== '') cleaned[k] = v;
-  // a development secret is refused in production whatever the schema says (issue 20, item 7)
+  // a development secret is refused in production whatever the schema says
   const devSecrets = developmentSecretProblems(cleaned);
   const result = schema.safeParse(cleaned);
   if (devSecrets.length > 0) {

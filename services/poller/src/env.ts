@@ -30,7 +30,7 @@ export const pollerEnvSchema = z
     /** X source: how far behind its position a poll re-reads (tweets X makes visible late) */
     POLL_OVERLAP_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
     /**
-     * X source: how monitors read X (issue 19). `stream`: the filtered stream (stream/) serves
+     * X source: how monitors read X. `stream`: the filtered stream (stream/) serves
      * targets with a Starter or trial watcher, the tick polls only the Free-only ones by batched
      * search; `search`: due targets packed into `from:` OR-queries; `timeline`: one timeline read
      * per target (small tiers). See the README, "X monitor modes".
