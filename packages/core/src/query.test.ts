@@ -42,7 +42,7 @@ describe('parseQuery: accepted queries', () => {
     expect(parseQuery('LANG:EN hello IS:Reply').rule).toBe('lang:en hello is:reply');
   });
 
-  it("takes a 512-character query and refuses 513 and 1,000", () => {
+  it('takes a 512-character query and refuses 513 and 1,000', () => {
     const long = `${'x'.repeat(500)} ${'y'.repeat(11)}`;
     expect(long.length).toBe(QUERY_LIMITS.maxLength);
     expect(parseQuery(long).text).toBe(long);
