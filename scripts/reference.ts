@@ -1,8 +1,9 @@
 /**
- * Writes the generated parts of the product reference in docs/ (api.md, webhooks.md, plans.md)
- * from the code that defines them: the gateway's OpenAPI document (itself built from the zod
- * records of @sts/api-contract), the message contracts of @sts/messaging, the signing constants of
- * @sts/signing and the plan defaults of @sts/core. Each generated part sits between
+ * Writes the generated parts of the product reference in docs/ (api.md, webhooks.md, plans.md,
+ * configuration.md) from the code that defines them: the gateway's OpenAPI document (itself built
+ * from the zod records of @sts/api-contract), the message contracts of @sts/messaging, the signing
+ * constants of @sts/signing, the plan defaults of @sts/core and every process's zod env schema
+ * (scripts/configuration.ts). Each generated part sits between
  * `<!-- generated:<name> -->` and `<!-- end generated:<name> -->`; the prose around it is written
  * by hand.
  *
@@ -17,6 +18,7 @@ import { planEnv, planMonitorEnv, planRetentionEnv } from '../packages/core/src'
 import { contracts, HEADER_NAMES } from '../packages/messaging/src/contracts';
 import * as signing from '../packages/signing/src';
 import { openApiDocument } from '../services/gateway/src/http/openapi';
+import { configurationParts } from './configuration';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
 
@@ -205,7 +207,12 @@ function planParts(): Record<string, string> {
 
 /** file (under docs/) → generated part name → its text */
 export function generatedParts(): Record<string, Record<string, string>> {
-  return { 'api.md': apiParts(), 'webhooks.md': webhookParts(), 'plans.md': planParts() };
+  return {
+    'api.md': apiParts(),
+    'webhooks.md': webhookParts(),
+    'plans.md': planParts(),
+    'configuration.md': configurationParts(),
+  };
 }
 
 /** `text` with each generated part replaced */

@@ -38,6 +38,7 @@ export const pollerEnvSchema = z
     X_MONITOR_MODE: z.enum(['stream', 'search', 'timeline']).default('stream'),
     /** search mode (and stream mode's Free-only polls): most characters of one packed `from:` query */
     X_QUERY_MAX_LENGTH: z.coerce.number().int().min(32).max(4096).default(512),
+    /** PostgreSQL connections of one replica (k8s/README.md, "Database connection budget") */
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(10),
   })
   .superRefine(requireXToken);
