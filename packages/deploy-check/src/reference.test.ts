@@ -4,7 +4,10 @@
  * record, a payload contract, a header, a plan default or an env schema without regenerating, and
  * this fails.
  */
+import { ERROR_CODES } from '../../../packages/api-contract/src';
+import { ERROR_TABLE } from '../../../scripts/errorCodes';
 import { fillParts, generatedParts, referenceFiles } from '../../../scripts/reference';
+import { openApiDocument } from '../../../services/gateway/src/http/openapi';
 
 const parts = () => generatedParts();
 
@@ -28,6 +31,28 @@ describe('docs/ product reference', () => {
     expect(parts['api.md']!.endpoints).toContain('`/api/v1/monitors/{id}/hits`');
     expect(parts['api.md']!['error-codes']).toContain('`RATE_LIMIT_EXCEEDED`');
     expect(parts['plans.md']!.limits).toContain('150,000 (`PLAN_STARTER_MONTHLY_QUOTA`)');
+  });
+
+  it('has one error row per code, whose statuses include every status the OpenAPI document gives it', () => {
+    const table = parts()['api.md']!['error-codes']!;
+    for (const code of ERROR_CODES) expect(table.split(`| \`${code}\` |`)).toHaveLength(2);
+    const paths = openApiDocument.paths as unknown as Record<
+      string,
+      Record<string, { responses: Record<string, { description: string }> }>
+    >;
+    const given: string[] = [];
+    for (const methods of Object.values(paths))
+      for (const op of Object.values(methods))
+        for (const [status, r] of Object.entries(op.responses))
+          for (const code of ERROR_CODES)
+            if (new RegExp(`\\b${code}\\b`).test(r.description)) given.push(`${code} ${status}`);
+    expect(given.length).toBeGreaterThan(20);
+    const missing = given.filter((g) => {
+      const [code, status] = g.split(' ') as [keyof typeof ERROR_TABLE, string];
+      return !ERROR_TABLE[code].status.includes(Number(status));
+    });
+    expect([...new Set(missing)]).toEqual([]);
+    expect(table).toContain('| `HTTP_VERSION_NOT_SUPPORTED` | 505 |');
   });
 
   it('lists every variable of every service schema, with its default, bounds and comment', () => {

@@ -33,7 +33,7 @@ export const pollerEnvSchema = z
      * X source: how monitors read X. `stream`: the filtered stream (stream/) serves
      * targets with a Starter or trial watcher, the tick polls only the Free-only ones by batched
      * search; `search`: due targets packed into `from:` OR-queries; `timeline`: one timeline read
-     * per target (small tiers). See the README, "X monitor modes".
+     * per target (small tiers). See services/poller/README.md, "X monitor modes".
      */
     X_MONITOR_MODE: z.enum(['stream', 'search', 'timeline']).default('stream'),
     /** search mode (and stream mode's Free-only polls): most characters of one packed `from:` query */
