@@ -346,5 +346,5 @@ describe('the README, from a fresh clone next to npm start', () => {
       await admin.query(`DROP DATABASE IF EXISTS "${dbUrl.pathname.slice(1)}" WITH (FORCE)`).finally(() => admin.end());
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 300_000);
+  }, 600_000);
 });
