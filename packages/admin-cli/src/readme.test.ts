@@ -312,10 +312,11 @@ describe('the README, from a fresh clone next to npm start', () => {
       // POST again (same Idempotency-Key) answers the first answer, not a second monitor
       expect(posts).toHaveLength(1);
       expect(posts[0]!.line).toMatch(/-H "Idempotency-Key: [0-9a-f-]{36}"/);
-      const made = JSON.parse(posts[0]!.body) as { id: string; webhook_secret: string; target_username: string };
+      type Created = { data: { id: string; webhook_secret: string; target_username: string } };
+      const made = (JSON.parse(posts[0]!.body) as Created).data;
       expect(made).toMatchObject({ target_username: 'demo_dev', webhook_secret: expect.stringMatching(/\S{16,}/) });
       const again = await curl(posts[0]!.line, vars);
-      expect({ status: again.status, id: (JSON.parse(again.body) as { id: string }).id }).toEqual({
+      expect({ status: again.status, id: (JSON.parse(again.body) as Created).data.id }).toEqual({
         status: 201,
         id: made.id,
       });
