@@ -29,7 +29,7 @@ const monitorSelect = {
   ...monitorSettingsSelect,
   // the last check and error come from the target's cursor (withLastCheck)
   targetKey: true,
-  webhook: { select: { id: true } },
+  webhook: { select: { id: true, heldCount: true } },
 } as const;
 
 type MonitorSelected = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
@@ -50,6 +50,7 @@ function toMonitorRow(m: MonitorSelected): MonitorRow {
     lastCheckAt: m.lastCheckAt,
     lastError: m.lastError,
     hasWebhook: m.webhook !== null,
+    heldEvents: m.webhook?.heldCount ?? 0,
     createdAt: m.createdAt,
     updatedAt: m.updatedAt,
   };

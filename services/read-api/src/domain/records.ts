@@ -30,6 +30,8 @@ export interface MonitorRow {
   lastCheckAt: Date | null;
   lastError: string | null;
   hasWebhook: boolean;
+  /** events held while the webhook is disabled (0 without one) */
+  heldEvents: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -100,6 +102,7 @@ export function monitorRecord(m: MonitorRow, recentHits?: HitRow[]): MonitorReco
     last_check_at: iso(m.lastCheckAt),
     last_error: m.lastError,
     has_webhook: m.hasWebhook,
+    held_events: m.heldEvents,
     created_at: m.createdAt.toISOString(),
     updated_at: m.updatedAt.toISOString(),
   };
