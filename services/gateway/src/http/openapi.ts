@@ -376,7 +376,7 @@ export const openApiDocument = {
     '/api/v1/monitors/{id}/webhook/enable': {
       post: managePost(
         'enableWebhook',
-        'Enable a webhook that endpoint health disabled (as a successful test webhook does): the events held meanwhile go out oldest first, before new ones (manage key)',
+        'Enable a webhook that endpoint health disabled; the events held meanwhile go out oldest first, before new ones (manage key)',
         okWrite('200', generated.WebhookOne, 'the webhook, enabled'),
         { parameters: [monitorId] },
       ),
@@ -406,7 +406,7 @@ export const openApiDocument = {
     '/api/v1/monitors/{id}/recover': {
       post: managePost(
         'recoverDeliveries',
-        'Redeliver every delivery that failed, was skipped or exhausted its retries in a time window and still has that outcome (at most 1,000 a call, within the redelivery budget; Retry-After when it left some out) (manage key)',
+        'Redeliver what failed, was skipped or exhausted its retries in a time window (at most 1,000 a call, within the redelivery budget) (manage key)',
         {
           '202': {
             ...okWrite('202', generated.RecoverOne, 'queued')['202'],
