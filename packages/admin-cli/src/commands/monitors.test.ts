@@ -377,7 +377,7 @@ describe('monitor and webhook commands', () => {
       await db.webhookEndpoint.update({ where: { monitorId }, data: { heldCount: 4 } });
       expect((await listed()).webhook).toMatchObject({ health: 'disabled', held_events: 4, held_dropped: 0 });
       const listedText = await cli('monitor', 'list', '--account', accountId);
-      expect(listedText.stdout.split('\n').find((l) => l.startsWith(monitorId))).toMatch(/\(DISABLED\)  held 4/);
+      expect(listedText.stdout.split('\n').find((l) => l.startsWith(monitorId))).toMatch(/\(DISABLED\) {2}held 4/);
       const enabled = await cli('webhook', 'enable', '--monitor', monitorId);
       expect(enabled.stdout).toMatch(/enabled; 4 held events go out first, oldest first/);
       expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).toMatchObject({

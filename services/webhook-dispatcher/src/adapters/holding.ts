@@ -9,7 +9,7 @@ import { sqlPool, type Db, type SqlPool } from '@sts/db';
 import type { DeliveryEvent } from './consumer';
 import { INSERT_WEBHOOK_EVENTS_SQL } from './repository';
 
-export interface HeldEventInput {
+interface HeldEventInput {
   endpointId: string;
   monitorId: string;
   event: DeliveryEvent;
