@@ -164,6 +164,43 @@ describe('events held while an endpoint is disabled', () => {
     await hits(m, 1);
     expect((await attempts(m.id)).map((a) => [a.outcome, a.error])).toEqual([['skipped', 'monitor is inactive']]);
     expect((await endpoint(m.id)).heldCount).toBe(0);
+
+    const freeAccount = (await createAccount(db, 'free')).id;
+    const free = await createMonitor(db, box, { accountId: freeAccount, url: `${receiver.url}/hooks/free` });
+    await db.webhookEndpoint.update({ where: { monitorId: free.id }, data: { disabledAt: new Date() } });
+    await hits(free, 1);
+    expect((await attempts(free.id)).map((a) => a.outcome)).toEqual(['skipped']);
+    // a test ping still goes out to a disabled endpoint (and a success enables it)
+    await dispatcher.handle(testEnvelope(free));
+    expect(receiver.requests.map((r) => r.headers['x-service-event'])).toEqual(['monitor.test']);
+    expect(await endpoint(free.id)).toMatchObject({ heldCount: 0, disabledAt: null });
+  });
+
+  it('a claim another dispatcher holds is left alone; an expired one is sent, unless its attempt is logged', async () => {
+    const m = await disabledMonitor();
+    await hits(m, 2);
+    const [first, second] = await db.heldEvent.findMany({ where: { monitorId: m.id }, orderBy: { id: 'asc' } });
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { disabledAt: null } });
+    // the head is being sent by another dispatcher: nothing goes, in order
+    await db.heldEvent.update({ where: { id: first!.id }, data: { claimedUntil: new Date(Date.now() + 60_000) } });
+    await dispatcher.releaseHeld();
+    expect(receiver.requests).toHaveLength(0);
+    // that dispatcher died after sending and logging it: its claim expires, it is not sent again
+    await db.heldEvent.update({ where: { id: first!.id }, data: { claimedUntil: new Date(Date.now() - 1000) } });
+    await db.deliveryAttempt.create({
+      data: {
+        monitorId: m.id,
+        hitId: first!.hitId,
+        event: 'monitor.hit',
+        deliveryId: first!.deliveryId,
+        url: first!.url,
+        outcome: 'delivered',
+        statusCode: 200,
+      },
+    });
+    await dispatcher.releaseHeld();
+    expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([second!.deliveryId]);
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 0 });
   });
 
   it('two dispatchers releasing the same endpoint send each held event once, in order', async () => {

@@ -175,8 +175,9 @@ export class Holding {
     }
     const job = jobOf(row, monitor);
     if (!job) this.o.logger.warn('webhook hold: an event of an unknown kind dropped', { deliveryId: row.deliveryId });
-    // sent and logged before (a dispatcher stopped before removing it): not again
-    if (job && finalOutcome(await repository.loggedAttempts(row.deliveryId)) === null) {
+    // a claim that expired: sent and logged before (a dispatcher stopped before removing it)? not again
+    const logged = row.reclaimed && finalOutcome(await repository.loggedAttempts(row.deliveryId)) !== null;
+    if (job && !logged) {
       const sendable = deliverer.sendable(job);
       if (!sendable) await deliverer.recordSkip(job);
       else {

@@ -27,6 +27,8 @@ export interface HeldEvent {
   deliveryId: string;
   hitId: string | null;
   payload: unknown;
+  /** claimed before by a dispatcher that did not finish it: it may have been sent and logged */
+  reclaimed: boolean;
 }
 
 export interface DropRule {
@@ -71,10 +73,13 @@ const HOLD_SQL = `
 // the head only (FOR UPDATE): two dispatchers claiming at once take turns on the same row, and
 // the second finds it claimed, so an endpoint's events go out one at a time in id order
 const CLAIM_SQL = `
+  WITH head AS (
+    SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid ORDER BY id LIMIT 1 FOR UPDATE)
   UPDATE held_events h SET claimed_until = now() + make_interval(secs => $2::float8 / 1000)
-  WHERE h.id = (SELECT id FROM held_events WHERE endpoint_id = $1::uuid ORDER BY id LIMIT 1 FOR UPDATE)
-    AND (h.claimed_until IS NULL OR h.claimed_until < now())
-  RETURNING h.id::text, h.monitor_id, h.event, h.delivery_id, h.hit_id, h.payload`;
+  FROM head
+  WHERE h.id = head.id AND (head.claimed_until IS NULL OR head.claimed_until < now())
+  RETURNING h.id::text, h.monitor_id, h.event, h.delivery_id, h.hit_id, h.payload,
+            head.claimed_until IS NOT NULL AS reclaimed`;
 
 // an empty hold ends it: the next hold's first drop mails again
 const FINISH_SQL = `
@@ -118,6 +123,7 @@ interface ClaimRow {
   delivery_id: string;
   hit_id: string | null;
   payload: unknown;
+  reclaimed: boolean;
 }
 
 export interface HoldingStoreOptions {
@@ -154,6 +160,7 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
         deliveryId: r.delivery_id,
         hitId: r.hit_id,
         payload: r.payload,
+        reclaimed: r.reclaimed,
       };
     },
     async finish(id, endpointId) {
