@@ -117,10 +117,11 @@ export class Holding {
       for (const endpointId of await store.expired(holdCutoff(bounds, now()), DROP_BATCH)) {
         await this.drop(endpointId, null);
       }
-      const room = (this.o.maxReleasing ?? 8) - this.releasing.size;
-      if (room <= 0 || this.o.signal.aborted) return;
-      for (const endpointId of await store.releasable(room + this.releasing.size)) {
-        if (this.releasing.has(endpointId) || this.releasing.size >= (this.o.maxReleasing ?? 8)) continue;
+      const max = this.o.maxReleasing ?? 8;
+      if (this.releasing.size >= max || this.o.signal.aborted) return;
+      for (const endpointId of await store.releasable(max)) {
+        if (this.releasing.size >= max) break;
+        if (this.releasing.has(endpointId)) continue;
         this.releasing.add(endpointId);
         const chain = this.release(endpointId).finally(() => {
           this.releasing.delete(endpointId);
@@ -135,10 +136,12 @@ export class Holding {
 
   private async drop(endpointId: string, monitorId: string | null): Promise<void> {
     const { bounds, now } = this.o;
+    const reasons = droppedReasons(bounds);
     const rule: DropRule = {
       cutoff: holdCutoff(bounds, now()),
       max: bounds.max,
-      ...(({ age, size }) => ({ ageReason: age, sizeReason: size }))(droppedReasons(bounds)),
+      ageReason: reasons.age,
+      sizeReason: reasons.size,
     };
     const dropped = await this.o.store.drop(endpointId, rule, DROP_BATCH);
     if (dropped > 0)

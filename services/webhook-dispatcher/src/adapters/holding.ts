@@ -54,7 +54,7 @@ export interface HoldingStore {
   unclaim(id: string): Promise<void>;
   /** drops the endpoint's held events past the rule (at most `limit`), logged as skipped; how many */
   drop(endpointId: string, rule: DropRule, limit: number): Promise<number>;
-  /** enabled endpoints with held events: what the release sends (at most `limit`) */
+  /** enabled endpoints with held events, in random order so replicas spread over them (at most `limit`) */
   releasable(limit: number): Promise<string[]>;
   /** endpoints with events held before `cutoff` (at most `limit` rows looked at) */
   expired(cutoff: Date, limit: number): Promise<string[]>;
@@ -185,7 +185,7 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
     },
     async releasable(limit) {
       const { rows } = await sql.query<{ id: string }>(
-        'SELECT id FROM webhook_endpoints WHERE held_count > 0 AND disabled_at IS NULL ORDER BY id LIMIT $1',
+        'SELECT id FROM webhook_endpoints WHERE held_count > 0 AND disabled_at IS NULL ORDER BY random() LIMIT $1',
         [limit],
       );
       return rows.map((r) => r.id);
