@@ -131,6 +131,11 @@ async function measure(s: Setup): Promise<string> {
   const outcomes = await s.db.deliveryAttempt.groupBy({ by: ['outcome'], _count: true });
   const count = (o: string) => outcomes.find((x) => x.outcome === o)?._count ?? 0;
   const inOrder = s.received.slice(0, HITS).every((id, i) => id === published[i]);
+  if (!inOrder) {
+    const at = s.received.findIndex((id, i) => id !== published[i]);
+    log(`first out of order at ${at}: received ${s.received.slice(at, at + 5).join(',')}`);
+    log(`published ${published.slice(at, at + 5).join(',')}`);
+  }
   const result = [
     `hold_release_s ${((releasedAt - enabledAt) / 1000).toFixed(2)}`,
     `first_ms ${firstAt - enabledAt}`,

@@ -119,6 +119,18 @@ describe('events held while an endpoint is disabled', () => {
     expect(receivedHitIds()).toEqual(next);
   });
 
+  it('releases in the order the events were detected, whatever order their messages were held in', async () => {
+    const m = await disabledMonitor();
+    const base = Date.now() - 60_000;
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push(await createHit(db, m, `post ${i}`, new Date(base + i * 1000)));
+    // a redelivered or parked message arrives late: held last, detected first
+    for (const hit of [made[1]!, made[2]!, made[0]!]) await dispatcher.handle(hitEnvelope(m, hit));
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { disabledAt: null } });
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual(made.map((h) => h.payload.tweet.id));
+  });
+
   it('past WEBHOOK_HOLD_MAX the oldest are dropped, logged as skipped with the reason, and the account is told once', async () => {
     const m = await disabledMonitor();
     const ids = await hits(m, 6);

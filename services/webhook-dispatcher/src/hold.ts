@@ -62,6 +62,12 @@ function jobOf(row: HeldEvent, monitor: MonitorContext): Job | null {
   return 'detectedAt' in payload ? { ...job, detectedAt: payload.detectedAt } : job;
 }
 
+/** the time a held event is ordered by: its detectedAt (every held kind carries one) */
+function heldOrder(job: Job, now: Date): Date {
+  const at = 'detectedAt' in job.payload ? Date.parse(job.payload.detectedAt) : NaN;
+  return Number.isFinite(at) ? new Date(at) : now;
+}
+
 export class Holding {
   private readonly releasing = new Set<string>();
   private readonly chains = new Set<Promise<void>>();
@@ -83,6 +89,7 @@ export class Holding {
       hitId: job.hitId,
       payload: job.payload,
       url: redactWebhookUrl(webhook.url, webhook.kind),
+      detectedAt: heldOrder(job, now()),
     });
     logger.debug('webhook event held', { deliveryId: job.deliveryId, monitorId: job.monitor.id, held: count });
     if (count !== null && count > bounds.max) await this.drop(webhook.id, job.monitor.id);

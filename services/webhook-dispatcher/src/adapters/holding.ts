@@ -18,6 +18,8 @@ interface HeldEventInput {
   payload: unknown;
   /** the redacted URL, as the attempt log shows it */
   url: string;
+  /** the event's own time: the release's order */
+  detectedAt: Date;
 }
 
 export interface HeldEvent {
@@ -62,8 +64,8 @@ export interface HoldingStore {
 
 const HOLD_SQL = `
   WITH ins AS (
-    INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url)
-    VALUES ($1::uuid, $2::uuid, $3, $4, $5::uuid, $6::jsonb, $7)
+    INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url, detected_at)
+    VALUES ($1::uuid, $2::uuid, $3, $4, $5::uuid, $6::jsonb, $7, $8::timestamptz)
     ON CONFLICT (delivery_id) DO NOTHING
     RETURNING endpoint_id)
   UPDATE webhook_endpoints w SET held_count = w.held_count + 1
@@ -71,10 +73,11 @@ const HOLD_SQL = `
   RETURNING w.held_count`;
 
 // the head only (FOR UPDATE): two dispatchers claiming at once take turns on the same row, and
-// the second finds it claimed, so an endpoint's events go out one at a time in id order
+// the second finds it claimed, so an endpoint's events go out one at a time, oldest first
 const CLAIM_SQL = `
   WITH head AS (
-    SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid ORDER BY id LIMIT 1 FOR UPDATE)
+    SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid
+    ORDER BY detected_at, id LIMIT 1 FOR UPDATE)
   UPDATE held_events h SET claimed_until = now() + make_interval(secs => $2::float8 / 1000)
   FROM head
   WHERE h.id = head.id AND (head.claimed_until IS NULL OR head.claimed_until < now())
@@ -89,14 +92,16 @@ const FINISH_SQL = `
   FROM d WHERE w.id = d.endpoint_id`;
 
 const DROP_SQL = `
-  WITH newest_kept AS (
-    SELECT id FROM held_events WHERE endpoint_id = $1::uuid ORDER BY id DESC OFFSET $3 LIMIT 1
+  WITH first_over AS (
+    SELECT detected_at, id FROM held_events WHERE endpoint_id = $1::uuid
+    ORDER BY detected_at DESC, id DESC OFFSET $3 LIMIT 1
   ), over AS (
     SELECT h.id FROM held_events h
     WHERE h.endpoint_id = $1::uuid
-      AND (h.held_at < $2::timestamptz OR h.id <= (SELECT id FROM newest_kept))
+      AND (h.held_at < $2::timestamptz
+           OR (h.detected_at, h.id) <= (SELECT f.detected_at, f.id FROM first_over f))
       AND (h.claimed_until IS NULL OR h.claimed_until < now())
-    ORDER BY h.id LIMIT $6 FOR UPDATE SKIP LOCKED
+    ORDER BY h.detected_at, h.id LIMIT $6 FOR UPDATE SKIP LOCKED
   ), d AS (
     DELETE FROM held_events h USING over WHERE h.id = over.id
     RETURNING h.monitor_id, h.hit_id, h.event, h.delivery_id, h.url, h.held_at
@@ -144,6 +149,7 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
         e.hitId,
         JSON.stringify(e.payload),
         e.url,
+        e.detectedAt.toISOString(),
       ]);
       const count = rows[0]?.held_count ?? null;
       if (count === 1) written(e.endpointId);

@@ -1,5 +1,6 @@
 -- Events held for a webhook endpoint that endpoint health disabled: kept here instead of being
--- logged as skipped, and sent oldest first (by id) when the endpoint is enabled again. Bounded
+-- logged as skipped, and sent oldest first (by the event's detectedAt, then id) when the endpoint
+-- is enabled again, whatever order concurrent or redelivered messages were held in. Bounded
 -- per endpoint by the dispatcher (WEBHOOK_HOLD_DAYS, WEBHOOK_HOLD_MAX): past a bound the oldest
 -- rows are deleted and logged as skipped attempts. `payload` is the event as published (its
 -- contract payload); `url` the endpoint's redacted URL when it was held (the log's column).
@@ -12,6 +13,8 @@ CREATE TABLE "held_events" (
     "hit_id" UUID,
     "payload" JSONB NOT NULL,
     "url" TEXT NOT NULL,
+    -- the event's detectedAt (every held kind has one): the release's order
+    "detected_at" TIMESTAMPTZ(3) NOT NULL,
     "held_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
     -- a release in progress: the row is being sent by one dispatcher until then (a lease)
     "claimed_until" TIMESTAMPTZ(3),
@@ -20,7 +23,7 @@ CREATE TABLE "held_events" (
 );
 
 CREATE UNIQUE INDEX "held_events_delivery_id_key" ON "held_events"("delivery_id");
-CREATE INDEX "held_events_endpoint_id_id_idx" ON "held_events"("endpoint_id", "id");
+CREATE INDEX "held_events_endpoint_id_detected_at_id_idx" ON "held_events"("endpoint_id", "detected_at", "id");
 CREATE INDEX "held_events_held_at_idx" ON "held_events"("held_at");
 
 ALTER TABLE "held_events" ADD CONSTRAINT "held_events_endpoint_id_fkey" FOREIGN KEY ("endpoint_id") REFERENCES "webhook_endpoints"("id") ON DELETE CASCADE ON UPDATE CASCADE;
