@@ -1,7 +1,7 @@
 /**
  * The hold in PostgreSQL (`held_events`, and `webhook_endpoints.held_count` / `held_dropped`
  * kept by the same statements that add and remove rows, the endpoint row locked by the update):
- * events held for a disabled endpoint, claimed one at a time in id order for the release, dropped
+ * events held for a disabled endpoint, claimed one at a time, oldest first (detectedAt, id) for the release, dropped
  * past a bound with a skipped attempt row each and, at a hold's first drop, one
  * `account.webhook.failing` row (state `held_dropped`) for the account's mail.
  */
