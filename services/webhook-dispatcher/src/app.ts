@@ -66,13 +66,13 @@ export interface DispatcherOptions {
   holdMs?: number;
   /** stop(): how long deliveries in flight may take to finish (default 20000) */
   shutdownGraceMs?: number;
-  /** delete attempts older than this many days (default 30); 0 turns the job off */
   /** the hold of a disabled endpoint's events (hold.ts); without it they are logged as skipped */
   holding?: HoldingStore;
   /** WEBHOOK_HOLD_DAYS and WEBHOOK_HOLD_MAX (default 3 days, 10,000) */
   holdBounds?: HoldBounds;
   /** how often held events of enabled endpoints are looked for (default 1000 ms) */
   holdSweepMs?: number;
+  /** delete attempts older than this many days (default 30); 0 turns the job off */
 }
 
 export interface Dispatcher {
