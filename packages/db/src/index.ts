@@ -11,6 +11,9 @@ export {
   queryCursorKeyOf,
   withLastCheck,
   type HitRow,
+  type QueryWatcher,
+  type WatchingAccount,
+  type WatchingMonitor,
 } from './rows';
 export { migrationsCheck, pendingMigrations } from './pending';
 export {

@@ -15,13 +15,13 @@ import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
 import { createDbClient, Prisma, type Db } from '@sts/db';
 import { SourceBusyError, type SocialSource, type SocialTweet } from '@sts/social';
-import { createRedisLeases } from './adapters/lease';
-import { createPollerRepository, HIT_CHUNK } from './adapters/repository';
-import { createPoller, type PollerOptions } from './poller';
+import { createScheduleStore } from './adapters/scheduleStore';
+import { createHitWriter } from './adapters/hitWriter';
+import { HIT_CHUNK } from './domain/pipeline';
 import { openTestStore, type TestStore } from '@sts/testing';
+import { testPoller, type TestPollerOptions } from '../test/poller';
 
 const logger = createLogger({ service: 'claim-test', level: process.env.LOG_LEVEL ?? 'error' });
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 function tweetBy(username: string, text: string): SocialTweet {
   return {
@@ -96,22 +96,22 @@ describe('replicas divide the poller work', () => {
     await db.$executeRaw`UPDATE poll_targets SET next_due_at = now() + interval '1 day' WHERE NOT (target_key = ANY(${keys}::text[]))`;
   }
 
-  function makePoller(source: SocialSource, extra: Partial<PollerOptions> = {}) {
-    return createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans },
-      concurrency: 4,
-      ...extra,
-    });
+  function makePoller(source: SocialSource, extra: Partial<TestPollerOptions> = {}) {
+    return testPoller(
+      { db, redis },
+      {
+        source,
+        logger,
+        concurrency: 4,
+        ...extra,
+      },
+    );
   }
 
   it('replicas claiming at once get disjoint sets, oldest due first, at most the limit each', async () => {
     const keys = await dueTargets(300);
     await only(keys);
-    const replicas = [0, 1, 2].map(() => createPollerRepository(createDbClient({ url: bed.dbUrl, poolSize: 2 })));
+    const replicas = [0, 1, 2].map(() => createScheduleStore(createDbClient({ url: bed.dbUrl, poolSize: 2 })));
     const claimed = await Promise.all(replicas.map((r) => r.claimDue(50, 60_000)));
     const all = claimed.flatMap((c) => c.claims.map((x) => x.targetKey));
     for (const c of claimed) expect(c.claims.length).toBeLessThanOrEqual(50);
@@ -271,7 +271,7 @@ describe('replicas divide the poller work', () => {
           return Reflect.get(obj, prop, receiver) as unknown;
         },
       });
-      const first = await makePoller(source, { repository: createPollerRepository(crashing) }).runCycle();
+      const first = await makePoller(source, { writer: createHitWriter(crashing) }).runCycle();
       expect(first.failed).toBe(1);
       const partial = await db.$queryRaw<{ n: number }[]>`
         SELECT count(*)::int AS n FROM hits WHERE tweet_id = ${post.id}`;

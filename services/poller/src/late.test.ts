@@ -11,13 +11,10 @@ import { snowflakeId } from '@sts/core';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, createXSource, type SocialSource } from '@sts/social';
 import { startFakeX, waitFor, openTestStore, type TestStore } from '@sts/testing';
-import { createRedisLeases } from './adapters/lease';
-import { createPollerRepository } from './adapters/repository';
-import { createPoller, type PollerOptions } from './poller';
+import { plans, testPoller, type TestPollerOptions } from '../test/poller';
 
 const logger = createLogger({ service: 'poller-late-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('poller: late-visible tweets', () => {
   let bed: TestStore;
@@ -33,17 +30,18 @@ describe('poller: late-visible tweets', () => {
 
   afterAll(() => bed.close());
 
-  function makePoller(source: SocialSource, extra: Partial<PollerOptions> = {}) {
-    return createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans, overrideSec: 1 },
-      concurrency: 4,
-      batchSize: 5,
-      ...extra,
-    });
+  function makePoller(source: SocialSource, extra: Partial<TestPollerOptions> = {}) {
+    return testPoller(
+      { db, redis },
+      {
+        source,
+        logger,
+        intervals: { plans, overrideSec: 1 },
+        concurrency: 4,
+        batchSize: 5,
+        ...extra,
+      },
+    );
   }
 
   async function monitorOn(target: string, createdAt = new Date(Date.now() - 60_000)) {

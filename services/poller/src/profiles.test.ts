@@ -14,11 +14,10 @@ import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialUser } from '@sts/social';
 import { waitFor, openTestStore, type TestStore } from '@sts/testing';
-import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
-import { createPollerRepository } from './adapters/repository';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
-import { createPoller, type Poller } from './poller';
+import type { Poller } from './poller';
+import { plans, testPoller } from '../test/poller';
 
 const logger = createLogger({ service: 'profiles-test', level: 'error' });
 
@@ -34,16 +33,17 @@ describe('profile changes and target health on the local store', () => {
     db = bed.db;
     account = (await db.account.create({ data: { email: 'profiles@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'profiles' });
-    poller = createPoller({
-      repository: createPollerRepository(db),
-      source: createLocalSource({ db }),
-      leases: createRedisLeases(bed.redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
-      tickMs: 100,
-      databaseUrl: bed.dbDirectUrl,
-      profiles: createProfileRepository(db),
-    });
+    poller = testPoller(
+      { db, redis: bed.redis },
+      {
+        source: createLocalSource({ db }),
+        logger,
+        intervals: { plans, overrideSec: 1 },
+        tickMs: 100,
+        databaseUrl: bed.dbDirectUrl,
+        profiles: createProfileRepository(db),
+      },
+    );
     await poller.start();
   });
 

@@ -15,15 +15,15 @@ import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
 import { waitFor, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
-import { createPollerRepository, type PollerRepository } from './adapters/repository';
-import { createPoller, type Poller, type PollerOptions } from './poller';
+import { createScheduleStore, type ScheduleStore } from './adapters/scheduleStore';
+import type { Poller } from './poller';
+import { testPoller, type TestPollerOptions } from '../test/poller';
 
 const logger = createLogger({ service: 'poller-realtime-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // the plan defaults: without push a Starter target would wait up to 60 s, a Free one 300 s
 /** the schedule's 'never due' (no active monitor) */
 const NEVER = new Date('9999-12-31T00:00:00Z');
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('poller: push and schedule', () => {
   let bed: TestStore;
@@ -61,20 +61,20 @@ describe('poller: push and schedule', () => {
 
   afterAll(() => bed.close());
 
-  function makePoller(extra: Partial<PollerOptions> = {}) {
-    return createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans },
-      concurrency: 4,
-      tickMs: 100,
-      ...extra,
-    });
+  function makePoller(extra: Partial<TestPollerOptions> = {}) {
+    return testPoller(
+      { db, redis },
+      {
+        source,
+        logger,
+        concurrency: 4,
+        tickMs: 100,
+        ...extra,
+      },
+    );
   }
 
-  async function startPoller(extra: Partial<PollerOptions> = {}): Promise<Poller> {
+  async function startPoller(extra: Partial<TestPollerOptions> = {}): Promise<Poller> {
     const p = makePoller({ databaseUrl: bed.dbUrl, ...extra });
     running.push(p);
     await p.start();
@@ -231,13 +231,13 @@ describe('poller: push and schedule', () => {
   });
 
   describe('schedule', () => {
-    /** a repository that remembers what each tick read as due */
-    function recording(): { repository: PollerRepository; read: string[][] } {
-      const inner = createPollerRepository(db);
+    /** a schedule store that remembers what each tick read as due */
+    function recording(): { store: ScheduleStore; read: string[][] } {
+      const inner = createScheduleStore(db);
       const read: string[][] = [];
       return {
         read,
-        repository: {
+        store: {
           ...inner,
           claimDue: async (limit, ttlMs) => {
             const due = await inner.claimDue(limit, ttlMs);
@@ -251,8 +251,8 @@ describe('poller: push and schedule', () => {
     it('follows create, pause, resume, delete and plan changes; a tick reads only due targets', async () => {
       const target = await newTarget();
       const account = (await db.account.create({ data: { email: 'rt-schedule@example.com' } })).id;
-      const { repository, read } = recording();
-      const poller = makePoller({ repository });
+      const { store, read } = recording();
+      const poller = makePoller({ schedule: store });
       // the tick's read time is PostgreSQL's clock, in microseconds like the triggers' stamps: a
       // change made right before a tick (even in the same millisecond) is settled by that tick
       const tick = () => poller.runCycle();

@@ -34,11 +34,9 @@ import {
   openTestStore,
   type TestStore,
 } from '@sts/testing';
-import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay, type OutboxRelay } from './relay/relay';
-import { createPollerRepository } from './adapters/repository';
-import { createPoller } from './poller';
 import { scrape } from '../test/scrape';
+import { plans, testPoller } from '../test/poller';
 
 const logger = createLogger({ service: 'replicas-test', level: 'error' });
 const KEY = randomBytes(32).toString('base64');
@@ -184,14 +182,15 @@ describe.each([
 
     // the hits: real tweets, read by the poller, written with their events in page transactions
     for (let i = 0; i < TWEETS; i++) await createSocialTweet(db, { authorUsername: 'launchpad', text: `launch ${i}` });
-    const poller = createPoller({
-      repository: createPollerRepository(db),
-      source: createLocalSource({ db }),
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
-      batchSize: 10,
-    });
+    const poller = testPoller(
+      { db, redis },
+      {
+        source: createLocalSource({ db }),
+        logger,
+        intervals: { plans, overrideSec: 1 },
+        batchSize: 10,
+      },
+    );
     const cycle = await poller.runCycle({ force: true });
     expect(cycle.hits).toBe(TWEETS * 4);
     const delivered = () => endpoints.flatMap((e) => e.receiver.requests);

@@ -15,12 +15,9 @@ import {
   type SocialSource,
 } from '@sts/social';
 import { startFakeX, openTestStore, type TestStore } from '@sts/testing';
-import { createRedisLeases } from './adapters/lease';
-import { createPollerRepository } from './adapters/repository';
-import { createPoller } from './poller';
+import { plans, testPoller } from '../test/poller';
 
 const logger = createLogger({ service: 'poller-rules-test', level: 'error' });
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 interface Post {
   key: string;
@@ -112,15 +109,16 @@ describe('poller: monitor rules on both sources', () => {
       });
       created.set(m.name, row.id);
     }
-    const poller = createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans, overrideSec: 1 },
-      concurrency: 1,
-      batchSize: 50,
-    });
+    const poller = testPoller(
+      { db, redis },
+      {
+        source,
+        logger,
+        intervals: { plans, overrideSec: 1 },
+        concurrency: 1,
+        batchSize: 50,
+      },
+    );
     await poller.runCycle({ force: true });
     const keyOf = new Map([...idOf].map(([k, id]) => [id, k]));
     for (const m of MONITORS) {

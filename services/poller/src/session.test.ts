@@ -12,7 +12,7 @@ import { createTestDatabase, spawnService, testServiceUrls, waitFor, type TestDa
 import { createAdvisoryRole } from './adapters/advisoryLock';
 import { DirectSession } from '@sts/db';
 import { SESSION_APPLICATION_NAME } from './adapters/session';
-import { OUTBOX_CHANNEL } from './adapters/repository';
+import { OUTBOX_CHANNEL } from './domain/pipeline';
 import { TWEETS_CHANNEL } from './poller';
 import { openProcessBed } from '../test/processBed';
 import { scrape } from '../test/scrape';

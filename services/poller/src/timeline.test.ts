@@ -12,9 +12,7 @@ import type { Db } from '@sts/db';
 import { createRedisGovernor, createXSource } from '@sts/social';
 import { waitFor, type FakeX } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../test/xTestBed';
-import { createRedisLeases } from './adapters/lease';
-import { createPollerRepository } from './adapters/repository';
-import { createPoller } from './poller';
+import { testPoller } from '../test/poller';
 
 const TARGETS = 15;
 const WINDOW = { reads: 5, ms: 3000 };
@@ -49,15 +47,16 @@ describe('poller: X timeline mode on a short budget', () => {
     // the tier's limits as an operator sets them (X_RATE_LIMITS): the first window is budgeted too
     const governor = createRedisGovernor(redis, { limits: { timeline: WINDOW.reads }, windowMs: WINDOW.ms });
     const source = createXSource({ baseUrl: fake.url, bearerToken: 't', timeoutMs: 5000, redis, governor });
-    const poller = createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(redis),
-      logger: createLogger({ service: 'poller-timeline-test', level: 'error' }),
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 1 } }, overrideSec: 1 },
-      concurrency: CONCURRENCY,
-      tickMs: 100,
-    });
+    const poller = testPoller(
+      { db, redis },
+      {
+        source,
+        logger: createLogger({ service: 'poller-timeline-test', level: 'error' }),
+        intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 1 } }, overrideSec: 1 },
+        concurrency: CONCURRENCY,
+        tickMs: 100,
+      },
+    );
     await poller.start();
     try {
       // 15 targets, 5 reads per 3 s window: three windows at least

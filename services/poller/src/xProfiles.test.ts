@@ -16,26 +16,27 @@ import { waitFor } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
-import { createPollerRepository } from './adapters/repository';
 import { createXProfileLookup, type XProfileLookupDeps } from './intake/profile/xLookup';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
-import { createPoller, type Poller, type PollerOptions } from './poller';
+import type { Poller } from './poller';
+import { plans, testPoller, type TestPollerOptions } from '../test/poller';
 
 const logger = createLogger({ service: 'x-profiles-test', level: 'error' });
 
 /** a poller on the fake X whose source is also its account lookup (Starter polls every second) */
-function xPoller(bed: XTestBed, source: XSource, extra: Partial<PollerOptions>): Poller {
-  return createPoller({
-    repository: createPollerRepository(bed.db),
-    source,
-    leases: createRedisLeases(bed.redis),
-    logger,
-    intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
-    tickMs: 100,
-    profiles: createProfileRepository(bed.db),
-    xAccounts: source,
-    ...extra,
-  });
+function xPoller(bed: XTestBed, source: XSource, extra: Partial<TestPollerOptions>): Poller {
+  return testPoller(
+    { db: bed.db, redis: bed.redis },
+    {
+      source,
+      logger,
+      intervals: { plans, overrideSec: 1 },
+      tickMs: 100,
+      profiles: createProfileRepository(bed.db),
+      xAccounts: source,
+      ...extra,
+    },
+  );
 }
 
 /** the account lookup on the fake X (Starter every minute, Free every five) */

@@ -3,7 +3,7 @@
  * monitor of a Starter or trial account, kept in step with the monitors (read whole every sync:
  * query monitors have no target key, so no `x_stream_changes` row), and the posts X delivers for
  * those rules (`matching_rules`) recorded for their monitors by the holder itself
- * (record/queryRecord.ts). Windows a query monitor may have missed are owed under its key
+ * (the poller's StreamPort `recordQueryPosts`). Windows a query monitor may have missed are owed under its key
  * `?query:<id>` (x_stream_owed) and read by recent search with the query: a rule new to X (from
  * the monitor's creation, at most `lookbackMs` back), a gap of the stream, a post not recorded,
  * and every `overflowIntervalMs` the monitors that have no rule (no room under X_MAX_RULES, a rule
@@ -12,33 +12,27 @@
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import type { SocialTweet } from '@sts/social';
-import type { NewHit, PollerRepository, QueryWatcher } from '../../adapters/repository';
-import {
-  isQueryRule,
-  planQueryRules,
-  queryRuleMonitor,
-  wantedQueryRules,
-  type QueryRule,
-} from '../../domain/queryRules';
-import type { StreamRule } from '../../domain/streamRules';
-import { queryOwedKey, recordQueryTweets } from '../../record/queryRecord';
-import type { Limiter } from './recorder';
+import type { QueryWatcher } from '@sts/db';
+import { isQueryRule, planQueryRules, queryRuleMonitor, wantedQueryRules, type QueryRule } from './domain/queryRules';
+import type { StreamRule } from './domain/streamRules';
+import { queryOwedKey } from './domain/streamOwed';
+import type { RecordedHit, StreamPort, WriteLane } from './port';
 import type { StreamRepository } from './repository';
 import { XHttpError, type XStreamApi } from './xStreamApi';
 
 export interface StreamQueriesOptions {
   repository: Pick<StreamRepository, 'owe'>;
-  pollerRepository: Pick<PollerRepository, 'queryWatchers' | 'recordBatch'>;
+  port: Pick<StreamPort, 'queryWatchers' | 'recordQueryPosts'>;
   api: Pick<XStreamApi, 'addRules' | 'deleteRules'>;
   logger: Logger;
-  limiter: Limiter;
+  limiter: WriteLane;
   ruleMaxLength: number;
   lookbackMs: number;
   overlapMs: number;
   settleMs: number;
   overflowIntervalMs: number;
   /** new hits recorded here */
-  recorded(hits: NewHit[]): void;
+  recorded(hits: RecordedHit[]): void;
 }
 
 /** the rules of a holder, all of them (username and query rules) */
@@ -62,7 +56,7 @@ export class StreamQueries {
 
   /** reads the active query monitors; true when the rules they want changed */
   async refresh(now = new Date()): Promise<boolean> {
-    const list = await this.options.pollerRepository.queryWatchers();
+    const list = await this.options.port.queryWatchers();
     this.monitors = new Map(list.map((m) => [m.id, m]));
     const { rules, tooLong } = wantedQueryRules(list, now, this.options.ruleMaxLength);
     const signature = JSON.stringify([rules.map((r) => r.tag), tooLong]);
@@ -194,9 +188,7 @@ export class StreamQueries {
   async record(monitorId: string, tweets: SocialTweet[]): Promise<void> {
     const m = this.monitors.get(monitorId);
     if (!m || tweets.length === 0) return;
-    const hits = await this.options.limiter.run(() =>
-      recordQueryTweets(this.options.pollerRepository, m, tweets, null, new Date()),
-    );
+    const hits = await this.options.limiter.run(() => this.options.port.recordQueryPosts(m, tweets, new Date()));
     this.options.recorded(hits);
   }
 

@@ -32,7 +32,7 @@ import {
   withRuleParts,
   type MonitorRuleColumns,
 } from '@sts/social';
-import type { WatchingAccount } from './schedule';
+import type { WatchingAccount } from '@sts/db';
 
 /** the tag prefix of the rules this service owns; other rules are deleted (one stream per app) */
 const RULE_TAG_PREFIX = 'sts:';

@@ -23,7 +23,7 @@ import {
   type XClient,
   type XGovernor,
 } from '@sts/social';
-import type { NewRule, StreamRule } from '../../domain/streamRules';
+import type { NewRule, StreamRule } from './domain/streamRules';
 
 /** X answered with an error status (or the gate refused the call: status 429, `gated`). */
 export class XHttpError extends Error {

@@ -6,24 +6,24 @@
  * whose newest post is older than the window are paid without a search, the rest are searched.
  *
  * The answers are the targets' account looks too (the same fields the X account lookup asks):
- * `record()` hands them to its record path (intake/profile/xLookup.ts `recordLooks`), so a new
+ * `record()` hands them to the poller's record path (StreamPort `recordLooks`), so a new
  * target's first look is this lookup and a looked-up target's next periodic look is an interval
  * later. A call the budget refuses or that fails costs nothing but its searches: its usernames are
  * searched as without the pre-check.
  */
 import type { Logger } from '@sts/common';
 import { errorMessage, chunks } from '@sts/core';
-import { SourceBusyError, type XAccounts, type XSource } from '@sts/social';
-import type { ProfileRepository } from '../../adapters/profiles';
-import { lookupCandidates, provesQuiet, type QuietCandidate } from '../../domain/streamQuiet';
-import type { OwedWindow } from '../../domain/streamOwed';
-import { answerFor, recordLooks } from '../profile/xLookup';
+import { answerFor, SourceBusyError, type XAccounts, type XSource } from '@sts/social';
+import { lookupCandidates, provesQuiet, type QuietCandidate } from './domain/streamQuiet';
+import type { OwedWindow } from './domain/streamOwed';
+import type { StreamPort } from './port';
 
 export type BackfillLookupMode = 'auto' | 'off';
 
 export interface RecentCheckOptions {
   lookupAccounts: XSource['lookupAccounts'];
-  profiles: Pick<ProfileRepository, 'record' | 'lastLooks'>;
+  /** the watched accounts' looks (the poller's) */
+  looks: Pick<StreamPort, 'lastLooks' | 'recordLooks'>;
   /** searches the budget has left in its current window */
   searchesLeft: () => Promise<number>;
   logger: Logger;
@@ -72,9 +72,9 @@ export class RecentCheck {
     pass: { searches: number; changesPending: boolean; watched: (username: string) => boolean },
   ): Promise<RecentCheckResult> {
     if (rows.length === 0) return NOTHING;
-    const { profiles, logger } = this.options;
+    const { looks, logger } = this.options;
     const names = [...new Set(rows.map((r) => r.username.toLowerCase()))].filter(pass.watched);
-    const looked = await profiles.lastLooks(names);
+    const looked = await looks.lastLooks(names);
     const budgetShort = pass.searches > 0 && pass.searches > (await this.options.searchesLeft());
     const plan = lookupCandidates(rows, {
       now: new Date(),
@@ -106,7 +106,7 @@ export class RecentCheck {
       quiet: quiet.flatMap((t) => t.candidate.ids),
       waiting: plan.waiting,
       calls,
-      record: () => recordLooks({ repository: profiles, logger }, answered, found, new Date()),
+      record: () => looks.recordLooks(answered, found, new Date()),
     };
   }
 

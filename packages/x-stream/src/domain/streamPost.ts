@@ -63,3 +63,16 @@ export function fromStreamPost(post: XStreamPostEvent): SocialTweet {
     ...(t.referencedTweets && { referencedTweets: t.referencedTweets.map((r) => ({ ...r })) }),
   };
 }
+
+/** tweets by target (their order kept); tweets without an author cannot be attributed and are left out */
+export function byTarget(tweets: readonly SocialTweet[]): Map<string, SocialTweet[]> {
+  const out = new Map<string, SocialTweet[]>();
+  for (const t of tweets) {
+    const key = targetOf(t);
+    if (key === '') continue;
+    const list = out.get(key) ?? [];
+    list.push(t);
+    out.set(key, list);
+  }
+  return out;
+}

@@ -5,8 +5,37 @@
  * schedule); the outbox relay (src/relay/) publishes the events. An intake imports none of the
  * others: the composition (poller.ts, main.ts) hands each what it calls.
  */
-import type { NewHit } from './adapters/repository';
-import type { ReadTime, TargetState } from './domain/schedule';
+import type { HitRow } from '@sts/db';
+import type { MonitorHitEvent } from '@sts/messaging';
+import type { ReadTime, TargetState } from './schedule';
+
+/** the channel a hit's commit notifies, waking the outbox relay */
+export const OUTBOX_CHANNEL = 'sts_outbox';
+
+/**
+ * Hits (and their events) per transaction: a post to a target of 20,000 watchers is 20 short
+ * transactions, each well inside the transaction timeout, instead of one that grows with them.
+ */
+export const HIT_CHUNK = 1000;
+
+/** A hit to record: the hit row (without its generated id) plus what the insert and its event need. */
+export interface NewHit extends Omit<HitRow, 'id'> {
+  accountId: string;
+  tweetAuthorId: string;
+  event: MonitorHitEvent;
+}
+
+export interface CursorState {
+  /** newest tweet (by id) examined; informational */
+  lastTweetId: string | null;
+  lastTweetAt: Date | null;
+  /** the source's poll position: where the next poll starts */
+  position: string | null;
+}
+
+export interface StoredCursor extends CursorState {
+  lastPolledAt: Date | null;
+}
 
 export type PollOutcome = 'ok' | 'error' | 'skipped';
 

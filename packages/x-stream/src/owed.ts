@@ -18,8 +18,8 @@
 import { snowflakeBefore } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { SourceBusyError, type SocialTweet, type XSource } from '@sts/social';
-import { owedRetryMs, planOwedSearches, planQueryOwedSearches, type OwedSearch } from '../../domain/streamOwed';
-import { queryOwedMonitor } from '../../record/queryRecord';
+import { owedRetryMs, planOwedSearches, planQueryOwedSearches, type OwedSearch } from './domain/streamOwed';
+import { queryOwedMonitor } from './domain/streamOwed';
 import type { RecentCheck } from './recentCheck';
 import type { StreamRepository } from './repository';
 

@@ -17,7 +17,7 @@
 import type { Logger } from '@sts/common';
 import { PublishError, type AmqpClient } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
-import { partitionOf, toStreamPost } from '../../domain/streamPost';
+import { partitionOf, toStreamPost } from './domain/streamPost';
 
 export interface StreamHandoffOptions {
   /** null: no RabbitMQ; every post is recorded here */

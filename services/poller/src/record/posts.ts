@@ -1,6 +1,6 @@
 /**
  * Records tweets the stream (or a backfill) delivered through the same rules as polled ones: the
- * targets' active monitors (PollerRepository.monitorsForMany), the hits of src/record `pageHits`,
+ * targets' active monitors (ScheduleStore.monitorsForMany), the hits of src/record `pageHits`,
  * and writes bounded like `record()`'s chunks (HIT_CHUNK hits): hits with their monitor.hit
  * events and the targets' cursors, unique on monitor + tweet, so a tweet the stream and a
  * backfill both bring is one hit and one event. A transaction per target (record() for each)
@@ -9,10 +9,12 @@
  * through `record()` in chunks.
  */
 import type { SocialTweet } from '@sts/social';
-import { compileMonitors } from '../../domain/hits';
-import { targetOf } from '../../domain/streamPost';
-import { HIT_CHUNK, type CursorState, type NewHit, type PollerRepository } from '../../adapters/repository';
-import { pageHits, record, type Batch } from '../../record/record';
+import { byTarget, type RecordedBatch, type WriteLane } from '@sts/x-stream';
+import { compileMonitors } from '../domain/hits';
+import { HIT_CHUNK, type CursorState, type NewHit } from '../domain/pipeline';
+import type { HitWriter } from '../adapters/hitWriter';
+import type { ScheduleStore } from '../adapters/scheduleStore';
+import { pageHits, record, type Batch } from './record';
 
 interface TargetHits {
   targetKey: string;
@@ -20,67 +22,22 @@ interface TargetHits {
   cursor: CursorState;
 }
 
-export interface RecordedBatch {
-  /** new hits */
-  hits: number;
-  /** the new hits' tweet creation and recording times (detection latency) */
-  newHits: { tweetCreatedAt: Date; detectedAt: Date }[];
-  /** the targets whose recording failed (nothing of theirs may be counted as recorded), with why */
-  failed: Map<string, string>;
-}
-
-/** tweets by target (their order kept); tweets without an author cannot be attributed and are left out */
-export function byTarget(tweets: readonly SocialTweet[]): Map<string, SocialTweet[]> {
-  const out = new Map<string, SocialTweet[]>();
-  for (const t of tweets) {
-    const key = targetOf(t);
-    if (key === '') continue;
-    const list = out.get(key) ?? [];
-    list.push(t);
-    out.set(key, list);
-  }
-  return out;
-}
-
-/**
- * At most `size` tasks at a time (the others wait their turn, first come first served): the
- * recording's transactions stay within the database pool instead of timing out waiting for it.
- */
-export class Limiter {
-  private running = 0;
-  private readonly queue: (() => void)[] = [];
-
-  constructor(private readonly size: number) {}
-
-  async run<T>(task: () => Promise<T>): Promise<T> {
-    if (this.running >= this.size) await new Promise<void>((r) => this.queue.push(r));
-    else this.running++;
-    try {
-      return await task();
-    } finally {
-      const next = this.queue.shift();
-      if (next) next();
-      else this.running--;
-    }
-  }
-}
-
 /**
  * Records tweets of any authors: one read of their monitors, then writes of at most HIT_CHUNK
- * hits each (through `limiter`): targets with few hits packed together
- * (PollerRepository.recordMany: their hits, events and cursors in one statement), a target
+ * hits each (through `lane`): targets with few hits packed together
+ * (HitWriter.recordMany: their hits, events and cursors in one statement), a target
  * with more hits than that alone through the shared, chunked `record()`.
  */
-export async function recordTweets(
-  repository: PollerRepository,
+export async function recordPosts(
+  deps: { schedule: Pick<ScheduleStore, 'monitorsForMany'>; writer: Pick<HitWriter, 'recordBatch' | 'recordMany'> },
   tweets: readonly SocialTweet[],
-  limiter: Limiter = new Limiter(4),
+  lane: WriteLane,
   now: () => Date = () => new Date(),
 ): Promise<RecordedBatch> {
   const targets = byTarget(tweets);
   const out: RecordedBatch = { hits: 0, newHits: [], failed: new Map() };
   if (targets.size === 0) return out;
-  const monitorsOf = await repository.monitorsForMany([...targets.keys()]);
+  const monitorsOf = await deps.schedule.monitorsForMany([...targets.keys()]);
   const at = now();
   const packs: TargetHits[][] = [];
   let pack: TargetHits[] = [];
@@ -117,8 +74,8 @@ export async function recordTweets(
   };
   await Promise.all([
     ...packs.map((p) =>
-      limiter
-        .run(() => repository.recordMany(p, at))
+      lane
+        .run(() => deps.writer.recordMany(p, at))
         .then(done, (err: unknown) =>
           failed(
             p.map((b) => b.targetKey),
@@ -127,7 +84,7 @@ export async function recordTweets(
         ),
     ),
     ...alone.map((b) =>
-      limiter.run(() => record(repository, b)).then(done, (err: unknown) => failed([b.targetKey], err)),
+      lane.run(() => record(deps.writer, b)).then(done, (err: unknown) => failed([b.targetKey], err)),
     ),
   ]);
   return out;

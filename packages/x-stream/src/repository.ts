@@ -7,9 +7,8 @@
 import { Prisma, type Db } from '@sts/db';
 import type { PlanName } from '@sts/core';
 import type { MonitorRuleColumns } from '@sts/social';
-import type { WatchingAccount } from '../../domain/schedule';
-import { writeLastError } from '../../adapters/repository';
-import type { OwedWindow } from '../../domain/streamOwed';
+import type { WatchingAccount } from '@sts/db';
+import type { OwedWindow } from './domain/streamOwed';
 
 export interface StreamTarget {
   targetKey: string;
@@ -143,7 +142,12 @@ export function createStreamRepository(db: Db): StreamRepository {
           updated_at = now()`;
     },
     async markError(targetKey, error) {
-      await db.$transaction((tx) => writeLastError(tx, targetKey, error));
+      // on the target's cursor, which its active monitors show (one row however many watch it)
+      await db.pollCursor.upsert({
+        where: { targetKey },
+        create: { targetKey, lastError: error },
+        update: { lastError: error },
+      });
     },
     async clearError(targetKey) {
       await db.$transaction([

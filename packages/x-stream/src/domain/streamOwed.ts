@@ -11,7 +11,17 @@
  * - Searches come oldest window first. The last query of a group is `partial`: the runner may
  *   hold a partial rule-change search back a little so that changes close together share it.
  */
+import { queryCursorKeyOf } from '@sts/db';
 import { fitRuleParts, packFromQueries, rulePartsLength, upstreamRuleKey, withRuleParts } from '@sts/social';
+
+/** the x_stream_owed key of a query monitor's window (its cursor key) */
+export const queryOwedKey = queryCursorKeyOf;
+
+/** the monitor of an owed key or cursor key, or null for a username */
+export function queryOwedMonitor(key: string): string | null {
+  const prefix = queryCursorKeyOf('');
+  return key.startsWith(prefix) && key.length > prefix.length ? key.slice(prefix.length) : null;
+}
 
 export interface OwedWindow {
   id: bigint;

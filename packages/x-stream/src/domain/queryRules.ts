@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import { parseQuery } from '@sts/core';
 import type { NewRule, StreamRule } from './streamRules';
 import { inStream } from './streamRules';
-import type { WatchingAccount } from './schedule';
+import type { WatchingAccount } from '@sts/db';
 
 const QUERY_TAG_PREFIX = 'sts:q:';
 

@@ -9,7 +9,7 @@
  */
 import type { Logger } from '@sts/common';
 import type { SocialTweet } from '@sts/social';
-import { initialBackoff, nextDelay, type BackoffState, type DropKind } from '../../domain/streamBackoff';
+import { initialBackoff, nextDelay, type BackoffState, type DropKind } from './domain/streamBackoff';
 import { XHttpError, type XStreamApi } from './xStreamApi';
 
 export interface ConnectionOptions {

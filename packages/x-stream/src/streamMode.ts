@@ -30,18 +30,18 @@
 import type { Logger } from '@sts/common';
 import type { AmqpClient } from '@sts/messaging';
 import { upstreamRuleParts, type SocialTweet, type XSource } from '@sts/social';
-import type { PollerRepository } from '../../adapters/repository';
-import { inStream, parseRule, planRules, wantedRules, type StreamRule } from '../../domain/streamRules';
-import type { WatchingAccount } from '../../domain/schedule';
-import { isQueryRule } from '../../domain/queryRules';
-import type { DropKind } from '../../domain/streamBackoff';
+import { inStream, parseRule, planRules, wantedRules, type StreamRule } from './domain/streamRules';
+import type { WatchingAccount } from '@sts/db';
+import { isQueryRule } from './domain/queryRules';
+import type { DropKind } from './domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { StreamHandoff } from './handoff';
 import { OwedBackfill } from './owed';
 import type { RecentCheck } from './recentCheck';
 import { StreamQueries } from './queries';
-import { Limiter, recordTweets } from './recorder';
+import { Limiter } from './limiter';
+import type { StreamPort } from './port';
 import { StreamRecording } from './recording';
 import type { StreamRepository } from './repository';
 import { StreamTargets } from './targets';
@@ -62,7 +62,8 @@ export interface StreamMetrics {
 
 export interface StreamModeOptions {
   repository: StreamRepository;
-  pollerRepository: PollerRepository;
+  /** the poller's side: its recording and query monitors */
+  port: StreamPort;
   election: StreamElection;
   api: XStreamApi;
   searchGroup: XSource['searchGroup'];
@@ -206,7 +207,8 @@ class StreamModeRunner implements StreamMode {
       options.amqp && q.consume !== false
         ? new StreamRecording({
             amqp: options.amqp,
-            repository: options.pollerRepository,
+            port: options.port,
+            ping: () => options.repository.position(),
             owe: (target, since) => options.repository.owe([target], since, new Date(), 'lost'),
             logger: this.logger,
             partitions,
@@ -219,7 +221,7 @@ class StreamModeRunner implements StreamMode {
         : null;
     this.queries = new StreamQueries({
       repository: options.repository,
-      pollerRepository: options.pollerRepository,
+      port: options.port,
       api: options.api,
       logger: this.logger,
       limiter: this.limiter,
@@ -271,7 +273,7 @@ class StreamModeRunner implements StreamMode {
   private async record(tweets: SocialTweet[]): Promise<void> {
     // a backfill re-reads its overlap window: what this holder recorded already is left out
     const fresh = tweets.filter((t) => !this.recent.has(t.id));
-    const r = await recordTweets(this.options.pollerRepository, fresh, this.limiter);
+    const r = await this.options.port.recordPosts(fresh, this.limiter);
     this.counted(r);
     this.metrics?.backfilled(fresh.length);
     if (r.failed.size > 0) throw new Error(`recording failed: ${[...r.failed.values()][0]}`);
@@ -280,7 +282,7 @@ class StreamModeRunner implements StreamMode {
 
   /** streamed posts this holder records itself (no RabbitMQ): resolves with those not recorded */
   private async recordHere(tweets: SocialTweet[]): Promise<SocialTweet[]> {
-    const r = await recordTweets(this.options.pollerRepository, tweets, this.limiter);
+    const r = await this.options.port.recordPosts(tweets, this.limiter);
     this.counted(r);
     return tweets.filter((t) => r.failed.has(t.author.username.toLowerCase()));
   }

@@ -41,13 +41,16 @@ import { errorMessage } from '@sts/core';
 import { isDatabaseUnavailable } from '@sts/db';
 import type { AmqpClient, ConsumeOutcome, Envelope } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
-import type { PollerRepository } from '../../adapters/repository';
-import { fromStreamPost } from '../../domain/streamPost';
-import { byTarget, Limiter, recordTweets, type RecordedBatch } from './recorder';
+import { byTarget, fromStreamPost } from './domain/streamPost';
+import { Limiter } from './limiter';
+import type { RecordedBatch, StreamPort } from './port';
 
 export interface StreamRecordingOptions {
   amqp: Pick<AmqpClient, 'consume' | 'cancel' | 'queueStats'>;
-  repository: PollerRepository;
+  /** the poller's recording */
+  port: Pick<StreamPort, 'recordPosts'>;
+  /** a database read: whether this replica can record again */
+  ping(): Promise<unknown>;
   /** owes a target's window from `since` to the backfill (x_stream_owed) */
   owe(target: string, since: Date): Promise<void>;
   logger: Logger;
@@ -230,7 +233,7 @@ export class StreamRecording {
   private async rejoin(): Promise<void> {
     if (this.stopped) return;
     try {
-      await within(this.options.repository.cursor(''), this.writeTimeoutMs);
+      await within(this.options.ping(), this.writeTimeoutMs);
     } catch {
       return this.rejoinLater();
     }
@@ -313,7 +316,7 @@ export class StreamRecording {
     let failed: Map<string, string>;
     let unreachable = false;
     try {
-      const r = await within(recordTweets(this.options.repository, tweets, this.limiter), this.writeTimeoutMs);
+      const r = await within(this.options.port.recordPosts(tweets, this.limiter), this.writeTimeoutMs);
       this.options.recorded?.(r);
       failed = r.failed;
     } catch (err) {
