@@ -11,6 +11,7 @@ export {
   queryCursorKeyOf,
   withLastCheck,
   type HitRow,
+  type HitSqlRow,
   type QueryWatcher,
   type WatchingAccount,
   type WatchingMonitor,

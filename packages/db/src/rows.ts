@@ -18,6 +18,17 @@ export const hitSelect = {
 
 export type HitRow = Prisma.HitGetPayload<{ select: typeof hitSelect }>;
 
+/** The same hit as raw SQL reads it: hitSelect's columns by their SQL names, ids as text. */
+export interface HitSqlRow {
+  id: string;
+  monitor_id: string;
+  tweet_id: string;
+  tweet_text: string;
+  tweet_author_username: string;
+  tweet_created_at: Date;
+  detected_at: Date;
+}
+
 /**
  * A monitor's own settings and state (filters, interval, last check), as the dashboard's use-cases
  * and read-api's monitor records read them; each adds the relations it needs.

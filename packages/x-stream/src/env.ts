@@ -18,7 +18,7 @@ export const streamEnv = {
   /** ask X to replay a disconnect up to this long through `backfill_minutes` (0: off; X allows 1–5 on plans that have it) */
   X_STREAM_BACKFILL_MINUTES: z.coerce.number().int().min(0).max(5).default(0),
   /**
-   * the owed backfill's lookup pre-check (`most_recent_tweet_id`, stream/recentCheck.ts): `auto`
+   * the owed backfill's lookup pre-check (`most_recent_tweet_id`, recentCheck.ts): `auto`
    * looks new targets' rule-change windows up (their first account look) and any window whose
    * searches do not fit the search budget left; `off`: every window is searched
    */

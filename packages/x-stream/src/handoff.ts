@@ -1,7 +1,7 @@
 /**
  * The stream holder's hand-off of streamed posts: each post is published to RabbitMQ
  * (`x.stream.post` on its target's partition, with publisher confirms), and any poller replica
- * records it (stream/recording.ts), so the holder only reads the stream.
+ * records it (recording.ts), so the holder only reads the stream.
  *
  * - A post counts as handed off once the broker confirmed it; until then it waits here, and the
  *   holder's saved stream position stays behind the oldest post waiting (`oldestWaiting`).

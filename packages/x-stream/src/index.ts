@@ -23,7 +23,7 @@ export { streamEnv } from './env';
 export { inStream } from './domain/streamRules';
 export { queryRuleValue } from './domain/queryRules';
 export { byTarget } from './domain/streamPost';
-export type { RecordedBatch, RecordedHit, StreamPort, WriteLane } from './port';
+export type { LookedTarget, RecordedBatch, RecordedHit, StreamPort, WriteLane } from './port';
 export type { RecordQueueOptions, StreamMode } from './streamMode';
 
 export interface StreamModeEnv {

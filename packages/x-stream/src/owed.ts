@@ -11,15 +11,20 @@
  * rule changes are coming and up to `holdMs` from its rows' due time, so monitors added in a row
  * share searches.
  *
- * With a lookup pre-check (stream/recentCheck.ts, X_BACKFILL_LOOKUP=auto), the pass first looks up
+ * With a lookup pre-check (recentCheck.ts, X_BACKFILL_LOOKUP=auto), the pass first looks up
  * the usernames it picks and pays the windows of those that posted nothing since without a search;
  * the answers are recorded as the targets' account looks once the pass's searches are done.
  */
 import { snowflakeBefore } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { SourceBusyError, type SocialTweet, type XSource } from '@sts/social';
-import { owedRetryMs, planOwedSearches, planQueryOwedSearches, type OwedSearch } from './domain/streamOwed';
-import { queryOwedMonitor } from './domain/streamOwed';
+import {
+  owedRetryMs,
+  planOwedSearches,
+  planQueryOwedSearches,
+  queryOwedMonitor,
+  type OwedSearch,
+} from './domain/streamOwed';
 import type { RecentCheck } from './recentCheck';
 import type { StreamRepository } from './repository';
 

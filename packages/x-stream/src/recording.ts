@@ -1,6 +1,6 @@
 /**
  * Every replica's share of recording streamed posts (`x.stream.post`, published by the holder:
- * stream/handoff.ts). There are `partitions` queues `<prefix>.<k>`; a target's posts all go to
+ * handoff.ts). There are `partitions` queues `<prefix>.<k>`; a target's posts all go to
  * partition hash(target) mod `partitions` (domain/streamPost.ts). Each queue is a quorum queue
  * with `x-single-active-consumer`: every replica consumes every queue, the broker delivers a
  * queue to one of them at a time, in order, and hands it to the next when that one stops or
@@ -12,7 +12,7 @@
  *   one batch after the other (the next one takes what came while this one was written, so a
  *   batch grows with the load and the statements per post shrink): one read of the targets'
  *   monitors, then their hits, events and cursors in statements of at most HIT_CHUNK hits
- *   (stream/recorder.ts). A target's posts are all on one queue and taken in delivery order; as
+ *   (the poller's StreamPort `recordPosts`). A target's posts are all on one queue and taken in delivery order; as
  *   batches do not overlap, they are recorded in order. A post is acknowledged only once its
  *   batch is written (a replica that dies before leaves it to the broker to deliver again; hits
  *   are unique per monitor and tweet). A target whose recording failed is owed to the backfill

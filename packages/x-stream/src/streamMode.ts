@@ -1,11 +1,11 @@
 /**
- * X_MONITOR_MODE=stream: one replica (the lease holder, stream/election.ts) keeps X's
+ * X_MONITOR_MODE=stream: one replica (the lease holder, election.ts) keeps X's
  * filtered-stream rules in step with the targets that have a Starter or trial watcher, holds the
- * single stream connection (stream/connection.ts) and hands what it delivers to RabbitMQ
- * (stream/handoff.ts), from where every replica records it (stream/recording.ts). Every `syncMs` (2 s) each replica checks the lease; the holder then
- * reads the targets changed since its last look (stream/targets.ts), applies the rule changes
+ * single stream connection (connection.ts) and hands what it delivers to RabbitMQ
+ * (handoff.ts), from where every replica records it (recording.ts). Every `syncMs` (2 s) each replica checks the lease; the holder then
+ * reads the targets changed since its last look (targets.ts), applies the rule changes
  * (domain/streamRules.ts) once changes have been quiet for `coalesceMs`, pays owed
- * backfill windows (stream/owed.ts) and saves the stream's position (`x_stream_state`).
+ * backfill windows (owed.ts) and saves the stream's position (`x_stream_state`).
  *
  * Nothing is lost across a gap, and every window searched is one that nothing else covers:
  * - a connection that comes up (start, reconnect, failover) owes every rule username's window
@@ -22,8 +22,8 @@
  *
  * No user lookup on the way to the stream: rules and backfills use `from:username`, posts carry
  * their author. Renamed and suspended accounts are found by the background check
- * (stream/userCheck.ts). The backfill may look usernames up before searching them
- * (X_BACKFILL_LOOKUP=auto, stream/recentCheck.ts): a new target's rule-change window always (that
+ * (userCheck.ts). The backfill may look usernames up before searching them
+ * (X_BACKFILL_LOOKUP=auto, recentCheck.ts): a new target's rule-change window always (that
  * lookup is its first account look, which the X account lookup then leaves to it:
  * `leavesFirstLook`), other windows when their searches do not fit the search budget left.
  */
@@ -96,9 +96,9 @@ export interface StreamModeOptions {
    * of exactly 20 s races it (each lost race a reconnect and a gap to backfill)
    */
   stallMs?: number;
-  /** RabbitMQ: posts go to the replicas' recording (stream/handoff.ts); null: the holder records them */
+  /** RabbitMQ: posts go to the replicas' recording (handoff.ts); null: the holder records them */
   amqp?: AmqpClient | null;
-  /** the record queues (stream/recording.ts) and the holder's bound on posts waiting to be handed off */
+  /** the record queues (recording.ts) and the holder's bound on posts waiting to be handed off */
   recordQueues?: RecordQueueOptions;
 }
 
@@ -184,7 +184,7 @@ class StreamModeRunner implements StreamMode {
   private readonly limiter = new Limiter(4);
   private readonly recording: StreamRecording | null;
   private readonly owed: OwedBackfill;
-  /** query monitors' rules and posts (stream/queries.ts) */
+  /** query monitors' rules and posts (queries.ts) */
   private readonly queries: StreamQueries;
   private readonly logger: Logger;
 
@@ -430,7 +430,7 @@ class StreamModeRunner implements StreamMode {
     const now = new Date();
     const wanted = wantedRules(this.targets.all(), now);
     state.rules ??= await api.listRules();
-    // query rules in force keep their room; username rules take the rest (stream/queries.ts)
+    // query rules in force keep their room; username rules take the rest (queries.ts)
     const queryRules = state.rules.filter(isQueryRule).length;
     const userRules = state.rules.filter((r) => !isQueryRule(r));
     const plan = planRules(userRules, wanted, this.options.ruleMaxLength, this.options.maxRules - queryRules);

@@ -9,7 +9,7 @@ import { createOutboxRelay } from './relay/relay';
 import { createScheduleStore } from './adapters/scheduleStore';
 import { createHitWriter } from './adapters/hitWriter';
 import { intervalFor } from './domain/schedule';
-import { plans, testPoller, type TestPollerOptions } from '../test/poller';
+import { plans, smallPoller, testPoller, type TestPollerOptions } from '../test/poller';
 
 const logger = createLogger({ service: 'poller-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -90,9 +90,7 @@ describe('poller', () => {
       {
         source: src,
         logger,
-        intervals: { plans, overrideSec: 1 },
-        concurrency: 4,
-        batchSize: 5,
+        ...smallPoller,
         ...extra,
       },
     );

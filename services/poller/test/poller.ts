@@ -14,6 +14,9 @@ import { createPoller, type Poller, type PollerOptions } from '../src/poller';
 /** the tests' plan intervals: Free every five minutes, Starter every minute */
 export const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
+/** the scenario tests' small poller: every target due each second, 4 polls at once, pages of 5 tweets */
+export const smallPoller = { intervals: { plans, overrideSec: 1 }, concurrency: 4, batchSize: 5 };
+
 const env = loadPollerEnv({});
 
 type Defaulted =

@@ -2,13 +2,13 @@
  * A streamed post on its way from the stream holder to the replica that records it
  * (`x.stream.post`): the payload of a post and back, and the partition of its target. Every post
  * of one target goes to the same partition, and each partition is recorded by one consumer at a
- * time, in order (intake/stream/recording.ts).
+ * time, in order (recording.ts).
  */
 import type { XStreamPostEvent } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
 
 /** the target a post is recorded for: its author's key ('' when the stream sent no author) */
-export function targetOf(tweet: SocialTweet): string {
+function targetOf(tweet: SocialTweet): string {
   return tweet.author.username.toLowerCase();
 }
 

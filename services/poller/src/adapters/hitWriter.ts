@@ -45,7 +45,7 @@ export interface HitWriter {
  * check), which its active monitors show; with `polledAt` it was a poll: last_polled_at moves too.
  * One row, however many monitors watch the target.
  */
-export async function writeLastError(
+async function writeLastError(
   tx: Pick<Db, 'pollCursor'>,
   targetKey: string,
   error: string,

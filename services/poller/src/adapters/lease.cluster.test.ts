@@ -16,7 +16,7 @@ import {
   type RedisClusterHandle,
 } from '@sts/testing';
 import { createRedisLeases, leaseKey } from './lease';
-import { plans, testPoller } from '../../test/poller';
+import { smallPoller, testPoller } from '../../test/poller';
 
 const PREFIX = 'sts:';
 const logger = createLogger({ service: 'poller-cluster-test', level: 'error' });
@@ -111,9 +111,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
         {
           source,
           logger,
-          intervals: { plans, overrideSec: 1 },
-          concurrency: 4,
-          batchSize: 5,
+          ...smallPoller,
           tickMs: 20,
         },
       ),

@@ -17,7 +17,7 @@ export interface PollerMetrics {
 }
 
 /** the local store's profile watch or X's account lookup */
-export interface Looks {
+interface Looks {
   look(targetKey: string): void;
 }
 

@@ -3,7 +3,15 @@
  * by keyset on (detected_at, id), which the (monitor_id, detected_at DESC, id DESC) index serves.
  */
 import { UUID_RE } from '@sts/core';
-import { hitSelect, monitorSettingsSelect, withLastCheck, type HitRow, type Prisma, type Db } from '@sts/db';
+import {
+  hitSelect,
+  monitorSettingsSelect,
+  withLastCheck,
+  type HitRow,
+  type HitSqlRow,
+  type Prisma,
+  type Db,
+} from '@sts/db';
 import { decodeKeyset, encodeKeyset } from '@sts/social';
 import type { MonitorRow } from '../domain/records';
 const HIT_CURSOR = 'ht';
@@ -55,16 +63,6 @@ function toMonitorRow(m: MonitorSelected): MonitorRow {
   };
 }
 
-interface RawHit {
-  id: string;
-  monitor_id: string;
-  tweet_id: string;
-  tweet_text: string;
-  tweet_author_username: string;
-  tweet_created_at: Date;
-  detected_at: Date;
-}
-
 export function createMonitorRepository(db: Db): MonitorRepository {
   return {
     async listMonitors(accountId) {
@@ -80,7 +78,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
       const byMonitor = new Map<string, HitRow[]>(monitorIds.map((id) => [id, []]));
       if (monitorIds.length === 0) return byMonitor;
       // one round trip: the newest N hits of each monitor through the hits index
-      const rows = await db.$queryRaw<RawHit[]>`
+      const rows = await db.$queryRaw<HitSqlRow[]>`
         SELECT h.id::text AS id, h.monitor_id::text AS monitor_id, h.tweet_id, h.tweet_text,
                h.tweet_author_username, h.tweet_created_at, h.detected_at
         FROM unnest(${monitorIds}::uuid[]) AS m(id)

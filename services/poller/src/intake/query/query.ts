@@ -33,8 +33,8 @@ export interface QueryIntakeDeps {
   source: { pollAllTweets(request: PollRequest): Promise<PollPage> };
   logger: Logger;
   now: () => Date;
-  /** tweets per source call (default 100) */
-  batchSize?: number;
+  /** tweets per source call (POLL_BATCH_SIZE) */
+  batchSize: number;
   /** the safety net's period (default 5 s) */
   intervalMs?: number;
   /** runs again of a run that did not reach the woken transaction (default 8; 25 ms doubling) */
@@ -75,7 +75,7 @@ async function runQueries(deps: QueryIntakeDeps): Promise<{ hits: NewHit[]; posi
     const page = await deps.source.pollAllTweets({
       position: cursor.position,
       notBefore,
-      limit: deps.batchSize ?? 100,
+      limit: deps.batchSize,
       firstPage: first,
     });
     advance(cursor, page);

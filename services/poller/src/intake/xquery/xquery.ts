@@ -37,8 +37,8 @@ export interface XQueryIntakeDeps {
   now: () => Date;
   /** stream mode: the stream reads this monitor (a search would read it twice) */
   streamed?: (monitor: QueryWatcher, now: Date) => boolean;
-  /** a search's time limit (default 30 s); its lease lives twice as long */
-  pollTimeoutMs?: number;
+  /** a search's time limit (POLL_TIMEOUT_MS); its lease lives twice as long */
+  pollTimeoutMs: number;
   /** how often due monitors are looked for (default 1 s) */
   tickMs?: number;
   /** the new hits of each read */
@@ -108,7 +108,7 @@ async function missed(deps: XQueryIntakeDeps, key: string, reason: 'budget_refus
 /** the monitor's read under its lease (another replica reading it: skipped) */
 async function leasedRead(deps: XQueryIntakeDeps, m: QueryWatcher, query: string): Promise<ReadOutcome> {
   const key = queryCursorKeyOf(m.id);
-  const token = await deps.leases.acquire(key, (deps.pollTimeoutMs ?? 30_000) * 2);
+  const token = await deps.leases.acquire(key, deps.pollTimeoutMs * 2);
   if (!token) return { kind: 'skipped' };
   try {
     return await readMonitor(deps, m, query);

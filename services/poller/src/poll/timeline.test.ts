@@ -11,8 +11,8 @@ import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createRedisGovernor, createXSource } from '@sts/social';
 import { waitFor, type FakeX } from '@sts/testing';
-import { openXTestBed, type XTestBed } from '../test/xTestBed';
-import { testPoller } from '../test/poller';
+import { openXTestBed, type XTestBed } from '../../test/xTestBed';
+import { testPoller } from '../../test/poller';
 
 const TARGETS = 15;
 const WINDOW = { reads: 5, ms: 3000 };

@@ -9,13 +9,13 @@ import { createLogger } from '@sts/common';
 import { AmqpClient, type Envelope } from '@sts/messaging';
 import { createSocialTweet, createSocialUser } from '@sts/social';
 import { createTestDatabase, spawnService, testServiceUrls, waitFor, type TestDatabase } from '@sts/testing';
-import { createAdvisoryRole } from './adapters/advisoryLock';
+import { createAdvisoryRole } from './advisoryLock';
 import { DirectSession } from '@sts/db';
-import { SESSION_APPLICATION_NAME } from './adapters/session';
-import { OUTBOX_CHANNEL } from './domain/pipeline';
-import { TWEETS_CHANNEL } from './poller';
-import { openProcessBed } from '../test/processBed';
-import { scrape } from '../test/scrape';
+import { SESSION_APPLICATION_NAME } from './session';
+import { OUTBOX_CHANNEL } from '../domain/pipeline';
+import { TWEETS_CHANNEL } from '../poller';
+import { openProcessBed } from '../../test/processBed';
+import { scrape } from '../../test/scrape';
 
 const logger = createLogger({ service: 'session-test', level: 'error' });
 /** every channel a poller process listens on */

@@ -15,7 +15,7 @@ import {
   type SocialSource,
 } from '@sts/social';
 import { startFakeX, openTestStore, type TestStore } from '@sts/testing';
-import { plans, testPoller } from '../test/poller';
+import { plans, testPoller } from '../../test/poller';
 
 const logger = createLogger({ service: 'poller-rules-test', level: 'error' });
 

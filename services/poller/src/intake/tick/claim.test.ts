@@ -15,11 +15,11 @@ import { createLogger } from '@sts/common';
 import { snowflakeId } from '@sts/core';
 import { createDbClient, Prisma, type Db } from '@sts/db';
 import { SourceBusyError, type SocialSource, type SocialTweet } from '@sts/social';
-import { createScheduleStore } from './adapters/scheduleStore';
-import { createHitWriter } from './adapters/hitWriter';
-import { HIT_CHUNK } from './domain/pipeline';
+import { createScheduleStore } from '../../adapters/scheduleStore';
+import { createHitWriter } from '../../adapters/hitWriter';
+import { HIT_CHUNK } from '../../domain/pipeline';
 import { openTestStore, type TestStore } from '@sts/testing';
-import { testPoller, type TestPollerOptions } from '../test/poller';
+import { testPoller, type TestPollerOptions } from '../../../test/poller';
 
 const logger = createLogger({ service: 'claim-test', level: process.env.LOG_LEVEL ?? 'error' });
 

@@ -34,9 +34,9 @@ import {
   openTestStore,
   type TestStore,
 } from '@sts/testing';
-import { createOutboxRelay, type OutboxRelay } from './relay/relay';
-import { scrape } from '../test/scrape';
-import { plans, testPoller } from '../test/poller';
+import { createOutboxRelay, type OutboxRelay } from './relay';
+import { scrape } from '../../test/scrape';
+import { plans, testPoller } from '../../test/poller';
 
 const logger = createLogger({ service: 'replicas-test', level: 'error' });
 const KEY = randomBytes(32).toString('base64');

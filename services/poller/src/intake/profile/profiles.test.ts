@@ -14,10 +14,10 @@ import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialUser } from '@sts/social';
 import { waitFor, openTestStore, type TestStore } from '@sts/testing';
-import { createProfileRepository } from './adapters/profiles';
-import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
-import type { Poller } from './poller';
-import { plans, testPoller } from '../test/poller';
+import { createProfileRepository } from '../../adapters/profiles';
+import { openDeliveryBed, type DeliveryBed } from '../../../test/deliveryBed';
+import type { Poller } from '../../poller';
+import { plans, testPoller } from '../../../test/poller';
 
 const logger = createLogger({ service: 'profiles-test', level: 'error' });
 

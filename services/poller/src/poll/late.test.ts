@@ -11,7 +11,7 @@ import { snowflakeId } from '@sts/core';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, createXSource, type SocialSource } from '@sts/social';
 import { startFakeX, waitFor, openTestStore, type TestStore } from '@sts/testing';
-import { plans, testPoller, type TestPollerOptions } from '../test/poller';
+import { smallPoller, testPoller, type TestPollerOptions } from '../../test/poller';
 
 const logger = createLogger({ service: 'poller-late-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -36,9 +36,7 @@ describe('poller: late-visible tweets', () => {
       {
         source,
         logger,
-        intervals: { plans, overrideSec: 1 },
-        concurrency: 4,
-        batchSize: 5,
+        ...smallPoller,
         ...extra,
       },
     );

@@ -5,7 +5,7 @@
  * show on their targets as `last_error` and wait for the window's reset.
  */
 import { spawnService, startFakeX, waitFor } from '@sts/testing';
-import { openProcessBed } from '../test/processBed';
+import { openProcessBed } from '../../test/processBed';
 
 describe('poller: two processes, one X budget', () => {
   it('never exceed the window, and never meet a 429', async () => {

@@ -14,10 +14,10 @@ import { snowflakeId } from '@sts/core';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
 import { waitFor, openTestStore, type TestStore } from '@sts/testing';
-import { createRedisLeases } from './adapters/lease';
-import { createScheduleStore, type ScheduleStore } from './adapters/scheduleStore';
-import type { Poller } from './poller';
-import { testPoller, type TestPollerOptions } from '../test/poller';
+import { createRedisLeases } from '../../adapters/lease';
+import { createScheduleStore, type ScheduleStore } from '../../adapters/scheduleStore';
+import type { Poller } from '../../poller';
+import { testPoller, type TestPollerOptions } from '../../../test/poller';
 
 const logger = createLogger({ service: 'poller-realtime-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

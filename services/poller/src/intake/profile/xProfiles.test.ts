@@ -13,13 +13,13 @@
 import { createLogger } from '@sts/common';
 import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
 import { waitFor } from '@sts/testing';
-import { openXTestBed, type XTestBed } from '../test/xTestBed';
-import { createRedisLeases } from './adapters/lease';
-import { createProfileRepository } from './adapters/profiles';
-import { createXProfileLookup, type XProfileLookupDeps } from './intake/profile/xLookup';
-import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
-import type { Poller } from './poller';
-import { plans, testPoller, type TestPollerOptions } from '../test/poller';
+import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
+import { createRedisLeases } from '../../adapters/lease';
+import { createProfileRepository } from '../../adapters/profiles';
+import { createXProfileLookup, type XProfileLookupDeps } from './xLookup';
+import { openDeliveryBed, type DeliveryBed } from '../../../test/deliveryBed';
+import type { Poller } from '../../poller';
+import { plans, testPoller, type TestPollerOptions } from '../../../test/poller';
 
 const logger = createLogger({ service: 'x-profiles-test', level: 'error' });
 
