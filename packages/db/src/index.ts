@@ -12,6 +12,7 @@ export {
   withLastCheck,
   type HitRow,
   type HitSqlRow,
+  type MonitorSettings,
   type QueryWatcher,
   type WatchingAccount,
   type WatchingMonitor,

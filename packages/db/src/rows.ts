@@ -51,6 +51,8 @@ export const monitorSettingsSelect = {
   updatedAt: true,
 } as const satisfies Prisma.MonitorSelect;
 
+export type MonitorSettings = Prisma.MonitorGetPayload<{ select: typeof monitorSettingsSelect }>;
+
 /**
  * An active monitor as the poller matches posts against it (the poller's and the X stream's
  * reads select exactly these columns).
