@@ -31,7 +31,7 @@ import { createLocalSource, createSocialTweet, createSocialUser } from '../packa
 import { createOutboxRelay } from '../services/poller/src/relay/relay';
 import { createDbClient, type Db } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
-import { testPoller } from '../services/poller/test/poller';
+import { plans, testPoller } from '../services/poller/test/poller';
 import { percentile, positiveEnv } from './lib/numbers';
 import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl } from './lib/services';
 
@@ -198,7 +198,7 @@ async function runFleet(
         source,
         logger,
         // nothing becomes due again during the run: each target is due once
-        intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 3600 },
+        intervals: { plans, overrideSec: 3600 },
         concurrency: 8,
       },
     );
@@ -363,7 +363,6 @@ export async function measureFanout(): Promise<{ hitMs: number[]; relayedMs: num
       {
         source: createLocalSource({ db }),
         logger,
-        intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
         databaseUrl: url,
         metrics: {
           polls: (o) => {
@@ -456,8 +455,7 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
       {
         source,
         logger,
-        // the default plan intervals; the cycle polls every target (all are new, so all are due)
-        intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+        // the fixture's plan intervals; the cycle polls every target (all are new, so all are due)
         concurrency: 16,
       },
     );

@@ -65,7 +65,6 @@ function makePoller(mode: XBenchMode, db: Db, redis: Redis, fake: FakeX, polls: 
     {
       source,
       logger: createLogger({ service: 'bench-x', level: 'error' }),
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
       concurrency: 8,
       metrics: { polls: (o) => void (o === 'ok' && polls.n++), hits: () => undefined },
       ...(mode === 'search' ? { search: { source, maxQueryLength: 512, overlapMs: 30_000 } } : {}),

@@ -46,7 +46,7 @@ function xLookup(bed: XTestBed, source: XSource, extra: Partial<XProfileLookupDe
     repository: createProfileRepository(bed.db),
     leases: createRedisLeases(bed.redis),
     logger,
-    intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
+    intervals: { plans },
     ...extra,
   });
 }
