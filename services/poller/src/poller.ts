@@ -3,8 +3,9 @@
  * by one or, in X search mode, by batched search from src/intake/search) and, with a database
  * URL, the local store's push (src/intake/push: a committed tweet of a pushed target polls it at
  * once) and its query monitors (src/intake/query: a committed tweet is matched at once against
- * every active query monitor). A target's poll (src/poll) runs under its Redis lease, one replica at a time, and
- * records each page through src/record. The X stream (src/intake/stream) runs beside it (main.ts).
+ * every active query monitor). A target's poll (src/poll) runs under its Redis lease, one replica
+ * at a time, records each page through src/record and settles (coverage, account look, metrics).
+ * The X stream (@sts/x-stream) runs beside it (main.ts).
  */
 import type { Logger } from '@sts/common';
 import type { SocialSource, XSource } from '@sts/social';
@@ -72,7 +73,7 @@ export interface PollerOptions {
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
   search?: Pick<GroupPollDeps, 'source' | 'maxQueryLength' | 'overlapMs'>;
   metrics?: PollerMetrics;
-  /** the coverage record: a failed or refused poll opens a gap (src/coverage) */
+  /** the coverage record: a failed or refused poll opens a gap (src/gaps) */
   coverage?: CoverageRepository;
   now?: () => Date;
   /** the query intake's safety-net run when no notification came (default 5 s) */
