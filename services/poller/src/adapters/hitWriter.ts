@@ -105,7 +105,7 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
  * the insert returned, so a hit already recorded gets no second event). What goes over the wire
  * is each hit's monitor id and the chunk's posts once: the rows are built in PostgreSQL from
  * `monitors`, the event's `monitor` part too (as @sts/messaging monitorRef: keywords null when
- * empty; repository.test compares them), its `tweet` and `detectedAt` part from the post's event.
+ * empty; poller.test compares them), its `tweet` and `detectedAt` part from the post's event.
  * Events are written in the hits' order. A monitor deleted since it was read gets no hit.
  */
 function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
