@@ -15,7 +15,13 @@ import { createStreamMetrics, type LatencyRecorder } from './metrics';
 import { RecentCheck, type BackfillLookupMode } from './recentCheck';
 import { createStreamRepository } from './repository';
 import { createUserCheck } from './userCheck';
-import { backfillHoldMs, createStreamMode, type RecordQueueOptions, type StreamMode } from './streamMode';
+import {
+  backfillHoldMs,
+  createStreamMode,
+  DEFAULT_SYNC_MS,
+  type RecordQueueOptions,
+  type StreamMode,
+} from './streamMode';
 import { createXStreamApi } from './xStreamApi';
 import type { StreamPort } from './port';
 
@@ -70,7 +76,7 @@ export function buildStreamMode(
 ): StreamMode {
   const overlapMs = env.POLL_OVERLAP_SECONDS * 1000;
   const repository = createStreamRepository(deps.db);
-  const syncMs = deps.syncMs ?? 2000;
+  const syncMs = deps.syncMs ?? DEFAULT_SYNC_MS;
   const coalesceMs = env.X_RULE_COALESCE_SECONDS * 1000;
   const recent =
     env.X_BACKFILL_LOOKUP === 'auto'

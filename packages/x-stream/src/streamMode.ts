@@ -137,6 +137,8 @@ export interface StreamMode {
 }
 
 const DEFAULT_STALL_MS = 30_000;
+/** how often each replica checks the lease (and the holder syncs rules and owed windows) */
+export const DEFAULT_SYNC_MS = 2000;
 
 /** how long a partial rule-change search (or lookup) may wait for more rule changes */
 export function backfillHoldMs(coalesceMs: number, syncMs: number): number {
@@ -246,7 +248,7 @@ class StreamModeRunner implements StreamMode {
   }
 
   private get holdMs(): number {
-    return backfillHoldMs(this.options.coalesceMs, this.options.syncMs ?? 2000);
+    return backfillHoldMs(this.options.coalesceMs, this.options.syncMs ?? DEFAULT_SYNC_MS);
   }
 
   leavesFirstLook(target: { accounts: WatchingAccount[]; firstMonitorAt: Date }, now: Date): boolean {
@@ -575,7 +577,7 @@ class StreamModeRunner implements StreamMode {
 
   private schedule(): void {
     if (!this.running) return;
-    this.timer = setTimeout(() => this.tick(), this.options.syncMs ?? 2000);
+    this.timer = setTimeout(() => this.tick(), this.options.syncMs ?? DEFAULT_SYNC_MS);
   }
 
   start(): void {
@@ -620,7 +622,7 @@ class StreamModeRunner implements StreamMode {
   private async readCoverage(): Promise<void> {
     try {
       const { aliveAt } = await this.options.repository.position();
-      const window = (this.options.stallMs ?? DEFAULT_STALL_MS) + 3 * (this.options.syncMs ?? 2000);
+      const window = (this.options.stallMs ?? DEFAULT_STALL_MS) + 3 * (this.options.syncMs ?? DEFAULT_SYNC_MS);
       this.covering = aliveAt !== null && Date.now() - aliveAt.getTime() < window;
     } catch {
       this.covering = false;
