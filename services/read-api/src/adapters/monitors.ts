@@ -42,25 +42,8 @@ const monitorSelect = {
 
 type MonitorSelected = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
 
-function toMonitorRow(m: MonitorSelected): MonitorRow {
-  return {
-    id: m.id,
-    targetUsername: m.targetUsername,
-    query: m.query,
-    keywords: m.keywords,
-    excludeTypes: m.excludeTypes,
-    langs: m.langs,
-    events: m.events,
-    targetStatus: m.targetStatus,
-    targetStatusAt: m.targetStatusAt,
-    isActive: m.isActive,
-    checkIntervalSec: m.checkIntervalSec,
-    lastCheckAt: m.lastCheckAt,
-    lastError: m.lastError,
-    hasWebhook: m.webhook !== null,
-    createdAt: m.createdAt,
-    updatedAt: m.updatedAt,
-  };
+function toMonitorRow({ webhook, targetKey: _key, ...m }: MonitorSelected): MonitorRow {
+  return { ...m, hasWebhook: webhook !== null };
 }
 
 export function createMonitorRepository(db: Db): MonitorRepository {
