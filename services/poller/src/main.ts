@@ -163,7 +163,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  *
  * Query monitors on X: one recent search each (src/intake/xquery) in every X mode (a timeline
  * cannot answer a query); in stream mode only those the stream does not read (Free-only, or no
- * stream alive), the others are stream rules (src/intake/stream/queries.ts).
+ * stream alive), the others are stream rules (packages/x-stream/src/queries.ts).
  *
  * The push is the local store's: it notifies committed tweets (LISTEN sts_tweets); X has none.
  * Profile changes and target health: the local store's users trigger notifies them; on X every
