@@ -22,6 +22,8 @@ import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
 import { createProfileRepository } from './adapters/profiles';
+import { createTargetFlapGate, type TargetFlapGate } from './adapters/flap';
+import { startSuspectRechecks } from './intake/profile/rechecks';
 import { createCoverageRepository } from './gaps/gaps';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
@@ -29,6 +31,9 @@ import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './intake/stream';
 import { inStream } from './domain/streamRules';
 import type { StreamMode } from './intake/stream/streamMode';
+
+/** suspects are claimed for another look at least this often (a quarter of the flap window when shorter) */
+const RECHECK_EVERY_MAX_MS = 15_000;
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -75,6 +80,13 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
   const repository = createPollerRepository(db);
+  // watched accounts reported unavailable: the source failing, or the accounts (domain/flap.ts)
+  const flapPolicy = {
+    sharePercent: env.TARGET_FLAP_SHARE,
+    windowMs: env.TARGET_FLAP_WINDOW_SEC * 1000,
+    minTargets: env.TARGET_FLAP_MIN,
+  };
+  const flap = createTargetFlapGate({ db, policy: flapPolicy, source: sourceName, registry });
   // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/intake/stream/)
   const stream =
     env.X_MONITOR_MODE === 'stream' && isXSource(source)
@@ -99,7 +111,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...intakes(env, source, repository, stream, logger, session, db),
+    ...intakes(env, source, repository, stream, logger, session, db, flap),
     coverage: createCoverageRepository(db),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
@@ -122,6 +134,13 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   await relay.start();
   await poller.start();
   stream?.start();
+  const looks = poller.profiles ?? poller.accounts;
+  const rechecks = startSuspectRechecks({
+    gate: flap,
+    look: (key) => looks?.look(key),
+    everyMs: Math.min(flapPolicy.windowMs / 4, RECHECK_EVERY_MAX_MS),
+    logger,
+  });
   return {
     info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null, xMonitorMode: env.X_MONITOR_MODE },
     checks: {
@@ -131,6 +150,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       migrations: migrationsCheck(db),
     },
     async stop() {
+      await rechecks.stop();
       await stream?.stop();
       await poller.stop();
       const relayStopped = relay.stop();
@@ -174,10 +194,11 @@ function intakes(
   logger: Logger,
   session: DirectSession,
   db: Db,
+  flap: TargetFlapGate,
 ): Pick<PollerOptions, 'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook'> {
   // the push LISTENs on the direct session; the same channel carries the users trigger's profile
   // notifications. X: the accounts are looked up in batches (every mode)
-  const profiles = createProfileRepository(db);
+  const profiles = createProfileRepository(db, flap);
   if (!isXSource(source)) return env.SOCIAL_SOURCE === 'local' ? { session, profiles } : {};
   // query monitors: a timeline cannot answer a query, so every X mode reads them by search
   const push = { profiles, xAccounts: source, xQueries: { searchGroup: source.searchGroup.bind(source) } };

@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@sts/common';
+import { errorMessage } from '@sts/core';
 import type { Db } from '@sts/db';
 import type { AmqpClient } from '@sts/messaging';
 import type { Registry } from 'prom-client';
@@ -79,8 +80,11 @@ export function createMailer(o: MailerOptions): Mailer {
   let timer: NodeJS.Timeout | undefined;
   let rounds = 0;
   let busy: Promise<unknown> | undefined;
-  const warn = (what: string) => (err: unknown) =>
-    o.logger.warn(what, { error: err instanceof Error ? err.message : String(err) });
+  const warn =
+    (what: string) =>
+    (err: unknown): undefined => {
+      o.logger.warn(what, { err: errorMessage(err) });
+    };
   const queued = (lane: MailLane) => worker?.nudge(lane);
 
   function tick(): void {
