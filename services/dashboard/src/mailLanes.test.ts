@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { accountEventKey, type AccountTargetStatusEvent } from '@sts/messaging';
 import { createDbClient, type Db } from '@sts/db';
-import { waitFor } from '@sts/testing';
+import { spawnService, waitFor } from '@sts/testing';
 import { MAX_DIGEST_ITEMS } from './mail/digest';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
 import {
@@ -141,4 +141,22 @@ describe('mail lanes and notice digests', () => {
     // at least one period (15 s) apart: the window opens with the first notice after the digest
     expect(digests[1]!.createdAt.getTime() - digests[0]!.createdAt.getTime()).toBeGreaterThanOrEqual(15_000);
   }, 120_000);
+
+  it.each(['0', '-1', 'ten', '1441'])(
+    'MAIL_DIGEST_MINUTES=%j stops the start with exit 2 naming it',
+    async (value) => {
+      const child = spawnService('services/dashboard/src/main.ts', {
+        ...dashboardEnv(backends),
+        MAIL_DIGEST_MINUTES: value,
+        DASHBOARD_PORT: '0',
+      });
+      try {
+        expect(await child.exited).toBe(2);
+      } finally {
+        if (child.child.exitCode === null) child.child.kill('SIGKILL');
+      }
+      expect(child.lines.join('\n')).toContain('MAIL_DIGEST_MINUTES');
+    },
+    60_000,
+  );
 });
