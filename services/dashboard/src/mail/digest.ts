@@ -9,7 +9,7 @@ import { html } from '../views/html';
 import type { MailLane } from './outbox';
 import { renderMail, type MailSpec, type RenderedMail } from './templates';
 
-export const NOTICE_KINDS = ['quota', 'webhook', 'target'] as const;
+const NOTICE_KINDS = ['quota', 'webhook', 'target'] as const;
 export type NoticeSpec = Extract<MailSpec, { kind: (typeof NOTICE_KINDS)[number] }>;
 
 /** the most notices a digest lists; the rest are counted ("and N more") */
