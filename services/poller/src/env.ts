@@ -41,9 +41,9 @@ export const pollerEnvSchema = z
     /** PostgreSQL connections of one replica (k8s/README.md, "Database connection budget") */
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(10),
     /**
-     * The source failing, told from accounts failing (domain/flap.ts): more than this percent of
-     * the watched accounts reported unavailable together (and at least TARGET_FLAP_MIN) is the
-     * source failing: none is marked, no event or mail, an alert; looked at again later
+     * more than this percent of the watched accounts reported unavailable together (and at least
+     * TARGET_FLAP_MIN) is the source failing, not the accounts: none is marked, no event or mail,
+     * an alert, and they are looked at again later (domain/flap.ts)
      */
     TARGET_FLAP_SHARE: z.coerce.number().gt(0).max(100).default(20),
     /** a watched account reported unavailable is marked after this long, unless the source looks failing */
