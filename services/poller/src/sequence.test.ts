@@ -10,7 +10,8 @@
 import { snowflakeId } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { openTestStore, type TestStore } from '@sts/testing';
-import { createPollerRepository, HIT_CHUNK, type NewHit } from './adapters/repository';
+import { createHitWriter } from './adapters/hitWriter';
+import { HIT_CHUNK, type NewHit } from './domain/pipeline';
 import { createProfileRepository } from './adapters/profiles';
 
 interface Post {
@@ -105,8 +106,8 @@ describe('a sequence per monitor', () => {
     // the counter row is made with the monitor: recording only updates it
     const counters = await db.monitorSequence.findMany({ where: { monitorId: { in: ids } } });
     expect(counters.map((c) => c.lastSequence)).toEqual([0n, 0n, 0n]);
-    const a = createPollerRepository(db);
-    const b = createPollerRepository(other);
+    const a = createHitWriter(db);
+    const b = createHitWriter(other);
     const posts: Post[] = [];
     for (let round = 0; round < 12; round++) {
       const fresh = [post(), post(), post(), post()];
@@ -125,7 +126,7 @@ describe('a sequence per monitor', () => {
 
   it('the stream recording and a chunked fan-out continue the same numbering', async () => {
     const { target, ids } = await monitors(HIT_CHUNK + 5);
-    const repo = createPollerRepository(db);
+    const repo = createHitWriter(db);
     const first = post();
     // more hits than a chunk: several chunk statements, two at a time
     const fanOut = await repo.recordBatch(
@@ -139,7 +140,7 @@ describe('a sequence per monitor', () => {
     const [some] = ids;
     // the stream's one statement, at once with a poll of the same post for the same monitor
     const [streamed, polled] = await Promise.all([
-      createPollerRepository(other).recordMany(
+      createHitWriter(other).recordMany(
         [{ targetKey: target, hits: [hit(some!, target, second)], cursor: cursorOf(second) }],
         new Date(),
       ),
@@ -152,7 +153,7 @@ describe('a sequence per monitor', () => {
 
   it("a look's profile and status events take the next numbers, kept with the event", async () => {
     const { target, ids } = await monitors(2, ['posts', 'profile']);
-    const repo = createPollerRepository(db);
+    const repo = createHitWriter(db);
     const p = post();
     await repo.recordBatch(
       target,
