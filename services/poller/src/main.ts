@@ -29,6 +29,7 @@ import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, streamSelectDue } from './intake/stream';
 import { inStream } from './domain/streamRules';
 import type { StreamMode } from './intake/stream/streamMode';
+import { buildActivityIntake } from './intake/activity';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -89,6 +90,11 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
           amqp,
         })
       : null;
+  // SOCIAL_SOURCE=x: the X Activity API pushes profile changes (src/intake/activity/)
+  const activity =
+    isXSource(source) && env.X_INTAKE_ACTIVITY !== 'off'
+      ? buildActivityIntake(env, { db, governor: source.client.governor, logger, registry })
+      : null;
   const poller = createPoller({
     repository,
     source,
@@ -100,6 +106,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
     ...intakes(env, source, repository, stream, logger, session, db),
+    ...(activity && { healthLookupSec: env.X_HEALTH_LOOKUP_SECONDS }),
     coverage: createCoverageRepository(db),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
@@ -122,6 +129,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   await relay.start();
   await poller.start();
   stream?.start();
+  activity?.start();
   return {
     info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null, xMonitorMode: env.X_MONITOR_MODE },
     checks: {
@@ -132,6 +140,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     },
     async stop() {
       await stream?.stop();
+      await activity?.stop();
       await poller.stop();
       const relayStopped = relay.stop();
       // RabbitMQ down: stopping the client fails the publishes waiting for it now rather than

@@ -69,6 +69,8 @@ export interface PollerOptions {
   profileLookupMs?: number;
   /** X stream mode: targets whose first account look the stream's backfill makes (xLookup.ts) */
   leavesFirstLook?: XProfileLookupDeps['leavesFirstLook'];
+  /** X: the look interval of targets whose profile changes the X Activity API pushes (xLookup.ts) */
+  healthLookupSec?: number;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
   selectDue?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
@@ -154,6 +156,7 @@ function profileLooksOf(
     now,
     ...(options.profileLookupMs !== undefined ? { everyMs: options.profileLookupMs } : {}),
     ...(options.leavesFirstLook && { leavesFirstLook: options.leavesFirstLook }),
+    ...(options.healthLookupSec !== undefined && { healthLookupSec: options.healthLookupSec }),
   });
   return { accounts };
 }

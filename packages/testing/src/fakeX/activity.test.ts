@@ -88,7 +88,7 @@ describe('fake X Activity API subscriptions', () => {
       'GET',
       `/2/activity/subscriptions?max_results=1&pagination_token=${page1.json.meta.next_token}`,
     );
-    expect(page2.json.data[0].event_type).toBe('post.delete');
+    expect(page2.json.data[0]!.event_type).toBe('post.delete');
     expect(page2.json.meta.next_token).toBeUndefined();
 
     const id = created.json.data.subscription.subscription_id;
@@ -102,8 +102,8 @@ describe('fake X Activity API subscriptions', () => {
   it('refuses bad fields, duplicates, a type the tier lacks and the subscription past the tier limit', async () => {
     const badType = await subscribe('profile.update.everything', alice.id);
     expect(badType.status).toBe(400);
-    expect(badType.json.errors[0].parameters).toEqual({ event_type: ['profile.update.everything'] });
-    expect((await subscribe('post.delete', 'alice')).json.errors[0].parameters).toHaveProperty(['filter.user_id']);
+    expect(badType.json.errors[0]!.parameters).toEqual({ event_type: ['profile.update.everything'] });
+    expect((await subscribe('post.delete', 'alice')).json.errors[0]!.parameters).toHaveProperty(['filter.user_id']);
     expect((await subscribe('profile.update.geo', alice.id)).status).toBe(403);
     await subscribe('post.delete', alice.id);
     expect((await subscribe('post.delete', alice.id)).status).toBe(409);
@@ -154,7 +154,7 @@ describe('fake X Activity API stream', () => {
     await waitFor(() => first.envelopes().length === 1);
     activity.disconnect();
     await waitFor(() => first.envelopes().length === 2);
-    expect(first.envelopes()[1]!.errors[0].disconnect_type).toBe('OperationalDisconnect');
+    expect(first.envelopes()[1]!.errors[0]!.disconnect_type).toBe('OperationalDisconnect');
     fake.state.rename('alice2', 'alice3');
 
     const replay = await connect(`?start_time=${since}`);
