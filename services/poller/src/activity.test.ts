@@ -8,7 +8,8 @@
  * - a handle change pushed: the monitors follow the account to its new username;
  * - X_ACTIVITY_MAX_SUBS full: paying accounts first, a Free-only account left polled (its change
  *   still found by the lookup); a deleted monitor's subscriptions are deleted;
- * - a disconnect: the change made meanwhile is replayed (`start_time`) and told once.
+ * - a disconnect: the change made meanwhile is replayed (`start_time`) and told once;
+ * - X_INTAKE_ACTIVITY=all: `post.create` becomes the monitor's hit with no poll at all.
  */
 import { createLogger } from '@sts/common';
 import { createXSource, type XSource } from '@sts/social';
@@ -70,7 +71,15 @@ describe('the X Activity API intake', () => {
         X_ACTIVITY_MAX_SUBS: 10,
         X_STREAM_LEASE_SECONDS: 5,
       },
-      { db: bed.db, governor: source.client.governor, logger, registry, syncMs: 200, stallMs: 5000 },
+      {
+        db: bed.db,
+        pollerRepository: createPollerRepository(bed.db),
+        governor: source.client.governor,
+        logger,
+        registry,
+        syncMs: 200,
+        stallMs: 5000,
+      },
     );
     intake.start();
   });
@@ -195,5 +204,71 @@ describe('the X Activity API intake', () => {
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({ changed: ['name'], after: { name: 'During' } });
     await new Promise((r) => setTimeout(r, 1000));
     expect(delivered('monitor.profile_changed', 'xaagap')).toHaveLength(1);
+  });
+});
+
+describe('X_INTAKE_ACTIVITY=all', () => {
+  let bed: XTestBed;
+  let activity: FakeActivity;
+  let intake: ActivityIntake;
+  let deliveries: DeliveryBed;
+  let starter: string;
+
+  beforeAll(async () => {
+    activity = createFakeActivity({ keepAliveMs: 200 });
+    bed = await openXTestBed({ poolSize: 6, fakeX: { routes: activity.routes } });
+    starter = (await bed.db.account.create({ data: { email: 'xaa-all@example.com', plan: 'starter' } })).id;
+    deliveries = await openDeliveryBed({ ...bed, logger, name: 'x-activity-all' });
+    const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
+    // no poller: a hit can only come from the activity stream
+    intake = buildActivityIntake(
+      {
+        X_API_BASE_URL: bed.fake.url,
+        X_BEARER_TOKEN: 't',
+        X_TIMEOUT_MS: 5000,
+        X_INTAKE_ACTIVITY: 'all',
+        X_ACTIVITY_MAX_SUBS: 100,
+        X_STREAM_LEASE_SECONDS: 5,
+      },
+      {
+        db: bed.db,
+        pollerRepository: createPollerRepository(bed.db),
+        governor: source.client.governor,
+        logger,
+        registry: new Registry(),
+        syncMs: 200,
+      },
+    );
+    intake.start();
+  });
+
+  afterAll(async () => {
+    await intake.stop();
+    await deliveries.close();
+    await bed.close();
+  });
+
+  it("takes post.create for a username monitor's account: the post is one signed monitor.hit", async () => {
+    const user = bed.fake.state.addUser({ username: 'XaaPoster' });
+    const m = await deliveries.monitor(starter, 'XaaPoster', 'xaaposter', ['posts']);
+    // the account id a first look would have recorded
+    await bed.db.targetProfile.create({
+      data: { targetKey: 'xaaposter', userId: user.id, username: 'XaaPoster', name: 'XaaPoster', verified: false },
+    });
+    await waitFor(
+      () =>
+        activity.subscriptions().some((s) => s.event_type === 'post.create' && s.filter.user_id === user.id) || null,
+      20_000,
+    );
+    await waitFor(() => activity.connections() === 1 || null, 20_000);
+    const post = bed.fake.state.post({ author: 'XaaPoster', text: 'pushed by XAA' });
+    const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: post.id } }), 20_000);
+    expect(hit.tweetText).toBe('pushed by XAA');
+    const [req] = await waitFor(() => {
+      const got = deliveries.receiver.requests.filter((r) => r.path === '/xaaposter');
+      return got.length > 0 ? got : null;
+    }, 20_000);
+    expect(req!.headers['x-service-event']).toBe('monitor.hit');
+    expect(deliveries.signedBy(req!, m)).toBe(true);
   });
 });

@@ -93,7 +93,13 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   // SOCIAL_SOURCE=x: the X Activity API pushes profile changes (src/intake/activity/)
   const activity =
     isXSource(source) && env.X_INTAKE_ACTIVITY !== 'off'
-      ? buildActivityIntake(env, { db, governor: source.client.governor, logger, registry })
+      ? buildActivityIntake(env, {
+          db,
+          pollerRepository: repository,
+          governor: source.client.governor,
+          logger,
+          registry,
+        })
       : null;
   const poller = createPoller({
     repository,

@@ -4,10 +4,16 @@
  * the comparison, `monitor.profile_changed` to the monitors asking for profile events, a rename
  * followed), so an event and a lookup tell a change once between them, and a replayed event
  * (the same change again) tells nothing. A target never looked at has no profile to patch: the
- * lookup's first look records it. Other event types are counted only.
+ * lookup's first look records it. `post.create` (X_INTAKE_ACTIVITY=all): the post is recorded like
+ * a streamed one (stream/recorder.ts `recordTweets`: the monitors' rules, hits unique per monitor
+ * and post, so a post the filtered stream or a poll also brings is one hit). Other types are
+ * counted only.
  */
+import { mapXTweet } from '@sts/social';
 import { isXaaProfileType, type XaaEvent } from '@sts/x-activity';
+import type { PollerRepository } from '../../adapters/repository';
 import type { ProfileRepository } from '../../adapters/profiles';
+import { recordTweets } from '../stream/recorder';
 import { applyProfileEvent } from '../../domain/activity';
 import type { AccountState } from '../../domain/profiles';
 import type { ActivityRepository } from './repository';
@@ -15,10 +21,19 @@ import type { ActivityRepository } from './repository';
 export function createActivityEvents(deps: {
   repository: Pick<ActivityRepository, 'lastProfile'>;
   profiles: Pick<ProfileRepository, 'record'>;
+  posts: PollerRepository;
   now: () => Date;
 }): (event: XaaEvent, targetKeys: readonly string[]) => Promise<void> {
   return async (event, targetKeys) => {
     const type = event.eventType;
+    if (type === 'post.create') {
+      const users = (event.includes?.users ?? []) as Parameters<typeof mapXTweet>[1];
+      const post = mapXTweet(event.payload as unknown as Parameters<typeof mapXTweet>[0], users);
+      const recorded = await recordTweets(deps.posts, [post], undefined, deps.now);
+      const [failed] = recorded.failed.values();
+      if (failed !== undefined) throw new Error(failed);
+      return;
+    }
     if (!isXaaProfileType(type)) return;
     for (const targetKey of targetKeys) {
       const last = await deps.repository.lastProfile(targetKey);

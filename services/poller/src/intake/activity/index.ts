@@ -11,6 +11,7 @@ import type { Db } from '@sts/db';
 import type { XGovernor } from '@sts/social';
 import { createXActivityApi, SubscriptionReconciler } from '@sts/x-activity';
 import { createProfileRepository } from '../../adapters/profiles';
+import type { PollerRepository } from '../../adapters/repository';
 import type { ActivityIntakeMode } from '../../domain/activity';
 import { createStreamElection } from '../stream/election';
 import { createActivityEvents } from './events';
@@ -34,6 +35,8 @@ export function buildActivityIntake(
   env: ActivityIntakeEnv,
   deps: {
     db: Db;
+    /** post.create (X_INTAKE_ACTIVITY=all) is recorded through the poller's repository */
+    pollerRepository: PollerRepository;
     governor: XGovernor;
     logger: Logger;
     registry: Registry;
@@ -63,6 +66,7 @@ export function buildActivityIntake(
     onEvent: createActivityEvents({
       repository,
       profiles: createProfileRepository(deps.db),
+      posts: deps.pollerRepository,
       now: () => new Date(),
     }),
     logger: deps.logger,
