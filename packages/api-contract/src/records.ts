@@ -74,12 +74,10 @@ export const MonitorFilters = z
 
 /** what a monitor sends: posts (monitor.hit), profile (monitor.profile_changed), deletes (monitor.post_deleted) */
 export const MONITOR_EVENTS = ['posts', 'profile', 'deletes'] as const;
-export const MonitorEvents = z
-  .array(z.enum(MONITOR_EVENTS))
-  .meta({
-    description:
-      'what the monitor sends: posts (monitor.hit), profile (monitor.profile_changed), deletes (monitor.post_deleted)',
-  });
+export const MonitorEvents = z.array(z.enum(MONITOR_EVENTS)).meta({
+  description:
+    'what the monitor sends: posts (monitor.hit), profile (monitor.profile_changed), deletes (monitor.post_deleted)',
+});
 
 export const MonitorTargetStatus = z.enum(['ok', 'suspended', 'protected', 'not_found', 'renamed']).meta({
   description:

@@ -123,7 +123,10 @@ function parseEvents(raw: MonitorInput['events']): MonitorEventKind[] | undefine
     const k = typeof item === 'string' ? item.trim().toLowerCase() : '';
     if (k === '' && typeof raw === 'string') continue;
     if (!(MONITOR_EVENT_KINDS as readonly string[]).includes(k)) {
-      throw new ValidationError('events', `unknown event kind ${JSON.stringify(item)}: use posts, profile and/or deletes`);
+      throw new ValidationError(
+        'events',
+        `unknown event kind ${JSON.stringify(item)}: use posts, profile and/or deletes`,
+      );
     }
     kinds.add(k as MonitorEventKind);
   }
