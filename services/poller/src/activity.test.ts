@@ -271,4 +271,46 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     expect(req!.headers['x-service-event']).toBe('monitor.hit');
     expect(deliveries.signedBy(req!, m)).toBe(true);
   });
+
+  it('post.delete: one signed monitor.post_deleted with the hit sent for the post, only to the monitor asking', async () => {
+    const user = bed.fake.state.addUser({ username: 'XaaDeleter' });
+    const m = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter', ['posts', 'deletes']);
+    const postsOnly = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter-posts', ['posts']);
+    await bed.db.targetProfile.create({
+      data: { targetKey: 'xaadeleter', userId: user.id, username: 'XaaDeleter', name: 'XaaDeleter', verified: false },
+    });
+    await waitFor(
+      () =>
+        activity.subscriptions().some((s) => s.event_type === 'post.delete' && s.filter.user_id === user.id) || null,
+      20_000,
+    );
+    await waitFor(() => activity.connections() === 1 || null, 20_000);
+    const kept = bed.fake.state.post({ author: 'XaaDeleter', text: 'oops, wrong account' });
+    const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: kept.id } }), 20_000);
+    bed.fake.state.deletePost(kept.id);
+    await waitFor(
+      async () => (await bed.db.monitorEvent.count({ where: { kind: 'monitor.post_deleted', monitorId: m } })) === 1 || null,
+      20_000,
+    );
+    const [req] = await waitFor(() => {
+      const got = deliveries.receiver.requests.filter(
+        (r) => r.headers['x-service-event'] === 'monitor.post_deleted' && r.path === '/xaadeleter',
+      );
+      return got.length > 0 ? got : null;
+    }, 20_000);
+    expect(deliveries.signedBy(req!, m)).toBe(true);
+    expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
+      event: 'monitor.post_deleted',
+      monitor: { id: m, targetUsername: 'XaaDeleter' },
+      postId: kept.id,
+      username: 'XaaDeleter',
+      hit: { id: hit.id, text: 'oops, wrong account', createdAt: hit.tweetCreatedAt.toISOString() },
+    });
+    // a deletion replayed after a disconnect is not told again
+    activity.disconnect();
+    await waitFor(() => activity.connects() >= 2 || null, 20_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await bed.db.monitorEvent.count({ where: { kind: 'monitor.post_deleted', monitorId: m } })).toBe(1);
+    expect(await bed.db.monitorEvent.count({ where: { monitorId: postsOnly } })).toBe(0);
+  });
 });

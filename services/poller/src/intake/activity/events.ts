@@ -6,12 +6,14 @@
  * (the same change again) tells nothing. A target never looked at has no profile to patch: the
  * lookup's first look records it. `post.create` (X_INTAKE_ACTIVITY=all): the post is recorded like
  * a streamed one (stream/recorder.ts `recordTweets`: the monitors' rules, hits unique per monitor
- * and post, so a post the filtered stream or a poll also brings is one hit). Other types are
- * counted only.
+ * and post, so a post the filtered stream or a poll also brings is one hit). `post.delete`:
+ * `monitor.post_deleted` to the monitors asking for deletions (adapters/postDeletes.ts, once per
+ * monitor and post). Other types are counted only.
  */
 import { mapXTweet } from '@sts/social';
 import { isXaaProfileType, type XaaEvent } from '@sts/x-activity';
 import type { PollerRepository } from '../../adapters/repository';
+import type { PostDeletes } from '../../adapters/postDeletes';
 import type { ProfileRepository } from '../../adapters/profiles';
 import { recordTweets } from '../stream/recorder';
 import { applyProfileEvent } from '../../domain/activity';
@@ -22,6 +24,7 @@ export function createActivityEvents(deps: {
   repository: Pick<ActivityRepository, 'lastProfile'>;
   profiles: Pick<ProfileRepository, 'record'>;
   posts: PollerRepository;
+  deletes: PostDeletes;
   now: () => Date;
 }): (event: XaaEvent, targetKeys: readonly string[]) => Promise<void> {
   return async (event, targetKeys) => {
@@ -32,6 +35,12 @@ export function createActivityEvents(deps: {
       const recorded = await recordTweets(deps.posts, [post], undefined, deps.now);
       const [failed] = recorded.failed.values();
       if (failed !== undefined) throw new Error(failed);
+      return;
+    }
+    if (type === 'post.delete') {
+      const postId = event.payload.id;
+      if (typeof postId !== 'string' || postId === '') return;
+      for (const targetKey of targetKeys) await deps.deletes.record(targetKey, postId, deps.now());
       return;
     }
     if (!isXaaProfileType(type)) return;

@@ -12,6 +12,7 @@ import type { XGovernor } from '@sts/social';
 import { createXActivityApi, SubscriptionReconciler } from '@sts/x-activity';
 import { createProfileRepository } from '../../adapters/profiles';
 import type { PollerRepository } from '../../adapters/repository';
+import { createPostDeletes } from '../../adapters/postDeletes';
 import type { ActivityIntakeMode } from '../../domain/activity';
 import { createStreamElection } from '../stream/election';
 import { createActivityEvents } from './events';
@@ -67,6 +68,7 @@ export function buildActivityIntake(
       repository,
       profiles: createProfileRepository(deps.db),
       posts: deps.pollerRepository,
+      deletes: createPostDeletes(deps.db),
       now: () => new Date(),
     }),
     logger: deps.logger,
