@@ -22,6 +22,7 @@ import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
 import { createPollerRepository, type PollerRepository } from './adapters/repository';
 import { createProfileRepository } from './adapters/profiles';
+import { createPostDeletes } from './adapters/postDeletes';
 import { createCoverageRepository } from './gaps/gaps';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
@@ -189,11 +190,16 @@ function intakes(
   logger: Logger,
   session: DirectSession,
   db: Db,
-): Pick<PollerOptions, 'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook'> {
+): Pick<
+  PollerOptions,
+  'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook' | 'postDeletes'
+> {
   // the push LISTENs on the direct session; the same channel carries the users trigger's profile
   // notifications. X: the accounts are looked up in batches (every mode)
   const profiles = createProfileRepository(db);
-  if (!isXSource(source)) return env.SOCIAL_SOURCE === 'local' ? { session, profiles } : {};
+  // the local store's deleted tweets are notified on the same channel as its new ones
+  if (!isXSource(source))
+    return env.SOCIAL_SOURCE === 'local' ? { session, profiles, postDeletes: createPostDeletes(db) } : {};
   // query monitors: a timeline cannot answer a query, so every X mode reads them by search
   const push = { profiles, xAccounts: source, xQueries: { searchGroup: source.searchGroup.bind(source) } };
   if (env.X_MONITOR_MODE === 'timeline') return push;
