@@ -289,7 +289,8 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: kept.id } }), 20_000);
     bed.fake.state.deletePost(kept.id);
     await waitFor(
-      async () => (await bed.db.monitorEvent.count({ where: { kind: 'monitor.post_deleted', monitorId: m } })) === 1 || null,
+      async () =>
+        (await bed.db.monitorEvent.count({ where: { kind: 'monitor.post_deleted', monitorId: m } })) === 1 || null,
       20_000,
     );
     const [req] = await waitFor(() => {
