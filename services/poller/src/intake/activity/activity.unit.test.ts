@@ -1,6 +1,6 @@
 import { createLogger } from '@sts/common';
 import { spawnService } from '@sts/testing';
-import type { XaaEvent } from '@sts/x-activity';
+import { XActivityError, type XaaEvent } from '@sts/x-activity';
 import { applyProfileEvent, wantedTypes } from '../../domain/activity';
 import type { Profile } from '../../domain/profiles';
 import { loadPollerEnv } from '../../env';
@@ -169,5 +169,49 @@ describe('ActivityIntake gaps', () => {
     await t.intake.sync();
     expect(t.owed).toEqual([['seven'], ['seven']]);
     await t.intake.stop();
+  });
+
+  it('an app X refuses the Activity API: logged once, nothing pushed, retried after the resync only', async () => {
+    const now = { t: 9_000_000 };
+    const saved: number[] = [];
+    let lists = 0;
+    const quiet = createLogger({ service: 'activity-unit', level: 'error' });
+    const warn = jest.spyOn(quiet, 'warn');
+    const intake = new ActivityIntake({
+      mode: 'profiles',
+      election: { check: () => Promise.resolve(true), holds: () => true, close: () => Promise.resolve() },
+      api: { connect: () => Promise.reject(new Error('not called')) },
+      reconciler: {
+        reconcile: () => {
+          lists++;
+          return Promise.reject(new XActivityError('X answered 403: Forbidden', 403, false));
+        },
+      },
+      repository: {
+        watched: () =>
+          Promise.resolve([{ userId: '7', targetKey: 'seven', paying: true, types: ['profile.update.bio'] }]),
+        savePushed: (accounts) => {
+          saved.push(accounts.length);
+          return Promise.resolve();
+        },
+        lastProfile: () => Promise.resolve(null),
+        owe: () => Promise.resolve(),
+      },
+      onEvent: () => Promise.resolve(),
+      logger: quiet,
+      metrics,
+      syncMs: 3_600_000,
+      resyncMs: 600_000,
+      now: () => now.t,
+    });
+    intake.start();
+    await intake.sync();
+    now.t += 60_000;
+    await intake.sync();
+    expect([lists, saved, warn.mock.calls.length]).toEqual([1, [0], 1]);
+    now.t += 600_000;
+    await intake.sync();
+    expect([lists, warn.mock.calls.length]).toEqual([2, 1]);
+    await intake.stop();
   });
 });

@@ -56,6 +56,9 @@ export class ActivityIntake {
   private aliveAt: number | null = null;
   private retryAt = 0;
   private failures = 0;
+  /** X refused or failed the last reconciliation: the next waits until then */
+  private reconcileAfter = 0;
+  private unavailableLogged = false;
   private readonly seen = new Set<string>();
   /** events in arrival order: each waits for the one before */
   private chain: Promise<void> = Promise.resolve();
@@ -106,11 +109,42 @@ export class ActivityIntake {
     }
     const accounts = await this.o.repository.watched(this.o.mode, new Date(this.now()));
     const signature = accounts.map((a) => `${a.targetKey}=${a.userId}:${a.types.join(',')}:${a.paying}`).join(';');
-    if (signature !== this.lastSignature || this.now() - this.lastReconcileAt >= (this.o.resyncMs ?? 600_000))
-      await this.reconcile(accounts, signature);
+    const due = signature !== this.lastSignature || this.now() - this.lastReconcileAt >= this.resyncMs();
+    if (due && this.now() >= this.reconcileAfter) await this.reconcileOrWait(accounts, signature);
     this.checkStall();
     if (!this.connection && this.byUser.size > 0 && this.now() >= this.retryAt && this.o.election.holds())
       await this.connect();
+  }
+
+  private resyncMs(): number {
+    return this.o.resyncMs ?? 600_000;
+  }
+
+  /**
+   * X failing the subscription calls (a transient error) is retried after its reset or 30 s; X
+   * refusing them (an app without XAA: 401, 403) after `resyncMs`, every account polled meanwhile.
+   * Either is logged once until a reconciliation succeeds again.
+   */
+  private async reconcileOrWait(accounts: WatchedAccount[], signature: string): Promise<void> {
+    try {
+      await this.reconcile(accounts, signature);
+      this.unavailableLogged = false;
+    } catch (err) {
+      if (!(err instanceof XActivityError)) throw err;
+      const wait = err.transient ? (err.retryAfterMs ?? 30_000) : this.resyncMs();
+      this.reconcileAfter = this.now() + wait;
+      if (!this.unavailableLogged)
+        this.o.logger.warn('X Activity API unavailable: its accounts stay polled until it answers', {
+          err: errorMessage(err),
+          retryInMs: wait,
+        });
+      this.unavailableLogged = true;
+      if (err.transient) return;
+      this.byUser = new Map();
+      this.disconnect();
+      await this.o.repository.savePushed([]);
+      this.o.metrics.state(0, 0, accounts.length);
+    }
   }
 
   private async reconcile(accounts: WatchedAccount[], signature: string): Promise<void> {
