@@ -35,8 +35,7 @@ export class XActivityError extends Error {
 /** why X refused a subscription: the tier's limit, a type the tier is not offered, or invalid */
 export type XaaRefusal = 'limit' | 'forbidden' | 'invalid';
 
-type CreateResult =
-  { ok: true; subscription: XaaSubscription } | { ok: false; refusal: XaaRefusal; detail: string };
+type CreateResult = { ok: true; subscription: XaaSubscription } | { ok: false; refusal: XaaRefusal; detail: string };
 
 export interface StreamReplay {
   /** X replays the events from this time (it keeps a few minutes) */
