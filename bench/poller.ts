@@ -2,7 +2,7 @@
  * Poller benchmark: BENCH_MONITORS monitors (default 10,000) over BENCH_TARGETS targets (default
  * 1,000), seeded in SQL (generate_series; 1,000,000 monitors in seconds).
  * - idle_tick_ms: the median of 50 ticks with nothing due (every target scheduled ahead): what a
- *   replica pays every second; it reads the schedule's index only (issue 19 part 4).
+ *   replica pays every second; it reads the schedule's index only.
  * - the cycle (BENCH_CYCLE=0 skips it): every target due, one poll cycle against a counting
  *   source; the poller must make one source call per target, however many monitors watch each.
  * - replicas (BENCH_REPLICAS=1|3, default 1; BENCH_ROUNDS rounds, default 3): every target due

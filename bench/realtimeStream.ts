@@ -1,5 +1,5 @@
 /**
- * `npm run bench:realtime`, X `stream` mode (issues 19 and 28), against the fake X of
+ * `npm run bench:realtime`, X `stream` mode, against the fake X of
  * packages/testing (filtered stream, rules, search, users; every family's window one minute
  * here, so a "budget window" is a minute). Two stream replicas run in this process (each with its
  * own lease identity and RabbitMQ connection; replica A's database goes through a TCP proxy the

@@ -1,5 +1,5 @@
 /**
- * Issue 14: a tweet that becomes visible late is still recorded, exactly once.
+ * A tweet that becomes visible late is still recorded, exactly once.
  * - local store: slow-committing writers (a transaction that inserts a tweet, sleeps 2.5 s, then
  *   commits) beside fast ones, several rounds, two running poller replicas;
  * - X: a fake X API v2 timeline that shows an older tweet after a newer one was already polled.

@@ -1,5 +1,5 @@
 /**
- * Issue 31 §2 and §3 on the real PostgreSQL, Redis and RabbitMQ, with the real webhook-dispatcher
+ * Profile changes and target health on the real PostgreSQL, Redis and RabbitMQ, with the real webhook-dispatcher
  * process delivering to a local HTTPS receiver:
  * - a profile change of a watched local account (the users trigger, LISTEN) → one signed
  *   `monitor.profile_changed` delivery with the fields before and after, only to the monitor that

@@ -1,5 +1,5 @@
 /**
- * Issue 19 parts 1 and 4 on real PostgreSQL and Redis:
+ * The push and the per-target schedule on real PostgreSQL and Redis:
  * - push: a committed tweet of a Starter (or trial) target wakes its poll long before the plan
  *   interval (60 s); a replica that does not hold the target's lease leaves it; bursts coalesce;
  *   a slow writer's tweet pushed behind faster ones is still recorded exactly once;

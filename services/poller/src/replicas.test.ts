@@ -1,6 +1,6 @@
 /**
- * Two outbox relays and two webhook dispatchers at once, on the real PostgreSQL and RabbitMQ
- * (issue 11, multi-replica): the poller records hits and their events from real tweets, two
+ * Two outbox relays and two webhook dispatchers at once, on the real PostgreSQL and RabbitMQ:
+ * the poller records hits and their events from real tweets, two
  * relays (this package's createOutboxRelay, each with its own connections) publish the outbox
  * while two dispatcher processes (services/webhook-dispatcher/src/main.ts, run by path: a test
  * here does not import that package) consume the shared queue and deliver to two local HTTPS

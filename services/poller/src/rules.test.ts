@@ -1,5 +1,5 @@
 /**
- * Issue 22: each rule part (post types, languages, exclusions) fires the same hits whichever
+ * Each rule part (post types, languages, exclusions) fires the same hits whichever
  * source the poller reads: the local store (references in its columns) and X (a fake X API v2
  * answering in X's format, `referenced_tweets` and `lang` on each tweet).
  */

@@ -1,5 +1,5 @@
 /**
- * X `timeline` mode when the budget is short (issue 19: "0 upstream 429s and 0 lost hits in every
+ * X `timeline` mode when the budget is short ("0 upstream 429s and 0 lost hits in every
  * mode"): against the fake X with a timeline window of 5 reads per 3 s and 15 Starter targets due
  * every second, the fleet's governor lets 5 reads through per window and X never answers 429; the
  * tick's fair order (`fairOrder`: the target read successfully longest ago first; a refused poll

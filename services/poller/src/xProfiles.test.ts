@@ -1,5 +1,5 @@
 /**
- * Issue 31 §2 and §3 on X (SOCIAL_SOURCE=x), against the fake X, with the real PostgreSQL, Redis
+ * Profile changes and target health on X (SOCIAL_SOURCE=x), against the fake X, with the real PostgreSQL, Redis
  * and RabbitMQ and the real webhook-dispatcher delivering to a local HTTPS receiver. X pushes no
  * profile change: the poller looks the watched accounts up in batches (`GET /2/users?ids=`):
  * - a changed name and bio → one signed `monitor.profile_changed`, only to the opted-in monitor;

@@ -4,7 +4,7 @@
  *
  * - The rows of one username merge into one window from their oldest `since`.
  * - Usernames no stream target watches any more are dropped (nothing of theirs can be a hit).
- * - Usernames are grouped by the rule parts their target allows (issue 22: `-is:retweet`, `lang:`
+ * - Usernames are grouped by the rule parts their target allows (`-is:retweet`, `lang:`
  *   ... only what no monitor of the target needs, so a part never hides a post that could be a
  *   hit) and packed, oldest window first, into `(from:a OR from:b) <parts>` queries of at most
  *   `maxLength` characters; a query reads from its oldest username's `since`.

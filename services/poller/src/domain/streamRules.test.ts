@@ -151,7 +151,7 @@ describe('planRules', () => {
   });
 });
 
-describe('rule parts (issue 22): targets grouped by what all their monitors allow', () => {
+describe('rule parts: targets grouped by what all their monitors allow', () => {
   const starter = [{ plan: 'starter' as const, trialEndsAt: null }];
   const m = (excludeTypes: string[] = [], langs: string[] = []) => ({ excludeTypes, langs });
   const NO_REPOSTS = ['-is:retweet'];
@@ -243,7 +243,7 @@ describe('rule parts (issue 22): targets grouped by what all their monitors allo
     expect(ruleOf(apply(after, back), 'plain00003').value).not.toContain('is:');
   });
 
-  it('rules written before issue 22 (no parts, old tags) stay as they are while no monitor has filters', () => {
+  it('rules written before rule parts existed (no parts, old tags) stay as they are while no monitor has filters', () => {
     const old = apply([], planRules([], names(50), 256, 1000));
     for (const r of old) expect(r.tag).toMatch(/^sts:[0-9a-f]{16}$/);
     const plan = planRules(old, new Map(names(50).map((u) => [u, []])), 256, 1000);

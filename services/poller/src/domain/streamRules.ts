@@ -3,7 +3,7 @@
  * packed into rules (`from:a OR from:b ...`, at most `maxLength` characters, at most `maxRules`)
  * with as few rule changes as possible. No I/O.
  *
- * Rule parts (issue 22): a target whose monitors all leave out a post type or all name languages
+ * Rule parts: a target whose monitors all leave out a post type or all name languages
  * carries `-is:retweet`, `-is:reply`, `-is:quote` or `lang:` (upstreamRuleParts: only what no
  * monitor of the target needs). Targets are grouped by those parts: a rule holds the targets of one
  * group, `(from:a OR from:b) -is:retweet lang:en`, and its value and tag name the group (the tag
@@ -92,7 +92,7 @@ const hash = (text: string, length: number): string => createHash('sha256').upda
 /**
  * A tag derived from the value and its group: the same rule always carries the same tag, and the
  * tags of one group share their first part (`sts:<group>:<value>`; a rule without parts keeps the
- * `sts:<value>` of before issue 22, so those rules are not rewritten).
+ * `sts:<value>` of rules written before parts existed, so those rules are not rewritten).
  */
 export function ruleTag(value: string, key = ''): string {
   return `${RULE_TAG_PREFIX}${key === '' ? '' : `${hash(key, 8)}:`}${hash(value, 16)}`;

@@ -1,5 +1,5 @@
 /**
- * X's account lookup (issue 31 §2, §3): X pushes no profile change, so every `everyMs` one replica
+ * X's account lookup: X pushes no profile change, so every `everyMs` one replica
  * (a Redis lease) looks the watched accounts up in batches of 100 (`lookupAccounts`: by id when a
  * profile was seen, so a rename is followed; by name for a first look), each target at its plan's
  * interval (`dueForLookup`), and records each answer like a local-store look (`record`: profile

@@ -1,5 +1,5 @@
 /**
- * The local store's push (issue 19 part 1): the tweet trigger notifies "<xid> <target key>" after
+ * The local store's push: the tweet trigger notifies "<xid> <target key>" after
  * commit; this wakes the poll of that target at once, when a Starter or trial account watches it
  * (Free-only targets keep their plan interval). Only the replica that takes the target's lease
  * polls; the others leave it to that one (a replica already polling the target keeps the

@@ -118,7 +118,7 @@ async function prepare(repository: PollerRepository, taken: Leased[]): Promise<L
 }
 
 /**
- * Packs the targets into query groups of the same upstream rule parts (issue 22: `-is:retweet`,
+ * Packs the targets into query groups of the same upstream rule parts (`-is:retweet`,
  * `-is:reply`, `-is:quote`, `lang:` only where no monitor of the target needs what they leave out,
  * see upstreamRuleParts), each `(from:a OR from:b ...) <parts>` within maxLength: the `from:` part
  * is packed with the parts' length reserved. Parts too long to leave room for one `from:` clause

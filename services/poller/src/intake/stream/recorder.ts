@@ -4,7 +4,7 @@
  * and writes bounded like `record()`'s chunks (HIT_CHUNK hits): hits with their monitor.hit
  * events and the targets' cursors, unique on monitor + tweet, so a tweet the stream and a
  * backfill both bring is one hit and one event. A transaction per target (record() for each)
- * was measured far slower at 200 posts/s to 2,000 targets (docs/benchmarks.md), hence the
+ * was far slower under a busy stream's load (docs/benchmarks.md), hence the
  * packing (`recordMany`: one statement for many targets); a popular target's hits still go
  * through `record()` in chunks.
  */

@@ -17,7 +17,7 @@ export interface StreamTarget {
   accounts: WatchingAccount[];
   /** creation of the target's oldest active monitor: nothing older can be a hit */
   oldestMonitorAt: Date;
-  /** the rule columns of its active monitors: the parts its stream rule may carry (issue 22) */
+  /** the rule columns of its active monitors: the parts its stream rule may carry */
   monitors: MonitorRuleColumns[];
 }
 
