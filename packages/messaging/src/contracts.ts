@@ -166,12 +166,16 @@ export const AccountQuotaThresholdPayload = z
   })
   .strict();
 
-/** A monitor's webhook endpoint is failing (5 failures in a row), broken, or was disabled (published by the dispatcher). */
+/**
+ * A monitor's webhook endpoint is failing (5 failures in a row), broken, or was disabled, or
+ * (`held_dropped`) events held while it was disabled were dropped past the hold's bounds, once per
+ * hold (published by the dispatcher).
+ */
 export const AccountWebhookFailingPayload = z
   .object({
     accountId: z.string().min(1),
     monitorId: z.string().min(1),
-    state: z.enum(['failing', 'broken', 'disabled']),
+    state: z.enum(['failing', 'broken', 'disabled', 'held_dropped']),
     consecutiveFailures: z.number().int().nonnegative(),
     occurredAt: IsoUtcMillis,
   })
@@ -218,7 +222,7 @@ export const ApiKeyChangedPayload = z
 /**
  * A post X's filtered stream delivered, handed by the stream holder to the poller replicas that
  * record it (`x.stream.post`, published on one of the poller's partitions: see
- * services/poller/src/intake/stream/handoff.ts). `target` is the matched target's key (the
+ * packages/x-stream/src/handoff.ts). `target` is the matched target's key (the
  * author's lower-cased username); `tweet` is the post as the social source read it.
  */
 export const XStreamPostPayload = z

@@ -19,7 +19,8 @@ import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
 import { createRedisLeases } from './adapters/lease';
 import { createProfileRepository } from './adapters/profiles';
-import { createPollerRepository } from './adapters/repository';
+import { createHitWriter } from './adapters/hitWriter';
+import { createScheduleStore } from './adapters/scheduleStore';
 import { buildActivityIntake } from './intake/activity';
 import type { ActivityIntake } from './intake/activity/intake';
 import { createPoller, type Poller } from './poller';
@@ -49,13 +50,18 @@ describe('the X Activity API intake', () => {
       timeoutMs: 5000,
     });
     poller = createPoller({
-      repository: createPollerRepository(bed.db),
+      schedule: createScheduleStore(bed.db),
+      writer: createHitWriter(bed.db),
       source,
       leases: createRedisLeases(bed.redis),
       logger,
       // every account looked at each second unless X pushes it (then hourly: health only)
       intervals: { plans: { free: { pollIntervalSec: 1 }, starter: { pollIntervalSec: 1 } } },
       tickMs: 100,
+      concurrency: 8,
+      batchSize: 100,
+      pollTimeoutMs: 30_000,
+      claimLimit: 200,
       profiles: createProfileRepository(bed.db),
       xAccounts: source,
       profileLookupMs: 300,
@@ -73,7 +79,8 @@ describe('the X Activity API intake', () => {
       },
       {
         db: bed.db,
-        pollerRepository: createPollerRepository(bed.db),
+        schedule: createScheduleStore(bed.db),
+        writer: createHitWriter(bed.db),
         governor: source.client.governor,
         logger,
         registry,
@@ -236,7 +243,8 @@ describe('X_INTAKE_ACTIVITY=all', () => {
       },
       {
         db: bed.db,
-        pollerRepository: createPollerRepository(bed.db),
+        schedule: createScheduleStore(bed.db),
+        writer: createHitWriter(bed.db),
         governor: source.client.governor,
         logger,
         registry: new Registry(),

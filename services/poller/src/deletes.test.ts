@@ -11,7 +11,8 @@ import { waitFor, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPostDeletes } from './adapters/postDeletes';
 import { createProfileRepository } from './adapters/profiles';
-import { createPollerRepository } from './adapters/repository';
+import { createHitWriter } from './adapters/hitWriter';
+import { createScheduleStore } from './adapters/scheduleStore';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
 import { createPoller, type Poller } from './poller';
 
@@ -30,13 +31,18 @@ describe('deleted posts on the local store', () => {
     account = (await db.account.create({ data: { email: 'deletes@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'deletes' });
     poller = createPoller({
-      repository: createPollerRepository(db),
+      schedule: createScheduleStore(db),
+      writer: createHitWriter(db),
       source: createLocalSource({ db }),
       leases: createRedisLeases(bed.redis),
       logger,
       // an hour between polls: what is seen here comes by the push
       intervals: { plans: { free: { pollIntervalSec: 3600 }, starter: { pollIntervalSec: 3600 } } },
       tickMs: 100,
+      concurrency: 8,
+      batchSize: 100,
+      pollTimeoutMs: 30_000,
+      claimLimit: 200,
       databaseUrl: bed.dbDirectUrl,
       profiles: createProfileRepository(db),
       postDeletes: createPostDeletes(db),

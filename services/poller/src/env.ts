@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { commonEnv, directDatabaseEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
-import { streamEnv } from './intake/stream/env';
+import { streamEnv } from '@sts/x-stream';
 import { activityEnv } from './intake/activity/env';
 
 export const pollerEnvSchema = z

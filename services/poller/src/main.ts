@@ -20,16 +20,16 @@ import { createRedisLeases } from './adapters/lease';
 import { SESSION_APPLICATION_NAME } from './adapters/session';
 import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
-import { createPollerRepository, type PollerRepository } from './adapters/repository';
-import { createProfileRepository } from './adapters/profiles';
+import { createHitWriter } from './adapters/hitWriter';
+import { createScheduleStore, type ScheduleStore } from './adapters/scheduleStore';
+import { createProfileRepository, type ProfileRepository } from './adapters/profiles';
 import { createPostDeletes } from './adapters/postDeletes';
 import { createCoverageRepository } from './gaps/gaps';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
-import { buildStreamMode, streamSelectDue } from './intake/stream';
-import { inStream } from './domain/streamRules';
-import type { StreamMode } from './intake/stream/streamMode';
+import { buildStreamMode, inStream, type StreamMode } from '@sts/x-stream';
+import { createStreamPort, streamSelectDue } from './intake/stream/port';
 import { buildActivityIntake } from './intake/activity';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
@@ -76,14 +76,16 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
-  const repository = createPollerRepository(db);
-  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/intake/stream/)
+  const schedule = createScheduleStore(db);
+  const writer = createHitWriter(db);
+  const profiles = createProfileRepository(db);
+  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (@sts/x-stream)
   const stream =
     env.X_MONITOR_MODE === 'stream' && isXSource(source)
       ? buildStreamMode(env, {
           source,
           db,
-          pollerRepository: repository,
+          port: createStreamPort({ schedule, writer, profiles, logger }),
           logger,
           registry,
           latency,
@@ -91,19 +93,14 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
           amqp,
         })
       : null;
-  // SOCIAL_SOURCE=x: the X Activity API pushes profile changes (src/intake/activity/)
+  // SOCIAL_SOURCE=x: the X Activity API pushes profile changes and deletions (src/intake/activity/)
   const activity =
     isXSource(source) && env.X_INTAKE_ACTIVITY !== 'off'
-      ? buildActivityIntake(env, {
-          db,
-          pollerRepository: repository,
-          governor: source.client.governor,
-          logger,
-          registry,
-        })
+      ? buildActivityIntake(env, { db, schedule, writer, governor: source.client.governor, logger, registry })
       : null;
   const poller = createPoller({
-    repository,
+    schedule,
+    writer,
     source,
     leases: createRedisLeases(redis),
     logger,
@@ -112,7 +109,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...intakes(env, source, repository, stream, logger, session, db),
+    ...intakes(env, { source, schedule, profiles, stream, logger, session, db }),
     ...(activity && { healthLookupSec: env.X_HEALTH_LOOKUP_SECONDS }),
     coverage: createCoverageRepository(db),
     metrics: {
@@ -176,7 +173,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  *
  * Query monitors on X: one recent search each (src/intake/xquery) in every X mode (a timeline
  * cannot answer a query); in stream mode only those the stream does not read (Free-only, or no
- * stream alive), the others are stream rules (src/intake/stream/queries.ts).
+ * stream alive), the others are stream rules (packages/x-stream/src/queries.ts).
  *
  * The push is the local store's: it notifies committed tweets (LISTEN sts_tweets); X has none.
  * Profile changes and target health: the local store's users trigger notifies them; on X every
@@ -184,22 +181,25 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  */
 function intakes(
   env: PollerEnv,
-  source: SocialSource,
-  repository: PollerRepository,
-  stream: StreamMode | null,
-  logger: Logger,
-  session: DirectSession,
-  db: Db,
+  deps: {
+    source: SocialSource;
+    schedule: ScheduleStore;
+    profiles: ProfileRepository;
+    stream: StreamMode | null;
+    logger: Logger;
+    session: DirectSession;
+    db: Db;
+  },
 ): Pick<
   PollerOptions,
   'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook' | 'postDeletes'
 > {
+  const { source, schedule, profiles, stream, logger, session } = deps;
   // the push LISTENs on the direct session; the same channel carries the users trigger's profile
   // notifications. X: the accounts are looked up in batches (every mode)
-  const profiles = createProfileRepository(db);
   // the local store's deleted tweets are notified on the same channel as its new ones
   if (!isXSource(source))
-    return env.SOCIAL_SOURCE === 'local' ? { session, profiles, postDeletes: createPostDeletes(db) } : {};
+    return env.SOCIAL_SOURCE === 'local' ? { session, profiles, postDeletes: createPostDeletes(deps.db) } : {};
   // query monitors: a timeline cannot answer a query, so every X mode reads them by search
   const push = { profiles, xAccounts: source, xQueries: { searchGroup: source.searchGroup.bind(source) } };
   if (env.X_MONITOR_MODE === 'timeline') return push;
@@ -209,7 +209,7 @@ function intakes(
   return {
     ...push,
     search,
-    selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()),
+    selectDue: streamSelectDue(schedule, starterSec, logger, () => stream.covers()),
     // a new streamed target's first account look is the stream backfill's lookup (X_BACKFILL_LOOKUP)
     leavesFirstLook: (t, now) => stream.leavesFirstLook(t, now),
     xQueries: { ...push.xQueries, streamed: (m, now) => stream.covers() && inStream([m.account], now) },

@@ -24,6 +24,9 @@ import { createDeliverer, DrainAbortError, SecretsUnavailableError, type Job } f
 import { createLaneScheduler, type LaneControl, type LaneScheduler } from './lanes';
 import { createMessagePreparer } from './messages';
 import { createMetrics, type DispatcherMetrics } from './metrics';
+import { Holding } from './hold';
+import type { HoldBounds } from './domain/hold';
+import type { HoldingStore } from './adapters/holding';
 import type { DispatcherEnv } from './env';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
@@ -64,6 +67,12 @@ export interface DispatcherOptions {
   holdMs?: number;
   /** stop(): how long deliveries in flight may take to finish (default 20000) */
   shutdownGraceMs?: number;
+  /** the hold of a disabled endpoint's events (hold.ts); without it they are logged as skipped */
+  holding?: HoldingStore;
+  /** WEBHOOK_HOLD_DAYS and WEBHOOK_HOLD_MAX (default 3 days, 10,000) */
+  holdBounds?: HoldBounds;
+  /** how often held events of enabled endpoints are looked for (default 1000 ms) */
+  holdSweepMs?: number;
   /** delete attempts older than this many days (default 30); 0 turns the job off */
 }
 
@@ -83,6 +92,8 @@ export interface Dispatcher {
   /** readiness: rejects once the dispatcher failed closed */
   check(): Promise<void>;
   inFlight(): number;
+  /** releases held events of enabled endpoints now and resolves when that is done (start() does it every second) */
+  releaseHeld(): Promise<void>;
 }
 
 /** Parking set up on its own connection, or null (then backed-up messages wait in memory). */
@@ -112,6 +123,7 @@ export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
     amqpUrl: env.AMQP_URL,
     deferMs: env.DISPATCH_DEFER_MS,
     shutdownGraceMs: env.DISPATCH_SHUTDOWN_GRACE_MS,
+    holdBounds: { days: env.WEBHOOK_HOLD_DAYS, max: env.WEBHOOK_HOLD_MAX },
   } satisfies Partial<DispatcherOptions>;
 }
 
@@ -223,6 +235,7 @@ class WebhookDispatcher implements Dispatcher {
   private readonly abort = new AbortController();
   private stopping: Promise<void> | null = null;
   private fault: Error | null = null;
+  private readonly holding: Holding | null;
 
   constructor(
     private readonly options: DispatcherOptions,
@@ -230,6 +243,19 @@ class WebhookDispatcher implements Dispatcher {
   ) {
     // one listener per delivery in flight (hundreds): not a leak
     setMaxListeners(0, this.abort.signal);
+    this.holding = options.holding
+      ? new Holding({
+          store: options.holding,
+          repository: options.repository,
+          deliverer: parts.deliverer,
+          lanes: parts.lanes,
+          logger: options.logger,
+          bounds: options.holdBounds ?? { days: 3, max: 10_000 },
+          signal: this.abort.signal,
+          now: options.now ?? (() => new Date()),
+          ...(options.holdSweepMs !== undefined && { sweepMs: options.holdSweepMs }),
+        })
+      : null;
   }
 
   async start(): Promise<void> {
@@ -245,6 +271,7 @@ class WebhookDispatcher implements Dispatcher {
     if (options.amqpUrl) {
       this.parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, options.logger);
     }
+    this.holding?.start();
     const parking = this.parking;
     const dlq = deadLetterQueueName(queue);
     if (parking) parts.metrics.setDeadLetterReader(async () => ({ [dlq]: await parking.depth(dlq) }));
@@ -280,10 +307,15 @@ class WebhookDispatcher implements Dispatcher {
 
   readonly inFlight = (): number => this.parts.sender.inFlight();
 
+  readonly releaseHeld = async (): Promise<void> => {
+    await this.holding?.releaseNow();
+    await this.holding?.idle();
+  };
+
   private async drain(): Promise<void> {
     this.parts.lanes.releaseAll();
     const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs ?? 20_000);
-    await Promise.allSettled([...this.inflight]);
+    await Promise.allSettled([...this.inflight, this.holding?.stop()]);
     clearTimeout(timer);
     await this.parking?.close();
   }
@@ -323,6 +355,7 @@ class WebhookDispatcher implements Dispatcher {
   /** runs a job that goes out in its endpoint's lane; parks the message when the lane is backed up */
   private async deliver(env: Envelope<DispatcherRoutingKey>, job: Job): Promise<ConsumeOutcome> {
     const { deliverer, lanes, metrics } = this.parts;
+    if (await this.holding?.hold(job, env.routingKey === 'webhook.redeliver')) return 'ack';
     const sendable = deliverer.sendable(job);
     if (!sendable) {
       await deliverer.recordSkip(job);

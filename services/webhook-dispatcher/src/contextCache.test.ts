@@ -28,6 +28,7 @@ function context(id: string, accountId = 'acct-1', endpointId: string | null = `
           consecutiveFailures: 0,
           firstFailureAt: null,
           disabledAt: null,
+          heldCount: 0,
         }
       : null,
   };

@@ -372,7 +372,7 @@ class Deliverer {
       firstFailureAt: change.firstFailureAt?.toISOString() ?? null,
     };
     if (change.becameDisabled)
-      logger.warn('webhook endpoint disabled: live hits are not sent until a test webhook succeeds', fields);
+      logger.warn('webhook endpoint disabled: live events are held until it is enabled again', fields);
     else if (change.becameFailing) logger.warn('webhook endpoint failing', fields);
     else if (delivered && webhook.disabledAt)
       logger.info('webhook endpoint re-enabled by a successful delivery', fields);

@@ -32,6 +32,10 @@ export const dispatcherEnvSchema = z.object({
   DISPATCH_CONTEXT_CACHE_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
   /** how long an attempt row may wait for others to share its insert and commit (ms; 0: written at once) */
   DISPATCH_RECORD_LINGER_MS: z.coerce.number().int().min(0).max(1000).default(25),
+  /** events of a disabled webhook are held at most this many days; older ones are dropped (logged as skipped) */
+  WEBHOOK_HOLD_DAYS: positiveInt(3, 30),
+  /** events held per disabled webhook at most; beyond it the oldest are dropped (logged as skipped) */
+  WEBHOOK_HOLD_MAX: positiveInt(10_000, 1_000_000),
   /** SIGTERM: how long deliveries in flight may take to finish before they are handed back (ms; below Kubernetes' 30 s) */
   DISPATCH_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(20_000),
 });

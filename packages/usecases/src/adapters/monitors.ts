@@ -27,6 +27,8 @@ const monitorSelect = {
       consecutiveFailures: true,
       firstFailureAt: true,
       disabledAt: true,
+      heldCount: true,
+      heldDropped: true,
       createdAt: true,
     } satisfies Record<keyof WebhookRecord, true>,
   },
@@ -101,7 +103,8 @@ export function prismaMonitors(db: Db): MonitorsRepository {
   };
 }
 
-type WebhookWrites = 'setWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook';
+type WebhookWrites =
+  'setWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook' | 'enableWebhook';
 
 /** a monitor's webhook endpoint: its URL and secrets (read only for a rotation) */
 function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
@@ -145,6 +148,13 @@ function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
 
     async removeWebhook(monitorId) {
       await db.webhookEndpoint.deleteMany({ where: { monitorId } });
+    },
+
+    async enableWebhook(monitorId) {
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: { consecutiveFailures: 0, firstFailureAt: null, disabledAt: null },
+      });
     },
   };
 }

@@ -3,10 +3,7 @@
  * hit count, webhook without its secrets) and the changes they make.
  */
 import type { WebhookKindName } from '@sts/core';
-import type { monitorSettingsSelect, Prisma } from '@sts/db';
-
-/** a monitor's own settings and state: @sts/db's row of them, as read-api reads it too */
-type MonitorSettings = Prisma.MonitorGetPayload<{ select: typeof monitorSettingsSelect }>;
+import type { MonitorSettings } from '@sts/db';
 
 export interface WebhookRecord {
   url: string;
@@ -18,6 +15,9 @@ export interface WebhookRecord {
   consecutiveFailures: number;
   firstFailureAt: Date | null;
   disabledAt: Date | null;
+  /** events held while disabled, not yet sent, and how many of this hold were dropped past its bounds (the dispatcher's) */
+  heldCount: number;
+  heldDropped: number;
   createdAt: Date;
 }
 
@@ -101,4 +101,6 @@ export interface MonitorsRepository {
   /** ends an overlap: the previous secret is dropped */
   dropPreviousSecret(monitorId: string): Promise<void>;
   removeWebhook(monitorId: string): Promise<void>;
+  /** enabled again: the health streak and the disabled mark cleared (the dispatcher then releases the held events) */
+  enableWebhook(monitorId: string): Promise<void>;
 }

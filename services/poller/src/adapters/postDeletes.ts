@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '@sts/db';
 import { monitorRef, type MonitorPostDeletedEvent } from '@sts/messaging';
-import { OUTBOX_CHANNEL } from './repository';
+import { OUTBOX_CHANNEL } from '../domain/pipeline';
 
 interface WatcherRow {
   id: string;

@@ -33,7 +33,7 @@ import {
 } from '../domain/profiles';
 import type { LookupTarget } from '../domain/schedule';
 import { lastLooks, lookupTargets } from './profileTargets';
-import { OUTBOX_CHANNEL } from './repository';
+import { OUTBOX_CHANNEL } from '../domain/pipeline';
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
 

@@ -6,32 +6,19 @@
  */
 import { MONITOR_EVENTS, MonitorTargetStatus } from '@sts/api-contract';
 import type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord } from '@sts/api-contract';
-import type { HitRow } from '@sts/db';
+import type { HitRow, MonitorSettings } from '@sts/db';
 import { parsePostTypes, splitKeywords } from '@sts/core';
 import type { SocialTweet, SocialUser } from '@sts/social';
 
 export type { HitRecord, ListBody, MonitorRecord, TweetRecord, UserRecord };
 
-/** What the adapter reads for a monitor. */
-export interface MonitorRow {
-  id: string;
-  /** exactly one of the two */
-  targetUsername: string | null;
-  query: string | null;
-  keywords: string[];
-  excludeTypes: string[];
-  langs: string[];
+/** What the adapter reads for a monitor: @sts/db's monitor settings, and whether it has a webhook. */
+export interface MonitorRow extends Omit<MonitorSettings, 'events'> {
   /** null: the default, posts only */
   events: string[] | null;
-  targetStatus: string;
-  targetStatusAt: Date | null;
-  isActive: boolean;
-  checkIntervalSec: number;
-  lastCheckAt: Date | null;
-  lastError: string | null;
   hasWebhook: boolean;
-  createdAt: Date;
-  updatedAt: Date;
+  /** events held while the webhook is disabled (0 without one) */
+  heldEvents: number;
 }
 
 /** What the adapter reads for a hit: the one hit row of @sts/db. */
@@ -100,6 +87,7 @@ export function monitorRecord(m: MonitorRow, recentHits?: HitRow[]): MonitorReco
     last_check_at: iso(m.lastCheckAt),
     last_error: m.lastError,
     has_webhook: m.hasWebhook,
+    held_events: m.heldEvents,
     created_at: m.createdAt.toISOString(),
     updated_at: m.updatedAt.toISOString(),
   };

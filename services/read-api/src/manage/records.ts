@@ -4,7 +4,7 @@ import type { DeliveryDetail, Preview, WebhookView, WebhookWithSecret as Webhook
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
+export function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
   return {
     monitor_id: monitorId,
     url: w.shownUrl,
@@ -13,6 +13,8 @@ function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
     broken_reason: w.brokenReason,
     health: w.health.state,
     consecutive_failures: w.health.consecutiveFailures,
+    held_events: w.health.held,
+    held_dropped: w.health.heldDropped,
     secret_rotated_at: iso(w.secretRotatedAt),
     previous_secret_until: iso(w.previousSecretUntil),
     created_at: w.createdAt.toISOString(),

@@ -26,7 +26,7 @@ import type { HandlerResult, RequestContext, Route } from '../http/router';
 import { fromUseCaseError } from './errors';
 import { fingerprint, idempotent } from './idempotent';
 import { parseBody, parseIdempotencyKey } from './input';
-import { deliveryRecord, previewRecord, webhookWithSecret } from './records';
+import { deliveryRecord, previewRecord, webhookRecord, webhookWithSecret } from './records';
 
 export interface ManageDeps {
   useCases: Pick<UseCases, 'monitors' | 'webhooks' | 'deliveries'>;
@@ -202,6 +202,15 @@ function webhookRoutes(deps: ManageDeps): Route[] {
       },
     },
     {
+      pattern: '/api/v1/monitors/:id/webhook/enable',
+      handlers: {
+        POST: write(deps, 'optional', async (accountId, _raw, ctx) => {
+          const enabled = await uc.webhooks.enable(accountId, ctx.params.id!);
+          return data(200, webhookRecord(monitorId(ctx), enabled));
+        }),
+      },
+    },
+    {
       pattern: '/api/v1/monitors/:id/webhook/rotate',
       handlers: {
         POST: write(deps, 'optional', async (accountId, _raw, ctx) => {
@@ -236,9 +245,21 @@ function deliveryRoutes(deps: ManageDeps): Route[] {
       pattern: '/api/v1/monitors/:id/recover',
       handlers: {
         POST: write(deps, 'required', async (accountId, raw, ctx) => {
-          const { since } = parseBody(RecoverInput, raw);
-          const r = await uc.deliveries.recover(accountId, ctx.params.id!, new Date(since));
-          return data(202, { queued: r.queued, remaining: r.remaining, delivery_ids: r.deliveryIds });
+          const b = parseBody(RecoverInput, raw);
+          const r = await uc.deliveries.recover(accountId, ctx.params.id!, {
+            since: new Date(b.since),
+            until: b.until === undefined ? undefined : new Date(b.until),
+            outcomes: b.outcomes,
+          });
+          const record = {
+            queued: r.queued,
+            remaining: r.remaining,
+            delivery_ids: r.deliveryIds,
+            retry_after: r.retryAfterSec,
+          };
+          // what the budget left out: when to call again
+          const headers = r.retryAfterSec === null ? undefined : { 'Retry-After': String(r.retryAfterSec) };
+          return { ...data(202, record), ...(headers && { headers }) };
         }),
       },
     },

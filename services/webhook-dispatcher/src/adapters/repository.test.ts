@@ -105,6 +105,7 @@ describe('dispatcher repository (raw SQL hot path)', () => {
               consecutiveFailures: true,
               firstFailureAt: true,
               disabledAt: true,
+              heldCount: true,
             },
           },
         },

@@ -5,17 +5,16 @@
  * followed), so an event and a lookup tell a change once between them, and a replayed event
  * (the same change again) tells nothing. A target never looked at has no profile to patch: the
  * lookup's first look records it. `post.create` (X_INTAKE_ACTIVITY=all): the post is recorded like
- * a streamed one (stream/recorder.ts `recordTweets`: the monitors' rules, hits unique per monitor
+ * a streamed one (src/record/posts.ts `recordPosts`: the monitors' rules, hits unique per monitor
  * and post, so a post the filtered stream or a poll also brings is one hit). `post.delete`:
  * `monitor.post_deleted` to the monitors asking for deletions (adapters/postDeletes.ts, once per
  * monitor and post). Other types are counted only.
  */
-import { mapXTweet } from '@sts/social';
+import { mapXTweet, type SocialTweet } from '@sts/social';
+import type { RecordedBatch } from '@sts/x-stream';
 import { isXaaProfileType, type XaaEvent } from '@sts/x-activity';
-import type { PollerRepository } from '../../adapters/repository';
 import type { PostDeletes } from '../../adapters/postDeletes';
 import type { ProfileRepository } from '../../adapters/profiles';
-import { recordTweets } from '../stream/recorder';
 import { applyProfileEvent } from '../../domain/activity';
 import type { AccountState } from '../../domain/profiles';
 import type { ActivityRepository } from './repository';
@@ -23,7 +22,8 @@ import type { ActivityRepository } from './repository';
 export function createActivityEvents(deps: {
   repository: Pick<ActivityRepository, 'lastProfile'>;
   profiles: Pick<ProfileRepository, 'record'>;
-  posts: PollerRepository;
+  /** records posts like streamed ones */
+  posts: (posts: readonly SocialTweet[]) => Promise<RecordedBatch>;
   deletes: PostDeletes;
   now: () => Date;
 }): (event: XaaEvent, targetKeys: readonly string[]) => Promise<void> {
@@ -32,7 +32,7 @@ export function createActivityEvents(deps: {
     if (type === 'post.create') {
       const users = (event.includes?.users ?? []) as Parameters<typeof mapXTweet>[1];
       const post = mapXTweet(event.payload as unknown as Parameters<typeof mapXTweet>[0], users);
-      const recorded = await recordTweets(deps.posts, [post], undefined, deps.now);
+      const recorded = await deps.posts([post]);
       const [failed] = recorded.failed.values();
       if (failed !== undefined) throw new Error(failed);
       return;

@@ -11,10 +11,12 @@ import type { Db } from '@sts/db';
 import type { XGovernor } from '@sts/social';
 import { createXActivityApi, SubscriptionReconciler } from '@sts/x-activity';
 import { createProfileRepository } from '../../adapters/profiles';
-import type { PollerRepository } from '../../adapters/repository';
+import type { HitWriter } from '../../adapters/hitWriter';
+import type { ScheduleStore } from '../../adapters/scheduleStore';
+import { recordPosts } from '../../record/posts';
 import { createPostDeletes } from '../../adapters/postDeletes';
 import type { ActivityIntakeMode } from '../../domain/activity';
-import { createStreamElection } from '../stream/election';
+import { createStreamElection, type WriteLane } from '@sts/x-stream';
 import { createActivityEvents } from './events';
 import { ActivityIntake } from './intake';
 import { createActivityMetrics } from './metrics';
@@ -29,6 +31,9 @@ export interface ActivityIntakeEnv {
   X_STREAM_LEASE_SECONDS?: number | undefined;
 }
 
+/** post.create events come one at a time, in order: their writes need no lane of their own */
+const DIRECT: WriteLane = { run: (task) => task() };
+
 /** the tag on this service's subscriptions (others' are left alone) */
 const TAG = 'sts';
 
@@ -36,8 +41,9 @@ export function buildActivityIntake(
   env: ActivityIntakeEnv,
   deps: {
     db: Db;
-    /** post.create (X_INTAKE_ACTIVITY=all) is recorded through the poller's repository */
-    pollerRepository: PollerRepository;
+    /** post.create (X_INTAKE_ACTIVITY=all) is recorded like a streamed post */
+    schedule: ScheduleStore;
+    writer: HitWriter;
     governor: XGovernor;
     logger: Logger;
     registry: Registry;
@@ -67,7 +73,7 @@ export function buildActivityIntake(
     onEvent: createActivityEvents({
       repository,
       profiles: createProfileRepository(deps.db),
-      posts: deps.pollerRepository,
+      posts: (posts) => recordPosts({ schedule: deps.schedule, writer: deps.writer }, posts, DIRECT),
       deletes: createPostDeletes(deps.db),
       now: () => new Date(),
     }),

@@ -19,7 +19,7 @@ import { errorMessage } from '@sts/core';
 import type { ReconcileOutcome, SubscriptionReconciler, WatchedAccount, XActivityApi, XaaEvent } from '@sts/x-activity';
 import { XActivityError } from '@sts/x-activity';
 import type { ActivityIntakeMode } from '../../domain/activity';
-import type { StreamElection } from '../stream/election';
+import type { StreamElection } from '@sts/x-stream';
 import type { ActivityMetrics } from './metrics';
 import type { ActivityRepository } from './repository';
 

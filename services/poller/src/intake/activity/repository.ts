@@ -14,7 +14,7 @@ import type { Db } from '@sts/db';
 import type { WatchedAccount } from '@sts/x-activity';
 import { wantedTypes, type ActivityIntakeMode } from '../../domain/activity';
 import type { Profile } from '../../domain/profiles';
-import { inStream } from '../../domain/streamRules';
+import { inStream } from '@sts/x-stream';
 
 interface WatchedRow {
   target_key: string;

@@ -12,7 +12,7 @@
  */
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
-import type { XAccounts, XAccountState, XSource } from '@sts/social';
+import { answerFor, type XAccounts, type XAccountState, type XSource } from '@sts/social';
 import type { ProfileRepository } from '../../adapters/profiles';
 import type { LeaseStore } from '../../adapters/lease';
 import { profileOf, type Sighting } from '../../domain/profiles';
@@ -59,11 +59,6 @@ function sightingOf(state: XAccountState | undefined): Sighting {
 
 /** a target of a lookup: looked up by its account id when known (a rename is followed), else by name */
 type Looked = Pick<LookupTarget, 'targetKey' | 'userId'>;
-
-/** X's answer for a target of the lookup (`byId` when it was looked up by id) */
-export function answerFor(t: Looked, found: XAccounts): XAccountState | undefined {
-  return t.userId ? found.byId.get(t.userId) : found.byUsername.get(t.targetKey);
-}
 
 /** looks recorded at a time (each its own transaction, under its target's lock) */
 const RECORD_CONCURRENCY = 4;

@@ -6,7 +6,7 @@
  */
 import { createAccount, waitFor, type FakeStream, type FakeX } from '@sts/testing';
 import type { Db } from '@sts/db';
-import { parseRule } from '../../domain/streamRules';
+import { parseRule } from '@sts/x-stream/src/domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-parts-test');
