@@ -106,10 +106,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
         })
       : null;
   // SOCIAL_SOURCE=x: the X Activity API pushes profile changes and deletions (src/intake/activity/)
-  const activity =
-    isXSource(source) && env.X_INTAKE_ACTIVITY !== 'off'
-      ? buildActivityIntake(env, { db, schedule, writer, governor: source.client.governor, logger, registry })
-      : null;
+  const activity = activityOf(env, source, { db, schedule, writer, logger, registry });
   const poller = createPoller({
     schedule,
     writer,
@@ -234,6 +231,16 @@ function intakes(
     leavesFirstLook: (t, now) => stream.leavesFirstLook(t, now),
     xQueries: { ...push.xQueries, streamed: (m, now) => stream.covers() && inStream([m.account], now) },
   };
+}
+
+/** the X Activity API intake (SOCIAL_SOURCE=x, X_INTAKE_ACTIVITY not `off`), or null */
+function activityOf(
+  env: PollerEnv,
+  source: SocialSource,
+  deps: Omit<Parameters<typeof buildActivityIntake>[1], 'governor'>,
+): ReturnType<typeof buildActivityIntake> | null {
+  if (!isXSource(source) || env.X_INTAKE_ACTIVITY === 'off') return null;
+  return buildActivityIntake(env, { ...deps, governor: source.client.governor });
 }
 
 if (require.main === module) runService(pollerService);
