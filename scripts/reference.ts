@@ -135,6 +135,7 @@ function webhookParts(): Record<string, string> {
     'monitor.test': contracts['monitor.test'].payload,
     'monitor.profile_changed': contracts['monitor.profile_changed'].payload,
     'monitor.target_unavailable': contracts['monitor.target_unavailable'].payload,
+    'monitor.post_deleted': contracts['monitor.post_deleted'].payload,
   });
   const headers = table(
     ['header', 'value'],
@@ -143,7 +144,7 @@ function webhookParts(): Record<string, string> {
       [signing.HEADER_USER_AGENT, `\`${signing.USER_AGENT}\``],
       [
         signing.HEADER_EVENT,
-        "the event: `monitor.hit`, `monitor.test`, `monitor.profile_changed` or `monitor.target_unavailable` (also the body's `event`)",
+        "the event: `monitor.hit`, `monitor.test`, `monitor.profile_changed`, `monitor.target_unavailable` or `monitor.post_deleted` (also the body's `event`)",
       ],
       [signing.HEADER_TIMESTAMP, 'Unix time in seconds, decimal string'],
       [signing.HEADER_SIGNATURE, `\`${signing.SIGNATURE_PREFIX}<hex HMAC-SHA256 of "{timestamp}.{raw body}">\``],
@@ -165,6 +166,7 @@ function webhookParts(): Record<string, string> {
     'monitor.test': fieldTable(json['monitor.test']),
     'monitor.profile_changed': fieldTable(json['monitor.profile_changed']),
     'monitor.target_unavailable': fieldTable(json['monitor.target_unavailable']),
+    'monitor.post_deleted': fieldTable(json['monitor.post_deleted']),
     headers: `${headers}\n\nTimestamp tolerance: ${signing.DEFAULT_TOLERANCE_SEC} seconds either way.`,
     'message-headers': table(
       ['envelope field', 'AMQP header'],

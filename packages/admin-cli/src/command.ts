@@ -47,6 +47,8 @@ export interface Command {
   summary: string;
   usage: string;
   options: OptionSpec;
+  /** the option a first bare word stands for (`social delete ID` is `social delete --id ID`) */
+  positional?: string;
   run(ctx: CliContext, values: OptionValues): Promise<CommandResult>;
 }
 

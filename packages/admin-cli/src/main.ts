@@ -44,7 +44,11 @@ export async function runCli(
       .join(' ');
     return { code: 2, stdout: '', stderr: `${asked ? `unknown command "${asked}"\n\n` : ''}${usage(commands)}\n` };
   }
-  const rest = argv.slice(command.name.split(' ').length);
+  const words = argv.slice(command.name.split(' ').length);
+  const rest =
+    command.positional && words[0] !== undefined && !words[0].startsWith('-')
+      ? [`--${command.positional}`, ...words]
+      : words;
   const closers: (() => Promise<void>)[] = [];
   let db: Db | undefined;
   const ctx: CliContext = {

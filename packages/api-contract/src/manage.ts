@@ -47,12 +47,10 @@ export const NewMonitor = z.strictObject({
   query: queryInput.optional(),
   keywords: keywordsInput.optional(),
   filters: MonitorFiltersInput.optional(),
-  events: z
-    .array(z.enum(MONITOR_EVENTS))
-    .min(1)
-    .max(2)
-    .optional()
-    .meta({ description: 'what the monitor sends: posts and/or profile (username monitors only); default ["posts"]' }),
+  events: z.array(z.enum(MONITOR_EVENTS)).min(1).max(3).optional().meta({
+    description:
+      'what the monitor sends: posts, profile and/or deletes (the last two username monitors only); default ["posts"]',
+  }),
   check_interval_sec: count
     .optional()
     .meta({ description: "seconds between checks: the plan's poll interval (default) up to 86400" }),

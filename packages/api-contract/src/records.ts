@@ -72,11 +72,12 @@ export const MonitorFilters = z
   })
   .meta({ description: "the monitor's rule besides its keywords" });
 
-/** what a monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed) */
-export const MONITOR_EVENTS = ['posts', 'profile'] as const;
-export const MonitorEvents = z
-  .array(z.enum(MONITOR_EVENTS))
-  .meta({ description: 'what the monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed)' });
+/** what a monitor sends: posts (monitor.hit), profile (monitor.profile_changed), deletes (monitor.post_deleted) */
+export const MONITOR_EVENTS = ['posts', 'profile', 'deletes'] as const;
+export const MonitorEvents = z.array(z.enum(MONITOR_EVENTS)).meta({
+  description:
+    'what the monitor sends: posts (monitor.hit), profile (monitor.profile_changed), deletes (monitor.post_deleted)',
+});
 
 export const MonitorTargetStatus = z.enum(['ok', 'suspended', 'protected', 'not_found', 'renamed']).meta({
   description:

@@ -11,7 +11,16 @@ import path from 'node:path';
 import { sign } from '@sts/signing';
 import { createSocialTweet, createSocialUser } from '@sts/social';
 import { REPO_ROOT, startApiStack, type ApiStack } from '@sts/testing';
-import { ApiError, createClient, isApiError, paginate, verifyWebhook, WebhookVerificationError } from './index';
+import {
+  ApiError,
+  createClient,
+  isApiError,
+  paginate,
+  verifyWebhook,
+  WEBHOOK_EVENTS,
+  WebhookVerificationError,
+  type WebhookEventName,
+} from './index';
 
 let stack: ApiStack;
 
@@ -148,6 +157,9 @@ describe('@sts/client', () => {
     const headers = { 'x-service-timestamp': String(timestamp), 'x-service-signature': sign(secret, timestamp, body) };
     expect(() => verifyWebhook({ secret, body, headers })).not.toThrow();
     expect(() => verifyWebhook({ secret: 'another', body, headers })).toThrow(WebhookVerificationError);
+    // the events a receiver may see, monitor.post_deleted among them
+    const deleted: WebhookEventName = 'monitor.post_deleted';
+    expect(WEBHOOK_EVENTS).toContain(deleted);
   });
 
   it('packs into a package a stranger installs: ESM with types, no workspace dependency, and the README example runs', async () => {

@@ -287,6 +287,7 @@ export {
   verify as verifyWebhook,
   webhookMiddleware,
   WebhookVerificationError,
+  WEBHOOK_EVENTS,
   DEFAULT_TOLERANCE_SEC,
   HEADER_DELIVERY,
   HEADER_EVENT,
@@ -299,6 +300,7 @@ export {
   type RawBody,
   type SecretInput,
   type VerifyInput,
+  type WebhookEventName,
   type WebhookMiddlewareOptions,
   type WebhookVerificationReason,
 } from '@sts/signing';

@@ -453,8 +453,8 @@ export interface components {
       is_active: boolean;
       /** @enum {string} */
       status: 'active' | 'paused' | 'error';
-      /** @description what the monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed) */
-      events: ('posts' | 'profile')[];
+      /** @description what the monitor sends: posts (monitor.hit), profile (monitor.profile_changed), deletes (monitor.post_deleted) */
+      events: ('posts' | 'profile' | 'deletes')[];
       /**
        * @description the watched account's health: ok; suspended, protected or not_found (polled less often until it is back); renamed (the monitor follows the account to its new username)
        * @enum {string}
@@ -555,8 +555,8 @@ export interface components {
         /** @description languages that fire (BCP 47); default any */
         lang?: string[];
       };
-      /** @description what the monitor sends: posts and/or profile (username monitors only); default ["posts"] */
-      events?: ('posts' | 'profile')[];
+      /** @description what the monitor sends: posts, profile and/or deletes (the last two username monitors only); default ["posts"] */
+      events?: ('posts' | 'profile' | 'deletes')[];
       /** @description seconds between checks: the plan's poll interval (default) up to 86400 */
       check_interval_sec?: number;
       /** @description HTTPS URL of a public host (Discord and Slack URLs get their own format) */
@@ -576,8 +576,8 @@ export interface components {
         /** @description languages that fire (BCP 47); default any */
         lang?: string[];
       };
-      /** @description what the monitor sends: posts and/or profile (username monitors only); default ["posts"] */
-      events?: ('posts' | 'profile')[];
+      /** @description what the monitor sends: posts, profile and/or deletes (the last two username monitors only); default ["posts"] */
+      events?: ('posts' | 'profile' | 'deletes')[];
       /** @description seconds between checks: the plan's poll interval (default) up to 86400 */
       check_interval_sec?: number;
     };
@@ -626,8 +626,8 @@ export interface components {
       is_active: boolean;
       /** @enum {string} */
       status: 'active' | 'paused' | 'error';
-      /** @description what the monitor sends: posts (monitor.hit) and/or profile (monitor.profile_changed) */
-      events: ('posts' | 'profile')[];
+      /** @description what the monitor sends: posts (monitor.hit), profile (monitor.profile_changed), deletes (monitor.post_deleted) */
+      events: ('posts' | 'profile' | 'deletes')[];
       /**
        * @description the watched account's health: ok; suspended, protected or not_found (polled less often until it is back); renamed (the monitor follows the account to its new username)
        * @enum {string}

@@ -22,6 +22,7 @@ describe('contracts', () => {
       'account.webhook.failing',
       'apikey.changed',
       'monitor.hit',
+      'monitor.post_deleted',
       'monitor.profile_changed',
       'monitor.target_unavailable',
       'monitor.test',

@@ -139,6 +139,22 @@ export const MonitorTargetUnavailablePayload = z
   })
   .strict();
 
+/**
+ * The watched account deleted a post (docs/webhooks.md), told to the monitors whose `events` name
+ * `deletes`: the post's id, the hit the monitor had sent for it (null: none), and when the
+ * deletion was seen (X tells no time of its own).
+ */
+export const MonitorPostDeletedPayload = z
+  .object({
+    event: z.literal('monitor.post_deleted'),
+    monitor: MonitorRef,
+    postId: z.string().min(1),
+    username: z.string().min(1),
+    hit: z.object({ id: z.string().uuid(), text: z.string(), createdAt: IsoUtcMillis }).strict().nullable(),
+    deletedAt: IsoUtcMillis,
+  })
+  .strict();
+
 export const WebhookRedeliverPayload = z.object({ attemptId: z.string().uuid() }).strict();
 
 /**
@@ -259,6 +275,10 @@ export const contracts = {
     payload: MonitorTargetUnavailablePayload,
     headers: z.object({ accountId: z.string(), eventId: z.string() }),
   },
+  'monitor.post_deleted': {
+    payload: MonitorPostDeletedPayload,
+    headers: z.object({ accountId: z.string(), eventId: z.string() }),
+  },
   'webhook.redeliver': { payload: WebhookRedeliverPayload, headers: z.object({ accountId: z.string() }) },
   'account.quota.threshold': { payload: AccountQuotaThresholdPayload, headers: accountHeaders },
   'account.webhook.failing': { payload: AccountWebhookFailingPayload, headers: accountHeaders },
@@ -276,6 +296,7 @@ export type MonitorHitEvent = PayloadOf<'monitor.hit'>;
 export type MonitorTestEvent = PayloadOf<'monitor.test'>;
 export type MonitorProfileChangedEvent = PayloadOf<'monitor.profile_changed'>;
 export type MonitorTargetUnavailableEvent = PayloadOf<'monitor.target_unavailable'>;
+export type MonitorPostDeletedEvent = PayloadOf<'monitor.post_deleted'>;
 export type WebhookRedeliverEvent = PayloadOf<'webhook.redeliver'>;
 export type AccountQuotaThresholdEvent = PayloadOf<'account.quota.threshold'>;
 export type AccountWebhookFailingEvent = PayloadOf<'account.webhook.failing'>;

@@ -15,6 +15,7 @@
 import {
   PROFILE_FIELDS,
   type MonitorHitEvent,
+  type MonitorPostDeletedEvent,
   type MonitorProfileChangedEvent,
   type MonitorTargetUnavailableEvent,
   type MonitorTestEvent,
@@ -26,7 +27,19 @@ export type TestPayload = MonitorTestEvent;
 type MonitorRef = MonitorHitEvent['monitor'];
 export type ProfileChangedPayload = MonitorProfileChangedEvent;
 export type TargetUnavailablePayload = MonitorTargetUnavailableEvent;
-export type WebhookPayload = HitPayload | TestPayload | ProfileChangedPayload | TargetUnavailablePayload;
+export type PostDeletedPayload = MonitorPostDeletedEvent;
+export type WebhookPayload =
+  HitPayload | TestPayload | ProfileChangedPayload | TargetUnavailablePayload | PostDeletedPayload;
+/** the events told as a notice (not a post): a profile change, a target's status, a deleted post */
+type NoticePayload = ProfileChangedPayload | TargetUnavailablePayload | PostDeletedPayload;
+
+function isNotice(p: WebhookPayload): p is NoticePayload {
+  return (
+    p.event === 'monitor.profile_changed' ||
+    p.event === 'monitor.target_unavailable' ||
+    p.event === 'monitor.post_deleted'
+  );
+}
 export type WebhookKind = 'native' | 'discord' | 'slack';
 
 /** The largest body the dispatcher sends; larger ones are logged as failed, never sent. */
@@ -102,6 +115,16 @@ function fieldsOf(p: WebhookPayload): WebhookPayload {
       before: profile(p.before),
       after: profile(p.after),
       detectedAt: p.detectedAt,
+    };
+  }
+  if (p.event === 'monitor.post_deleted') {
+    return {
+      event: p.event,
+      monitor,
+      postId: p.postId,
+      username: p.username,
+      hit: p.hit && { id: p.hit.id, text: p.hit.text, createdAt: p.hit.createdAt },
+      deletedAt: p.deletedAt,
     };
   }
   if (p.event === 'monitor.target_unavailable') {
@@ -219,8 +242,17 @@ const STATUS_TEXT: Record<TargetUnavailablePayload['status'], string> = {
   renamed: 'was renamed',
 };
 
-/** The notice of a profile change or a target's status change. */
-function noticeOf(p: ProfileChangedPayload | TargetUnavailablePayload): Notice {
+/** The notice of a profile change, a target's status change or a deleted post. */
+function noticeOf(p: NoticePayload): Notice {
+  if (p.event === 'monitor.post_deleted') {
+    return {
+      title: `@${p.username} deleted a post`,
+      lines: [`Post ${p.postId}`, ...(p.hit ? [`It said: ${p.hit.text}`] : [])],
+      username: p.username,
+      at: p.deletedAt,
+      color: 0x99aab5,
+    };
+  }
   if (p.event === 'monitor.profile_changed') {
     const lines = PROFILE_FIELDS.filter((f) => p.changed.includes(f)).map(
       (f) => `${FIELD_LABELS[f]}: ${fieldText(p.before[f])} → ${fieldText(p.after[f])}`,
@@ -264,8 +296,7 @@ function discordNotice(n: Notice, footer: string): DiscordBody {
 
 export function discordBody(p: WebhookPayload): DiscordBody {
   const footer = truncate(monitorLine(p.monitor), DISCORD_LIMITS.footer);
-  if (p.event === 'monitor.profile_changed' || p.event === 'monitor.target_unavailable')
-    return discordNotice(noticeOf(p), footer);
+  if (isNotice(p)) return discordNotice(noticeOf(p), footer);
   if (p.event === 'monitor.test') {
     const title = 'Test webhook';
     const description = cutEscaped(
@@ -373,8 +404,7 @@ function slackNotice(n: Notice, context: string): SlackBody {
 
 export function slackBody(p: WebhookPayload): SlackBody {
   const context = cutSlack(escapeSlack(monitorLine(p.monitor)), SLACK_LIMITS.contextText - 200);
-  if (p.event === 'monitor.profile_changed' || p.event === 'monitor.target_unavailable')
-    return slackNotice(noticeOf(p), context);
+  if (isNotice(p)) return slackNotice(noticeOf(p), context);
   if (p.event === 'monitor.test') {
     const text = escapeSlack(
       `Test webhook: this is a test ping for the monitor watching ${watched(p.monitor)}. Your webhook is set up correctly.`,

@@ -32,6 +32,7 @@ export const WEBHOOK_EVENTS = [
   'monitor.test',
   'monitor.profile_changed',
   'monitor.target_unavailable',
+  'monitor.post_deleted',
 ] as const;
 export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
 

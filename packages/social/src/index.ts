@@ -4,6 +4,7 @@ export {
   createLocalSource,
   createSocialUser,
   createSocialTweet,
+  deleteSocialTweet,
   SocialInputError,
   TWEET_MAX_LENGTH,
   USER_NAME_MAX_LENGTH,

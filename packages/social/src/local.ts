@@ -689,3 +689,23 @@ export async function createSocialTweet(db: Db, input: SocialTweetInput): Promis
   if (!row) throw unknown();
   return toTweet(row);
 }
+
+/**
+ * Deletes a tweet of the local store, as its author deleting a post on X: the tweet goes (the
+ * terms trigger removes its search terms) and its author's count drops, in one transaction; the
+ * delete trigger notifies the pollers (the tweets' channel, "d <target key> <tweet id>") when a
+ * monitor of the author asks for deletions. Returns the deleted tweet's id and author; an unknown
+ * id: SocialInputError.
+ */
+export async function deleteSocialTweet(db: Db, id: string): Promise<{ id: string; authorUsername: string }> {
+  if (!isValidTweetId(id)) throw new SocialInputError('id must be a numeric tweet id');
+  return db.$transaction(async (tx) => {
+    const [row] = await tx.$queryRaw<{ author_id: bigint }[]>`
+      DELETE FROM social_tweets WHERE id = ${BigInt(id)} RETURNING author_id`;
+    if (!row) throw new SocialInputError(`unknown tweet ${id}`);
+    const [author] = await tx.$queryRaw<{ username: string }[]>`
+      UPDATE social_users SET tweet_count = greatest(tweet_count - 1, 0) WHERE id = ${row.author_id}
+      RETURNING username`;
+    return { id, authorUsername: author?.username ?? '' };
+  });
+}

@@ -102,14 +102,17 @@ function eventsOf(stored: readonly string[] | null): MonitorEventKind[] {
 }
 
 /**
- * What a monitor sends: "posts,profile" or a list, each once (null or absent: leave as is /
- * posts only); an unknown kind, an empty list, or profile on a query monitor (it watches no
- * account, so it has no profile) is refused, naming the field.
+ * What a monitor sends: "posts,profile,deletes" or a list, each once (null or absent: leave as is /
+ * posts only); an unknown kind, an empty list, or profile or deletes on a query monitor (it
+ * watches no account, so it has no profile and no deletions of its own) is refused, naming the field.
  */
 function checkEvents(raw: MonitorInput['events'], isQuery: boolean): MonitorEventKind[] | undefined {
   const events = parseEvents(raw);
   if (isQuery && events?.includes('profile')) {
     throw new ValidationError('events', 'a query monitor watches no account, so it has no profile: use posts');
+  }
+  if (isQuery && events?.includes('deletes')) {
+    throw new ValidationError('events', 'a query monitor watches no account, so it sees no deletions: use posts');
   }
   return events;
 }
@@ -122,11 +125,14 @@ function parseEvents(raw: MonitorInput['events']): MonitorEventKind[] | undefine
     const k = typeof item === 'string' ? item.trim().toLowerCase() : '';
     if (k === '' && typeof raw === 'string') continue;
     if (!(MONITOR_EVENT_KINDS as readonly string[]).includes(k)) {
-      throw new ValidationError('events', `unknown event kind ${JSON.stringify(item)}: use posts and/or profile`);
+      throw new ValidationError(
+        'events',
+        `unknown event kind ${JSON.stringify(item)}: use posts, profile and/or deletes`,
+      );
     }
     kinds.add(k as MonitorEventKind);
   }
-  if (kinds.size === 0) throw new ValidationError('events', 'must name at least one of posts, profile');
+  if (kinds.size === 0) throw new ValidationError('events', 'must name at least one of posts, profile, deletes');
   return MONITOR_EVENT_KINDS.filter((k) => kinds.has(k));
 }
 

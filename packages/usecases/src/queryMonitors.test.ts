@@ -119,6 +119,19 @@ describe('query monitors (use-cases)', () => {
     expect(user.events).toEqual(['posts', 'profile']);
   });
 
+  it('refuses deletes on a query monitor, accepts posts,deletes on a username monitor, names an unknown event', async () => {
+    const own = (await uc.admin.createAccount({ email: 'query-deletes@example.com', plan: 'starter' })).id;
+    const before = await db.monitor.count();
+    const created = await rejection(uc.monitors.create(own, { query: 'launch', events: 'posts,deletes' }));
+    expect(created).toBeInstanceOf(ValidationError);
+    expect(created).toMatchObject({ field: 'events', message: expect.stringContaining('sees no deletions') });
+    const unknown = await rejection(uc.monitors.create(own, { target: 'dave', events: 'posts,erasures' }));
+    expect(unknown).toMatchObject({ field: 'events', message: expect.stringContaining('"erasures"') });
+    expect(await db.monitor.count()).toBe(before);
+    const { monitor: user } = await uc.monitors.create(own, { target: 'dave', events: 'posts,deletes' });
+    expect(user.events).toEqual(['posts', 'deletes']);
+  });
+
   it('plan limits count query monitors like username monitors', async () => {
     const free = (await uc.admin.createAccount({ email: 'query-free@example.com' })).id;
     const limit = monitorLimitsFromEnv(z.object({ ...planMonitorEnv }).parse({})).free;

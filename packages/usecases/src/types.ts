@@ -197,8 +197,8 @@ export interface WebhookHealthView {
 
 export type MonitorStatus = 'active' | 'paused';
 
-/** what a monitor sends: `posts` (monitor.hit), `profile` (monitor.profile_changed) */
-export const MONITOR_EVENT_KINDS = ['posts', 'profile'] as const;
+/** what a monitor sends: `posts` (monitor.hit), `profile` (monitor.profile_changed), `deletes` (monitor.post_deleted) */
+export const MONITOR_EVENT_KINDS = ['posts', 'profile', 'deletes'] as const;
 export type MonitorEventKind = (typeof MONITOR_EVENT_KINDS)[number];
 
 /** a watched account's health: ok, or why it cannot be read as watched */

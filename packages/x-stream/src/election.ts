@@ -38,9 +38,11 @@ export interface StreamElectionOptions {
   timeoutMs?: number;
   /** this replica's name in the row; default host:pid:random */
   holderId?: string;
+  /** the lease's row (one per connection X allows); default 'x', the filtered stream's */
+  name?: string;
 }
 
-const NAME = 'x';
+const DEFAULT_NAME = 'x';
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -57,6 +59,7 @@ export function createStreamElection(options: StreamElectionOptions): StreamElec
   const timeoutMs = options.timeoutMs ?? Math.floor(ttlMs / 3);
   // the holder stops this much before the row expires (clock drift, the connection's abort)
   const marginMs = Math.min(1000, Math.floor(ttlMs / 5));
+  const NAME = options.name ?? DEFAULT_NAME;
   const me = options.holderId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   let heldUntil = 0;
   let fence: bigint | null = null;

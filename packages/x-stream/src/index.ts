@@ -26,6 +26,7 @@ import { createXStreamApi } from './xStreamApi';
 import type { StreamPort } from './port';
 
 export { streamEnv } from './env';
+export { createStreamElection, type StreamElection } from './election';
 export { inStream } from './domain/streamRules';
 export { queryRuleValue } from './domain/queryRules';
 export { byTarget } from './domain/streamPost';

@@ -340,7 +340,7 @@ describe('dashboard over HTTP', () => {
       expect(ticked(query.text, 'profile')).toBe(true);
       const none = await c.req('/monitors', { ...fields, target: 'alice' });
       expect(none.status).toBe(422);
-      expect(none.text).toContain('Must name at least one of posts, profile');
+      expect(none.text).toContain('Must name at least one of posts, profile, deletes');
       expect(await db.monitor.count({ where: mine })).toBe(0);
 
       const created = await c.req('/monitors', { ...fields, target: 'alice', events: ['posts', 'profile'] });
@@ -348,6 +348,17 @@ describe('dashboard over HTTP', () => {
       const id = (created.location ?? '').split('/').pop() ?? '';
       expect((await db.monitor.findUniqueOrThrow({ where: { id } })).events).toEqual(['posts', 'profile']);
       expect((await c.req(`/monitors/${id}`)).text).toContain('new posts and profile changes');
+      // deleted posts: its own checkbox, refused for a query monitor like profile changes
+      expect(form.text).toContain('<label for="f-events-deletes">Deleted posts</label>');
+      const queryDeletes = await c.req('/monitors', {
+        ...fields,
+        target: '',
+        query: 'launch',
+        events: ['posts', 'deletes'],
+      });
+      expect(queryDeletes.status).toBe(422);
+      expect(queryDeletes.text).toContain('sees no deletions');
+
       const edit = await c.req(`/monitors/${id}/edit`);
       expect([ticked(edit.text, 'posts'), ticked(edit.text, 'profile')]).toEqual([true, true]);
       // saved without the profile box: posts only
@@ -359,6 +370,18 @@ describe('dashboard over HTTP', () => {
       });
       expect(saved.status).toBe(303);
       expect((await db.monitor.findUniqueOrThrow({ where: { id } })).events).toEqual(['posts']);
+      // the deleted-posts box ticked
+      const edit2 = await c.req(`/monitors/${id}/edit`);
+      const withDeletes = await c.req(`/monitors/${id}`, {
+        ...fields,
+        _csrf: c.csrf(edit2.text),
+        target: 'alice',
+        events: ['posts', 'deletes'],
+      });
+      expect(withDeletes.status).toBe(303);
+      expect((await db.monitor.findUniqueOrThrow({ where: { id } })).events).toEqual(['posts', 'deletes']);
+      expect((await c.req(`/monitors/${id}`)).text).toContain('new posts and deleted posts');
+      await db.monitor.update({ where: { id }, data: { events: ['posts'] } });
 
       // a new monitor without the box: posts only
       const other = client();

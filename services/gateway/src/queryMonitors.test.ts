@@ -97,6 +97,12 @@ describe('query monitors through the API', () => {
       { query: 'launch', events: ['posts', 'profile'] },
       'events: a query monitor watches no account, so it has no profile',
     ],
+    [
+      'with deletes',
+      { query: 'launch', events: ['posts', 'deletes'] },
+      'events: a query monitor watches no account, so it sees no deletions',
+    ],
+    ['with an unknown event', { query: 'launch', events: ['posts', 'erasures'] }, 'events'],
     ['5,000 characters (over the body bound)', { query: 'x'.repeat(5000) }, 'query'],
   ])('refuses a query %s with a 400 naming the part, nothing saved', async (_label, body, message) => {
     const { accountId, key } = await stack.account('starter', 'manage');

@@ -3,6 +3,7 @@ import { commonEnv, directDatabaseEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
 import { streamEnv } from '@sts/x-stream';
+import { activityEnv } from './intake/activity/env';
 
 export const pollerEnvSchema = z
   .object({
@@ -14,6 +15,8 @@ export const pollerEnvSchema = z
     ...opsEnv(3003),
     /** X stream mode: X_RULE_MAX_LENGTH, X_MAX_RULES, X_RULE_SETTLE_SECONDS (stream/env.ts) */
     ...streamEnv,
+    /** the X Activity API intake: X_INTAKE_ACTIVITY, X_ACTIVITY_MAX_SUBS, X_HEALTH_LOOKUP_SECONDS (activity/env.ts) */
+    ...activityEnv,
     /** overrides the plans' poll intervals (tests and demos use 1) */
     POLL_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).optional(),
     /** targets polled at the same time by one replica */

@@ -13,7 +13,7 @@ import {
   type StartedService,
 } from '@sts/common';
 import { errorMessage, plansFromEnv } from '@sts/core';
-import { createDbClient, DirectSession, migrationsCheck } from '@sts/db';
+import { createDbClient, DirectSession, migrationsCheck, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
@@ -23,6 +23,7 @@ import { createMetricsReporter } from './adapters/reporter';
 import { createHitWriter } from './adapters/hitWriter';
 import { createScheduleStore, type ScheduleStore } from './adapters/scheduleStore';
 import { createProfileRepository, type ProfileRepository } from './adapters/profiles';
+import { createPostDeletes } from './adapters/postDeletes';
 import { createTargetFlapGate } from './adapters/flap';
 import { startSuspectRechecks } from './intake/profile/rechecks';
 import { createCoverageRepository } from './gaps/gaps';
@@ -31,6 +32,7 @@ import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, inStream, type StreamMode } from '@sts/x-stream';
 import { createStreamPort, streamSelectDue } from './intake/stream/port';
+import { buildActivityIntake } from './intake/activity';
 
 /** suspects are claimed for another look at least this often (a quarter of the flap window when shorter) */
 const RECHECK_EVERY_MAX_MS = 15_000;
@@ -103,6 +105,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
           amqp,
         })
       : null;
+  // SOCIAL_SOURCE=x: the X Activity API pushes profile changes and deletions (src/intake/activity/)
+  const activity = activityOf(env, source, { db, schedule, writer, logger, registry });
   const poller = createPoller({
     schedule,
     writer,
@@ -114,7 +118,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...intakes(env, { source, schedule, profiles, stream, logger, session }),
+    ...intakes(env, { source, schedule, profiles, stream, logger, session, db }),
+    ...(activity && { healthLookupSec: env.X_HEALTH_LOOKUP_SECONDS }),
     coverage: createCoverageRepository(db),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
@@ -137,6 +142,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   await relay.start();
   await poller.start();
   stream?.start();
+  activity?.start();
   const looks = poller.profiles ?? poller.accounts;
   const rechecks = startSuspectRechecks({
     gate: flap,
@@ -155,6 +161,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     async stop() {
       await rechecks.stop();
       await stream?.stop();
+      await activity?.stop();
       await poller.stop();
       const relayStopped = relay.stop();
       // RabbitMQ down: stopping the client fails the publishes waiting for it now rather than
@@ -198,12 +205,18 @@ function intakes(
     stream: StreamMode | null;
     logger: Logger;
     session: DirectSession;
+    db: Db;
   },
-): Pick<PollerOptions, 'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook'> {
+): Pick<
+  PollerOptions,
+  'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook' | 'postDeletes'
+> {
   const { source, schedule, profiles, stream, logger, session } = deps;
   // the push LISTENs on the direct session; the same channel carries the users trigger's profile
   // notifications. X: the accounts are looked up in batches (every mode)
-  if (!isXSource(source)) return env.SOCIAL_SOURCE === 'local' ? { session, profiles } : {};
+  // the local store's deleted tweets are notified on the same channel as its new ones
+  if (!isXSource(source))
+    return env.SOCIAL_SOURCE === 'local' ? { session, profiles, postDeletes: createPostDeletes(deps.db) } : {};
   // query monitors: a timeline cannot answer a query, so every X mode reads them by search
   const push = { profiles, xAccounts: source, xQueries: { searchGroup: source.searchGroup.bind(source) } };
   if (env.X_MONITOR_MODE === 'timeline') return push;
@@ -218,6 +231,16 @@ function intakes(
     leavesFirstLook: (t, now) => stream.leavesFirstLook(t, now),
     xQueries: { ...push.xQueries, streamed: (m, now) => stream.covers() && inStream([m.account], now) },
   };
+}
+
+/** the X Activity API intake (SOCIAL_SOURCE=x, X_INTAKE_ACTIVITY not `off`), or null */
+function activityOf(
+  env: PollerEnv,
+  source: SocialSource,
+  deps: Omit<Parameters<typeof buildActivityIntake>[1], 'governor'>,
+): ReturnType<typeof buildActivityIntake> | null {
+  if (!isXSource(source) || env.X_INTAKE_ACTIVITY === 'off') return null;
+  return buildActivityIntake(env, { ...deps, governor: source.client.governor });
 }
 
 if (require.main === module) runService(pollerService);

@@ -27,6 +27,7 @@ import { createTargetPoll } from './poll/poll';
 import { createSettle, type PollerMetrics, type Settle } from './poll/settle';
 import type { ProfileRepository } from './adapters/profiles';
 import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
+import type { PostDeletes } from './adapters/postDeletes';
 import { createXProfileLookup, type XProfileLookup, type XProfileLookupDeps } from './intake/profile/xLookup';
 import type { CoverageRepository } from './gaps/gaps';
 
@@ -62,12 +63,16 @@ export interface PollerOptions {
    * channel; with `xAccounts` they are looked up on X in batches (src/intake/profile/xLookup.ts)
    */
   profiles?: ProfileRepository;
+  /** the local store's deleted tweets ("d <target> <id>" on the tweets' channel): monitor.post_deleted */
+  postDeletes?: PostDeletes;
   /** X: the batched account lookup (with `profiles`) */
   xAccounts?: Pick<XSource, 'lookupAccounts'>;
   /** X: how often the account lookup runs (default 15 s) */
   profileLookupMs?: number;
   /** X stream mode: targets whose first account look the stream's backfill makes (xLookup.ts) */
   leavesFirstLook?: XProfileLookupDeps['leavesFirstLook'];
+  /** X: the look interval of targets whose profile changes the X Activity API pushes (xLookup.ts) */
+  healthLookupSec?: number;
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
   selectDue?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
@@ -118,6 +123,7 @@ function profileLooksOf(
     now,
     ...(options.profileLookupMs !== undefined ? { everyMs: options.profileLookupMs } : {}),
     ...(options.leavesFirstLook && { leavesFirstLook: options.leavesFirstLook }),
+    ...(options.healthLookupSec !== undefined && { healthLookupSec: options.healthLookupSec }),
   });
   return { accounts };
 }
@@ -243,6 +249,7 @@ export function createPoller(options: PollerOptions): Poller {
         listener = subscribe({ ...options, applicationName: SESSION_APPLICATION_NAME, logger }, TWEETS_CHANNEL, {
           onNotify: (payload) => {
             if (payload.startsWith('q ')) queries?.notify(payload);
+            else if (payload.startsWith('d ')) deleted(options, payload, now);
             else if (!profiles?.notify(payload)) push.notify(payload);
           },
           onReconnect: () => void resyncPush(schedule, push, logger),
@@ -274,4 +281,17 @@ export function createPoller(options: PollerOptions): Poller {
     ...(profiles ? { profiles } : {}),
     ...(accounts ? { accounts } : {}),
   };
+}
+
+const DELETED = /^d (\S{1,100}) ([0-9]{1,19})$/;
+
+/** "d <target key> <tweet id>": the local store's tweet was deleted (monitor.post_deleted) */
+function deleted(options: PollerOptions, payload: string, now: () => Date): void {
+  const m = DELETED.exec(payload);
+  if (!m || !options.postDeletes) return;
+  options.postDeletes
+    .record(m[1]!, m[2]!, now())
+    .catch((err: unknown) =>
+      options.logger.warn('deleted post could not be recorded', { target: m[1], err: errorMessage(err) }),
+    );
 }

@@ -35,6 +35,7 @@ const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
   'monitor.test',
   'monitor.profile_changed',
   'monitor.target_unavailable',
+  'monitor.post_deleted',
   'webhook.redeliver',
 ];
 

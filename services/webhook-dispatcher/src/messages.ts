@@ -11,6 +11,7 @@ import {
   monitorRef,
   monitorTestPayload,
   type EnvelopeOf,
+  type MonitorPostDeletedEvent,
   type MonitorProfileChangedEvent,
   type MonitorTargetUnavailableEvent,
 } from '@sts/messaging';
@@ -97,9 +98,13 @@ async function hit(ctx: Context, env: EnvelopeOf<'monitor.hit'>): Promise<Prepar
   };
 }
 
-/** the kinds stored in monitor_events (a profile change, a target's status change) */
-type NoticeKey = 'monitor.profile_changed' | 'monitor.target_unavailable';
-const NOTICE_KEYS: readonly string[] = ['monitor.profile_changed', 'monitor.target_unavailable'] satisfies NoticeKey[];
+/** the kinds stored in monitor_events (a profile change, a target's status change, a deleted post) */
+type NoticeKey = 'monitor.profile_changed' | 'monitor.target_unavailable' | 'monitor.post_deleted';
+const NOTICE_KEYS: readonly string[] = [
+  'monitor.profile_changed',
+  'monitor.target_unavailable',
+  'monitor.post_deleted',
+] satisfies NoticeKey[];
 
 /** a profile change or a target's status change: delivered like a hit, named by its monitor_events row */
 async function notice(ctx: Context, env: EnvelopeOf<NoticeKey>): Promise<Prepared> {
@@ -115,9 +120,7 @@ async function notice(ctx: Context, env: EnvelopeOf<NoticeKey>): Promise<Prepare
   const found = await monitorFor(ctx, env, env.payload.monitor.id);
   if (found.kind === 'settled') return found;
   const base = { deliveryId: env.messageId, hitId: env.headers.eventId, monitor: found.monitor };
-  return env.routingKey === 'monitor.profile_changed'
-    ? { kind: 'job', job: { ...base, event: env.routingKey, payload: env.payload } }
-    : { kind: 'job', job: { ...base, event: env.routingKey, payload: env.payload } };
+  return { kind: 'job', job: { ...base, event: env.routingKey, payload: env.payload } };
 }
 
 /** a redelivered profile-change or status-change attempt: its stored event, as first sent */
@@ -137,6 +140,13 @@ async function redeliverNotice(
     return {
       kind: 'job',
       job: { ...base, event: 'monitor.profile_changed', payload: { ...payload, monitor: monitorRef(m) } },
+    };
+  }
+  if (row.kind === 'monitor.post_deleted') {
+    const payload: MonitorPostDeletedEvent = contracts['monitor.post_deleted'].payload.parse(row.payload);
+    return {
+      kind: 'job',
+      job: { ...base, event: 'monitor.post_deleted', payload: { ...payload, monitor: monitorRef(m) } },
     };
   }
   const payload: MonitorTargetUnavailableEvent = contracts['monitor.target_unavailable'].payload.parse(row.payload);
@@ -228,6 +238,7 @@ export function createMessagePreparer(repo: DispatcherRepository, logger: Logger
         return test(ctx, env);
       case 'monitor.profile_changed':
       case 'monitor.target_unavailable':
+      case 'monitor.post_deleted':
         return notice(ctx, env);
       case 'webhook.redeliver':
         return redeliver(ctx, env);

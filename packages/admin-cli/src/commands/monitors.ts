@@ -168,9 +168,10 @@ const monitorCreate: Command = {
   usage:
     'usage: npm run cli -- monitor create --account ID (--target USERNAME | --query QUERY) [--keywords "a,b c,-d,-\\"e f\\""]\n' +
     '                                     [--exclude replies,reposts,quotes] [--lang en,de]\n' +
-    '                                     [--events posts,profile] [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
-    '  --events: what the monitor sends, posts (monitor.hit, the default) and/or profile\n' +
-    "  (monitor.profile_changed: the account's name, bio, avatar, verified flag or username changed).\n" +
+    '                                     [--events posts,profile,deletes] [--webhook-url https://...] [--interval SECONDS] [--json]\n' +
+    '  --events: what the monitor sends, posts (monitor.hit, the default), profile\n' +
+    "  (monitor.profile_changed: the account's name, bio, avatar, verified flag or username changed)\n" +
+    '  and/or deletes (monitor.post_deleted: the account deleted a post; username monitors only).\n' +
     '  A keyword written -word or -"a phrase" excludes posts containing it; --exclude leaves out post\n' +
     '  types; --lang keeps only posts in those languages (a post without a language never matches).\n' +
     '  --query watches a search query instead of one account (docs/queries.md), e.g.\n' +
@@ -308,7 +309,7 @@ const monitorUpdate = monitorCommand({
   summary: "change a monitor's target, keywords, rules or interval (only the flags given change)",
   usage:
     'usage: npm run cli -- monitor update --monitor ID [--target USERNAME | --query QUERY] [--keywords "a,-b"]\n' +
-    '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--events posts,profile]\n' +
+    '                                     [--exclude replies,reposts,quotes] [--lang en,de] [--events posts,profile,deletes]\n' +
     '                                     [--interval SECONDS] [--json]\n' +
     '  An empty value clears a list: --keywords "" (every post), --exclude "" (all types), --lang "" (any language).',
   options: { ...RULE_OPTIONS, events: { type: 'string' }, interval: { type: 'string' } },

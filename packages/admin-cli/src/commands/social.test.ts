@@ -139,4 +139,21 @@ describe('social commands', () => {
     expect(both.stderr).toMatch(/a repost cannot also reply or quote/);
     expect(await db.socialTweet.count()).toBe(before);
   });
+
+  it('social delete ID deletes a tweet (its id as a bare word or --id); an unknown or bad id is exit 2', async () => {
+    await runCli(['social', 'user', '--username', 'Eraser', '--name', 'E'], env);
+    const posted = await runCli(['social', 'tweet', '--author', 'Eraser', '--text', 'gone soon', '--json'], env);
+    const { id } = JSON.parse(posted.stdout) as { id: string };
+    const deleted = await runCli(['social', 'delete', id, '--json'], env);
+    expect(deleted).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(deleted.stdout)).toEqual({ id, author: 'Eraser' });
+    expect(await db.socialTweet.count({ where: { id: BigInt(id) } })).toBe(0);
+    expect((await db.socialUser.findFirstOrThrow({ where: { username: 'Eraser' } })).tweetCount).toBe(0);
+    const again = await runCli(['social', 'delete', '--id', id], env);
+    expect(again).toMatchObject({ code: 2, stderr: expect.stringContaining(`unknown tweet ${id}`) });
+    expect(await runCli(['social', 'delete', 'abc'], env)).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('id must be a numeric tweet id'),
+    });
+  });
 });

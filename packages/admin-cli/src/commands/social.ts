@@ -3,7 +3,13 @@
  * Bad input (invalid username, unknown author, empty or over-long text) is a usage error: exit 2,
  * nothing written.
  */
-import { createSocialTweet, createSocialUser, SocialInputError, TWEET_MAX_LENGTH } from '@sts/social';
+import {
+  createSocialTweet,
+  createSocialUser,
+  deleteSocialTweet,
+  SocialInputError,
+  TWEET_MAX_LENGTH,
+} from '@sts/social';
 import { CliUsageError, optionalInt, optionalString, requireString, type Command } from '../command';
 
 const MAX_COUNT = 2_147_483_647;
@@ -106,4 +112,26 @@ const socialTweet: Command = {
   },
 };
 
-export const socialCommands: Command[] = [socialUser, socialTweet];
+const socialDelete: Command = {
+  name: 'social delete',
+  summary: 'delete a tweet of the local social store (its author deleting a post)',
+  usage: [
+    'usage: npm run cli -- social delete ID [--json]',
+    '',
+    'Deletes the tweet ID. Monitors of its author whose events include deletes send',
+    'monitor.post_deleted (with the hit they had sent for it, if any) as soon as the poller is',
+    'notified. Prints the deleted id; --json prints {"id": ..., "author": ...}.',
+  ].join('\n'),
+  options: { id: { type: 'string' } },
+  positional: 'id',
+  async run(ctx, values) {
+    const id = requireString(values, 'id');
+    const deleted = await asUsage(() => deleteSocialTweet(ctx.db(), id));
+    return {
+      json: { id: deleted.id, author: deleted.authorUsername },
+      text: `deleted tweet ${deleted.id} by @${deleted.authorUsername}`,
+    };
+  },
+};
+
+export const socialCommands: Command[] = [socialUser, socialTweet, socialDelete];

@@ -4,7 +4,8 @@
  * with `x-rate-limit-*` headers and 429s. Tests and benches start one with `startFakeX()`, fill
  * `state` (users, tweets) and read `requests` (what reached it, by family and status).
  *
- * Extra `routes` are tried first (the filtered stream lives in ./stream.ts; a test may add a
+ * Extra `routes` are tried first (the filtered stream lives in ./stream.ts, the X Activity API in
+ * ./activity.ts; a test may add a
  * route that fails or delays). `latencyMs` delays every answer (to overlap concurrent calls).
  */
 import http from 'node:http';
@@ -20,6 +21,13 @@ export { compileQuery, FAKE_X_QUERY_MAX_LENGTH } from './query';
 export { send as sendXJson, invalidRequest as sendXInvalidRequest, resourceProblem } from './format';
 export type { FakeXContext, FakeXRoute } from './routes';
 export { createFakeStream, streamRoutes, type FakeStream, type FakeStreamOptions, type FakeRule } from './stream';
+export {
+  createFakeActivity,
+  FAKE_XAA_EVENT_TYPES,
+  type FakeActivity,
+  type FakeActivityOptions,
+  type FakeSubscription,
+} from './activity';
 
 export interface FakeXRequest {
   family: XFamily | 'other';

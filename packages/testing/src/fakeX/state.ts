@@ -2,7 +2,9 @@
  * The fake X's data: users and tweets, held in memory. `post()` stores a tweet and emits `'tweet'`
  * (the stream module delivers it at once); `rename()` and `suspend()` change an account the way X
  * does (the old username stops resolving; a suspended account answers X's "Forbidden" problem);
- * `update()` changes a profile and `remove()` deletes an account.
+ * `update()` changes a profile, `deletePost()` deletes a post and `remove()` deletes an account.
+ * Each post, deletion and profile change is also emitted as `'activity'` (a `FakeXActivity`: the
+ * X Activity API's `event_type`, `filter.user_id` and `payload`; ./activity.ts delivers it).
  */
 import { EventEmitter } from 'node:events';
 import { compareIds, snowflakeId } from '@sts/core';
@@ -19,11 +21,33 @@ export interface FakeXUser {
   suspended: boolean;
   /** posts visible to approved followers only (`protected: true` in the user object) */
   protected: boolean;
+  /** the profile's website and location (XAA's profile.update.url / .geo) */
+  url: string;
+  location: string;
 }
+
+/** One X Activity API event as it happens (./activity.ts wraps it in XAA's envelope). */
+export interface FakeXActivity {
+  event_type: string;
+  user_id: string;
+  payload: Record<string, unknown>;
+  /** when it happened (the backfill replays by it) */
+  at: number;
+}
+
+/** The XAA event each changed profile field is told by. */
+const PROFILE_EVENT_OF = {
+  description: 'profile.update.bio',
+  name: 'profile.update.screenname',
+  profile_image_url: 'profile.update.profile_picture',
+  verified: 'profile.update.verified_badge',
+  url: 'profile.update.url',
+  location: 'profile.update.geo',
+} as const;
 
 /** what `update()` may change of an account's profile */
 export type FakeXProfilePatch = Partial<
-  Pick<FakeXUser, 'name' | 'description' | 'verified' | 'profile_image_url' | 'protected'>
+  Pick<FakeXUser, 'name' | 'description' | 'verified' | 'profile_image_url' | 'protected' | 'url' | 'location'>
 >;
 
 export interface FakeXTweet {
@@ -91,6 +115,8 @@ export class FakeXState extends EventEmitter {
       public_metrics: { followers_count: input.followers ?? 100, following_count: 10, tweet_count: 0, listed_count: 0 },
       suspended: false,
       protected: false,
+      url: '',
+      location: '',
     };
     this.users.set(id, user);
     return user;
@@ -135,14 +161,38 @@ export class FakeXState extends EventEmitter {
     const was = this.latest.get(author.id);
     if (was === undefined || compareIds(id, was) > 0) this.latest.set(author.id, id);
     this.emit('tweet', tweet, author);
+    this.activity('post.create', author.id, { ...tweet });
     return tweet;
+  }
+
+  /** The author deletes the post: it no longer resolves; X's activity `post.delete` tells it. */
+  deletePost(id: string): FakeXTweet {
+    const i = this.tweets.findIndex((t) => t.id === id);
+    if (i < 0) throw new Error(`fake X: no post ${id}`);
+    const [tweet] = this.tweets.splice(i, 1) as [FakeXTweet];
+    if (this.latest.get(tweet.author_id) === id) {
+      const newest = this.newestFirst((t) => t.author_id === tweet.author_id)[0];
+      if (newest) this.latest.set(tweet.author_id, newest.id);
+      else this.latest.delete(tweet.author_id);
+    }
+    const author = this.users.get(tweet.author_id);
+    if (author) author.public_metrics.tweet_count--;
+    this.activity('post.delete', tweet.author_id, { id, author_id: tweet.author_id });
+    return tweet;
+  }
+
+  private activity(eventType: string, userId: string, payload: Record<string, unknown>): void {
+    const event: FakeXActivity = { event_type: eventType, user_id: userId, payload, at: Date.now() };
+    this.emit('activity', event);
   }
 
   /** The account takes a new username; the old one no longer resolves. */
   rename(username: string, newUsername: string): FakeXUser {
     const u = this.user(username);
     if (!u) throw new Error(`fake X: no user ${username}`);
+    const before = u.username;
     u.username = newUsername;
+    this.activity('profile.update.handle', u.id, { before, after: newUsername });
     return u;
   }
 
@@ -157,7 +207,11 @@ export class FakeXState extends EventEmitter {
   update(username: string, patch: FakeXProfilePatch): FakeXUser {
     const u = this.user(username);
     if (!u) throw new Error(`fake X: no user ${username}`);
-    return Object.assign(u, patch);
+    const before = { ...u };
+    Object.assign(u, patch);
+    for (const [field, eventType] of Object.entries(PROFILE_EVENT_OF) as [keyof typeof PROFILE_EVENT_OF, string][])
+      if (before[field] !== u[field]) this.activity(eventType, u.id, { before: before[field], after: u[field] });
+    return u;
   }
 
   /** The account is deleted: neither its id nor its username resolves any more. */

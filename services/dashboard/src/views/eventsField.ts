@@ -1,4 +1,4 @@
-/** The monitor form's "what it sends" checkboxes: new posts and, for a username monitor, profile changes. */
+/** The monitor form's "what it sends" checkboxes: new posts and, for a username monitor, profile changes and deleted posts. */
 import type { MonitorEventKind } from '@sts/usecases';
 import type { FieldErrors } from './forms';
 import { flag, html, type SafeHtml } from './html';
@@ -13,6 +13,11 @@ const BOXES: readonly { kind: MonitorEventKind; label: string; hint: string }[] 
     label: 'Profile changes',
     hint: 'monitor.profile_changed: the name, bio, avatar, verified badge or username changed. Username monitors only (a query watches no account).',
   },
+  {
+    kind: 'deletes',
+    label: 'Deleted posts',
+    hint: 'monitor.post_deleted: the account deleted a post (with the hit sent for it, if any). Username monitors only.',
+  },
 ];
 
 /**
@@ -21,6 +26,7 @@ const BOXES: readonly { kind: MonitorEventKind; label: string; hint: string }[] 
  */
 export function eventsField(checked: readonly string[], withProfile: boolean, errors?: FieldErrors): SafeHtml {
   const error = errors?.events;
+  // a query monitor watches no account: no profile, no deletions of its own
   const boxes = BOXES.filter((b) => withProfile || b.kind === 'posts');
   return html`<fieldset
     class="field${error ? ' has-error' : ''}"

@@ -29,7 +29,8 @@ export function watched(m: Pick<MonitorView, 'targetUsername' | 'query'>): strin
 
 /** "new posts and profile changes" */
 function eventsText(m: MonitorView): string {
-  return m.events.map((e) => (e === 'posts' ? 'new posts' : 'profile changes')).join(' and ');
+  const label = { posts: 'new posts', profile: 'profile changes', deletes: 'deleted posts' } as const;
+  return m.events.map((e) => label[e]).join(' and ');
 }
 
 /** "replies and quotes left out · en, de" or nothing */

@@ -59,6 +59,8 @@ export interface LookupTarget extends TargetState {
   checkedAt: Date | null;
   /** creation of the target's oldest active monitor */
   firstMonitorAt: Date;
+  /** the X Activity API pushes the account's profile changes (x_activity_accounts) */
+  profilePushed?: boolean;
 }
 
 /**
@@ -71,11 +73,13 @@ export function dueForLookup(
   policy: IntervalPolicy,
   now: Date,
   aheadMs: number,
+  healthSec?: number,
 ): LookupTarget[] {
   const horizon = now.getTime() + aheadMs;
-  return targets.filter(
-    (t) => t.checkedAt === null || t.checkedAt.getTime() + planInterval(t, policy, now) * 1000 <= horizon,
-  );
+  // X pushes a pushed target's profile changes: its look is for health only, every `healthSec`
+  const interval = (t: LookupTarget) =>
+    t.profilePushed && healthSec !== undefined ? healthSec : planInterval(t, policy, now);
+  return targets.filter((t) => t.checkedAt === null || t.checkedAt.getTime() + interval(t) * 1000 <= horizon);
 }
 
 /** Targets whose interval has passed since their last poll (never polled: due at once). */

@@ -14,11 +14,12 @@ import { OUTBOX_CHANNEL } from '../domain/pipeline';
 import { errorMessage } from '@sts/core';
 
 /** what the poller's transactions write to the outbox */
-type OutboxKey = 'monitor.hit' | 'monitor.profile_changed' | 'monitor.target_unavailable';
+type OutboxKey = 'monitor.hit' | 'monitor.profile_changed' | 'monitor.target_unavailable' | 'monitor.post_deleted';
 const OUTBOX_KEYS: readonly string[] = [
   'monitor.hit',
   'monitor.profile_changed',
   'monitor.target_unavailable',
+  'monitor.post_deleted',
 ] satisfies OutboxKey[];
 
 interface Publisher {

@@ -7,7 +7,12 @@ import type { AmqpClient } from '@sts/messaging';
 export type { ConsumeOutcome } from '@sts/messaging';
 
 export type DispatcherRoutingKey =
-  'monitor.hit' | 'monitor.test' | 'monitor.profile_changed' | 'monitor.target_unavailable' | 'webhook.redeliver';
+  | 'monitor.hit'
+  | 'monitor.test'
+  | 'monitor.profile_changed'
+  | 'monitor.target_unavailable'
+  | 'monitor.post_deleted'
+  | 'webhook.redeliver';
 /** the events a webhook receives (what a delivery attempt logs) */
 export type DeliveryEvent = Exclude<DispatcherRoutingKey, 'webhook.redeliver'>;
 /** consume; stop when the dispatcher fails closed (it stops consuming, see app.ts) */

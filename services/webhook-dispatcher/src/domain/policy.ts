@@ -33,7 +33,8 @@ export const SKIP_REASONS = {
  * Test pings go out on every plan and also to a broken or disabled endpoint, so the user can check a fix.
  */
 export function skipReason(
-  event: 'monitor.hit' | 'monitor.test' | 'monitor.profile_changed' | 'monitor.target_unavailable',
+  event:
+    'monitor.hit' | 'monitor.test' | 'monitor.profile_changed' | 'monitor.target_unavailable' | 'monitor.post_deleted',
   m: MonitorState,
   now: Date = new Date(),
 ): string | null {

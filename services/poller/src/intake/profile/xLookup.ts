@@ -43,6 +43,8 @@ export interface XProfileLookupDeps {
   lookDelayMs?: number;
   /** a never-looked-at target that another path looks at first (not looked at here while true) */
   leavesFirstLook?: (target: LookupTarget, now: Date) => boolean;
+  /** X_HEALTH_LOOKUP_SECONDS: the interval of targets whose profile changes X pushes (health only) */
+  healthLookupSec?: number;
 }
 
 /** the round's lease (no target is named so: usernames have no '~') */
@@ -96,7 +98,7 @@ async function round(deps: XProfileLookupDeps, everyMs: number, asked: ReadonlyS
   const all = await deps.repository.lookupTargets();
   const now = deps.now();
   const left = deps.leavesFirstLook;
-  const due = dueForLookup(all, deps.intervals, now, everyMs / 2).filter(
+  const due = dueForLookup(all, deps.intervals, now, everyMs / 2, deps.healthLookupSec).filter(
     (t) => !(left && t.checkedAt === null && left(t, now)),
   );
   const targets = [...due, ...all.filter((t) => asked.has(t.targetKey) && !due.includes(t))];

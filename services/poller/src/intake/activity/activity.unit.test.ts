@@ -1,0 +1,217 @@
+import { createLogger } from '@sts/common';
+import { spawnService } from '@sts/testing';
+import { XActivityError, type XaaEvent } from '@sts/x-activity';
+import { applyProfileEvent, wantedTypes } from '../../domain/activity';
+import type { Profile } from '../../domain/profiles';
+import { loadPollerEnv } from '../../env';
+import { ActivityIntake } from './intake';
+import type { ActivityMetrics } from './metrics';
+
+describe('X Activity API variables', () => {
+  it('defaults: profiles, 2,500 subscriptions (X Pro), hourly health lookups', () => {
+    expect(loadPollerEnv({})).toMatchObject({
+      X_INTAKE_ACTIVITY: 'profiles',
+      X_ACTIVITY_MAX_SUBS: 2500,
+      X_HEALTH_LOOKUP_SECONDS: 3600,
+    });
+  });
+
+  it.each([
+    ['X_INTAKE_ACTIVITY', 'posts'],
+    ['X_ACTIVITY_MAX_SUBS', 'many'],
+    ['X_ACTIVITY_MAX_SUBS', '-1'],
+    ['X_HEALTH_LOOKUP_SECONDS', '0'],
+  ])('%s=%s stops the poller at start with exit code 2 naming the variable', async (name, value) => {
+    const proc = spawnService('services/poller/src/main.ts', { [name]: value, LOG_LEVEL: 'error' });
+    expect(await proc.exited).toBe(2);
+    expect(proc.lines.join('\n')).toContain(name);
+  });
+});
+
+describe('the event types monitors want and what a profile event changes', () => {
+  const wants = { profile: true, deletes: true, posts: true };
+  it('subscribes only to what the monitors ask for, post.create only with X_INTAKE_ACTIVITY=all', () => {
+    expect(wantedTypes(wants, 'off')).toEqual([]);
+    expect(wantedTypes({ profile: false, deletes: false, posts: true }, 'profiles')).toEqual([]);
+    expect(wantedTypes(wants, 'profiles')).toHaveLength(6);
+    expect(wantedTypes(wants, 'all')).toContain('post.create');
+    expect(wantedTypes({ ...wants, profile: false }, 'profiles')).toEqual(['post.delete']);
+  });
+
+  const last: Profile = {
+    userId: '1',
+    username: 'a',
+    name: 'A',
+    description: 'bio',
+    profileImageUrl: 'https://x/1.jpg',
+    verified: false,
+  };
+  it.each([
+    ['profile.update.bio', { before: 'bio', after: 'new' }, { description: 'new' }],
+    ['profile.update.bio', { before: 'bio', after: '' }, { description: null }],
+    ['profile.update.screenname', { after: 'B' }, { name: 'B' }],
+    ['profile.update.handle', { after: 'b2' }, { username: 'b2' }],
+    ['profile.update.profile_picture', { after: 'https://x/2.jpg' }, { profileImageUrl: 'https://x/2.jpg' }],
+    ['profile.update.verified_badge', { after: 'blue' }, { verified: true }],
+    ['profile.update.verified_badge', { after: 'none' }, { verified: false }],
+  ] as const)('%s %j', (type, payload, changed) => {
+    expect(applyProfileEvent(last, type, payload)).toEqual({ ...last, ...changed });
+  });
+
+  it('an event without a usable `after` changes nothing', () => {
+    expect(applyProfileEvent(last, 'profile.update.handle', { after: '' })).toBeNull();
+    expect(applyProfileEvent(last, 'profile.update.bio', {})).toBeNull();
+  });
+});
+
+describe('ActivityIntake gaps', () => {
+  const logger = createLogger({ service: 'activity-unit', level: 'error' });
+  const metrics: ActivityMetrics = {
+    connected: () => undefined,
+    state: () => undefined,
+    refused: () => undefined,
+    event: () => undefined,
+    gap: () => undefined,
+  };
+
+  function intakeWith(now: { t: number }) {
+    const owed: string[][] = [];
+    const starts: (Date | undefined)[] = [];
+    const events: string[] = [];
+    let handlers: { onEvent(e: XaaEvent): void; onActivity(): void } | null = null;
+    let close: ((err?: Error) => void) | null = null;
+    const intake = new ActivityIntake({
+      mode: 'profiles',
+      election: { check: () => Promise.resolve(true), holds: () => true, close: () => Promise.resolve() },
+      api: {
+        connect(h, _signal, replay) {
+          handlers = h;
+          starts.push(replay?.startTime);
+          return Promise.resolve({
+            closed: new Promise<void>((resolve, reject) => (close = (err) => (err ? reject(err) : resolve()))),
+          });
+        },
+      },
+      reconciler: {
+        reconcile: (accounts) =>
+          Promise.resolve({
+            active: [],
+            pushed: [...accounts],
+            polled: [],
+            refusedNow: [],
+            complete: true,
+            created: 0,
+            removed: 0,
+          }),
+      },
+      repository: {
+        watched: () =>
+          Promise.resolve([{ userId: '7', targetKey: 'seven', paying: true, types: ['profile.update.bio'] }]),
+        savePushed: () => Promise.resolve(),
+        lastProfile: () => Promise.resolve(null),
+        owe: (keys) => {
+          owed.push([...keys]);
+          return Promise.resolve();
+        },
+      },
+      onEvent: (e) => {
+        events.push(e.uuid);
+        return Promise.resolve();
+      },
+      logger,
+      metrics,
+      syncMs: 3_600_000,
+      now: () => now.t,
+    });
+    return { intake, owed, starts, events, handlers: () => handlers!, close: (err?: Error) => close!(err) };
+  }
+
+  const event = (uuid: string): XaaEvent => ({
+    uuid,
+    userId: '7',
+    eventType: 'profile.update.bio',
+    tag: 'sts',
+    payload: {},
+    includes: null,
+  });
+
+  it('a new holder owes every pushed account a look; a short gap is replayed from the last byte, duplicates dropped', async () => {
+    const now = { t: 1_000_000 };
+    const t = intakeWith(now);
+    t.intake.start();
+    await t.intake.sync();
+    expect(t.owed).toEqual([['seven']]);
+    expect(t.starts[0]!.getTime()).toBe(now.t - 5 * 60_000 + 1000);
+
+    t.handlers().onEvent(event('1'));
+    now.t += 10_000;
+    t.handlers().onActivity();
+    t.close(new Error('operational-disconnect'));
+    await new Promise((r) => setImmediate(r));
+    now.t += 60_000; // past the backoff
+    await t.intake.sync();
+    expect(t.owed).toHaveLength(1);
+    expect(t.starts[1]!.getTime()).toBe(1_000_000 + 10_000 - 5000);
+    t.handlers().onEvent(event('1'));
+    t.handlers().onEvent(event('2'));
+    await t.intake.stop();
+    expect(t.events).toEqual(['1', '2']);
+  });
+
+  it('a gap longer than X replays owes the pushed accounts a look', async () => {
+    const now = { t: 5_000_000 };
+    const t = intakeWith(now);
+    t.intake.start();
+    await t.intake.sync();
+    t.close(new Error('gone'));
+    await new Promise((r) => setImmediate(r));
+    now.t += 6 * 60_000;
+    await t.intake.sync();
+    expect(t.owed).toEqual([['seven'], ['seven']]);
+    await t.intake.stop();
+  });
+
+  it('an app X refuses the Activity API: logged once, nothing pushed, retried after the resync only', async () => {
+    const now = { t: 9_000_000 };
+    const saved: number[] = [];
+    let lists = 0;
+    const quiet = createLogger({ service: 'activity-unit', level: 'error' });
+    const warn = jest.spyOn(quiet, 'warn');
+    const intake = new ActivityIntake({
+      mode: 'profiles',
+      election: { check: () => Promise.resolve(true), holds: () => true, close: () => Promise.resolve() },
+      api: { connect: () => Promise.reject(new Error('not called')) },
+      reconciler: {
+        reconcile: () => {
+          lists++;
+          return Promise.reject(new XActivityError('X answered 403: Forbidden', 403, false));
+        },
+      },
+      repository: {
+        watched: () =>
+          Promise.resolve([{ userId: '7', targetKey: 'seven', paying: true, types: ['profile.update.bio'] }]),
+        savePushed: (accounts) => {
+          saved.push(accounts.length);
+          return Promise.resolve();
+        },
+        lastProfile: () => Promise.resolve(null),
+        owe: () => Promise.resolve(),
+      },
+      onEvent: () => Promise.resolve(),
+      logger: quiet,
+      metrics,
+      syncMs: 3_600_000,
+      resyncMs: 600_000,
+      now: () => now.t,
+    });
+    intake.start();
+    await intake.sync();
+    now.t += 60_000;
+    await intake.sync();
+    expect([lists, saved, warn.mock.calls.length]).toEqual([1, [0], 1]);
+    now.t += 600_000;
+    await intake.sync();
+    expect([lists, warn.mock.calls.length]).toEqual([2, 1]);
+    await intake.stop();
+  });
+});
