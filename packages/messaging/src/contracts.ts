@@ -152,6 +152,7 @@ export const MonitorPostDeletedPayload = z
     username: z.string().min(1),
     hit: z.object({ id: z.string().uuid(), text: z.string(), createdAt: IsoUtcMillis }).strict().nullable(),
     deletedAt: IsoUtcMillis,
+    sequence: Sequence.optional(),
   })
   .strict();
 

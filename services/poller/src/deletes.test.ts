@@ -85,6 +85,10 @@ describe('deleted posts on the local store', () => {
       hit: { id: hit.id, text: 'posted in haste', createdAt: tweet.createdAt.toISOString() },
     });
     expect(Date.parse(body.deletedAt as string)).toBeGreaterThan(tweet.createdAt.getTime());
+    // the monitor's next number after the hit's, in the body and the header
+    expect(hit.sequence).not.toBeNull();
+    expect(body.sequence).toBe(Number(hit.sequence) + 1);
+    expect(req!.headers['x-service-sequence']).toBe(String(body.sequence));
     expect(await db.monitorEvent.count({ where: { monitorId: postsOnly } })).toBe(0);
     await expect(deleteSocialTweet(db, tweet.id)).rejects.toThrow(/unknown tweet/);
   });

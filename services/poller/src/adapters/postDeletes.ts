@@ -1,15 +1,14 @@
 /**
  * A watched account deleted a post: `monitor.post_deleted` to every active monitor of the target
  * whose `events` name `deletes` (docs/webhooks.md), with the hit the monitor had sent for the post
- * (null: none), each a `monitor_events` row plus an outbox row (the relay publishes them), in one
- * transaction under the target's lock. Told once per monitor and post: a deletion seen again (X
- * replays a gap, the local store's notification and a redelivery) finds its event written and
- * writes nothing.
+ * (null: none), each a `monitor_events` row plus an outbox row numbered in the monitor's sequence
+ * (./monitorEvents.ts; the relay publishes them), in one transaction under the target's lock.
+ * Told once per monitor and post: a deletion seen again (X replays a gap, the local store's
+ * notification and a redelivery) finds its event written and writes nothing.
  */
-import { randomUUID } from 'node:crypto';
 import type { Db } from '@sts/db';
 import { monitorRef, type MonitorPostDeletedEvent } from '@sts/messaging';
-import { OUTBOX_CHANNEL } from '../domain/pipeline';
+import { writeMonitorEvents } from './monitorEvents';
 
 interface WatcherRow {
   id: string;
@@ -57,20 +56,9 @@ export function createPostDeletes(db: Db): PostDeletes {
             hit: hit ? { id: hit.id, text: hit.tweet_text, createdAt: hit.tweet_created_at.toISOString() } : null,
             deletedAt: deletedAt.toISOString(),
           };
-          return { id: randomUUID(), monitorId: m.id, accountId: m.account_id, payload };
+          return { monitorId: m.id, accountId: m.account_id, payload };
         });
-        await tx.monitorEvent.createMany({
-          data: rows.map((r) => ({ id: r.id, monitorId: r.monitorId, kind: r.payload.event, payload: r.payload })),
-        });
-        await tx.outboxEvent.createMany({
-          data: rows.map((r) => ({
-            routingKey: r.payload.event,
-            messageId: randomUUID(),
-            payload: r.payload,
-            headers: { accountId: r.accountId, eventId: r.id },
-          })),
-        });
-        await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+        await writeMonitorEvents(tx, rows);
         return rows.length;
       });
     },

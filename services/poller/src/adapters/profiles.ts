@@ -16,7 +16,6 @@
  * With a flap gate (adapters/flap.ts), a target turning unavailable is the gate's to judge first:
  * held, the look changes nothing but its time (no status, no event, no mail).
  */
-import { randomUUID } from 'node:crypto';
 import type { Db } from '@sts/db';
 import {
   accountEventKey,
@@ -37,10 +36,12 @@ import {
 import type { LookupTarget } from '../domain/schedule';
 import type { TargetFlapGate } from './flap';
 import { lastLooks, lookupTargets } from './profileTargets';
-import { OUTBOX_CHANNEL } from '../domain/pipeline';
-import { sequenceCtes } from './sequences';
+import { writeMonitorEvents, type MonitorEventRow } from './monitorEvents';
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
+
+/** an event of a look, for one monitor */
+type LookEvent = MonitorEventRow<MonitorProfileChangedEvent | MonitorTargetUnavailableEvent>;
 
 interface UserRow {
   id: string;
@@ -157,42 +158,6 @@ async function saveSnapshot(tx: Tx, key: string, o: Observation, statusChanged: 
       checked_at = EXCLUDED.checked_at`;
 }
 
-/** an event of a look, for one monitor */
-interface NoticeEvent {
-  monitorId: string;
-  accountId: string;
-  payload: MonitorProfileChangedEvent | MonitorTargetUnavailableEvent;
-}
-
-/**
- * One monitor_events row and one outbox row per event, numbered in the same statement
- * (./sequences.ts; a monitor's events in the list's order), and the relay's wake-up. A look writes
- * its events in one call, so its transaction takes the monitors' counter rows once, in order.
- */
-async function writeEvents(tx: Tx, events: NoticeEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  await tx.$executeRaw`
-    WITH e AS (
-      SELECT * FROM unnest(
-        ${events.map(() => randomUUID())}::uuid[], ${events.map((e) => e.monitorId)}::uuid[],
-        ${events.map((e) => e.accountId)}::text[], ${events.map((e) => e.payload.event)}::text[],
-        ${events.map((e) => JSON.stringify(e.payload))}::jsonb[]
-      ) WITH ORDINALITY AS e(id, monitor_id, account_id, kind, payload, ord)
-    ),
-    ${sequenceCtes('e')},
-    stored AS (
-      INSERT INTO monitor_events (id, monitor_id, kind, payload, sequence)
-      SELECT id, monitor_id, kind, payload || jsonb_build_object('sequence', sequence), sequence FROM numbered
-    ),
-    sent AS (
-      INSERT INTO outbox (routing_key, message_id, payload, headers)
-      SELECT kind, gen_random_uuid()::text, payload || jsonb_build_object('sequence', sequence),
-             jsonb_build_object('accountId', account_id, 'eventId', id::text)
-      FROM numbered ORDER BY ord
-    )
-    SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
-}
-
 /** a change of status: the monitors show it; unavailable or renamed is told once per monitor and account */
 async function statusChanged(
   tx: Tx,
@@ -201,7 +166,7 @@ async function statusChanged(
   o: Observation,
   previous: { status: TargetStatus; username: string },
   at: Date,
-): Promise<NoticeEvent[]> {
+): Promise<LookEvent[]> {
   await tx.$executeRaw`UPDATE monitors SET target_status = ${o.status}, target_status_at = ${at} WHERE target_key = ${key}`;
   if (!isUnavailable(o.status) && o.status !== 'renamed') {
     // back: polled again at once
@@ -213,7 +178,7 @@ async function statusChanged(
   const status = o.status as MonitorTargetUnavailableEvent['status'];
   const detail = detailOf(o, previous.username);
   const detectedAt = at.toISOString();
-  const events: NoticeEvent[] = watchers.map((m) => ({
+  const events: LookEvent[] = watchers.map((m) => ({
     monitorId: m.id,
     accountId: m.account_id,
     payload: {
@@ -269,7 +234,7 @@ function detailOf(o: Observation, username: string): string {
   }
 }
 
-function profileEvents(watchers: WatcherRow[], o: Observation, last: Profile, at: Date): NoticeEvent[] {
+function profileEvents(watchers: WatcherRow[], o: Observation, last: Profile, at: Date): LookEvent[] {
   const after = o.profile;
   if (!after || o.changed.length === 0) return [];
   const fields = (p: Profile) => ({
@@ -327,7 +292,7 @@ async function lookIn(tx: Tx, targetKey: string, at: Date, read: SightingReader,
   const events = last ? profileEvents(watchers, o, last, at) : [];
   if (changedStatus)
     events.push(...(await statusChanged(tx, key, watchers, o, { status: previousStatus, username: previousName }, at)));
-  await writeEvents(tx, events);
+  await writeMonitorEvents(tx, events);
   return { ...o, targetKey: key, previousStatus, events: events.length };
 }
 
