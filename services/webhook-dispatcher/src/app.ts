@@ -1,8 +1,7 @@
 /**
  * The webhook dispatcher: takes monitor.hit, monitor.test and webhook.redeliver messages from its
- * own durable queue and turns each into at most one delivery (messages.ts), queued per endpoint
- * so one endpoint cannot hold the slots others need (lanes.ts, adapters/parking.ts), sent and
- * logged attempt by attempt (delivery.ts). A message is acknowledged only after its attempts are
+ * own durable queue and hands each to the delivery flow (delivery.ts: prepare → acquire the
+ * endpoint's lane → send → record → settle), which turns it into at most one delivery. A message is acknowledged only after its attempts are
  * committed; when the database write fails the handler throws, so the message comes back.
  *
  * Fails closed: when a stored secret cannot be decrypted (a wrong SECRETS_ENCRYPTION_KEY) it
@@ -10,21 +9,19 @@
  * Stops within a grace period: waiting messages go back at once, deliveries in flight get
  * `shutdownGraceMs` to finish; what is not finished then is handed back unlogged.
  */
-import { bindActive } from '@sts/telemetry';
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
-import { deadLetterQueueName, narrowEnvelope, type Envelope } from '@sts/messaging';
+import { deadLetterQueueName, type Envelope } from '@sts/messaging';
 import type client from 'prom-client';
-import { laneKey, paceRuleFor } from './domain/pacing';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
 import { createAmqpParking, type Parking } from './adapters/parking';
 import { isMissingParent, isTransientDbError, type DispatcherRepository } from './adapters/repository';
 import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
-import { createDeliverer, DrainAbortError, SecretsUnavailableError, type Job } from './delivery';
-import { createLaneScheduler, type LaneControl, type LaneScheduler } from './lanes';
+import { createDeliveryFlow, DrainAbortError, SecretsUnavailableError } from './delivery';
+import { createLaneScheduler, type LaneScheduler } from './lanes';
 import { createMessagePreparer } from './messages';
 import { createMetrics, type DispatcherMetrics } from './metrics';
-import type { DispatcherEnv } from './env';
+import { dispatchSettingDefaults, type DispatcherEnv } from './env';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
 const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
@@ -53,17 +50,46 @@ export interface DispatcherOptions {
   /** test hooks of the sender (DNS resolution, URL override); see httpsSender.ts */
   senderOverrides?: Pick<HttpsSenderOptions, 'lookup' | 'urlOverride'>;
   now?: () => Date;
-  /** when the database is unreachable, wait this long before handing the message back (default 1000) */
+  /** when the database is unreachable, wait this long before handing the message back (default TRANSIENT_RETRY_DELAY_MS) */
   transientRetryDelayMs?: number;
   /** AMQP URL for parking backed-up messages (start() sets parking up); without it they wait in memory */
   amqpUrl?: string;
-  /** how long a parked message stays away before it comes back (default 5000) */
+  /** how long a parked message stays away before it comes back */
   deferMs?: number;
-  /** a message may wait in memory only if its endpoint should start it within this time (default 2000) */
+  /** a message may wait in memory only if its endpoint should start it within this time (default HOLD_MS) */
   holdMs?: number;
-  /** stop(): how long deliveries in flight may take to finish (default 20000) */
+  /** stop(): how long deliveries in flight may take to finish */
   shutdownGraceMs?: number;
-  /** delete attempts older than this many days (default 30); 0 turns the job off */
+}
+
+/** a message may wait in memory for a lane only if the lane should start it within this time (ms) */
+const HOLD_MS = 2000;
+/** when the database is unreachable, how long a message waits before it is handed back (ms) */
+const TRANSIENT_RETRY_DELAY_MS = 1000;
+
+/** createDispatcher's options with every limit set: the environment's defaults for those left out (tests leave most out) */
+type Resolved = DispatcherOptions & Required<Pick<DispatcherOptions, LimitName>>;
+type LimitName =
+  | 'timeoutMs'
+  | 'maxConcurrencyPerEndpoint'
+  | 'prefetch'
+  | 'deferMs'
+  | 'shutdownGraceMs'
+  | 'holdMs'
+  | 'transientRetryDelayMs';
+
+function resolve(options: DispatcherOptions): Resolved {
+  const d = dispatchSettingDefaults;
+  return {
+    ...options,
+    timeoutMs: options.timeoutMs ?? d.WEBHOOK_TIMEOUT_MS,
+    maxConcurrencyPerEndpoint: options.maxConcurrencyPerEndpoint ?? d.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
+    prefetch: options.prefetch ?? d.DISPATCH_PREFETCH,
+    deferMs: options.deferMs ?? d.DISPATCH_DEFER_MS,
+    shutdownGraceMs: options.shutdownGraceMs ?? d.DISPATCH_SHUTDOWN_GRACE_MS,
+    holdMs: options.holdMs ?? HOLD_MS,
+    transientRetryDelayMs: options.transientRetryDelayMs ?? TRANSIENT_RETRY_DELAY_MS,
+  };
 }
 
 export interface Dispatcher {
@@ -122,7 +148,7 @@ async function outcomeOfError(
     logger: Logger;
     metrics: DispatcherMetrics;
     failClosed: (err: Error) => void;
-    transientRetryDelayMs: number | undefined;
+    transientRetryDelayMs: number;
   },
 ): Promise<ConsumeOutcome> {
   const { logger, metrics } = ctx;
@@ -142,7 +168,7 @@ async function outcomeOfError(
       ...meta,
       error: err instanceof Error ? err.message : String(err),
     });
-    await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs ?? 1000));
+    await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs));
     return 'requeue';
   }
   if (isMissingParent(err)) {
@@ -154,28 +180,19 @@ async function outcomeOfError(
   throw err;
 }
 
-/** The parts a dispatcher composes; the logic lives in them (messages.ts, delivery.ts, lanes.ts, the adapters). */
+/** The parts a dispatcher composes; the logic lives in them (delivery.ts and what it calls). */
 interface Parts {
   sender: HttpsSender;
   metrics: DispatcherMetrics;
-  deliverer: ReturnType<typeof createDeliverer>;
-  prepare: ReturnType<typeof createMessagePreparer>;
+  flow: ReturnType<typeof createDeliveryFlow>;
   lanes: LaneScheduler;
 }
 
-function prefetchOf(options: DispatcherOptions): number {
-  return options.prefetch ?? 256;
-}
-
-function concurrencyOf(options: DispatcherOptions): number {
-  return options.maxConcurrencyPerEndpoint ?? 8;
-}
-
-function createSender(options: DispatcherOptions): HttpsSender {
+function createSender(options: Resolved): HttpsSender {
   const { logger } = options;
   return createHttpsSender({
-    timeoutMs: options.timeoutMs ?? 15_000,
-    maxConcurrencyPerEndpoint: concurrencyOf(options),
+    timeoutMs: options.timeoutMs,
+    maxConcurrencyPerEndpoint: options.maxConcurrencyPerEndpoint,
     allowPrivateHosts: options.allowPrivateHosts ?? [],
     // the delivery log says only "non-public address"; the address itself is for this log
     onRefused: (host, detail) => logger.warn('webhook address refused', { host, detail }),
@@ -183,38 +200,36 @@ function createSender(options: DispatcherOptions): HttpsSender {
   });
 }
 
-function createParts(options: DispatcherOptions): Parts {
+function createParts(options: Resolved): Parts {
   const { repository, logger } = options;
-  const concurrency = concurrencyOf(options);
+  const concurrency = options.maxConcurrencyPerEndpoint;
   const sender = createSender(options);
   const metrics = createMetrics(options.registry);
-  const now = options.now ?? (() => new Date());
-  return {
+  // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
+  // formed leaves the other half to other endpoints until the sweep re-checks it.
+  const lanes = createLaneScheduler({
+    concurrency,
+    holdMs: options.holdMs,
+    maxWaitingPerLane: Math.max(concurrency, Math.floor(options.prefetch / 2)),
+  });
+  const flow = createDeliveryFlow({
+    repository,
     sender,
+    logger,
     metrics,
-    deliverer: createDeliverer({
-      repository,
-      sender,
-      logger,
-      metrics,
-      secretsKey: options.secretsKey,
-      secretsOldKeys: options.secretsOldKeys,
-      now,
-    }),
-    prepare: createMessagePreparer(repository, logger),
-    // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
-    // formed leaves the other half to other endpoints until the sweep re-checks it.
-    lanes: createLaneScheduler({
-      concurrency,
-      holdMs: options.holdMs ?? 2000,
-      maxWaitingPerLane: Math.max(concurrency, Math.floor(prefetchOf(options) / 2)),
-    }),
-  };
+    jobOf: createMessagePreparer(repository, logger),
+    lanes,
+    secretsKey: options.secretsKey,
+    secretsOldKeys: options.secretsOldKeys,
+    now: options.now ?? (() => new Date()),
+  });
+  return { sender, metrics, flow, lanes };
 }
 
 /**
  * The running dispatcher: the drain and fail-closed state in fields, one method per step of a
- * message (handle → process → deliver) and of the life cycle (start, stop, close).
+ * message's life (handle → process, which runs the delivery flow) and of the service's (start,
+ * stop, close).
  */
 class WebhookDispatcher implements Dispatcher {
   private parking: Parking | null = null;
@@ -224,7 +239,7 @@ class WebhookDispatcher implements Dispatcher {
   private fault: Error | null = null;
 
   constructor(
-    private readonly options: DispatcherOptions,
+    private readonly options: Resolved,
     private readonly parts: Parts,
   ) {
     // one listener per delivery in flight (hundreds): not a leak
@@ -238,11 +253,12 @@ class WebhookDispatcher implements Dispatcher {
     await options.messaging.consume({
       queue,
       bindings: DISPATCHER_BINDINGS,
-      prefetch: prefetchOf(options),
+      prefetch: options.prefetch,
       handler: this.handle,
     });
     if (options.amqpUrl) {
-      this.parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, options.logger);
+      this.parking = await startParking(options.amqpUrl, queue, options.deferMs, options.logger);
+      parts.flow.useParking(this.parking);
     }
     const parking = this.parking;
     const dlq = deadLetterQueueName(queue);
@@ -281,7 +297,7 @@ class WebhookDispatcher implements Dispatcher {
 
   private async drain(): Promise<void> {
     this.parts.lanes.releaseAll();
-    const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs ?? 20_000);
+    const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs);
     await Promise.allSettled([...this.inflight]);
     clearTimeout(timer);
     await this.parking?.close();
@@ -307,8 +323,7 @@ class WebhookDispatcher implements Dispatcher {
       return 'dead-letter';
     }
     try {
-      const prepared = await this.parts.prepare(narrowEnvelope(env));
-      return prepared.kind === 'settled' ? prepared.outcome : await this.deliver(env, prepared.job);
+      return await this.parts.flow.deliver(env, this.abort.signal);
     } catch (err) {
       return outcomeOfError(env, err, {
         logger,
@@ -318,37 +333,9 @@ class WebhookDispatcher implements Dispatcher {
       });
     }
   }
-
-  /** runs a job that goes out in its endpoint's lane; parks the message when the lane is backed up */
-  private async deliver(env: Envelope<DispatcherRoutingKey>, job: Job): Promise<ConsumeOutcome> {
-    const { deliverer, lanes, metrics } = this.parts;
-    const sendable = deliverer.sendable(job);
-    if (!sendable) {
-      await deliverer.recordSkip(job);
-      return 'ack';
-    }
-    const { kind, url } = sendable.monitor.webhook;
-    let mayDefer = this.parking !== null;
-    for (;;) {
-      // bound to the message's trace (OpenTelemetry): a queued turn runs outside its async context
-      const r = await lanes.run(
-        laneKey(kind, url),
-        paceRuleFor(kind),
-        mayDefer,
-        bindActive((control: LaneControl) => deliverer.send(sendable, control, this.abort.signal)),
-        sendable.monitor.accountId,
-      );
-      if (r.kind === 'ran') return 'ack';
-      if (r.kind === 'released') return 'requeue';
-      if (this.parking && (await this.parking.park(env))) {
-        metrics.messages.inc({ routing_key: env.routingKey, result: 'deferred' });
-        return 'ack';
-      }
-      mayDefer = false; // parking failed: wait in memory like before
-    }
-  }
 }
 
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  return new WebhookDispatcher(options, createParts(options));
+  const resolved = resolve(options);
+  return new WebhookDispatcher(resolved, createParts(resolved));
 }

@@ -1,21 +1,24 @@
 /**
- * One delivery as named steps (the shape of Svix's worker: prepare_dispatch, make_http_call,
- * handle_successful_dispatch / handle_failed_dispatch), one method each:
+ * One delivery as one flow, read from top to bottom in `deliver` (the shape of Svix's worker:
+ * prepare_dispatch, make_http_call, handle_successful_dispatch / handle_failed_dispatch), each
+ * step a method whose result is a tagged union the flow branches on:
  *
- *   prepare  whether it goes out at all (`sendable` / `recordSkip`, before its lane), then the
- *            body, its size limit and the signing secrets (`prepare`, in its lane)
- *   send     one signed HTTPS attempt: fresh timestamp and signature, a CLIENT span (`attempt`)
- *   record   the attempt row (batched into one INSERT per tick by the repository), its metric
- *            and its log line (`record`)
- *   outcome  Discord and Slack 429 answers are the platform's flow control: the same delivery
- *            (same X-Service-Delivery) is sent again after the wait the platform names, at most
+ *   prepare  the message's job (messages.ts), whether it goes out at all (skip reasons), the body,
+ *            its size limit and the signing secrets → settled | unsent | ready
+ *   acquire  a slot in the endpoint's lane (lanes.ts); a backed-up lane parks the message on the
+ *            broker (adapters/parking.ts) → acquired | settled
+ *   send     one signed HTTPS attempt (fresh timestamp and signature, a CLIENT span); Discord and
+ *            Slack 429 answers are the platform's flow control: the same delivery (same
+ *            X-Service-Delivery) goes again after the wait the platform names, at most
  *            RATE_LIMIT_MAX_WAITS times and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt recorded
- *            (`waitOut`); the final answer frees the lane and counts towards the endpoint's
- *            health and broken flag (`finish`)
+ *            → answered (the final answer); the lane's slot is released right after it
+ *   record   the attempt row (batched into one INSERT per tick by the repository), its metric and
+ *            its log line
+ *   settle   the final answer counts towards the endpoint's health and broken flag
  *
- * `send` runs the steps in that order. The pure rules are in domain/ (skip reasons, 429 waits,
- * health); what the message becomes (ack, requeue, park) is app.ts's, which runs `send` in the
- * endpoint's lane.
+ * The flow calls the other files and they return to it; none calls back into it. The pure rules
+ * are in domain/ (skip reasons, 429 waits, health). app.ts owns the message's life around it
+ * (fail closed, drain, what an error becomes).
  */
 import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
 import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
@@ -25,11 +28,21 @@ import { buildBody, MAX_BODY_BYTES, type WebhookKind, type WebhookPayload } from
 import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
 import { requestHeaderPairs } from './domain/attemptDetail';
 import { healthNeedsUpdate } from './domain/health';
-import { laneKey, rateLimitGiveUpError, rateLimitWait, rateLimitWaitError } from './domain/pacing';
+import { narrowEnvelope, type Envelope } from '@sts/messaging';
+import {
+  laneKey,
+  paceRuleFor,
+  rateLimitGiveUpError,
+  rateLimitWait,
+  rateLimitWaitError,
+  type PaceRule,
+} from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
-import type { DeliveryEvent } from './adapters/consumer';
+import type { ConsumeOutcome, DeliveryEvent, DispatcherRoutingKey } from './adapters/consumer';
+import type { Parking } from './adapters/parking';
 import type { DispatcherRepository, MonitorContext, NewAttempt } from './adapters/repository';
-import type { LaneControl } from './lanes';
+import type { LaneScheduler, LaneSlot } from './lanes';
+import type { createMessagePreparer } from './messages';
 import type { DispatcherMetrics } from './metrics';
 
 interface SentRequest {
@@ -61,11 +74,14 @@ export class DrainAbortError extends Error {
   override name = 'DrainAbortError';
 }
 
-export interface DelivererOptions {
+export interface DeliveryFlowOptions {
   repository: DispatcherRepository;
   sender: HttpsSender;
   logger: Logger;
   metrics: DispatcherMetrics;
+  /** message → job (messages.ts) */
+  jobOf: ReturnType<typeof createMessagePreparer>;
+  lanes: LaneScheduler;
   secretsKey: string | Buffer;
   secretsOldKeys?: readonly string[];
   now: () => Date;
@@ -124,21 +140,45 @@ interface SigningKeys {
   standardSecrets: string[];
 }
 
-/** A delivery that passed prepare: what each of its attempts sends. */
-interface PreparedDelivery {
-  kind: 'prepared';
+/** the message is settled without (another) attempt */
+type Settled = { kind: 'settled'; outcome: ConsumeOutcome };
+
+/** prepare: the message settles, its job is logged without a request, or it is ready to go out */
+type Prepared = Settled | Unsent | Ready;
+
+/** a job that goes no further than its row: skipped, or its body too large */
+interface Unsent {
+  kind: 'unsent';
+  row: NewAttempt;
+  webhookKind: WebhookKind | 'none';
+}
+
+/** A delivery that passed prepare: what each of its attempts sends, and to which lane. */
+interface Ready {
+  kind: 'ready';
   job: SendableJob;
   body: string;
   /** the body encoded once: signed, sent and measured as these bytes */
   bytes: Buffer;
   keys: SigningKeys;
   endpointKey: string;
+  pace: PaceRule | null;
 }
+
+/** acquire: the lane's slot, or the message settles (parked, or handed back while stopping) */
+type Acquired = { kind: 'acquired'; slot: LaneSlot } | Settled;
 
 /** One attempt: the request as sent and what came back. */
 interface SentAttempt {
   request: SentRequest;
   result: SendResult;
+}
+
+/** send: the endpoint's final answer (after any 429 waits) and the row that records it */
+interface Answered {
+  kind: 'answered';
+  sent: SentAttempt;
+  row: NewAttempt;
 }
 
 /** The 429 waits of one delivery so far. */
@@ -180,42 +220,70 @@ function sentAttempt(job: Job, { request, result }: SentAttempt, error: string |
   };
 }
 
-/** The steps of one delivery (see the top of the file), sharing the secret cache, repository and metrics. */
-class Deliverer {
+/** The flow of one delivery (see the top of the file), sharing the secret cache, repository and metrics. */
+class DeliveryFlow {
   private readonly secrets: SecretCache;
+  private parking: Parking | null = null;
 
-  constructor(private readonly options: DelivererOptions) {
+  constructor(private readonly options: DeliveryFlowOptions) {
     this.secrets = new SecretCache(options.secretsKey, options.secretsOldKeys);
+  }
+
+  /** from now on a backed-up lane's messages are parked on the broker (without: they wait in memory) */
+  useParking(parking: Parking | null): void {
+    this.parking = parking;
+  }
+
+  /**
+   * One message, prepare → acquire the lane → send → record → settle. Resolves to what becomes of
+   * the message once its last attempt row is committed. Throws DrainAbortError (nothing logged for
+   * the unfinished attempt) when `signal` aborts first, SecretsUnavailableError when the secret
+   * cannot be decrypted.
+   */
+  async deliver(env: Envelope<DispatcherRoutingKey>, signal: AbortSignal): Promise<ConsumeOutcome> {
+    const prepared = await this.prepare(env);
+    if (prepared.kind === 'settled') return prepared.outcome;
+    if (prepared.kind === 'unsent') {
+      await this.record(prepared.row, prepared.webhookKind);
+      return 'ack';
+    }
+    const acquired = await this.acquire(env, prepared);
+    if (acquired.kind === 'settled') return acquired.outcome;
+    let answered: Answered;
+    try {
+      answered = await this.send(prepared, acquired.slot, signal);
+    } finally {
+      acquired.slot.release(); // free for the next delivery before the row is written
+    }
+    await this.record(answered.row, prepared.job.monitor.webhook.kind);
+    await this.settle(prepared.job, answered.sent.result);
+    return 'ack';
   }
 
   // prepare ---------------------------------------------------------------------------------
 
-  /** the job as one that goes out, or null when it is skipped (then log it with recordSkip) */
-  sendable(job: Job): SendableJob | null {
+  /** the job of the message, its body and its secrets, or why it goes no further */
+  private async prepare(env: Envelope<DispatcherRoutingKey>): Promise<Prepared> {
+    const message = await this.options.jobOf(narrowEnvelope(env));
+    if (message.kind === 'settled') return message;
+    const { job } = message;
     const webhook = job.monitor.webhook;
-    if (!webhook || skipReason(job.event, job.monitor, this.options.now())) return null;
-    return { ...job, monitor: { ...job.monitor, webhook } };
-  }
-
-  /** logs why a job does not go out */
-  async recordSkip(job: Job): Promise<void> {
-    const error = skipReason(job.event, job.monitor, this.options.now()) ?? 'monitor has no webhook';
-    await this.record(unsentAttempt(job, 'skipped', error), job.monitor.webhook?.kind ?? 'none');
-  }
-
-  /** the body and the secrets, or the reason it cannot go out (a body over MAX_BODY_BYTES) */
-  private prepare(
-    job: SendableJob,
-    lane: LaneControl | null,
-  ): PreparedDelivery | { kind: 'unsendable'; error: string } {
-    const webhook = job.monitor.webhook;
+    const skip = skipReason(job.event, job.monitor, this.options.now());
+    if (!webhook || skip) {
+      const row = unsentAttempt(job, 'skipped', skip ?? 'monitor has no webhook');
+      return { kind: 'unsent', row, webhookKind: webhook?.kind ?? 'none' };
+    }
+    const sendable: SendableJob = { ...job, monitor: { ...job.monitor, webhook } };
     const body = buildBody(webhook.kind, job.payload);
     const bytes = Buffer.from(body, 'utf8');
     const size = bytes.length;
-    if (size > MAX_BODY_BYTES)
-      return { kind: 'unsendable', error: `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit` };
-    const endpointKey = lane?.key ?? laneKey(webhook.kind, webhook.url);
-    return { kind: 'prepared', job, body, bytes, keys: this.signingKeys(job), endpointKey };
+    if (size > MAX_BODY_BYTES) {
+      const error = `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit`;
+      return { kind: 'unsent', row: unsentAttempt(job, 'failed', error), webhookKind: webhook.kind };
+    }
+    const endpointKey = laneKey(webhook.kind, webhook.url);
+    const keys = this.signingKeys(sendable);
+    return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace: paceRuleFor(webhook.kind) };
   }
 
   /**
@@ -233,34 +301,51 @@ class Deliverer {
     return { secret: previous, standardSecrets: [current, previous] };
   }
 
-  // the steps in order ----------------------------------------------------------------------
+  // acquire the lane ------------------------------------------------------------------------
 
-  /**
-   * Prepares, sends, records and settles a job that goes out. Resolves after the last attempt row
-   * is committed. Throws DrainAbortError (nothing logged for the unfinished attempt) when `signal`
-   * aborts first, SecretsUnavailableError when the secret cannot be decrypted.
-   */
-  async send(job: SendableJob, lane: LaneControl | null, signal: AbortSignal): Promise<void> {
-    const kind = job.monitor.webhook.kind;
-    const prepared = this.prepare(job, lane);
-    if (prepared.kind === 'unsendable') return this.record(unsentAttempt(job, 'failed', prepared.error), kind);
-    const waits: Waits = { count: 0, totalMs: 0 };
+  /** a slot in the endpoint's lane; a backed-up lane parks the message (or, when parking fails, it waits) */
+  private async acquire(env: Envelope<DispatcherRoutingKey>, ready: Ready): Promise<Acquired> {
+    const { lanes, metrics } = this.options;
+    let mayDefer = this.parking !== null;
     for (;;) {
-      const sent = await this.attempt(prepared, signal);
-      const wait = rateLimitWait(kind, sent.result, waits.count, waits.totalMs, Date.now());
-      if (wait === null) return this.finish(job, sent, lane, waits);
-      waits.count++;
-      waits.totalMs += wait;
-      await this.record(sentAttempt(job, sent, rateLimitWaitError(kind, wait, waits.count)), kind);
-      await this.waitOut(wait, lane, signal);
+      const r = await lanes.acquire(ready.endpointKey, ready.pace, mayDefer, ready.job.monitor.accountId);
+      if (r.kind === 'acquired') return r;
+      if (r.kind === 'released') return { kind: 'settled', outcome: 'requeue' };
+      if (this.parking && (await this.parking.park(env))) {
+        metrics.messages.inc({ routing_key: env.routingKey, result: 'deferred' });
+        return { kind: 'settled', outcome: 'ack' };
+      }
+      mayDefer = false; // parking failed: wait in memory like before
     }
   }
 
   // send ------------------------------------------------------------------------------------
 
+  /** attempts until the endpoint's final answer: a Discord or Slack 429 with a wait left is waited out and sent again */
+  private async send(ready: Ready, slot: LaneSlot, signal: AbortSignal): Promise<Answered> {
+    const { job } = ready;
+    const kind = job.monitor.webhook.kind;
+    const waits: Waits = { count: 0, totalMs: 0 };
+    for (;;) {
+      const sent = await this.attempt(ready, signal);
+      const wait = rateLimitWait(kind, sent.result, waits.count, waits.totalMs, Date.now());
+      if (wait === null) {
+        const error =
+          sent.result.statusCode === 429 && kind !== 'native'
+            ? rateLimitGiveUpError(kind, waits.count, waits.totalMs)
+            : sent.result.error;
+        return { kind: 'answered', sent, row: sentAttempt(job, sent, error) };
+      }
+      waits.count++;
+      waits.totalMs += wait;
+      await this.record(sentAttempt(job, sent, rateLimitWaitError(kind, wait, waits.count)), kind);
+      await this.waitOut(wait, slot, signal);
+    }
+  }
+
   /** one signed request; the attempt is a CLIENT span under the message's CONSUMER span (OpenTelemetry, when on) */
-  private async attempt(prepared: PreparedDelivery, signal: AbortSignal): Promise<SentAttempt> {
-    const { job, body, bytes, keys, endpointKey } = prepared;
+  private async attempt(ready: Ready, signal: AbortSignal): Promise<SentAttempt> {
+    const { job, body, bytes, keys, endpointKey } = ready;
     const webhook = job.monitor.webhook;
     const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body: bytes });
     const send = () => this.options.sender.send({ url: webhook.url, body: bytes, headers, endpointKey, signal });
@@ -317,27 +402,20 @@ class Deliverer {
     else logger.warn('webhook delivery failed', fields);
   }
 
-  // outcome ---------------------------------------------------------------------------------
-
   /** a 429 with a wait left: the lane pauses for the platform, then the same delivery goes again */
-  private async waitOut(wait: number, lane: LaneControl | null, signal: AbortSignal): Promise<void> {
-    lane?.blockUntil(Date.now() + wait);
+  private async waitOut(wait: number, slot: LaneSlot, signal: AbortSignal): Promise<void> {
+    slot.blockUntil(Date.now() + wait);
     await sleep(wait, signal);
     if (signal.aborted) throw new DrainAbortError('stopping while waiting out a 429');
-    await lane?.paced();
+    await slot.paced();
   }
 
-  /** the endpoint answered for the last time: its slot is free, the attempt logged, its health counted */
-  private async finish(job: SendableJob, sent: SentAttempt, lane: LaneControl | null, waits: Waits): Promise<void> {
-    lane?.release(); // free for the next delivery before the row is written
-    const kind = job.monitor.webhook.kind;
-    const error =
-      sent.result.statusCode === 429 && kind !== 'native'
-        ? rateLimitGiveUpError(kind, waits.count, waits.totalMs)
-        : sent.result.error;
-    await this.record(sentAttempt(job, sent, error), kind);
-    await this.updateHealth(job, sent.result);
-    return this.updateBrokenFlag(job, sent.result);
+  // settle ----------------------------------------------------------------------------------
+
+  /** the endpoint's final answer counts towards its health and its broken flag */
+  private async settle(job: SendableJob, result: SendResult): Promise<void> {
+    await this.updateHealth(job, result);
+    await this.updateBrokenFlag(job, result);
   }
 
   private async updateBrokenFlag(job: SendableJob, result: SendResult): Promise<void> {
@@ -379,6 +457,6 @@ class Deliverer {
   }
 }
 
-export function createDeliverer(options: DelivererOptions): Deliverer {
-  return new Deliverer(options);
+export function createDeliveryFlow(options: DeliveryFlowOptions): DeliveryFlow {
+  return new DeliveryFlow(options);
 }
