@@ -243,7 +243,14 @@ class InMemoryStore {
           lastError: null,
           createdAt: at,
           updatedAt: at,
-          webhook: webhook && { ...webhook, ...FRESH_WEBHOOK, secretRotatedAt: null, createdAt: at },
+          webhook: webhook && {
+            retryPolicy: 'none',
+            ordering: 'unordered',
+            ...webhook,
+            ...FRESH_WEBHOOK,
+            secretRotatedAt: null,
+            createdAt: at,
+          },
         });
         return Promise.resolve(true);
       },
@@ -266,7 +273,15 @@ class InMemoryStore {
         const created = m.webhook
           ? { secretRotatedAt: at, createdAt: m.webhook.createdAt }
           : { secretRotatedAt: null, createdAt: at };
-        m.webhook = { ...hook, ...FRESH_WEBHOOK, ...created };
+        const settings = {
+          retryPolicy: m.webhook?.retryPolicy ?? 'none',
+          ordering: m.webhook?.ordering ?? 'unordered',
+        };
+        m.webhook = { ...settings, ...hook, ...FRESH_WEBHOOK, ...created };
+        return Promise.resolve();
+      },
+      configureWebhook: (monitorId, settings) => {
+        Object.assign(this.webhookOf(monitorId), settings);
         return Promise.resolve();
       },
       webhookSecret: (monitorId) => Promise.resolve(this.webhookOf(monitorId).secretCiphertext),

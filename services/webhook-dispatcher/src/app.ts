@@ -15,11 +15,12 @@ import { deadLetterQueueName, type Envelope } from '@sts/messaging';
 import type client from 'prom-client';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
 import { createAmqpParking, type Parking } from './adapters/parking';
-import { isMissingParent, isTransientDbError, type DispatcherRepository } from './adapters/repository';
+import { isMissingParent, isTransientDbError, type ClaimedDue, type DispatcherRepository } from './adapters/repository';
 import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
-import { createDeliveryFlow, DrainAbortError, SecretsUnavailableError } from './delivery';
+import { createDeliveryFlow, DrainAbortError, SecretsUnavailableError, type Source } from './delivery';
 import { createLaneScheduler, type LaneScheduler } from './lanes';
-import { createMessagePreparer } from './messages';
+import { createJobSources } from './messages';
+import { DueDeliveries } from './dueDeliveries';
 import { createMetrics, type DispatcherMetrics } from './metrics';
 import { dispatchSettingDefaults, type DispatcherEnv } from './env';
 
@@ -60,6 +61,10 @@ export interface DispatcherOptions {
   holdMs?: number;
   /** stop(): how long deliveries in flight may take to finish */
   shutdownGraceMs?: number;
+  /** how often due deliveries (retries, fifo turns) are claimed */
+  duePollMs?: number;
+  /** due deliveries in flight at once */
+  dueInFlight?: number;
 }
 
 /** a message may wait in memory for a lane only if the lane should start it within this time (ms) */
@@ -76,7 +81,9 @@ type LimitName =
   | 'deferMs'
   | 'shutdownGraceMs'
   | 'holdMs'
-  | 'transientRetryDelayMs';
+  | 'transientRetryDelayMs'
+  | 'duePollMs'
+  | 'dueInFlight';
 
 function resolve(options: DispatcherOptions): Resolved {
   const d = dispatchSettingDefaults;
@@ -89,14 +96,25 @@ function resolve(options: DispatcherOptions): Resolved {
     shutdownGraceMs: options.shutdownGraceMs ?? d.DISPATCH_SHUTDOWN_GRACE_MS,
     holdMs: options.holdMs ?? HOLD_MS,
     transientRetryDelayMs: options.transientRetryDelayMs ?? TRANSIENT_RETRY_DELAY_MS,
+    duePollMs: options.duePollMs ?? d.DISPATCH_DUE_POLL_MS,
+    dueInFlight: options.dueInFlight ?? d.DISPATCH_DUE_IN_FLIGHT,
   };
 }
+
+/**
+ * A due delivery's claim outlasts what one delivery can take: its wait in the lane, the request
+ * (timeoutMs, once more on the sender's one reconnect) and Discord/Slack 429 waits (at most a
+ * minute, domain/pacing.ts).
+ */
+const dueLeaseMs = (timeoutMs: number) => 4 * timeoutMs + 120_000;
 
 export interface Dispatcher {
   /** declares and binds the queue, sets parking up, starts consuming */
   start(): Promise<void>;
   /** handles one message (what the consumer calls) */
   handle(envelope: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome>;
+  /** claims the deliveries due now (retries, fifo turns) and resolves once they are settled; start() polls for them */
+  deliverDue(): Promise<number>;
   /**
    * Drains: waiting messages are handed back at once, deliveries in flight get shutdownGraceMs to
    * finish (logged and acked); the rest are aborted and handed back unlogged. Call together with
@@ -137,12 +155,14 @@ export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
     amqpUrl: env.AMQP_URL,
     deferMs: env.DISPATCH_DEFER_MS,
     shutdownGraceMs: env.DISPATCH_SHUTDOWN_GRACE_MS,
+    duePollMs: env.DISPATCH_DUE_POLL_MS,
+    dueInFlight: env.DISPATCH_DUE_IN_FLIGHT,
   } satisfies Partial<DispatcherOptions>;
 }
 
-/** what to do with a message whose handling threw (rethrows what is not understood) */
+/** what to do with a message or due delivery whose handling threw (rethrows what is not understood) */
 async function outcomeOfError(
-  env: Envelope<DispatcherRoutingKey>,
+  meta: { messageId: string; routingKey: string },
   err: unknown,
   ctx: {
     logger: Logger;
@@ -152,7 +172,6 @@ async function outcomeOfError(
   },
 ): Promise<ConsumeOutcome> {
   const { logger, metrics } = ctx;
-  const meta = { messageId: env.messageId, routingKey: env.routingKey };
   if (err instanceof SecretsUnavailableError) {
     ctx.failClosed(err);
     return 'requeue';
@@ -175,7 +194,7 @@ async function outcomeOfError(
     logger.info('monitor or hit deleted during delivery; message dropped', meta);
     return 'ack';
   }
-  metrics.messages.inc({ routing_key: env.routingKey, result: 'error' });
+  metrics.messages.inc({ routing_key: meta.routingKey, result: 'error' });
   logger.error('handling failed; message will be retried', { ...meta, err });
   throw err;
 }
@@ -186,6 +205,19 @@ interface Parts {
   metrics: DispatcherMetrics;
   flow: ReturnType<typeof createDeliveryFlow>;
   lanes: LaneScheduler;
+}
+
+/** the due deliveries' poller, handing each to `handler` */
+function createDue(options: Resolved, handler: (due: ClaimedDue) => Promise<ConsumeOutcome>): DueDeliveries {
+  return new DueDeliveries({
+    repository: options.repository,
+    logger: options.logger,
+    handler,
+    pollMs: options.duePollMs,
+    maxInFlight: options.dueInFlight,
+    perWebhook: options.maxConcurrencyPerEndpoint,
+    leaseMs: dueLeaseMs(options.timeoutMs),
+  });
 }
 
 function createSender(options: Resolved): HttpsSender {
@@ -217,7 +249,7 @@ function createParts(options: Resolved): Parts {
     sender,
     logger,
     metrics,
-    jobOf: createMessagePreparer(repository, logger),
+    jobs: createJobSources(repository, logger),
     lanes,
     secretsKey: options.secretsKey,
     secretsOldKeys: options.secretsOldKeys,
@@ -237,6 +269,7 @@ class WebhookDispatcher implements Dispatcher {
   private readonly abort = new AbortController();
   private stopping: Promise<void> | null = null;
   private fault: Error | null = null;
+  private readonly due: DueDeliveries;
 
   constructor(
     private readonly options: Resolved,
@@ -244,6 +277,7 @@ class WebhookDispatcher implements Dispatcher {
   ) {
     // one listener per delivery in flight (hundreds): not a leak
     setMaxListeners(0, this.abort.signal);
+    this.due = createDue(options, this.handleDue);
   }
 
   async start(): Promise<void> {
@@ -263,6 +297,7 @@ class WebhookDispatcher implements Dispatcher {
     const parking = this.parking;
     const dlq = deadLetterQueueName(queue);
     if (parking) parts.metrics.setDeadLetterReader(async () => ({ [dlq]: await parking.depth(dlq) }));
+    this.due.start();
   }
 
   /** handles one message (the consumer's handler) */
@@ -281,6 +316,20 @@ class WebhookDispatcher implements Dispatcher {
     return outcome;
   };
 
+  /** delivers one claimed due delivery (the due poller's handler) */
+  private readonly handleDue = async (due: ClaimedDue): Promise<ConsumeOutcome> => {
+    if (this.fault || this.stopping) return 'requeue';
+    const work = this.deliver({ kind: 'due', due }, { messageId: due.deliveryId, routingKey: due.event });
+    this.inflight.add(work);
+    try {
+      return await work;
+    } finally {
+      this.inflight.delete(work);
+    }
+  };
+
+  readonly deliverDue = (): Promise<number> => this.due.runOnce();
+
   stop(): Promise<void> {
     this.stopping ??= this.drain();
     return this.stopping;
@@ -298,7 +347,7 @@ class WebhookDispatcher implements Dispatcher {
   private async drain(): Promise<void> {
     this.parts.lanes.releaseAll();
     const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs);
-    await Promise.allSettled([...this.inflight]);
+    await Promise.allSettled([...this.inflight, this.due.stop()]);
     clearTimeout(timer);
     await this.parking?.close();
   }
@@ -317,16 +366,23 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   private async process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
-    const { logger } = this.options;
     if (!DISPATCHER_BINDINGS.includes(env.routingKey)) {
-      logger.warn('unexpected routing key; dead-lettered', { routingKey: env.routingKey, messageId: env.messageId });
+      this.options.logger.warn('unexpected routing key; dead-lettered', {
+        routingKey: env.routingKey,
+        messageId: env.messageId,
+      });
       return 'dead-letter';
     }
+    return this.deliver({ kind: 'message', env }, { messageId: env.messageId, routingKey: env.routingKey });
+  }
+
+  /** the delivery flow, and what its error makes of the message or due delivery */
+  private async deliver(source: Source, meta: { messageId: string; routingKey: string }): Promise<ConsumeOutcome> {
     try {
-      return await this.parts.flow.deliver(env, this.abort.signal);
+      return await this.parts.flow.deliver(source, this.abort.signal);
     } catch (err) {
-      return outcomeOfError(env, err, {
-        logger,
+      return outcomeOfError(meta, err, {
+        logger: this.options.logger,
         metrics: this.parts.metrics,
         failClosed: (e) => this.failClosed(e),
         transientRetryDelayMs: this.options.transientRetryDelayMs,

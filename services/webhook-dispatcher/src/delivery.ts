@@ -3,8 +3,9 @@
  * prepare_dispatch, make_http_call, handle_successful_dispatch / handle_failed_dispatch), each
  * step a method whose result is a tagged union the flow branches on:
  *
- *   prepare  the message's job (messages.ts), whether it goes out at all (skip reasons), the body,
- *            its size limit and the signing secrets → settled | unsent | ready
+ *   prepare  the job (messages.ts) of a message or of a due delivery (a retry, a fifo turn),
+ *            whether it goes out at all (skip reasons), whether it waits for its turn (fifo), the
+ *            body, its size limit and the signing secrets → settled | unsent | queued | ready
  *   acquire  a slot in the endpoint's lane (lanes.ts); a backed-up lane parks the message on the
  *            broker (adapters/parking.ts) → acquired | settled
  *   send     one signed HTTPS attempt (fresh timestamp and signature, a CLIENT span); Discord and
@@ -12,8 +13,10 @@
  *            X-Service-Delivery) goes again after the wait the platform names, at most
  *            RATE_LIMIT_MAX_WAITS times and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt recorded
  *            → answered (the final answer); the lane's slot is released right after it
- *   record   the attempt row (batched into one INSERT per tick by the repository), its metric and
- *            its log line
+ *   conclude what the answer makes of the delivery: delivered, failed, retrying (its next attempt
+ *            due on the webhook's schedule, domain/retrySchedule.ts) or exhausted
+ *   record   the attempt row (batched into one INSERT per tick by the repository; with its due
+ *            row in one statement when the delivery has one), its metric and its log line
  *   settle   the final answer counts towards the endpoint's health and broken flag
  *
  * The flow calls the other files and they return to it; none calls back into it. The pure rules
@@ -40,9 +43,17 @@ import {
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
 import type { ConsumeOutcome, DeliveryEvent, DispatcherRoutingKey } from './adapters/consumer';
 import type { Parking } from './adapters/parking';
-import type { DispatcherRepository, MonitorContext, NewAttempt } from './adapters/repository';
+import type {
+  ClaimedDue,
+  DispatcherRepository,
+  DueChange,
+  MonitorContext,
+  NewAttempt,
+  NewDue,
+} from './adapters/repository';
+import { afterFailure } from './domain/retrySchedule';
 import type { LaneScheduler, LaneSlot } from './lanes';
-import type { createMessagePreparer } from './messages';
+import { SCHEDULED_EVENTS, type createJobSources } from './messages';
 import type { DispatcherMetrics } from './metrics';
 
 interface SentRequest {
@@ -79,8 +90,8 @@ export interface DeliveryFlowOptions {
   sender: HttpsSender;
   logger: Logger;
   metrics: DispatcherMetrics;
-  /** message → job (messages.ts) */
-  jobOf: ReturnType<typeof createMessagePreparer>;
+  /** message or due delivery → job (messages.ts) */
+  jobs: ReturnType<typeof createJobSources>;
   lanes: LaneScheduler;
   secretsKey: string | Buffer;
   secretsOldKeys?: readonly string[];
@@ -140,17 +151,28 @@ interface SigningKeys {
   standardSecrets: string[];
 }
 
+/** what a delivery comes from: a message (its first attempt) or a due delivery claimed from the database */
+export type Source = { kind: 'message'; env: Envelope<DispatcherRoutingKey> } | { kind: 'due'; due: ClaimedDue };
+
 /** the message is settled without (another) attempt */
 type Settled = { kind: 'settled'; outcome: ConsumeOutcome };
 
-/** prepare: the message settles, its job is logged without a request, or it is ready to go out */
-type Prepared = Settled | Unsent | Ready;
+/** prepare: it settles, its job is logged without a request, it waits its turn, or it is ready to go out */
+type Prepared = Settled | Unsent | Queued | Ready;
 
 /** a job that goes no further than its row: skipped, or its body too large */
 interface Unsent {
   kind: 'unsent';
   row: NewAttempt;
   webhookKind: WebhookKind | 'none';
+  /** a due delivery's row goes with it */
+  due: DueChange | undefined;
+}
+
+/** a fifo webhook's event: it waits in the database for its turn */
+interface Queued {
+  kind: 'queued';
+  due: NewDue;
 }
 
 /** A delivery that passed prepare: what each of its attempts sends, and to which lane. */
@@ -163,6 +185,12 @@ interface Ready {
   keys: SigningKeys;
   endpointKey: string;
   pace: PaceRule | null;
+  /** this attempt's number (1: the first) */
+  attempt: number;
+  /** the webhook's schedule applies (not to a test or a requested redelivery) */
+  scheduled: boolean;
+  /** it came from a due row, which its last attempt settles */
+  fromDue: boolean;
 }
 
 /** acquire: the lane's slot, or the message settles (parked, or handed back while stopping) */
@@ -181,6 +209,13 @@ interface Answered {
   row: NewAttempt;
 }
 
+/** conclude: what the final answer makes of the delivery, the row that logs it and the change to its due row */
+interface Concluded {
+  kind: 'delivered' | 'failed' | 'retrying' | 'exhausted';
+  row: NewAttempt;
+  due: DueChange | undefined;
+}
+
 /** The 429 waits of one delivery so far. */
 interface Waits {
   count: number;
@@ -188,9 +223,11 @@ interface Waits {
 }
 
 /** The columns every attempt row of a job shares. */
-function attemptBase(job: Job) {
+function attemptBase(job: Job, attempt: number) {
   const webhook = job.monitor.webhook;
   return {
+    attempt,
+    nextAttemptAt: null,
     monitorId: job.monitor.id,
     hitId: job.hitId,
     event: job.event,
@@ -200,14 +237,14 @@ function attemptBase(job: Job) {
 }
 
 /** the row of a job that did not get as far as a request (skipped, or its body too large) */
-function unsentAttempt(job: Job, outcome: 'skipped' | 'failed', error: string): NewAttempt {
-  return { ...attemptBase(job), outcome, statusCode: null, latencyMs: null, error, responseSnippet: null };
+function unsentAttempt(job: Job, attempt: number, outcome: 'skipped' | 'failed', error: string): NewAttempt {
+  return { ...attemptBase(job, attempt), outcome, statusCode: null, latencyMs: null, error, responseSnippet: null };
 }
 
 /** the attempt row, with its detail: the request as sent and what came back */
-function sentAttempt(job: Job, { request, result }: SentAttempt, error: string | null): NewAttempt {
+function sentAttempt(job: Job, attempt: number, { request, result }: SentAttempt, error: string | null): NewAttempt {
   return {
-    ...attemptBase(job),
+    ...attemptBase(job, attempt),
     outcome: result.outcome,
     statusCode: result.statusCode,
     latencyMs: result.latencyMs,
@@ -217,6 +254,20 @@ function sentAttempt(job: Job, { request, result }: SentAttempt, error: string |
     requestBody: request.body,
     responseHeaders: result.statusCode === null ? null : result.responseHeaders,
     responseBody: result.responseBody,
+  };
+}
+
+/** the due row of a job's attempt `attempt`, due at `at` */
+function dueOf(job: SendableJob, attempt: number, at: Date): NewDue {
+  return {
+    deliveryId: job.deliveryId,
+    monitorId: job.monitor.id,
+    webhookId: job.monitor.webhook.id,
+    event: job.event,
+    hitId: job.hitId,
+    payload: job.payload,
+    attempt,
+    dueAt: at,
   };
 }
 
@@ -235,19 +286,26 @@ class DeliveryFlow {
   }
 
   /**
-   * One message, prepare → acquire the lane → send → record → settle. Resolves to what becomes of
-   * the message once its last attempt row is committed. Throws DrainAbortError (nothing logged for
-   * the unfinished attempt) when `signal` aborts first, SecretsUnavailableError when the secret
-   * cannot be decrypted.
+   * One delivery, prepare → acquire the lane → send → conclude → record → settle. Resolves to
+   * what becomes of its message (`requeue` of a due delivery: give its claim back) once its last
+   * attempt row is committed. Throws DrainAbortError (nothing logged for the unfinished attempt)
+   * when `signal` aborts first, SecretsUnavailableError when the secret cannot be decrypted.
    */
-  async deliver(env: Envelope<DispatcherRoutingKey>, signal: AbortSignal): Promise<ConsumeOutcome> {
-    const prepared = await this.prepare(env);
-    if (prepared.kind === 'settled') return prepared.outcome;
-    if (prepared.kind === 'unsent') {
-      await this.record(prepared.row, prepared.webhookKind);
-      return 'ack';
+  async deliver(source: Source, signal: AbortSignal): Promise<ConsumeOutcome> {
+    const prepared = await this.prepare(source);
+    switch (prepared.kind) {
+      case 'settled':
+        return prepared.outcome;
+      case 'unsent':
+        await this.record(prepared.row, prepared.webhookKind, prepared.due);
+        return 'ack';
+      case 'queued':
+        await this.options.repository.enqueueDue(prepared.due);
+        return 'ack';
+      case 'ready':
+        break;
     }
-    const acquired = await this.acquire(env, prepared);
+    const acquired = await this.acquire(source, prepared);
     if (acquired.kind === 'settled') return acquired.outcome;
     let answered: Answered;
     try {
@@ -255,35 +313,50 @@ class DeliveryFlow {
     } finally {
       acquired.slot.release(); // free for the next delivery before the row is written
     }
-    await this.record(answered.row, prepared.job.monitor.webhook.kind);
+    const concluded = this.conclude(prepared, answered);
+    await this.record(concluded.row, prepared.job.monitor.webhook.kind, concluded.due);
     await this.settle(prepared.job, answered.sent.result);
     return 'ack';
   }
 
   // prepare ---------------------------------------------------------------------------------
 
-  /** the job of the message, its body and its secrets, or why it goes no further */
-  private async prepare(env: Envelope<DispatcherRoutingKey>): Promise<Prepared> {
-    const message = await this.options.jobOf(narrowEnvelope(env));
-    if (message.kind === 'settled') return message;
-    const { job } = message;
+  /** the job, its body and its secrets, or why it goes no further (or not yet) */
+  private async prepare(source: Source): Promise<Prepared> {
+    const { jobs } = this.options;
+    const found =
+      source.kind === 'message' ? await jobs.ofMessage(narrowEnvelope(source.env)) : await jobs.ofDue(source.due);
+    if (found.kind === 'settled') return found;
+    const { job } = found;
+    const fromDue = source.kind === 'due';
+    const attempt = fromDue ? source.due.attempt : 1;
+    const done: DueChange | undefined = fromDue ? { kind: 'done', deliveryId: job.deliveryId } : undefined;
     const webhook = job.monitor.webhook;
     const skip = skipReason(job.event, job.monitor, this.options.now());
     if (!webhook || skip) {
-      const row = unsentAttempt(job, 'skipped', skip ?? 'monitor has no webhook');
-      return { kind: 'unsent', row, webhookKind: webhook?.kind ?? 'none' };
+      const row = unsentAttempt(job, attempt, 'skipped', skip ?? 'monitor has no webhook');
+      return { kind: 'unsent', row, webhookKind: webhook?.kind ?? 'none', due: done };
     }
     const sendable: SendableJob = { ...job, monitor: { ...job.monitor, webhook } };
+    const scheduled = fromDue || SCHEDULED_EVENTS.includes(source.env.routingKey);
+    if (!fromDue && scheduled && webhook.ordering === 'fifo')
+      return { kind: 'queued', due: dueOf(sendable, 1, this.options.now()) };
     const body = buildBody(webhook.kind, job.payload);
     const bytes = Buffer.from(body, 'utf8');
     const size = bytes.length;
     if (size > MAX_BODY_BYTES) {
       const error = `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit`;
-      return { kind: 'unsent', row: unsentAttempt(job, 'failed', error), webhookKind: webhook.kind };
+      return {
+        kind: 'unsent',
+        row: unsentAttempt(job, attempt, 'failed', error),
+        webhookKind: webhook.kind,
+        due: done,
+      };
     }
-    const endpointKey = laneKey(webhook.kind, webhook.url);
     const keys = this.signingKeys(sendable);
-    return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace: paceRuleFor(webhook.kind) };
+    const endpointKey = laneKey(webhook.kind, webhook.url);
+    const pace = paceRuleFor(webhook.kind);
+    return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace, attempt, scheduled, fromDue };
   }
 
   /**
@@ -303,15 +376,19 @@ class DeliveryFlow {
 
   // acquire the lane ------------------------------------------------------------------------
 
-  /** a slot in the endpoint's lane; a backed-up lane parks the message (or, when parking fails, it waits) */
-  private async acquire(env: Envelope<DispatcherRoutingKey>, ready: Ready): Promise<Acquired> {
+  /**
+   * A slot in the endpoint's lane; a backed-up lane parks a message (or, when parking fails, it
+   * waits). A due delivery waits (its claim bounds how many do) and is never parked.
+   */
+  private async acquire(source: Source, ready: Ready): Promise<Acquired> {
     const { lanes, metrics } = this.options;
-    let mayDefer = this.parking !== null;
+    const env = source.kind === 'message' ? source.env : null;
+    let mayDefer = env !== null && this.parking !== null;
     for (;;) {
       const r = await lanes.acquire(ready.endpointKey, ready.pace, mayDefer, ready.job.monitor.accountId);
       if (r.kind === 'acquired') return r;
       if (r.kind === 'released') return { kind: 'settled', outcome: 'requeue' };
-      if (this.parking && (await this.parking.park(env))) {
+      if (env && this.parking && (await this.parking.park(env))) {
         metrics.messages.inc({ routing_key: env.routingKey, result: 'deferred' });
         return { kind: 'settled', outcome: 'ack' };
       }
@@ -334,11 +411,11 @@ class DeliveryFlow {
           sent.result.statusCode === 429 && kind !== 'native'
             ? rateLimitGiveUpError(kind, waits.count, waits.totalMs)
             : sent.result.error;
-        return { kind: 'answered', sent, row: sentAttempt(job, sent, error) };
+        return { kind: 'answered', sent, row: sentAttempt(job, ready.attempt, sent, error) };
       }
       waits.count++;
       waits.totalMs += wait;
-      await this.record(sentAttempt(job, sent, rateLimitWaitError(kind, wait, waits.count)), kind);
+      await this.record(sentAttempt(job, ready.attempt, sent, rateLimitWaitError(kind, wait, waits.count)), kind);
       await this.waitOut(wait, slot, signal);
     }
   }
@@ -373,10 +450,35 @@ class DeliveryFlow {
     }
   }
 
+  // conclude --------------------------------------------------------------------------------
+
+  /** delivered, failed for good, retrying on the webhook's schedule, or the schedule exhausted */
+  private conclude(ready: Ready, answered: Answered): Concluded {
+    const { job, attempt } = ready;
+    const { result } = answered.sent;
+    const done: DueChange | undefined = ready.fromDue ? { kind: 'done', deliveryId: job.deliveryId } : undefined;
+    if (result.outcome === 'delivered') return { kind: 'delivered', row: answered.row, due: done };
+    if (!ready.scheduled) return { kind: 'failed', row: answered.row, due: done };
+    const policy = job.monitor.webhook.retryPolicy;
+    const next = afterFailure({ policy, attempt, result, now: Date.now(), random: Math.random });
+    switch (next.kind) {
+      case 'final':
+        return { kind: 'failed', row: answered.row, due: done };
+      case 'exhausted':
+        return { kind: 'exhausted', row: { ...answered.row, outcome: 'exhausted' }, due: done };
+      case 'retry':
+        return {
+          kind: 'retrying',
+          row: { ...answered.row, nextAttemptAt: next.at },
+          due: { kind: 'due', due: dueOf(job, next.attempt, next.at) },
+        };
+    }
+  }
+
   // record ----------------------------------------------------------------------------------
 
-  private async record(attempt: NewAttempt, kind: WebhookKind | 'none'): Promise<void> {
-    await this.options.repository.recordAttempt(attempt);
+  private async record(attempt: NewAttempt, kind: WebhookKind | 'none', due?: DueChange): Promise<void> {
+    await this.options.repository.recordAttempt(attempt, due);
     this.options.metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
     this.log(attempt);
   }
@@ -392,6 +494,8 @@ class DeliveryFlow {
       monitorId: attempt.monitorId,
       hitId: attempt.hitId,
       outcome: attempt.outcome,
+      attempt: attempt.attempt,
+      nextAttemptAt: attempt.nextAttemptAt?.toISOString() ?? null,
       statusCode: attempt.statusCode,
       latencyMs: attempt.latencyMs,
       error: attempt.error,
@@ -399,6 +503,8 @@ class DeliveryFlow {
     };
     if (attempt.outcome === 'delivered') logger.verbose('webhook delivered', fields);
     else if (attempt.outcome === 'skipped') logger.info('webhook skipped', fields);
+    else if (attempt.outcome === 'exhausted')
+      logger.warn('webhook delivery failed; its retry schedule is exhausted', fields);
     else logger.warn('webhook delivery failed', fields);
   }
 

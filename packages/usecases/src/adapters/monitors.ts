@@ -27,6 +27,8 @@ const monitorSelect = {
       consecutiveFailures: true,
       firstFailureAt: true,
       disabledAt: true,
+      retryPolicy: true,
+      ordering: true,
       createdAt: true,
     } satisfies Record<keyof WebhookRecord, true>,
   },
@@ -101,7 +103,8 @@ export function prismaMonitors(db: Db): MonitorsRepository {
   };
 }
 
-type WebhookWrites = 'setWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook';
+type WebhookWrites =
+  'setWebhook' | 'configureWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook';
 
 /** a monitor's webhook endpoint: its URL and secrets (read only for a rotation) */
 function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
@@ -114,6 +117,10 @@ function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
         create: { monitorId, ...fields },
         update: { ...fields, secretRotatedAt: at },
       });
+    },
+
+    async configureWebhook(monitorId, settings) {
+      await db.webhookEndpoint.update({ where: { monitorId }, data: settings });
     },
 
     async webhookSecret(monitorId) {

@@ -20,6 +20,7 @@ import {
   QueuedRecord,
   RecoverRecord,
   WebhookWithSecret,
+  WebhookRecord,
   HIT_LIMIT,
   HitRecord,
   LIMIT,
@@ -43,6 +44,7 @@ const envelopes = {
   MonitorOne: dataOf(MonitorRecord),
   MonitorCreated: dataOf(MonitorWithSecret),
   WebhookSecretOne: dataOf(WebhookWithSecret),
+  WebhookOne: dataOf(WebhookRecord),
   DeletedOne: dataOf(DeletedRecord),
   QueuedOne: dataOf(QueuedRecord),
   RecoverOne: dataOf(RecoverRecord),
@@ -349,6 +351,19 @@ export const openApiDocument = {
       ),
     },
     '/api/v1/monitors/{id}/webhook': {
+      get: {
+        operationId: 'getWebhook',
+        summary: "The monitor's webhook: URL as shown, health and delivery rules (manage key)",
+        parameters: [monitorId],
+        responses: { '200': ok(generated.WebhookOne, 'the webhook'), ...manageErrors },
+      },
+      patch: {
+        operationId: 'updateWebhook',
+        summary: "Change the webhook's delivery rules (retry_policy, ordering); URL and secret stay (manage key)",
+        parameters: [monitorId],
+        requestBody: jsonBody('WebhookSettingsInput'),
+        responses: { '200': ok(generated.WebhookOne, 'the webhook as it is now'), ...manageErrors },
+      },
       put: {
         operationId: 'setWebhook',
         summary: "Set or replace the monitor's webhook URL; a new signing secret is returned once (manage key)",

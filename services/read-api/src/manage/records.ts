@@ -4,7 +4,7 @@ import type { DeliveryDetail, Preview, WebhookView, WebhookWithSecret as Webhook
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
+export function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
   return {
     monitor_id: monitorId,
     url: w.shownUrl,
@@ -15,6 +15,8 @@ function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord {
     consecutive_failures: w.health.consecutiveFailures,
     secret_rotated_at: iso(w.secretRotatedAt),
     previous_secret_until: iso(w.previousSecretUntil),
+    retry_policy: w.retryPolicy,
+    ordering: w.ordering,
     created_at: w.createdAt.toISOString(),
   };
 }
@@ -36,6 +38,8 @@ export function deliveryRecord(d: DeliveryDetail): DeliveryRecord {
     delivery_id: d.deliveryId,
     hit_id: d.hitId,
     outcome: d.outcome,
+    attempt: d.attempt,
+    next_attempt_at: iso(d.nextAttemptAt),
     status_code: d.statusCode,
     latency_ms: d.latencyMs,
     error: d.error,

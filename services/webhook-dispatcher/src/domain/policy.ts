@@ -104,8 +104,8 @@ function redactUncached(raw: string, kind: WebhookKind): string {
  * dispatcher was still waiting to send it again when it stopped.
  */
 export function finalOutcome(
-  logged: readonly { outcome: 'delivered' | 'failed' | 'skipped'; statusCode: number | null }[],
-): 'delivered' | 'failed' | 'skipped' | null {
+  logged: readonly { outcome: 'delivered' | 'failed' | 'skipped' | 'exhausted'; statusCode: number | null }[],
+): 'delivered' | 'failed' | 'skipped' | 'exhausted' | null {
   const final = logged.filter((a) => !(a.outcome === 'failed' && a.statusCode === 429));
   if (final.length === 0) return null;
   return final.some((a) => a.outcome === 'delivered') ? 'delivered' : final[0]!.outcome;
