@@ -5297,6 +5297,33 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
+      /** @description NO_WEBHOOK: the monitor has no webhook */
+      409: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
       /** @description PAYLOAD_TOO_LARGE: the body is larger than 16 KiB */
       413: {
         headers: {
@@ -6339,6 +6366,33 @@ export interface operations {
       };
       /** @description METHOD_NOT_ALLOWED: see the Allow header */
       405: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NO_WEBHOOK: the monitor has no webhook */
+      409: {
         headers: {
           /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
           'X-Request-Id'?: string;

@@ -355,14 +355,22 @@ export const openApiDocument = {
         operationId: 'getWebhook',
         summary: "The monitor's webhook: URL as shown, health and delivery rules (manage key)",
         parameters: [monitorId],
-        responses: { '200': ok(generated.WebhookOne, 'the webhook'), ...manageErrors },
+        responses: {
+          '200': ok(generated.WebhookOne, 'the webhook'),
+          '409': errorResponse('NO_WEBHOOK: the monitor has no webhook'),
+          ...manageErrors,
+        },
       },
       patch: {
         operationId: 'updateWebhook',
         summary: "Change the webhook's delivery rules (retry_policy, ordering); URL and secret stay (manage key)",
         parameters: [monitorId],
         requestBody: jsonBody('WebhookSettingsInput'),
-        responses: { '200': ok(generated.WebhookOne, 'the webhook as it is now'), ...manageErrors },
+        responses: {
+          '200': ok(generated.WebhookOne, 'the webhook as it is now'),
+          '409': errorResponse('NO_WEBHOOK: the monitor has no webhook'),
+          ...manageErrors,
+        },
       },
       put: {
         operationId: 'setWebhook',
