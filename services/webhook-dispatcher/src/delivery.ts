@@ -191,6 +191,8 @@ interface Ready {
   scheduled: boolean;
   /** it came from a due row, which its last attempt settles */
   fromDue: boolean;
+  /** a requested redelivery: when it succeeds, a retry its delivery may still have waiting is moot */
+  redelivery: boolean;
 }
 
 /** acquire: the lane's slot, or the message settles (parked, or handed back while stopping) */
@@ -356,7 +358,9 @@ class DeliveryFlow {
     const keys = this.signingKeys(sendable);
     const endpointKey = laneKey(webhook.kind, webhook.url);
     const pace = paceRuleFor(webhook.kind);
-    return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace, attempt, scheduled, fromDue };
+    const redelivery = !fromDue && source.env.routingKey === 'webhook.redeliver';
+    const rules = { attempt, scheduled, fromDue, redelivery };
+    return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace, ...rules };
   }
 
   /**
@@ -457,7 +461,10 @@ class DeliveryFlow {
     const { job, attempt } = ready;
     const { result } = answered.sent;
     const done: DueChange | undefined = ready.fromDue ? { kind: 'done', deliveryId: job.deliveryId } : undefined;
-    if (result.outcome === 'delivered') return { kind: 'delivered', row: answered.row, due: done };
+    if (result.outcome === 'delivered') {
+      const settles = ready.redelivery ? { kind: 'done' as const, deliveryId: job.deliveryId } : done;
+      return { kind: 'delivered', row: answered.row, due: settles };
+    }
     if (!ready.scheduled) return { kind: 'failed', row: answered.row, due: done };
     const policy = job.monitor.webhook.retryPolicy;
     const next = afterFailure({ policy, attempt, result, now: Date.now(), random: Math.random });
