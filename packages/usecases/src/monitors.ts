@@ -63,7 +63,7 @@ function toWebhookView(w: WebhookRecord): WebhookView {
 }
 
 /** the delivery rules given, checked; ValidationError naming the field for an unknown value */
-export function checkWebhookSettings(raw: WebhookSettingsInput | undefined): WebhookSettings {
+function checkWebhookSettings(raw: WebhookSettingsInput | undefined): WebhookSettings {
   const out: WebhookSettings = {};
   if (raw?.retryPolicy !== undefined) {
     const p = RETRY_POLICIES.find((v) => v === raw.retryPolicy);

@@ -23,7 +23,7 @@ import { allowedWaiting, canStart, LANE_IDLE_FORGET_MS, nextLatency, pruneDone }
 import { TokenBucket, type PaceRule } from './domain/pacing';
 
 /** what acquiring a lane's slot came to: the slot (release it when done), or the message goes back */
-export type Acquired = { kind: 'acquired'; slot: LaneSlot } | { kind: 'deferred' } | { kind: 'released' };
+type Acquired = { kind: 'acquired'; slot: LaneSlot } | { kind: 'deferred' } | { kind: 'released' };
 
 /** A slot held in a lane: the holder paces its further requests and releases it once. */
 export interface LaneSlot {

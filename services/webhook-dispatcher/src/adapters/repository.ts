@@ -50,7 +50,7 @@ export interface MonitorContext {
   } | null;
 }
 
-export type Ordering = 'unordered' | 'fifo';
+type Ordering = 'unordered' | 'fifo';
 type AttemptOutcome = 'delivered' | 'failed' | 'skipped' | 'exhausted';
 
 /** one send's final outcome, counted towards its endpoint's health */
@@ -128,7 +128,7 @@ export interface ClaimedDue {
   attempt: number;
 }
 
-export interface DueClaim {
+interface DueClaim {
   limit: number;
   /** per webhook at most this many in one claim */
   perWebhook: number;
