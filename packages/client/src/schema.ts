@@ -344,7 +344,7 @@ export interface paths {
     };
     /**
      * Live hits as server-sent events (Starter plan and above)
-     * @description A `text/event-stream` that stays open: one `monitor.hit` event per hit of the account's monitors (`data:` the webhook payload JSON of docs/webhooks.md, `id:` an opaque cursor), a `: keep-alive` comment every 15 s, and a final `stream.closed` event (`data: {"reason","message"}`, reason `quota_exceeded`, `shutdown` or `slow_reader`) when the service ends it. Send the last `id:` seen as `Last-Event-ID` to resume: hits stored while away come first, then live ones, none twice. Metered: 1 unit when the stream opens and 1 per event. A client that stops reading is disconnected once 256 KiB are unread; it resumes with Last-Event-ID without losing a hit.
+     * @description A `text/event-stream` that stays open: one `monitor.hit` event per hit of the account's monitors (`data:` the webhook payload JSON of docs/webhooks.md, `id:` an opaque cursor), a `: keep-alive` comment every 15 s, and a final `stream.closed` event (`data: {"reason","message"}`, reason `quota_exceeded`, `shutdown`, `slow_reader`, `key_revoked`, `plan_changed` or `max_lifetime`: a stream lives at most STREAM_MAX_LIFETIME_S, default 86,400 s) when the service ends it. Send the last `id:` seen as `Last-Event-ID` to resume: hits stored while away come first, then live ones, none twice. Metered: 1 unit when the stream opens and 1 per event. A client that stops reading is disconnected once 256 KiB are unread; it resumes with Last-Event-ID without losing a hit.
      */
     get: operations['streamHits'];
     put?: never;

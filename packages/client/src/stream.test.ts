@@ -186,4 +186,51 @@ describe('client.stream()', () => {
     expect(isApiError(err, 'QUOTA_EXCEEDED')).toBe(true);
     expect(s.events.map((e) => e.data.tweet.text)).toEqual(['the last unit']);
   });
+  it('resumes by itself, at once and with Last-Event-ID, when the service ends the stream at STREAM_MAX_LIFETIME_S', async () => {
+    const short = await startApiStack({ gatewayEnv: { STREAM_MAX_LIFETIME_S: '2' } });
+    const controller = new AbortController();
+    try {
+      const { accountId, key } = await short.account('starter');
+      const m = await short.db.monitor.create({
+        data: { accountId, targetUsername: 'nasa', targetKey: 'nasa', keywords: [] },
+      });
+      const monitor: MonitorFixture = { id: m.id, accountId, targetUsername: 'nasa', keywords: [], secret: null };
+      // every stream request's Last-Event-ID, as the gateway received it
+      const asked: (string | null)[] = [];
+      const recording: typeof fetch = (input, init) => {
+        if ((input instanceof Request ? input.url : input.toString()).includes('/api/v1/stream'))
+          asked.push(new Headers(init?.headers).get('last-event-id'));
+        return fetch(input, init);
+      };
+      const reconnects: { attempt: number; delayMs: number; reason: unknown }[] = [];
+      const s = collect(
+        createClient({ apiKey: key, baseUrl: short.url, fetch: recording }).stream({
+          signal: controller.signal,
+          onReconnect: (r) => reconnects.push(r),
+        }),
+      );
+      // a first life with no hit: the resume still names where it ended (the stream.closed's id)
+      await waitFor(() => asked.length >= 2, 15_000);
+      expect(asked[0]).toBeNull();
+      expect(asked[1]).toMatch(/^h2\./);
+      expect(reconnects[0]).toMatchObject({ attempt: 0, delayMs: 0 });
+      expect(String(reconnects[0]!.reason)).toContain('max_lifetime');
+      // hits recorded across further lives arrive once each, in order
+      const sent: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        lastAt = Math.max(Date.now(), lastAt + 1);
+        sent.push((await createHit(short.db, monitor, `life ${i}`, new Date(lastAt))).payload.tweet.text);
+        const before = asked.length;
+        await waitFor(() => asked.length > before, 15_000);
+      }
+      await waitFor(() => s.events.length >= sent.length, 15_000);
+      expect(texts(s.events)).toEqual(sent);
+      expect(new Set(s.events.map((e) => e.id)).size).toBe(s.events.length);
+      controller.abort();
+      await s.done;
+    } finally {
+      controller.abort(); // a failed assertion must not leave the iterator reconnecting
+      await short.stop();
+    }
+  }, 120_000);
 });

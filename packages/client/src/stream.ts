@@ -2,10 +2,13 @@
  * The live hit stream (`GET /api/v1/stream`, server-sent events) as an async iterator that resumes
  * by itself: after a dropped connection (or a `stream.closed` the client may resume from, such as
  * `shutdown` or `slow_reader`) it reconnects with `Last-Event-ID` after a bounded, doubling delay,
- * so the server sends what was recorded meanwhile first, none twice. It ends when the signal is
+ * so the server sends what was recorded meanwhile first, none twice; after `max_lifetime` (the
+ * stream lived STREAM_MAX_LIFETIME_S) at once. A `stream.closed` with an `id:` moves the position
+ * too (the stream's position, even when no hit came on that connection). It ends when the signal is
  * aborted (or the loop is left), and throws an ApiError typed by the API's code when going on
- * cannot help: PLAN_REQUIRED, TOO_MANY_STREAMS, INVALID_LAST_EVENT_ID, UNAUTHORIZED, and
- * QUOTA_EXCEEDED (also for the final `stream.closed` of a spent quota).
+ * cannot help: PLAN_REQUIRED, TOO_MANY_STREAMS, INVALID_LAST_EVENT_ID, UNAUTHORIZED (also for the
+ * final `stream.closed` of a revoked key), and QUOTA_EXCEEDED (also for the final `stream.closed`
+ * of a spent quota).
  *
  * Parsing: eventsource-parser (the SSE parser of the WHATWG rules that the Vercel AI SDK and the MCP
  * SDK use; dependency-free, about 2 KiB) over `fetch`'s body. The browser's EventSource is not used:
@@ -88,8 +91,8 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   });
 }
 
-/** what ended one connection: a reason to reconnect for (thrown errors are terminal) */
-type Ended = { reason: unknown; delayMs?: number };
+/** what ended one connection: a reason to reconnect for (thrown errors are terminal); `now`: without a delay */
+type Ended = { reason: unknown; delayMs?: number; now?: boolean };
 
 class HitStream {
   private lastEventId: string | undefined;
@@ -109,6 +112,10 @@ class HitStream {
       if (signal?.aborted) return;
       const ended: Ended = yield* this.connection();
       if (signal?.aborted) return;
+      if (ended.now === true) {
+        this.opts.onReconnect?.({ attempt: 0, delayMs: 0, reason: ended.reason });
+        continue;
+      }
       const base = Math.min(this.opts.maxDelayMs ?? 30_000, (this.opts.minDelayMs ?? 500) * 2 ** this.attempt);
       const delayMs = Math.max(ended.delayMs ?? 0, Math.round(base * (0.5 + Math.random() / 2)));
       this.attempt++;
@@ -151,10 +158,8 @@ class HitStream {
             if (ev.id !== undefined) this.lastEventId = ev.id;
             yield { type: 'monitor.hit', id: ev.id ?? '', data: JSON.parse(ev.data) as MonitorHitEvent };
           } else if (ev.event === 'stream.closed') {
-            const closed = JSON.parse(ev.data) as { reason: string; message: string };
-            if (closed.reason === 'quota_exceeded')
-              throw new ApiError(429, { error: closed.message, code: 'QUOTA_EXCEEDED', request_id: '' });
-            return { reason: new Error(`stream closed by the service: ${closed.reason}`) };
+            if (ev.id !== undefined) this.lastEventId = ev.id;
+            return closedBy(JSON.parse(ev.data) as { reason: string; message: string });
           }
         }
       } catch (reason) {
@@ -166,6 +171,16 @@ class HitStream {
       local.abort();
     }
   }
+}
+
+/** the end of a connection the service closed with `stream.closed`; throws when reconnecting cannot help */
+function closedBy(closed: { reason: string; message: string }): Ended {
+  if (closed.reason === 'quota_exceeded')
+    throw new ApiError(429, { error: closed.message, code: 'QUOTA_EXCEEDED', request_id: '' });
+  if (closed.reason === 'key_revoked')
+    throw new ApiError(401, { error: closed.message, code: 'UNAUTHORIZED', request_id: '' });
+  const reason = new Error(`stream closed by the service: ${closed.reason}`);
+  return closed.reason === 'max_lifetime' ? { reason, now: true } : { reason };
 }
 
 /** See the file's comment; `client.stream(opts)` is this over the client's base URL and key. */

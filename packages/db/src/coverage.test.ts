@@ -60,6 +60,7 @@ describe('monitor coverage', () => {
     monitors.frank = await monitor(starter, 'Frank');
     monitors.gina = await monitor(free, 'gina');
     monitors.hank = await monitor(free, 'hank');
+    monitors.freeFrank = await monitor(free, 'frank');
 
     // post → detected: 1–5 s in the last day, 10–30 s three days ago
     const recent = [];
@@ -157,6 +158,12 @@ describe('monitor coverage', () => {
     expect((await readMonitorCoverage(db, monitors.gina!, NOW)).coveredUntil).toEqual(ago(60 * MIN));
     // never read
     expect((await readMonitorCoverage(db, monitors.hank!, NOW)).coveredUntil).toBeNull();
+  });
+
+  it("counts the stream only from the monitor's own account: a Free account's monitor of a target a Starter account watches keeps its reads", async () => {
+    // the Starter account's monitor of the same target is streamed (see above); the Free one is polled
+    expect((await readMonitorCoverage(db, monitors.freeFrank!, NOW)).coveredUntil).toEqual(ago(60 * MIN));
+    expect((await readMonitorCoverage(db, monitors.frank!, NOW)).coveredUntil).toEqual(ago(40 * MIN));
   });
 
   it('the database keeps the record: a read fills an open gap; owed stream windows open, and payments fill, theirs', async () => {

@@ -5,8 +5,10 @@
  * hits, delivery_attempts); nothing here is estimated.
  *
  * - `coveredUntil`: the end of the target's last successful read (poll_cursors.last_success_at)
- *   or, for a target the X stream carries (a Starter or trial account watches it and a stream
- *   position exists), the last time the stream was seen alive, whichever is later; never past
+ *   or, for a target the X stream carries for this monitor's own account (the account is on
+ *   Starter or a trial, one of its active monitors watches the target, and a stream position
+ *   exists), the last time the stream was seen alive, whichever is later. Another account's
+ *   plan never counts: coverage must not tell one tenant that another watches the target. Never past
  *   the start of a gap not filled yet nor of a stream window still owed to the backfill. Null
  *   while the target was never read.
  * - `gaps`: the target's gaps that were open at some time in the last 30 days and after the
@@ -72,8 +74,10 @@ async function coveredUntil(db: Db, m: Keyed): Promise<Date | null> {
         (SELECT last_success_at FROM poll_cursors WHERE target_key = ${m.targetKey}),
         (SELECT s.alive_at FROM x_stream_state s
          WHERE s.name = 'x' AND EXISTS (
-           SELECT 1 FROM monitors w JOIN accounts a ON a.id = w.account_id
-           WHERE w.target_key = ${m.targetKey} AND w.is_active
+           SELECT 1 FROM monitors own
+           JOIN monitors w ON w.account_id = own.account_id
+           JOIN accounts a ON a.id = w.account_id
+           WHERE own.id = ${m.id}::uuid AND w.target_key = ${m.targetKey} AND w.is_active
              AND (a.plan <> 'free' OR a.trial_ends_at > now())))) AS at
     )
     SELECT CASE WHEN base.at IS NULL THEN NULL ELSE least(

@@ -1,12 +1,14 @@
 /**
  * `npm run mcp` (or `node --import tsx packages/mcp/src/main.ts`): the MCP server on stdio.
- * STS_API_KEY (required) and STS_BASE_URL (default http://127.0.0.1:3000, the local gateway);
- * a missing or malformed setting exits 2 naming it. Stdout carries the protocol only; messages go
- * to stderr.
+ * STS_API_KEY (required), STS_BASE_URL (default http://127.0.0.1:3000, the local gateway; plain
+ * http only to a loopback address, since the key travels in every request) and
+ * STS_MCP_ALLOW_WRITES (1 offers the write tools to a manage key; default 0); a missing or
+ * malformed setting exits 2 naming it. Stdout carries the protocol only; messages go to stderr.
  */
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createClient, DEFAULT_BASE_URL } from '@sts/client';
 import { z } from 'zod';
+import { isLoopbackUrl } from './loopback';
 import { createMcpServer, keyScope } from './server';
 
 const VERSION = '0.1.0';
@@ -17,7 +19,14 @@ const envSchema = z.object({
     .min(1, 'STS_API_KEY is required: an API key of the service (a manage key adds the monitor tools)'),
   STS_BASE_URL: z
     .url({ protocol: /^https?$/, error: 'STS_BASE_URL must be an http(s) URL, e.g. http://127.0.0.1:3000' })
+    .refine((u) => u.startsWith('https:') || isLoopbackUrl(u), {
+      error:
+        'STS_BASE_URL must be https:// (plain http:// only to a loopback address: the API key is sent with every request)',
+    })
     .default(DEFAULT_BASE_URL),
+  STS_MCP_ALLOW_WRITES: z
+    .enum(['0', '1'], { error: 'STS_MCP_ALLOW_WRITES must be 0 or 1 (1 offers the write tools to a manage key)' })
+    .default('0'),
 });
 
 async function main(): Promise<void> {
@@ -41,9 +50,12 @@ async function main(): Promise<void> {
       `could not ask ${env.STS_BASE_URL} for the key's scope (${err instanceof Error ? err.message : String(err)}); offering the read tools\n`,
     );
   }
-  const server = createMcpServer(client, scope, VERSION);
+  const allowWrites = env.STS_MCP_ALLOW_WRITES === '1';
+  const server = createMcpServer(client, { scope, allowWrites, version: VERSION });
   await server.connect(new StdioServerTransport());
-  process.stderr.write(`social-timeline MCP server on stdio (${env.STS_BASE_URL}, ${scope} key)\n`);
+  process.stderr.write(
+    `social-timeline MCP server on stdio (${env.STS_BASE_URL}, ${scope} key, writes ${allowWrites ? 'allowed' : 'off'})\n`,
+  );
 }
 
 main().catch((err: unknown) => {

@@ -1,7 +1,7 @@
 /**
  * The MCP server over the public API: the tools of ./tools.ts registered on the SDK's McpServer,
  * calling the API through the typed client (so every call is metered like any client's). The
- * manage tools are registered when the key has the manage scope, which one free call tells: a
+ * write tools are registered when writes are allowed and the key has the manage scope, which one free call tells: a
  * management read of a monitor that does not exist answers 404 to a manage key and 403
  * INSUFFICIENT_SCOPE to a read key (errors use no quota).
  */
@@ -24,13 +24,22 @@ export async function keyScope(client: StsClient): Promise<KeyScope> {
   }
 }
 
-export function createMcpServer(client: StsClient, scope: KeyScope, version: string): McpServer {
-  const server = new McpServer({ name: 'social-timeline', version });
+/** the write tools need both a manage key and the operator's STS_MCP_ALLOW_WRITES=1 */
+export function createMcpServer(
+  client: StsClient,
+  opts: { scope: KeyScope; allowWrites: boolean; version: string },
+): McpServer {
+  const server = new McpServer({ name: 'social-timeline', version: opts.version });
   for (const t of TOOLS) {
-    if (t.manage && scope !== 'manage') continue;
+    if (t.manage && (opts.scope !== 'manage' || !opts.allowWrites)) continue;
     server.registerTool(
       t.name,
-      { title: t.title, description: t.description, inputSchema: t.input },
+      {
+        title: t.title,
+        description: t.description,
+        inputSchema: t.input,
+        annotations: { title: t.title, ...t.annotations },
+      },
       // the SDK checks the args against this tool's own schema before calling (typed per entry in the table)
       (args: unknown) => callTool(t, client, args),
     );

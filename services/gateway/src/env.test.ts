@@ -25,4 +25,11 @@ describe('gateway environment', () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toContain('UPSTREAM_PIPELINE_DEPTH');
   });
+
+  it('ends a stream after STREAM_MAX_LIFETIME_S, a day unless told otherwise; refuses a bad value, naming it', () => {
+    expect(loadGatewayEnv(base).STREAM_MAX_LIFETIME_S).toBe(86_400);
+    expect(loadGatewayEnv({ ...base, STREAM_MAX_LIFETIME_S: '3600' }).STREAM_MAX_LIFETIME_S).toBe(3600);
+    for (const value of ['0', '-1', '1.5', 'day'])
+      expect(() => loadGatewayEnv({ ...base, STREAM_MAX_LIFETIME_S: value })).toThrow(/STREAM_MAX_LIFETIME_S/);
+  });
 });

@@ -40,6 +40,8 @@ export const gatewayEnvSchema = z.object({
   STREAM_MAX_PER_PROCESS: z.coerce.number().int().min(1).max(100_000).default(5000),
   /** a comment line on every open stream this often (keeps proxies from closing idle streams) */
   STREAM_HEARTBEAT_MS: z.coerce.number().int().min(50).max(120_000).default(15_000),
+  /** a stream ends (stream.closed, reason max_lifetime) this long after it opened; the client resumes with Last-Event-ID */
+  STREAM_MAX_LIFETIME_S: z.coerce.number().int().min(1).max(2_592_000).default(86_400),
   /** bytes a stream's client may leave unread before it is disconnected */
   STREAM_MAX_UNSENT_BYTES: z.coerce
     .number()

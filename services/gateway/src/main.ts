@@ -46,6 +46,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     const quota = createQuotaStore({ db, redis });
     const streams = new StreamHub({
       history: createHitHistory(db),
+      keys,
       slots: createStreamSlots(redis, env.STREAM_HEARTBEAT_MS * 3 + 5000),
       quota,
       cursors: createCursorCodec(env.INTERNAL_TOKEN),
@@ -54,6 +55,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
       perAccount: { free: 0, starter: env.STREAM_MAX_PER_ACCOUNT },
       maxStreams: env.STREAM_MAX_PER_PROCESS,
       heartbeatMs: env.STREAM_HEARTBEAT_MS,
+      maxLifetimeMs: env.STREAM_MAX_LIFETIME_S * 1000,
       maxUnsentBytes: env.STREAM_MAX_UNSENT_BYTES,
     });
     const gateway = createGateway({
@@ -88,7 +90,7 @@ export const gatewayService: ServiceDefinition<GatewayEnv> = {
     void amqp.start().catch(() => undefined);
     // one connection, two broadcast consumers: key changes, and live hits for the streams
     amqp
-      .consume(keyChangesConsumer(live, keys, logger))
+      .consume(keyChangesConsumer(live, keys, logger, (hash) => streams.keyRevoked(hash)))
       .catch((err: unknown) =>
         logger.warn('apikey.changed subscription failed', { err: err instanceof Error ? err.message : String(err) }),
       );

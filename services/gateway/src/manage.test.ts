@@ -3,8 +3,9 @@
  * endpoints, Idempotency-Key and hostile input, through the real gateway and read-api processes on
  * PostgreSQL, Redis and RabbitMQ. Every answer is checked against the served OpenAPI document.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createSecretBox } from '@sts/core';
+import { Redis } from 'ioredis';
 import { createSocialTweet, createSocialUser } from '@sts/social';
 import { rawChannel, startApiStack, type ApiStack } from '@sts/testing';
 import type { openApiDocument } from './http/openapi';
@@ -610,6 +611,71 @@ describe('Idempotency-Key', () => {
       },
     );
     expect(fresh.status).toBe(201);
+  });
+});
+
+describe('Idempotency-Key answers at rest', () => {
+  /** every idempotency entry of the stack, as anyone reading Redis (or its snapshot) sees it */
+  async function rawEntries(): Promise<Map<string, string>> {
+    const r = new Redis(stack.redis.url, { maxRetriesPerRequest: 1 });
+    try {
+      const keys = await r.keys(`${stack.redis.prefix}idem:*`);
+      const values = keys.length ? await r.mget(...keys) : [];
+      return new Map(keys.map((k, i) => [k, values[i] ?? '']));
+    } finally {
+      r.disconnect();
+    }
+  }
+
+  it('keeps no webhook secret readable in Redis; the replay still returns it, and a copied entry does not open', async () => {
+    const a = await stack.account('starter', 'manage');
+    const b = await stack.account('starter', 'manage');
+    const key = a.key;
+    const [createKey, rotateKey] = [randomUUID(), randomUUID()];
+    const body = { target_username: 'alice', webhook_url: 'https://hooks.test/secret' };
+    const made = await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', body, {
+      'idempotency-key': createKey,
+    });
+    const rotatePath = `/api/v1/monitors/${made.body.data.id}/webhook/rotate?now=1`;
+    const rotated = await call(key, 'POST', rotatePath, '/api/v1/monitors/{id}/webhook/rotate', undefined, {
+      'idempotency-key': rotateKey,
+    });
+    const secrets = [made.body.data.webhook_secret as string, rotated.body.data.webhook_secret as string];
+    expect(secrets.every((x) => x.startsWith('whsec_'))).toBe(true);
+
+    const entries = await rawEntries();
+    expect(entries.size).toBeGreaterThanOrEqual(2);
+    for (const [k, raw] of entries) {
+      for (const secret of secrets) expect({ k, has: raw.includes(secret) }).toEqual({ k, has: false });
+      expect({ k, has: /whsec_|hooks\.test/.test(raw) }).toEqual({ k, has: false });
+    }
+
+    const replay = await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', body, {
+      'idempotency-key': createKey,
+    });
+    expect([replay.headers.get('idempotent-replayed'), replay.body]).toEqual(['true', made.body]);
+
+    // another account's entry under the same Idempotency-Key, overwritten with this one's sealed answer, does not open
+    const theirs = await call(b.key, 'POST', '/api/v1/monitors', '/api/v1/monitors', body, {
+      'idempotency-key': createKey,
+    });
+    expect(theirs.status).toBe(201);
+    const entryOf = (accountId: string) =>
+      `${stack.redis.prefix}idem:${accountId}:${createHash('sha256').update(createKey).digest('hex')}`;
+    const r = new Redis(stack.redis.url, { maxRetriesPerRequest: 1 });
+    try {
+      await r.set(entryOf(b.accountId), (await r.get(entryOf(a.accountId)))!, 'EX', 600);
+    } finally {
+      r.disconnect();
+    }
+    const copied = await call(b.key, 'POST', '/api/v1/monitors', '/api/v1/monitors', body, {
+      'idempotency-key': createKey,
+    });
+    expect([copied.status, copied.body.code, JSON.stringify(copied.body).includes(secrets[0]!)]).toEqual([
+      422,
+      'IDEMPOTENCY_KEY_REUSED',
+      false,
+    ]);
   });
 });
 

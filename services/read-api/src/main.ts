@@ -85,12 +85,13 @@ function buildManage(
     WEBHOOK_ALLOWED_PORTS: env.WEBHOOK_ALLOWED_PORTS,
     WEBHOOK_ALLOW_PRIVATE_HOSTS: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
   });
+  const secretBox = secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY, env.SECRETS_ENCRYPTION_KEYS_OLD);
   const useCases = createUseCases({
     db,
     plans: plansFromEnv(env),
     monitorLimits: monitorLimitsFromEnv(env),
     retention: retentionFromEnv(env),
-    secretBox: secretBoxFromEnv(env.SECRETS_ENCRYPTION_KEY, env.SECRETS_ENCRYPTION_KEYS_OLD),
+    secretBox,
     publisher,
     outboundLimit: outboundLimiter(redis, env.WEBHOOK_TEST_MAX_PER_MIN),
     redeliveryBudget: redeliveryBudget(redis, env.REDELIVERY_MAX_PER_HOUR),
@@ -102,7 +103,7 @@ function buildManage(
       perDay: env.PREVIEW_MAX_PER_DAY,
     }),
   });
-  return { useCases, idempotency: createIdempotencyStore(redis, { ttlSec: IDEMPOTENCY_TTL_SEC }) };
+  return { useCases, idempotency: createIdempotencyStore(redis, { ttlSec: IDEMPOTENCY_TTL_SEC, box: secretBox }) };
 }
 
 export const readApiService: ServiceDefinition<ReadApiEnv> = {

@@ -132,12 +132,14 @@ export function createLiveKeys(opts: LiveKeysOptions): LiveKeys {
 /**
  * The gateway's subscription to apikey.changed: every gateway process gets every change. A
  * created key joins the filter; either change drops the key's in-process answer, so a revoked
- * key is refused at once. Each (re)subscription rebuilds the filter.
+ * key is refused at once, and `onRevoked` ends what the key still holds open (its live streams).
+ * Each (re)subscription rebuilds the filter.
  */
 export function keyChangesConsumer(
   live: LiveKeys,
   keys: { evict(hash: string): void },
   logger: Logger,
+  onRevoked: (hash: string) => void = () => undefined,
 ): ConsumeOptions<'apikey.changed'> {
   return {
     queue: 'gateway.apikeys',
@@ -155,6 +157,7 @@ export function keyChangesConsumer(
       const { keyHash, change }: ApiKeyChangedEvent = env.payload;
       if (change === 'created') live.added(keyHash);
       keys.evict(keyHash);
+      if (change === 'revoked') onRevoked(keyHash);
       return Promise.resolve('ack');
     },
   };

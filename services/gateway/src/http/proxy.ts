@@ -324,6 +324,8 @@ class ApiCallHandler {
       res,
       accountId: identity.accountId,
       plan: identity.plan,
+      // admitted, so the key is well formed (and its hash memoised by the check before)
+      keyHash: this.hashOf(extractApiKey(req.headers.authorization, req.headers['x-api-key']))!,
       refuse: (err) => {
         quota.release(identity.accountId, win.period, win.minute);
         const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };

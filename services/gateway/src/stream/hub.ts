@@ -6,6 +6,13 @@
  * Metering: the call's own admitted unit pays for opening; every event takes one more unit of the
  * monthly quota (QuotaStore.chargeMonth: the month only, so a busy stream never rate-limits the
  * account's calls) before it is written; when none is left the stream ends with a `stream.closed` event.
+ *
+ * A stream is admitted for one key and one plan, so it ends (a final `stream.closed` naming the
+ * reason) when either no longer holds: `keyRevoked()` (apikey.changed) ends a revoked key's streams
+ * at once, and every RECHECK_MS each open stream's key is asked of the key store again, which
+ * trusts an answer for at most 2 × KEY_CACHE_TTL_MS (≤ 4 s): a revocation without the event, or a
+ * plan change (which has no event), ends its streams within 5 s. A stream also ends after
+ * STREAM_MAX_LIFETIME_S; its final event's `id:` is where the client resumes.
  */
 import { randomUUID } from 'node:crypto';
 import { ApiError, MethodNotAllowedError, NotFoundError, ServiceUnavailableError, type Logger } from '@sts/common';
@@ -13,15 +20,26 @@ import type { PlanName, Plans } from '@sts/core';
 import type { HttpRequest, HttpResponder } from '@sts/http1';
 import type { HitHistory } from '../adapters/hitHistory';
 import type { LiveHit } from '../adapters/hitFeed';
+import type { KeyIdentity, KeyStore } from '../adapters/keys';
 import type { QuotaStore } from '../adapters/leasedQuota';
 import type { StreamSlots } from '../adapters/streamSlots';
 import { createWindowClock } from '../domain/limits';
 import type { CursorCodec, StreamPosition } from '../domain/streamCursor';
 import { LiveStream } from './liveStream';
 import { parseStreamQuery } from './query';
-import { closingEvent, KEEP_ALIVE, PREAMBLE } from './sse';
+import { closingEvent, KEEP_ALIVE, PREAMBLE, type ClosingReason } from './sse';
 
 export const STREAM_PATH = '/api/v1/stream';
+
+/** how often open streams are checked for their age, key and plan (see the file's comment: ≤ 5 s) */
+const RECHECK_MS = 1000;
+
+type Ending = Extract<ClosingReason, 'key_revoked' | 'plan_changed' | 'max_lifetime'>;
+const ENDING_MESSAGE: Record<Ending, string> = {
+  key_revoked: 'the API key of this stream was revoked',
+  plan_changed: "the account's plan changed; reconnect to stream under the new plan",
+  max_lifetime: 'the stream reached its maximum life; reconnect with Last-Event-ID',
+};
 
 /** an admitted call to STREAM_PATH: its unit is settled by exactly one of refuse() or opened() */
 export interface StreamCall {
@@ -29,6 +47,8 @@ export interface StreamCall {
   res: HttpResponder;
   accountId: string;
   plan: PlanName;
+  /** the SHA-256 of the call's API key: the stream ends when that key is revoked */
+  keyHash: string;
   /** answers the error; the call's unit goes back */
   refuse(err: unknown): void;
   /** the stream is open: the call's unit is kept; returns the header lines of the 200 */
@@ -37,6 +57,8 @@ export interface StreamCall {
 
 export interface StreamHubOptions {
   history: HitHistory;
+  /** asked again for each open stream's key every RECHECK_MS */
+  keys: Pick<KeyStore, 'lookup'>;
   slots: StreamSlots;
   quota: QuotaStore;
   cursors: CursorCodec;
@@ -47,6 +69,8 @@ export interface StreamHubOptions {
   /** most open streams on this process */
   maxStreams: number;
   heartbeatMs: number;
+  /** STREAM_MAX_LIFETIME_S in ms: a stream ends this long after it opened */
+  maxLifetimeMs: number;
   /** bytes a client may leave unread before it is cut */
   maxUnsentBytes: number;
   now?: () => number;
@@ -55,6 +79,11 @@ export interface StreamHubOptions {
 interface Entry {
   id: string;
   stream: LiveStream;
+  keyHash: string;
+  /** the plan it was admitted and is metered under */
+  plan: PlanName;
+  /** when it reaches its maximum life */
+  endsAt: number;
 }
 
 export class StreamHub {
@@ -63,12 +92,16 @@ export class StreamHub {
   private readonly windowAt = createWindowClock();
   private readonly now: () => number;
   private readonly timer: NodeJS.Timeout;
+  private readonly recheckTimer: NodeJS.Timeout;
+  private checking = false;
   private readonly sinks = new Set<{ write(d: string): boolean; end(): void }>();
 
   constructor(private readonly o: StreamHubOptions) {
     this.now = o.now ?? Date.now;
     this.timer = setInterval(() => this.heartbeat(), o.heartbeatMs);
     this.timer.unref();
+    this.recheckTimer = setInterval(() => void this.recheck(), RECHECK_MS);
+    this.recheckTimer.unref();
   }
 
   get openStreams(): number {
@@ -181,7 +214,13 @@ export class StreamHub {
       },
       from,
     );
-    const entry: Entry = { id, stream };
+    const entry: Entry = {
+      id,
+      stream,
+      keyHash: call.keyHash,
+      plan: call.plan,
+      endsAt: this.now() + this.o.maxLifetimeMs,
+    };
     let set = this.byAccount.get(accountId);
     if (set === undefined) this.byAccount.set(accountId, (set = new Set()));
     set.add(entry);
@@ -226,9 +265,67 @@ export class StreamHub {
       .catch((err: unknown) => this.o.logger.warn('stream slot renewal failed', { err: String(err) }));
   }
 
+  /** a key was revoked (apikey.changed): its streams end now */
+  keyRevoked(keyHash: string): void {
+    for (const e of this.entries())
+      if (e.keyHash === keyHash) e.stream.close('key_revoked', ENDING_MESSAGE.key_revoked);
+  }
+
+  /** a snapshot (ending a stream removes it from its set) */
+  private entries(): Entry[] {
+    const all: Entry[] = [];
+    for (const set of this.byAccount.values()) all.push(...set);
+    return all;
+  }
+
+  /** ends the streams past their life, then asks the key store again for each open stream's key */
+  private async recheck(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      const now = this.now();
+      const byKey = new Map<string, Entry[]>();
+      for (const e of this.entries()) {
+        if (now >= e.endsAt) e.stream.close('max_lifetime', ENDING_MESSAGE.max_lifetime);
+        else {
+          const list = byKey.get(e.keyHash);
+          if (list === undefined) byKey.set(e.keyHash, [e]);
+          else list.push(e);
+        }
+      }
+      const failed = (await Promise.all([...byKey].map(([hash, list]) => this.recheckKey(hash, list)))).filter(
+        (err) => err !== null,
+      );
+      // the key store's backends are down: the streams go on (their events are still metered)
+      if (failed.length > 0)
+        this.o.logger.warn('stream key re-check failed; streams kept', {
+          keys: failed.length,
+          err: failed[0] instanceof Error ? failed[0].message : 'key lookup failed',
+        });
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  /** ends the streams of a key revoked or of an account whose plan changed; the lookup's error, or null */
+  private async recheckKey(hash: string, list: readonly Entry[]): Promise<unknown> {
+    let identity: KeyIdentity | null;
+    try {
+      identity = await this.o.keys.lookup(hash);
+    } catch (err) {
+      return err ?? new Error('key lookup failed');
+    }
+    for (const e of list) {
+      if (identity === null) e.stream.close('key_revoked', ENDING_MESSAGE.key_revoked);
+      else if (identity.plan !== e.plan) e.stream.close('plan_changed', ENDING_MESSAGE.plan_changed);
+    }
+    return null;
+  }
+
   /** ends every stream with a final event (shutdown) */
   close(): void {
     clearInterval(this.timer);
+    clearInterval(this.recheckTimer);
     for (const sink of [...this.sinks]) {
       sink.write(closingEvent('shutdown', 'the server is restarting; reconnect with Last-Event-ID'));
       sink.end();

@@ -18,7 +18,7 @@ import type { HitHistory, StoredHit } from '../adapters/hitHistory';
 import type { LiveHit } from '../adapters/hitFeed';
 import type { CursorCodec, StreamPosition } from '../domain/streamCursor';
 import type { ResponseStream } from '@sts/http1';
-import { closingEvent, hitEvent } from './sse';
+import { closingEvent, hitEvent, type ClosingReason } from './sse';
 
 const PAGE = 200;
 /** live payloads held until their hit is read; past it, the read's own payload is sent */
@@ -73,6 +73,16 @@ export class LiveStream {
 
   get closed(): boolean {
     return this.d.sink.closed;
+  }
+
+  /** ends the stream with a final `stream.closed` whose `id:` is its position (resume from there) */
+  close(reason: ClosingReason, message: string): void {
+    const sink = this.d.sink;
+    if (sink.closed) return;
+    this.clearRetry();
+    this.held.clear();
+    sink.write(closingEvent(reason, message, this.d.cursors.encode(this.d.accountId, this.hw)));
+    sink.end();
   }
 
   /** the feed was down: reads what was stored meanwhile, at the client's pace */

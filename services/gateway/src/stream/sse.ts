@@ -6,9 +6,26 @@ export function hitEvent(cursor: string, payload: MonitorHitEvent): string {
   return `event: monitor.hit\nid: ${cursor}\ndata: ${JSON.stringify(payload)}\n\n`;
 }
 
-/** the last event of a stream the service ends (quota spent, shutdown); the client should not reconnect at once */
-export function closingEvent(reason: 'quota_exceeded' | 'shutdown' | 'slow_reader', message: string): string {
-  return `event: stream.closed\ndata: ${JSON.stringify({ reason, message })}\n\n`;
+/** why the service ended a stream: the `reason` of its final `stream.closed` event (docs/api.md) */
+export type ClosingReason =
+  | 'quota_exceeded'
+  | 'shutdown'
+  | 'slow_reader'
+  /** the stream's API key was revoked */
+  | 'key_revoked'
+  /** the account's plan changed since the stream opened (it was metered and admitted under the old one) */
+  | 'plan_changed'
+  /** the stream lived STREAM_MAX_LIFETIME_S: the client resumes with Last-Event-ID */
+  | 'max_lifetime';
+
+/**
+ * The last event of a stream the service ends. `cursor`, when given, is the stream's position (the
+ * last event sent, or where it opened): as the event's `id:` it is the Last-Event-ID to resume
+ * from, even when no hit was sent on this connection.
+ */
+export function closingEvent(reason: ClosingReason, message: string, cursor?: string): string {
+  const id = cursor === undefined ? '' : `id: ${cursor}\n`;
+  return `event: stream.closed\n${id}data: ${JSON.stringify({ reason, message })}\n\n`;
 }
 
 export const KEEP_ALIVE = ': keep-alive\n\n';

@@ -7,7 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { createHmac, randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import { createSecretBox } from '@sts/core';
+import { createSecretBox, hashApiKey } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import {
@@ -596,6 +596,62 @@ describe('GET /api/v1/stream', () => {
       ...hits(resumed).map((e) => (JSON.parse(e.data) as { tweet: { text: string } }).tweet.text),
     ];
     expect(texts).toEqual(sent.map((h) => h.payload.tweet.text));
+    resumed.close();
+  });
+  /** the stream's final event, once the service has ended it */
+  async function closedEvent(s: Sse): Promise<{ id?: string; reason: string; message: string }> {
+    await waitFor(() => s.events.some((e) => e.event === 'stream.closed'), 15_000);
+    await s.ended;
+    const ev = s.events.at(-1)!;
+    expect(ev.event).toBe('stream.closed');
+    return { ...(JSON.parse(ev.data) as { reason: string; message: string }), ...(ev.id ? { id: ev.id } : {}) };
+  }
+
+  it('ends the streams of a revoked key with stream.closed key_revoked: at once on apikey.changed, and without the event', async () => {
+    const announced = await starterWithMonitor();
+    const silent = await starterWithMonitor();
+    const s1 = await liveStream(announced.key, announced.monitor);
+    const s2 = await liveStream(silent.key, silent.monitor);
+    for (const k of [announced.key, silent.key])
+      await db.apiKey.update({ where: { keyHash: hashApiKey(k) }, data: { revokedAt: new Date() } });
+    // `key revoke` announces it; a revocation written without the event is found by the re-check
+    await publisher.publish(
+      'apikey.changed',
+      { keyHash: hashApiKey(announced.key), change: 'revoked', occurredAt: new Date().toISOString() },
+      { messageId: randomUUID(), headers: { accountId: announced.accountId } },
+    );
+    for (const s of [s1, s2]) expect(await closedEvent(s)).toMatchObject({ reason: 'key_revoked' });
+    // nothing more is sent to the key, and it cannot open another
+    const again = await openStream(port, silent.key);
+    await again.ended;
+    expect(again.status).toBe(401);
+  });
+
+  it("ends a stream with stream.closed plan_changed when the account's plan changes; on Free it cannot reopen", async () => {
+    const a = await starterWithMonitor();
+    const s = await liveStream(a.key, a.monitor);
+    await db.account.update({ where: { id: a.accountId }, data: { plan: 'free' } });
+    expect(await closedEvent(s)).toMatchObject({ reason: 'plan_changed' });
+    const again = await openStream(port, a.key);
+    await again.ended;
+    expect([again.status, JSON.parse(again.body)]).toEqual([403, expect.objectContaining({ code: 'PLAN_REQUIRED' })]);
+  });
+
+  it('ends a stream after STREAM_MAX_LIFETIME_S with stream.closed max_lifetime, whose id resumes it losing nothing', async () => {
+    const short = await startGateway({ STREAM_MAX_LIFETIME_S: '2' });
+    const a = await starterWithMonitor();
+    const s = await openStream(short, a.key);
+    expect(s.status).toBe(200);
+    const closed = await closedEvent(s);
+    expect(closed.reason).toBe('max_lifetime');
+    expect(hits(s)).toEqual([]);
+    // no hit was sent on it: the id is where it opened, so a hit recorded since arrives on resume
+    expect(createCursorCodec(TOKEN).decode(a.accountId, closed.id!)).not.toBeNull();
+    const meanwhile = await newHit(a.monitor, 'recorded after the stream ended');
+    const resumed = await openStream(port, a.key, '', closed.id);
+    expect(resumed.status).toBe(200);
+    await waitFor(() => hits(resumed).length > 0, 10_000);
+    expect(JSON.parse(hits(resumed)[0]!.data)).toEqual(meanwhile.payload);
     resumed.close();
   });
 });

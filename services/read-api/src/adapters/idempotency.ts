@@ -6,9 +6,15 @@
  *
  * Concurrent duplicates: only the SET NX winner acts; the others wait (bounded) for its answer and
  * replay it, or get 409 IDEMPOTENCY_KEY_IN_USE when it takes longer than the wait.
+ *
+ * A kept answer may hold webhook signing secrets (create, set, rotate), so it rests in Redis only
+ * sealed by the secret box (SECRETS_ENCRYPTION_KEY), with the Redis key as associated data: a
+ * sealed answer copied under another account's or key's entry does not open. The box is asked for
+ * before the claim, so a read-api without the key refuses (503) before acting, never after.
  */
 import { createHash } from 'node:crypto';
 import type { RedisClient } from '@sts/common';
+import type { SecretBox } from '@sts/core';
 
 interface StoredAnswer {
   status: number;
@@ -23,7 +29,9 @@ type Claim =
   /** the key was used for another request */
   | { kind: 'mismatch' }
   /** an earlier call with this key is still running */
-  | { kind: 'in_progress' };
+  | { kind: 'in_progress' }
+  /** the kept answer no longer opens (its encryption key is gone from the keyring) */
+  | { kind: 'unreadable' };
 
 export interface IdempotencyStore {
   claim(accountId: string, key: string, fingerprint: string): Promise<Claim>;
@@ -34,12 +42,17 @@ export interface IdempotencyStore {
 
 interface Entry {
   fp: string;
-  answer?: StoredAnswer;
+  /** the answer as JSON, sealed by the secret box under the entry's Redis key */
+  sealed?: string;
+  /** an answer kept unsealed: never replayed (it counts as unreadable) */
+  answer?: unknown;
 }
 
 export interface IdempotencyOptions {
   /** how long an answer is kept and replayed */
   ttlSec: number;
+  /** seals kept answers (throws NotConfiguredError without SECRETS_ENCRYPTION_KEY) */
+  box: () => SecretBox;
   /**
    * how long a claim without an answer holds the key (a read-api that died mid-call must not block
    * the key for the whole day); default 120 s, above the longest call (the gateway gives up at 10 s)
@@ -63,8 +76,17 @@ export function createIdempotencyStore(redis: RedisClient, opts: IdempotencyOpti
     return raw === null ? null : (JSON.parse(raw) as Entry);
   }
 
+  function open(k: string, sealed: string): Claim {
+    try {
+      return { kind: 'replay', answer: JSON.parse(opts.box().decrypt(sealed, k)) as StoredAnswer };
+    } catch {
+      return { kind: 'unreadable' };
+    }
+  }
+
   return {
     async claim(accountId, key, fingerprint) {
+      opts.box();
       const k = keyOf(accountId, key);
       const deadline = Date.now() + waitMs;
       for (;;) {
@@ -73,18 +95,16 @@ export function createIdempotencyStore(redis: RedisClient, opts: IdempotencyOpti
         const entry = await read(k);
         if (entry === null) continue; // released or expired between the two calls: try again
         if (entry.fp !== fingerprint) return { kind: 'mismatch' };
-        if (entry.answer) return { kind: 'replay', answer: entry.answer };
+        if (entry.sealed !== undefined) return open(k, entry.sealed);
+        if (entry.answer !== undefined) return { kind: 'unreadable' };
         if (Date.now() >= deadline) return { kind: 'in_progress' };
         await new Promise((r) => setTimeout(r, pollMs));
       }
     },
     async complete(accountId, key, fingerprint, answer) {
-      await redis.set(
-        keyOf(accountId, key),
-        JSON.stringify({ fp: fingerprint, answer } satisfies Entry),
-        'EX',
-        opts.ttlSec,
-      );
+      const k = keyOf(accountId, key);
+      const sealed = opts.box().encrypt(JSON.stringify(answer), k);
+      await redis.set(k, JSON.stringify({ fp: fingerprint, sealed } satisfies Entry), 'EX', opts.ttlSec);
     },
     async release(accountId, key) {
       await redis.del(keyOf(accountId, key));

@@ -105,6 +105,8 @@ export function createMonitorRepository(db: Db): MonitorRepository {
     },
 
     async findMonitor(accountId, monitorId) {
+      // the column is a uuid: a malformed id names no monitor (PostgreSQL would refuse the cast)
+      if (!UUID_RE.test(monitorId)) return null;
       const m = await db.monitor.findFirst({ where: { id: monitorId, accountId }, select: monitorSelect });
       return m ? toMonitorRow((await withLastCheck(db, [m]))[0]!) : null;
     },

@@ -51,6 +51,13 @@ export async function idempotent(
         'this Idempotency-Key was used for another request in the last 24 hours; send a new key for a new request',
         { param: 'Idempotency-Key' },
       );
+    case 'unreadable':
+      throw new ApiError(
+        422,
+        'IDEMPOTENCY_KEY_REUSED',
+        'the answer kept for this Idempotency-Key can no longer be read (the encryption key changed); send a new key',
+        { param: 'Idempotency-Key' },
+      );
     case 'in_progress':
       throw new ApiError(
         409,

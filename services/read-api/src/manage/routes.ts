@@ -79,7 +79,12 @@ function write(deps: ManageDeps, body: 'required' | 'optional' | 'none', act: Ac
       requestId: ctx.requestId,
       fingerprint: fingerprint(method, ctx.req.url ?? '', input),
     };
-    return idempotent(deps.idempotency, call, run);
+    try {
+      return await idempotent(deps.idempotency, call, run);
+    } catch (err) {
+      // run() mapped its own errors already; this maps the store's (no SECRETS_ENCRYPTION_KEY: 503)
+      throw fromUseCaseError(err, urlParam);
+    }
   };
 }
 
