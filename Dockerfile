@@ -33,6 +33,7 @@ COPY packages/social/package.json packages/social/
 COPY packages/telemetry/package.json packages/telemetry/
 COPY packages/testing/package.json packages/testing/
 COPY packages/usecases/package.json packages/usecases/
+COPY packages/x-stream/package.json packages/x-stream/
 COPY services/dashboard/package.json services/dashboard/
 COPY services/gateway/package.json services/gateway/
 COPY services/poller/package.json services/poller/

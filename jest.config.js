@@ -10,7 +10,7 @@ const e2e = [
   'services/gateway/src/gateway.test.ts',
   'services/gateway/src/main.test.ts',
   'services/poller/src/main.test.ts',
-  'services/poller/src/replicas.test.ts',
+  'services/poller/src/relay/replicas.test.ts',
   'services/webhook-dispatcher/src/main.test.ts',
   'services/dashboard/src/browser.test.ts',
   'services/dashboard/src/accountsBrowser.test.ts',

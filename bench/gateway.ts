@@ -51,7 +51,7 @@ const SERIAL_CALLS = Number(process.env.BENCH_SERIAL_CALLS ?? 0);
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
 /**
  * requests each saturation connection keeps in flight (autocannon's `pipelining`; default 1, the
- * bench as the issue's targets are set). Above 1 the saturation lines are labelled `pipelined`.
+ * bench as the targets are set). Above 1 the saturation lines are labelled `pipelined`.
  */
 const PIPELINING = Number(process.env.BENCH_PIPELINING ?? 1);
 

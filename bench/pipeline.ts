@@ -7,7 +7,7 @@
  *      deliveries/s = hits / (last receipt - first publish)
  *   2. latency: a steady BENCH_RATE hits/s (default 200) for BENCH_SECONDS (default 10);
  *      latency = receipt at the receiver - detectedAt of the hit (set when it is published)
- *   3. isolation (issue 10): a dead endpoint (TLS up, never answers) of another account gets
+ *   3. isolation: a dead endpoint (TLS up, never answers) of another account gets
  *      BENCH_DEAD_BACKLOG (default 1,000) hits; once its deliveries are in flight, the healthy
  *      endpoints get BENCH_ISOLATION_RATE hits/s (default 20) for BENCH_ISOLATION_SECONDS
  *      (default 5); isolation latency = receipt - detectedAt of those healthy hits

@@ -2,7 +2,7 @@
  * Poller benchmark: BENCH_MONITORS monitors (default 10,000) over BENCH_TARGETS targets (default
  * 1,000), seeded in SQL (generate_series; 1,000,000 monitors in seconds).
  * - idle_tick_ms: the median of 50 ticks with nothing due (every target scheduled ahead): what a
- *   replica pays every second; it reads the schedule's index only (issue 19 part 4).
+ *   replica pays every second; it reads the schedule's index only.
  * - the cycle (BENCH_CYCLE=0 skips it): every target due, one poll cycle against a counting
  *   source; the poller must make one source call per target, however many monitors watch each.
  * - replicas (BENCH_REPLICAS=1|3, default 1; BENCH_ROUNDS rounds, default 3): every target due
@@ -31,9 +31,7 @@ import { createLocalSource, createSocialTweet, createSocialUser } from '../packa
 import { createOutboxRelay } from '../services/poller/src/relay/relay';
 import { createDbClient, type Db } from '../packages/db/src';
 import type { SocialSource, SocialTweet } from '../packages/social/src';
-import { createRedisLeases } from '../services/poller/src/adapters/lease';
-import { createPollerRepository } from '../services/poller/src/adapters/repository';
-import { createPoller } from '../services/poller/src/poller';
+import { plans, testPoller } from '../services/poller/test/poller';
 import { percentile, positiveEnv } from './lib/numbers';
 import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl } from './lib/services';
 
@@ -194,15 +192,16 @@ async function runFleet(
   const members = Array.from({ length: opts.replicas }, () => {
     const db = createDbClient({ url, poolSize: 4 });
     const redis = new Redis(redisUrl(), { keyPrefix: prefix });
-    const poller = createPoller({
-      repository: createPollerRepository(timedDb(db, run.queryMs)),
-      source,
-      leases: createRedisLeases(redis),
-      logger,
-      // nothing becomes due again during the run: each target is due once
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 3600 },
-      concurrency: 8,
-    });
+    const poller = testPoller(
+      { db: timedDb(db, run.queryMs), redis },
+      {
+        source,
+        logger,
+        // nothing becomes due again during the run: each target is due once
+        intervals: { plans, overrideSec: 3600 },
+        concurrency: 8,
+      },
+    );
     return { db, redis, poller };
   });
   // connections open before the run: a tick query's time is the query's, not a connect's
@@ -359,24 +358,24 @@ export async function measureFanout(): Promise<{ hitMs: number[]; relayedMs: num
     let hits = 0;
     let relayedAt = 0;
     let relayed = 0;
-    const poller = createPoller({
-      repository: createPollerRepository(db),
-      source: createLocalSource({ db }),
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
-      databaseUrl: url,
-      metrics: {
-        polls: (o) => {
-          if (process.env.BENCH_DEBUG) console.log('poll', o, hits);
-        },
-        hits: () => undefined,
-        detected: (found) => {
-          hits += found.length;
-          hitAt = Date.now();
+    const poller = testPoller(
+      { db, redis },
+      {
+        source: createLocalSource({ db }),
+        logger,
+        databaseUrl: url,
+        metrics: {
+          polls: (o) => {
+            if (process.env.BENCH_DEBUG) console.log('poll', o, hits);
+          },
+          hits: () => undefined,
+          detected: (found) => {
+            hits += found.length;
+            hitAt = Date.now();
+          },
         },
       },
-    });
+    );
     const relay = createOutboxRelay({
       db,
       publisher: { publish: () => Promise.resolve() },
@@ -451,15 +450,15 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
     // an in-memory source: every target has one new tweet; calls are counted
     let calls = 0;
     const source = countingSource(() => calls++);
-    const poller = createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(redis),
-      logger,
-      // the default plan intervals; the cycle polls every target (all are new, so all are due)
-      intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
-      concurrency: 16,
-    });
+    const poller = testPoller(
+      { db, redis },
+      {
+        source,
+        logger,
+        // the fixture's plan intervals; the cycle polls every target (all are new, so all are due)
+        concurrency: 16,
+      },
+    );
     await poller.runCycle(); // warm-up (connections, plans)
     const idleTickMs = await idleTicks(poller, 50);
     let cycleMs = NaN;

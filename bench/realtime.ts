@@ -1,5 +1,5 @@
 /**
- * `npm run bench:realtime` (issue 19 part 5): how fast a post becomes a signed webhook.
+ * `npm run bench:realtime`: how fast a post becomes a signed webhook.
  *
  * Local store: the poller and the webhook dispatcher run as child processes (as deployed), with
  * the plan defaults (no POLL_INTERVAL_SECONDS: a Starter target's interval is 60 s, so anything
@@ -12,7 +12,7 @@
  *
  * X modes (bench/realtimeX.ts: search, timeline; bench/realtimeStream.ts: stream; see X_MODE_RUNS
  * below) run against the fake X of @sts/testing with Pro-like windows:
- * BENCH_X_TARGETS (1,000) targets, the same rate and duration (the issue's run: BENCH_SECONDS=120),
+ * BENCH_X_TARGETS (1,000) targets, the same rate and duration (the target's run: BENCH_SECONDS=120),
  * then a drain until every post is hit or BENCH_X_DRAIN_SECONDS (default per mode; `timeline` 16
  * minutes: lost is reported apart from late). BENCH_X=0 skips them; BENCH_X_MODES=search,timeline
  * picks some. BENCH_POST_VIA=cli posts through `npm run cli -- social tweet` instead (bench/realtimeCli.ts).

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:realtime`, X `stream` mode (issues 19 and 28), against the fake X of
+ * `npm run bench:realtime`, X `stream` mode, against the fake X of
  * packages/testing (filtered stream, rules, search, users; every family's window one minute
  * here, so a "budget window" is a minute). Two stream replicas run in this process (each with its
  * own lease identity and RabbitMQ connection; replica A's database goes through a TCP proxy the
@@ -51,10 +51,11 @@ import { TcpProxy } from '../packages/testing/src/proxy';
 import { createVhost, deleteVhosts } from '../packages/testing/src/services';
 import { createRedisLeases } from '../services/poller/src/adapters/lease';
 import { createProfileRepository } from '../services/poller/src/adapters/profiles';
-import { createPollerRepository } from '../services/poller/src/adapters/repository';
 import { createXProfileLookup, type XProfileLookup } from '../services/poller/src/intake/profile/xLookup';
-import { buildStreamMode } from '../services/poller/src/intake/stream';
-import type { StreamMode } from '../services/poller/src/intake/stream/streamMode';
+import { buildStreamMode, type StreamMode } from '../packages/x-stream/src';
+import { createHitWriter } from '../services/poller/src/adapters/hitWriter';
+import { createScheduleStore } from '../services/poller/src/adapters/scheduleStore';
+import { createStreamPort } from '../services/poller/src/intake/stream/port';
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase, serviceUrls } from './lib/services';
@@ -318,6 +319,8 @@ function startReplica(
     X_RULE_SETTLE_SECONDS: 1,
     X_RULE_COALESCE_SECONDS: 5,
     X_STREAM_LEASE_SECONDS: 10,
+    X_STREAM_BACKFILL_MINUTES: 0,
+    X_BACKFILL_LOOKUP: 'auto' as const,
     X_QUERY_MAX_LENGTH: QUERY_MAX_LENGTH,
     POLL_OVERLAP_SECONDS: 30,
     PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
@@ -328,7 +331,12 @@ function startReplica(
   const mode = buildStreamMode(env, {
     db,
     source,
-    pollerRepository: createPollerRepository(db),
+    port: createStreamPort({
+      schedule: createScheduleStore(db),
+      writer: createHitWriter(db),
+      profiles: createProfileRepository(db),
+      logger,
+    }),
     logger,
     registry: createMetricsRegistry(`bench-x-stream-${name}`),
     amqp,

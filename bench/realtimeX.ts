@@ -19,9 +19,8 @@ import { createDbClient, type Db } from '../packages/db/src';
 import { createRedisGovernor, createXSource } from '../packages/social/src';
 import { startFakeX, type FakeX } from '../packages/testing/src/fakeX';
 import { LOCAL_DEFAULTS, urlsFromEnv } from '../packages/testing/src/services';
-import { createRedisLeases } from '../services/poller/src/adapters/lease';
-import { createPollerRepository } from '../services/poller/src/adapters/repository';
-import { createPoller, type Poller } from '../services/poller/src/poller';
+import type { Poller } from '../services/poller/src/poller';
+import { testPoller } from '../services/poller/test/poller';
 import { percentile } from './lib/numbers';
 import { paced } from './lib/pace';
 import { createDatabase, deleteKeys, dropDatabase } from './lib/services';
@@ -61,16 +60,16 @@ async function seedTargets(db: Db, fake: FakeX, n: number): Promise<string[]> {
 function makePoller(mode: XBenchMode, db: Db, redis: Redis, fake: FakeX, polls: { n: number }): Poller {
   const governor = createRedisGovernor(redis);
   const source = createXSource({ baseUrl: fake.url, bearerToken: 'bench', timeoutMs: 10_000, redis, governor });
-  return createPoller({
-    repository: createPollerRepository(db),
-    source,
-    leases: createRedisLeases(redis),
-    logger: createLogger({ service: 'bench-x', level: 'error' }),
-    intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } } },
-    concurrency: 8,
-    metrics: { polls: (o) => void (o === 'ok' && polls.n++), hits: () => undefined },
-    ...(mode === 'search' ? { search: { source, maxQueryLength: 512, overlapMs: 30_000 } } : {}),
-  });
+  return testPoller(
+    { db, redis },
+    {
+      source,
+      logger: createLogger({ service: 'bench-x', level: 'error' }),
+      concurrency: 8,
+      metrics: { polls: (o) => void (o === 'ok' && polls.n++), hits: () => undefined },
+      ...(mode === 'search' ? { search: { source, maxQueryLength: 512, overlapMs: 30_000 } } : {}),
+    },
+  );
 }
 
 async function postSteadily(fake: FakeX, authors: readonly string[], rate: number, seconds: number) {

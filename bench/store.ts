@@ -1,5 +1,5 @@
 /**
- * Local-store benchmark (issue 15): every read-api and poller query of the `local` social source
+ * Local-store benchmark: every read-api and poller query of the `local` social source
  * at STORE_ROWS tweets (default 10,000,000) over 1,000 users, one of whom wrote a fifth of them.
  *
  * The data set is generated inside PostgreSQL (generate_series), in its own database that is

@@ -1,8 +1,9 @@
 /**
- * Writes the generated parts of the product reference in docs/ (api.md, webhooks.md, plans.md)
- * from the code that defines them: the gateway's OpenAPI document (itself built from the zod
- * records of @sts/api-contract), the message contracts of @sts/messaging, the signing constants of
- * @sts/signing and the plan defaults of @sts/core. Each generated part sits between
+ * Writes the generated parts of the product reference in docs/ (api.md, webhooks.md, plans.md,
+ * configuration.md) from the code that defines them: the gateway's OpenAPI document (itself built
+ * from the zod records of @sts/api-contract), the message contracts of @sts/messaging, the signing
+ * constants of @sts/signing, the plan defaults of @sts/core and every process's zod env schema
+ * (scripts/configuration.ts). Each generated part sits between
  * `<!-- generated:<name> -->` and `<!-- end generated:<name> -->`; the prose around it is written
  * by hand.
  *
@@ -17,6 +18,8 @@ import { planEnv, planMonitorEnv, planRetentionEnv } from '../packages/core/src'
 import { contracts, HEADER_NAMES } from '../packages/messaging/src/contracts';
 import * as signing from '../packages/signing/src';
 import { openApiDocument } from '../services/gateway/src/http/openapi';
+import { configurationParts } from './configuration';
+import { ERROR_TABLE } from './errorCodes';
 
 export const REPO_ROOT = path.resolve(__dirname, '..');
 
@@ -100,20 +103,16 @@ function parameters(): string {
   return table(['parameter', 'in', 'type and bounds', 'required', 'notes'], [...seen.values()]);
 }
 
-function statuses(): string {
-  const rows = new Map<string, Set<string>>();
-  for (const methods of Object.values(openApiDocument.paths as unknown as Record<string, Record<string, Operation>>))
-    for (const op of Object.values(methods))
-      for (const [status, r] of Object.entries(op.responses)) {
-        if (!/^[45]/.test(status)) continue;
-        const set = rows.get(status) ?? new Set<string>();
-        set.add(r.description);
-        rows.set(status, set);
-      }
-  const sorted = [...rows.entries()].sort(([a], [b]) => a.localeCompare(b));
+/** one row per error code: its statuses, what it means, whether to send the request again */
+function errorTable(): string {
   return table(
-    ['status', 'code: when'],
-    sorted.map(([s, d]) => [s, [...d].join('; ')]),
+    ['code', 'status', 'meaning', 'retry?'],
+    [...ERROR_CODES]
+      .sort((a, b) => ERROR_TABLE[a].status[0]! - ERROR_TABLE[b].status[0]!)
+      .map((code) => {
+        const row = ERROR_TABLE[code];
+        return [`\`${code}\``, row.status.join(', '), row.meaning, row.retry];
+      }),
   );
 }
 
@@ -126,7 +125,7 @@ function apiParts(): Record<string, string> {
     endpoints: endpoints(),
     parameters: `${parameters()}\n\nList sizes: \`limit\` ${LIMIT.min}–${LIMIT.max} (default ${LIMIT.default}); \`hit_limit\` ${HIT_LIMIT.min}–${HIT_LIMIT.max} (default ${HIT_LIMIT.default}).`,
     records,
-    'error-codes': `${ERROR_CODES.map((c) => `\`${c}\``).join(', ')}\n\n${statuses()}`,
+    'error-codes': errorTable(),
   };
 }
 
@@ -205,7 +204,12 @@ function planParts(): Record<string, string> {
 
 /** file (under docs/) → generated part name → its text */
 export function generatedParts(): Record<string, Record<string, string>> {
-  return { 'api.md': apiParts(), 'webhooks.md': webhookParts(), 'plans.md': planParts() };
+  return {
+    'api.md': apiParts(),
+    'webhooks.md': webhookParts(),
+    'plans.md': planParts(),
+    'configuration.md': configurationParts(),
+  };
 }
 
 /** `text` with each generated part replaced */

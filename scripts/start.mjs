@@ -11,7 +11,7 @@
 // one that exits is started again after a second while the others keep running
 // (packages/common/src/replicas.ts). A bad count exits 2 naming the variable, before anything runs.
 //
-// Configuration comes from the environment (see README). Secrets that a developer has not set
+// Configuration comes from the environment (docs/configuration.md). Secrets that a developer has not set
 // (INTERNAL_TOKEN, SECRETS_ENCRYPTION_KEY) are generated once and kept in .tmp/dev.env, which git
 // ignores, so restarts can still decrypt stored webhook secrets.
 import { spawn, spawnSync } from 'node:child_process';

@@ -9,8 +9,12 @@
  *
  * Isolation: its own empty database (named with the run id so the run's teardown drops it too),
  * vhost, Redis key prefix, free API ports and OPS_PORT=0. Substitutions, the only ones: `$KEY` is
- * the demo key `npm start` prints, `<id>` after `--account` / `--monitor` the printed demo account
- * and the monitor the README's `monitor create` line made, `localhost:3000` the gateway's port.
+ * the demo key `npm start` prints and `$MANAGE_KEY` the key the README's `key create --scope
+ * manage` line printed; `<id>` after `--account` the printed demo account, or the account the
+ * README's `account create` line made once it ran; `<id>` after `--monitor` the monitor the
+ * README's `monitor create` line made; `localhost:3000` the gateway's port. The `npm pack` line
+ * runs too, and the ```js block (the typed client) runs with node against the package the
+ * README's `npm run build:client` line built.
  * Not run: `npm start`/`npm test` themselves (the test is inside one), lint/typecheck lines and the
  * benches (minutes of full load; they pick free ports and their own database, vhost and prefix).
  * `npm run cli -- listen` runs until Ctrl-C: it is started in its own process group and left
@@ -22,7 +26,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -58,22 +62,33 @@ function words(line: string): string[] {
   return [...line.matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]!);
 }
 
-/** `curl [-H "Name: value"]... URL` as fetch; `$KEY` expanded from `vars`. */
+/** `curl [-X METHOD] [-H "Name: value"]... [-d BODY] URL` as fetch; `$NAME` expanded from `vars`. */
 async function curl(line: string, vars: Record<string, string>): Promise<{ status: number; body: string }> {
   const args = words(line)
     .slice(1)
     .map((w) => w.replace(/\$(\w+)/g, (_, name: string) => vars[name] ?? ''));
   const headers: Record<string, string> = {};
   let url = '';
+  let method = 'GET';
+  let body: string | undefined;
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '-H') {
       const h = args[++i]!;
       headers[h.slice(0, h.indexOf(':')).trim()] = h.slice(h.indexOf(':') + 1).trim();
-    } else if (args[i]!.startsWith('-')) throw new Error(`the test does not know curl's ${args[i]} (in: ${line})`);
+    } else if (args[i] === '-X') method = args[++i]!;
+    else if (args[i] === '-d') body = args[++i]!;
+    else if (args[i]!.startsWith('-')) throw new Error(`the test does not know curl's ${args[i]} (in: ${line})`);
     else url = args[i]!;
   }
-  const res = await fetch(/^https?:/.test(url) ? url : `http://${url}`, { headers });
+  const res = await fetch(/^https?:/.test(url) ? url : `http://${url}`, { method, headers, body });
   return { status: res.status, body: await res.text() };
+}
+
+/** The README's ```js block (the typed client), importing the package `npm run build:client` made. */
+function clientExample(readme: string, dist: string): string {
+  const block = /```js\n([\s\S]*?)```/.exec(readme)?.[1];
+  if (!block) throw new Error('the README has no ```js block');
+  return block.replace("from '@sts/client'", `from '${path.join(dist, 'index.js')}'`);
 }
 
 /** A line that runs until Ctrl-C, started in its own process group. */
@@ -216,6 +231,7 @@ describe('the README, from a fresh clone next to npm start', () => {
       const commands = readmeCommands(readme).filter(
         (l) =>
           l.startsWith('curl ') ||
+          l.startsWith('npm pack ') ||
           (l.startsWith('npm run ') &&
             !/^npm run (bench|lint|typecheck|format)/.test(l) &&
             !l.startsWith('npm run test')),
@@ -231,15 +247,21 @@ describe('the README, from a fresh clone next to npm start', () => {
       const ran: string[] = [];
       let monitorId = '';
       let postedId = '';
+      let accountId = account!;
+      const vars: Record<string, string> = { KEY: key };
+      const posts: { line: string; status: number; body: string }[] = [];
       for (const line of commands) {
         if (line.startsWith('curl ')) {
-          const r = await curl(line, { KEY: key });
-          expect({ line, status: r.status, body: r.body.slice(0, 300) }).toMatchObject({ status: 200 });
+          const r = await curl(line, vars);
+          expect({ line, status: r.status, body: r.body.slice(0, 300) }).toMatchObject({
+            status: line.includes('-X POST') ? 201 : 200,
+          });
+          if (line.includes('-X POST')) posts.push({ line, ...r });
           ran.push('curl');
           continue;
         }
         const written = line
-          .replace('--account <id>', `--account ${account}`)
+          .replace('--account <id>', `--account ${accountId}`)
           .replace('--monitor <id>', `--monitor ${monitorId}`);
         if (line.startsWith('npm run cli -- listen')) {
           listen = background(written, dir, shellEnv);
@@ -258,6 +280,9 @@ describe('the README, from a fresh clone next to npm start', () => {
           monitorId = created.id;
         }
         if (line.startsWith('npm run cli -- social tweet')) postedId = /tweet (\d+) by/.exec(r.out)?.[1] ?? '';
+        if (line.startsWith('npm run cli -- account create')) accountId = /account (\S+) \(/.exec(r.out)?.[1] ?? '';
+        if (line.startsWith('npm run cli -- key create') && line.includes('--scope manage'))
+          vars.MANAGE_KEY = /(sts_\S+)/.exec(r.out)?.[1] ?? '';
         ran.push(line);
       }
       // listen showed the README's own post (the demo account watches demo_news), then Ctrl-C ends it
@@ -282,6 +307,30 @@ describe('the README, from a fresh clone next to npm start', () => {
       expect(commands.some((l) => l.startsWith('npm run cli -- deliveries --monitor <id>'))).toBe(true);
       expect(commands.some((l) => l === 'npm run migrate')).toBe(true);
       expect(monitorId).not.toBe('');
+
+      // the monitor made through the API with the manage key: its secret shown once, and the same
+      // POST again (same Idempotency-Key) answers the first answer, not a second monitor
+      expect(posts).toHaveLength(1);
+      expect(posts[0]!.line).toMatch(/-H "Idempotency-Key: [0-9a-f-]{36}"/);
+      type Created = { data: { id: string; webhook_secret: string; target_username: string } };
+      const made = (JSON.parse(posts[0]!.body) as Created).data;
+      expect(made).toMatchObject({ target_username: 'demo_dev', webhook_secret: expect.stringMatching(/\S{16,}/) });
+      const again = await curl(posts[0]!.line, vars);
+      expect({ status: again.status, id: (JSON.parse(again.body) as Created).data.id }).toEqual({
+        status: 201,
+        id: made.id,
+      });
+
+      // the client's build and pack lines made the package; the README's client lines run against it
+      expect(ran).toEqual(expect.arrayContaining(['npm run build:client', 'npm pack packages/client/dist']));
+      expect(existsSync(path.join(dir, 'sts-client-0.1.0.tgz'))).toBe(true);
+      const example = path.join(dir, '.tmp/readme-client.mjs');
+      writeFileSync(example, clientExample(readme, path.join(dir, 'packages/client/dist')));
+      const client = await sh(`node ${example}`, dir, { ...shellEnv, STS_API_KEY: key });
+      expect({ code: client.code, out: client.out }).toEqual({
+        code: 0,
+        out: expect.stringMatching(/^.+: \d+ followers; 3 monitors\n$/),
+      });
     } finally {
       if (listen?.child.pid && listen.child.exitCode === null && listen.child.signalCode === null)
         process.kill(-listen.child.pid, 'SIGKILL');
@@ -298,5 +347,5 @@ describe('the README, from a fresh clone next to npm start', () => {
       await admin.query(`DROP DATABASE IF EXISTS "${dbUrl.pathname.slice(1)}" WITH (FORCE)`).finally(() => admin.end());
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 300_000);
+  }, 600_000);
 });

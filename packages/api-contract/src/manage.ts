@@ -1,5 +1,5 @@
 /**
- * The management API's shapes (issue 30): request bodies (strict: an unknown field is a 400 naming
+ * The management API's shapes: request bodies (strict: an unknown field is a 400 naming
  * it) and the records the management endpoints answer with. Like ./records.ts, declared once:
  * read-api parses bodies with these schemas and the OpenAPI document is generated from them.
  */

@@ -1,5 +1,5 @@
 /**
- * The management endpoints (issue 30), by method and path: what only a `manage` key may call.
+ * The management endpoints, by method and path: what only a `manage` key may call.
  * The gateway passes these writes on to read-api (any other write is its own 405) and refuses them
  * for a `read` key before the call is admitted (403 INSUFFICIENT_SCOPE, no quota used); read-api
  * checks the forwarded scope again. The delivery log (GET …/deliveries) and a webhook's settings

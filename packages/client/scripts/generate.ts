@@ -5,7 +5,7 @@
  * The test (src/client.test.ts) regenerates from the served document and fails when the committed
  * file differs.
  *
- *   npm run generate -w @sts/client            # from the source of the served document
+ *   npx tsx packages/client/scripts/generate.ts            # from the source of the served document
  *   npx tsx packages/client/scripts/generate.ts --from http://127.0.0.1:3000/api/v1/openapi.json
  *   … --check                                  # exit 1 when src/schema.ts differs (writes nothing)
  */
@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   const text = await schemaSource(doc);
   if (process.argv.includes('--check')) {
     if (readFileSync(out, 'utf8') === text) return void console.log('src/schema.ts matches the document');
-    console.error('src/schema.ts differs from the document: run npm run generate -w @sts/client');
+    console.error('src/schema.ts differs from the document: run npx tsx packages/client/scripts/generate.ts');
     process.exit(1);
   }
   writeFileSync(out, text);

@@ -1,5 +1,5 @@
 /**
- * Issue 20, abuse item 7: docker-compose.yml has no fallback secrets, and every service refuses
+ * docker-compose.yml has no fallback secrets, and every service refuses
  * a known development value with NODE_ENV=production (exit code 2, naming the variable).
  */
 import { spawnSync } from 'node:child_process';

@@ -1,6 +1,6 @@
 /**
  * Development secrets must never run a production service. The values this repository ever
- * published as fallbacks (docker-compose.yml before issue 20) and anything that looks like a
+ * published as fallbacks (docker-compose.yml once did) and anything that looks like a
  * placeholder are refused when NODE_ENV is `production`: parseEnv reports them as a ConfigError,
  * so every service exits 2 naming the variable (the value itself is never printed).
  */

@@ -18,7 +18,7 @@ export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessE
   // Treat empty strings as unset, as shells and k8s manifests often leave them so.
   const cleaned: Record<string, string> = {};
   for (const [k, v] of Object.entries(source)) if (v !== undefined && v !== '') cleaned[k] = v;
-  // a development secret is refused in production whatever the schema says (issue 20, item 7)
+  // a development secret is refused in production whatever the schema says
   const devSecrets = developmentSecretProblems(cleaned);
   const result = schema.safeParse(cleaned);
   if (devSecrets.length > 0) {
@@ -78,6 +78,7 @@ export const envFields = {
 
 /** The connection settings every service shares. Defaults work against local services. */
 export const commonEnv = {
+  /** PostgreSQL, or a PgBouncer in transaction mode in front of it (docs/pgbouncer.md) */
   DATABASE_URL: envFields.url(['postgres', 'postgresql']).default('postgresql://postgres@127.0.0.1:5432/sts'),
   /** one redis:// or rediss:// URL; with REDIS_MODE=cluster, one or more seed nodes, comma-separated */
   REDIS_URL: z
@@ -88,8 +89,11 @@ export const commonEnv = {
     .default('redis://127.0.0.1:6379'),
   /** `standalone` (one server) or `cluster` (a Redis Cluster, ioredis' Cluster client): packages/common/src/redis.ts */
   REDIS_MODE: z.enum(REDIS_MODES).default('standalone'),
+  /** put before every Redis key this process uses */
   REDIS_KEY_PREFIX: z.string().default('sts:'),
+  /** RabbitMQ (amqps:// for TLS) */
   AMQP_URL: envFields.url(['amqp', 'amqps']).default('amqp://guest:guest@127.0.0.1:5672'),
+  /** the lowest level written (JSON lines on stdout) */
   LOG_LEVEL: envFields.logLevel(),
 };
 
@@ -99,6 +103,7 @@ export const commonEnv = {
  * Unset: DATABASE_URL (no pooler in between). Only the services that hold such sessions read it.
  */
 export const directDatabaseEnv = {
+  /** PostgreSQL itself, for sessions (LISTEN, session advisory locks, migrations); unset: DATABASE_URL */
   DATABASE_DIRECT_URL: envFields.url(['postgres', 'postgresql']).optional(),
 };
 

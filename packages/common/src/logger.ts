@@ -15,8 +15,7 @@ const SECRET_TEXT: [RegExp, string][] = [
 ];
 
 // Every pattern above needs one of these in the text: a line without any (most of them: paths,
-// ids, statuses) skips the five replacements. Measured on read-api's access-log fields (node 20,
-// 1e6 calls of redact(), median of 5 rounds, machine busy): 5.4 µs → 0.76 µs per line.
+// ids, statuses) skips the replacements, one regex test instead of one per pattern.
 const MAY_HOLD_SECRET = /sts_|bearer|@|webhooks\/|hooks\.slack/i;
 
 export function redactText(text: string): string {

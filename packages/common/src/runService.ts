@@ -43,9 +43,11 @@ export function opsEnv(defaultPort: number) {
   return {
     /** /healthz, /readyz, /metrics: internal only, never a public port */
     OPS_PORT: envFields.port(defaultPort),
+    /** the address the ops server listens on */
     OPS_HOST: z.string().default('0.0.0.0'),
     /** longest a graceful stop may take before the process exits anyway (code 3) */
     STOP_DEADLINE_MS: z.coerce.number().int().min(100).max(600_000).default(25_000),
+    /** the lowest level written (JSON lines on stdout) */
     LOG_LEVEL: envFields.logLevel(),
     /** OTLP/HTTP collector (e.g. http://otel-collector:4318): traces are exported there; unset: off */
     OTEL_EXPORTER_OTLP_ENDPOINT: envFields.url(['http', 'https']).optional(),
@@ -55,8 +57,10 @@ export function opsEnv(defaultPort: number) {
 export interface RunEnv {
   OTEL_EXPORTER_OTLP_ENDPOINT?: string | undefined;
   OPS_PORT: number;
+  /** the address the ops server listens on */
   OPS_HOST: string;
   STOP_DEADLINE_MS: number;
+  /** the lowest level written (JSON lines on stdout) */
   LOG_LEVEL: string;
 }
 

@@ -22,11 +22,17 @@ export type Plans = Record<PlanName, PlanLimits>;
 const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
 export const planEnv = {
+  /** successful API calls a month on Free (docs/plans.md) */
   PLAN_FREE_MONTHLY_QUOTA: positiveInt(1000),
+  /** API requests a minute on Free */
   PLAN_FREE_PER_MINUTE: positiveInt(10),
+  /** how often a Free monitor's target is polled */
   PLAN_FREE_POLL_INTERVAL_SECONDS: positiveInt(300),
+  /** successful API calls a month on Starter */
   PLAN_STARTER_MONTHLY_QUOTA: positiveInt(150_000),
+  /** API requests a minute on Starter */
   PLAN_STARTER_PER_MINUTE: positiveInt(30),
+  /** how often a Starter monitor's target is polled */
   PLAN_STARTER_POLL_INTERVAL_SECONDS: positiveInt(60),
 };
 
@@ -34,7 +40,9 @@ export type PlanEnv = { [K in keyof typeof planEnv]: number };
 
 /** How many monitors an account may have on each plan (paused ones count). */
 export const planMonitorEnv = {
+  /** monitors a Free account may have (paused ones count) */
   PLAN_FREE_MONITORS: positiveInt(1),
+  /** monitors a Starter account may have (paused ones count) */
   PLAN_STARTER_MONITORS: positiveInt(3),
 };
 
@@ -93,9 +101,13 @@ export interface PlanRetention {
 const retentionDays = (fallback: number) => z.coerce.number().int().min(1).max(3650).default(fallback);
 
 export const planRetentionEnv = {
+  /** days a Free account's hits are kept, by the post's time (docs/retention.md) */
   PLAN_FREE_HIT_RETENTION_DAYS: retentionDays(30),
+  /** days a Starter account's hits are kept, by the post's time */
   PLAN_STARTER_HIT_RETENTION_DAYS: retentionDays(90),
+  /** days a Free account's delivery log is kept */
   PLAN_FREE_DELIVERY_LOG_RETENTION_DAYS: retentionDays(7),
+  /** days a Starter account's delivery log is kept */
   PLAN_STARTER_DELIVERY_LOG_RETENTION_DAYS: retentionDays(30),
 };
 

@@ -27,7 +27,7 @@ function refusal(query: unknown): string {
 }
 
 describe('parseQuery: accepted queries', () => {
-  it("reads the issue's example and renders X's canonical rule", () => {
+  it("reads the spec's example and renders X's canonical rule", () => {
     const q = parseQuery('  "new release" OR launch -giveaway lang:en ');
     expect(q.text).toBe('"new release" OR launch -giveaway lang:en');
     // terms side by side bind tighter than OR, as on X; the rule spells the grouping out
@@ -42,7 +42,7 @@ describe('parseQuery: accepted queries', () => {
     expect(parseQuery('LANG:EN hello IS:Reply').rule).toBe('lang:en hello is:reply');
   });
 
-  it("takes a 512-character query and refuses 513 and the issue's 1,000", () => {
+  it('takes a 512-character query and refuses 513 and 1,000', () => {
     const long = `${'x'.repeat(500)} ${'y'.repeat(11)}`;
     expect(long.length).toBe(QUERY_LIMITS.maxLength);
     expect(parseQuery(long).text).toBe(long);

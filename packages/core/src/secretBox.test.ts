@@ -1,4 +1,4 @@
-/** Issue 20, abuse item 8: decryption requires the full 16-byte GCM tag and a 12-byte IV. */
+/** Decryption requires the full 16-byte GCM tag and a 12-byte IV. */
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { createSecretBox, encryptionKeyId, encryptionKeyListField, SecretBoxError } from './secretBox';
 
@@ -25,7 +25,7 @@ describe('secret box tag and IV lengths', () => {
   });
 });
 
-/** Issue 29: a key id in the ciphertext; old keys decrypt, the current one encrypts; v1 still decrypts. */
+/** A key id in the ciphertext; old keys decrypt, the current one encrypts; v1 still decrypts. */
 describe('secret box key rotation', () => {
   const oldKey = randomBytes(32);
   const newKey = randomBytes(32);

@@ -139,7 +139,7 @@ describe('checkWebhookUrlForSave', () => {
       const err = await refusal(`https://${host}/hook`);
       expect(err.problem).toBe('resolves_to_private_address');
       expect(err.message).toMatch(new RegExp(`host ${host.replace('.', '\\.')} resolves only to non-public addresses`));
-      // issue 20 item 5: the customer's message is generic, the addresses are for the server's log
+      // the customer's message is generic, the addresses are for the server's log
       expect(err.message).not.toMatch(addr);
       expect(err.message).not.toMatch(/\d+\.\d+\.\d+\.\d+|::/);
       expect(err.detail).toMatch(addr);

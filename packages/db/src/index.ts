@@ -11,6 +11,11 @@ export {
   queryCursorKeyOf,
   withLastCheck,
   type HitRow,
+  type HitSqlRow,
+  type MonitorSettings,
+  type QueryWatcher,
+  type WatchingAccount,
+  type WatchingMonitor,
 } from './rows';
 export { migrationsCheck, pendingMigrations } from './pending';
 export {

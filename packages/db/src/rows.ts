@@ -2,6 +2,7 @@
  * Row shapes more than one service reads, with their Prisma select, written once: the type is
  * what Prisma returns for the select, so the two cannot drift apart.
  */
+import type { PlanName } from '@sts/core';
 import type { Prisma, PrismaClient } from './generated/prisma/client';
 
 /** A recorded hit as read-api lists it and the dispatcher delivers it. */
@@ -16,6 +17,17 @@ export const hitSelect = {
 } as const satisfies Prisma.HitSelect;
 
 export type HitRow = Prisma.HitGetPayload<{ select: typeof hitSelect }>;
+
+/** The same hit as raw SQL reads it: hitSelect's columns by their SQL names, ids as text. */
+export interface HitSqlRow {
+  id: string;
+  monitor_id: string;
+  tweet_id: string;
+  tweet_text: string;
+  tweet_author_username: string;
+  tweet_created_at: Date;
+  detected_at: Date;
+}
 
 /**
  * A monitor's own settings and state (filters, interval, last check), as the dashboard's use-cases
@@ -38,6 +50,39 @@ export const monitorSettingsSelect = {
   createdAt: true,
   updatedAt: true,
 } as const satisfies Prisma.MonitorSelect;
+
+export type MonitorSettings = Prisma.MonitorGetPayload<{ select: typeof monitorSettingsSelect }>;
+
+/**
+ * An active monitor as the poller matches posts against it (the poller's and the X stream's
+ * reads select exactly these columns).
+ */
+export interface WatchingMonitor {
+  id: string;
+  accountId: string;
+  /** exactly one of the two: a username monitor's target, a query monitor's query */
+  targetUsername: string | null;
+  query: string | null;
+  /** empty = no keyword filter; exclusions written `-word` */
+  keywords: string[];
+  /** post types left out (replies, reposts, quotes); empty = all */
+  excludeTypes: string[];
+  /** languages that fire; empty = any */
+  langs: string[];
+  createdAt: Date;
+}
+
+/** The plan of an account watching a target, as its poll interval and the stream's rules read it. */
+export interface WatchingAccount {
+  plan: PlanName;
+  trialEndsAt: Date | null;
+}
+
+/** An active query monitor and the plan of the account that owns it. */
+export interface QueryWatcher extends WatchingMonitor {
+  query: string;
+  account: WatchingAccount;
+}
 
 /**
  * The poll_cursors row of the query intake, which matches committed posts against every active

@@ -111,7 +111,7 @@ describe('environment in compose', () => {
     const compose = readCompose().services;
     for (const svc of services) {
       const env = composeEnv(svc.name);
-      // the ops port move of issue 11: /healthz, /readyz and /metrics on OPS_PORT
+      // the ops port: /healthz, /readyz and /metrics on OPS_PORT
       expect({ service: svc.name, hasOpsPort: 'OPS_PORT' in svc.schema.shape }).toEqual({
         service: svc.name,
         hasOpsPort: true,
@@ -177,7 +177,7 @@ describe('environment in k8s', () => {
   itK8s('probes the ports and paths each service serves', () => {
     for (const svc of services) {
       const env = k8sEnv(objects, svc.name);
-      // the ops port move of issue 11: /healthz, /readyz and /metrics on OPS_PORT
+      // the ops port: /healthz, /readyz and /metrics on OPS_PORT
       expect({ service: svc.name, hasOpsPort: 'OPS_PORT' in svc.schema.shape }).toEqual({
         service: svc.name,
         hasOpsPort: true,

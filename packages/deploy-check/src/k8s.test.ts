@@ -3,7 +3,7 @@
 /**
  * The k8s overlays as an ops team would check them: each renders with `kubectl kustomize`, the
  * objects validate against the Kubernetes (and KEDA / Prometheus operator) schemas with unknown
- * fields rejected (validate-k8s.mjs), and the rendered objects have what issue 11 asks for.
+ * fields rejected (validate-k8s.mjs), and the rendered objects have what a deployment needs.
  * Needs kubectl with kustomize v5; without it these tests fail, unless STS_SKIP_KUBECTL=1 (set by .ci/run) skips
  * them (then they print why).
  */

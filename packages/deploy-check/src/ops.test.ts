@@ -1,7 +1,7 @@
 /* eslint-disable @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-return --
    the rendered YAML is untyped; every field used is checked by an assertion */
 /**
- * Issue 21, from the rendered overlays as an ops team would read them: pinned images (after
+ * From the rendered overlays as an ops team would read them: pinned images (after
  * `kustomize edit set image`), the database connection budget, per-service Secret keys, the
  * migration Job and its opt-in init container, PDBs that never block a drain, Ingress or HTTPRoute,
  * namespaces from one place, the PrometheusRule (promtool check + unit tests, runbooks), the

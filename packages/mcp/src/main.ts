@@ -6,31 +6,14 @@
  * malformed setting exits 2 naming it. Stdout carries the protocol only; messages go to stderr.
  */
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { createClient, DEFAULT_BASE_URL } from '@sts/client';
-import { z } from 'zod';
-import { isLoopbackUrl } from './loopback';
+import { createClient } from '@sts/client';
+import { mcpEnvSchema } from './env';
 import { createMcpServer, keyScope } from './server';
 
 const VERSION = '0.1.0';
 
-const envSchema = z.object({
-  STS_API_KEY: z
-    .string({ error: 'STS_API_KEY is required: an API key of the service (a manage key adds the monitor tools)' })
-    .min(1, 'STS_API_KEY is required: an API key of the service (a manage key adds the monitor tools)'),
-  STS_BASE_URL: z
-    .url({ protocol: /^https?$/, error: 'STS_BASE_URL must be an http(s) URL, e.g. http://127.0.0.1:3000' })
-    .refine((u) => u.startsWith('https:') || isLoopbackUrl(u), {
-      error:
-        'STS_BASE_URL must be https:// (plain http:// only to a loopback address: the API key is sent with every request)',
-    })
-    .default(DEFAULT_BASE_URL),
-  STS_MCP_ALLOW_WRITES: z
-    .enum(['0', '1'], { error: 'STS_MCP_ALLOW_WRITES must be 0 or 1 (1 offers the write tools to a manage key)' })
-    .default('0'),
-});
-
 async function main(): Promise<void> {
-  const parsed = envSchema.safeParse(process.env);
+  const parsed = mcpEnvSchema.safeParse(process.env);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) process.stderr.write(`${issue.message}\n`);
     process.exit(2);

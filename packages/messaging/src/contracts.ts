@@ -202,7 +202,7 @@ export const ApiKeyChangedPayload = z
 /**
  * A post X's filtered stream delivered, handed by the stream holder to the poller replicas that
  * record it (`x.stream.post`, published on one of the poller's partitions: see
- * services/poller/src/intake/stream/handoff.ts). `target` is the matched target's key (the
+ * packages/x-stream/src/handoff.ts). `target` is the matched target's key (the
  * author's lower-cased username); `tweet` is the post as the social source read it.
  */
 export const XStreamPostPayload = z

@@ -1,5 +1,5 @@
 /**
- * Standard Webhooks headers beside the X-Service-* headers of docs/webhooks.md (issue 22): the official `standardwebhooks` package
+ * Standard Webhooks headers beside the X-Service-* headers of docs/webhooks.md: the official `standardwebhooks` package
  * verifies what signedHeaders writes, with the secret in its `whsec_` form; the X-Service-* headers are
  * unchanged; during a rotation webhook-signature carries a signature by each secret.
  */

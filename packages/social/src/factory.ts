@@ -36,7 +36,9 @@ export interface SocialSourceDeps {
 }
 
 export const socialEnv = {
+  /** where profiles, posts and search come from: `local` (this PostgreSQL) or `x` (the X API v2) */
   SOCIAL_SOURCE: z.enum(['local', 'x']).default('local'),
+  /** the X API's address (tests point it at the fake X) */
   X_API_BASE_URL: z
     .string()
     .refine(
@@ -50,10 +52,15 @@ export const socialEnv = {
       { message: 'must be an http(s) URL' },
     )
     .default('https://api.x.com'),
+  /** the X app's bearer token; required when SOCIAL_SOURCE=x */
   X_BEARER_TOKEN: z.string().optional(),
+  /** time limit of one X request */
   X_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  /** how long a username → X user id lookup is kept in Redis (packages/social/README.md) */
   X_USER_CACHE_TTL_SECONDS: z.coerce.number().int().min(1).max(604_800).default(3600),
+  /** share of each X rate-limit window that Free-only polls leave to Starter polls and API reads */
   X_LOW_PRIORITY_RESERVE_PERCENT: z.coerce.number().int().min(0).max(90).default(20),
+  /** the limits assumed before X's first answer: `family=n,...` per 15 minutes; empty: X API Pro's */
   X_RATE_LIMITS: z
     .string()
     .default('')

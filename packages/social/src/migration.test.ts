@@ -1,5 +1,5 @@
 /**
- * Issue 15's migration on a populated database: rows written under the old schema (text ids),
+ * The bigint-ids migration (20261123100000_social_ids_bigint) on a populated database: rows written under the old schema (text ids),
  * their answers taken with the old queries (ids compared as numeric), then the migrations run and
  * the local source must give the same pages, cursors, since-id sets and search results, in order.
  */
@@ -24,7 +24,7 @@ describe('social ids bigint migration on a populated database', () => {
     testDb = await createTestDatabase();
     pg = new Client({ connectionString: testDb.url });
     await pg.connect();
-    // back to the schema before issue 15: an empty public schema migrated with the first migration only
+    // back to the schema before that migration: an empty public schema migrated with the first migration only
     await pg.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
     dir = await mkdtemp(path.join(os.tmpdir(), 'mig-old-'));
     await cp(path.join(MIGRATIONS_DIR, INIT), path.join(dir, INIT), { recursive: true });

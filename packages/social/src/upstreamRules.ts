@@ -1,5 +1,5 @@
 /**
- * Monitor rule parts X can apply itself, for the `search` and `stream` modes (issue 22): a
+ * Monitor rule parts X can apply itself, for the `search` and `stream` modes: a
  * target's query may carry `-is:retweet`, `-is:reply`, `-is:quote` and `lang:` only where that
  * never loses a post another monitor of the same target needs. So:
  *

@@ -1,5 +1,5 @@
 /**
- * OpenTelemetry traces for every service (issue 21). Off unless OTEL_EXPORTER_OTLP_ENDPOINT is
+ * OpenTelemetry traces for every service. Off unless OTEL_EXPORTER_OTLP_ENDPOINT is
  * set: then `startTelemetry` (called by runService in @sts/common) registers a tracer provider
  * that exports spans by OTLP over HTTP (JSON, `<endpoint>/v1/traces`), the AsyncLocalStorage
  * context manager and the W3C trace-context propagator. While it is off every helper here is a

@@ -1,5 +1,5 @@
 /**
- * OpenTelemetry end to end (issue 21), with an in-process OTLP/HTTP receiver standing in for the
+ * OpenTelemetry end to end, with an in-process OTLP/HTTP receiver standing in for the
  * collector: the services run as processes with OTEL_EXPORTER_OTLP_ENDPOINT pointing at it.
  * - gateway → read-api: the gateway's CLIENT span and read-api's SERVER span are one trace, the
  *   second a child of the first (W3C traceparent in the forwarded head);

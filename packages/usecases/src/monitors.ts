@@ -41,7 +41,7 @@ import type {
 import { checkWebhookUrl, shownWebhookUrl, WEBHOOK_LABEL } from './webhookUrl';
 
 export const MAX_INTERVAL_SEC = 86_400;
-/** how long the old secret still signs after a rotation, by default (issue 22: 24 h) */
+/** how long the old secret still signs after a rotation, by default (24 h) */
 const ROTATION_OVERLAP_SEC_DEFAULT = 86_400;
 const ROTATION_OVERLAP_SEC_MAX = 7 * 86_400;
 

@@ -1,5 +1,5 @@
 /**
- * Payload preview (issue 22): the exact body each format (native, Discord, Slack) would receive
+ * Payload preview: the exact body each format (native, Discord, Slack) would receive
  * for a sample hit of a monitor. Built by @sts/messaging's webhook body builders, the functions
  * the webhook-dispatcher sends with, from the same `monitor.hit` payload the dispatcher would
  * build: the monitor's latest hit when it has one, else a sample post by its target (containing

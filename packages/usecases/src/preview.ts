@@ -1,5 +1,5 @@
 /**
- * "Of @target's last 50 posts, these would have fired" (issue 22): the monitor form's preview,
+ * "Of @target's last 50 posts, these would have fired": the monitor form's preview,
  * before anything is saved. The rules are @sts/core rules.ts, the same the poller applies; each
  * post comes back with `matched` and the reason (keyword, type, language, exclusion).
  *

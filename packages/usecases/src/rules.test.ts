@@ -1,5 +1,5 @@
 /**
- * Monitor rules through the use-cases (issue 22): filters saved and shown, bad ones refused with
+ * Monitor rules through the use-cases: filters saved and shown, bad ones refused with
  * the field named and nothing saved; the preview marks each of the last 50 posts with its reason,
  * reads upstream once per target (then from Redis), and costs no API quota.
  */

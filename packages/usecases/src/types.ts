@@ -310,7 +310,7 @@ export interface DeliveryView {
 export type HeaderPair = [string, string];
 
 /**
- * Attempt detail (issue 22): the request as sent and the response. `request` is null when
+ * Attempt detail: the request as sent and the response. `request` is null when
  * nothing was sent (skipped, payload too large) or the attempt was logged before the detail was
  * kept; `response` is null when no answer came (refused, timed out, connection error).
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 20 parts 1 and 2 over HTTP, against the real dashboard (in process), PostgreSQL, Redis,
+ * Accounts and their mail over HTTP, against the real dashboard (in process), PostgreSQL, Redis,
  * RabbitMQ and an in-process SMTP server (`smtp-server`): sign-up and the mail with its link,
  * the same answer for a taken address, keys refused before verification, reset and change of
  * password ending another browser's session, the trial once per address, notifications by email
@@ -78,7 +78,7 @@ async function signUpVerified(email: string): Promise<ReturnType<typeof client>>
   return c;
 }
 
-describe('accounts a customer can trust (issue 20)', () => {
+describe('accounts a customer can trust', () => {
   it('sign-up: the mail, the link, verification; the same answer and a mail for a taken address; keys wait for it', async () => {
     const c = client();
     const first = await c.post('/signup', '/signup', { email: 'new@example.com', password: PASSWORD });

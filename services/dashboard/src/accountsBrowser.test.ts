@@ -1,5 +1,5 @@
 /**
- * Issue 20 in real Chromium (Debian's, via playwright-core) against the real dashboard, gateway
+ * Accounts and their mail in real Chromium (Debian's, via playwright-core) against the real dashboard, gateway
  * and read-api, PostgreSQL, Redis, RabbitMQ and an in-process SMTP server: reset and change of
  * password ending another browser's session (two browser contexts, the reset link taken from the
  * mail), the trial refused to a second account of the same address (Unicode variant), and the
@@ -109,7 +109,7 @@ async function signedOut(page: Page): Promise<boolean> {
   return page.url() === `${base}/signin`;
 }
 
-describe('accounts in a browser (issue 20)', () => {
+describe('accounts in a browser', () => {
   it('reset and change of password each end the other browser’s session', async () => {
     const email = 'two-browsers@example.com';
     const a = await newBrowser();

@@ -114,7 +114,7 @@ describe('dashboard over HTTP', () => {
   it('keeps the session in Redis, regenerates its id at sign-in, sets HttpOnly/SameSite=Lax, Secure only over TLS', async () => {
     const c = client();
     const page = await c.req('/signup');
-    // anonymous: a CSRF cookie, no session (issue 20 item 1)
+    // anonymous: a CSRF cookie, no session
     const before = c.cookie();
     expect(before).toBe('');
     expect(c.cookie('sts_csrf')).toMatch(/^sts_csrf=/);
@@ -486,8 +486,8 @@ describe('dashboard over HTTP', () => {
   });
 });
 
-/** Issue 20, part 3: each item of the abuse review has its own test here (items 1, 2, 4, 9). */
-describe('abuse closed (issue 20)', () => {
+/** Each item of the abuse review has its own test here (items 1, 2, 4, 9). */
+describe('abuse closed', () => {
   async function signUp(c: ReturnType<typeof client>, email: string): Promise<void> {
     expect((await join(c, email)).status).toBe(303);
   }
@@ -611,7 +611,7 @@ describe('abuse closed (issue 20)', () => {
   });
 });
 
-describe('Recover: redeliver every failed delivery since T (issue 22)', () => {
+describe('Recover: redeliver every failed delivery since T', () => {
   it('queues exactly the failed ones as one rate-limited action; a bad time is a clear 422 that queues nothing', async () => {
     const c = client({ 'x-forwarded-for': '203.0.113.21' });
     expect((await join(c, 'recover@example.com')).status).toBe(303);

@@ -529,7 +529,7 @@ describe('dashboard in a browser', () => {
     expect(verified(failed)).toBe(true);
     await mainPage('deliveries');
 
-    // Recover (issue 22): a time in the future is named next to the field; the page stays accessible
+    // Recover: a time in the future is named next to the field; the page stays accessible
     await page.getByLabel('Failed since (UTC)').fill('2099-01-01T10:00');
     expect(await submit('Redeliver every failed delivery since then')).toBe(422);
     expect(await fieldError('failedSince')).toMatch(/future/);

@@ -1,5 +1,5 @@
 /**
- * Issue 21: a RabbitMQ outage never takes the dashboard off the Ingress. The dashboard runs
+ * A RabbitMQ outage never takes the dashboard off the Ingress. The dashboard runs
  * against a PRIVATE RabbitMQ node (packages/testing engines.ts, never the shared one), which is
  * stopped while the dashboard serves: pages keep answering 200 and /readyz stays ready (it checks
  * only what serving pages needs).

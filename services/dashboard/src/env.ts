@@ -30,7 +30,9 @@ export const dashboardEnvSchema = z.object({
   ...useCaseEnv,
   /** the monitor preview reads the target's last posts from the same source as the poller */
   ...socialEnv,
+  /** the dashboard's public port */
   DASHBOARD_PORT: envFields.port(3001),
+  /** the address it listens on */
   DASHBOARD_HOST: z.string().default('0.0.0.0'),
   /** OPS_PORT (health, readiness and metrics: internal only, never the public port), STOP_DEADLINE_MS */
   ...opsEnv(3101),
@@ -54,12 +56,15 @@ export const dashboardEnvSchema = z.object({
   SESSION_TTL_SEC: int(8 * 3600, 60, 30 * 24 * 3600),
   /** "auto" (Secure when the request came over TLS, see TRUST_PROXY), "true" or "false" */
   COOKIE_SECURE: z.enum(['auto', 'true', 'false']).default('auto'),
+  /** express's `trust proxy`: `false`, `true`, a hop count or a comma list of addresses (above) */
   TRUST_PROXY: trustProxy,
   /** sign-in attempts per email from one client address, and per client address, within SIGNIN_WINDOW_SEC (then 429) */
   SIGNIN_MAX_PER_EMAIL: int(10, 1, 10_000),
   /** sign-in attempts per email from all addresses together, per hour (bounds distributed guessing) */
   SIGNIN_MAX_PER_EMAIL_HOURLY: int(100, 1, 100_000),
+  /** sign-in attempts from one client address within SIGNIN_WINDOW_SEC, whatever the email */
   SIGNIN_MAX_PER_ADDRESS: int(50, 1, 100_000),
+  /** the window of the sign-in throttle, seconds */
   SIGNIN_WINDOW_SEC: int(900, 1, 86_400),
   /** the gateway's public address, shown in the API snippet on the keys page */
   API_PUBLIC_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3000'),
@@ -70,9 +75,11 @@ export const dashboardEnvSchema = z.object({
   /** save-time webhook URL rule (@sts/core checkWebhookUrlForSave): ports besides 443, and host
    * names exempt from the public-address rule (local development and tests only) */
   WEBHOOK_ALLOWED_PORTS: z.string().default(''),
+  /** host names exempt from the public-address rule, comma-separated (local development and tests only) */
   WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().default(''),
   /** refresh period of the live delivery log and hit history, in the browser */
   LIVE_REFRESH_MS: int(5000, 500, 600_000),
+  /** PostgreSQL connections of one process (k8s/README.md, "Database connection budget") */
   DB_POOL_SIZE: int(5, 1, 100),
   /** absolute lifetime of a session, whatever the activity (SESSION_TTL_SEC is the idle one) */
   SESSION_MAX_AGE_SEC: int(7 * 86_400, 300, 90 * 86_400),

@@ -1,5 +1,5 @@
 /**
- * Payload preview (issue 22): the monitor page's body per format equals, byte for byte, what the
+ * Payload preview: the monitor page's body per format equals, byte for byte, what the
  * webhook-dispatcher really sends for the same hit — native, Discord and Slack, each received by
  * a real HTTPS receiver — and a monitor without hits gets a valid example hit.
  */

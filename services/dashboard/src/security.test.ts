@@ -1,5 +1,5 @@
 /**
- * Issue 29 (security review), the account items, over HTTP against the real dashboard (in
+ * The security review's account items, over HTTP against the real dashboard (in
  * process), PostgreSQL, Redis, RabbitMQ and an in-process SMTP server. TRUST_PROXY=1, so each
  * request says which client address it comes from (X-Forwarded-For). Each test failed on the code
  * before the fix (see the commit messages).
@@ -69,7 +69,7 @@ async function join(email: string, address = '192.0.2.200'): Promise<Client> {
 const signIn = (address: string, email: string, password: string) =>
   from(address).post('/signin', '/signin', { email, password });
 
-describe('sign-in throttle by address block (issue 29 item 5)', () => {
+describe('sign-in throttle by address block', () => {
   it('ten addresses of one /64 guessing ten times each do not lock the owner out; the throttled answer offers the reset link', async () => {
     const email = 'owner5@example.com';
     await join(email);
@@ -107,7 +107,7 @@ describe('sign-in throttle by address block (issue 29 item 5)', () => {
   });
 });
 
-describe('change of password under the sign-in throttle (issue 29 item 7)', () => {
+describe('change of password under the sign-in throttle', () => {
   it('a session guessing the current password is refused after SIGNIN_MAX_PER_EMAIL tries, before any hashing', async () => {
     const email = 'changer7@example.com';
     const c = await join(email, '192.0.2.70');
@@ -161,7 +161,7 @@ async function heldTrialStart(c: Client, during: () => Promise<void>): Promise<{
   return inFlight;
 }
 
-describe('sessions end for good (issue 29 item 8)', () => {
+describe('sessions end for good', () => {
   it('a reset while a request is in flight: the session that request re-saves afterwards is refused', async () => {
     const email = 'inflight8@example.com';
     const a = await join(email, '192.0.2.80');
@@ -200,7 +200,7 @@ describe('sessions end for good (issue 29 item 8)', () => {
   });
 });
 
-describe('links do not stay readable in mail_outbox (issue 29 item 9)', () => {
+describe('links do not stay readable in mail_outbox', () => {
   it('a sent mail keeps kind, recipient, subject and times, not its body; the row expires with the token', async () => {
     const email = 'outbox9@example.com';
     expect((await from('192.0.2.90').post('/signup', '/signup', { email, password: PASSWORD })).status).toBe(200);
@@ -263,7 +263,7 @@ const median = (xs: number[]) => {
   return (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2;
 };
 
-describe('no answer by timing (issue 29 item 6)', () => {
+describe('no answer by timing', () => {
   /** the mail_outbox row of that kind to `email` (the work after the answer has finished) */
   const queued = (email: string, kind: string) =>
     waitFor(() => db.mailOutbox.findFirst({ where: { toAddress: email, kind } }), 20_000);
@@ -333,7 +333,7 @@ describe('no answer by timing (issue 29 item 6)', () => {
   });
 });
 
-describe('the low items (issue 29)', () => {
+describe('the low items', () => {
   it('POST /reset: at most RESET_MAX_PER_HOUR (3) mails an hour to one address, whatever the source; the same answer', async () => {
     const email = 'reset-limit@example.com';
     await join(email, '192.0.2.95');

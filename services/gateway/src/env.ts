@@ -6,9 +6,13 @@ export const gatewayEnvSchema = z.object({
   ...commonEnv,
   ...planEnv,
   ...opsEnv(3100),
+  /** the public API port */
   GATEWAY_PORT: envFields.port(3000),
+  /** the address the API listens on */
   GATEWAY_HOST: z.string().default('0.0.0.0'),
+  /** read-api, where calls are forwarded */
   READ_API_URL: envFields.url(['http', 'https']).default('http://127.0.0.1:3002'),
+  /** shared with read-api: it answers only calls that carry it */
   INTERNAL_TOKEN: z.string().min(16, 'must be at least 16 characters'),
   /** overall time limit for a forwarded call (504 after it) */
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
@@ -49,6 +53,7 @@ export const gatewayEnvSchema = z.object({
     .min(1024)
     .max(16 * 1024 * 1024)
     .default(256 * 1024),
+  /** PostgreSQL connections of one process (k8s/README.md, "Database connection budget") */
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(5),
 });
 

@@ -1,5 +1,5 @@
 /**
- * The management API end to end (issue 30): key scopes, the monitor, webhook and delivery
+ * The management API end to end: key scopes, the monitor, webhook and delivery
  * endpoints, Idempotency-Key and hostile input, through the real gateway and read-api processes on
  * PostgreSQL, Redis and RabbitMQ. Every answer is checked against the served OpenAPI document.
  */

@@ -3,8 +3,8 @@
  * scan of the path, no allocation) and a few array increments on a series made at start (per
  * route and status class). The latency histogram is hand-written (LatencySeries below) rather
  * than a prom-client Histogram: a prom-client child's observe() re-hashes its label object on
- * every call, measured at ≈ 1 µs of CPU per call on the shared VM against ≈ 0.03 µs here (the
- * gateway spends ≈ 50 µs per call in all); the exposition format is the same.
+ * every call, a measurable share of the gateway's CPU per call (docs/benchmarks.md); the exposition
+ * format is the same.
  *
  * Routes are the API's route templates (`/api/v1/users/:username/tweets`), never raw paths: the
  * label's values are the routes of the OpenAPI document plus `other` (any path no route matches,

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { commonEnv, directDatabaseEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
 import { requireXToken, socialEnv } from '@sts/social';
-import { streamEnv } from './intake/stream/env';
+import { streamEnv } from '@sts/x-stream';
 
 export const pollerEnvSchema = z
   .object({
@@ -30,14 +30,15 @@ export const pollerEnvSchema = z
     /** X source: how far behind its position a poll re-reads (tweets X makes visible late) */
     POLL_OVERLAP_SECONDS: z.coerce.number().int().min(0).max(3600).default(30),
     /**
-     * X source: how monitors read X (issue 19). `stream`: the filtered stream (stream/) serves
+     * X source: how monitors read X. `stream`: the filtered stream (stream/) serves
      * targets with a Starter or trial watcher, the tick polls only the Free-only ones by batched
      * search; `search`: due targets packed into `from:` OR-queries; `timeline`: one timeline read
-     * per target (small tiers). See the README, "X monitor modes".
+     * per target (small tiers). See services/poller/README.md, "X monitor modes".
      */
     X_MONITOR_MODE: z.enum(['stream', 'search', 'timeline']).default('stream'),
     /** search mode (and stream mode's Free-only polls): most characters of one packed `from:` query */
     X_QUERY_MAX_LENGTH: z.coerce.number().int().min(32).max(4096).default(512),
+    /** PostgreSQL connections of one replica (k8s/README.md, "Database connection budget") */
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(10),
   })
   .superRefine(requireXToken);

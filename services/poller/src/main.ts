@@ -13,22 +13,22 @@ import {
   type StartedService,
 } from '@sts/common';
 import { errorMessage, plansFromEnv } from '@sts/core';
-import { createDbClient, DirectSession, migrationsCheck, type Db } from '@sts/db';
+import { createDbClient, DirectSession, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
 import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { SESSION_APPLICATION_NAME } from './adapters/session';
 import { createOutboxRelay } from './relay/relay';
 import { createMetricsReporter } from './adapters/reporter';
-import { createPollerRepository, type PollerRepository } from './adapters/repository';
-import { createProfileRepository } from './adapters/profiles';
+import { createHitWriter } from './adapters/hitWriter';
+import { createScheduleStore, type ScheduleStore } from './adapters/scheduleStore';
+import { createProfileRepository, type ProfileRepository } from './adapters/profiles';
 import { createCoverageRepository } from './gaps/gaps';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
-import { buildStreamMode, streamSelectDue } from './intake/stream';
-import { inStream } from './domain/streamRules';
-import type { StreamMode } from './intake/stream/streamMode';
+import { buildStreamMode, inStream, type StreamMode } from '@sts/x-stream';
+import { createStreamPort, streamSelectDue } from './intake/stream/port';
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -74,14 +74,16 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   createFleetMetrics({ registry, reporter, db, outboxLag: () => relay.lag() });
   const latency = createDetectionLatency(registry, Histogram);
   const sourceName = env.SOCIAL_SOURCE;
-  const repository = createPollerRepository(db);
-  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (src/intake/stream/)
+  const schedule = createScheduleStore(db);
+  const writer = createHitWriter(db);
+  const profiles = createProfileRepository(db);
+  // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (@sts/x-stream)
   const stream =
     env.X_MONITOR_MODE === 'stream' && isXSource(source)
       ? buildStreamMode(env, {
           source,
           db,
-          pollerRepository: repository,
+          port: createStreamPort({ schedule, writer, profiles, logger }),
           logger,
           registry,
           latency,
@@ -90,7 +92,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
         })
       : null;
   const poller = createPoller({
-    repository,
+    schedule,
+    writer,
     source,
     leases: createRedisLeases(redis),
     logger,
@@ -99,7 +102,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     claimLimit: env.POLL_CLAIM_LIMIT,
     batchSize: env.POLL_BATCH_SIZE,
     pollTimeoutMs: env.POLL_TIMEOUT_MS,
-    ...intakes(env, source, repository, stream, logger, session, db),
+    ...intakes(env, { source, schedule, profiles, stream, logger, session }),
     coverage: createCoverageRepository(db),
     metrics: {
       polls: (o) => polls.inc({ outcome: o }),
@@ -160,7 +163,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  *
  * Query monitors on X: one recent search each (src/intake/xquery) in every X mode (a timeline
  * cannot answer a query); in stream mode only those the stream does not read (Free-only, or no
- * stream alive), the others are stream rules (src/intake/stream/queries.ts).
+ * stream alive), the others are stream rules (packages/x-stream/src/queries.ts).
  *
  * The push is the local store's: it notifies committed tweets (LISTEN sts_tweets); X has none.
  * Profile changes and target health: the local store's users trigger notifies them; on X every
@@ -168,16 +171,18 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
  */
 function intakes(
   env: PollerEnv,
-  source: SocialSource,
-  repository: PollerRepository,
-  stream: StreamMode | null,
-  logger: Logger,
-  session: DirectSession,
-  db: Db,
+  deps: {
+    source: SocialSource;
+    schedule: ScheduleStore;
+    profiles: ProfileRepository;
+    stream: StreamMode | null;
+    logger: Logger;
+    session: DirectSession;
+  },
 ): Pick<PollerOptions, 'search' | 'session' | 'selectDue' | 'profiles' | 'xAccounts' | 'xQueries' | 'leavesFirstLook'> {
+  const { source, schedule, profiles, stream, logger, session } = deps;
   // the push LISTENs on the direct session; the same channel carries the users trigger's profile
   // notifications. X: the accounts are looked up in batches (every mode)
-  const profiles = createProfileRepository(db);
   if (!isXSource(source)) return env.SOCIAL_SOURCE === 'local' ? { session, profiles } : {};
   // query monitors: a timeline cannot answer a query, so every X mode reads them by search
   const push = { profiles, xAccounts: source, xQueries: { searchGroup: source.searchGroup.bind(source) } };
@@ -188,7 +193,7 @@ function intakes(
   return {
     ...push,
     search,
-    selectDue: streamSelectDue(repository, starterSec, logger, () => stream.covers()),
+    selectDue: streamSelectDue(schedule, starterSec, logger, () => stream.covers()),
     // a new streamed target's first account look is the stream backfill's lookup (X_BACKFILL_LOOKUP)
     leavesFirstLook: (t, now) => stream.leavesFirstLook(t, now),
     xQueries: { ...push.xQueries, streamed: (m, now) => stream.covers() && inStream([m.account], now) },

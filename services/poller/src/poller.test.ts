@@ -5,15 +5,14 @@ import { withLastCheck, type Db } from '@sts/db';
 import { AmqpClient, contracts, monitorHitPayload, monitorRef, type Envelope } from '@sts/messaging';
 import { createLocalSource, createSocialTweet, createSocialUser, type SocialSource } from '@sts/social';
 import { createTestVhost, waitFor, openTestStore, type TestStore } from '@sts/testing';
-import { createRedisLeases } from './adapters/lease';
 import { createOutboxRelay } from './relay/relay';
-import { createPollerRepository } from './adapters/repository';
+import { createScheduleStore } from './adapters/scheduleStore';
+import { createHitWriter } from './adapters/hitWriter';
 import { intervalFor } from './domain/schedule';
-import { createPoller, type PollerOptions } from './poller';
+import { plans, smallPoller, testPoller, type TestPollerOptions } from '../test/poller';
 
 const logger = createLogger({ service: 'poller-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 /** A TCP proxy in front of RabbitMQ that the test can cut (broker unreachable) and restore. */
 class TcpProxy {
@@ -85,17 +84,16 @@ describe('poller', () => {
     return { source: src, stats };
   }
 
-  function makePoller(src: SocialSource = source, extra: Partial<PollerOptions> = {}) {
-    return createPoller({
-      repository: createPollerRepository(db),
-      source: src,
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans, overrideSec: 1 },
-      concurrency: 4,
-      batchSize: 5,
-      ...extra,
-    });
+  function makePoller(src: SocialSource = source, extra: Partial<TestPollerOptions> = {}) {
+    return testPoller(
+      { db, redis },
+      {
+        source: src,
+        logger,
+        ...smallPoller,
+        ...extra,
+      },
+    );
   }
 
   async function newTarget(): Promise<string> {
@@ -266,11 +264,11 @@ describe('poller', () => {
     let snapped!: () => void;
     const aFinished = new Promise<void>((r) => (aDone = r));
     const snapshotTaken = new Promise<void>((r) => (snapped = r));
-    const repository = createPollerRepository(db);
+    const schedule = createScheduleStore(db);
     const stale = {
-      ...repository,
+      ...schedule,
       claimDue: async (limit: number, ttlMs: number) => {
-        const snapshot = await repository.claimDue(limit, ttlMs);
+        const snapshot = await schedule.claimDue(limit, ttlMs);
         // B's claim lapses (a stalled replica): A may claim the target and poll it meanwhile
         await db.pollTarget.updateMany({ where: { targetKey: target.toLowerCase() }, data: { nextDueAt: new Date() } });
         snapped();
@@ -278,7 +276,7 @@ describe('poller', () => {
         return snapshot;
       },
     };
-    const b = makePoller(counted, { repository: stale }).runCycle();
+    const b = makePoller(counted, { schedule: stale }).runCycle();
     await snapshotTaken;
     await makePoller(counted).runCycle();
     aDone();
@@ -365,7 +363,7 @@ describe('poller', () => {
     const target = await newTarget();
     const m = await monitor(target);
     const t = await tweet(target, 'only once');
-    const repo = createPollerRepository(db);
+    const repo = createHitWriter(db);
     const detectedAt = new Date();
     const hit = {
       monitorId: m.id,
@@ -400,7 +398,7 @@ describe('poller', () => {
     await monitor(target);
     const older = await tweet(target, 'older');
     const newer = await tweet(target, 'newer');
-    const repo = createPollerRepository(db);
+    const repo = createHitWriter(db);
     const key = target.toLowerCase();
     const at = (id: string, position: string) => ({ lastTweetId: id, lastTweetAt: new Date(), position });
     await repo.recordBatch(key, [], { ...at(newer.id, 'l.100.9'), lastTweetAt: newer.createdAt }, new Date());
@@ -542,7 +540,7 @@ describe('poller', () => {
     await monitor(mixed, [], undefined, accountId);
     await monitor(onTrial, [], undefined, trial);
     await monitor(onTrial, [], undefined, free);
-    const targets = await createPollerRepository(db).targets();
+    const targets = await createScheduleStore(db).targets();
     const interval = (name: string) =>
       intervalFor(
         targets.find((t) => t.targetKey === name.toLowerCase())!,

@@ -3,8 +3,9 @@
  * by one or, in X search mode, by batched search from src/intake/search) and, with a database
  * URL, the local store's push (src/intake/push: a committed tweet of a pushed target polls it at
  * once) and its query monitors (src/intake/query: a committed tweet is matched at once against
- * every active query monitor). A target's poll (src/poll) runs under its Redis lease, one replica at a time, and
- * records each page through src/record. The X stream (src/intake/stream) runs beside it (main.ts).
+ * every active query monitor). A target's poll (src/poll) runs under its Redis lease, one replica
+ * at a time, records each page through src/record and settles (coverage, account look, metrics).
+ * The X stream (@sts/x-stream) runs beside it (main.ts).
  */
 import type { Logger } from '@sts/common';
 import type { SocialSource, XSource } from '@sts/social';
@@ -12,7 +13,8 @@ import type { IntervalPolicy, TargetState } from './domain/schedule';
 import { subscribe, type DirectSession, type Subscription } from '@sts/db';
 import { SESSION_APPLICATION_NAME } from './adapters/session';
 import type { LeaseStore } from './adapters/lease';
-import type { NewHit, PollerRepository } from './adapters/repository';
+import type { HitWriter } from './adapters/hitWriter';
+import type { ScheduleStore } from './adapters/scheduleStore';
 import { errorMessage } from '@sts/core';
 import { createCycle, type CycleResult } from './intake/tick/cycle';
 import { ticker } from './intake/tick/ticker';
@@ -20,40 +22,37 @@ import { createPush, type Push } from './intake/push/push';
 import { createQueryIntake, type QueryIntake } from './intake/query/query';
 import { createXQueryIntake, type XQueryIntake, type XQueryIntakeDeps } from './intake/xquery/xquery';
 import { createGroupPoll, type GroupPollDeps } from './intake/search/search';
-import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from './pipeline';
+import type { GroupPoll } from './domain/pipeline';
 import { createTargetPoll } from './poll/poll';
+import { createSettle, type PollerMetrics, type Settle } from './poll/settle';
 import type { ProfileRepository } from './adapters/profiles';
-import { isUnavailable } from './domain/profiles';
 import { createProfileWatch, type ProfileWatch } from './intake/profile/profile';
 import { createXProfileLookup, type XProfileLookup, type XProfileLookupDeps } from './intake/profile/xLookup';
-import { coveredGroupPoll, coveredPoll, type CoverageRepository } from './gaps/gaps';
+import type { CoverageRepository } from './gaps/gaps';
 
 /** the channel of the local store's tweet trigger (migration 20261124100000_poll_targets) */
 export const TWEETS_CHANNEL = 'sts_tweets';
 
-interface PollerMetrics {
-  polls(outcome: PollOutcome): void;
-  hits(count: number): void;
-  /** new hits of a poll, and whether a committed tweet woke it */
-  detected?(hits: readonly NewHit[], how: 'push' | 'poll'): void;
-}
+/** how often due targets are looked for */
+const TICK_MS = 1000;
 
 export interface PollerOptions {
-  repository: PollerRepository;
+  schedule: ScheduleStore;
+  writer: HitWriter;
   source: SocialSource;
   leases: LeaseStore;
   logger: Logger;
   intervals: IntervalPolicy;
-  /** targets polled at once by this replica (default 8) */
-  concurrency?: number;
-  /** tweets per source call (default 100) */
-  batchSize?: number;
-  /** a poll's time limit (default 30 s); its lease lives twice as long */
-  pollTimeoutMs?: number;
-  /** how often due targets are looked for (default 1 s) */
+  /** targets polled at once by this replica (POLL_CONCURRENCY) */
+  concurrency: number;
+  /** tweets per source call (POLL_BATCH_SIZE) */
+  batchSize: number;
+  /** a poll's time limit (POLL_TIMEOUT_MS); its lease lives twice as long */
+  pollTimeoutMs: number;
+  /** most due targets one tick claims (POLL_CLAIM_LIMIT); an outage's backlog drains at this pace */
+  claimLimit: number;
+  /** how often due targets are looked for (default 1 s; tests shorten it) */
   tickMs?: number;
-  /** most due targets one tick claims (default 200); an outage's backlog drains at this pace */
-  claimLimit?: number;
   /** the process's direct session: LISTENs for the local store's committed tweets (push) */
   session?: DirectSession;
   /** without `session`: a session of its own for the push; without either only the tick polls */
@@ -72,9 +71,9 @@ export interface PollerOptions {
   /** which due targets a tick polls (default all; X stream mode leaves the streamed ones) */
   selectDue?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: batched search (createGroupPoll's options but the shared ones) */
-  search?: Omit<GroupPollDeps, 'repository' | 'leases' | 'logger' | 'intervals' | 'pollTimeoutMs' | 'now'>;
+  search?: Pick<GroupPollDeps, 'source' | 'maxQueryLength' | 'overlapMs'>;
   metrics?: PollerMetrics;
-  /** the coverage record: a failed or refused poll opens a gap (src/coverage) */
+  /** the coverage record: a failed or refused poll opens a gap (src/gaps) */
   coverage?: CoverageRepository;
   now?: () => Date;
   /** the query intake's safety-net run when no notification came (default 5 s) */
@@ -102,41 +101,6 @@ export interface Poller {
   accounts?: XProfileLookup;
 }
 
-interface Looks {
-  look(targetKey: string): void;
-}
-
-/**
- * Whether a poll asks for a look at the target's account: a target never looked at, an
- * unavailable one (is it back?) or one whose poll failed (gone? a refusal of the budget tells nothing).
- */
-function wantsLook(target: TargetState, result: PollResult): boolean {
-  if (result.outcome === 'skipped' || result.busy) return false;
-  const unknown = target.targetStatus === null || target.targetStatus === undefined;
-  return unknown || isUnavailable(target.targetStatus) || result.outcome === 'error';
-}
-
-function withProfileLooks(poll: TargetPoll, looks: Looks | undefined): TargetPoll {
-  if (!looks) return poll;
-  return async (target, opts) => {
-    const result = await poll(target, opts);
-    if (wantsLook(target, result)) looks.look(target.targetKey);
-    return result;
-  };
-}
-
-function withGroupProfileLooks(poll: GroupPoll, looks: Looks | undefined): GroupPoll {
-  if (!looks) return poll;
-  return async (targets, readAt) => {
-    const results = await poll(targets, readAt);
-    for (const t of targets) {
-      const r = results.get(t.targetKey);
-      if (r && wantsLook(t, r)) looks.look(t.targetKey);
-    }
-    return results;
-  };
-}
-
 /** the local store's profile watch, or X's account lookup, or none */
 function profileLooksOf(
   options: PollerOptions,
@@ -158,46 +122,19 @@ function profileLooksOf(
   return { accounts };
 }
 
-function recorder(metrics: PollerMetrics | undefined, how: 'push' | 'poll') {
-  return (outcome: PollOutcome, r: PollResult) => {
-    if (outcome === 'ok') {
-      metrics?.hits(r.hits.length);
-      if (r.hits.length > 0) metrics?.detected?.(r.hits, how);
-    }
-    metrics?.polls(outcome);
-  };
-}
-
 /** X search mode: the cycle's batched-search poll (none without `search`) */
-function groupPollOf(
-  options: PollerOptions,
-  now: () => Date,
-  inFlight: Set<string>,
-  looks: Looks | undefined,
-): { groupPoll?: GroupPoll } {
+function groupPollOf(options: PollerOptions, shared: SharedPollDeps, inFlight: Set<string>): { groupPoll?: GroupPoll } {
   if (!options.search) return {};
-  const deps: GroupPollDeps = {
-    ...options.search,
-    repository: options.repository,
-    leases: options.leases,
-    logger: options.logger,
-    intervals: options.intervals,
-    pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
-    now,
-  };
-  const groupPoll = createGroupPoll(deps, inFlight);
-  const covered = options.coverage ? coveredGroupPoll(groupPoll, options.coverage, options.logger) : groupPoll;
-  return { groupPoll: withGroupProfileLooks(covered, looks) };
+  return { groupPoll: createGroupPoll({ ...shared, ...options.search }, inFlight) };
 }
 
-/** The local store's query intake (a source that reads every author's tweets), or none (X). */
 /**
  * The push lost the notifications sent while its LISTEN was down: each pushed target is polled
  * once (xid 0: any position covers it), at the push's concurrency.
  */
-async function resyncPush(repository: PollerRepository, push: Push, logger: Logger): Promise<void> {
+async function resyncPush(schedule: ScheduleStore, push: Push, logger: Logger): Promise<void> {
   try {
-    const keys = (await repository.pushedTargets?.()) ?? [];
+    const keys = await schedule.pushedTargets();
     for (const key of keys) push.wake(key, 0n);
     logger.info('tweet listener reconnected; polling the pushed targets once', { targets: keys.length });
   } catch (err) {
@@ -205,15 +142,17 @@ async function resyncPush(repository: PollerRepository, push: Push, logger: Logg
   }
 }
 
+/** The local store's query intake (a source that reads every author's tweets), or none (X). */
 function queryIntakeOf(options: PollerOptions, now: () => Date): QueryIntake | null {
   const { source, metrics } = options;
   if (!source.pollAllTweets) return null;
   return createQueryIntake({
-    repository: options.repository,
+    schedule: options.schedule,
+    writer: options.writer,
     source: { pollAllTweets: (request) => source.pollAllTweets!(request) },
     logger: options.logger,
     now,
-    batchSize: options.batchSize ?? 100,
+    batchSize: options.batchSize,
     ...(options.queryIntervalMs !== undefined ? { intervalMs: options.queryIntervalMs } : {}),
     onHits: (hits) => {
       metrics?.hits(hits.length);
@@ -228,12 +167,13 @@ function xQueryIntakeOf(options: PollerOptions, now: () => Date): XQueryIntake |
   const { metrics } = options;
   return createXQueryIntake({
     ...options.xQueries,
-    repository: options.repository,
+    schedule: options.schedule,
+    writer: options.writer,
     leases: options.leases,
     intervals: options.intervals,
     logger: options.logger,
     now,
-    pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
+    pollTimeoutMs: options.pollTimeoutMs,
     ...(options.coverage && { coverage: options.coverage }),
     onHits: (hits) => {
       metrics?.hits(hits.length);
@@ -242,45 +182,52 @@ function xQueryIntakeOf(options: PollerOptions, now: () => Date): XQueryIntake |
   });
 }
 
+/** what a target's poll and X search's group poll share */
+type SharedPollDeps = Pick<
+  GroupPollDeps,
+  'schedule' | 'writer' | 'leases' | 'logger' | 'intervals' | 'pollTimeoutMs' | 'now' | 'settle'
+>;
+
 export function createPoller(options: PollerOptions): Poller {
-  const { repository, logger, intervals } = options;
-  const concurrency = options.concurrency ?? 8;
+  const { schedule, writer, logger, intervals, concurrency } = options;
   const now = options.now ?? (() => new Date());
   let stopping = false;
   const inFlight = new Set<string>();
   const { profiles, accounts } = profileLooksOf(options, now);
   const looks = profiles ?? accounts;
-  const targetPoll = createTargetPoll(
-    {
-      repository,
-      source: options.source,
-      leases: options.leases,
-      logger,
-      intervals,
-      batchSize: options.batchSize ?? 100,
-      pollTimeoutMs: options.pollTimeoutMs ?? 30_000,
-      now,
-    },
-    inFlight,
-  );
-  const covered = options.coverage ? coveredPoll(targetPoll, options.coverage, logger) : targetPoll;
-  const poll = withProfileLooks(covered, looks);
-  // what the tick's cycle and the push both poll with
-  const polling = { repository, poll, now, concurrency };
-  const runCycle = createCycle({
-    ...polling,
-    intervals,
-    claimLimit: options.claimLimit ?? 200,
-    // as long as a poll's lease: a replica that dies leaves its claims to lapse then
-    claimTtlMs: (options.pollTimeoutMs ?? 30_000) * 2,
-    stopping: () => stopping,
-    onPolled: recorder(options.metrics, 'poll'),
-    ...(options.selectDue ? { select: options.selectDue } : {}),
-    ...groupPollOf(options, now, inFlight, looks),
+  // after every poll: its coverage record, the account look it asks for, its metrics
+  const settle: Settle = createSettle({
+    logger,
+    ...(options.coverage && { coverage: options.coverage }),
+    ...(looks && { looks }),
+    ...(options.metrics && { metrics: options.metrics }),
   });
-  const onPushed = recorder(options.metrics, 'push');
-  const push = createPush({ ...polling, logger, inFlight, onPolled: (r) => onPushed(r.outcome, r) });
-  const tick = ticker(() => runCycle(), options.tickMs ?? 1000, logger);
+  const shared: SharedPollDeps = {
+    schedule,
+    writer,
+    leases: options.leases,
+    logger,
+    intervals,
+    pollTimeoutMs: options.pollTimeoutMs,
+    now,
+    settle,
+  };
+  const poll = createTargetPoll({ ...shared, source: options.source, batchSize: options.batchSize }, inFlight);
+  const runCycle = createCycle({
+    schedule,
+    poll,
+    now,
+    concurrency,
+    intervals,
+    claimLimit: options.claimLimit,
+    // as long as a poll's lease: a replica that dies leaves its claims to lapse then
+    claimTtlMs: options.pollTimeoutMs * 2,
+    stopping: () => stopping,
+    ...(options.selectDue ? { select: options.selectDue } : {}),
+    ...groupPollOf(options, shared, inFlight),
+  });
+  const push = createPush({ schedule, poll, now, concurrency, logger, inFlight });
+  const tick = ticker(() => runCycle(), options.tickMs ?? TICK_MS, logger);
   const queries = queryIntakeOf(options, now);
   const xQueries = xQueryIntakeOf(options, now);
   let listener: Subscription | undefined;
@@ -298,7 +245,7 @@ export function createPoller(options: PollerOptions): Poller {
             if (payload.startsWith('q ')) queries?.notify(payload);
             else if (!profiles?.notify(payload)) push.notify(payload);
           },
-          onReconnect: () => void resyncPush(repository, push, logger),
+          onReconnect: () => void resyncPush(schedule, push, logger),
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
         await listener?.ready.catch((err: unknown) =>

@@ -1,5 +1,5 @@
 /**
- * The whole system under faults (issue 11): read-api, two gateways, poller (local source) and
+ * The whole system under faults: read-api, two gateways, poller (local source) and
  * webhook-dispatcher run as processes against PRIVATE engines started by this test (its own
  * PostgreSQL cluster, Redis server and RabbitMQ node on spare ports: packages/testing/src/engines.ts),
  * so restarting them disturbs no other test. Tweets that match the monitors keep being written
@@ -14,7 +14,7 @@
  *   driven to quota − 20 before the flush gets exactly 20 more after it, through both gateways: the
  *   one that rebuilds the month counter and the other, which adds its own outstanding units to it),
  *   and usage_monthly counts every 2xx;
- * - after each fault every service's /readyz is 200 again by itself within 30 s (the issue's limit),
+ * - after each fault every service's /readyz is 200 again by itself within 30 s (the required limit),
  *   counted from the moment the engine is back (restarts) or the new process is up (kill -9: from
  *   its ops server listening; its boot, loading TypeScript through tsx on a busy test machine,
  *   is printed apart: it is 15-20 s with a load of 12 on 2 cores, and the image runs compiled JS).
@@ -42,7 +42,7 @@ import {
 jest.setTimeout(420_000);
 
 const QUOTA = 150; // the Free plan's monthly quota here (accounts A and B)
-const READY_LIMIT_MS = 30_000; // the issue: ready again by itself within 30 s
+const READY_LIMIT_MS = 30_000; // required: ready again by itself within 30 s
 const ENCRYPTION_KEY = randomBytes(32).toString('base64');
 const INTERNAL_TOKEN = randomBytes(24).toString('base64url');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

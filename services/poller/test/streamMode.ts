@@ -20,10 +20,12 @@ import {
   type FakeXOptions,
 } from '@sts/testing';
 import type { AmqpClient } from '@sts/messaging';
-import { createPollerRepository, type PollerRepository } from '../src/adapters/repository';
-import { parseRule } from '../src/domain/streamRules';
-import { buildStreamMode, type StreamModeEnv } from '../src/intake/stream/index';
-import type { RecordQueueOptions, StreamMode } from '../src/intake/stream/streamMode';
+import { buildStreamMode, type RecordQueueOptions, type StreamMode, type StreamModeEnv } from '@sts/x-stream';
+import { parseRule } from '@sts/x-stream/src/domain/streamRules';
+import { createHitWriter, type HitWriter } from '../src/adapters/hitWriter';
+import { createProfileRepository } from '../src/adapters/profiles';
+import { createScheduleStore } from '../src/adapters/scheduleStore';
+import { createStreamPort } from '../src/intake/stream/port';
 
 export interface StartExtra {
   userCheckMs?: number;
@@ -33,8 +35,8 @@ export interface StartExtra {
   /** RabbitMQ: streamed posts go through the record queues (absent: the holder records them) */
   amqp?: AmqpClient;
   recordQueues?: RecordQueueOptions;
-  /** wraps the replica's poller repository (e.g. to slow or count its recording) */
-  wrapRepository?: (r: PollerRepository) => PollerRepository;
+  /** wraps the replica's hit writer (e.g. to slow or count its recording) */
+  wrapWriter?: (w: HitWriter) => HitWriter;
   /** new hits this replica recorded */
   hits?: (n: number) => void;
   /** the lookup pre-check's wait after a window's end (X_BACKFILL_LOOKUP=auto) */
@@ -86,11 +88,18 @@ export class StreamHarness {
       redis: this.redis,
       ...(extra.userCacheTtlSeconds !== undefined && { userCacheTtlSeconds: extra.userCacheTtlSeconds }),
     });
-    const repository = createPollerRepository(extra.db ?? this.db);
+    const db = extra.db ?? this.db;
+    const writer = createHitWriter(db);
+    const port = createStreamPort({
+      schedule: createScheduleStore(db),
+      writer: extra.wrapWriter ? extra.wrapWriter(writer) : writer,
+      profiles: createProfileRepository(db),
+      logger: this.logger,
+    });
     const mode = buildStreamMode(e, {
-      db: extra.db ?? this.db,
+      db,
       source,
-      pollerRepository: extra.wrapRepository ? extra.wrapRepository(repository) : repository,
+      port,
       logger: this.logger,
       registry,
       stallMs: 700,

@@ -9,13 +9,17 @@ export const readApiEnvSchema = z
   .object({
     DATABASE_URL: commonEnv.DATABASE_URL,
     ...opsEnv(3102),
+    /** the internal API port (the gateway forwards to it; never public) */
     READ_API_PORT: envFields.port(3002),
+    /** the address it listens on */
     READ_API_HOST: z.string().default('0.0.0.0'),
+    /** shared with the gateway: calls without it are refused */
     INTERNAL_TOKEN: z.string().min(16, { message: 'must be at least 16 characters' }),
     /** how long user lookups are cached in process; 0 turns the cache off */
     USER_CACHE_TTL_MS: z.coerce.number().int().min(0).max(600_000).default(5000),
     /** how long a stop waits for in-flight requests */
     SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(120_000).default(10_000),
+    /** PostgreSQL connections of one process (k8s/README.md, "Database connection budget") */
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
     /**
      * Redis: Idempotency-Key answers, the Test webhook / Redeliver bound (shared with the
@@ -40,6 +44,7 @@ export const readApiEnvSchema = z
     SECRETS_ENCRYPTION_KEYS_OLD: encryptionKeyListField().optional(),
     /** the save-time webhook URL rule, as the dashboard's: ports besides 443, hosts exempt from the public-address rule */
     WEBHOOK_ALLOWED_PORTS: z.string().default(''),
+    /** host names exempt from the public-address rule, comma-separated (local development and tests only) */
     WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().default(''),
   })
   .superRefine(requireXToken);

@@ -365,7 +365,7 @@ describe('webhook dispatcher', () => {
       expect(endpoint.brokenReason).toMatch(/Slack answered HTTP 410/);
     });
 
-    it('a 2xx answer longer than the 64 KiB read limit is delivered; a long Discord 404 still marks it broken (issue 10 item 3)', async () => {
+    it('a 2xx answer longer than the 64 KiB read limit is delivered; a long Discord 404 still marks it broken', async () => {
       const monitor = await nativeMonitor();
       receiver.setResponder(() => ({ status: 200, body: 'a'.repeat(70_000) }));
       await dispatcher.handle(hitEnvelope(monitor, await createHit(db, monitor)));
@@ -390,7 +390,7 @@ describe('webhook dispatcher', () => {
       expect(endpoint.brokenReason).toMatch(/Discord answered HTTP 404/);
     });
 
-    it('Discord 401 and Slack 403 (revoked or invalid token) mark the endpoint broken (issue 10 item 7)', async () => {
+    it('Discord 401 and Slack 403 (revoked or invalid token) mark the endpoint broken', async () => {
       const discord = await createMonitor(db, box, {
         accountId: starterId,
         url: 'https://discord.com/api/webhooks/401401/Revoked',

@@ -1,5 +1,5 @@
 /**
- * Attempt detail (issue 22), end to end through the dispatcher and a real HTTPS receiver: the
+ * Attempt detail, end to end through the dispatcher and a real HTTPS receiver: the
  * attempt row keeps the request exactly as the receiver got it (headers including both signature
  * schemes, the body byte for byte) and the response (status, headers as sent, the first 4 KiB of
  * the body byte for byte), with the header count bounded.

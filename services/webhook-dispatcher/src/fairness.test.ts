@@ -1,5 +1,5 @@
 /**
- * Issue 10 items 1 and 4 on the real broker: one customer's dead or slow endpoint with hundreds of
+ * Fair delivery on the real broker: one customer's dead or slow endpoint with hundreds of
  * queued hits must not delay another customer's test ping or live hit (the backed-up messages are
  * parked, freeing the prefetch), and Discord's rate limit is honoured (paced, 429 waited out).
  * The dispatcher runs in this process, consuming from its own vhost, with production limits
@@ -25,7 +25,7 @@ import { openBrokerBed, type BrokerBed } from '../test/brokerBed';
 
 const logger = createLogger({ service: 'dispatcher-fairness-test', level: 'error' });
 
-describe('fair delivery (issue 10)', () => {
+describe('fair delivery', () => {
   let bed: BrokerBed;
   let db: Db;
   let amqpUrl: string;

@@ -1,5 +1,5 @@
 /**
- * Endpoint health (issue 22), driven message by message through handle() against a real
+ * Endpoint health, driven message by message through handle() against a real
  * PostgreSQL database and a real HTTPS receiver: 5 failures in a row → failing (one
  * `account.webhook.failing` event), 3 days of only failures → disabled (live hits logged as
  * skipped, not sent), a successful test webhook re-enables, a success resets the count.

@@ -16,7 +16,7 @@
  */
 import { Client } from 'pg';
 import { isUuid } from '@sts/core';
-import type { Db } from '@sts/db';
+import type { Db, HitSqlRow } from '@sts/db';
 import {
   CliUsageError,
   sessionDatabaseUrl,
@@ -121,15 +121,8 @@ async function resolveScope(db: Db, values: OptionValues): Promise<Scope> {
   return { accountId, monitors: monitors.length > 0 ? new Set(ids) : null, label };
 }
 
-interface HitRow {
-  id: string;
-  monitor_id: string;
+interface HitRow extends HitSqlRow {
   target_username: string;
-  tweet_id: string;
-  tweet_author_username: string;
-  tweet_text: string;
-  tweet_created_at: Date;
-  detected_at: Date;
 }
 
 /** The notified hits of the scope, oldest detection first. */

@@ -13,14 +13,21 @@ import { CliUsageError, type Command } from '../command';
 const count = (fallback: number, max: number) => z.coerce.number().int().min(1).max(max).default(fallback);
 
 /** The step's settings; the hits and delivery-log days come from the plans (longest plan wins). */
-const maintenanceEnv = z.object({
+export const maintenanceEnv = z.object({
   ...planRetentionEnv,
+  /** published outbox rows are kept this many hours */
   OUTBOX_RETENTION_HOURS: count(DEFAULT_RETENTION.outboxHours, 24 * 365),
+  /** published account events are kept this many days */
   ACCOUNT_EVENTS_RETENTION_DAYS: count(DEFAULT_RETENTION.accountEventsDays, 3650),
+  /** sent mail, and mail never sent, is kept this many days */
   MAIL_RETENTION_DAYS: count(DEFAULT_RETENTION.mailDays, 3650),
+  /** per-day usage rows (the dashboard's charts) are kept this many days */
   USAGE_DAILY_RETENTION_DAYS: count(DEFAULT_RETENTION.usageDailyDays, 3650),
+  /** week partitions created ahead of the current week */
   MAINTENANCE_WEEKS_AHEAD: count(DEFAULT_RETENTION.weeksAhead, 52),
+  /** rows deleted per statement from a queue-like table */
   MAINTENANCE_BATCH_SIZE: count(DEFAULT_RETENTION.batchSize, 100_000),
+  /** batches per table and run; the rest waits for the next run */
   MAINTENANCE_MAX_BATCHES: count(DEFAULT_RETENTION.maxBatches, 10_000),
 });
 

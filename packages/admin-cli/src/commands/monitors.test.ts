@@ -430,7 +430,7 @@ describe('monitor and webhook commands', () => {
       expect(r.stderr).toMatch(/no monitor with id/);
     });
 
-    it('test: limited per account (WEBHOOK_TEST_MAX_PER_MIN), with a clear message (issue 20 item 4)', async () => {
+    it('test: limited per account (WEBHOOK_TEST_MAX_PER_MIN), with a clear message', async () => {
       const redis = createTestRedis();
       const limited = { ...env, WEBHOOK_TEST_MAX_PER_MIN: '1', REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix };
       const run = (...argv: string[]) => runCli(argv, limited, allCommands, { resolveHost });

@@ -1,5 +1,5 @@
 /**
- * Issue 22's CLI names: `monitor create|update --exclude ... --lang ...` with `-word` keywords,
+ * The CLI's rule names: `monitor create|update --exclude ... --lang ...` with `-word` keywords,
  * and `monitor preview --account ID --target U [--keywords] [--exclude] [--lang] [--json]` over
  * the local store (SOCIAL_SOURCE=local), cached in the real Redis.
  */

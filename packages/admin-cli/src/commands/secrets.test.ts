@@ -1,4 +1,4 @@
-/** Issue 29: `secrets rotate` re-encrypts stored webhook secrets under a new key while the old one still decrypts (real PostgreSQL). */
+/** `secrets rotate` re-encrypts stored webhook secrets under a new key while the old one still decrypts (real PostgreSQL). */
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { createSecretBox, encryptionKeyId } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';

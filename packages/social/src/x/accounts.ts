@@ -60,6 +60,14 @@ export interface XAccounts {
   byUsername: Map<string, XAccountState>;
 }
 
+/** X's answer for an account looked up by id when `userId` is known, else by username (`targetKey`) */
+export function answerFor(
+  t: { targetKey: string; userId: string | null },
+  found: XAccounts,
+): XAccountState | undefined {
+  return t.userId ? found.byId.get(t.userId) : found.byUsername.get(t.targetKey);
+}
+
 type Found = XUser & { protected?: boolean; most_recent_tweet_id?: string };
 
 function problemState(p: XProblem | undefined): XAccountState {

@@ -1,5 +1,5 @@
 /** The X provider: client (the one request helper), governor, user directory, packing, source. */
-export { X_ACCOUNT_FIELDS, type XAccountRequest, type XAccounts, type XAccountState } from './accounts';
+export { answerFor, X_ACCOUNT_FIELDS, type XAccountRequest, type XAccounts, type XAccountState } from './accounts';
 export { createXClient, type XAnswer, type XCall, type XClient, type XClientOptions } from './client';
 export {
   createProcessGovernor,

@@ -10,7 +10,7 @@ export type XFamily = 'users' | 'timeline' | 'search' | 'tweets' | 'stream_conne
 
 export const FAKE_X_FAMILIES: readonly XFamily[] = ['users', 'timeline', 'search', 'tweets', 'stream_connect', 'rules'];
 
-/** Pro-like requests per 15-minute window (issue 19): timeline 1,500, search 450, users 300, stream connects 50. */
+/** Pro-like requests per 15-minute window: timeline 1,500, search 450, users 300, stream connects 50. */
 export const FAKE_X_DEFAULT_LIMITS: Record<XFamily, number> = {
   users: 300,
   timeline: 1500,

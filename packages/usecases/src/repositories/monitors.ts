@@ -4,10 +4,7 @@
  */
 import type { WebhookKindName } from '@sts/core';
 import type { OrderingName, RetryPolicyName } from '../types';
-import type { monitorSettingsSelect, Prisma } from '@sts/db';
-
-/** a monitor's own settings and state: @sts/db's row of them, as read-api reads it too */
-type MonitorSettings = Prisma.MonitorGetPayload<{ select: typeof monitorSettingsSelect }>;
+import type { MonitorSettings } from '@sts/db';
 
 export interface WebhookRecord {
   url: string;

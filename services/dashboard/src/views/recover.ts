@@ -9,7 +9,7 @@ export interface RecoverFormState {
   errors?: FieldErrors;
 }
 
-/** "Redeliver every failed delivery since T" on the monitor's delivery log (issue 22, Recover). */
+/** "Redeliver every failed delivery since T" on the monitor's delivery log. */
 export function recoverForm(ctx: PageContext, m: MonitorView, state: RecoverFormState = {}): SafeHtml {
   return html`<section class="card" aria-labelledby="recover-title">
     <h2 id="recover-title">Recover failed deliveries</h2>

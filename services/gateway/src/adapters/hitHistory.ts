@@ -7,7 +7,7 @@
  * smaller xid has ended, so no hit can later appear at or before a position this read returned (a
  * hit's transaction still running has an xid at or past it).
  */
-import { COMMIT_HORIZON, type Db } from '@sts/db';
+import { COMMIT_HORIZON, type Db, type HitSqlRow } from '@sts/db';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { StreamPosition } from '../domain/streamCursor';
 
@@ -43,16 +43,11 @@ export interface HitHistory {
   ): Promise<HitPage>;
 }
 
-interface HitRow {
+/** a hit with its commit position and monitor (`id` null: the monitor's no-hit row) */
+interface HitRow extends Omit<HitSqlRow, 'id'> {
   waiting: boolean;
   id: string | null;
   xid: string;
-  monitor_id: string;
-  tweet_id: string;
-  tweet_text: string;
-  tweet_author_username: string;
-  tweet_created_at: Date;
-  detected_at: Date;
   target_username: string | null;
   query: string | null;
   keywords: string[];

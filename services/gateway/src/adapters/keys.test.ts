@@ -1,5 +1,5 @@
 /**
- * Issue 20, abuse item 3: a flood of well-formed unknown API keys (the checksum is a public
+ * A flood of well-formed unknown API keys (the checksum is a public
  * CRC32) is limited per client address (then unknown without a database query), and never
  * evicts a valid key from the gateway's key cache. Real PostgreSQL and Redis.
  */

@@ -1,8 +1,8 @@
 /**
  * Monthly quota and per-minute limit, leased: each gateway process takes blocks of units from
  * Redis with one atomic Lua call and admits calls from that local credit synchronously, so a busy
- * account costs a Redis round trip per block, not per call (a round trip per call was a third of
- * the gateway's CPU per call; see the README's benchmark).
+ * account costs a Redis round trip per block, not per call (a round trip per call was a large
+ * share of the gateway's CPU per call; docs/benchmarks.md).
  *
  * Exactness: the lease script grants n = min(wanted, max(1, ⌊remaining / 4⌋)) units, where
  * remaining is the smaller of the month's and the minute's, and adds n to both counters at once. The

@@ -1,5 +1,5 @@
 /**
- * Quota thresholds (issue 20): after each usage write-through, the accounts whose calls this
+ * Quota thresholds: after each usage write-through, the accounts whose calls this
  * month reached 80 % or 100 % of their plan's quota get an `account.quota.threshold` event in
  * `account_events` (the dashboard relays it to RabbitMQ and mails it). The event's key
  * `quota:<account>:<month>:<threshold>` is the table's primary key, so each threshold is written

@@ -15,9 +15,8 @@ import {
   waitFor,
   type RedisClusterHandle,
 } from '@sts/testing';
-import { createPoller } from '../poller';
 import { createRedisLeases, leaseKey } from './lease';
-import { createPollerRepository } from './repository';
+import { smallPoller, testPoller } from '../../test/poller';
 
 const PREFIX = 'sts:';
 const logger = createLogger({ service: 'poller-cluster-test', level: 'error' });
@@ -107,16 +106,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
       },
     };
     const replicas = [clusterClient(), clusterClient()].map((redis) =>
-      createPoller({
-        repository: createPollerRepository(db),
-        source,
-        leases: createRedisLeases(redis),
-        logger,
-        intervals: { plans: { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } }, overrideSec: 1 },
-        concurrency: 4,
-        batchSize: 5,
-        tickMs: 20,
-      }),
+      testPoller(
+        { db, redis },
+        {
+          source,
+          logger,
+          ...smallPoller,
+          tickMs: 20,
+        },
+      ),
     );
     for (const r of replicas) await r.start();
     const posted: string[] = [];

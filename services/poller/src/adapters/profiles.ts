@@ -1,5 +1,5 @@
 /**
- * A target's profile and health in PostgreSQL (issue 31 §2, §3): one look at a target, in one
+ * A target's profile and health in PostgreSQL: one look at a target, in one
  * transaction under a per-target transaction lock (replicas notified at once look in turn, so a
  * change is told once):
  * - reads the last profile seen (`target_profiles`) and the account now: the local store's (by
@@ -33,7 +33,7 @@ import {
 } from '../domain/profiles';
 import type { LookupTarget } from '../domain/schedule';
 import { lastLooks, lookupTargets } from './profileTargets';
-import { OUTBOX_CHANNEL } from './repository';
+import { OUTBOX_CHANNEL } from '../domain/pipeline';
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
 

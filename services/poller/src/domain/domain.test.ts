@@ -1,9 +1,10 @@
 import { compareIds, snowflakeBefore, snowflakeId } from '@sts/core';
 import type { SocialTweet } from '@sts/social';
-import { compileMonitors, findHits, hitEvent, type WatchingMonitor } from './hits';
+import type { WatchingMonitor } from '@sts/db';
+import { compileMonitors, findHits, hitEvent } from './hits';
 import { dueTargets, fairOrder, intervalFor, oldestCreation, type IntervalPolicy, type TargetState } from './schedule';
+import { plans } from '../../test/poller';
 
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 const now = new Date('2026-05-01T12:00:00.000Z');
 
 function target(accounts: TargetState['accounts'], lastPolledAt: Date | null = null): TargetState {

@@ -1,5 +1,5 @@
 /**
- * X `search` mode rules (issue 19 part 2), no I/O: which due targets a tick polls, a group's
+ * X `search` mode rules, no I/O: which due targets a tick polls, a group's
  * since_id, and which of a group's tweets belong to which target.
  */
 import { compareIds, snowflakeBefore, snowflakeTime } from '@sts/core';

@@ -16,21 +16,7 @@ import {
 } from '@sts/core';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { SocialTweet } from '@sts/social';
-
-export interface WatchingMonitor {
-  id: string;
-  accountId: string;
-  /** exactly one of the two: a username monitor's target, a query monitor's query */
-  targetUsername: string | null;
-  query: string | null;
-  /** empty = no keyword filter; exclusions written `-word` */
-  keywords: string[];
-  /** post types left out (replies, reposts, quotes); empty = all */
-  excludeTypes: string[];
-  /** languages that fire; empty = any */
-  langs: string[];
-  createdAt: Date;
-}
+import type { WatchingMonitor } from '@sts/db';
 
 export interface CompiledMonitor extends WatchingMonitor {
   rules: CompiledRules;

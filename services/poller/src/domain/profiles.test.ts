@@ -2,8 +2,8 @@
 import type { SocialUser } from '@sts/social';
 import { observe, profileOf, type Profile } from './profiles';
 import { dueForLookup, type LookupTarget } from './schedule';
+import { plans } from '../../test/poller';
 
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 const now = new Date('2026-05-01T12:00:00.000Z');
 const ago = (sec: number) => new Date(now.getTime() - sec * 1000);
 

@@ -1,5 +1,5 @@
 /**
- * A watched account's profile and health (issue 31 §2, §3). No I/O.
+ * A watched account's profile and health. No I/O.
  *
  * - A profile change is a difference in the fields docs/webhooks.md names (username, display
  *   name, bio, avatar, verified) between the last profile seen and the one read now.

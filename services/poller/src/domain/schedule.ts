@@ -6,12 +6,8 @@
  */
 import { effectivePlan, type PlanLimits, type PlanName } from '@sts/core';
 import type { TargetStatus } from '@sts/messaging';
+import type { WatchingAccount } from '@sts/db';
 import { backedOffInterval, isUnavailable } from './profiles';
-
-export interface WatchingAccount {
-  plan: PlanName;
-  trialEndsAt: Date | null;
-}
 
 export interface TargetState {
   /** lower-cased username, what monitors are grouped by */
@@ -137,6 +133,11 @@ export function nextDueAt(target: TargetState, policy: IntervalPolicy, now: Date
  * stamped in the same millisecond counts as after the read (re-evaluated: the safe side).
  */
 export type ReadTime = Date & { readonly exact?: string };
+
+/** a read time for SQL: PostgreSQL's exact one when the tick has it */
+export function pgTime(readAt: ReadTime): string {
+  return readAt.exact ?? readAt.toISOString();
+}
 
 /** What the poller writes into a target's schedule row after a poll or a re-evaluation. */
 export interface ScheduleWrite {

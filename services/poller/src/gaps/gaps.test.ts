@@ -8,11 +8,9 @@ import { createLogger } from '@sts/common';
 import { readMonitorCoverage, type Db } from '@sts/db';
 import { createXSource } from '@sts/social';
 import { createAccount, createFakeStream, sendXJson, startFakeX, waitFor, type FakeXRoute } from '@sts/testing';
-import { createPollerRepository } from '../adapters/repository';
-import { createRedisLeases } from '../adapters/lease';
-import { createPoller } from '../poller';
 import { useStreamHarness } from '../../test/streamMode';
 import { createCoverageRepository } from './gaps';
+import { testPoller } from '../../test/poller';
 
 const h = useStreamHarness('coverage-test');
 
@@ -96,14 +94,15 @@ describe('coverage record', () => {
     await watch(db, 'vic', 'free');
     const logger = createLogger({ service: 'coverage-test', level: 'error' });
     const redis = new Redis(h.redisHandle.url, { keyPrefix: h.redisHandle.prefix });
-    const poller = createPoller({
-      repository: createPollerRepository(db),
-      source: createXSource({ baseUrl: fake.url, bearerToken: 'test-token', redis }),
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans: { free: { pollIntervalSec: 1 }, starter: { pollIntervalSec: 1 } } },
-      coverage: createCoverageRepository(db),
-    });
+    const poller = testPoller(
+      { db, redis },
+      {
+        source: createXSource({ baseUrl: fake.url, bearerToken: 'test-token', redis }),
+        logger,
+        intervals: { plans: { free: { pollIntervalSec: 1 }, starter: { pollIntervalSec: 1 } } },
+        coverage: createCoverageRepository(db),
+      },
+    );
     try {
       expect(await poller.runCycle({ force: true })).toMatchObject({ polled: 1, failed: 0 });
       const read = (await db.pollCursor.findUniqueOrThrow({ where: { targetKey: 'vic' } })).lastSuccessAt!;

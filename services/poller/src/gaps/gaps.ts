@@ -6,13 +6,13 @@
  * (a trigger on poll_cursors.last_success_at), and writes the stream's gaps from its owed windows
  * (triggers on x_stream_owed), so the stream and the record step need no call of their own.
  *
- * `coveredPoll` and `coveredGroupPoll` wrap the poll steps (a target's poll, X search's group
- * poll) in the composition, so every way in (tick, push, search, the stream's fallback) records.
+ * `noteMiss` is a step of every poll's settling (poll/settle.ts), so every way in (tick, push,
+ * search, the stream's fallback) records.
  */
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import type { Db } from '@sts/db';
-import type { GroupPoll, PollResult, TargetPoll } from '../pipeline';
+import type { PollResult } from '../domain/pipeline';
 
 type MissReason = 'budget_refused' | 'source_error';
 
@@ -43,27 +43,17 @@ function missOf(r: PollResult): MissReason | null {
   return r.busy ? 'budget_refused' : 'source_error';
 }
 
-async function note(coverage: CoverageRepository, logger: Logger, key: string, r: PollResult): Promise<void> {
+/** opens the gap a poll result calls for (a failed or refused poll), if any */
+export async function noteMiss(
+  coverage: CoverageRepository,
+  logger: Logger,
+  key: string,
+  r: PollResult,
+): Promise<void> {
   const reason = missOf(r);
   if (!reason) return;
   // the record is evidence, not a step of the poll: a failure to write it is logged, the poll's outcome stands
   await coverage
     .missed(key, reason)
     .catch((err: unknown) => logger.warn('could not record a coverage gap', { target: key, err: errorMessage(err) }));
-}
-
-export function coveredPoll(poll: TargetPoll, coverage: CoverageRepository, logger: Logger): TargetPoll {
-  return async (target, opts) => {
-    const r = await poll(target, opts);
-    await note(coverage, logger, target.targetKey, r);
-    return r;
-  };
-}
-
-export function coveredGroupPoll(group: GroupPoll, coverage: CoverageRepository, logger: Logger): GroupPoll {
-  return async (targets, readAt) => {
-    const results = await group(targets, readAt);
-    for (const [key, r] of results) await note(coverage, logger, key, r);
-    return results;
-  };
 }

@@ -3,7 +3,8 @@
  * (one call per page, however many monitors watch it) and record each page (src/record/: hits,
  * events, the new position and the target's next due time). The source never moves the position
  * past a tweet that can still appear (README, "Cursors"); a tweet read twice is one hit and one
- * event (unique monitor + tweet). What the tick and the push call (a TargetPoll).
+ * event (unique monitor + tweet). Then the poll settles (settle.ts: coverage, account look,
+ * metrics). What the tick and the push call (a TargetPoll).
  */
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
@@ -11,12 +12,23 @@ import { SourceBusyError, type SocialSource } from '@sts/social';
 import { compileMonitors } from '../domain/hits';
 import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from '../domain/schedule';
 import type { LeaseStore } from '../adapters/lease';
-import type { NewHit, PollerRepository } from '../adapters/repository';
-import { LeaseStoreError, pollTimeout, SKIPPED, withTimeout, type PollResult, type TargetPoll } from '../pipeline';
+import type { HitWriter } from '../adapters/hitWriter';
+import type { ScheduleStore } from '../adapters/scheduleStore';
+import {
+  LeaseStoreError,
+  pollTimeout,
+  SKIPPED,
+  withTimeout,
+  type NewHit,
+  type PollResult,
+  type TargetPoll,
+} from '../domain/pipeline';
 import { advance, record, startOf } from '../record/record';
+import type { Settle } from './settle';
 
 export interface TargetPollDeps {
-  repository: PollerRepository;
+  schedule: Pick<ScheduleStore, 'monitorsFor'>;
+  writer: HitWriter;
   source: SocialSource;
   leases: LeaseStore;
   logger: Logger;
@@ -24,22 +36,24 @@ export interface TargetPollDeps {
   batchSize: number;
   pollTimeoutMs: number;
   now: () => Date;
+  /** coverage, account look, metrics: after every poll */
+  settle: Settle;
 }
 
 /** Polls one target under its lease; `inFlight` holds the targets this replica is polling. */
 export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): TargetPoll {
-  const { repository, leases, logger, pollTimeoutMs, now } = deps;
+  const { schedule, writer, leases, logger, pollTimeoutMs, now } = deps;
 
   /** pages until the source has nothing more; each page is its own transaction */
   async function readPages(target: TargetState, push: boolean, readAt: Date): Promise<PollResult> {
     const key = target.targetKey;
     const deadline = Date.now() + pollTimeoutMs;
-    const stored = await repository.cursor(key);
+    const stored = await writer.cursor(key);
     // another replica polled the target after this cycle read the targets: not due any more (a
     // push is for a tweet committed after that poll's read, so it polls anyway)
     const seen = target.lastPolledAt?.getTime() ?? -Infinity;
     if (!push && stored?.lastPolledAt && stored.lastPolledAt.getTime() > seen) return SKIPPED;
-    const monitors = compileMonitors(await repository.monitorsFor(key));
+    const monitors = compileMonitors(await schedule.monitorsFor(key));
     if (monitors.length === 0) return SKIPPED;
     const { cursor, notBefore } = startOf(stored, monitors);
     const recorded: NewHit[] = [];
@@ -63,12 +77,12 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
       const polledAt = now();
       const schedule = scheduleAfterPoll(target, deps.intervals, polledAt, readAt);
       if (page === null) {
-        await repository.recordFailure(key, `target user @${target.username} not found`, polledAt, schedule);
+        await writer.recordFailure(key, `target user @${target.username} not found`, polledAt, schedule);
         return { outcome: 'error', hits: recorded, position: cursor.position };
       }
       advance(cursor, page);
       recorded.push(
-        ...(await record(repository, { targetKey: key, tweets: page.tweets, monitors, cursor, polledAt, schedule })),
+        ...(await record(writer, { targetKey: key, tweets: page.tweets, monitors, cursor, polledAt, schedule })),
       );
       if (!page.more) return { outcome: 'ok', hits: recorded, position: cursor.position };
     }
@@ -85,15 +99,16 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
     // stays due and the tick stops taking targets (cycle.ts); each tick then tries once, and when
     // the budget reopens every unread target is due and taken in fair order (`fairOrder`)
     const write = busy
-      ? repository.recordRefusal(key, message.slice(0, 500), { ...schedule, nextDueAt: polledAt })
-      : repository.recordFailure(key, message.slice(0, 500), polledAt, schedule);
+      ? writer.recordRefusal(key, message.slice(0, 500), { ...schedule, nextDueAt: polledAt })
+      : writer.recordFailure(key, message.slice(0, 500), polledAt, schedule);
     await write.catch((e: unknown) =>
       logger.warn('could not record the poll failure', { target: key, error: errorMessage(e) }),
     );
     return busy ? { outcome: 'error', hits: [], position: null, busy } : { outcome: 'error', hits: [], position: null };
   }
 
-  return async (target, opts = {}) => {
+  /** lease → read and record the pages (or record the failure) → give the lease back */
+  async function leased(target: TargetState, opts: { push?: boolean; readAt?: Date }): Promise<PollResult> {
     const key = target.targetKey;
     if (inFlight.has(key)) return SKIPPED;
     inFlight.add(key);
@@ -117,5 +132,11 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
       inFlight.delete(key);
       await leases.release(key, token).catch(() => undefined);
     }
+  }
+
+  return async (target, opts = {}) => {
+    const result = await leased(target, opts);
+    await deps.settle(target, result, opts.push ? 'push' : 'poll');
+    return result;
   };
 }

@@ -1,7 +1,7 @@
 /**
  * The one way out of every intake: a batch of one target's tweets becomes its hits, their
  * monitor.hit events (outbox), the target's advanced cursor and its schedule
- * (PollerRepository.recordBatch: chunks of hits with their events, then the cursor; unique on
+ * (HitWriter.recordBatch: chunks of hits with their events, then the cursor; unique on
  * monitor + tweet, so a tweet read twice is one hit and one event). The tick's and the push's
  * target poll and the X search call `record`; the X stream records through the same
  * `pageHits` and recordBatch.
@@ -10,7 +10,8 @@ import { compareIds } from '@sts/core';
 import type { PollPage, SocialTweet } from '@sts/social';
 import { findHits, hitEvent, type CompiledMonitor } from '../domain/hits';
 import { oldestCreation, type ScheduleWrite } from '../domain/schedule';
-import type { CursorState, NewHit, PollerRepository, StoredCursor } from '../adapters/repository';
+import type { CursorState, NewHit, StoredCursor } from '../domain/pipeline';
+import type { HitWriter } from '../adapters/hitWriter';
 
 /** The hits of one page, stamped `polledAt` (the X stream records its posts with it too). */
 export function pageHits(tweets: readonly SocialTweet[], monitors: CompiledMonitor[], polledAt: Date): NewHit[] {
@@ -74,12 +75,6 @@ export interface Batch {
 }
 
 /** Records one batch; returns the hits that were new. */
-export function record(repository: Pick<PollerRepository, 'recordBatch'>, b: Batch): Promise<NewHit[]> {
-  return repository.recordBatch(
-    b.targetKey,
-    pageHits(b.tweets, b.monitors, b.polledAt),
-    b.cursor,
-    b.polledAt,
-    b.schedule,
-  );
+export function record(writer: Pick<HitWriter, 'recordBatch'>, b: Batch): Promise<NewHit[]> {
+  return writer.recordBatch(b.targetKey, pageHits(b.tweets, b.monitors, b.polledAt), b.cursor, b.polledAt, b.schedule);
 }

@@ -10,7 +10,7 @@ import type { Logger } from '@sts/common';
 import { contracts, type HeadersOf, type PayloadOf } from '@sts/messaging';
 import { subscribe, type Db, type DirectSession, type Subscription } from '@sts/db';
 import { SESSION_APPLICATION_NAME } from '../adapters/session';
-import { OUTBOX_CHANNEL } from '../adapters/repository';
+import { OUTBOX_CHANNEL } from '../domain/pipeline';
 import { errorMessage } from '@sts/core';
 
 /** what the poller's transactions write to the outbox */

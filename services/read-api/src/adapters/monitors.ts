@@ -3,7 +3,15 @@
  * by keyset on (detected_at, id), which the (monitor_id, detected_at DESC, id DESC) index serves.
  */
 import { UUID_RE } from '@sts/core';
-import { hitSelect, monitorSettingsSelect, withLastCheck, type HitRow, type Prisma, type Db } from '@sts/db';
+import {
+  hitSelect,
+  monitorSettingsSelect,
+  withLastCheck,
+  type HitRow,
+  type HitSqlRow,
+  type Prisma,
+  type Db,
+} from '@sts/db';
 import { decodeKeyset, encodeKeyset } from '@sts/social';
 import type { MonitorRow } from '../domain/records';
 const HIT_CURSOR = 'ht';
@@ -34,35 +42,8 @@ const monitorSelect = {
 
 type MonitorSelected = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
 
-function toMonitorRow(m: MonitorSelected): MonitorRow {
-  return {
-    id: m.id,
-    targetUsername: m.targetUsername,
-    query: m.query,
-    keywords: m.keywords,
-    excludeTypes: m.excludeTypes,
-    langs: m.langs,
-    events: m.events,
-    targetStatus: m.targetStatus,
-    targetStatusAt: m.targetStatusAt,
-    isActive: m.isActive,
-    checkIntervalSec: m.checkIntervalSec,
-    lastCheckAt: m.lastCheckAt,
-    lastError: m.lastError,
-    hasWebhook: m.webhook !== null,
-    createdAt: m.createdAt,
-    updatedAt: m.updatedAt,
-  };
-}
-
-interface RawHit {
-  id: string;
-  monitor_id: string;
-  tweet_id: string;
-  tweet_text: string;
-  tweet_author_username: string;
-  tweet_created_at: Date;
-  detected_at: Date;
+function toMonitorRow({ webhook, targetKey: _key, ...m }: MonitorSelected): MonitorRow {
+  return { ...m, hasWebhook: webhook !== null };
 }
 
 export function createMonitorRepository(db: Db): MonitorRepository {
@@ -80,7 +61,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
       const byMonitor = new Map<string, HitRow[]>(monitorIds.map((id) => [id, []]));
       if (monitorIds.length === 0) return byMonitor;
       // one round trip: the newest N hits of each monitor through the hits index
-      const rows = await db.$queryRaw<RawHit[]>`
+      const rows = await db.$queryRaw<HitSqlRow[]>`
         SELECT h.id::text AS id, h.monitor_id::text AS monitor_id, h.tweet_id, h.tweet_text,
                h.tweet_author_username, h.tweet_created_at, h.detected_at
         FROM unnest(${monitorIds}::uuid[]) AS m(id)

@@ -6,32 +6,17 @@
  */
 import { MONITOR_EVENTS, MonitorTargetStatus } from '@sts/api-contract';
 import type { HitRecord, ListBody, MonitorRecord, MonitorStatus, TweetRecord, UserRecord } from '@sts/api-contract';
-import type { HitRow } from '@sts/db';
+import type { HitRow, MonitorSettings } from '@sts/db';
 import { parsePostTypes, splitKeywords } from '@sts/core';
 import type { SocialTweet, SocialUser } from '@sts/social';
 
 export type { HitRecord, ListBody, MonitorRecord, TweetRecord, UserRecord };
 
-/** What the adapter reads for a monitor. */
-export interface MonitorRow {
-  id: string;
-  /** exactly one of the two */
-  targetUsername: string | null;
-  query: string | null;
-  keywords: string[];
-  excludeTypes: string[];
-  langs: string[];
+/** What the adapter reads for a monitor: @sts/db's monitor settings, and whether it has a webhook. */
+export interface MonitorRow extends Omit<MonitorSettings, 'events'> {
   /** null: the default, posts only */
   events: string[] | null;
-  targetStatus: string;
-  targetStatusAt: Date | null;
-  isActive: boolean;
-  checkIntervalSec: number;
-  lastCheckAt: Date | null;
-  lastError: string | null;
   hasWebhook: boolean;
-  createdAt: Date;
-  updatedAt: Date;
 }
 
 /** What the adapter reads for a hit: the one hit row of @sts/db. */

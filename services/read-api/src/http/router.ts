@@ -15,11 +15,8 @@
  * without further work, where the handler used to refuse it (400 `username` / `id`, 404 monitor).
  *
  * Why find-my-way and not the hand-written loop it replaced ("no framework on the hot path"): it
- * is well kept (fastify's router) and not slower. bench/router.ts (`npm run bench:router`, CPU
- * only, 21 alternating rounds, medians, shared 2-core machine at load ~6): the bench:gateway path
- * 211–219 ns per lookup against 287–300 ns for the old loop, every route's mix 261–279 against
- * 324–340 ns, misses (404/405/400, each throwing) 9.2–9.6 against 10.3–10.6 µs (two runs). Either
- * is well under 1 % of read-api's CPU per request (README "Router").
+ * is well kept (fastify's router) and not slower: `npm run bench:router` (bench/router.ts) compares
+ * the two, and either is a small part of read-api's CPU per request (README "Router").
  */
 import type http from 'node:http';
 import createFindMyWay from 'find-my-way';

@@ -1,5 +1,5 @@
 /**
- * The management endpoints (issue 30): monitors, their webhooks, the delivery log, redelivery and
+ * The management endpoints: monitors, their webhooks, the delivery log, redelivery and
  * recovery, for `manage` keys. Each calls the same use-case as the dashboard and the CLI
  * (@sts/usecases), so plan limits, the webhook URL rule (SSRF guard), the Free plan's rules and
  * every validation answer the same way, here in the API's envelope (./errors.ts). Bodies are

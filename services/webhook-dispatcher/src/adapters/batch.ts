@@ -7,7 +7,7 @@
  * it or the linger ended. Each caller gets its own result (or error), and only once the query that
  * carried its item has finished.
  *
- * Measured (bench:pipeline, see README "Throughput"): flushing every event-loop turn with no bound
+ * Measured (bench:pipeline, see README "Benchmark"): flushing every event-loop turn with no bound
  * gave batches of a few rows under load, and a query's fixed cost dominated.
  */
 export type BatchFn<I, O> = (items: I[]) => Promise<O[]>;

@@ -55,7 +55,7 @@ describe('HTTPS sender', () => {
     expect(req.headers['x-test']).toBe('1');
   });
 
-  it('an answer longer than the 64 KiB read limit keeps its status, latency and snippet (issue 10 item 3)', async () => {
+  it('an answer longer than the 64 KiB read limit keeps its status, latency and snippet', async () => {
     receiver.setResponder(() => ({ status: 200, body: 'y'.repeat(70_000) }));
     const ok = await sender.send({ url: `${receiver.url}/big`, body: '{}', headers });
     expect(ok).toMatchObject({ outcome: 'delivered', statusCode: 200, error: null, truncated: true });
@@ -268,7 +268,7 @@ describe('HTTPS sender', () => {
           const r = await s.send({ url: `https://${host}:${receiver.port}/`, body: '{}', headers });
           expect(r).toMatchObject({ outcome: 'failed', refused: true });
           expect(r.error).toContain(`refused to connect to ${host}`);
-          // issue 20 item 5: the delivery log does not name the internal address; the server log does
+          // the delivery log does not name the internal address; the server log does
           expect(r.error).not.toContain(address);
           expect(logged.join('\n')).toContain(address);
         }

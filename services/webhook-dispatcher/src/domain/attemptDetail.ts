@@ -1,5 +1,5 @@
 /**
- * Attempt detail (issue 22): what an attempt row keeps of the request as sent and of the answer,
+ * Attempt detail: what an attempt row keeps of the request as sent and of the answer,
  * each part bounded so a hostile receiver cannot grow the log. Pure functions, no I/O.
  */
 

@@ -199,7 +199,7 @@ describe('delivery policy', () => {
     expect(brokenReasonFor('native', 404)).toBeNull();
     expect(brokenReasonFor('discord', 500)).toBeNull();
     expect(brokenReasonFor('slack', null)).toBeNull();
-    // revoked or invalid tokens (issue 10 item 7)
+    // revoked or invalid tokens
     expect(brokenReasonFor('discord', 401)).toMatch(/Discord answered HTTP 401: the webhook token was revoked/);
     expect(brokenReasonFor('slack', 403)).toMatch(/Slack answered HTTP 403/);
     expect(brokenReasonFor('native', 401)).toBeNull();

@@ -1,5 +1,5 @@
 /**
- * Endpoint health (issue 22): after FAILING_AFTER failed deliveries in a row an endpoint is
+ * Endpoint health: after FAILING_AFTER failed deliveries in a row an endpoint is
  * "failing"; once such a streak has lasted DISABLE_AFTER_MS it is disabled (live hits are logged as
  * skipped, not sent) until a delivery succeeds, which in practice is a test webhook (test pings
  * still go out). Any success resets the streak. The counting itself is one SQL statement

@@ -1,4 +1,4 @@
-/** Issue 20, abuse item 6: a post with @channel / @here / @everyone pings nobody on Slack. */
+/** A post with @channel / @here / @everyone pings nobody on Slack. */
 import { monitorHitPayload } from '@sts/messaging';
 import { buildBody, escapeSlack, slackBody } from './payloads';
 

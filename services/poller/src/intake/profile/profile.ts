@@ -1,5 +1,5 @@
 /**
- * The local store's profile push (issue 31 §2, §3): the users trigger notifies "p <target key>"
+ * The local store's profile push: the users trigger notifies "p <target key>"
  * on the tweets' channel after a watched account's profile or status changed or the account was
  * deleted; this looks at the target at once (src/adapters/profiles.ts tells what changed). Looks
  * coalesce per target: one in flight and at most one follow-up, whatever the notifications. The

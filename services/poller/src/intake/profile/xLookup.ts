@@ -1,5 +1,5 @@
 /**
- * X's account lookup (issue 31 §2, §3): X pushes no profile change, so every `everyMs` one replica
+ * X's account lookup: X pushes no profile change, so every `everyMs` one replica
  * (a Redis lease) looks the watched accounts up in batches of 100 (`lookupAccounts`: by id when a
  * profile was seen, so a rename is followed; by name for a first look), each target at its plan's
  * interval (`dueForLookup`), and records each answer like a local-store look (`record`: profile
@@ -12,7 +12,7 @@
  */
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
-import type { XAccounts, XAccountState, XSource } from '@sts/social';
+import { answerFor, type XAccounts, type XAccountState, type XSource } from '@sts/social';
 import type { ProfileRepository } from '../../adapters/profiles';
 import type { LeaseStore } from '../../adapters/lease';
 import { profileOf, type Sighting } from '../../domain/profiles';
@@ -57,11 +57,6 @@ function sightingOf(state: XAccountState | undefined): Sighting {
 
 /** a target of a lookup: looked up by its account id when known (a rename is followed), else by name */
 type Looked = Pick<LookupTarget, 'targetKey' | 'userId'>;
-
-/** X's answer for a target of the lookup (`byId` when it was looked up by id) */
-export function answerFor(t: Looked, found: XAccounts): XAccountState | undefined {
-  return t.userId ? found.byId.get(t.userId) : found.byUsername.get(t.targetKey);
-}
 
 /** looks recorded at a time (each its own transaction, under its target's lock) */
 const RECORD_CONCURRENCY = 4;

@@ -1,5 +1,5 @@
 /**
- * The local store's push (issue 19 part 1): the tweet trigger notifies "<xid> <target key>" after
+ * The local store's push: the tweet trigger notifies "<xid> <target key>" after
  * commit; this wakes the poll of that target at once, when a Starter or trial account watches it
  * (Free-only targets keep their plan interval). Only the replica that takes the target's lease
  * polls; the others leave it to that one (a replica already polling the target keeps the
@@ -11,12 +11,12 @@
  */
 import type { Logger } from '@sts/common';
 import { isPushed, parseTweetNotification, positionCovers } from '../../domain/schedule';
-import type { PollerRepository } from '../../adapters/repository';
+import type { ScheduleStore } from '../../adapters/scheduleStore';
 import { errorMessage } from '@sts/core';
-import type { PollResult, TargetPoll } from '../../pipeline';
+import type { TargetPoll } from '../../domain/pipeline';
 
 export interface PushDeps {
-  repository: PollerRepository;
+  schedule: Pick<ScheduleStore, 'target'>;
   poll: TargetPoll;
   logger: Logger;
   now: () => Date;
@@ -24,7 +24,6 @@ export interface PushDeps {
   concurrency: number;
   /** targets being polled by this replica (cycle or push) */
   inFlight: ReadonlySet<string>;
-  onPolled: (result: PollResult) => void;
   /** retries of a poll that did not reach the tweet's transaction yet (default 8; 25 ms doubling) */
   maxRetries?: number;
 }
@@ -90,10 +89,9 @@ export function createPush(deps: PushDeps): Push {
   async function pollFor(key: string, p: Pending): Promise<void> {
     try {
       const readAt = deps.now();
-      const target = await deps.repository.target(key);
+      const target = await deps.schedule.target(key);
       if (!target || !isPushed(target, readAt)) return; // Free-only: its plan interval
       const result = await deps.poll(target, { push: true, readAt });
-      deps.onPolled(result);
       // not polled here (another replica holds the lease and polls it) or failed: nothing to wait for
       if (result.outcome !== 'ok' || positionCovers(result.position, p.xid)) return;
       if (p.attempt < maxRetries) later(key, { xid: p.xid, attempt: p.attempt + 1 }, 25 * 2 ** p.attempt);

@@ -10,12 +10,10 @@ import { createLogger } from '@sts/common';
 import { QUERY_CURSOR_KEY, type Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser } from '@sts/social';
 import { waitFor, openTestStore, type TestStore } from '@sts/testing';
-import { createRedisLeases } from '../../adapters/lease';
-import { createPollerRepository } from '../../adapters/repository';
-import { createPoller, type Poller } from '../../poller';
+import type { Poller } from '../../poller';
+import { testPoller } from '../../../test/poller';
 
 const logger = createLogger({ service: 'poller-query-test', level: 'error' });
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 
 describe('query intake (local store)', () => {
   let bed: TestStore;
@@ -29,18 +27,18 @@ describe('query intake (local store)', () => {
     ({ db, redis } = bed);
     free = (await db.account.create({ data: { email: 'q-free@example.com' } })).id;
     for (const username of ['acme', 'spammer', 'acme_de']) await createSocialUser(db, { username, name: username });
-    poller = createPoller({
-      repository: createPollerRepository(db),
-      source: createLocalSource({ db }),
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans },
-      // the tick would take minutes (Free: 300 s): only the query intake can be fast here
-      tickMs: 60_000,
-      // and no safety-net run: only the tweet trigger's notification wakes the query intake
-      queryIntervalMs: 600_000,
-      databaseUrl: bed.dbUrl,
-    });
+    poller = testPoller(
+      { db, redis },
+      {
+        source: createLocalSource({ db }),
+        logger,
+        // the tick would take minutes (Free: 300 s): only the query intake can be fast here
+        tickMs: 60_000,
+        // and no safety-net run: only the tweet trigger's notification wakes the query intake
+        queryIntervalMs: 600_000,
+        databaseUrl: bed.dbUrl,
+      },
+    );
   });
 
   afterAll(async () => {

@@ -20,18 +20,21 @@ import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import { QUERY_CURSOR_KEY } from '@sts/db';
 import type { PollPage, PollRequest } from '@sts/social';
-import type { NewHit, PollerRepository } from '../../adapters/repository';
+import type { NewHit } from '../../domain/pipeline';
+import type { HitWriter } from '../../adapters/hitWriter';
+import type { ScheduleStore } from '../../adapters/scheduleStore';
 import { compileMonitors } from '../../domain/hits';
 import { positionCovers } from '../../domain/schedule';
 import { advance, record, startOf } from '../../record/record';
 
 export interface QueryIntakeDeps {
-  repository: Pick<PollerRepository, 'queryMonitors' | 'cursor' | 'recordBatch'>;
+  schedule: Pick<ScheduleStore, 'queryMonitors'>;
+  writer: Pick<HitWriter, 'cursor' | 'recordBatch'>;
   source: { pollAllTweets(request: PollRequest): Promise<PollPage> };
   logger: Logger;
   now: () => Date;
-  /** tweets per source call (default 100) */
-  batchSize?: number;
+  /** tweets per source call (POLL_BATCH_SIZE) */
+  batchSize: number;
   /** the safety net's period (default 5 s) */
   intervalMs?: number;
   /** runs again of a run that did not reach the woken transaction (default 8; 25 ms doubling) */
@@ -63,21 +66,21 @@ function parseQueryNotification(payload: string): bigint | null {
 
 /** One run: every page after the query cursor, matched and recorded; the position reached. */
 async function runQueries(deps: QueryIntakeDeps): Promise<{ hits: NewHit[]; position: string | null }> {
-  const monitors = compileMonitors(await deps.repository.queryMonitors());
+  const monitors = compileMonitors(await deps.schedule.queryMonitors());
   if (monitors.length === 0) return { hits: [], position: null };
-  const { cursor, notBefore } = startOf(await deps.repository.cursor(QUERY_CURSOR_KEY), monitors);
+  const { cursor, notBefore } = startOf(await deps.writer.cursor(QUERY_CURSOR_KEY), monitors);
   const hits: NewHit[] = [];
   for (let first = true; ; first = false) {
     const polledAt = deps.now();
     const page = await deps.source.pollAllTweets({
       position: cursor.position,
       notBefore,
-      limit: deps.batchSize ?? 100,
+      limit: deps.batchSize,
       firstPage: first,
     });
     advance(cursor, page);
     const batch = { targetKey: QUERY_CURSOR_KEY, tweets: page.tweets, monitors, cursor: { ...cursor }, polledAt };
-    hits.push(...(await record(deps.repository, batch)));
+    hits.push(...(await record(deps.writer, batch)));
     if (!page.more) return { hits, position: cursor.position };
   }
 }

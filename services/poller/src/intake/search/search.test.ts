@@ -10,14 +10,12 @@ import { withLastCheck, type Db } from '@sts/db';
 import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
 import { createTestRedis, type FakeX } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
-import { createRedisLeases } from '../../adapters/lease';
-import { createPollerRepository } from '../../adapters/repository';
 import { tickTargets } from '../../domain/groups';
-import { createPoller, type Poller } from '../../poller';
+import type { Poller } from '../../poller';
+import { plans, testPoller } from '../../../test/poller';
 
 const logger = createLogger({ service: 'poller-search-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 const TARGETS = 100;
 
 describe('poller: X search mode', () => {
@@ -49,15 +47,16 @@ describe('poller: X search mode', () => {
       monitorOf.set(u.username, m.id);
     }
     source = createXSource({ baseUrl: fake.url, bearerToken: 't', timeoutMs: 5000, overlapMs: 30_000, redis });
-    poller = createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(redis),
-      logger,
-      intervals: { plans, overrideSec: 1 },
-      concurrency: 2,
-      search: { source, maxQueryLength: 512, overlapMs: 30_000 },
-    });
+    poller = testPoller(
+      { db, redis },
+      {
+        source,
+        logger,
+        intervals: { plans, overrideSec: 1 },
+        concurrency: 2,
+        search: { source, maxQueryLength: 512, overlapMs: 30_000 },
+      },
+    );
   });
 
   afterAll(() => bed.close());
@@ -179,15 +178,16 @@ describe('poller: X search mode', () => {
     const fleetRedis = new Redis(fleet.url, { keyPrefix: fleet.prefix });
     const governor = createRedisGovernor(fleetRedis, { limits: { search: 1 }, windowMs: 60_000 });
     const short = createXSource({ baseUrl: fake.url, bearerToken: 't', timeoutMs: 5000, redis: fleetRedis, governor });
-    const refusing = createPoller({
-      repository: createPollerRepository(db),
-      source: short,
-      leases: createRedisLeases(fleetRedis),
-      logger,
-      intervals: { plans, overrideSec: 1 },
-      concurrency: 2,
-      search: { source: short, maxQueryLength: 512, overlapMs: 30_000 },
-    });
+    const refusing = testPoller(
+      { db, redis: fleetRedis },
+      {
+        source: short,
+        logger,
+        intervals: { plans, overrideSec: 1 },
+        concurrency: 2,
+        search: { source: short, maxQueryLength: 512, overlapMs: 30_000 },
+      },
+    );
     type Row = { target_key: string; last_polled_at: Date | null };
     const before = new Map(
       (await db.$queryRaw<Row[]>`SELECT target_key, last_polled_at FROM poll_cursors`).map((r) => [

@@ -23,13 +23,17 @@ import { compileMonitors, type CompiledMonitor } from '../../domain/hits';
 import { groupSinceId, tweetsForTarget } from '../../domain/groups';
 import { isPushed, scheduleAfterPoll, type IntervalPolicy, type TargetState } from '../../domain/schedule';
 import type { LeaseStore } from '../../adapters/lease';
-import type { PollerRepository, StoredCursor } from '../../adapters/repository';
+import type { StoredCursor } from '../../domain/pipeline';
+import type { Settle } from '../../poll/settle';
+import type { HitWriter } from '../../adapters/hitWriter';
+import type { ScheduleStore } from '../../adapters/scheduleStore';
 import { errorMessage } from '@sts/core';
-import { LeaseStoreError, SKIPPED, withTimeout, type GroupPoll, type PollResult } from '../../pipeline';
+import { LeaseStoreError, SKIPPED, withTimeout, type GroupPoll, type PollResult } from '../../domain/pipeline';
 import { advance, record, startOf } from '../../record/record';
 
 export interface GroupPollDeps {
-  repository: PollerRepository;
+  schedule: Pick<ScheduleStore, 'monitorsFor'>;
+  writer: HitWriter;
   source: XSource;
   leases: LeaseStore;
   logger: Logger;
@@ -40,6 +44,8 @@ export interface GroupPollDeps {
   overlapMs: number;
   pollTimeoutMs: number;
   now: () => Date;
+  /** coverage, account look, metrics: after every target's poll */
+  settle: Settle;
 }
 
 /** A leased target with what its poll needs. */
@@ -64,7 +70,7 @@ async function recordShare(
   const polledAt = deps.now();
   advance(cursor, { tweets: own, position: `x.${newestId}` });
   const schedule = scheduleAfterPoll(l.target, deps.intervals, polledAt, readAt);
-  const hits = await record(deps.repository, {
+  const hits = await record(deps.writer, {
     targetKey: key,
     tweets: own,
     monitors: l.monitors,
@@ -89,8 +95,8 @@ async function recordProblem(deps: GroupPollDeps, l: Leased, err: unknown, readA
   const key = l.target.targetKey;
   await (
     refused
-      ? deps.repository.recordRefusal(key, message, { ...schedule, nextDueAt: polledAt })
-      : deps.repository.recordFailure(key, message, polledAt, schedule)
+      ? deps.writer.recordRefusal(key, message, { ...schedule, nextDueAt: polledAt })
+      : deps.writer.recordFailure(key, message, polledAt, schedule)
   ).catch((e: unknown) => deps.logger.warn('could not record the poll failure', { error: errorMessage(e) }));
   return refused
     ? { outcome: 'error', hits: [], position: null, busy: true }
@@ -105,20 +111,20 @@ function partition<T>(items: readonly T[], test: (item: T) => boolean): [T[], T[
 }
 
 /** reads each leased target's position and monitors; keeps those still due with a monitor */
-async function prepare(repository: PollerRepository, taken: Leased[]): Promise<Leased[]> {
+async function prepare(deps: Pick<GroupPollDeps, 'schedule' | 'writer'>, taken: Leased[]): Promise<Leased[]> {
   const ready: Leased[] = [];
   for (const l of taken) {
-    l.stored = await repository.cursor(l.target.targetKey);
+    l.stored = await deps.writer.cursor(l.target.targetKey);
     const seen = l.target.lastPolledAt?.getTime() ?? -Infinity;
     if (l.stored?.lastPolledAt && l.stored.lastPolledAt.getTime() > seen) continue; // polled since
-    l.monitors = compileMonitors(await repository.monitorsFor(l.target.targetKey));
+    l.monitors = compileMonitors(await deps.schedule.monitorsFor(l.target.targetKey));
     if (l.monitors.length > 0) ready.push(l);
   }
   return ready;
 }
 
 /**
- * Packs the targets into query groups of the same upstream rule parts (issue 22: `-is:retweet`,
+ * Packs the targets into query groups of the same upstream rule parts (`-is:retweet`,
  * `-is:reply`, `-is:quote`, `lang:` only where no monitor of the target needs what they leave out,
  * see upstreamRuleParts), each `(from:a OR from:b ...) <parts>` within maxLength: the `from:` part
  * is packed with the parts' length reserved. Parts too long to leave room for one `from:` clause
@@ -144,7 +150,7 @@ function ruleGroups(targets: readonly Leased[], maxLength: number): QueryGroup[]
 }
 
 export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): GroupPoll {
-  const { repository, leases, logger } = deps;
+  const { leases, logger } = deps;
 
   /** takes the leases it can; a target leased elsewhere (or polled since it was read) is skipped */
   async function lease(targets: TargetState[]): Promise<Leased[]> {
@@ -215,7 +221,7 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
     const out = new Map<string, PollResult>(targets.map((t) => [t.targetKey, SKIPPED]));
     const taken = await lease(targets);
     try {
-      const ready = await prepare(repository, taken);
+      const ready = await prepare(deps, taken);
       const byKey = new Map(ready.map((l) => [l.target.targetKey, l]));
       // Starter/trial targets and Free-only ones in groups of their own, so the X budget can make
       // the Free-only queries wait (priority 'low') without holding back a paid target
@@ -232,6 +238,7 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
     } finally {
       await release(taken);
     }
+    for (const t of targets) await deps.settle(t, out.get(t.targetKey)!, 'poll');
     return out;
   };
 }

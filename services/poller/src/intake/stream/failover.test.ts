@@ -7,7 +7,7 @@
  */
 import { createAccount, spawnService, TcpProxy, waitFor } from '@sts/testing';
 import { createDbClient, type Db } from '@sts/db';
-import { parseRule } from '../../domain/streamRules';
+import { parseRule } from '@sts/x-stream/src/domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-failover-test');

@@ -8,7 +8,7 @@
 import { createAccount, waitFor } from '@sts/testing';
 import { parseQuery } from '@sts/core';
 import { readMonitorCoverage, type Db } from '@sts/db';
-import { queryRuleMonitor } from '../../domain/queryRules';
+import { queryRuleMonitor } from '@sts/x-stream/src/domain/queryRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-query-test');

@@ -10,13 +10,18 @@ import { capturingLogger, createAccount, createTestVhost, TcpProxy, waitFor } fr
 import { AmqpClient } from '@sts/messaging';
 import { createDbClient, type Db } from '@sts/db';
 import { Client } from 'pg';
-import { createPollerRepository, OUTBOX_CHANNEL, type PollerRepository } from '../../adapters/repository';
-import { fromStreamPost, partitionOf } from '../../domain/streamPost';
-import { parseRule } from '../../domain/streamRules';
+import { fromStreamPost, partitionOf } from '@sts/x-stream/src/domain/streamPost';
+import { parseRule } from '@sts/x-stream/src/domain/streamRules';
+import { Limiter } from '@sts/x-stream/src/limiter';
+import { createStreamRepository } from '@sts/x-stream/src/repository';
+import { StreamRecording } from '@sts/x-stream/src/recording';
+import { createHitWriter, type HitWriter } from '../../adapters/hitWriter';
+import { createProfileRepository } from '../../adapters/profiles';
+import { createScheduleStore } from '../../adapters/scheduleStore';
+import { OUTBOX_CHANNEL } from '../../domain/pipeline';
+import { recordPosts } from '../../record/posts';
 import { useStreamHarness } from '../../../test/streamMode';
-import { recordTweets } from './recorder';
-import { createStreamRepository } from './repository';
-import { StreamRecording } from './recording';
+import { createStreamPort } from './port';
 
 const h = useStreamHarness('stream-recording-test');
 let db: Db;
@@ -78,7 +83,7 @@ function counting(counter: { n: number }, delayMs = 0) {
     counter.n++;
     if (delayMs > 0) await sleep(delayMs);
   };
-  return (r: PollerRepository): PollerRepository => ({
+  return (r: HitWriter): HitWriter => ({
     ...r,
     async recordBatch(...args) {
       await slow();
@@ -89,6 +94,12 @@ function counting(counter: { n: number }, delayMs = 0) {
       return r.recordMany(...args);
     },
   });
+}
+
+/** the poller's side of the stream on `db`, recording through `writer` */
+function portOf(db: Db, writer: HitWriter) {
+  const logger = capturingLogger('rec-port').logger;
+  return createStreamPort({ schedule: createScheduleStore(db), writer, profiles: createProfileRepository(db), logger });
 }
 
 /** an X stream post of `target` made now */
@@ -170,13 +181,13 @@ describe('X stream recording through RabbitMQ', () => {
     const b = h.startMode({}, undefined, {
       amqp: await amqpClient(proxy.urlFor(vhost.url), 'rec-b'),
       recordQueues: { rebalanceMs: 60_000 },
-      wrapRepository: counting(bCalls, 300),
+      wrapWriter: counting(bCalls, 300),
     });
     await waitFor(() => b.isHolder() && connected(), 15_000);
     h.startMode({}, undefined, {
       amqp: await amqpClient(vhost.url, 'rec-a'),
       recordQueues: { rebalanceMs: 60_000 },
-      wrapRepository: counting(aCalls),
+      wrapWriter: counting(aCalls),
     });
     const ids = await post(50, 2, 'killed');
     await waitFor(() => bCalls.n >= 3);
@@ -197,7 +208,8 @@ describe('X stream recording through RabbitMQ', () => {
     const declare = (client: AmqpClient) =>
       new StreamRecording({
         amqp: client,
-        repository: {} as PollerRepository,
+        port: { recordPosts: () => Promise.reject(new Error('this replica does not record')) },
+        ping: () => Promise.resolve(),
         owe: () => Promise.resolve(),
         logger,
         partitions: 1,
@@ -239,10 +251,11 @@ describe('X stream recording through RabbitMQ', () => {
     await watchAll();
     const { logger } = capturingLogger('rec-batch');
     const partitions = 4;
-    const recording = (client: AmqpClient, repository: PollerRepository) =>
+    const recording = (client: AmqpClient, writer: HitWriter) =>
       new StreamRecording({
         amqp: client,
-        repository,
+        port: portOf(db, writer),
+        ping: () => Promise.resolve(),
         owe: () => Promise.reject(new Error('nothing may be owed')),
         logger,
         partitions,
@@ -251,7 +264,7 @@ describe('X stream recording through RabbitMQ', () => {
         rebalanceMs: 60_000,
         overlapMs: 0,
       });
-    const real = createPollerRepository(db);
+    const real = createHitWriter(db);
     // B takes every delivery and never gets its first batch written (it dies mid-write)
     const proxy = TcpProxy.forAmqpUrl(vhost.url);
     proxies.push(proxy);
@@ -260,7 +273,7 @@ describe('X stream recording through RabbitMQ', () => {
     // B's write never ends until the test is over (then it fails: B's deliveries settle, on a closed channel)
     let die: (err: Error) => void = () => undefined;
     const never = new Promise<never>((_, reject) => (die = reject));
-    const stuck: PollerRepository = {
+    const stuck: HitWriter = {
       ...real,
       recordMany: (batches) => {
         writing.push(batches.map((b) => b.targetKey));
@@ -326,7 +339,8 @@ describe('X stream recording through RabbitMQ', () => {
       const stream = createStreamRepository(base);
       return new StreamRecording({
         amqp: client,
-        repository: counting(calls)(createPollerRepository(base)),
+        port: portOf(base, counting(calls)(createHitWriter(base))),
+        ping: () => stream.position(),
         owe: (target, since) => stream.owe([target], since, new Date(), 'lost'),
         logger,
         partitions,
@@ -379,12 +393,13 @@ describe('X stream recording through RabbitMQ', () => {
     try {
       const tweets = NAMES.map((u, i) => fromStreamPost(streamPost(u, String(9_000_000_000n + BigInt(i)), 'one')));
       const statements = { n: 0 };
-      const real = createPollerRepository(db);
-      const repository = { ...real, recordMany: counting(statements)(real).recordMany };
-      expect((await recordTweets(repository, tweets)).hits).toBe(NAMES.length);
+      const real = createHitWriter(db);
+      const writer = { ...real, recordMany: counting(statements)(real).recordMany };
+      const deps = { schedule: createScheduleStore(db), writer };
+      expect((await recordPosts(deps, tweets, new Limiter(4))).hits).toBe(NAMES.length);
       await waitFor(() => woken === 1);
       // the same posts again: no hit, no event, no wake-up; the cursors stay
-      expect((await recordTweets(repository, tweets)).hits).toBe(0);
+      expect((await recordPosts(deps, tweets, new Limiter(4))).hits).toBe(0);
       await sleep(300);
       expect(woken).toBe(1);
       expect(statements.n).toBe(2);

@@ -1,12 +1,12 @@
 /**
- * Issue 22 in the X `stream` mode, on the real PostgreSQL against the fake X's filtered stream
+ * Monitor rule parts in the X `stream` mode, on the real PostgreSQL against the fake X's filtered stream
  * (which applies `-is:retweet`, `lang:` ... as X does): a target's rule carries the parts every
  * monitor of it allows and no more, so X streams less and no monitor misses a post; parts follow
  * filter changes within a sync; each (monitor, tweet) is still one hit and one event.
  */
 import { createAccount, waitFor, type FakeStream, type FakeX } from '@sts/testing';
 import type { Db } from '@sts/db';
-import { parseRule } from '../../domain/streamRules';
+import { parseRule } from '@sts/x-stream/src/domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-parts-test');

@@ -1,6 +1,6 @@
 import { createLogger } from '@sts/common';
 import type { TargetState } from '../../domain/schedule';
-import { streamSelectDue } from './index';
+import { streamSelectDue } from './port';
 
 const logger = createLogger({ service: 'select-due-test', level: 'error' });
 const now = new Date('2026-05-01T12:00:00.000Z');

@@ -7,7 +7,7 @@
 import { Registry } from 'prom-client';
 import { createAccount, spawnService, startFakeX, waitFor, type FakeStream, type FakeX } from '@sts/testing';
 import { withLastCheck, type Db } from '@sts/db';
-import { parseRule } from '../../domain/streamRules';
+import { parseRule } from '@sts/x-stream/src/domain/streamRules';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-test');

@@ -17,8 +17,8 @@ import {
   type TargetState,
 } from '../../domain/schedule';
 import { errorMessage, chunks } from '@sts/core';
-import type { Claim, PollerRepository } from '../../adapters/repository';
-import type { GroupPoll, PollOutcome, PollResult, TargetPoll } from '../../pipeline';
+import type { Claim, ScheduleStore } from '../../adapters/scheduleStore';
+import type { GroupPoll, PollResult, TargetPoll } from '../../domain/pipeline';
 
 export interface CycleResult {
   /** targets due (all with `force`) */
@@ -32,7 +32,7 @@ export interface CycleResult {
 }
 
 export interface CycleDeps {
-  repository: PollerRepository;
+  schedule: ScheduleStore;
   intervals: IntervalPolicy;
   concurrency: number;
   /** most targets one tick claims (the pace of an outage's catch-up) */
@@ -43,8 +43,6 @@ export interface CycleDeps {
   poll: TargetPoll;
   /** stops taking targets (the poller is stopping) */
   stopping: () => boolean;
-  /** a poll's outcome and its new hits */
-  onPolled: (outcome: PollOutcome, result: Awaited<ReturnType<TargetPoll>>) => void;
   /** which targets a tick polls among the due ones (X stream mode leaves the streamed ones); default all */
   select?: (due: TargetState[], now: Date) => TargetState[];
   /** X search mode: polls a chunk of targets by batched search instead of one by one */
@@ -59,11 +57,11 @@ const GROUP_CHUNK = 60;
  * claims and the read time (PostgreSQL's clock, the one the schedule's stamps come from).
  */
 async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetState[]; claims: Claim[] }> {
-  const { readAt, targets: candidates, claims } = await deps.repository.claimDue(deps.claimLimit, deps.claimTtlMs);
+  const { readAt, targets: candidates, claims } = await deps.schedule.claimDue(deps.claimLimit, deps.claimTtlMs);
   const due = dueTargets(candidates, deps.intervals, readAt);
   if (due.length < candidates.length) {
     const dueKeys = new Set(due.map((t) => t.targetKey));
-    await deps.repository.reschedule(
+    await deps.schedule.reschedule(
       candidates
         .filter((t) => !dueKeys.has(t.targetKey))
         .map((t) => ({
@@ -80,7 +78,7 @@ async function dueNow(deps: CycleDeps): Promise<{ readAt: ReadTime; due: TargetS
 export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Promise<CycleResult> {
   return async (opts = {}) => {
     const taken = opts.force
-      ? { readAt: deps.now(), due: await deps.repository.targets(), claims: [] }
+      ? { readAt: deps.now(), due: await deps.schedule.targets(), claims: [] }
       : await dueNow(deps);
     const { readAt, claims } = taken;
     const read = taken.due;
@@ -98,7 +96,6 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
         result.polled++;
         result.hits += r.hits.length;
       }
-      deps.onPolled(r.outcome, r);
     };
     const group = deps.groupPoll;
     const units: TargetState[][] = group ? chunks(due, GROUP_CHUNK) : due.map((t) => [t]);
@@ -123,7 +120,7 @@ export function createCycle(deps: CycleDeps): (opts?: { force?: boolean }) => Pr
       // select's own reschedule, wrote the others' schedule)
       const selected = new Set(due.map((t) => t.targetKey));
       const unpolled = claims.filter((c) => selected.has(c.targetKey) && !started.has(c.targetKey));
-      await deps.repository.release(unpolled);
+      await deps.schedule.release(unpolled);
     }
     return result;
   };

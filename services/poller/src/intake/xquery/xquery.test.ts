@@ -11,14 +11,12 @@ import { queryCursorKeyOf, readMonitorCoverage, withLastCheck, type Db } from '@
 import { createRedisGovernor, createXSource, type XGovernor } from '@sts/social';
 import type { FakeX } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
-import { createRedisLeases } from '../../adapters/lease';
-import { createPollerRepository } from '../../adapters/repository';
 import { createCoverageRepository } from '../../gaps/gaps';
-import { createPoller, type Poller } from '../../poller';
+import type { Poller } from '../../poller';
+import { plans, testPoller } from '../../../test/poller';
 
 const logger = createLogger({ service: 'poller-xquery-test', level: 'error' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const plans = { free: { pollIntervalSec: 300 }, starter: { pollIntervalSec: 60 } };
 const QUERY = '(launch OR release) rocket -giveaway';
 
 describe('poller: query monitors by X recent search', () => {
@@ -35,15 +33,16 @@ describe('poller: query monitors by X recent search', () => {
     // a search window with room for two requests: the third read must be refused by the budget
     governor = createRedisGovernor(bed.redis, { limits: { search: 2 }, windowMs: 60_000 });
     const source = createXSource({ baseUrl: fake.url, bearerToken: 't', timeoutMs: 5000, redis: bed.redis, governor });
-    poller = createPoller({
-      repository: createPollerRepository(db),
-      source,
-      leases: createRedisLeases(bed.redis),
-      logger,
-      intervals: { plans, overrideSec: 1 },
-      xQueries: { searchGroup: source.searchGroup.bind(source) },
-      coverage: createCoverageRepository(db),
-    });
+    poller = testPoller(
+      { db, redis: bed.redis },
+      {
+        source,
+        logger,
+        intervals: { plans, overrideSec: 1 },
+        xQueries: { searchGroup: source.searchGroup.bind(source) },
+        coverage: createCoverageRepository(db),
+      },
+    );
   });
 
   afterAll(() => bed.close());

@@ -18,14 +18,18 @@ import { queryCursorKeyOf } from '@sts/db';
 import { SourceBusyError, type XSource } from '@sts/social';
 import type { LeaseStore } from '../../adapters/lease';
 import type { CoverageRepository } from '../../gaps/gaps';
-import type { NewHit, PollerRepository, QueryWatcher, StoredCursor } from '../../adapters/repository';
+import type { QueryWatcher } from '@sts/db';
+import type { NewHit, StoredCursor } from '../../domain/pipeline';
+import type { HitWriter } from '../../adapters/hitWriter';
+import type { ScheduleStore } from '../../adapters/scheduleStore';
 import { groupSinceId } from '../../domain/groups';
-import { queryRuleValue } from '../../domain/queryRules';
+import { queryRuleValue } from '@sts/x-stream';
 import type { IntervalPolicy } from '../../domain/schedule';
 import { recordQueryTweets } from '../../record/queryRecord';
 
 export interface XQueryIntakeDeps {
-  repository: Pick<PollerRepository, 'queryWatchers' | 'cursor' | 'recordBatch' | 'recordFailure'>;
+  schedule: Pick<ScheduleStore, 'queryWatchers'>;
+  writer: Pick<HitWriter, 'cursor' | 'recordBatch' | 'recordFailure'>;
   searchGroup: XSource['searchGroup'];
   leases: LeaseStore;
   intervals: IntervalPolicy;
@@ -33,8 +37,8 @@ export interface XQueryIntakeDeps {
   now: () => Date;
   /** stream mode: the stream reads this monitor (a search would read it twice) */
   streamed?: (monitor: QueryWatcher, now: Date) => boolean;
-  /** a search's time limit (default 30 s); its lease lives twice as long */
-  pollTimeoutMs?: number;
+  /** a search's time limit (POLL_TIMEOUT_MS); its lease lives twice as long */
+  pollTimeoutMs: number;
   /** how often due monitors are looked for (default 1 s) */
   tickMs?: number;
   /** the new hits of each read */
@@ -64,7 +68,7 @@ function isDue(cursor: StoredCursor | null, m: QueryWatcher, policy: IntervalPol
 /** one monitor's search since its cursor, recorded; a failure other than the budget's on its cursor */
 async function readMonitor(deps: XQueryIntakeDeps, m: QueryWatcher, query: string): Promise<ReadOutcome> {
   const key = queryCursorKeyOf(m.id);
-  const stored = await deps.repository.cursor(key);
+  const stored = await deps.writer.cursor(key);
   const now = deps.now();
   if (!isDue(stored, m, deps.intervals, now)) return { kind: 'skipped' };
   try {
@@ -80,14 +84,14 @@ async function readMonitor(deps: XQueryIntakeDeps, m: QueryWatcher, query: strin
     );
     if (result.truncated)
       deps.logger.warn('query search truncated: its oldest new posts were not read', { monitorId: m.id });
-    const hits = await recordQueryTweets(deps.repository, m, result.tweets, `x.${result.newestId}`, deps.now());
+    const hits = await recordQueryTweets(deps.writer, m, result.tweets, `x.${result.newestId}`, deps.now());
     return { kind: 'read', hits };
   } catch (err) {
     const refused = err instanceof SourceBusyError;
     await missed(deps, key, refused ? 'budget_refused' : 'source_error');
     if (refused) return { kind: 'refused' };
     deps.logger.warn('query search failed', { monitorId: m.id, err: errorMessage(err) });
-    await deps.repository.recordFailure(key, errorMessage(err).slice(0, 500), deps.now());
+    await deps.writer.recordFailure(key, errorMessage(err).slice(0, 500), deps.now());
     return { kind: 'read', hits: [] };
   }
 }
@@ -104,7 +108,7 @@ async function missed(deps: XQueryIntakeDeps, key: string, reason: 'budget_refus
 /** the monitor's read under its lease (another replica reading it: skipped) */
 async function leasedRead(deps: XQueryIntakeDeps, m: QueryWatcher, query: string): Promise<ReadOutcome> {
   const key = queryCursorKeyOf(m.id);
-  const token = await deps.leases.acquire(key, (deps.pollTimeoutMs ?? 30_000) * 2);
+  const token = await deps.leases.acquire(key, deps.pollTimeoutMs * 2);
   if (!token) return { kind: 'skipped' };
   try {
     return await readMonitor(deps, m, query);
@@ -116,7 +120,7 @@ async function leasedRead(deps: XQueryIntakeDeps, m: QueryWatcher, query: string
 async function runXQueries(deps: XQueryIntakeDeps): Promise<{ read: number; hits: NewHit[] }> {
   const now = deps.now();
   const out = { read: 0, hits: [] as NewHit[] };
-  for (const m of await deps.repository.queryWatchers()) {
+  for (const m of await deps.schedule.queryWatchers()) {
     const query = queryRuleValue(m.query);
     // a stored query that no longer parses matches nothing (compileMonitors): nothing to read
     if (query === null || deps.streamed?.(m, now)) continue;
