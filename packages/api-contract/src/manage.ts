@@ -101,10 +101,21 @@ export const WebhookSettingsInput = z.strictObject({
   ordering: ordering.optional().meta({ description: 'left out: unchanged' }),
 });
 
+/** the outcomes Recover takes (`exhausted`: a retry schedule that ran out) */
+const RECOVER_OUTCOMES = ['failed', 'skipped', 'exhausted'] as const;
+
 export const RecoverInput = z.strictObject({
   since: z.iso
     .datetime({ offset: true })
-    .meta({ description: 'redeliver hit deliveries that failed at or after this time' }),
+    .meta({ description: 'redeliver deliveries with an attempt of `outcomes` at or after this time' }),
+  until: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .meta({ description: 'and at or before this time (default now); not before `since`' }),
+  outcomes: z.array(z.enum(RECOVER_OUTCOMES)).min(1).max(RECOVER_OUTCOMES.length).optional().meta({
+    description:
+      'which outcomes to redeliver (default all three); a delivery qualifies while its latest attempt has one of them',
+  }),
 });
 
 export const MonitorWithSecret = MonitorRecord.extend({
@@ -121,6 +132,10 @@ export const WebhookRecord = z.object({
   broken_reason: z.string().nullable(),
   health: z.enum(['ok', 'failing', 'disabled']),
   consecutive_failures: count,
+  held_events: count.meta({
+    description: 'events held while the webhook was disabled, sent oldest first once it is enabled again',
+  }),
+  held_dropped: count.meta({ description: 'of this hold, the oldest dropped past its bounds (logged as skipped)' }),
   secret_rotated_at: timestamp.nullable(),
   previous_secret_until: timestamp.nullable().meta({
     description: 'during an overlapped rotation: until then the old secret still signs too',
@@ -201,8 +216,12 @@ export const QueuedRecord = z.object({
 
 export const RecoverRecord = z.object({
   queued: count,
-  remaining: count.meta({ description: 'failed deliveries still waiting: call again' }),
+  remaining: count.meta({ description: 'matching deliveries not queued by this call: call again' }),
   delivery_ids: z.array(z.string()),
+  retry_after: count.nullable().meta({
+    description:
+      "the account's redelivery budget left some out: seconds until it grants more (also the Retry-After header); null when it did not",
+  }),
 });
 
 export const DeletedRecord = z.object({ id: z.string(), deleted: z.literal(true) });

@@ -104,6 +104,10 @@ export const MonitorRecord = z.object({
   last_check_at: timestamp.nullable(),
   last_error: z.string().nullable(),
   has_webhook: z.boolean(),
+  held_events: count.meta({
+    description:
+      'events held while its webhook was disabled, sent oldest first once it is enabled again (0 without a webhook)',
+  }),
   created_at: timestamp,
   updated_at: timestamp,
   recent_hits: z.array(HitRecord).optional().meta({ description: 'present with include_hits=1' }),

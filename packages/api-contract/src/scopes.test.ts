@@ -18,6 +18,7 @@ describe('which calls need a manage key', () => {
       ['DELETE', `/api/v1/monitors/${id}/webhook`],
       ['POST', `/api/v1/monitors/${id}/webhook/test`],
       ['POST', `/api/v1/monitors/${id}/webhook/rotate`],
+      ['POST', `/api/v1/monitors/${id}/webhook/enable`],
       ['GET', `/api/v1/monitors/${id}/deliveries`],
       ['HEAD', `/api/v1/monitors/${id}/deliveries`],
       ['POST', `/api/v1/deliveries/${id}/redeliver`],

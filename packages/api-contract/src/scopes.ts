@@ -16,7 +16,7 @@ const MANAGEMENT: readonly (readonly [method: string, path: RegExp])[] = [
   ['PATCH', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
   ['GET', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
   ['DELETE', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
-  ['POST', new RegExp(`^/api/v1/monitors/${ID}/webhook/(?:test|rotate)$`)],
+  ['POST', new RegExp(`^/api/v1/monitors/${ID}/webhook/(?:test|rotate|enable)$`)],
   ['GET', new RegExp(`^/api/v1/monitors/${ID}/deliveries$`)],
   ['POST', new RegExp(`^/api/v1/deliveries/${ID}/redeliver$`)],
 ];

@@ -77,6 +77,17 @@ describe('@sts/client', () => {
     expect([rotated.webhook_secret === hook.webhook_secret, rotated.previous_secret_until]).toEqual([false, null]);
     expect((await sts.monitors.list()).data.map((x) => x.id)).toEqual([m.id]);
     expect((await sts.monitors.deliveries(m.id)).data).toEqual([]);
+    // recover by window and outcome: nothing logged yet, nothing queued; until before since is named
+    const since = new Date(Date.now() - 3600_000);
+    expect(await sts.monitors.recover(m.id, { since, until: new Date(), outcomes: ['skipped'] })).toEqual({
+      queued: 0,
+      remaining: 0,
+      delivery_ids: [],
+      retry_after: null,
+    });
+    const backwards = await sts.monitors.recover(m.id, { since: new Date(), until: since }).catch((e: unknown) => e);
+    expect(backwards).toMatchObject({ status: 400, code: 'INVALID_REQUEST', param: 'until' });
+    expect(await sts.webhooks.enable(m.id)).toMatchObject({ monitor_id: m.id, health: 'ok', held_events: 0 });
     await sts.monitors.delete(m.id);
 
     const missing = await sts.monitors.get(randomUUID()).catch((e: unknown) => e);

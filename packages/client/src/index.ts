@@ -38,6 +38,23 @@ export type WebhookWithSecret = Schemas['WebhookWithSecret'];
 export type Delivery = Schemas['Delivery'];
 export type Queued = Schemas['Queued'];
 export type Recovered = Schemas['Recover'];
+/** `recover`'s window: times as Date or ISO 8601 text */
+export interface RecoverWindow {
+  since: Date | string;
+  until?: Date | string;
+  outcomes?: NonNullable<Schemas['RecoverInput']['outcomes']>;
+}
+
+const isoOf = (t: Date | string) => (t instanceof Date ? t.toISOString() : t);
+
+function recoverBody(w: RecoverWindow | Date | string): Schemas['RecoverInput'] {
+  if (w instanceof Date || typeof w === 'string') return { since: isoOf(w) };
+  return {
+    since: isoOf(w.since),
+    ...(w.until !== undefined && { until: isoOf(w.until) }),
+    ...(w.outcomes !== undefined && { outcomes: w.outcomes }),
+  };
+}
 
 /** a page of a list: `data` and `meta.next_cursor` (null on the last page) */
 export interface Page<T> {
@@ -182,12 +199,21 @@ export function createClient(options: ClientOptions) {
         unwrap(
           await api.GET('/api/v1/monitors/{id}/deliveries', { params: { path: { id: monitorId }, query: page(opts) } }),
         ),
-      /** redelivers each hit delivery that failed since `since` and is still failed (at most 1,000 a call) */
-      recover: async (monitorId: string, since: Date | string, opts?: WriteOptions): Promise<Recovered> =>
+      /**
+       * redelivers each delivery with an attempt of `outcomes` (default failed, skipped and
+       * exhausted) between `since` and `until` (default now) that still has one of them, at most
+       * 1,000 a call and within the account's redelivery budget (`retry_after` when it left some
+       * out); a bare time is `{ since }`
+       */
+      recover: async (
+        monitorId: string,
+        window: RecoverWindow | Date | string,
+        opts?: WriteOptions,
+      ): Promise<Recovered> =>
         unwrap(
           await api.POST('/api/v1/monitors/{id}/recover', {
             ...id(monitorId),
-            body: { since: since instanceof Date ? since.toISOString() : since },
+            body: recoverBody(window),
             ...write(opts),
           }),
         ).data,
@@ -200,6 +226,9 @@ export function createClient(options: ClientOptions) {
       remove: async (monitorId: string): Promise<void> => {
         unwrap(await api.DELETE('/api/v1/monitors/{id}/webhook', id(monitorId)));
       },
+      /** enables a webhook that endpoint health disabled: its held events go out first, oldest first */
+      enable: async (monitorId: string, opts?: WriteOptions): Promise<Webhook> =>
+        unwrap(await api.POST('/api/v1/monitors/{id}/webhook/enable', { ...id(monitorId), ...write(opts) })).data,
       /** sends a signed monitor.test */
       test: async (monitorId: string, opts?: WriteOptions): Promise<Queued> =>
         unwrap(await api.POST('/api/v1/monitors/{id}/webhook/test', { ...id(monitorId), ...write(opts) })).data,

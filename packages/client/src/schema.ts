@@ -230,6 +230,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/v1/monitors/{id}/webhook/enable': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Enable a webhook that endpoint health disabled; the events held meanwhile go out oldest first, before new ones (manage key) */
+    post: operations['enableWebhook'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/v1/monitors/{id}/webhook/rotate': {
     parameters: {
       query?: never;
@@ -273,7 +290,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Redeliver every hit delivery that failed since a time and is still failed (at most 1,000 a call) (manage key) */
+    /** Redeliver what failed, was skipped or exhausted its retries in a time window (at most 1,000 a call, within the redelivery budget) (manage key) */
     post: operations['recoverDeliveries'];
     delete?: never;
     options?: never;
@@ -435,6 +452,8 @@ export interface components {
       last_check_at: string | null;
       last_error: string | null;
       has_webhook: boolean;
+      /** @description events held while its webhook was disabled, sent oldest first once it is enabled again (0 without a webhook) */
+      held_events: number;
       /** Format: date-time */
       created_at: string;
       /** Format: date-time */
@@ -598,9 +617,16 @@ export interface components {
     RecoverInput: {
       /**
        * Format: date-time
-       * @description redeliver hit deliveries that failed at or after this time
+       * @description redeliver deliveries with an attempt of `outcomes` at or after this time
        */
       since: string;
+      /**
+       * Format: date-time
+       * @description and at or before this time (default now); not before `since`
+       */
+      until?: string;
+      /** @description which outcomes to redeliver (default all three); a delivery qualifies while its latest attempt has one of them */
+      outcomes?: ('failed' | 'skipped' | 'exhausted')[];
     };
     MonitorWithSecret: {
       id: string;
@@ -631,6 +657,8 @@ export interface components {
       last_check_at: string | null;
       last_error: string | null;
       has_webhook: boolean;
+      /** @description events held while its webhook was disabled, sent oldest first once it is enabled again (0 without a webhook) */
+      held_events: number;
       /** Format: date-time */
       created_at: string;
       /** Format: date-time */
@@ -651,6 +679,10 @@ export interface components {
       /** @enum {string} */
       health: 'ok' | 'failing' | 'disabled';
       consecutive_failures: number;
+      /** @description events held while the webhook was disabled, sent oldest first once it is enabled again */
+      held_events: number;
+      /** @description of this hold, the oldest dropped past its bounds (logged as skipped) */
+      held_dropped: number;
       /** Format: date-time */
       secret_rotated_at: string | null;
       /**
@@ -682,6 +714,10 @@ export interface components {
       /** @enum {string} */
       health: 'ok' | 'failing' | 'disabled';
       consecutive_failures: number;
+      /** @description events held while the webhook was disabled, sent oldest first once it is enabled again */
+      held_events: number;
+      /** @description of this hold, the oldest dropped past its bounds (logged as skipped) */
+      held_dropped: number;
       /** Format: date-time */
       secret_rotated_at: string | null;
       /**
@@ -782,9 +818,11 @@ export interface components {
     };
     Recover: {
       queued: number;
-      /** @description failed deliveries still waiting: call again */
+      /** @description matching deliveries not queued by this call: call again */
       remaining: number;
       delivery_ids: string[];
+      /** @description the account's redelivery budget left some out: seconds until it grants more (also the Retry-After header); null when it did not */
+      retry_after: number | null;
     };
     Deleted: {
       id: string;
@@ -7023,6 +7061,418 @@ export interface operations {
       };
     };
   };
+  enableWebhook: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description a new UUID per intended action: a retry with the same key and request answers the first answer (24 h) */
+        'Idempotency-Key'?: string;
+      };
+      path: {
+        /** @description monitor id */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the webhook, enabled */
+      200: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          /** @description true when this is the kept answer of an earlier call with the same Idempotency-Key */
+          'Idempotent-Replayed'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: components['schemas']['Webhook'];
+          };
+        };
+      };
+      /** @description INVALID_REQUEST: a parameter or the body is invalid (`param` names it) */
+      400: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNAUTHORIZED: missing, malformed, unknown or revoked API key (no quota headers: the account is not known) */
+      401: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INSUFFICIENT_SCOPE (a read key; no quota headers, nothing counted), PLAN_LIMIT (`limit`, `plan`: the plan allows no more) or EMAIL_UNVERIFIED */
+      403: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NOT_FOUND (also another account's monitor or attempt) */
+      404: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description METHOD_NOT_ALLOWED: see the Allow header */
+      405: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description IDEMPOTENCY_KEY_IN_USE (the first call with this key is still running; Retry-After), NO_WEBHOOK or HIT_GONE */
+      409: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: the body is larger than 16 KiB */
+      413: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNSUPPORTED_MEDIA_TYPE: the body is not application/json */
+      415: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description IDEMPOTENCY_KEY_REUSED: this Idempotency-Key was used for another request */
+      422: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description QUOTA_EXCEEDED (monthly quota used up; Retry-After runs to the next UTC month) or RATE_LIMIT_EXCEEDED (per-minute limit; Retry-After runs to the next minute). Refused calls use no quota. */
+      429: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          /** @description seconds to wait */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INTERNAL */
+      500: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source failed */
+      502: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description SERVICE_UNAVAILABLE (the service is temporarily unavailable) or UPSTREAM_BUSY (the upstream X budget cannot afford the read now; nothing was sent); see Retry-After */
+      503: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source did not answer in time */
+      504: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   rotateWebhookSecret: {
     parameters: {
       query?: {
@@ -7839,6 +8289,8 @@ export interface operations {
           RateLimit?: string;
           /** @description true when this is the kept answer of an earlier call with the same Idempotency-Key */
           'Idempotent-Replayed'?: string;
+          /** @description seconds until the account's redelivery budget grants more: present when it left some out */
+          'Retry-After'?: number;
           [name: string]: unknown;
         };
         content: {

@@ -84,6 +84,13 @@ describe('maintenance step', () => {
       [NOW],
     );
     await pg.query(
+      `INSERT INTO mail_notices (dedup_key, account_id, kind, spec, created_at, digested_at)
+       VALUES ('notice-old', $2, 'quota', '{}', $1::timestamptz - interval '40 days', $1::timestamptz - interval '40 days'),
+              ('notice-new', $2, 'quota', '{}', $1::timestamptz - interval '1 day', $1::timestamptz - interval '1 day'),
+              ('notice-waiting', $2, 'quota', '{}', $1::timestamptz - interval '40 days', NULL)`,
+      [NOW, a[0]!.id],
+    );
+    await pg.query(
       `INSERT INTO email_tokens (account_id, purpose, token_hash, expires_at)
        VALUES ($2, 'verify', repeat('a', 64), $1::timestamptz - interval '8 days'),
               ($2, 'verify', repeat('b', 64), $1::timestamptz - interval '1 day'),
@@ -168,6 +175,10 @@ describe('maintenance step', () => {
     expect(
       (await pg.query<{ k: string }>(`SELECT dedup_key AS k FROM mail_outbox ORDER BY 1`)).rows.map((r) => r.k),
     ).toEqual(['sent-new', 'unsent-new']);
+    // digested notices go with sent mail; a notice still waiting for its digest stays
+    expect(
+      (await pg.query<{ k: string }>(`SELECT dedup_key AS k FROM mail_notices ORDER BY 1`)).rows.map((r) => r.k),
+    ).toEqual(['notice-new', 'notice-waiting']);
     expect(await count(`email_tokens`)).toBe(2);
     expect((await pg.query(`SELECT day::text FROM usage_daily`)).rows).toEqual([{ day: '2027-06-01' }]);
     expect(first.pruned.coverage_gaps).toBe(1);

@@ -12,7 +12,7 @@
  *   week) are deleted in batches once past the horizon.
  * - Queue-like tables lose their finished rows in batches of `batchSize`, at most `maxBatches`
  *   a table and run (the next run goes on): published `outbox` rows and `account_events`, sent or
- *   abandoned `mail_outbox` rows, expired `email_tokens`, `usage_daily` days past retention,
+ *   abandoned `mail_outbox` rows, digested `mail_notices`, expired `email_tokens`, `usage_daily` days past retention,
  *   `coverage_gaps` that ended more than 30 days ago, `monitor_events` (profile changes, target
  *   health) older than the delivery log.
  *   Every batch finds its rows through an index range.
@@ -206,6 +206,7 @@ function prunes(p: RetentionPolicy, now: Date): Prune[] {
     ['account_events', 'dedup_key', 'published_at < $2', day(p.accountEventsDays)],
     ['mail_outbox', 'id', 'sent_at < $2', day(p.mailDays)],
     ['mail_outbox', 'id', 'created_at < $2 AND sent_at IS NULL', day(p.mailDays)],
+    ['mail_notices', 'id', 'digested_at < $2', day(p.mailDays)],
     ['email_tokens', 'id', 'expires_at < $2', day(p.emailTokensGraceDays)],
     ['usage_daily', 'account_id, day', 'day < $2::date', day(p.usageDailyDays)],
     ['coverage_gaps', 'id', 'ends_at < $2', day(p.coverageGapsDays)],

@@ -83,6 +83,10 @@ export const OPTIONAL_WITH_DEFAULTS = new Set([
   'MAIL_RETRY_BASE_MS',
   'MAIL_RETRY_MAX_MS',
   'MAIL_POLL_MS',
+  'MAIL_DIGEST_MINUTES',
+  'TARGET_FLAP_SHARE',
+  'TARGET_FLAP_WINDOW_SEC',
+  'TARGET_FLAP_MIN',
   'VERIFY_RESEND_MAX_PER_HOUR',
   'RESET_MAX_PER_HOUR',
   // set only during a key rotation (docs/security.md)

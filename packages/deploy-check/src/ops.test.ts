@@ -314,6 +314,7 @@ describeK8s('the PrometheusRule', () => {
         'PollerLagMetricsAbsent',
         'PollerOutboxStuck',
         'PollerPollLagHigh',
+        'PollerSourceReportsTargetsUnavailable',
         'WebhookDeliveryFailureRate',
         'WebhookHitAgeHigh',
         'WebhookMonitorCacheOff',

@@ -150,12 +150,16 @@ export const AccountQuotaThresholdPayload = z
   })
   .strict();
 
-/** A monitor's webhook endpoint is failing (5 failures in a row), broken, or was disabled (published by the dispatcher). */
+/**
+ * A monitor's webhook endpoint is failing (5 failures in a row), broken, or was disabled, or
+ * (`held_dropped`) events held while it was disabled were dropped past the hold's bounds, once per
+ * hold (published by the dispatcher).
+ */
 export const AccountWebhookFailingPayload = z
   .object({
     accountId: z.string().min(1),
     monitorId: z.string().min(1),
-    state: z.enum(['failing', 'broken', 'disabled']),
+    state: z.enum(['failing', 'broken', 'disabled', 'held_dropped']),
     consecutiveFailures: z.number().int().nonnegative(),
     occurredAt: IsoUtcMillis,
   })

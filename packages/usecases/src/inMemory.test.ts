@@ -248,6 +248,8 @@ class InMemoryStore {
             ordering: 'unordered',
             ...webhook,
             ...FRESH_WEBHOOK,
+            heldCount: 0,
+            heldDropped: 0,
             secretRotatedAt: null,
             createdAt: at,
           },
@@ -277,7 +279,8 @@ class InMemoryStore {
           retryPolicy: m.webhook?.retryPolicy ?? 'none',
           ordering: m.webhook?.ordering ?? 'unordered',
         };
-        m.webhook = { ...settings, ...hook, ...FRESH_WEBHOOK, ...created };
+        const held = { heldCount: m.webhook?.heldCount ?? 0, heldDropped: m.webhook?.heldDropped ?? 0 };
+        m.webhook = { ...settings, ...hook, ...FRESH_WEBHOOK, ...held, ...created };
         return Promise.resolve();
       },
       configureWebhook: (monitorId, settings) => {
@@ -297,6 +300,10 @@ class InMemoryStore {
       removeWebhook: (monitorId) => {
         const m = monitors.get(monitorId);
         if (m) m.webhook = null;
+        return Promise.resolve();
+      },
+      enableWebhook: (monitorId) => {
+        Object.assign(this.webhookOf(monitorId), { consecutiveFailures: 0, firstFailureAt: null, disabledAt: null });
         return Promise.resolve();
       },
     };
@@ -348,10 +355,11 @@ class InMemoryStore {
         const a = this.attempts.find((x) => x.id === id);
         return Promise.resolve(a ? owner(a.monitorId) : null);
       },
-      failedDeliveries: (monitorId, since, max, pendingAfter) => {
-        const hitAttempts = attemptsOf(monitorId).filter((a) => a.event === 'monitor.hit');
+      recoverableDeliveries: (monitorId, { since, until, outcomes }, max, pendingAfter) => {
+        const hitAttempts = attemptsOf(monitorId).filter((a) => a.event !== 'monitor.test');
+        const inWindow = (a: { createdAt: Date }) => a.createdAt >= since && (until === null || a.createdAt <= until);
         const failedSince = new Set(
-          hitAttempts.filter((a) => a.outcome === 'failed' && a.createdAt >= since).map((a) => a.deliveryId),
+          hitAttempts.filter((a) => outcomes.includes(a.outcome) && inWindow(a)).map((a) => a.deliveryId),
         );
         const latest = [...failedSince].map(
           (d) =>
@@ -363,7 +371,7 @@ class InMemoryStore {
             )[0]!,
         );
         const pending = (d: string) => (this.pending.get(d) ?? 0) > pendingAfter.getTime();
-        const failed = latest.filter((a) => a.outcome === 'failed' && a.hitId !== null && !pending(a.deliveryId));
+        const failed = latest.filter((a) => outcomes.includes(a.outcome) && a.hitId !== null && !pending(a.deliveryId));
         const due = newestFirst(failed, sent, undefined, Infinity).reverse();
         const attempts = due.slice(0, max).map((a) => ({ id: a.id, deliveryId: a.deliveryId }));
         return Promise.resolve({ attempts, total: due.length });

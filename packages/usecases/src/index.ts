@@ -41,7 +41,17 @@ export {
 } from './preview';
 export type { MonitorUseCases, WebhookUseCases, MonitorAdminUseCases } from './monitors';
 export { EXAMPLE_TWEET_ID, type PayloadPreview, type PayloadPreviewUseCases } from './payloadPreview';
-export { postUrl, RECOVER_MAX, type DeliveryUseCases, type HitUseCases, type LogAdminUseCases } from './logs';
+export {
+  postUrl,
+  RECOVER_MAX,
+  RECOVER_OUTCOMES,
+  type DeliveryUseCases,
+  type HitUseCases,
+  type LogAdminUseCases,
+  type RecoverOutcome,
+  type RecoverWindow,
+  type Recovered,
+} from './logs';
 export { trialState, type PlanUseCases } from './overview';
 export type { CoverageUseCases } from './coverage';
 export type { CoverageGap, MonitorCoverage } from '@sts/db';

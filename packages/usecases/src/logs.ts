@@ -28,21 +28,58 @@ export interface DeliveryUseCases {
   /** publishes webhook.redeliver; ConflictError('hit_gone') when the attempt's hit was deleted */
   redeliver(accountId: string, attemptId: string): Promise<Queued & { attemptId: string; monitorId: string }>;
   /**
-   * "Redeliver every failed delivery since T": each hit delivery of the monitor with a failed
-   * attempt at or after `since` whose latest attempt is still a failure and has no redelivery
-   * pending, oldest first, at most RECOVER_MAX per call and what the account's redelivery budget
-   * grants (`remaining` says how many more wait; call again). Each goes out as a
-   * webhook.redeliver of its latest attempt: same X-Service-Delivery, paced by the dispatcher's
-   * lanes like any redelivery, sharing a host's lane fairly with other accounts.
+   * "Redeliver what failed, was skipped or exhausted its retries between T and U": each event
+   * delivery of the monitor (not test pings) with an attempt of one of `outcomes` in the window
+   * whose latest attempt still has one of them and has no redelivery pending, oldest first, at
+   * most RECOVER_MAX per call and what the account's redelivery budget grants (`remaining` says
+   * how many more wait; `retryAfterSec` when the budget stopped it: call again then). Each goes
+   * out as a webhook.redeliver of its latest attempt: same X-Service-Delivery, paced by the
+   * dispatcher's lanes like any redelivery, sharing a host's lane fairly with other accounts.
    */
-  recover(
-    accountId: string,
-    monitorId: string,
-    since: Date,
-  ): Promise<{ queued: number; remaining: number; deliveryIds: string[] }>;
+  recover(accountId: string, monitorId: string, window: RecoverWindow): Promise<Recovered>;
 }
 
 export const RECOVER_MAX = 1000;
+
+/** the outcomes Recover takes (`exhausted`: a retry schedule that ran out) */
+export const RECOVER_OUTCOMES = ['failed', 'skipped', 'exhausted'] as const;
+export type RecoverOutcome = (typeof RECOVER_OUTCOMES)[number];
+
+export interface RecoverWindow {
+  since: Date;
+  /** default: now */
+  until?: Date | undefined;
+  /** default: all three */
+  outcomes?: readonly RecoverOutcome[] | undefined;
+}
+
+export interface Recovered {
+  queued: number;
+  /** matching deliveries not queued by this call (the per-call maximum or the budget) */
+  remaining: number;
+  deliveryIds: string[];
+  /** the budget left some out: seconds until it grants more (null when it did not) */
+  retryAfterSec: number | null;
+}
+
+const TIME_HINT = 'must be an ISO 8601 time such as 2026-11-24T10:00:00Z';
+
+/** the window checked: times valid and not in the future, until not before since, known outcomes */
+function checkWindow(w: RecoverWindow, now: Date): { since: Date; until: Date | null; outcomes: RecoverOutcome[] } {
+  const valid = (d: unknown): d is Date => d instanceof Date && !Number.isNaN(d.getTime());
+  if (!valid(w.since)) throw new ValidationError('since', TIME_HINT);
+  if (w.since.getTime() > now.getTime()) throw new ValidationError('since', 'is in the future');
+  if (w.until !== undefined && !valid(w.until)) throw new ValidationError('until', TIME_HINT);
+  if (w.until !== undefined && w.until.getTime() < w.since.getTime()) {
+    throw new ValidationError('until', 'is before since');
+  }
+  const outcomes = [...new Set(w.outcomes ?? RECOVER_OUTCOMES)];
+  const unknown = outcomes.find((o) => !(RECOVER_OUTCOMES as readonly string[]).includes(o));
+  if (outcomes.length === 0 || unknown !== undefined) {
+    throw new ValidationError('outcomes', `must be one or more of ${RECOVER_OUTCOMES.join(', ')}`);
+  }
+  return { since: w.since, until: w.until ?? null, outcomes };
+}
 
 /** the stored [name, value] pairs (jsonb), keeping only well-formed ones */
 function headerPairs(json: unknown): HeaderPair[] {
@@ -84,16 +121,21 @@ export interface LogAdminUseCases {
 const PENDING_REDELIVERY_MAX_AGE_MS = 3_600_000;
 
 /**
- * The latest attempt of each hit delivery that failed since T, when that latest one is still a
- * failure and no redelivery of it is pending; at most what the account's redelivery budget
- * grants. Each is marked pending before it is published, so a second click, or a concurrent one,
- * queues none of them again until the dispatcher has recorded its attempt.
+ * The latest attempt of each delivery with an attempt of the outcomes in the window, when that
+ * latest one still has one of them and no redelivery of it is pending; at most what the account's
+ * redelivery budget grants. Each is marked pending before it is published, so a second click, or
+ * a concurrent one, queues none of them again until the dispatcher has recorded its attempt.
  */
-async function recoverFailed(ctx: Ctx, accountId: string, monitorId: string, since: Date) {
+async function recoverWindow(
+  ctx: Ctx,
+  accountId: string,
+  monitorId: string,
+  window: ReturnType<typeof checkWindow>,
+): Promise<Recovered> {
   const now = ctx.now();
   const pendingAfter = new Date(now.getTime() - PENDING_REDELIVERY_MAX_AGE_MS);
-  const { attempts, total } = await ctx.repos.logs.failedDeliveries(monitorId, since, RECOVER_MAX, pendingAfter);
-  if (attempts.length === 0) return { queued: 0, remaining: 0, deliveryIds: [] };
+  const { attempts, total } = await ctx.repos.logs.recoverableDeliveries(monitorId, window, RECOVER_MAX, pendingAfter);
+  if (attempts.length === 0) return { queued: 0, remaining: 0, deliveryIds: [], retryAfterSec: null };
   // one click (or one CLI run) is one outbound action, however many it queues (at most RECOVER_MAX)
   await ctx.outboundAllowed(accountId, 'recoveries');
   const budget = ctx.opts.redeliveryBudget;
@@ -130,6 +172,7 @@ async function recoverFailed(ctx: Ctx, accountId: string, monitorId: string, sin
     queued: queued.length,
     remaining: total - queued.length,
     deliveryIds: queued.map((a) => a.deliveryId),
+    retryAfterSec: granted < attempts.length ? retryAfterSec : null,
   };
 }
 
@@ -214,12 +257,9 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
       return { messageId, deliveryId: a.deliveryId, attemptId: a.id, monitorId: a.monitorId };
     },
 
-    async recover(accountId, monitorId, since) {
-      if (!(since instanceof Date) || Number.isNaN(since.getTime())) {
-        throw new ValidationError('failedSince', 'must be an ISO 8601 time such as 2026-11-24T10:00:00Z');
-      }
-      if (since.getTime() > ctx.now().getTime()) throw new ValidationError('failedSince', 'is in the future');
-      return recoverFailed(ctx, accountId, await ownMonitor(ctx, accountId, monitorId), since);
+    async recover(accountId, monitorId, window) {
+      const checked = checkWindow(window, ctx.now());
+      return recoverWindow(ctx, accountId, await ownMonitor(ctx, accountId, monitorId), checked);
     },
   };
 

@@ -426,12 +426,39 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       await waitFor(() => seen.find((e) => e.messageId === fq.messageId), 20_000);
     });
 
+    it('enable: a disabled webhook is enabled again, its held events shown until the dispatcher sends them', async () => {
+      const since = new Date(Date.now() - 4 * 86_400_000);
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: { consecutiveFailures: 9, firstFailureAt: since, disabledAt: new Date(), heldCount: 7, heldDropped: 2 },
+      });
+      const shown = (await uc.monitors.get(starter, monitorId)).webhook!.health;
+      expect(shown).toMatchObject({ state: 'disabled', consecutiveFailures: 9, held: 7, heldDropped: 2 });
+      const enabled = await uc.webhooks.enable(starter, monitorId);
+      expect(enabled.health).toMatchObject({ state: 'ok', consecutiveFailures: 0, disabledAt: null, held: 7 });
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).toMatchObject({
+        consecutiveFailures: 0,
+        firstFailureAt: null,
+        disabledAt: null,
+        heldCount: 7,
+      });
+      // another account's monitor: NotFound, nothing changed
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: { disabledAt: since, heldCount: 0, heldDropped: 0 },
+      });
+      expect(await rejection(uc.webhooks.enable(other, monitorId))).toBeInstanceOf(NotFoundError);
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).disabledAt).toEqual(since);
+      await uc.webhooks.enable(starter, monitorId);
+    });
+
     it('remove: then rotate and sendTest say there is no webhook', async () => {
       await uc.webhooks.remove(starter, monitorId);
       expect((await uc.monitors.get(starter, monitorId)).webhook).toBeNull();
       for (const call of [
         () => uc.webhooks.rotate(starter, monitorId),
         () => uc.webhooks.sendTest(starter, monitorId),
+        () => uc.webhooks.enable(starter, monitorId),
       ]) {
         const err = await rejection(call());
         expect(err).toBeInstanceOf(ConflictError);
@@ -610,8 +637,8 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       await attempt('r-test', null, 'failed', at(7), 'monitor.test'); // a test ping: no
       await attempt('r-gone', null, 'failed', at(8)); // its hit was deleted: no
       const before = seen.length;
-      const r = await uc.deliveries.recover(owner, monitor.id, T);
-      expect(r).toEqual({ queued: 2, remaining: 0, deliveryIds: ['r-failed', 'r-twice'] });
+      const r = await uc.deliveries.recover(owner, monitor.id, { since: T, outcomes: ['failed'] });
+      expect(r).toEqual({ queued: 2, remaining: 0, deliveryIds: ['r-failed', 'r-twice'], retryAfterSec: null });
       const msgs = await waitFor(() => {
         const got = seen.slice(before).filter((e) => e.routingKey === 'webhook.redeliver');
         return got.length >= 2 ? got : null;
@@ -619,22 +646,31 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect(msgs.map((e) => (e.payload as { attemptId: string }).attemptId).sort()).toEqual([...expected].sort());
       expect(msgs.every((e) => e.headers.accountId === owner)).toBe(true);
       // another account's monitor is NotFound; a bad or future time names the field; nothing is queued
-      expect(await rejection(uc.deliveries.recover(starter, monitor.id, T))).toBeInstanceOf(NotFoundError);
-      expect((await rejection(uc.deliveries.recover(owner, monitor.id, new Date(Date.now() + 60_000)))).field).toBe(
-        'failedSince',
+      expect(
+        await rejection(uc.deliveries.recover(starter, monitor.id, { since: T, outcomes: ['failed'] })),
+      ).toBeInstanceOf(NotFoundError);
+      expect(
+        (await rejection(uc.deliveries.recover(owner, monitor.id, { since: new Date(Date.now() + 60_000) }))).field,
+      ).toBe('since');
+      expect((await rejection(uc.deliveries.recover(owner, monitor.id, { since: new Date('nope') }))).field).toBe(
+        'since',
       );
-      expect((await rejection(uc.deliveries.recover(owner, monitor.id, new Date('nope')))).field).toBe('failedSince');
       await new Promise((res) => setTimeout(res, 300));
       expect(seen.length).toBe(before + 2);
 
       // clicked again while those redeliveries are pending: nothing is queued twice
-      expect(await uc.deliveries.recover(owner, monitor.id, T)).toEqual({ queued: 0, remaining: 0, deliveryIds: [] });
+      expect(await uc.deliveries.recover(owner, monitor.id, { since: T, outcomes: ['failed'] })).toEqual({
+        queued: 0,
+        remaining: 0,
+        deliveryIds: [],
+        retryAfterSec: null,
+      });
       // the dispatcher recorded r-failed's redelivery (failed again): Recover may queue it again;
       // r-twice's mark is over an hour old (its message was lost): it may be queued again too
       await db.$executeRaw`DELETE FROM pending_redeliveries WHERE delivery_id = 'r-failed'`;
       await db.$executeRaw`UPDATE pending_redeliveries SET queued_at = now() - interval '2 hours' WHERE delivery_id = 'r-twice'`;
-      const again = await uc.deliveries.recover(owner, monitor.id, T);
-      expect(again).toEqual({ queued: 2, remaining: 0, deliveryIds: ['r-failed', 'r-twice'] });
+      const again = await uc.deliveries.recover(owner, monitor.id, { since: T, outcomes: ['failed'] });
+      expect(again).toEqual({ queued: 2, remaining: 0, deliveryIds: ['r-failed', 'r-twice'], retryAfterSec: null });
       await waitFor(() => seen.length >= before + 4, 20_000);
     });
 
@@ -680,19 +716,93 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       // two clicks at once: each delivery queued once between them
       const racing = await failing('race_me', 1_900_000_000_000_000_000n);
       const [a, b] = await Promise.all([
-        uc.deliveries.recover(owner, racing, T),
-        uc.deliveries.recover(owner, racing, T),
+        uc.deliveries.recover(owner, racing, { since: T, outcomes: ['failed'] }),
+        uc.deliveries.recover(owner, racing, { since: T, outcomes: ['failed'] }),
       ]);
       expect([...a.deliveryIds, ...b.deliveryIds].sort()).toEqual([0, 1, 2, 3, 4].map((i) => `race_me-${i}`));
       // a budget of 3 an hour: 3 queued, 2 left for later, then refused
       const budgeted_ = await failing('budget_me', 1_910_000_000_000_000_000n);
-      expect(await budgeted.deliveries.recover(owner, budgeted_, T)).toMatchObject({ queued: 3, remaining: 2 });
-      const refused = await rejection(budgeted.deliveries.recover(owner, budgeted_, T));
+      const partial = await budgeted.deliveries.recover(owner, budgeted_, { since: T, outcomes: ['failed'] });
+      expect(partial).toMatchObject({ queued: 3, remaining: 2 });
+      // what did not fit is reported with the time the budget grants more
+      expect(partial.retryAfterSec).toBeGreaterThan(0);
+      expect(partial.retryAfterSec).toBeLessThanOrEqual(3600);
+      const refused = await rejection(
+        budgeted.deliveries.recover(owner, budgeted_, { since: T, outcomes: ['failed'] }),
+      );
       expect(refused).toBeInstanceOf(RateLimitedError);
       expect(refused.retryAfterSec).toBeGreaterThan(0);
       await waitFor(() => seen.length >= before + 8, 20_000);
       await new Promise((res) => setTimeout(res, 300));
       expect(seen.length - before).toBe(8);
+    });
+
+    it('recover by window and outcome: skipped and failed between since and until, in one call', async () => {
+      const owner = (await uc.admin.createAccount({ email: 'window@example.com', plan: 'starter' })).id;
+      const { monitor } = await uc.monitors.create(owner, { target: 'window_me' });
+      const T = new Date(Date.now() - 3600_000);
+      const at = (minutes: number) => new Date(T.getTime() + minutes * 60_000);
+      let n = 0;
+      const delivery = async (deliveryId: string, outcomes: ['failed' | 'skipped' | 'delivered', number][]) => {
+        const h = await db.hit.create({
+          data: {
+            monitorId: monitor.id,
+            tweetId: String(1_920_000_000_000_000_000n + BigInt(n++)),
+            tweetText: deliveryId,
+            tweetAuthorId: '9',
+            tweetAuthorUsername: 'window_me',
+            tweetCreatedAt: T,
+          },
+        });
+        for (const [outcome, minute] of outcomes) {
+          await db.deliveryAttempt.create({
+            data: {
+              monitorId: monitor.id,
+              hitId: h.id,
+              event: 'monitor.hit',
+              deliveryId,
+              url: 'https://example.com/w',
+              outcome,
+              createdAt: at(minute),
+            },
+          });
+        }
+      };
+      await delivery('w-skipped', [['skipped', 1]]); // skipped while disabled: yes
+      await delivery('w-failed', [['failed', 2]]); // yes
+      await delivery('w-late', [['skipped', 20]]); // after until: no
+      await delivery('w-early', [['failed', -5]]); // before since: no
+      await delivery('w-fixed', [
+        ['skipped', 3],
+        ['delivered', 4],
+      ]); // delivered since: no
+      await delivery('w-ok', [['delivered', 5]]); // no
+      const before = seen.length;
+      const skippedOnly = await uc.deliveries.recover(owner, monitor.id, {
+        since: T,
+        until: at(10),
+        outcomes: ['skipped'],
+      });
+      expect(skippedOnly).toEqual({ queued: 1, remaining: 0, deliveryIds: ['w-skipped'], retryAfterSec: null });
+      // the default outcomes are all three; w-skipped is pending already
+      const all = await uc.deliveries.recover(owner, monitor.id, { since: T, until: at(10) });
+      expect(all.deliveryIds).toEqual(['w-failed']);
+      // no until: up to now
+      expect((await uc.deliveries.recover(owner, monitor.id, { since: T })).deliveryIds).toEqual(['w-late']);
+      await waitFor(() => seen.length >= before + 3, 20_000);
+
+      // until before since, an unknown outcome, none at all: the field named, nothing queued
+      const bad = [
+        { since: at(5), until: at(1) },
+        { since: T, outcomes: ['delivered' as never] },
+        { since: T, outcomes: [] },
+        { since: T, until: new Date('nope') },
+      ];
+      const fields = [];
+      for (const w of bad) fields.push((await rejection(uc.deliveries.recover(owner, monitor.id, w))).field);
+      expect(fields).toEqual(['until', 'outcomes', 'outcomes', 'until']);
+      await new Promise((res) => setTimeout(res, 300));
+      expect(seen.length).toBe(before + 3);
     });
 
     it('the log masks the token of a Discord or Slack URL', async () => {

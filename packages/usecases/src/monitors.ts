@@ -88,6 +88,8 @@ function webhookHealth(w: WebhookRecord): WebhookHealthView {
     consecutiveFailures: w.consecutiveFailures,
     failingSince: w.consecutiveFailures > 0 ? w.firstFailureAt : null,
     disabledAt: w.disabledAt,
+    held: w.heldCount,
+    heldDropped: w.heldDropped,
   };
 }
 
@@ -287,6 +289,12 @@ export interface WebhookUseCases {
   remove(accountId: string, monitorId: string): Promise<void>;
   /** publishes monitor.test (every plan, Free included); ConflictError('no_webhook') without a webhook */
   sendTest(accountId: string, monitorId: string): Promise<Queued>;
+  /**
+   * Enables a webhook that endpoint health disabled (as a successful test webhook does): its
+   * failure streak is cleared and the events held meanwhile go out, oldest first, before new ones.
+   * Harmless on a healthy one; ConflictError('no_webhook') without a webhook.
+   */
+  enable(accountId: string, monitorId: string): Promise<WebhookView>;
 }
 
 export interface MonitorAdminUseCases {
@@ -509,6 +517,12 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
     async remove(accountId, monitorId) {
       const m = await load(accountId, monitorId);
       await repo.removeWebhook(m.id);
+    },
+
+    async enable(accountId, monitorId) {
+      const m = await withWebhook(accountId, monitorId);
+      await repo.enableWebhook(m.id);
+      return toWebhookView((await withWebhook(accountId, m.id)).webhook);
     },
 
     async sendTest(accountId, monitorId) {

@@ -197,7 +197,7 @@ export interface WebhookSettingsInput {
 
 /**
  * 'failing': 5 or more failed deliveries in a row (still sent); 'disabled': only failures for 3 days
- * (live hits recorded, not sent) until a test webhook succeeds; 'ok' otherwise.
+ * (live events held, not sent) until a test webhook succeeds or it is enabled; 'ok' otherwise.
  */
 export interface WebhookHealthView {
   state: 'ok' | 'failing' | 'disabled';
@@ -205,6 +205,10 @@ export interface WebhookHealthView {
   /** when the current run of failures began (null without failures) */
   failingSince: Date | null;
   disabledAt: Date | null;
+  /** events held while disabled, sent oldest first once enabled again (bounded; see docs/webhooks.md) */
+  held: number;
+  /** of this hold, dropped past its bounds and logged as skipped */
+  heldDropped: number;
 }
 
 export type MonitorStatus = 'active' | 'paused';

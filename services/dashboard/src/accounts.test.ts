@@ -41,6 +41,8 @@ beforeAll(async () => {
     MAIL_POLL_MS: '100',
     MAIL_RETRY_BASE_MS: '200',
     MAIL_RETRY_MAX_MS: '500',
+    // each notice here waits for its mail before the next: a digest of one is the notice's own mail
+    MAIL_DIGEST_MINUTES: '0.01',
     PLAN_FREE_MONTHLY_QUOTA: '10',
     LOG_LEVEL: 'error',
   });

@@ -52,6 +52,8 @@ beforeAll(async () => {
     SMTP_URL: sink.url,
     DASHBOARD_PUBLIC_URL: PUBLIC_URL,
     MAIL_POLL_MS: '100',
+    // each quota notice here waits for its mail before the next: a digest of one is the notice's own mail
+    MAIL_DIGEST_MINUTES: '0.01',
     API_PUBLIC_URL: gateway.url,
   });
   base = dash.base;

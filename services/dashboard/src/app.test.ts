@@ -611,7 +611,7 @@ describe('abuse closed', () => {
   });
 });
 
-describe('Recover: redeliver every failed delivery since T', () => {
+describe('Recover: redeliver by window and outcome', () => {
   it('queues exactly the failed ones as one rate-limited action; a bad time is a clear 422 that queues nothing', async () => {
     const c = client({ 'x-forwarded-for': '203.0.113.21' });
     expect((await join(c, 'recover@example.com')).status).toBe(303);
@@ -659,8 +659,11 @@ describe('Recover: redeliver every failed delivery since T', () => {
     }
     const path = `/monitors/${monitorId}/deliveries`;
     const page = await c.req(path);
-    expect(page.text).toContain('Redeliver every failed delivery since then');
-    expect(page.text).toMatch(/<label for="f-failedSince">Failed since \(UTC\)<\/label>/);
+    expect(page.text).toContain('Redeliver these deliveries');
+    expect(page.text).toMatch(/<label for="f-since">From \(UTC\)<\/label>/);
+    expect(page.text).toMatch(/<label for="f-until">Until \(UTC, optional\)<\/label>/);
+    // the three outcomes, all ticked by default
+    expect(page.text.match(/name="outcomes"\s+value="(failed|skipped|exhausted)"[^>]*checked/g)).toHaveLength(3);
     const csrf = c.csrf(page.text);
 
     for (const [bad, message] of [
@@ -668,23 +671,39 @@ describe('Recover: redeliver every failed delivery since T', () => {
       ['', /Must be a date and time \(UTC\)/],
       [new Date(Date.now() + 3600_000).toISOString(), /Is in the future/],
     ] as const) {
-      const refused = await c.req(`${path}/recover`, { _csrf: csrf, failedSince: bad });
+      const refused = await c.req(`${path}/recover`, { _csrf: csrf, since: bad });
       expect(refused.status).toBe(422);
-      expect(refused.text).toMatch(/id="f-failedSince-error"/);
+      expect(refused.text).toMatch(/id="f-since-error"/);
       expect(refused.text).toMatch(message);
     }
+    // until before since, no outcome ticked: named next to the field, nothing queued
+    const backwards = await c.req(`${path}/recover`, {
+      _csrf: csrf,
+      since: since.toISOString(),
+      until: new Date(since.getTime() - 60_000).toISOString(),
+    });
+    expect([backwards.status, /id="f-until-error"[^>]*>Is before since/.test(backwards.text)]).toEqual([422, true]);
+    const noOutcome = await c.req(`${path}/recover`, { _csrf: csrf, since: since.toISOString(), outcomesShown: '1' });
+    expect([noOutcome.status, /id="f-outcomes-error"/.test(noOutcome.text)]).toEqual([422, true]);
+    // a window that ends before the failures, and only skipped ones: nothing to queue
+    const early = { _csrf: csrf, since: since.toISOString(), until: since.toISOString() };
+    expect((await c.req(`${path}/recover`, early)).status).toBe(303);
+    expect((await c.req(path)).text).toContain('No deliveries to recover in that window: nothing queued.');
+    const skippedOnly = { _csrf: csrf, since: since.toISOString(), outcomesShown: '1', outcomes: 'skipped' };
+    expect((await c.req(`${path}/recover`, skippedOnly)).status).toBe(303);
+    expect((await c.req(path)).text).toContain('No deliveries to recover in that window: nothing queued.');
     // without the form's token: refused, nothing queued
-    expect((await c.req(`${path}/recover`, { failedSince: since.toISOString() })).status).toBe(403);
+    expect((await c.req(`${path}/recover`, { since: since.toISOString() })).status).toBe(403);
 
     // the browser's datetime-local value (read as UTC): 5 failed since T, one click, one outbound action
     const local = since.toISOString().slice(0, 19);
-    const done = await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local });
+    const done = await c.req(`${path}/recover`, { _csrf: csrf, since: local });
     expect(done.status).toBe(303);
     expect(done.location).toBe(path);
     expect((await c.req(path)).text).toContain('5 deliveries queued for redelivery.');
     // clicked again while those redeliveries are pending: none is queued twice (no outbound action)
-    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local })).status).toBe(303);
-    expect((await c.req(path)).text).toContain('No failed deliveries since then: nothing queued.');
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, since: local })).status).toBe(303);
+    expect((await c.req(path)).text).toContain('No deliveries to recover in that window: nothing queued.');
     /** the dispatcher has recorded the redeliveries (failed again): Recover may queue them again */
     const redelivered = async () => {
       const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
@@ -694,17 +713,17 @@ describe('Recover: redeliver every failed delivery since T', () => {
     await redelivered();
     // from the minute of the third failure on (ISO with zone, as the CLI takes): 3 of them
     const later = new Date(since.getTime() + 3 * 60_000).toISOString();
-    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: later })).status).toBe(303);
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, since: later })).status).toBe(303);
     expect((await c.req(path)).text).toContain('3 deliveries queued for redelivery.');
     // nothing failed since now-ish: nothing queued
-    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: new Date().toISOString() })).status).toBe(303);
-    expect((await c.req(path)).text).toContain('No failed deliveries since then: nothing queued.');
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, since: new Date().toISOString() })).status).toBe(303);
+    expect((await c.req(path)).text).toContain('No deliveries to recover in that window: nothing queued.');
     // a click that queues nothing is no outbound action; the third that queues is
     await redelivered();
-    expect((await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local })).status).toBe(303);
+    expect((await c.req(`${path}/recover`, { _csrf: csrf, since: local })).status).toBe(303);
     await redelivered();
     // WEBHOOK_TEST_MAX_PER_MIN=3: the next click is refused with the per-account limit
-    const limited = await c.req(`${path}/recover`, { _csrf: csrf, failedSince: local });
+    const limited = await c.req(`${path}/recover`, { _csrf: csrf, since: local });
     expect(limited.status).toBe(429);
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(limited.text).toMatch(/limited per account/);
@@ -713,6 +732,59 @@ describe('Recover: redeliver every failed delivery since T', () => {
     const other = client({ 'x-forwarded-for': '203.0.113.22' });
     expect((await join(other, 'recover-other@example.com')).status).toBe(303);
     const otherCsrf = other.csrf((await other.req('/monitors/new')).text);
-    expect((await other.req(`${path}/recover`, { _csrf: otherCsrf, failedSince: local })).status).toBe(404);
+    expect((await other.req(`${path}/recover`, { _csrf: otherCsrf, since: local })).status).toBe(404);
+  });
+});
+
+describe('a disabled webhook: held events shown, Enable webhook', () => {
+  it('shows the held count and enables the webhook; another account gets 404', async () => {
+    const c = client({ 'x-forwarded-for': '203.0.113.23' });
+    expect((await join(c, 'held@example.com')).status).toBe(303);
+    const created = await c.req('/monitors', {
+      _csrf: c.csrf((await c.req('/monitors/new')).text),
+      target: 'heldtarget',
+      webhookUrl: 'https://discord.com/api/webhooks/123456789012345678/TokenTokenTokenTokenToken',
+    });
+    const monitorId = (created.location ?? '').split('/').pop() ?? '';
+    const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+    try {
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: {
+          consecutiveFailures: 9,
+          firstFailureAt: new Date(Date.now() - 4 * 86_400_000),
+          disabledAt: new Date(Date.now() - 3600_000),
+          heldCount: 1234,
+          heldDropped: 2,
+        },
+      });
+      const page = await c.req(`/monitors/${monitorId}`);
+      expect(page.text).toMatch(/data-testid="webhook-held" data-held="1234"/);
+      expect(page.text).toContain('1,234 held events</strong>: they go out, oldest first and before new ones');
+      expect(page.text).toContain('2 older ones were dropped');
+      expect(page.text).toContain('Enable webhook');
+      const csrf = c.csrf(page.text);
+
+      const other = client({ 'x-forwarded-for': '203.0.113.24' });
+      expect((await join(other, 'held-other@example.com')).status).toBe(303);
+      const otherCsrf = other.csrf((await other.req('/monitors/new')).text);
+      expect((await other.req(`/monitors/${monitorId}/webhook/enable`, { _csrf: otherCsrf })).status).toBe(404);
+      expect((await c.req(`/monitors/${monitorId}/webhook/enable`, {})).status).toBe(403); // no form token
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).disabledAt).not.toBeNull();
+
+      const enabled = await c.req(`/monitors/${monitorId}/webhook/enable`, { _csrf: csrf });
+      expect([enabled.status, enabled.location]).toEqual([303, `/monitors/${monitorId}`]);
+      const after = await c.req(`/monitors/${monitorId}`);
+      expect(after.text).toContain('Webhook enabled: the 1234 held events go out first, oldest first.');
+      expect(after.text).toContain('they are going out now, oldest first');
+      expect(after.text).not.toContain('Enable webhook');
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).toMatchObject({
+        disabledAt: null,
+        consecutiveFailures: 0,
+        heldCount: 1234,
+      });
+    } finally {
+      await db.$disconnect();
+    }
   });
 });

@@ -530,14 +530,14 @@ describe('dashboard in a browser', () => {
     await mainPage('deliveries');
 
     // Recover: a time in the future is named next to the field; the page stays accessible
-    await page.getByLabel('Failed since (UTC)').fill('2099-01-01T10:00');
-    expect(await submit('Redeliver every failed delivery since then')).toBe(422);
-    expect(await fieldError('failedSince')).toMatch(/future/);
+    await page.getByLabel('From (UTC)').fill('2099-01-01T10:00');
+    expect(await submit('Redeliver these deliveries')).toBe(422);
+    expect(await fieldError('since')).toMatch(/future/);
     await axeCheck('deliveries-recover-error');
     // the failed attempt above is a test ping: no hit delivery to recover
-    await page.getByLabel('Failed since (UTC)').fill(new Date(Date.now() - 3600_000).toISOString().slice(0, 16));
-    expect(await submit('Redeliver every failed delivery since then')).toBe(200);
-    await expect(page.locator('.notice').textContent()).resolves.toMatch(/No failed deliveries since then/);
+    await page.getByLabel('From (UTC)').fill(new Date(Date.now() - 3600_000).toISOString().slice(0, 16));
+    expect(await submit('Redeliver these deliveries')).toBe(200);
+    await expect(page.locator('.notice').textContent()).resolves.toMatch(/No deliveries to recover in that window/);
   });
 
   it('shows a failing and a disabled endpoint and why; a successful Test webhook turns deliveries back on', async () => {

@@ -92,7 +92,12 @@ export const dashboardEnvSchema = z.object({
   /** first retry of a failed mail; doubles per attempt up to MAIL_RETRY_MAX_MS */
   MAIL_RETRY_BASE_MS: int(2000, 10, 3_600_000),
   MAIL_RETRY_MAX_MS: int(3_600_000, 10, 86_400_000),
-  /** how often the mail outbox, the account-event relay and (×60) the trial check run */
+  /**
+   * notices (watched accounts, endpoint health, quota) are gathered per account into one digest
+   * per this many minutes (a fraction is allowed: 0.05 is 3 s); account mail never waits for it
+   */
+  MAIL_DIGEST_MINUTES: z.coerce.number().positive().max(1440).default(10),
+  /** how often the mail outbox, the account-event relay, the digests and (×60) the trial check run */
   MAIL_POLL_MS: int(1000, 10, 60_000),
   /** password reset mails to one address per hour, whoever asks (more requests get the same answer, no mail) */
   RESET_MAX_PER_HOUR: int(3, 1, 100),

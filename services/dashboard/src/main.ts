@@ -79,6 +79,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       pollMs: env.MAIL_POLL_MS,
       retryBaseMs: env.MAIL_RETRY_BASE_MS,
       retryMaxMs: env.MAIL_RETRY_MAX_MS,
+      digestPeriodMs: env.MAIL_DIGEST_MINUTES * 60_000,
       freeMonitors: monitorLimitsFromEnv(env).free,
     });
     const resend = outboundLimiter(redis, env.VERIFY_RESEND_MAX_PER_HOUR, 3_600_000);

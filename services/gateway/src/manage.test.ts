@@ -25,7 +25,7 @@ let messages: { key: string; body: Record<string, unknown> }[];
 let closeChannel: () => Promise<void>;
 
 beforeAll(async () => {
-  stack = await startApiStack({ readApiEnv: { WEBHOOK_TEST_MAX_PER_MIN: '50' } });
+  stack = await startApiStack({ readApiEnv: { WEBHOOK_TEST_MAX_PER_MIN: '50', REDELIVERY_MAX_PER_HOUR: '4' } });
   doc = (await (await fetch(`${stack.url}/api/v1/openapi.json`)).json()) as Doc;
   // every event the management calls publish, as a subscriber of monitor.events sees it
   const raw = await rawChannel(stack.amqpUrl);
@@ -459,8 +459,9 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
     });
     expect([recovered.status, recovered.body.data]).toEqual([
       202,
-      { queued: 1, remaining: 0, delivery_ids: ['d-failed'] },
+      { queued: 1, remaining: 0, delivery_ids: ['d-failed'], retry_after: null },
     ]);
+    expect(recovered.headers.get('retry-after')).toBeNull();
     const future = await call(key, 'POST', `/api/v1/monitors/${m.id}/recover`, '/api/v1/monitors/{id}/recover', {
       since: new Date(Date.now() + 3600_000).toISOString(),
     });
@@ -469,6 +470,118 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
       since: 'yesterday',
     });
     expect([notTime.status, notTime.body.param]).toEqual([400, 'since']);
+  });
+
+  it('recovers by window and outcome in one call, within the redelivery budget (Retry-After for the rest)', async () => {
+    const { key } = await stack.account('starter', 'manage');
+    const m = (
+      await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
+        target_username: 'alice',
+        webhook_url: 'https://hooks.test/w',
+      })
+    ).body.data;
+    const at = (agoSec: number) => new Date(Date.now() - agoSec * 1000);
+    let n = 0;
+    const delivery = async (deliveryId: string, outcome: 'failed' | 'skipped', agoSec: number) => {
+      const hit = await stack.db.hit.create({
+        data: {
+          monitorId: m.id,
+          tweetId: String(2000 + n++),
+          tweetText: deliveryId,
+          tweetAuthorId: '1',
+          tweetAuthorUsername: 'alice',
+          tweetCreatedAt: at(600),
+        },
+      });
+      await stack.db.deliveryAttempt.create({
+        data: {
+          monitorId: m.id,
+          hitId: hit.id,
+          event: 'monitor.hit',
+          deliveryId,
+          url: 'https://hooks.test/w',
+          outcome,
+          createdAt: at(agoSec),
+        },
+      });
+    };
+    await delivery('w-early', 'failed', 300); // before since
+    for (const [i, ago] of [50, 45, 40].entries()) await delivery(`w-skip-${i}`, 'skipped', ago);
+    await delivery('w-fail', 'failed', 35);
+    await delivery('w-skip-late', 'skipped', 2); // after until
+    await delivery('w-fail-2', 'failed', 30);
+    const path = `/api/v1/monitors/${m.id}/recover`;
+    const template = '/api/v1/monitors/{id}/recover';
+    const window = { since: at(100).toISOString(), until: at(20).toISOString() };
+
+    const redelivers = () => messages.filter((x) => x.key === 'webhook.redeliver').length;
+    const queuedBefore = redelivers();
+    const skippedOnly = await call(key, 'POST', path, template, { ...window, outcomes: ['skipped'] });
+    expect([skippedOnly.status, skippedOnly.body.data.delivery_ids]).toEqual([
+      202,
+      ['w-skip-0', 'w-skip-1', 'w-skip-2'],
+    ]);
+    // the default outcomes are all three; the budget (4 an hour) grants one more: the rest is reported
+    const all = await call(key, 'POST', path, template, window);
+    expect(all.status).toBe(202);
+    expect(all.body.data).toMatchObject({ queued: 1, remaining: 1, delivery_ids: ['w-fail'] });
+    expect(all.body.data.retry_after).toBeGreaterThan(0);
+    expect(all.headers.get('retry-after')).toBe(String(all.body.data.retry_after));
+    await waitFor(() => redelivers() >= queuedBefore + 4);
+
+    // until before since, an unknown outcome: 400 naming the field, nothing queued
+    const before = messages.length;
+    const backwards = await call(key, 'POST', path, template, { since: window.until, until: window.since });
+    expect([backwards.status, backwards.body.code, backwards.body.param]).toEqual([400, 'INVALID_REQUEST', 'until']);
+    expect(backwards.body.error).toMatch(/until is before since/);
+    const unknown = await call(key, 'POST', path, template, { since: window.since, outcomes: ['delivered'] });
+    expect([unknown.status, unknown.body.param]).toEqual([400, 'outcomes.0']);
+    const none = await call(key, 'POST', path, template, { since: window.since, outcomes: [] });
+    expect([none.status, none.body.param]).toEqual([400, 'outcomes']);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(messages.length).toBe(before);
+  });
+
+  it('shows the held count and enables a disabled webhook', async () => {
+    const { key } = await stack.account('starter', 'manage');
+    const m = (
+      await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
+        target_username: 'alice',
+        webhook_url: 'https://hooks.test/held',
+      })
+    ).body.data;
+    expect(m.held_events).toBe(0);
+    await stack.db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: {
+        consecutiveFailures: 8,
+        firstFailureAt: new Date(Date.now() - 4 * 86_400_000),
+        disabledAt: new Date(),
+        heldCount: 5,
+      },
+    });
+    const shown = await call(key, 'GET', `/api/v1/monitors/${m.id}`, '/api/v1/monitors/{id}');
+    expect(shown.body.data.held_events).toBe(5);
+    const enable = `/api/v1/monitors/${m.id}/webhook/enable`;
+    const enabled = await call(key, 'POST', enable, '/api/v1/monitors/{id}/webhook/enable');
+    expect(enabled.status).toBe(200);
+    expect(enabled.body.data).toMatchObject({
+      monitor_id: m.id,
+      health: 'ok',
+      consecutive_failures: 0,
+      held_events: 5,
+    });
+    expect(await stack.db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: m.id } })).toMatchObject({
+      disabledAt: null,
+      consecutiveFailures: 0,
+    });
+    // a read key may not; another account's monitor is not found
+    const reader = await stack.account('starter', 'read');
+    const refused = await call(reader.key, 'POST', enable, '/api/v1/monitors/{id}/webhook/enable');
+    expect([refused.status, refused.body.code]).toEqual([403, 'INSUFFICIENT_SCOPE']);
+    const stranger = await stack.account('starter', 'manage');
+    const missing = await call(stranger.key, 'POST', enable, '/api/v1/monitors/{id}/webhook/enable');
+    expect([missing.status, missing.body.code]).toEqual([404, 'NOT_FOUND']);
   });
 });
 

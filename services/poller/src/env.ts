@@ -40,6 +40,16 @@ export const pollerEnvSchema = z
     X_QUERY_MAX_LENGTH: z.coerce.number().int().min(32).max(4096).default(512),
     /** PostgreSQL connections of one replica (k8s/README.md, "Database connection budget") */
     DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(10),
+    /**
+     * more than this percent of the watched accounts reported unavailable together (and at least
+     * TARGET_FLAP_MIN) is the source failing, not the accounts: none is marked, no event or mail,
+     * an alert, and they are looked at again later (domain/flap.ts)
+     */
+    TARGET_FLAP_SHARE: z.coerce.number().gt(0).max(100).default(20),
+    /** a watched account reported unavailable is marked after this long, unless the source looks failing */
+    TARGET_FLAP_WINDOW_SEC: z.coerce.number().int().min(1).max(3600).default(60),
+    /** the fewest accounts turning unavailable together that can be the source failing */
+    TARGET_FLAP_MIN: z.coerce.number().int().min(1).max(1_000_000).default(10),
   })
   .superRefine(requireXToken);
 

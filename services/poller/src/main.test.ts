@@ -171,6 +171,11 @@ describe('poller main', () => {
     ['X_USER_CACHE_TTL_SECONDS', '-1'],
     ['X_LOW_PRIORITY_RESERVE_PERCENT', '100'],
     ['X_RATE_LIMITS', 'timeline=lots'],
+    ['TARGET_FLAP_SHARE', '0'],
+    ['TARGET_FLAP_SHARE', '101'],
+    ['TARGET_FLAP_SHARE', '20%'],
+    ['TARGET_FLAP_WINDOW_SEC', '0'],
+    ['TARGET_FLAP_MIN', 'few'],
   ])('refuses %s=%j with exit code 2, naming it', async (name, value) => {
     const bad = spawnService('services/poller/src/main.ts', { [name]: value });
     expect(await bad.exited).toBe(2);

@@ -23,12 +23,17 @@ import { createMetricsReporter } from './adapters/reporter';
 import { createHitWriter } from './adapters/hitWriter';
 import { createScheduleStore, type ScheduleStore } from './adapters/scheduleStore';
 import { createProfileRepository, type ProfileRepository } from './adapters/profiles';
+import { createTargetFlapGate } from './adapters/flap';
+import { startSuspectRechecks } from './intake/profile/rechecks';
 import { createCoverageRepository } from './gaps/gaps';
 import { loadPollerEnv, type PollerEnv } from './env';
 import { createDetectionLatency, createFleetMetrics } from './metrics';
 import { createPoller, type PollerOptions } from './poller';
 import { buildStreamMode, inStream, type StreamMode } from '@sts/x-stream';
 import { createStreamPort, streamSelectDue } from './intake/stream/port';
+
+/** suspects are claimed for another look at least this often (a quarter of the flap window when shorter) */
+const RECHECK_EVERY_MAX_MS = 15_000;
 
 export const pollerService: ServiceDefinition<PollerEnv> = {
   name: 'poller',
@@ -76,7 +81,14 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   const sourceName = env.SOCIAL_SOURCE;
   const schedule = createScheduleStore(db);
   const writer = createHitWriter(db);
-  const profiles = createProfileRepository(db);
+  // watched accounts reported unavailable: the source failing, or the accounts (domain/flap.ts)
+  const flapPolicy = {
+    sharePercent: env.TARGET_FLAP_SHARE,
+    windowMs: env.TARGET_FLAP_WINDOW_SEC * 1000,
+    minTargets: env.TARGET_FLAP_MIN,
+  };
+  const flap = createTargetFlapGate({ db, policy: flapPolicy, source: sourceName, registry });
+  const profiles = createProfileRepository(db, flap);
   // X_MONITOR_MODE=stream: the elected replica holds X's filtered stream (@sts/x-stream)
   const stream =
     env.X_MONITOR_MODE === 'stream' && isXSource(source)
@@ -125,6 +137,13 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   await relay.start();
   await poller.start();
   stream?.start();
+  const looks = poller.profiles ?? poller.accounts;
+  const rechecks = startSuspectRechecks({
+    gate: flap,
+    look: (key) => looks?.look(key),
+    everyMs: Math.min(flapPolicy.windowMs / 4, RECHECK_EVERY_MAX_MS),
+    logger,
+  });
   return {
     info: { pollIntervalOverride: env.POLL_INTERVAL_SECONDS ?? null, xMonitorMode: env.X_MONITOR_MODE },
     checks: {
@@ -134,6 +153,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       migrations: migrationsCheck(db),
     },
     async stop() {
+      await rechecks.stop();
       await stream?.stop();
       await poller.stop();
       const relayStopped = relay.stop();

@@ -23,6 +23,9 @@ import { createJobSources } from './messages';
 import { DueDeliveries } from './dueDeliveries';
 import { createMetrics, type DispatcherMetrics } from './metrics';
 import { dispatchSettingDefaults, type DispatcherEnv } from './env';
+import { Holding } from './hold';
+import type { HoldBounds } from './domain/hold';
+import type { HoldingStore } from './adapters/holding';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
 const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
@@ -65,6 +68,12 @@ export interface DispatcherOptions {
   duePollMs?: number;
   /** due deliveries in flight at once */
   dueInFlight?: number;
+  /** the hold of a disabled endpoint's events (hold.ts); without it they are logged as skipped */
+  holding?: HoldingStore;
+  /** WEBHOOK_HOLD_DAYS and WEBHOOK_HOLD_MAX (default: the environment's) */
+  holdBounds?: HoldBounds;
+  /** how often held events of enabled endpoints are looked for (default 1000 ms) */
+  holdSweepMs?: number;
 }
 
 /** a message may wait in memory for a lane only if the lane should start it within this time (ms) */
@@ -126,6 +135,8 @@ export interface Dispatcher {
   /** readiness: rejects once the dispatcher failed closed */
   check(): Promise<void>;
   inFlight(): number;
+  /** releases held events of enabled endpoints now and resolves when that is done (start() does it every second) */
+  releaseHeld(): Promise<void>;
 }
 
 /** Parking set up on its own connection, or null (then backed-up messages wait in memory). */
@@ -157,6 +168,7 @@ export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
     shutdownGraceMs: env.DISPATCH_SHUTDOWN_GRACE_MS,
     duePollMs: env.DISPATCH_DUE_POLL_MS,
     dueInFlight: env.DISPATCH_DUE_IN_FLIGHT,
+    holdBounds: { days: env.WEBHOOK_HOLD_DAYS, max: env.WEBHOOK_HOLD_MAX },
   } satisfies Partial<DispatcherOptions>;
 }
 
@@ -270,6 +282,7 @@ class WebhookDispatcher implements Dispatcher {
   private stopping: Promise<void> | null = null;
   private fault: Error | null = null;
   private readonly due: DueDeliveries;
+  private readonly holding: Holding | null;
 
   constructor(
     private readonly options: Resolved,
@@ -278,6 +291,22 @@ class WebhookDispatcher implements Dispatcher {
     // one listener per delivery in flight (hundreds): not a leak
     setMaxListeners(0, this.abort.signal);
     this.due = createDue(options, this.handleDue);
+    this.holding = options.holding
+      ? new Holding({
+          store: options.holding,
+          repository: options.repository,
+          flow: parts.flow,
+          logger: options.logger,
+          bounds: options.holdBounds ?? {
+            days: dispatchSettingDefaults.WEBHOOK_HOLD_DAYS,
+            max: dispatchSettingDefaults.WEBHOOK_HOLD_MAX,
+          },
+          signal: this.abort.signal,
+          now: options.now ?? (() => new Date()),
+          ...(options.holdSweepMs !== undefined && { sweepMs: options.holdSweepMs }),
+        })
+      : null;
+    parts.flow.useHolding(this.holding);
   }
 
   async start(): Promise<void> {
@@ -294,6 +323,7 @@ class WebhookDispatcher implements Dispatcher {
       this.parking = await startParking(options.amqpUrl, queue, options.deferMs, options.logger);
       parts.flow.useParking(this.parking);
     }
+    this.holding?.start();
     const parking = this.parking;
     const dlq = deadLetterQueueName(queue);
     if (parking) parts.metrics.setDeadLetterReader(async () => ({ [dlq]: await parking.depth(dlq) }));
@@ -344,10 +374,15 @@ class WebhookDispatcher implements Dispatcher {
 
   readonly inFlight = (): number => this.parts.sender.inFlight();
 
+  readonly releaseHeld = async (): Promise<void> => {
+    await this.holding?.releaseNow();
+    await this.holding?.idle();
+  };
+
   private async drain(): Promise<void> {
     this.parts.lanes.releaseAll();
     const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs);
-    await Promise.allSettled([...this.inflight, this.due.stop()]);
+    await Promise.allSettled([...this.inflight, this.due.stop(), this.holding?.stop()]);
     clearTimeout(timer);
     await this.parking?.close();
   }

@@ -30,6 +30,7 @@ function context(id: string, accountId = 'acct-1', endpointId: string | null = `
           disabledAt: null,
           retryPolicy: 'none',
           ordering: 'unordered',
+          heldCount: 0,
         }
       : null,
   };

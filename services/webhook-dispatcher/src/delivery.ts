@@ -151,8 +151,19 @@ interface SigningKeys {
   standardSecrets: string[];
 }
 
-/** what a delivery comes from: a message (its first attempt) or a due delivery claimed from the database */
-export type Source = { kind: 'message'; env: Envelope<DispatcherRoutingKey> } | { kind: 'due'; due: ClaimedDue };
+/**
+ * What a delivery comes from: a message (its first attempt), a due delivery claimed from the
+ * database (a retry, a fifo turn), or an event held while its endpoint was disabled (hold.ts)
+ */
+export type Source =
+  | { kind: 'message'; env: Envelope<DispatcherRoutingKey> }
+  | { kind: 'due'; due: ClaimedDue }
+  | { kind: 'held'; job: Job };
+
+/** the hold of a disabled endpoint's events (hold.ts): true when it took the job */
+interface Hold {
+  hold(job: Job, redelivery: boolean): Promise<boolean>;
+}
 
 /** the message is settled without (another) attempt */
 type Settled = { kind: 'settled'; outcome: ConsumeOutcome };
@@ -277,6 +288,7 @@ function dueOf(job: SendableJob, attempt: number, at: Date): NewDue {
 class DeliveryFlow {
   private readonly secrets: SecretCache;
   private parking: Parking | null = null;
+  private holding: Hold | null = null;
 
   constructor(private readonly options: DeliveryFlowOptions) {
     this.secrets = new SecretCache(options.secretsKey, options.secretsOldKeys);
@@ -285,6 +297,11 @@ class DeliveryFlow {
   /** from now on a backed-up lane's messages are parked on the broker (without: they wait in memory) */
   useParking(parking: Parking | null): void {
     this.parking = parking;
+  }
+
+  /** from now on a disabled endpoint's new events are held (without: logged as skipped) */
+  useHolding(holding: Hold | null): void {
+    this.holding = holding;
   }
 
   /**
@@ -325,11 +342,12 @@ class DeliveryFlow {
 
   /** the job, its body and its secrets, or why it goes no further (or not yet) */
   private async prepare(source: Source): Promise<Prepared> {
-    const { jobs } = this.options;
-    const found =
-      source.kind === 'message' ? await jobs.ofMessage(narrowEnvelope(source.env)) : await jobs.ofDue(source.due);
+    const found = await this.jobOf(source);
     if (found.kind === 'settled') return found;
     const { job } = found;
+    const redelivery = source.kind === 'message' && source.env.routingKey === 'webhook.redeliver';
+    if (source.kind === 'message' && (await this.holding?.hold(job, redelivery)))
+      return { kind: 'settled', outcome: 'ack' };
     const fromDue = source.kind === 'due';
     const attempt = fromDue ? source.due.attempt : 1;
     const done: DueChange | undefined = fromDue ? { kind: 'done', deliveryId: job.deliveryId } : undefined;
@@ -340,8 +358,8 @@ class DeliveryFlow {
       return { kind: 'unsent', row, webhookKind: webhook?.kind ?? 'none', due: done };
     }
     const sendable: SendableJob = { ...job, monitor: { ...job.monitor, webhook } };
-    const scheduled = fromDue || SCHEDULED_EVENTS.includes(source.env.routingKey);
-    if (!fromDue && scheduled && webhook.ordering === 'fifo')
+    const scheduled = source.kind !== 'message' || SCHEDULED_EVENTS.includes(source.env.routingKey);
+    if (source.kind === 'message' && scheduled && webhook.ordering === 'fifo')
       return { kind: 'queued', due: dueOf(sendable, 1, this.options.now()) };
     const body = buildBody(webhook.kind, job.payload);
     const bytes = Buffer.from(body, 'utf8');
@@ -358,9 +376,21 @@ class DeliveryFlow {
     const keys = this.signingKeys(sendable);
     const endpointKey = laneKey(webhook.kind, webhook.url);
     const pace = paceRuleFor(webhook.kind);
-    const redelivery = !fromDue && source.env.routingKey === 'webhook.redeliver';
     const rules = { attempt, scheduled, fromDue, redelivery };
     return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace, ...rules };
+  }
+
+  /** the job of a message, of a due delivery, or of a held event */
+  private jobOf(source: Source): ReturnType<DeliveryFlowOptions['jobs']['ofDue']> {
+    const { jobs } = this.options;
+    switch (source.kind) {
+      case 'message':
+        return jobs.ofMessage(narrowEnvelope(source.env));
+      case 'due':
+        return jobs.ofDue(source.due);
+      case 'held':
+        return Promise.resolve({ kind: 'job', job: source.job });
+    }
   }
 
   /**
@@ -563,7 +593,7 @@ class DeliveryFlow {
       firstFailureAt: change.firstFailureAt?.toISOString() ?? null,
     };
     if (change.becameDisabled)
-      logger.warn('webhook endpoint disabled: live hits are not sent until a test webhook succeeds', fields);
+      logger.warn('webhook endpoint disabled: live events are held until it is enabled again', fields);
     else if (change.becameFailing) logger.warn('webhook endpoint failing', fields);
     else if (delivered && webhook.disabledAt)
       logger.info('webhook endpoint re-enabled by a successful delivery', fields);

@@ -14,6 +14,7 @@ import { createDispatcher, dispatcherOptionsFromEnv } from './app';
 import { DISPATCHER_SESSION_NAME, listenForContextChanges } from './adapters/contextChanges';
 import { createPrismaRepository, recordFillMark, type MonitorContext } from './adapters/repository';
 import { MonitorContextCache } from './contextCache';
+import { createHoldingStore } from './adapters/holding';
 import { dispatcherPoolSize, parseDispatcherEnv, type DispatcherEnv } from './env';
 import { registerCacheMetrics } from './metrics';
 
@@ -64,6 +65,7 @@ export const dispatcherService: ServiceDefinition<DispatcherEnv> = {
     });
     const dispatcher = createDispatcher({
       repository,
+      holding: createHoldingStore(db, { endpointWritten: (id) => contexts.cache?.endpointWritten(id) }),
       messaging: amqp,
       logger,
       registry,

@@ -15,6 +15,8 @@ import {
 } from '@sts/testing';
 import { createPrismaRepository } from '../src/adapters/repository';
 import { createDispatcher, type Dispatcher } from '../src/app';
+import { createHoldingStore } from '../src/adapters/holding';
+import type { HoldBounds } from '../src/domain/hold';
 
 /** Starts src/main.ts with `env`; resolves once it consumes (its "started" line is printed). */
 export async function spawnDispatcher(env: Record<string, string>, timeoutMs = 30_000): Promise<ServiceProcess> {
@@ -58,6 +60,8 @@ export interface InProcessOptions {
   captureLogs?: boolean;
   /** these hosts' webhook URLs (Discord, Slack) really go to the local receiver, path kept */
   routeToReceiver?: readonly string[];
+  /** WEBHOOK_HOLD_DAYS / WEBHOOK_HOLD_MAX (default 3 days, 10,000) */
+  holdBounds?: HoldBounds;
 }
 
 export async function startInProcessDispatcher(
@@ -74,6 +78,8 @@ export async function startInProcessDispatcher(
   const routed = new Set(opts.routeToReceiver ?? []);
   const dispatcher = createDispatcher({
     repository: createPrismaRepository(db),
+    holding: createHoldingStore(db),
+    ...(opts.holdBounds && { holdBounds: opts.holdBounds }),
     logger: stream ? createLogger({ service, level: 'debug', stream }) : createLogger({ service, level: 'error' }),
     secretsKey,
     timeoutMs: opts.timeoutMs ?? 2000,

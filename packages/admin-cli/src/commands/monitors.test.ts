@@ -405,6 +405,22 @@ describe('monitor and webhook commands', () => {
       });
       const before = await cli('monitor', 'list', '--account', accountId);
       expect(before.stdout.split('\n').find((l) => l.startsWith(monitorId))).toMatch(/\(DISABLED\)/);
+      // events held meanwhile show; `webhook enable` enables it and says they go first
+      await db.webhookEndpoint.update({ where: { monitorId }, data: { heldCount: 4 } });
+      expect((await listed()).webhook).toMatchObject({ health: 'disabled', held_events: 4, held_dropped: 0 });
+      const listedText = await cli('monitor', 'list', '--account', accountId);
+      expect(listedText.stdout.split('\n').find((l) => l.startsWith(monitorId))).toMatch(/\(DISABLED\) {2}held 4/);
+      const enabled = await cli('webhook', 'enable', '--monitor', monitorId);
+      expect(enabled.stdout).toMatch(/enabled; 4 held events go out first, oldest first/);
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).toMatchObject({
+        consecutiveFailures: 0,
+        disabledAt: null,
+        heldCount: 4,
+      });
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: { consecutiveFailures: 12, firstFailureAt: since, disabledAt, heldCount: 0 },
+      });
       await json('webhook', 'set', '--monitor', monitorId, '--url', 'https://example.com/fixed');
       const hook = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
       expect(hook).toMatchObject({ consecutiveFailures: 0, firstFailureAt: null, disabledAt: null });
@@ -566,6 +582,7 @@ describe('monitor and webhook commands', () => {
         queued: 0,
         remaining: 0,
         delivery_ids: [],
+        retry_after: null,
       });
       const first = await db.deliveryAttempt.findFirstOrThrow({ where: { id: ids[0]! } });
       const failed = await db.deliveryAttempt.create({
@@ -579,7 +596,7 @@ describe('monitor and webhook commands', () => {
         },
       });
       const out = await json('redeliver', '--monitor', monitorId, '--failed-since', since);
-      expect(out).toEqual({ monitor_id: monitorId, queued: 1, remaining: 0, delivery_ids: ['d-9'] });
+      expect(out).toEqual({ monitor_id: monitorId, queued: 1, remaining: 0, delivery_ids: ['d-9'], retry_after: null });
       const msg = await waitFor(() =>
         seen.find(
           (e) => e.routingKey === 'webhook.redeliver' && (e.payload as { attemptId: string }).attemptId === failed.id,
@@ -592,6 +609,59 @@ describe('monitor and webhook commands', () => {
       const future = await cli('redeliver', '--monitor', monitorId, '--failed-since', '2999-01-01T00:00:00Z');
       expect(future.code).toBe(2);
       expect(future.stderr).toMatch(/--failed-since.*is in the future/);
+    });
+
+    it('redeliver --monitor --since [--until] [--outcome] queues by window and outcome', async () => {
+      const first = await db.deliveryAttempt.findFirstOrThrow({ where: { id: ids[0]! } });
+      const at = (agoSec: number) => new Date(Date.now() - agoSec * 1000);
+      const attempt = (deliveryId: string, outcome: 'failed' | 'skipped', agoSec: number) =>
+        db.deliveryAttempt.create({
+          data: {
+            monitorId,
+            hitId: first.hitId,
+            event: 'monitor.hit',
+            deliveryId,
+            url: first.url,
+            outcome,
+            createdAt: at(agoSec),
+          },
+        });
+      await attempt('w-skipped', 'skipped', 600);
+      await attempt('w-failed', 'failed', 500);
+      await attempt('w-late', 'skipped', 10);
+      const window = ['--since', at(900).toISOString(), '--until', at(300).toISOString()];
+      const skipped = await json('redeliver', '--monitor', monitorId, ...window, '--outcome', 'skipped');
+      expect(skipped).toMatchObject({ queued: 1, delivery_ids: ['w-skipped'] });
+      // repeated or comma-separated; d-9 (queued above) is still pending
+      const both = await json('redeliver', '--monitor', monitorId, ...window, '--outcome', 'failed,exhausted');
+      expect(both).toMatchObject({ queued: 1, delivery_ids: ['w-failed'] });
+      const text = await cli('redeliver', '--monitor', monitorId, '--since', at(900).toISOString());
+      expect(text.stdout).toMatch(/1 delivery \(failed, skipped, exhausted\) since .* queued again/);
+
+      const backwards = await cli(
+        'redeliver',
+        '--monitor',
+        monitorId,
+        '--since',
+        at(10).toISOString(),
+        '--until',
+        at(900).toISOString(),
+      );
+      expect(backwards.code).toBe(2);
+      expect(backwards.stderr).toMatch(/--until.*is before since/);
+      const unknown = await cli(
+        'redeliver',
+        '--monitor',
+        monitorId,
+        '--since',
+        at(900).toISOString(),
+        '--outcome',
+        'delivered',
+      );
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toMatch(/--outcome.*must be one or more of failed, skipped, exhausted/);
+      const noSince = await cli('redeliver', '--monitor', monitorId);
+      expect([noSince.code, noSince.stderr]).toEqual([2, expect.stringMatching(/--since is required/)]);
     });
   });
 });

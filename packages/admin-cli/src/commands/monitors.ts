@@ -15,6 +15,9 @@ import {
   type WebhookSettingsInput,
   type WebhookView,
   type WebhookWithSecret,
+  RECOVER_OUTCOMES,
+  type RecoverOutcome,
+  type RecoverWindow,
 } from '@sts/usecases';
 import {
   CliUsageError,
@@ -101,7 +104,8 @@ function watchedText(m: Pick<MonitorView, 'targetUsername' | 'query'>): string {
 function monitorLine(m: MonitorView): string {
   const w = m.webhook;
   const health = w && w.health.state !== 'ok' ? ` (${w.health.state.toUpperCase()})` : '';
-  const hook = w ? `  webhook ${w.label}${w.isBroken ? ' (BROKEN)' : ''}${health}` : '';
+  const held = w && w.health.held > 0 ? `  held ${w.health.held}` : '';
+  const hook = w ? `  webhook ${w.label}${w.isBroken ? ' (BROKEN)' : ''}${health}${held}` : '';
   return (
     `${m.id}  ${watchedText(m)}${m.keywords.length ? ` [${m.keywords.join(', ')}]` : ''}${filtersText(m)}  ${m.status}` +
     `  every ${m.intervalSec} s  hits ${m.hitCount}  last check ${m.lastCheckAt?.toISOString() ?? 'never'}` +
@@ -140,6 +144,8 @@ function monitorJson(m: MonitorView): Record<string, unknown> {
           consecutive_failures: m.webhook.health.consecutiveFailures,
           failing_since: m.webhook.health.failingSince?.toISOString() ?? null,
           disabled_at: m.webhook.health.disabledAt?.toISOString() ?? null,
+          held_events: m.webhook.health.held,
+          held_dropped: m.webhook.health.heldDropped,
         }
       : null,
     created_at: m.createdAt.toISOString(),
@@ -471,6 +477,20 @@ const webhookRemove = monitorCommand({
   }),
 });
 
+const webhookEnable = monitorCommand({
+  name: 'webhook enable',
+  summary: 'enable a webhook that endpoint health disabled: the events held meanwhile go out first, oldest first',
+  usage: 'usage: npm run cli -- webhook enable --monitor ID [--json]',
+  parse: noFlags,
+  act: (uc, a, monitorId) => uc.webhooks.enable(a, monitorId),
+  print: (w, monitorId) => ({
+    json: { monitor_id: monitorId, health: w.health.state, held_events: w.health.held },
+    text:
+      `webhook of monitor ${monitorId} enabled` +
+      (w.health.held > 0 ? `; ${w.health.held} held events go out first, oldest first` : ''),
+  }),
+});
+
 const webhookTest = monitorCommand({
   name: 'webhook test',
   summary: 'send a test ping (monitor.test) to the monitor’s webhook, on every plan',
@@ -594,15 +614,27 @@ const hits = monitorCommand({
 
 const redeliver: Command = {
   name: 'redeliver',
-  summary: 'send a logged delivery again, or every failed one of a monitor since a time (same X-Service-Delivery)',
+  summary:
+    'send a logged delivery again, or every failed, skipped or exhausted one of a monitor in a time window (same X-Service-Delivery)',
   usage:
     'usage: npm run cli -- redeliver --attempt ID [--json]\n' +
-    '       npm run cli -- redeliver --monitor ID --failed-since 2026-11-24T10:00:00Z [--json]\n' +
-    '  --failed-since: every hit delivery that failed since then and has not succeeded since, oldest\n' +
-    `  first, at most ${RECOVER_MAX} per run (run again for the rest), paced like any redelivery.`,
-  options: { attempt: { type: 'string' }, monitor: { type: 'string' }, 'failed-since': { type: 'string' } },
+    '       npm run cli -- redeliver --monitor ID --since 2026-11-24T10:00:00Z [--until T]\n' +
+    '                                [--outcome failed,skipped,exhausted] [--json]\n' +
+    '       npm run cli -- redeliver --monitor ID --failed-since T [--json]   (= --since T --outcome failed)\n' +
+    '  --since: every delivery with an attempt of the outcomes (default all three) between --since and\n' +
+    '  --until (default now) whose latest attempt still has one of them, oldest first, at most\n' +
+    `  ${RECOVER_MAX} per run and the account's redelivery budget (run again for the rest), paced like any redelivery.`,
+  options: {
+    attempt: { type: 'string' },
+    monitor: { type: 'string' },
+    'failed-since': { type: 'string' },
+    since: { type: 'string' },
+    until: { type: 'string' },
+    outcome: { type: 'string', multiple: true },
+  },
   async run(ctx, values) {
-    if (values.monitor !== undefined || values['failed-since'] !== undefined) return recoverSince(ctx, values);
+    if (values.monitor !== undefined || values['failed-since'] !== undefined || values.since !== undefined)
+      return recoverWindow(ctx, values);
     const attemptId = requireUuid(values, 'attempt', 'a delivery attempt');
     const uc = useCases(ctx);
     const q = await call(async () => uc.deliveries.redeliver(await uc.admin.ownerOfDelivery(attemptId), attemptId));
@@ -613,23 +645,64 @@ const redeliver: Command = {
   },
 };
 
-async function recoverSince(ctx: CliContext, values: OptionValues): Promise<CommandResult> {
-  const monitorId = requireUuid(values, 'monitor', 'a monitor');
-  const raw = requireString(values, 'failed-since');
-  const since = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(raw)
-    ? new Date(raw)
-    : null;
-  if (!since || Number.isNaN(since.getTime())) {
-    throw new CliUsageError('--failed-since must be an ISO 8601 time with a zone, such as 2026-11-24T10:00:00Z');
+const ZONED_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** an ISO 8601 time with a zone, or a usage error naming the flag */
+function timeFlag(values: OptionValues, name: string): Date | undefined {
+  const raw = optionalString(values, name);
+  if (raw === undefined) return undefined;
+  const t = ZONED_TIME.test(raw.trim()) ? new Date(raw.trim()) : null;
+  if (!t || Number.isNaN(t.getTime())) {
+    throw new CliUsageError(`--${name} must be an ISO 8601 time with a zone, such as 2026-11-24T10:00:00Z`);
   }
-  const r = await forMonitor(ctx, monitorId, (a) => useCases(ctx).deliveries.recover(a, monitorId, since), {
-    failedSince: 'failed-since',
-  });
+  return t;
+}
+
+/** --outcome, repeated or comma-separated; the use-case names an unknown one */
+function outcomesFlag(values: OptionValues): RecoverOutcome[] | undefined {
+  const raw = values.outcome;
+  if (raw === undefined) return undefined;
+  const list = (Array.isArray(raw) ? raw : [raw]).flatMap((v) => String(v).split(','));
+  return list.map((o) => o.trim()).filter(Boolean) as RecoverOutcome[];
+}
+
+/** the window of `redeliver --monitor`: --since (or the older --failed-since, failed only), --until, --outcome */
+function windowFlags(values: OptionValues): { window: RecoverWindow; flags: Record<string, string> } {
+  const legacy = values['failed-since'] !== undefined;
+  if (legacy && (values.since !== undefined || values.outcome !== undefined)) {
+    throw new CliUsageError('--failed-since is --since with --outcome failed: give one or the other');
+  }
+  const since = timeFlag(values, legacy ? 'failed-since' : 'since');
+  if (!since) throw new CliUsageError('--since is required with --monitor');
+  const window = {
+    since,
+    until: timeFlag(values, 'until'),
+    outcomes: legacy ? ['failed' as const] : outcomesFlag(values),
+  };
+  return { window, flags: { since: legacy ? 'failed-since' : 'since', until: 'until', outcomes: 'outcome' } };
+}
+
+async function recoverWindow(ctx: CliContext, values: OptionValues): Promise<CommandResult> {
+  const monitorId = requireUuid(values, 'monitor', 'a monitor');
+  const { window, flags } = windowFlags(values);
+  const r = await forMonitor(ctx, monitorId, (a) => useCases(ctx).deliveries.recover(a, monitorId, window), flags);
+  const what = (window.outcomes ?? RECOVER_OUTCOMES).join(', ');
+  const until = window.until ? ` until ${window.until.toISOString()}` : '';
+  const more =
+    r.remaining === 0
+      ? ''
+      : r.retryAfterSec !== null
+        ? `; ${r.remaining} more wait: the redelivery budget grants more in ${r.retryAfterSec} s, run the command again then`
+        : `; ${r.remaining} more wait: run the command again`;
   return {
-    json: { monitor_id: monitorId, queued: r.queued, remaining: r.remaining, delivery_ids: r.deliveryIds },
-    text:
-      `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} since ${since.toISOString()} queued again` +
-      (r.remaining > 0 ? `; ${r.remaining} more wait: run the command again` : ''),
+    json: {
+      monitor_id: monitorId,
+      queued: r.queued,
+      remaining: r.remaining,
+      delivery_ids: r.deliveryIds,
+      retry_after: r.retryAfterSec,
+    },
+    text: `${r.queued} deliver${r.queued === 1 ? 'y' : 'ies'} (${what}) since ${window.since.toISOString()}${until} queued again${more}`,
   };
 }
 
@@ -643,6 +716,7 @@ export const monitorCommands: Command[] = [
   monitorDelete,
   webhookSet,
   webhookTest,
+  webhookEnable,
   webhookRotate,
   webhookUseNewSecret,
   webhookRemove,

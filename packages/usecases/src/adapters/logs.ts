@@ -76,17 +76,23 @@ export function prismaLogs(db: Db): LogsRepository {
       return a?.monitor.accountId ?? null;
     },
 
-    async failedDeliveries(monitorId, since, max, pendingAfter) {
+    async recoverableDeliveries(monitorId, { since, until, outcomes }, max, pendingAfter) {
+      // outcomes compared as text: an outcome the enum does not have (yet) matches nothing
+      const wanted = [...outcomes];
       const rows = await db.$queryRaw<{ id: string; delivery_id: string; total: number }[]>`
         WITH latest AS (
-          SELECT DISTINCT ON (a.delivery_id) a.id, a.delivery_id, a.outcome, a.hit_id, a.created_at
+          SELECT DISTINCT ON (a.delivery_id) a.id, a.delivery_id, a.outcome, a.hit_id, a.event, a.created_at
           FROM delivery_attempts a
-          WHERE a.monitor_id = ${monitorId}::uuid AND a.event = 'monitor.hit'
+          WHERE a.monitor_id = ${monitorId}::uuid AND a.event <> 'monitor.test'
             AND a.delivery_id IN (SELECT f.delivery_id FROM delivery_attempts f
-                                  WHERE f.monitor_id = ${monitorId}::uuid AND f.outcome = 'failed' AND f.created_at >= ${since})
+                                  WHERE f.monitor_id = ${monitorId}::uuid AND f.outcome::text = ANY(${wanted}::text[])
+                                    AND f.created_at >= ${since}
+                                    AND (${until}::timestamptz IS NULL OR f.created_at <= ${until}::timestamptz))
           ORDER BY a.delivery_id, a.created_at DESC, a.id DESC)
         SELECT id, delivery_id, (count(*) OVER ())::int AS total FROM latest
-        WHERE outcome = 'failed' AND hit_id IS NOT NULL AND EXISTS (SELECT 1 FROM hits h WHERE h.id = latest.hit_id)
+        WHERE outcome::text = ANY(${wanted}::text[]) AND hit_id IS NOT NULL
+          AND CASE WHEN event = 'monitor.hit' THEN EXISTS (SELECT 1 FROM hits h WHERE h.id = latest.hit_id)
+                   ELSE EXISTS (SELECT 1 FROM monitor_events e WHERE e.id = latest.hit_id) END
           AND NOT EXISTS (SELECT 1 FROM pending_redeliveries p
                           WHERE p.delivery_id = latest.delivery_id AND p.queued_at > ${pendingAfter})
         ORDER BY created_at, id

@@ -29,6 +29,8 @@ const monitorSelect = {
       disabledAt: true,
       retryPolicy: true,
       ordering: true,
+      heldCount: true,
+      heldDropped: true,
       createdAt: true,
     } satisfies Record<keyof WebhookRecord, true>,
   },
@@ -104,7 +106,13 @@ export function prismaMonitors(db: Db): MonitorsRepository {
 }
 
 type WebhookWrites =
-  'setWebhook' | 'configureWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook';
+  | 'setWebhook'
+  | 'configureWebhook'
+  | 'webhookSecret'
+  | 'rotateSecret'
+  | 'dropPreviousSecret'
+  | 'removeWebhook'
+  | 'enableWebhook';
 
 /** a monitor's webhook endpoint: its URL and secrets (read only for a rotation) */
 function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
@@ -152,6 +160,13 @@ function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
 
     async removeWebhook(monitorId) {
       await db.webhookEndpoint.deleteMany({ where: { monitorId } });
+    },
+
+    async enableWebhook(monitorId) {
+      await db.webhookEndpoint.update({
+        where: { monitorId },
+        data: { consecutiveFailures: 0, firstFailureAt: null, disabledAt: null },
+      });
     },
   };
 }

@@ -30,13 +30,13 @@ export interface LogsRepository {
   attemptDetails(attemptIds: string[]): Promise<Map<string, AttemptDetailRecord>>;
   ownerOfAttempt(attemptId: string): Promise<string | null>;
   /**
-   * The latest attempt of each hit delivery of the monitor that failed at or after `since`, when
-   * that latest one is a failure and its hit still exists: oldest first, at most `max`, with how
-   * many there are in all.
+   * The latest attempt of each event delivery of the monitor (not test pings) with an attempt of
+   * one of `outcomes` in [since, until], when that latest one still has one of `outcomes` and its
+   * hit or event still exists: oldest first, at most `max`, with how many there are in all.
    */
-  failedDeliveries(
+  recoverableDeliveries(
     monitorId: string,
-    since: Date,
+    window: { since: Date; until: Date | null; outcomes: readonly string[] },
     max: number,
     /** deliveries with a redelivery pending since after this are left out (one is on its way) */
     pendingAfter: Date,

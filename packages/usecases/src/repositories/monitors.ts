@@ -18,6 +18,9 @@ export interface WebhookRecord {
   disabledAt: Date | null;
   retryPolicy: RetryPolicyName;
   ordering: OrderingName;
+  /** events held while disabled, not yet sent, and how many of this hold were dropped past its bounds (the dispatcher's) */
+  heldCount: number;
+  heldDropped: number;
   createdAt: Date;
 }
 
@@ -106,4 +109,6 @@ export interface MonitorsRepository {
   /** ends an overlap: the previous secret is dropped */
   dropPreviousSecret(monitorId: string): Promise<void>;
   removeWebhook(monitorId: string): Promise<void>;
+  /** enabled again: the health streak and the disabled mark cleared (the dispatcher then releases the held events) */
+  enableWebhook(monitorId: string): Promise<void>;
 }

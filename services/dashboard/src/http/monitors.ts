@@ -7,6 +7,7 @@ import {
   ValidationError,
   type MonitorView,
   type Preview,
+  type RecoverOutcome,
   type UseCases,
 } from '@sts/usecases';
 import { attemptPage, deliveriesPage, deliveryRows, hitRows, hitsPage } from '../views/logs';
@@ -18,8 +19,8 @@ import {
   type MonitorFormMode,
   type MonitorFormValues,
 } from '../views/monitors';
-import { recoverNotice } from '../views/recover';
-import { parseFailedSince } from '../domain/since';
+import { OUTCOMES_SHOWN, recoverNotice } from '../views/recover';
+import { parseFormTime } from '../domain/since';
 import { EVENTS_SHOWN } from '../views/eventsField';
 import { formErrors, optionalInt, query, str, strings } from './forms';
 import { accountId, pageContext, setFlash } from './session';
@@ -284,6 +285,18 @@ function webhookRoutes(r: Router, uc: UseCases, h: Helpers): void {
     res.redirect(303, `/monitors/${id}`);
   });
 
+  r.post('/monitors/:id/webhook/enable', async (req, res) => {
+    const id = req.params.id ?? '';
+    const w = await uc.webhooks.enable(accountId(req), id);
+    setFlash(req, {
+      notice:
+        w.health.held > 0
+          ? `Webhook enabled: the ${w.health.held} held events go out first, oldest first.`
+          : 'Webhook enabled.',
+    });
+    res.redirect(303, `/monitors/${id}`);
+  });
+
   r.post('/monitors/:id/webhook/test', async (req, res) => {
     const id = req.params.id ?? '';
     const queued = await uc.webhooks.sendTest(accountId(req), id);
@@ -329,23 +342,29 @@ function logRoutes(r: Router, uc: UseCases, opts: { liveRefreshMs: number }): vo
   });
 }
 
-/** Recover: "Redeliver every failed delivery since T" (one outbound action of the account). */
+const FORM_TIME_HINT = 'must be a date and time (UTC), such as 2026-11-24T10:00';
+
+/** Recover: redeliver by window and outcome (one outbound action of the account). */
 function recoverRoute(r: Router, uc: UseCases, opts: { liveRefreshMs: number }): void {
   r.post('/monitors/:id/deliveries/recover', async (req, res) => {
     const id = req.params.id ?? '';
-    const text = str(req, 'failedSince');
+    const form = { since: str(req, 'since'), until: str(req, 'until'), outcomes: strings(req, 'outcomes') };
     try {
-      const since = parseFailedSince(text);
-      if (!since) throw new ValidationError('failedSince', 'must be a date and time (UTC), such as 2026-11-24T10:00');
-      const recovered = await uc.deliveries.recover(accountId(req), id, since);
+      const since = parseFormTime(form.since);
+      if (!since) throw new ValidationError('since', FORM_TIME_HINT);
+      const until = form.until.trim() === '' ? undefined : parseFormTime(form.until);
+      if (until === null) throw new ValidationError('until', FORM_TIME_HINT);
+      // the use-case names an unknown one; without the form's checkboxes, the default (all three)
+      const outcomes = str(req, OUTCOMES_SHOWN) ? (form.outcomes as RecoverOutcome[]) : undefined;
+      const recovered = await uc.deliveries.recover(accountId(req), id, { since, until, outcomes });
       setFlash(req, { notice: recoverNotice(recovered) });
       res.redirect(303, `/monitors/${id}/deliveries`);
     } catch (err) {
-      const errors = formErrors(err, ['failedSince']);
+      const errors = formErrors(err, ['since', 'until', 'outcomes']);
       if (!errors) throw err;
       const m = await uc.monitors.get(accountId(req), id);
       const page = await uc.deliveries.list(accountId(req), id, {});
-      const shown = deliveriesPage(pageContext(req), m, page, false, opts.liveRefreshMs, { failedSince: text, errors });
+      const shown = deliveriesPage(pageContext(req), m, page, false, opts.liveRefreshMs, { ...form, errors });
       res.status(422).type('html').send(shown);
     }
   });

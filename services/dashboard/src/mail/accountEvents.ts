@@ -1,9 +1,10 @@
 /**
  * Account events → mail, inside the dashboard process:
- * - the consumer (queue `dashboard.account-mail`, bound to every `account.*` routing key) renders
- *   the notification and puts it in the mail outbox under the event's de-duplication key
- *   (accountEventKey: per month and threshold for quota, per monitor, state and day for
- *   endpoints, per trial end), unless the account opted out of that kind;
+ * - the consumer (queue `dashboard.account-mail`, bound to every `account.*` routing key) turns
+ *   the event into its mail spec under the event's de-duplication key (accountEventKey: per
+ *   month and threshold for quota, per monitor, state and day for endpoints, per trial end),
+ *   unless the account opted out of that kind: a notice (quota, endpoint, watched account) waits
+ *   for the account's digest (notices.ts), a trial mail goes to the outbox's account lane;
  * - the relay publishes what other services wrote to `account_events` (the gateway's quota
  *   thresholds, the trial check below), marking each row published after the broker's confirm;
  * - the trial check (every TRIAL_CHECK_INTERVAL_MS) writes `account.trial.ending` 3 days before
@@ -21,7 +22,9 @@ import {
   type Envelope,
   type PayloadOf,
 } from '@sts/messaging';
-import type { MailOutbox } from './outbox';
+import { isNotice } from './digest';
+import type { NoticeStore } from './notices';
+import type { MailLane, MailOutbox } from './outbox';
 import { linkExpiry, renderMail, type MailSpec } from './templates';
 
 const ACCOUNT_MAIL_QUEUE = 'dashboard.account-mail';
@@ -87,8 +90,18 @@ function optedIn(prefs: Prefs, key: AccountRoutingKey): boolean {
   return prefs.notifyTrial;
 }
 
-/** The consumer's handler: one outbox row per event (or none: opted out, account or monitor gone). */
-export function accountMailHandler(o: { db: Db; outbox: MailOutbox; baseUrl: string; logger: Logger }) {
+/**
+ * The consumer's handler: one notice or one outbox row per event (or none: opted out, account or
+ * monitor gone); `queued` is told the lane of a mail put in the outbox (its loop runs at once).
+ */
+export function accountMailHandler(o: {
+  db: Db;
+  outbox: MailOutbox;
+  notices: NoticeStore;
+  baseUrl: string;
+  logger: Logger;
+  queued: (lane: MailLane) => void;
+}) {
   return async (env: Envelope<AccountRoutingKey>): Promise<'ack'> => {
     const accountId = (env.payload as { accountId: string }).accountId;
     const prefs = await o.db.account.findUnique({
@@ -99,15 +112,19 @@ export function accountMailHandler(o: { db: Db; outbox: MailOutbox; baseUrl: str
     const spec = await specOf(o.db, env);
     if (!spec) return 'ack';
     const dedupKey = accountEventKey(env.routingKey, env.payload as never);
-    const fresh = await o.outbox.enqueue({
-      dedupKey,
-      accountId,
-      kind: spec.kind,
-      to: prefs.email,
-      mail: renderMail(spec, o.baseUrl),
-      expiresAt: linkExpiry(spec),
-    });
+    const fresh = isNotice(spec)
+      ? await o.notices.add({ dedupKey, accountId, spec })
+      : await o.outbox.enqueue({
+          dedupKey,
+          accountId,
+          kind: spec.kind,
+          to: prefs.email,
+          mail: renderMail(spec, o.baseUrl),
+          expiresAt: linkExpiry(spec),
+          lane: 'account',
+        });
     if (!fresh) o.logger.debug('account event already mailed', { dedupKey });
+    else if (!isNotice(spec)) o.queued('account');
     return 'ack';
   };
 }
@@ -126,13 +143,16 @@ interface EventRow {
   payload: unknown;
 }
 
+/** account events one relay round publishes */
+export const RELAY_BATCH = 50;
+
 /** Publishes unpublished `account_events` rows (one round); returns how many went out. */
 export async function relayAccountEvents(db: Db, amqp: Pick<AmqpClient, 'publish'>, logger: Logger): Promise<number> {
   return db.$transaction(
     async (tx) => {
       const rows = await tx.$queryRaw<EventRow[]>`
         SELECT dedup_key, routing_key, account_id::text AS account_id, payload FROM account_events
-        WHERE published_at IS NULL ORDER BY created_at LIMIT 50 FOR UPDATE SKIP LOCKED`;
+        WHERE published_at IS NULL ORDER BY created_at LIMIT ${RELAY_BATCH} FOR UPDATE SKIP LOCKED`;
       let n = 0;
       for (const row of rows) {
         try {

@@ -4,12 +4,19 @@
  * a row is claimed by moving its `next_attempt_at` ahead (a lease, so replicas do not send the
  * same row at once), then marked sent, or given its next attempt with exponential back-off.
  *
+ * Two lanes (`lane`): `account` (verification, reset, trial: what a person waits for) and
+ * `notice` (the notice digests). Each lane is claimed on its own, so an account mail never waits
+ * behind notices, however many there are.
+ *
  * Invariant: a body (which can hold a verification or reset link) is kept only while it may still
  * be sent. Marking a row sent clears its bodies (kind, recipient, subject and times stay); a row
  * past `expires_at` (its link's token expiry) is never sent and `expire()` clears its bodies.
  */
 import type { Db } from '@sts/db';
 import type { RenderedMail } from './templates';
+
+export const MAIL_LANES = ['account', 'notice'] as const;
+export type MailLane = (typeof MAIL_LANES)[number];
 
 export interface MailRow {
   id: string;
@@ -32,29 +39,31 @@ export interface MailOutbox {
     mail: RenderedMail;
     /** the link's expiry: not sent, and the bodies cleared, after it (null: no link) */
     expiresAt: Date | null;
+    lane: MailLane;
   }): Promise<boolean>;
-  /** due rows, leased for `leaseMs` */
-  claim(limit: number, leaseMs: number): Promise<MailRow[]>;
+  /** due rows of one lane, leased for `leaseMs` */
+  claim(lane: MailLane, limit: number, leaseMs: number): Promise<MailRow[]>;
   sent(id: string): Promise<void>;
   failed(id: string, error: string, retryInMs: number): Promise<void>;
   /** clears the bodies of unsent rows whose link expired; how many */
   expire(): Promise<number>;
 }
 
-export function createMailOutbox(db: Db): MailOutbox {
+/** `db` may be a transaction's client (a digest is queued in the transaction that takes its notices) */
+export function createMailOutbox(db: Pick<Db, '$executeRaw' | '$queryRaw'>): MailOutbox {
   return {
-    async enqueue({ dedupKey, accountId, kind, to, mail, expiresAt }) {
+    async enqueue({ dedupKey, accountId, kind, to, mail, expiresAt, lane }) {
       const n = await db.$executeRaw`
-        INSERT INTO mail_outbox (dedup_key, account_id, kind, to_address, subject, text_body, html_body, expires_at)
-        VALUES (${dedupKey}, ${accountId}::uuid, ${kind}, ${to}, ${mail.subject}, ${mail.text}, ${mail.html}, ${expiresAt})
+        INSERT INTO mail_outbox (dedup_key, account_id, kind, to_address, subject, text_body, html_body, expires_at, lane)
+        VALUES (${dedupKey}, ${accountId}::uuid, ${kind}, ${to}, ${mail.subject}, ${mail.text}, ${mail.html}, ${expiresAt}, ${lane})
         ON CONFLICT (dedup_key) DO NOTHING`;
       return n > 0;
     },
-    claim(limit, leaseMs) {
+    claim(lane, limit, leaseMs) {
       return db.$queryRaw<MailRow[]>`
         UPDATE mail_outbox SET next_attempt_at = now() + ${leaseMs} * interval '1 millisecond', attempts = attempts + 1
         WHERE id IN (
-          SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_attempt_at <= now()
+          SELECT id FROM mail_outbox WHERE lane = ${lane} AND sent_at IS NULL AND next_attempt_at <= now()
             AND (expires_at IS NULL OR expires_at > now())
           ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING id, dedup_key, kind, to_address, subject, text_body, html_body, attempts`;

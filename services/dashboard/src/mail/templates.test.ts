@@ -11,8 +11,12 @@ describe('webhook health mails', () => {
     const disabled = renderMail({ ...spec, state: 'disabled', consecutiveFailures: 40 }, base);
     expect(disabled.subject).toBe('Your webhook for @NASA is disabled');
     expect(disabled.text).toContain('after 3 days of only failures');
-    expect(disabled.text).toContain('until a Test webhook succeeds');
+    expect(disabled.text).toContain('new events are held');
+    expect(disabled.text).toContain('sent in order once it is enabled again');
     expect(disabled.text).toContain(`${base}/monitors/m-1/deliveries`);
     expect(renderMail({ ...spec, state: 'broken' }, base).subject).toBe('Your webhook for @NASA is broken');
+    const dropped = renderMail({ ...spec, state: 'held_dropped' }, base);
+    expect(dropped.subject).toBe('Your webhook for @NASA dropped held events');
+    expect(dropped.text).toContain('the oldest held ones were dropped and are logged as skipped');
   });
 });

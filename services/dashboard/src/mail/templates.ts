@@ -18,7 +18,7 @@ export type MailSpec =
   | { kind: 'quota'; threshold: 80 | 100; used: number; quota: number; month: string }
   | {
       kind: 'webhook';
-      state: 'failing' | 'broken' | 'disabled';
+      state: 'failing' | 'broken' | 'disabled' | 'held_dropped';
       consecutiveFailures: number;
       monitorId: string;
       target: string;
@@ -116,9 +116,17 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
           ? `has failed ${spec.consecutiveFailures} times in a row`
           : spec.state === 'broken'
             ? 'was marked broken (it answers in a way that cannot succeed)'
-            : 'was disabled after 3 days of only failures: hits are still recorded, but none is sent live until a Test webhook succeeds';
+            : spec.state === 'held_dropped'
+              ? 'is disabled, and more events arrived than are held for it (or they were held too long): the oldest held ones were dropped and are logged as skipped; Recover can send them again once the endpoint works'
+              : 'was disabled after 3 days of only failures: new events are held (a bounded number, for a few days) and sent in order once it is enabled again (a successful Test webhook, or Enable)';
+      const subject =
+        spec.state === 'failing'
+          ? 'is failing'
+          : spec.state === 'held_dropped'
+            ? 'dropped held events'
+            : `is ${spec.state}`;
       return mail(
-        `Your webhook for ${spec.target} ${spec.state === 'failing' ? 'is failing' : `is ${spec.state}`}`,
+        `Your webhook for ${spec.target} ${subject}`,
         [
           `The webhook endpoint of your monitor watching ${spec.target} ${what}.`,
           'Check the delivery log for the answers it gave, fix the endpoint, then use Test webhook.',

@@ -1,16 +1,19 @@
 /**
- * Sends what waits in the mail outbox over SMTP (nodemailer), `start()` / `stop()`. A failed
- * send (server down, refused) is a log line and `dashboard_mail_send_failures_total`, and the row
- * is tried again after 2^attempts × MAIL_RETRY_BASE_MS (at most MAIL_RETRY_MAX_MS); it is never
- * dropped. The Message-ID is derived from the row's de-duplication key, so even the one case
- * where a mail can go out twice (the process dies between the server's "250 OK" and the row's
- * update) gives the receiver two copies of the same message id.
+ * Sends what waits in the mail outbox over SMTP (nodemailer), `start()` / `stop()`. One loop per
+ * lane (outbox.ts): the account lane's loop never waits for a notice round, and `nudge()` (a mail
+ * was just queued) runs it at once rather than at its next poll. A failed send (server down,
+ * refused) is a log line and `dashboard_mail_send_failures_total`, and the row is tried again
+ * after 2^attempts × MAIL_RETRY_BASE_MS (at most MAIL_RETRY_MAX_MS); it is never dropped. The
+ * Message-ID is derived from the row's de-duplication key, so even the one case where a mail can
+ * go out twice (the process dies between the server's "250 OK" and the row's update) gives the
+ * receiver two copies of the same message id.
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from '@sts/common';
+import { errorMessage } from '@sts/core';
 import { Counter, type Registry } from 'prom-client';
 import type { Transporter } from 'nodemailer';
-import type { MailOutbox, MailRow } from './outbox';
+import { MAIL_LANES, type MailLane, type MailOutbox, type MailRow } from './outbox';
 
 export interface MailWorkerOptions {
   outbox: MailOutbox;
@@ -18,9 +21,9 @@ export interface MailWorkerOptions {
   from: string;
   logger: Logger;
   registry?: Registry;
-  pollMs?: number;
-  retryBaseMs?: number;
-  retryMaxMs?: number;
+  pollMs: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
   /** told about each sent mail (the development sink's log, tests) */
   onSent?: (row: MailRow) => void;
 }
@@ -28,18 +31,77 @@ export interface MailWorkerOptions {
 export interface MailWorker {
   start(): void;
   stop(): Promise<void>;
-  /** one round now; how many were sent */
+  /** one round of every lane now, the account lane first; how many were sent */
   runOnce(): Promise<number>;
+  /** a mail of this lane was just queued: its loop runs now (or right after the round in flight) */
+  nudge(lane: MailLane): void;
 }
+
+/** rows one round of a lane claims; the lease outlasts their SMTP conversations */
+const ROUND_ROWS = 10;
+const LEASE_MS = 120_000;
 
 function backoffMs(attempts: number, baseMs: number, maxMs: number): number {
   return Math.min(maxMs, baseMs * 2 ** Math.max(0, attempts - 1));
 }
 
+/** One lane's loop: a round every pollMs, or at once when nudged; rounds never overlap. */
+class LaneLoop {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<number> | undefined;
+  private again = false;
+  private stopped = true;
+
+  constructor(
+    private readonly round: () => Promise<number>,
+    private readonly pollMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(this.pollMs);
+  }
+
+  nudge(): void {
+    if (this.stopped) return;
+    if (this.running) this.again = true;
+    else this.schedule(0);
+  }
+
+  runOnce(): Promise<number> {
+    return this.round();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  private schedule(ms: number): void {
+    clearTimeout(this.timer);
+    if (this.stopped) return;
+    this.timer = setTimeout(() => this.tick(), ms);
+  }
+
+  private tick(): void {
+    this.running = this.round()
+      .catch((err: unknown) => {
+        this.logger.warn('mail outbox round failed', { err: errorMessage(err) });
+        return 0;
+      })
+      .finally(() => {
+        this.running = undefined;
+        // a full round may have left more due rows: go on at once
+        const more = this.again;
+        this.again = false;
+        this.schedule(more ? 0 : this.pollMs);
+      });
+  }
+}
+
 export function createMailWorker(o: MailWorkerOptions): MailWorker {
-  const pollMs = o.pollMs ?? 1000;
-  const base = o.retryBaseMs ?? 2000;
-  const max = o.retryMaxMs ?? 3_600_000;
   const registers = o.registry ? [o.registry] : [];
   const sentTotal = new Counter({
     name: 'dashboard_mail_sent_total',
@@ -53,9 +115,6 @@ export function createMailWorker(o: MailWorkerOptions): MailWorker {
     labelNames: ['kind'],
     registers,
   });
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<number> | undefined;
-  let stopped = false;
 
   async function send(row: MailRow): Promise<boolean> {
     try {
@@ -72,51 +131,51 @@ export function createMailWorker(o: MailWorkerOptions): MailWorker {
       o.onSent?.(row);
       return true;
     } catch (err) {
-      const error = err instanceof Error ? err.message : String(err);
-      const retryIn = backoffMs(row.attempts, base, max);
+      const error = errorMessage(err);
+      const retryIn = backoffMs(row.attempts, o.retryBaseMs, o.retryMaxMs);
       failures.labels(row.kind).inc();
       o.logger.warn('mail send failed; will retry', {
         kind: row.kind,
         mailId: row.id,
         attempts: row.attempts,
         retryInMs: retryIn,
-        error,
+        err: error,
       });
       await o.outbox.failed(row.id, error, retryIn).catch(() => undefined);
       return false;
     }
   }
 
-  async function runOnce(): Promise<number> {
-    // the lease outlasts one SMTP conversation; a crashed replica's rows come back after it
-    const rows = await o.outbox.claim(10, 120_000);
-    let n = 0;
-    for (const row of rows) if (await send(row)) n++;
-    return n;
+  function laneRound(lane: MailLane, loop: () => LaneLoop): () => Promise<number> {
+    return async () => {
+      const rows = await o.outbox.claim(lane, ROUND_ROWS, LEASE_MS);
+      // side by side: the transport's pool bounds the connections
+      const sent = await Promise.all(rows.map(send));
+      if (rows.length === ROUND_ROWS) loop().nudge();
+      return sent.filter(Boolean).length;
+    };
   }
 
-  function schedule(): void {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      running = runOnce()
-        .catch((err: unknown) => {
-          o.logger.warn('mail outbox round failed', { error: err instanceof Error ? err.message : String(err) });
-          return 0;
-        })
-        .finally(schedule);
-    }, pollMs);
+  const loops = new Map<MailLane, LaneLoop>();
+  for (const lane of MAIL_LANES) {
+    const self = (): LaneLoop => loops.get(lane)!;
+    loops.set(lane, new LaneLoop(laneRound(lane, self), o.pollMs, o.logger));
   }
 
   return {
     start() {
-      stopped = false;
-      schedule();
+      for (const l of loops.values()) l.start();
     },
     async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running?.catch(() => undefined);
+      await Promise.all([...loops.values()].map((l) => l.stop()));
     },
-    runOnce,
+    async runOnce() {
+      let n = 0;
+      for (const lane of MAIL_LANES) n += await loops.get(lane)!.runOnce();
+      return n;
+    },
+    nudge(lane) {
+      loops.get(lane)!.nudge();
+    },
   };
 }

@@ -234,23 +234,42 @@ try {
 }
 const event = JSON.parse(rawBody.toString('utf8'));`;
 
+/** the events held while disabled: how many, what becomes of them, and how many a bound dropped */
+function heldNotice(h: WebhookHealthView): SafeHtml | string {
+  if (h.held === 0 && h.heldDropped === 0) return '';
+  const dropped =
+    h.heldDropped > 0
+      ? html` ${h.heldDropped} older ones were dropped (the hold is bounded) and are logged as skipped: Recover sends
+        them again.`
+      : '';
+  const what =
+    h.state === 'disabled'
+      ? 'they go out, oldest first and before new ones, once the webhook is enabled again.'
+      : 'they are going out now, oldest first, before new ones.';
+  return html`<p class="notice" data-testid="webhook-held" data-held="${String(h.held)}">
+    <strong>${h.held.toLocaleString('en-US')} held events</strong>: ${what}${dropped}
+  </p>`;
+}
+
 /** "failing" / "disabled" and why, with the time the failures began (the dispatcher keeps the state) */
 function webhookHealthNotice(h: WebhookHealthView): SafeHtml | string {
   if (h.state === 'disabled') {
     return html`<p class="alert" data-testid="webhook-health" data-state="disabled">
-      <strong>Disabled</strong>: every delivery since ${formatTime(h.failingSince)} failed (${h.consecutiveFailures} in
-      a row), so live deliveries stopped on ${formatTime(h.disabledAt)}. Hits are still recorded and listed under Hit
-      history. Fix the endpoint, then use <em>Test webhook</em>: a successful test turns deliveries back on.
-    </p>`;
+        <strong>Disabled</strong>: every delivery since ${formatTime(h.failingSince)} failed (${h.consecutiveFailures}
+        in a row), so live deliveries stopped on ${formatTime(h.disabledAt)}. New events are held (for a few days, up to
+        a bounded number) and hits are listed under Hit history. Fix the endpoint, then use <em>Test webhook</em> (a
+        successful test enables it) or <em>Enable webhook</em>.
+      </p>
+      ${heldNotice(h)}`;
   }
   if (h.state === 'failing') {
     return html`<p class="alert" data-testid="webhook-health" data-state="failing">
       <strong>Failing</strong>: the last ${h.consecutiveFailures} deliveries failed, since
       ${formatTime(h.failingSince)}. See the delivery log for the answers. After 3 days of only failures live deliveries
-      stop until a test webhook succeeds.
+      are held until it is enabled again.
     </p>`;
   }
-  return '';
+  return heldNotice(h);
 }
 
 /** a select of fixed choices, with its error */
@@ -353,6 +372,11 @@ function webhookSection(
       w
         ? html`<div class="actions">
               ${postButton(ctx, { action: `/monitors/${m.id}/webhook/test`, label: 'Test webhook' })}
+              ${
+                w.health.state === 'disabled'
+                  ? postButton(ctx, { action: `/monitors/${m.id}/webhook/enable`, label: 'Enable webhook' })
+                  : ''
+              }
               ${postButton(ctx, { action: `/monitors/${m.id}/webhook/rotate`, label: 'Rotate secret' })}
               ${postButton(ctx, {
                 action: `/monitors/${m.id}/webhook/rotate`,

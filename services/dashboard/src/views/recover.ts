@@ -1,37 +1,92 @@
-import type { MonitorView } from '@sts/usecases';
-import { html, type SafeHtml } from './html';
+import type { MonitorView, Recovered } from '@sts/usecases';
+import { flag, html, type SafeHtml } from './html';
 import { field, formError, type FieldErrors } from './forms';
 import { csrfField, type PageContext } from './layout';
 
 /** what the Recover form shows again after a refused submission */
 export interface RecoverFormState {
-  failedSince?: string;
+  since?: string;
+  until?: string;
+  outcomes?: readonly string[];
   errors?: FieldErrors;
 }
 
-/** "Redeliver every failed delivery since T" on the monitor's delivery log. */
+/** the hidden field that says the form carried the checkboxes (none ticked then means none, not the default) */
+export const OUTCOMES_SHOWN = 'outcomesShown';
+
+const OUTCOMES: readonly { value: string; label: string; hint: string }[] = [
+  { value: 'failed', label: 'Failed', hint: 'the endpoint answered with an error or did not answer' },
+  {
+    value: 'skipped',
+    label: 'Skipped',
+    hint: 'not sent: the plan, a broken or disabled endpoint, or dropped from a full hold',
+  },
+  { value: 'exhausted', label: 'Retries exhausted', hint: 'a retry schedule that ran out' },
+];
+
+function outcomesField(checked: readonly string[], errors?: FieldErrors): SafeHtml {
+  const error = errors?.outcomes;
+  return html`<fieldset
+    class="field${error ? ' has-error' : ''}"
+    data-testid="recover-outcomes"
+    ${error ? html`aria-describedby="f-outcomes-error"` : ''}
+  >
+    <legend>Outcomes to redeliver</legend>
+    <input type="hidden" name="${OUTCOMES_SHOWN}" value="1" />
+    ${OUTCOMES.map(
+      (o) =>
+        html`<p class="check">
+          <input
+            type="checkbox"
+            id="f-outcomes-${o.value}"
+            name="outcomes"
+            value="${o.value}"
+            aria-describedby="f-outcomes-${o.value}-hint"
+            ${flag('checked', checked.includes(o.value))}
+          />
+          <label for="f-outcomes-${o.value}">${o.label}</label>
+          <span class="hint" id="f-outcomes-${o.value}-hint">${o.hint}</span>
+        </p>`,
+    )}
+    ${error ? html`<p class="field-error" id="f-outcomes-error" role="alert">${error}</p>` : ''}
+  </fieldset>`;
+}
+
+/** "Redeliver what failed, was skipped or exhausted its retries between T and U" on the monitor's delivery log. */
 export function recoverForm(ctx: PageContext, m: MonitorView, state: RecoverFormState = {}): SafeHtml {
   return html`<section class="card" aria-labelledby="recover-title">
-    <h2 id="recover-title">Recover failed deliveries</h2>
+    <h2 id="recover-title">Recover deliveries</h2>
     <form method="post" action="/monitors/${m.id}/deliveries/recover" novalidate>
       ${csrfField(ctx)}${formError(state.errors)}
       ${field({
-        name: 'failedSince',
-        label: 'Failed since (UTC)',
+        name: 'since',
+        label: 'From (UTC)',
         type: 'datetime-local',
-        value: state.failedSince ?? '',
-        hint: 'Every hit delivery that failed since then and has not been delivered since is sent again with its original delivery id, at most 1,000 at a time.',
+        value: state.since ?? '',
+        hint: 'Every delivery with one of the outcomes below in this window, and not delivered since, is sent again with its original delivery id, oldest first: at most 1,000 at a time and within the account’s redelivery budget.',
         required: true,
         errors: state.errors,
       })}
-      <button type="submit" class="btn">Redeliver every failed delivery since then</button>
+      ${field({
+        name: 'until',
+        label: 'Until (UTC, optional)',
+        type: 'datetime-local',
+        value: state.until ?? '',
+        hint: 'Empty: up to now.',
+        errors: state.errors,
+      })}
+      ${outcomesField(state.outcomes ?? OUTCOMES.map((o) => o.value), state.errors)}
+      <button type="submit" class="btn">Redeliver these deliveries</button>
     </form>
   </section>`;
 }
 
-/** the notice after a recovery: how many were queued, and how many are left for another click */
-export function recoverNotice(r: { queued: number; remaining: number }): string {
-  if (r.queued === 0) return 'No failed deliveries since then: nothing queued.';
+/** the notice after a recovery: how many were queued, and how many are left for another click (and when) */
+export function recoverNotice(r: Pick<Recovered, 'queued' | 'remaining' | 'retryAfterSec'>): string {
+  if (r.queued === 0) return 'No deliveries to recover in that window: nothing queued.';
   const queued = `${r.queued} ${r.queued === 1 ? 'delivery' : 'deliveries'} queued for redelivery.`;
-  return r.remaining > 0 ? `${queued} ${r.remaining} more failed since then: submit again to queue them.` : queued;
+  if (r.remaining === 0) return queued;
+  return r.retryAfterSec !== null
+    ? `${queued} ${r.remaining} more did not fit in the account’s redelivery budget: submit again in ${r.retryAfterSec} s.`
+    : `${queued} ${r.remaining} more: submit again to queue them.`;
 }

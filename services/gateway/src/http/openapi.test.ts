@@ -100,6 +100,7 @@ describe('the OpenAPI document', () => {
       last_check_at: null,
       last_error: null,
       has_webhook: false,
+      held_events: 0,
       created_at: '2024-05-01T12:00:00.000Z',
       updated_at: '2024-05-01T12:00:00.000Z',
       recent_hits: [hit],

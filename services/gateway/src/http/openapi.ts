@@ -19,8 +19,8 @@ import {
   PreviewRecord,
   QueuedRecord,
   RecoverRecord,
-  WebhookWithSecret,
   WebhookRecord,
+  WebhookWithSecret,
   HIT_LIMIT,
   HitRecord,
   LIMIT,
@@ -394,6 +394,14 @@ export const openApiDocument = {
         { parameters: [monitorId] },
       ),
     },
+    '/api/v1/monitors/{id}/webhook/enable': {
+      post: managePost(
+        'enableWebhook',
+        'Enable a webhook that endpoint health disabled; the events held meanwhile go out oldest first, before new ones (manage key)',
+        okWrite('200', generated.WebhookOne, 'the webhook, enabled'),
+        { parameters: [monitorId] },
+      ),
+    },
     '/api/v1/monitors/{id}/webhook/rotate': {
       post: managePost(
         'rotateWebhookSecret',
@@ -419,8 +427,19 @@ export const openApiDocument = {
     '/api/v1/monitors/{id}/recover': {
       post: managePost(
         'recoverDeliveries',
-        'Redeliver every hit delivery that failed since a time and is still failed (at most 1,000 a call) (manage key)',
-        okWrite('202', generated.RecoverOne, 'queued'),
+        'Redeliver what failed, was skipped or exhausted its retries in a time window (at most 1,000 a call, within the redelivery budget) (manage key)',
+        {
+          '202': {
+            ...okWrite('202', generated.RecoverOne, 'queued')['202'],
+            headers: {
+              ...withReplay,
+              'Retry-After': header(
+                "seconds until the account's redelivery budget grants more: present when it left some out",
+                'integer',
+              ),
+            },
+          },
+        },
         { parameters: [monitorId], requestBody: jsonBody('RecoverInput') },
       ),
     },

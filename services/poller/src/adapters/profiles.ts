@@ -12,6 +12,8 @@
  *   renamed (each a `monitor_events` row plus an outbox row, the relay publishes them), and one
  *   `account.target.status` account event per account (the dashboard mails it);
  * - a target back to available is due at once (its polls were backed off).
+ * With a flap gate (adapters/flap.ts), a target turning unavailable is the gate's to judge first:
+ * held, the look changes nothing but its time (no status, no event, no mail).
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '@sts/db';
@@ -32,6 +34,7 @@ import {
   type Sighting,
 } from '../domain/profiles';
 import type { LookupTarget } from '../domain/schedule';
+import type { TargetFlapGate } from './flap';
 import { lastLooks, lookupTargets } from './profileTargets';
 import { OUTBOX_CHANNEL } from '../domain/pipeline';
 
@@ -296,7 +299,9 @@ const localSighting: SightingReader = async (tx, targetKey, userId) => {
   return user ? { profile: toProfile(user), state: user.status } : null;
 };
 
-async function lookIn(tx: Tx, targetKey: string, at: Date, read: SightingReader): Promise<ProfileLook> {
+type Gate = Pick<TargetFlapGate, 'judge'> | undefined;
+
+async function lookIn(tx: Tx, targetKey: string, at: Date, read: SightingReader, gate: Gate): Promise<ProfileLook> {
   await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext('sts:profile:' || ${targetKey}))`;
   const [snap] = await tx.$queryRaw<SnapshotRow[]>`
     SELECT user_id, username, name, description, profile_image_url, verified, status
@@ -304,6 +309,10 @@ async function lookIn(tx: Tx, targetKey: string, at: Date, read: SightingReader)
   const last = snapshotProfile(snap);
   const o = observe(targetKey, last, await read(tx, targetKey, last?.userId ?? null));
   const previousStatus = snap?.status ?? 'ok';
+  if (gate && (await gate.judge(tx, targetKey, previousStatus, o.status, at)) === 'hold') {
+    await tx.$executeRaw`UPDATE target_profiles SET checked_at = ${at} WHERE target_key = ${targetKey}`;
+    return { ...o, status: previousStatus, changed: [], renamedTo: null, targetKey, previousStatus, events: 0 };
+  }
   const [named] = await tx.$queryRaw<{ target_username: string }[]>`
     SELECT target_username FROM monitors WHERE target_key = ${targetKey} LIMIT 1`;
   const previousName = last?.username ?? named?.target_username ?? targetKey;
@@ -320,11 +329,12 @@ async function lookIn(tx: Tx, targetKey: string, at: Date, read: SightingReader)
   return { ...o, targetKey: key, previousStatus, events };
 }
 
-export function createProfileRepository(db: Db): ProfileRepository {
+/** `gate`: the flap rule's hook (none: every change is marked at once) */
+export function createProfileRepository(db: Db, gate?: Pick<TargetFlapGate, 'judge'>): ProfileRepository {
   return {
-    look: (targetKey, detectedAt) => db.$transaction((tx) => lookIn(tx, targetKey, detectedAt, localSighting)),
+    look: (targetKey, detectedAt) => db.$transaction((tx) => lookIn(tx, targetKey, detectedAt, localSighting, gate)),
     record: (targetKey, sighting, detectedAt) =>
-      db.$transaction((tx) => lookIn(tx, targetKey, detectedAt, () => Promise.resolve(sighting))),
+      db.$transaction((tx) => lookIn(tx, targetKey, detectedAt, () => Promise.resolve(sighting), gate)),
     lookupTargets: () => lookupTargets(db),
     lastLooks: (targetKeys) => lastLooks(db, targetKeys),
   };

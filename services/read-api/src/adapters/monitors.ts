@@ -37,13 +37,13 @@ const monitorSelect = {
   ...monitorSettingsSelect,
   // the last check and error come from the target's cursor (withLastCheck)
   targetKey: true,
-  webhook: { select: { id: true } },
+  webhook: { select: { id: true, heldCount: true } },
 } as const;
 
 type MonitorSelected = Prisma.MonitorGetPayload<{ select: typeof monitorSelect }>;
 
 function toMonitorRow({ webhook, targetKey: _key, ...m }: MonitorSelected): MonitorRow {
-  return { ...m, hasWebhook: webhook !== null };
+  return { ...m, hasWebhook: webhook !== null, heldEvents: webhook?.heldCount ?? 0 };
 }
 
 export function createMonitorRepository(db: Db): MonitorRepository {

@@ -54,6 +54,7 @@ const monitor: MonitorRow = {
   lastCheckAt: null,
   lastError: null,
   hasWebhook: false,
+  heldEvents: 0,
   createdAt: new Date('2024-05-01T11:00:00Z'),
   updatedAt: new Date('2024-05-01T11:00:00Z'),
 };

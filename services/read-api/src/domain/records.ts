@@ -17,6 +17,8 @@ export interface MonitorRow extends Omit<MonitorSettings, 'events'> {
   /** null: the default, posts only */
   events: string[] | null;
   hasWebhook: boolean;
+  /** events held while the webhook is disabled (0 without one) */
+  heldEvents: number;
 }
 
 /** What the adapter reads for a hit: the one hit row of @sts/db. */
@@ -85,6 +87,7 @@ export function monitorRecord(m: MonitorRow, recentHits?: HitRow[]): MonitorReco
     last_check_at: iso(m.lastCheckAt),
     last_error: m.lastError,
     has_webhook: m.hasWebhook,
+    held_events: m.heldEvents,
     created_at: m.createdAt.toISOString(),
     updated_at: m.updatedAt.toISOString(),
   };

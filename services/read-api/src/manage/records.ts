@@ -13,6 +13,8 @@ export function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord 
     broken_reason: w.brokenReason,
     health: w.health.state,
     consecutive_failures: w.health.consecutiveFailures,
+    held_events: w.health.held,
+    held_dropped: w.health.heldDropped,
     secret_rotated_at: iso(w.secretRotatedAt),
     previous_secret_until: iso(w.previousSecretUntil),
     retry_policy: w.retryPolicy,

@@ -217,6 +217,15 @@ function webhookRoutes(deps: ManageDeps): Route[] {
       },
     },
     {
+      pattern: '/api/v1/monitors/:id/webhook/enable',
+      handlers: {
+        POST: write(deps, 'optional', async (accountId, _raw, ctx) => {
+          const enabled = await uc.webhooks.enable(accountId, ctx.params.id!);
+          return data(200, webhookRecord(monitorId(ctx), enabled));
+        }),
+      },
+    },
+    {
       pattern: '/api/v1/monitors/:id/webhook/rotate',
       handlers: {
         POST: write(deps, 'optional', async (accountId, _raw, ctx) => {
@@ -251,9 +260,21 @@ function deliveryRoutes(deps: ManageDeps): Route[] {
       pattern: '/api/v1/monitors/:id/recover',
       handlers: {
         POST: write(deps, 'required', async (accountId, raw, ctx) => {
-          const { since } = parseBody(RecoverInput, raw);
-          const r = await uc.deliveries.recover(accountId, ctx.params.id!, new Date(since));
-          return data(202, { queued: r.queued, remaining: r.remaining, delivery_ids: r.deliveryIds });
+          const b = parseBody(RecoverInput, raw);
+          const r = await uc.deliveries.recover(accountId, ctx.params.id!, {
+            since: new Date(b.since),
+            until: b.until === undefined ? undefined : new Date(b.until),
+            outcomes: b.outcomes,
+          });
+          const record = {
+            queued: r.queued,
+            remaining: r.remaining,
+            delivery_ids: r.deliveryIds,
+            retry_after: r.retryAfterSec,
+          };
+          // what the budget left out: when to call again
+          const headers = r.retryAfterSec === null ? undefined : { 'Retry-After': String(r.retryAfterSec) };
+          return { ...data(202, record), ...(headers && { headers }) };
         }),
       },
     },

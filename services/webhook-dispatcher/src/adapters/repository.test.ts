@@ -107,6 +107,7 @@ describe('dispatcher repository (raw SQL hot path)', () => {
               disabledAt: true,
               retryPolicy: true,
               ordering: true,
+              heldCount: true,
             },
           },
         },

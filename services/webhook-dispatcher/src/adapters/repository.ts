@@ -47,6 +47,8 @@ export interface MonitorContext {
     /** the delivery rules (domain/retrySchedule.ts; fifo: one delivery at a time, in order) */
     retryPolicy: RetryPolicy;
     ordering: Ordering;
+    /** events held while it was disabled and not yet sent (domain/hold.ts) */
+    heldCount: number;
   } | null;
 }
 
@@ -212,7 +214,7 @@ const MONITOR_SQL = `
   SELECT m.id, m.account_id, m.target_username, m.keywords, m.is_active, a.plan, a.trial_ends_at,
          w.id AS webhook_id, w.url AS webhook_url, w.kind::text AS webhook_kind,
          w.secret_ciphertext, w.previous_secret_ciphertext, w.previous_secret_until, w.is_broken, w.broken_reason,
-         w.consecutive_failures, w.first_failure_at, w.disabled_at,
+         w.consecutive_failures, w.first_failure_at, w.disabled_at, w.held_count,
          w.retry_policy::text AS retry_policy, w.ordering::text AS ordering
   FROM monitors m
   JOIN accounts a ON a.id = m.account_id
@@ -240,6 +242,7 @@ interface MonitorRow {
   disabled_at: Date | string | null;
   retry_policy: RetryPolicy | null;
   ordering: Ordering | null;
+  held_count: number | null;
 }
 
 const dateOrNull = (d: Date | string | null) => (d === null ? null : new Date(d));
@@ -270,6 +273,7 @@ function monitorOf(r: MonitorRow): MonitorContext {
             disabledAt: dateOrNull(r.disabled_at),
             retryPolicy: r.retry_policy!,
             ordering: r.ordering!,
+            heldCount: r.held_count!,
           },
   };
 }
@@ -408,7 +412,7 @@ function attemptsJson(rows: NewAttempt[]): string {
  * from a CTE \`ev(account_id, monitor_id, state, failures, at)\`. The key and payload are @sts/messaging's
  * accountEventKey and contract (once per monitor, state and UTC day; tested against them).
  */
-const INSERT_WEBHOOK_EVENTS_SQL = `
+export const INSERT_WEBHOOK_EVENTS_SQL = `
   INSERT INTO account_events (dedup_key, routing_key, account_id, payload)
   SELECT 'webhook:' || ev.account_id || ':' || ev.monitor_id || ':' || ev.state || ':'
            || to_char(ev.at AT TIME ZONE 'UTC', 'YYYY-MM-DD'),

@@ -1,0 +1,207 @@
+/**
+ * The hold in PostgreSQL (`held_events`, and `webhook_endpoints.held_count` / `held_dropped`
+ * kept by the same statements that add and remove rows, the endpoint row locked by the update):
+ * events held for a disabled endpoint, claimed one at a time, oldest first (detectedAt, id) for the release, dropped
+ * past a bound with a skipped attempt row each and, at a hold's first drop, one
+ * `account.webhook.failing` row (state `held_dropped`) for the account's mail.
+ */
+import { sqlPool, type Db, type SqlPool } from '@sts/db';
+import type { DeliveryEvent } from './consumer';
+import { INSERT_WEBHOOK_EVENTS_SQL } from './repository';
+
+interface HeldEventInput {
+  endpointId: string;
+  monitorId: string;
+  event: DeliveryEvent;
+  deliveryId: string;
+  hitId: string | null;
+  payload: unknown;
+  /** the redacted URL, as the attempt log shows it */
+  url: string;
+  /** the event's own time: the release's order */
+  detectedAt: Date;
+}
+
+export interface HeldEvent {
+  id: string;
+  monitorId: string;
+  event: string;
+  deliveryId: string;
+  hitId: string | null;
+  payload: unknown;
+  /** claimed before by a dispatcher that did not finish it: it may have been sent and logged */
+  reclaimed: boolean;
+}
+
+export interface DropRule {
+  /** held before this: dropped with `ageReason` */
+  cutoff: Date;
+  /** at most this many held per endpoint: the oldest beyond it dropped with `sizeReason` */
+  max: number;
+  ageReason: string;
+  sizeReason: string;
+}
+
+export interface HoldingStore {
+  /** holds an event; the endpoint's held count after it, or null when it was held already (same delivery id) */
+  hold(input: HeldEventInput): Promise<number | null>;
+  /**
+   * Claims the endpoint's oldest held event for `leaseMs`, or null when there is none or another
+   * dispatcher is sending it (its claim not yet expired): one at a time, in order.
+   */
+  claimNext(endpointId: string, leaseMs: number): Promise<HeldEvent | null>;
+  /** the claimed event went out (or was logged): removed from the hold */
+  finish(id: string, endpointId: string): Promise<void>;
+  /** the claim is given back (the endpoint was disabled again): it waits for the next release */
+  unclaim(id: string): Promise<void>;
+  /** drops the endpoint's held events past the rule (at most `limit`), logged as skipped; how many */
+  drop(endpointId: string, rule: DropRule, limit: number): Promise<number>;
+  /** enabled endpoints with held events, in random order so replicas spread over them (at most `limit`) */
+  releasable(limit: number): Promise<string[]>;
+  /** endpoints with events held before `cutoff` (at most `limit` rows looked at) */
+  expired(cutoff: Date, limit: number): Promise<string[]>;
+}
+
+const HOLD_SQL = `
+  WITH ins AS (
+    INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url, detected_at)
+    VALUES ($1::uuid, $2::uuid, $3, $4, $5::uuid, $6::jsonb, $7, $8::timestamptz)
+    ON CONFLICT (delivery_id) DO NOTHING
+    RETURNING endpoint_id)
+  UPDATE webhook_endpoints w SET held_count = w.held_count + 1
+  FROM ins WHERE w.id = ins.endpoint_id
+  RETURNING w.held_count`;
+
+// the head only (FOR UPDATE): two dispatchers claiming at once take turns on the same row, and
+// the second finds it claimed, so an endpoint's events go out one at a time, oldest first
+const CLAIM_SQL = `
+  WITH head AS (
+    SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid
+    ORDER BY detected_at, id LIMIT 1 FOR UPDATE)
+  UPDATE held_events h SET claimed_until = now() + make_interval(secs => $2::float8 / 1000)
+  FROM head
+  WHERE h.id = head.id AND (head.claimed_until IS NULL OR head.claimed_until < now())
+  RETURNING h.id::text, h.monitor_id, h.event, h.delivery_id, h.hit_id, h.payload,
+            head.claimed_until IS NOT NULL AS reclaimed`;
+
+// an empty hold ends it: the next hold's first drop mails again
+const FINISH_SQL = `
+  WITH d AS (DELETE FROM held_events WHERE id = $1::bigint RETURNING endpoint_id)
+  UPDATE webhook_endpoints w
+  SET held_count = w.held_count - 1, held_dropped = CASE WHEN w.held_count <= 1 THEN 0 ELSE w.held_dropped END
+  FROM d WHERE w.id = d.endpoint_id`;
+
+const DROP_SQL = `
+  WITH first_over AS (
+    SELECT detected_at, id FROM held_events WHERE endpoint_id = $1::uuid
+    ORDER BY detected_at DESC, id DESC OFFSET $3 LIMIT 1
+  ), over AS (
+    SELECT h.id FROM held_events h
+    WHERE h.endpoint_id = $1::uuid
+      AND (h.held_at < $2::timestamptz
+           OR (h.detected_at, h.id) <= (SELECT f.detected_at, f.id FROM first_over f))
+      AND (h.claimed_until IS NULL OR h.claimed_until < now())
+    ORDER BY h.detected_at, h.id LIMIT $6 FOR UPDATE SKIP LOCKED
+  ), d AS (
+    DELETE FROM held_events h USING over WHERE h.id = over.id
+    RETURNING h.monitor_id, h.hit_id, h.event, h.delivery_id, h.url, h.held_at
+  ), att AS (
+    INSERT INTO delivery_attempts (monitor_id, hit_id, event, delivery_id, url, outcome, error)
+    SELECT monitor_id, hit_id, event, delivery_id, url, 'skipped'::"DeliveryOutcome",
+           CASE WHEN held_at < $2::timestamptz THEN $4 ELSE $5 END
+    FROM d
+  ), n AS (SELECT count(*)::int AS n FROM d
+  ), upd AS (
+    UPDATE webhook_endpoints w SET held_count = w.held_count - n.n, held_dropped = w.held_dropped + n.n
+    FROM n WHERE w.id = $1::uuid AND n.n > 0
+    RETURNING w.monitor_id, w.consecutive_failures, w.held_dropped - n.n AS dropped_before
+  ), ev AS (
+    SELECT m.account_id, u.monitor_id, 'held_dropped' AS state, u.consecutive_failures AS failures, now() AS at
+    FROM upd u JOIN monitors m ON m.id = u.monitor_id WHERE u.dropped_before = 0
+  ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
+  SELECT n FROM n`;
+
+interface ClaimRow {
+  id: string;
+  monitor_id: string;
+  event: string;
+  delivery_id: string;
+  hit_id: string | null;
+  payload: unknown;
+  reclaimed: boolean;
+}
+
+export interface HoldingStoreOptions {
+  /** the process's own writes that start or end a hold drop the monitor from its cache at once */
+  endpointWritten?: (endpointId: string) => void;
+}
+
+export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): HoldingStore {
+  const sql: SqlPool = sqlPool(db);
+  const written = options.endpointWritten ?? (() => undefined);
+  return {
+    async hold(e) {
+      const { rows } = await sql.query<{ held_count: number }>(HOLD_SQL, [
+        e.endpointId,
+        e.monitorId,
+        e.event,
+        e.deliveryId,
+        e.hitId,
+        JSON.stringify(e.payload),
+        e.url,
+        e.detectedAt.toISOString(),
+      ]);
+      const count = rows[0]?.held_count ?? null;
+      if (count === 1) written(e.endpointId);
+      return count;
+    },
+    async claimNext(endpointId, leaseMs) {
+      const { rows } = await sql.query<ClaimRow>(CLAIM_SQL, [endpointId, leaseMs]);
+      const r = rows[0];
+      if (!r) return null;
+      return {
+        id: r.id,
+        monitorId: r.monitor_id,
+        event: r.event,
+        deliveryId: r.delivery_id,
+        hitId: r.hit_id,
+        payload: r.payload,
+        reclaimed: r.reclaimed,
+      };
+    },
+    async finish(id, endpointId) {
+      await sql.query(FINISH_SQL, [id]);
+      written(endpointId);
+    },
+    async unclaim(id) {
+      await sql.query('UPDATE held_events SET claimed_until = NULL WHERE id = $1::bigint', [id]);
+    },
+    async drop(endpointId, rule, limit) {
+      const { rows } = await sql.query<{ n: number }>(DROP_SQL, [
+        endpointId,
+        rule.cutoff.toISOString(),
+        rule.max,
+        rule.ageReason,
+        rule.sizeReason,
+        limit,
+      ]);
+      const n = rows[0]?.n ?? 0;
+      if (n > 0) written(endpointId);
+      return n;
+    },
+    async releasable(limit) {
+      const { rows } = await sql.query<{ id: string }>(
+        'SELECT id FROM webhook_endpoints WHERE held_count > 0 AND disabled_at IS NULL ORDER BY random() LIMIT $1',
+        [limit],
+      );
+      return rows.map((r) => r.id);
+    },
+    async expired(cutoff, limit) {
+      const { rows } = await sql.query<{ endpoint_id: string }>(
+        'SELECT endpoint_id FROM held_events WHERE held_at < $1::timestamptz ORDER BY held_at LIMIT $2',
+        [cutoff.toISOString(), limit],
+      );
+      return [...new Set(rows.map((r) => r.endpoint_id))];
+    },
+  };
+}

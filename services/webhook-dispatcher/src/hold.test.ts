@@ -1,0 +1,247 @@
+/**
+ * Held while disabled, released when enabled, driven through handle() and releaseHeld() against a
+ * real PostgreSQL database and a real HTTPS receiver: a disabled endpoint's live events are held
+ * (not sent, not logged as skipped), a successful test webhook or an enable in the database
+ * releases them oldest first and before new ones, each once; past WEBHOOK_HOLD_MAX or
+ * WEBHOOK_HOLD_DAYS the oldest are dropped and logged as skipped, and the account gets one notice.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createSecretBox } from '@sts/core';
+import type { Db } from '@sts/db';
+import { parsePayload } from '@sts/messaging';
+import {
+  createAccount,
+  createHit,
+  createMonitor,
+  hitEnvelope,
+  testEnvelope,
+  waitFor,
+  type HttpsReceiver,
+  type MonitorFixture,
+} from '@sts/testing';
+import { createDispatcher, type Dispatcher } from './app';
+import { createHoldingStore } from './adapters/holding';
+import { createPrismaRepository } from './adapters/repository';
+import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
+import { createLogger } from '@sts/common';
+
+const KEY = randomBytes(32).toString('base64');
+const box = createSecretBox(KEY);
+const DAY = 86_400_000;
+
+describe('events held while an endpoint is disabled', () => {
+  let harness: InProcessDispatcher;
+  let db: Db;
+  let receiver: HttpsReceiver;
+  let dispatcher: Dispatcher;
+  let accountId: string;
+
+  beforeAll(async () => {
+    harness = await startInProcessDispatcher('dispatcher-test', KEY, {
+      maxConcurrencyPerEndpoint: 8,
+      holdBounds: { days: 3, max: 4 },
+    });
+    ({ db, receiver, dispatcher } = harness);
+    accountId = (await createAccount(db, 'starter')).id;
+  });
+
+  afterAll(() => harness.close());
+
+  beforeEach(() => {
+    receiver.requests.length = 0;
+    receiver.setResponder(() => ({ status: 200, body: '{}' }));
+  });
+
+  const endpoint = (monitorId: string) => db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+  const attempts = (monitorId: string) =>
+    db.deliveryAttempt.findMany({ where: { monitorId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+  const receivedHitIds = () =>
+    receiver.requests
+      .filter((r) => r.headers['x-service-event'] === 'monitor.hit')
+      .map((r) => (JSON.parse(r.rawBody.toString('utf8')) as { tweet: { id: string } }).tweet.id);
+  const droppedNotices = (monitorId: string) =>
+    db.accountEvent.findMany({
+      where: { routingKey: 'account.webhook.failing', payload: { path: ['monitorId'], equals: monitorId } },
+    });
+
+  async function disabledMonitor(): Promise<MonitorFixture> {
+    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}/hooks/held`, keywords: [] });
+    const started = new Date(Date.now() - 3 * DAY - 60_000);
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { consecutiveFailures: 6, firstFailureAt: started, disabledAt: new Date(Date.now() - 60_000) },
+    });
+    return m;
+  }
+
+  /** publishes n hits; their tweet ids in order */
+  async function hits(m: MonitorFixture, n: number): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const hit = await createHit(db, m);
+      await expect(dispatcher.handle(hitEnvelope(m, hit))).resolves.toBe('ack');
+      ids.push(hit.payload.tweet.id);
+    }
+    return ids;
+  }
+
+  it('holds live hits of a disabled endpoint; a successful test webhook releases them oldest first, before new ones', async () => {
+    const m = await disabledMonitor();
+    const held = await hits(m, 2);
+    await dispatcher.releaseHeld(); // still disabled: nothing goes
+    expect(receiver.requests).toHaveLength(0);
+    expect(await attempts(m.id)).toHaveLength(0); // held, not skipped
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 2 });
+    // a broker redelivery of a held message is not held twice
+    const hit = await createHit(db, m);
+    const env = hitEnvelope(m, hit);
+    await dispatcher.handle(env);
+    await dispatcher.handle({ ...env, redelivered: true });
+    held.push(hit.payload.tweet.id);
+    expect((await endpoint(m.id)).heldCount).toBe(3);
+
+    await expect(dispatcher.handle(testEnvelope(m))).resolves.toBe('ack');
+    expect(await endpoint(m.id)).toMatchObject({ disabledAt: null, heldCount: 3 });
+    // arriving before the release: it queues behind the held ones
+    held.push(...(await hits(m, 1)));
+    expect((await endpoint(m.id)).heldCount).toBe(4);
+
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual(held);
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 0, heldDropped: 0 });
+    const logged = (await attempts(m.id)).filter((a) => a.event === 'monitor.hit');
+    expect(logged.map((a) => a.outcome)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
+    expect(await db.heldEvent.count({ where: { monitorId: m.id } })).toBe(0);
+
+    // the hold is empty: the next hit goes straight out
+    receiver.requests.length = 0;
+    const next = await hits(m, 1);
+    expect(receivedHitIds()).toEqual(next);
+  });
+
+  it('releases in the order the events were detected, whatever order their messages were held in', async () => {
+    const m = await disabledMonitor();
+    const base = Date.now() - 60_000;
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push(await createHit(db, m, `post ${i}`, new Date(base + i * 1000)));
+    // a redelivered or parked message arrives late: held last, detected first
+    for (const hit of [made[1]!, made[2]!, made[0]!]) await dispatcher.handle(hitEnvelope(m, hit));
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { disabledAt: null } });
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual(made.map((h) => h.payload.tweet.id));
+  });
+
+  it('past WEBHOOK_HOLD_MAX the oldest are dropped, logged as skipped with the reason, and the account is told once', async () => {
+    const m = await disabledMonitor();
+    const ids = await hits(m, 6);
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 4, heldDropped: 2 });
+    const skipped = (await attempts(m.id)).filter((a) => a.outcome === 'skipped');
+    expect(skipped).toHaveLength(2);
+    expect(skipped[0]!.error).toMatch(/more than 4 events held while the endpoint was disabled \(WEBHOOK_HOLD_MAX\)/);
+    const hitIds = await db.hit.findMany({ where: { id: { in: skipped.map((a) => a.hitId!) } } });
+    expect(hitIds.map((h) => h.tweetId).sort()).toEqual(ids.slice(0, 2).sort());
+    const notices = (await droppedNotices(m.id)).map((e) => parsePayload('account.webhook.failing', e.payload));
+    expect(notices.filter((n) => n.state === 'held_dropped')).toHaveLength(1);
+    expect(receiver.requests).toHaveLength(0);
+
+    // enabled by the CLI, dashboard or API (the use-case clears the health columns): released
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { consecutiveFailures: 0, firstFailureAt: null, disabledAt: null },
+    });
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual(ids.slice(2));
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 0, heldDropped: 0 });
+  });
+
+  it('past WEBHOOK_HOLD_DAYS held events are dropped and logged as skipped', async () => {
+    const m = await disabledMonitor();
+    const ids = await hits(m, 2);
+    const oldest = await db.heldEvent.findFirstOrThrow({ where: { monitorId: m.id }, orderBy: { id: 'asc' } });
+    await db.heldEvent.update({ where: { id: oldest.id }, data: { heldAt: new Date(Date.now() - 3 * DAY - 1000) } });
+    await dispatcher.releaseHeld();
+    const skipped = (await attempts(m.id)).filter((a) => a.outcome === 'skipped');
+    expect(skipped.map((a) => a.deliveryId)).toEqual([oldest.deliveryId]);
+    expect(skipped[0]!.error).toMatch(
+      /held while the endpoint was disabled for more than 3 days \(WEBHOOK_HOLD_DAYS\)/,
+    );
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 1, heldDropped: 1 });
+    expect(receiver.requests).toHaveLength(0);
+    expect(ids).toHaveLength(2);
+  });
+
+  it('a Free account, a paused monitor and a test ping are not held', async () => {
+    const m = await disabledMonitor();
+    await db.monitor.update({ where: { id: m.id }, data: { isActive: false } });
+    await hits(m, 1);
+    expect((await attempts(m.id)).map((a) => [a.outcome, a.error])).toEqual([['skipped', 'monitor is inactive']]);
+    expect((await endpoint(m.id)).heldCount).toBe(0);
+
+    const freeAccount = (await createAccount(db, 'free')).id;
+    const free = await createMonitor(db, box, { accountId: freeAccount, url: `${receiver.url}/hooks/free` });
+    await db.webhookEndpoint.update({ where: { monitorId: free.id }, data: { disabledAt: new Date() } });
+    await hits(free, 1);
+    expect((await attempts(free.id)).map((a) => a.outcome)).toEqual(['skipped']);
+    // a test ping still goes out to a disabled endpoint (and a success enables it)
+    await dispatcher.handle(testEnvelope(free));
+    expect(receiver.requests.map((r) => r.headers['x-service-event'])).toEqual(['monitor.test']);
+    expect(await endpoint(free.id)).toMatchObject({ heldCount: 0, disabledAt: null });
+  });
+
+  it('a claim another dispatcher holds is left alone; an expired one is sent, unless its attempt is logged', async () => {
+    const m = await disabledMonitor();
+    await hits(m, 2);
+    const [first, second] = await db.heldEvent.findMany({ where: { monitorId: m.id }, orderBy: { id: 'asc' } });
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { disabledAt: null } });
+    // the head is being sent by another dispatcher: nothing goes, in order
+    await db.heldEvent.update({ where: { id: first!.id }, data: { claimedUntil: new Date(Date.now() + 60_000) } });
+    await dispatcher.releaseHeld();
+    expect(receiver.requests).toHaveLength(0);
+    // that dispatcher died after sending and logging it: its claim expires, it is not sent again
+    await db.heldEvent.update({ where: { id: first!.id }, data: { claimedUntil: new Date(Date.now() - 1000) } });
+    await db.deliveryAttempt.create({
+      data: {
+        monitorId: m.id,
+        hitId: first!.hitId,
+        event: 'monitor.hit',
+        deliveryId: first!.deliveryId,
+        url: first!.url,
+        outcome: 'delivered',
+        statusCode: 200,
+      },
+    });
+    await dispatcher.releaseHeld();
+    expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([second!.deliveryId]);
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 0 });
+  });
+
+  it('two dispatchers releasing the same endpoint send each held event once, in order', async () => {
+    const m = await disabledMonitor();
+    const other = createDispatcher({
+      repository: createPrismaRepository(db),
+      holding: createHoldingStore(db),
+      holdBounds: { days: 3, max: 1000 },
+      logger: createLogger({ service: 'dispatcher-test-2', level: 'error' }),
+      secretsKey: KEY,
+      timeoutMs: 2000,
+      allowPrivateHosts: ['localhost'],
+    });
+    try {
+      // a slow receiver, so the two passes overlap
+      receiver.setResponder(() => ({ status: 200, body: '{}', delayMs: 30 }));
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const hit = await createHit(db, m);
+        await other.handle(hitEnvelope(m, hit, randomUUID()));
+        ids.push(hit.payload.tweet.id);
+      }
+      await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { disabledAt: null } });
+      await Promise.all([dispatcher.releaseHeld(), other.releaseHeld(), dispatcher.releaseHeld()]);
+      await waitFor(async () => (await endpoint(m.id)).heldCount === 0, 20_000);
+      await other.releaseHeld();
+      expect(receivedHitIds()).toEqual(ids);
+    } finally {
+      other.close();
+    }
+  });
+});

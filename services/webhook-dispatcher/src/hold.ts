@@ -1,0 +1,196 @@
+/**
+ * Held while disabled, released when enabled (orchestration; the rules are domain/hold.ts, the
+ * store adapters/holding.ts):
+ *
+ *   hold     a live event for a disabled endpoint, or one arriving while held ones still wait, is
+ *            written to the hold and its message acknowledged; past WEBHOOK_HOLD_MAX the oldest
+ *            held are dropped and logged as skipped
+ *   release  every `sweepMs` (and on `releaseNow()`): the enabled endpoints with held events are
+ *            released one event at a time, oldest first, each through the endpoint's lane like any
+ *            delivery (same pacing, the same attempt row, health and broken flag), so new events,
+ *            held behind them meanwhile, go after them; events past WEBHOOK_HOLD_DAYS are dropped
+ *
+ * An event is removed from the hold only after its attempt row is committed; a dispatcher that
+ * stops in between leaves it claimed for `leaseMs`, after which any replica sends it again (same
+ * delivery id: at least once). Enabled means `disabled_at` is null: a successful test webhook,
+ * or the enable of the CLI, dashboard and API (@sts/usecases `webhooks.enable`).
+ */
+import type { Logger } from '@sts/common';
+import { errorMessage } from '@sts/core';
+import { parsePayload, type RoutingKey } from '@sts/messaging';
+import { droppedReasons, holdCutoff, holdsEvent, type HoldBounds } from './domain/hold';
+import { finalOutcome, redactWebhookUrl } from './domain/policy';
+import type { DeliveryEvent } from './adapters/consumer';
+import type { DropRule, HeldEvent, HoldingStore } from './adapters/holding';
+import type { DispatcherRepository, MonitorContext } from './adapters/repository';
+import type { createDeliveryFlow, Job } from './delivery';
+
+export interface HoldingOptions {
+  store: HoldingStore;
+  repository: DispatcherRepository;
+  /** the delivery flow a released event goes through (delivery.ts) */
+  flow: ReturnType<typeof createDeliveryFlow>;
+  logger: Logger;
+  bounds: HoldBounds;
+  /** aborts releases in flight when the dispatcher stops */
+  signal: AbortSignal;
+  now: () => Date;
+  /** how often the release looks for enabled endpoints with held events (default 1000 ms) */
+  sweepMs?: number;
+  /** how long a claimed event is one dispatcher's to send (default 120000 ms: timeout and 429 waits) */
+  leaseMs?: number;
+  /** endpoints released at once by one process (default 8) */
+  maxReleasing?: number;
+}
+
+/** rows one drop statement removes at most */
+const DROP_BATCH = 1000;
+const HELD_EVENTS: readonly string[] = [
+  'monitor.hit',
+  'monitor.profile_changed',
+  'monitor.target_unavailable',
+] satisfies DeliveryEvent[];
+
+/** the job of a held event: its payload as published, the monitor as it is now */
+function jobOf(row: HeldEvent, monitor: MonitorContext): Job | null {
+  if (!HELD_EVENTS.includes(row.event)) return null;
+  const event = row.event as Exclude<DeliveryEvent, 'monitor.test'>;
+  const payload = parsePayload(event satisfies RoutingKey, row.payload);
+  const job: Job = { deliveryId: row.deliveryId, hitId: row.hitId, monitor, event, payload };
+  return 'detectedAt' in payload ? { ...job, detectedAt: payload.detectedAt } : job;
+}
+
+/** the time a held event is ordered by: its detectedAt (every held kind carries one) */
+function heldOrder(job: Job, now: Date): Date {
+  const at = 'detectedAt' in job.payload ? Date.parse(job.payload.detectedAt) : NaN;
+  return Number.isFinite(at) ? new Date(at) : now;
+}
+
+export class Holding {
+  private readonly releasing = new Set<string>();
+  private readonly chains = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | null = null;
+  private passing: Promise<void> | null = null;
+
+  constructor(private readonly o: HoldingOptions) {}
+
+  /** holds the job when its endpoint is disabled or still releasing; false: it goes on as before */
+  async hold(job: Job, redelivery: boolean): Promise<boolean> {
+    const { store, logger, bounds, now } = this.o;
+    const webhook = job.monitor.webhook;
+    if (!webhook || !holdsEvent(job.event, redelivery, job.monitor, now())) return false;
+    const count = await store.hold({
+      endpointId: webhook.id,
+      monitorId: job.monitor.id,
+      event: job.event,
+      deliveryId: job.deliveryId,
+      hitId: job.hitId,
+      payload: job.payload,
+      url: redactWebhookUrl(webhook.url, webhook.kind),
+      detectedAt: heldOrder(job, now()),
+    });
+    logger.debug('webhook event held', { deliveryId: job.deliveryId, monitorId: job.monitor.id, held: count });
+    if (count !== null && count > bounds.max) await this.drop(webhook.id, job.monitor.id);
+    return true;
+  }
+
+  start(): void {
+    this.timer ??= setInterval(() => void this.releaseNow(), this.o.sweepMs ?? 1000);
+    this.timer.unref();
+  }
+
+  /** one pass: drops what is past the age bound, starts releasing every enabled endpoint with held events */
+  releaseNow(): Promise<void> {
+    this.passing ??= this.pass().finally(() => (this.passing = null));
+    return this.passing;
+  }
+
+  /** resolves when every release started so far is done (tests; stop()) */
+  async idle(): Promise<void> {
+    while (this.passing || this.chains.size > 0) await Promise.allSettled([this.passing, ...this.chains]);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.idle();
+  }
+
+  private async pass(): Promise<void> {
+    const { store, logger, now, bounds } = this.o;
+    try {
+      for (const endpointId of await store.expired(holdCutoff(bounds, now()), DROP_BATCH)) {
+        await this.drop(endpointId, null);
+      }
+      const max = this.o.maxReleasing ?? 8;
+      if (this.releasing.size >= max || this.o.signal.aborted) return;
+      for (const endpointId of await store.releasable(max)) {
+        if (this.releasing.size >= max) break;
+        if (this.releasing.has(endpointId)) continue;
+        this.releasing.add(endpointId);
+        const chain = this.release(endpointId).finally(() => {
+          this.releasing.delete(endpointId);
+          this.chains.delete(chain);
+        });
+        this.chains.add(chain);
+      }
+    } catch (err) {
+      logger.warn('webhook hold: release pass failed; trying again', { err: errorMessage(err) });
+    }
+  }
+
+  private async drop(endpointId: string, monitorId: string | null): Promise<void> {
+    const { bounds, now } = this.o;
+    const reasons = droppedReasons(bounds);
+    const rule: DropRule = {
+      cutoff: holdCutoff(bounds, now()),
+      max: bounds.max,
+      ageReason: reasons.age,
+      sizeReason: reasons.size,
+    };
+    const dropped = await this.o.store.drop(endpointId, rule, DROP_BATCH);
+    if (dropped > 0)
+      this.o.logger.warn('webhook hold full or too old: oldest held events dropped', {
+        endpointId,
+        monitorId,
+        dropped,
+      });
+  }
+
+  /** sends the endpoint's held events one at a time, oldest first, until none is left (or it is disabled again) */
+  private async release(endpointId: string): Promise<void> {
+    const { store, logger, signal } = this.o;
+    try {
+      for (;;) {
+        if (signal.aborted) return;
+        const row = await store.claimNext(endpointId, this.o.leaseMs ?? 120_000);
+        if (!row) return;
+        if (!(await this.releaseOne(row, endpointId))) return;
+      }
+    } catch (err) {
+      logger.warn('webhook hold: release stopped; the next pass goes on', { endpointId, err: errorMessage(err) });
+    }
+  }
+
+  /** one held event out (or logged as skipped); false when the release stops here */
+  private async releaseOne(row: HeldEvent, endpointId: string): Promise<boolean> {
+    const { store, repository, flow, signal } = this.o;
+    const monitor = await repository.getMonitor(row.monitorId);
+    if (!monitor) return false; // deleted: its held events went with it
+    if (monitor.webhook?.disabledAt) {
+      await store.unclaim(row.id);
+      return false;
+    }
+    const job = jobOf(row, monitor);
+    if (!job) this.o.logger.warn('webhook hold: an event of an unknown kind dropped', { deliveryId: row.deliveryId });
+    // a claim that expired: sent and logged before (a dispatcher stopped before removing it)? not again
+    const logged = row.reclaimed && finalOutcome(await repository.loggedAttempts(row.deliveryId)) !== null;
+    if (job && !logged) {
+      // the flow skips it (logged) when it may not go out, else sends it in its endpoint's lane
+      const outcome = await flow.deliver({ kind: 'held', job }, signal);
+      if (outcome === 'requeue') return false; // stopping: the claim expires and another replica sends it
+    }
+    await store.finish(row.id, endpointId);
+    return true;
+  }
+}
