@@ -23,7 +23,6 @@ import {
   CliUsageError,
   optionalInt,
   optionalString,
-  requireString,
   requireUuid,
   type CliContext,
   type Command,
