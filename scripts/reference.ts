@@ -148,6 +148,10 @@ function webhookParts(): Record<string, string> {
       [signing.HEADER_TIMESTAMP, 'Unix time in seconds, decimal string'],
       [signing.HEADER_SIGNATURE, `\`${signing.SIGNATURE_PREFIX}<hex HMAC-SHA256 of "{timestamp}.{raw body}">\``],
       [signing.HEADER_DELIVERY, 'the delivery id: the same on every attempt of one delivery'],
+      [
+        signing.HEADER_SEQUENCE,
+        "the event's number among its monitor's events (the body's `sequence`); not on `monitor.test`",
+      ],
       [signing.HEADER_WEBHOOK_ID, 'Standard Webhooks: the delivery id again'],
       [signing.HEADER_WEBHOOK_TIMESTAMP, 'Standard Webhooks: the timestamp again'],
       [

@@ -108,6 +108,39 @@ describe('@sts/client', () => {
     expect(unknown).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
   });
 
+  it('monitors.events(id, { after }) pages a monitor’s events by sequence; a bad after is a typed INVALID_REQUEST', async () => {
+    const { key } = await stack.account('starter', 'manage');
+    const sts = createClient({ apiKey: key, baseUrl: stack.url });
+    const m = await sts.monitors.create({ target_username: 'nasa' });
+    for (let sequence = 1; sequence <= 5; sequence++)
+      await stack.db.hit.create({
+        data: {
+          monitorId: m.id,
+          tweetId: String(7_000_000 + sequence),
+          tweetText: `update ${sequence}`,
+          tweetAuthorId: '1',
+          tweetAuthorUsername: 'nasa',
+          tweetCreatedAt: new Date(Date.now() - 60_000),
+          sequence: BigInt(sequence),
+        },
+      });
+    // a receiver that saw 5 after 2 fills the gap
+    const gap = await sts.monitors.events(m.id, { after: 2, limit: 2 });
+    expect(gap.data.map((e) => [e.event, e.sequence])).toEqual([
+      ['monitor.hit', 3],
+      ['monitor.hit', 4],
+    ]);
+    const rest = await sts.monitors.events(m.id, { cursor: gap.meta.next_cursor! });
+    expect(rest.data.map((e) => e.sequence)).toEqual([5]);
+    expect(rest.meta.next_cursor).toBeNull();
+    const all: number[] = [];
+    for await (const e of paginate((cursor) => sts.monitors.events(m.id, { limit: 2, ...(cursor ? { cursor } : {}) })))
+      all.push(e.sequence);
+    expect(all).toEqual([1, 2, 3, 4, 5]);
+    const bad = await sts.monitors.events(m.id, { after: -1 }).catch((e: unknown) => e);
+    expect(isApiError(bad) && [bad.status, bad.code, bad.param]).toEqual([400, 'INVALID_REQUEST', 'after']);
+  });
+
   it('re-exports the signing package’s verification', () => {
     const secret = 'whsec-test-secret';
     const body = '{"event":"monitor.test"}';

@@ -38,6 +38,15 @@ export type WebhookWithSecret = Schemas['WebhookWithSecret'];
 export type Delivery = Schemas['Delivery'];
 export type Queued = Schemas['Queued'];
 export type Recovered = Schemas['Recover'];
+/** an event as the monitor's webhook delivers it, with its `sequence` (docs/webhooks.md) */
+export type MonitorEvent =
+  paths['/api/v1/monitors/{id}/events']['get']['responses'][200]['content']['application/json']['data'][number];
+
+export interface EventPageOptions extends PageOptions {
+  /** the last sequence the receiver has: the page starts after it (not with `cursor`) */
+  after?: number;
+}
+
 /** `recover`'s window: times as Date or ISO 8601 text */
 export interface RecoverWindow {
   since: Date | string;
@@ -198,6 +207,19 @@ export function createClient(options: ClientOptions) {
       deliveries: async (monitorId: string, opts?: PageOptions) =>
         unwrap(
           await api.GET('/api/v1/monitors/{id}/deliveries', { params: { path: { id: monitorId }, query: page(opts) } }),
+        ),
+      /**
+       * the monitor's events after `after` (a sequence), oldest first, as its webhook delivers them
+       * (manage key): what a receiver that saw 41 after 39 fetches with `{ after: 39 }`
+       */
+      events: async (monitorId: string, opts: EventPageOptions = {}): Promise<Page<MonitorEvent>> =>
+        unwrap(
+          await api.GET('/api/v1/monitors/{id}/events', {
+            params: {
+              path: { id: monitorId },
+              query: { ...(opts.after !== undefined ? { after: opts.after } : {}), ...page(opts) },
+            },
+          }),
         ),
       /**
        * redelivers each delivery with an attempt of `outcomes` (default failed, skipped and

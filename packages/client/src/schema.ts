@@ -281,6 +281,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/v1/monitors/{id}/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The monitor's events after a sequence, oldest first, as its webhook delivers them (manage key)
+     * @description Every event of a monitor (monitor.hit, monitor.profile_changed, monitor.target_unavailable) carries `sequence`: 1, 2, 3 … per monitor, without gaps (the X-Service-Sequence header). A receiver that sees 41 after 39 asks for `after=39`. Events are kept as long as the plan keeps hits (docs/api.md "Events by sequence"); an `after` that is not a sequence number answers 400 INVALID_REQUEST naming it.
+     */
+    get: operations['listMonitorEvents'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/v1/monitors/{id}/recover': {
     parameters: {
       query?: never;
@@ -7931,6 +7951,440 @@ export interface operations {
         content: {
           'application/json': {
             data: components['schemas']['Delivery'][];
+            meta: components['schemas']['ListMeta'];
+          };
+        };
+      };
+      /** @description INVALID_REQUEST: a parameter or the body is invalid (`param` names it) */
+      400: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNAUTHORIZED: missing, malformed, unknown or revoked API key (no quota headers: the account is not known) */
+      401: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INSUFFICIENT_SCOPE (a read key; no quota headers, nothing counted), PLAN_LIMIT (`limit`, `plan`: the plan allows no more) or EMAIL_UNVERIFIED */
+      403: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NOT_FOUND (also another account's monitor or attempt) */
+      404: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description METHOD_NOT_ALLOWED: see the Allow header */
+      405: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: the body is larger than 16 KiB */
+      413: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNSUPPORTED_MEDIA_TYPE: the body is not application/json */
+      415: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description QUOTA_EXCEEDED (monthly quota used up; Retry-After runs to the next UTC month) or RATE_LIMIT_EXCEEDED (per-minute limit; Retry-After runs to the next minute). Refused calls use no quota. */
+      429: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          /** @description seconds to wait */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INTERNAL */
+      500: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source failed */
+      502: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description SERVICE_UNAVAILABLE (the service is temporarily unavailable) or UPSTREAM_BUSY (the upstream X budget cannot afford the read now; nothing was sent); see Retry-After */
+      503: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source did not answer in time */
+      504: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  listMonitorEvents: {
+    parameters: {
+      query?: {
+        /** @description the last sequence the receiver has: the page starts after it (not with `cursor`) */
+        after?: number;
+        /** @description page size */
+        limit?: number;
+        /** @description the `meta.next_cursor` of the previous page */
+        cursor?: string;
+      };
+      header?: never;
+      path: {
+        /** @description monitor id */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description one page of events */
+      200: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: (
+              | {
+                  /** @constant */
+                  event: 'monitor.hit';
+                  monitor: {
+                    id: string;
+                    targetUsername: string | null;
+                    query: string | null;
+                    keywords: string[] | null;
+                  };
+                  tweet: {
+                    id: string;
+                    text: string;
+                    authorUsername: string;
+                    /** Format: date-time */
+                    createdAt: string;
+                  };
+                  /** Format: date-time */
+                  detectedAt: string;
+                  /** @description the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence) */
+                  sequence: number;
+                }
+              | {
+                  /** @constant */
+                  event: 'monitor.profile_changed';
+                  monitor: {
+                    id: string;
+                    targetUsername: string | null;
+                    query: string | null;
+                    keywords: string[] | null;
+                  };
+                  userId: string;
+                  changed: ('username' | 'name' | 'description' | 'profileImageUrl' | 'verified')[];
+                  before: {
+                    username: string;
+                    name: string;
+                    description: string | null;
+                    profileImageUrl: string | null;
+                    verified: boolean;
+                  };
+                  after: {
+                    username: string;
+                    name: string;
+                    description: string | null;
+                    profileImageUrl: string | null;
+                    verified: boolean;
+                  };
+                  /** Format: date-time */
+                  detectedAt: string;
+                  /** @description the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence) */
+                  sequence: number;
+                }
+              | {
+                  /** @constant */
+                  event: 'monitor.target_unavailable';
+                  monitor: {
+                    id: string;
+                    targetUsername: string | null;
+                    query: string | null;
+                    keywords: string[] | null;
+                  };
+                  /** @enum {string} */
+                  status: 'suspended' | 'protected' | 'not_found' | 'renamed';
+                  /** @enum {string} */
+                  previousStatus: 'ok' | 'suspended' | 'protected' | 'not_found' | 'renamed';
+                  username: string;
+                  newUsername: string | null;
+                  detail: string;
+                  /** Format: date-time */
+                  detectedAt: string;
+                  /** @description the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence) */
+                  sequence: number;
+                }
+            )[];
             meta: components['schemas']['ListMeta'];
           };
         };

@@ -51,6 +51,17 @@ export function monitorRef(monitor: {
   };
 }
 
+/**
+ * The monitor's event number (docs/webhooks.md "Sequence"): 1, 2, 3 … per monitor over its
+ * monitor.hit, monitor.profile_changed and monitor.target_unavailable events, without gaps, fixed
+ * when the event is recorded and the same on every retry and redelivery. Absent only on events
+ * recorded before events were numbered.
+ */
+const Sequence = z
+  .int()
+  .min(1)
+  .meta({ description: 'the monitor\'s event number, without gaps (X-Service-Sequence; "Sequence" below)' });
+
 export const MonitorHitPayload = z
   .object({
     event: z.literal('monitor.hit'),
@@ -64,6 +75,7 @@ export const MonitorHitPayload = z
       })
       .strict(),
     detectedAt: IsoUtcMillis,
+    sequence: Sequence.optional(),
   })
   .strict();
 
@@ -100,6 +112,7 @@ export const MonitorProfileChangedPayload = z
     before: ProfileFields,
     after: ProfileFields,
     detectedAt: IsoUtcMillis,
+    sequence: Sequence.optional(),
   })
   .strict();
 
@@ -122,6 +135,7 @@ export const MonitorTargetUnavailablePayload = z
     newUsername: z.string().min(1).nullable(),
     detail: z.string(),
     detectedAt: IsoUtcMillis,
+    sequence: Sequence.optional(),
   })
   .strict();
 
@@ -415,6 +429,8 @@ export function monitorHitPayload(
   monitor: MonitorHitEvent['monitor'],
   tweet: MonitorHitEvent['tweet'],
   detectedAt: string,
+  sequence?: number | null,
 ): MonitorHitEvent {
-  return { event: 'monitor.hit', monitor: { ...monitor }, tweet: { ...tweet }, detectedAt };
+  const hit: MonitorHitEvent = { event: 'monitor.hit', monitor: { ...monitor }, tweet: { ...tweet }, detectedAt };
+  return sequence == null ? hit : { ...hit, sequence };
 }

@@ -64,8 +64,21 @@ function profileUrl(username: string): string {
   return `https://x.com/${encodeURIComponent(username)}`;
 }
 
-/** Canonical copies with exactly the documented fields, in the order of docs/webhooks.md. */
-function canonicalPayload(p: WebhookPayload): WebhookPayload {
+/** `sequence` last, when the event has one (the test event has none) */
+function withSequence<P extends WebhookPayload>(p: P, sequence: number | undefined): P {
+  return sequence === undefined ? p : { ...p, sequence };
+}
+
+/**
+ * The payload a native webhook delivers: a copy with exactly the documented fields, in the order
+ * of docs/webhooks.md (what the events endpoint answers too).
+ */
+export function webhookPayload(p: WebhookPayload): WebhookPayload {
+  if (p.event === 'monitor.test') return fieldsOf(p);
+  return withSequence(fieldsOf(p), p.sequence);
+}
+
+function fieldsOf(p: WebhookPayload): WebhookPayload {
   const monitor: MonitorRef = {
     id: p.monitor.id,
     targetUsername: p.monitor.targetUsername,
@@ -117,7 +130,7 @@ function canonicalPayload(p: WebhookPayload): WebhookPayload {
 }
 
 export function nativeBody(p: WebhookPayload): string {
-  return JSON.stringify(canonicalPayload(p));
+  return JSON.stringify(webhookPayload(p));
 }
 
 // ---- Discord ----
@@ -410,6 +423,15 @@ export function slackBody(p: WebhookPayload): SlackBody {
 }
 
 /** The exact bytes to send for an endpoint of `kind`. */
+/**
+ * The X-Service-Sequence value of a delivery: the event's `sequence` on a native webhook. Discord
+ * and Slack bodies are those platforms' own formats, which carry no sequence.
+ */
+export function sequenceHeader(kind: WebhookKind, payload: WebhookPayload): number | undefined {
+  if (kind !== 'native' || payload.event === 'monitor.test') return undefined;
+  return payload.sequence;
+}
+
 export function buildBody(kind: WebhookKind, payload: WebhookPayload): string {
   switch (kind) {
     case 'native':

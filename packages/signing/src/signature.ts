@@ -9,6 +9,8 @@ export const HEADER_EVENT = 'X-Service-Event';
 export const HEADER_TIMESTAMP = 'X-Service-Timestamp';
 export const HEADER_SIGNATURE = 'X-Service-Signature';
 export const HEADER_DELIVERY = 'X-Service-Delivery';
+/** The event's number among its monitor's events (the body's `sequence`), native webhooks only. */
+export const HEADER_SEQUENCE = 'X-Service-Sequence';
 export const HEADER_USER_AGENT = 'User-Agent';
 export const HEADER_CONTENT_TYPE = 'Content-Type';
 
@@ -53,6 +55,8 @@ export type SignedWebhookHeaders = {
   'webhook-id': string;
   'webhook-timestamp': string;
   'webhook-signature': string;
+  /** present when the input names a sequence */
+  'X-Service-Sequence'?: string;
 };
 
 export interface SignedHeadersInput {
@@ -70,6 +74,8 @@ export interface SignedHeadersInput {
    * stays on the old one until the switch.
    */
   standardSecrets?: readonly string[];
+  /** The event's sequence number (the body's `sequence`): sent as X-Service-Sequence when given. */
+  sequence?: number | undefined;
 }
 
 export interface VerifyInput {
@@ -151,7 +157,8 @@ export function standardSignature(secret: string, id: string, timestamp: number,
  * Every header a sender must put on a delivery: Content-Type, User-Agent, X-Service-Event,
  * X-Service-Timestamp, X-Service-Signature and X-Service-Delivery (docs/webhooks.md), and the Standard
  * Webhooks trio webhook-id (= X-Service-Delivery), webhook-timestamp (= X-Service-Timestamp) and
- * webhook-signature (one `v1,<base64>` per secret, space-separated).
+ * webhook-signature (one `v1,<base64>` per secret, space-separated); X-Service-Sequence when the
+ * input names the event's sequence.
  */
 export function signedHeaders(input: SignedHeadersInput): SignedWebhookHeaders {
   const { secret, event, deliveryId, body } = input;
@@ -161,6 +168,9 @@ export function signedHeaders(input: SignedHeadersInput): SignedWebhookHeaders {
   }
   if (typeof deliveryId !== 'string' || !TOKEN_RE.test(deliveryId)) {
     throw new TypeError('deliveryId must be 1-200 visible ASCII characters (no spaces or line breaks)');
+  }
+  if (input.sequence !== undefined && !(Number.isSafeInteger(input.sequence) && input.sequence > 0)) {
+    throw new TypeError('sequence must be a positive integer');
   }
   const signature = sign(secret, timestamp, body);
   const standard = (input.standardSecrets ?? [secret]).map((k) => standardSignature(k, deliveryId, timestamp, body));
@@ -174,6 +184,7 @@ export function signedHeaders(input: SignedHeadersInput): SignedWebhookHeaders {
     'webhook-id': deliveryId,
     'webhook-timestamp': String(timestamp),
     'webhook-signature': standard.join(' '),
+    ...(input.sequence !== undefined ? { [HEADER_SEQUENCE]: String(input.sequence) } : {}),
   };
 }
 

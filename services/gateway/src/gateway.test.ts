@@ -521,6 +521,7 @@ describe('gateway', () => {
         '/api/v1/monitors/{id}/webhook/rotate',
         '/api/v1/monitors/{id}/webhook/enable',
         '/api/v1/monitors/{id}/deliveries',
+        '/api/v1/monitors/{id}/events',
         '/api/v1/monitors/{id}/recover',
         '/api/v1/deliveries/{id}/redeliver',
         '/api/v1/search',

@@ -184,6 +184,7 @@ describe('poller', () => {
       monitor: { id: m.id, targetUsername: target, query: null, keywords: null },
       tweet: { id: t.id, text: 'hello world', authorUsername: target, createdAt: t.createdAt.toISOString() },
       detectedAt: hit!.detectedAt.toISOString(),
+      sequence: 1,
     });
     expect(env.payload.tweet.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect((await db.outboxEvent.findUnique({ where: { id: outbox[0]!.id } }))!.publishedAt).toBeInstanceOf(Date);
@@ -353,7 +354,9 @@ describe('poller', () => {
       const [event] = await eventsOf(m.id);
       const row = await db.monitor.findUniqueOrThrow({ where: { id: m.id } });
       const ref = { id: t.id, text: t.text, authorUsername: target, createdAt: t.createdAt.toISOString() };
-      expect(event!.payload).toEqual(monitorHitPayload(monitorRef(row), ref, hit!.detectedAt.toISOString()));
+      // the monitor's first event: sequence 1
+      expect(event!.payload).toEqual(monitorHitPayload(monitorRef(row), ref, hit!.detectedAt.toISOString(), 1));
+      expect(hit!.sequence).toBe(1n);
       expect(event!.headers).toEqual({ accountId, hitId: hit!.id });
       expect(contracts['monitor.hit'].payload.parse(event!.payload)).toEqual(event!.payload);
     }

@@ -15,6 +15,7 @@ import type { SocialSource } from '@sts/social';
 import { DEFAULT_PLAN_RETENTION, type Retention } from '@sts/core';
 import { createMonitorRepository, type MonitorRepository } from './adapters/monitors';
 import { createCoverageReader } from './adapters/coverage';
+import { createEventLog } from './adapters/events';
 import { coverageRoutes } from './http/coverage';
 import { isUuid, parseQuery } from './domain/params';
 import { toApiError } from './http/errors';
@@ -38,7 +39,7 @@ export interface ReadApiOptions {
   /** the monitor/hit store; defaults to PostgreSQL through `db` */
   monitors?: MonitorRepository;
   /** the management endpoints' use-cases and Idempotency-Key store; without them those paths are 404 */
-  manage?: Omit<ManageDeps, 'monitors'>;
+  manage?: Omit<ManageDeps, 'monitors' | 'events' | 'retention'>;
   /** how far back each plan sees its hits (retentionFromEnv); default DEFAULT_PLAN_RETENTION */
   retention?: Retention;
 }
@@ -268,7 +269,8 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
   const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
   const retention = options.retention ?? DEFAULT_PLAN_RETENTION;
   const routes = [...apiRoutes({ source, monitors, users, retention }), ...coverageRoutes(createCoverageReader(db))];
-  if (options.manage) routes.push(...manageRoutes({ ...options.manage, monitors }));
+  if (options.manage)
+    routes.push(...manageRoutes({ ...options.manage, monitors, events: createEventLog(db), retention }));
   const match = createRouter(routes);
   const answers = createAnswers();
   const handleApi = createApiHandler({ match, tokenDigest: sha256(options.internalToken), answers, duration, logger });

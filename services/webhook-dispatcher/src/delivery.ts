@@ -27,7 +27,7 @@ import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
 import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
-import { buildBody, MAX_BODY_BYTES, type WebhookKind, type WebhookPayload } from './domain/payloads';
+import { buildBody, MAX_BODY_BYTES, sequenceHeader, type WebhookKind, type WebhookPayload } from './domain/payloads';
 import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
 import { requestHeaderPairs } from './domain/attemptDetail';
 import { healthNeedsUpdate } from './domain/health';
@@ -458,7 +458,8 @@ class DeliveryFlow {
   private async attempt(ready: Ready, signal: AbortSignal): Promise<SentAttempt> {
     const { job, body, bytes, keys, endpointKey } = ready;
     const webhook = job.monitor.webhook;
-    const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body: bytes });
+    const sequence = sequenceHeader(webhook.kind, job.payload);
+    const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body: bytes, sequence });
     const send = () => this.options.sender.send({ url: webhook.url, body: bytes, headers, endpointKey, signal });
     const result = !tracingEnabled()
       ? await send()

@@ -192,7 +192,7 @@ async function redeliver(ctx: Context, env: EnvelopeOf<'webhook.redeliver'>): Pr
   return redeliverHit(ctx, attempt, m);
 }
 
-/** a redelivered monitor.hit attempt: its hit as it was detected, or dropped when the hit is gone */
+/** a redelivered monitor.hit attempt: its hit as it was detected, with its sequence, or dropped when the hit is gone */
 async function redeliverHit(
   { repo, logger }: Context,
   attempt: { id: string; deliveryId: string; hitId: string | null },
@@ -209,7 +209,8 @@ async function redeliverHit(
     authorUsername: row.tweetAuthorUsername,
     createdAt: row.tweetCreatedAt.toISOString(),
   };
-  const payload = monitorHitPayload(monitorRef(m), tweet, row.detectedAt.toISOString());
+  const sequence = row.sequence === null ? null : Number(row.sequence);
+  const payload = monitorHitPayload(monitorRef(m), tweet, row.detectedAt.toISOString(), sequence);
   return {
     kind: 'job',
     job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload },

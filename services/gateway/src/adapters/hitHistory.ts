@@ -1,7 +1,7 @@
 /**
  * Reads of the stream from PostgreSQL: which of the asked monitors belong to the account, where a
  * new stream starts, and the account's hits after a position in commit order (xid, id), as webhook
- * payloads (the same builder the poller publishes with: monitorHitPayload / monitorRef).
+ * payloads with their sequence (the same builder the poller publishes with: monitorHitPayload / monitorRef).
  *
  * Commit order is read only below the snapshot horizon: every transaction of this database with a
  * smaller xid has ended, so no hit can later appear at or before a position this read returned (a
@@ -48,6 +48,8 @@ interface HitRow extends Omit<HitSqlRow, 'id'> {
   waiting: boolean;
   id: string | null;
   xid: string;
+  /** the monitor's event number (null: recorded before events were numbered) */
+  sequence: string | null;
   target_username: string | null;
   query: string | null;
   keywords: string[];
@@ -79,10 +81,10 @@ export function createHitHistory(db: Db): HitHistory {
               SELECT 1 FROM hits x WHERE x.monitor_id = m.id AND x.xid >= h.horizon LIMIT 1) p) AS waiting)
         SELECT w.waiting, r.* FROM w LEFT JOIN LATERAL (
           SELECT x.id::text, x.xid::text, x.monitor_id::text, x.tweet_id, x.tweet_text, x.tweet_author_username,
-                 x.tweet_created_at, x.detected_at, m.target_username, m.query, m.keywords
+                 x.tweet_created_at, x.detected_at, x.sequence::text, m.target_username, m.query, m.keywords
             FROM h, m CROSS JOIN LATERAL (
                    SELECT y.id, y.xid, y.monitor_id, y.tweet_id, y.tweet_text, y.tweet_author_username,
-                          y.tweet_created_at, y.detected_at
+                          y.tweet_created_at, y.detected_at, y.sequence
                      FROM hits y
                     WHERE y.monitor_id = m.id
                       AND (y.xid, y.id) > (${String(after.xid)}::xid8, ${after.hitId}::uuid)
@@ -109,6 +111,7 @@ function storedHit(r: HitRow): StoredHit {
         createdAt: r.tweet_created_at.toISOString(),
       },
       r.detected_at.toISOString(),
+      r.sequence === null ? null : Number(r.sequence),
     ),
   };
 }

@@ -27,6 +27,7 @@ import {
   MonitorRecord,
   NewTweet,
   Q_MAX_LENGTH,
+  SEQUENCE_MAX,
   TweetRecord,
   UserRecord,
   dataOf,
@@ -34,6 +35,23 @@ import {
   toJsonSchemas,
 } from '@sts/api-contract';
 import { TWEET_ID_RE, USERNAME_RE } from '@sts/core';
+import { contracts } from '@sts/messaging';
+import { z } from 'zod';
+/**
+ * An item of GET …/events: one of the three monitor event payloads of @sts/messaging (the webhook
+ * contracts, docs/webhooks.md), with `sequence` always present.
+ */
+function monitorEventRecord() {
+  const sequence = z.int().min(1).max(SEQUENCE_MAX).meta({
+    description: "the event's number among the monitor's events: 1, 2, 3 … without gaps (X-Service-Sequence)",
+  });
+  const kinds = ['monitor.hit', 'monitor.profile_changed', 'monitor.target_unavailable'] as const;
+  const [hit, profile, unavailable] = kinds.map((k) => contracts[k].payload.extend({ sequence }));
+  return z
+    .union([hit!, profile!, unavailable!])
+    .meta({ description: 'the payload exactly as the native webhook delivers it (docs/webhooks.md)' });
+}
+
 const envelopes = {
   UserOne: dataOf(UserRecord),
   TweetOne: dataOf(TweetRecord),
@@ -51,6 +69,7 @@ const envelopes = {
   PreviewOne: dataOf(PreviewRecord),
   DeliveryList: listOf(DeliveryRecord),
   CoverageOne: dataOf(CoverageRecord),
+  MonitorEventList: listOf(monitorEventRecord()),
 };
 const NAMED = { ...COMPONENTS, ...MANAGE_COMPONENTS, ...COVERAGE_COMPONENTS };
 const generated = toJsonSchemas({ ...NAMED, ...envelopes });
@@ -422,6 +441,30 @@ export const openApiDocument = {
           "The monitor's delivery attempts, newest first, with the request as sent and the response (manage key)",
         parameters: [monitorId, limit, cursor],
         responses: { '200': ok(generated.DeliveryList, 'one page of attempts'), ...manageErrors },
+      },
+    },
+    '/api/v1/monitors/{id}/events': {
+      get: {
+        operationId: 'listMonitorEvents',
+        summary: "The monitor's events after a sequence, oldest first, as its webhook delivers them (manage key)",
+        description: [
+          'Every event of a monitor (monitor.hit, monitor.profile_changed, monitor.target_unavailable) carries',
+          '`sequence`: 1, 2, 3 … per monitor, without gaps (the X-Service-Sequence header). A receiver that sees 41',
+          'after 39 asks for `after=39`. Events are kept as long as the plan keeps hits (docs/api.md "Events by',
+          'sequence"); an `after` that is not a sequence number answers 400 INVALID_REQUEST naming it.',
+        ].join(' '),
+        parameters: [
+          monitorId,
+          param(
+            'after',
+            'query',
+            { type: 'integer', minimum: 0, maximum: SEQUENCE_MAX, default: 0 },
+            'the last sequence the receiver has: the page starts after it (not with `cursor`)',
+          ),
+          limit,
+          cursor,
+        ],
+        responses: { '200': ok(generated.MonitorEventList, 'one page of events'), ...manageErrors },
       },
     },
     '/api/v1/monitors/{id}/recover': {

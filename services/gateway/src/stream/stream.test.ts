@@ -244,6 +244,31 @@ describe('GET /api/v1/stream', () => {
     s.close();
   });
 
+  it("carries each hit's sequence: live as published, resumed as stored with the hit", async () => {
+    const a = await starterWithMonitor();
+    const s1 = await liveStream(a.key, a.monitor);
+    /** a hit numbered `sequence`, stored as the poller stores it (publish() then sends it as the relay would) */
+    const numbered = async (sequence: number, text: string): Promise<HitFixture> => {
+      lastAt = Math.max(Date.now(), lastAt + 1);
+      const hit = await createHit(db, a.monitor, text, new Date(lastAt));
+      await db.hit.updateMany({ where: { id: hit.id }, data: { sequence: BigInt(sequence) } });
+      return { ...hit, payload: { ...hit.payload, sequence } };
+    };
+    const live = await numbered(7, 'live seven');
+    await publish(a.monitor, live);
+    await waitFor(() => hits(s1).some((e) => e.data.includes('live seven')), 5000);
+    expect(JSON.parse(hits(s1).find((e) => e.data.includes('live seven'))!.data)).toEqual(live.payload);
+    const last = hits(s1).at(-1)!;
+    s1.close();
+    await s1.ended;
+    const away = await numbered(8, 'away eight');
+    const s2 = await openStream(port, a.key, '', last.id);
+    await waitFor(() => hits(s2).some((e) => e.data.includes('away eight')), 5000);
+    const resumed = hits(s2).find((e) => e.data.includes('away eight'))!;
+    expect(JSON.parse(resumed.data)).toEqual(away.payload);
+    s2.close();
+  });
+
   it('resumes after Last-Event-ID: stored hits first, in order, then live ones, none twice', async () => {
     const a = await starterWithMonitor();
     const s1 = await liveStream(a.key, a.monitor);

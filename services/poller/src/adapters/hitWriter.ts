@@ -13,6 +13,7 @@ import { Prisma, type Db } from '@sts/db';
 import { hitChunks, inLanes } from '../domain/chunks';
 import { HIT_CHUNK, OUTBOX_CHANNEL, type CursorState, type NewHit, type StoredCursor } from '../domain/pipeline';
 import { pgTime, type ScheduleWrite } from '../domain/schedule';
+import { retryConflicts, sequenceCtes } from './sequences';
 
 export interface HitWriter {
   cursor(targetKey: string): Promise<StoredCursor | null>;
@@ -100,16 +101,37 @@ function chunkPosts(hits: readonly NewHit[]): { posts: NewHit[]; index: number[]
 }
 
 /**
- * The CTEs `post`, `input`, `ins` (inserts the hits not recorded yet, unique on monitor + tweet;
- * returns the new ones) and `events` (an outbox event for each new one: the events join the rows
- * the insert returned, so a hit already recorded gets no second event). What goes over the wire
+ * The CTEs `post`, `input`, `fresh` (the hits this statement's snapshot does not hold yet), their
+ * sequence numbers (./sequences.ts: `counts`, `seq`, `numbered`), `ins` (inserts
+ * them with their numbers, unique on monitor + tweet; returns the new ones), `events` (an outbox
+ * event for each new one, its number in the payload: the events join the rows the insert
+ * returned, so a hit already recorded gets no second event) and `guard` (fails the statement when
+ * a numbered hit was not inserted: another transaction committed it meanwhile; the writer runs
+ * the statement again, see retryConflicts). What goes over the wire
  * is each hit's monitor id and the chunk's posts once: the rows are built in PostgreSQL from
  * `monitors`, the event's `monitor` part too (as @sts/messaging monitorRef: keywords null when
  * empty; poller.test compares them), its `tweet` and `detectedAt` part from the post's event.
  * Events are written in the hits' order. A monitor deleted since it was read gets no hit.
  */
-function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
+/** each hit once: a numbered hit the insert skipped as a duplicate would fail the guard on every run */
+function uniqueHits(hits: readonly NewHit[]): NewHit[] {
+  const seen = new Set<string>();
+  return hits.filter((h) => {
+    const key = `${h.monitorId}:${h.tweetId}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+function hitCtes(all: readonly NewHit[]): Prisma.Sql {
+  const hits = uniqueHits(all);
   const { posts, index } = chunkPosts(hits);
+  // the posts' time span, as parameters: the probe of `fresh` reads only the week partitions of
+  // `hits` that can hold them (pruned when the statement starts, not probed per row)
+  const times = posts.map((p) => p.tweetCreatedAt.getTime());
+  const [first, last] =
+    times.length === 0 ? [new Date(0), new Date(0)] : [new Date(Math.min(...times)), new Date(Math.max(...times))];
   return Prisma.sql`
     post AS (
       SELECT * FROM unnest(
@@ -127,10 +149,19 @@ function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
       JOIN post p ON p.n = i.n
       JOIN monitors m ON m.id = i.monitor_id
     ),
+    fresh AS (
+      SELECT i.* FROM input i
+      WHERE NOT EXISTS (SELECT 1 FROM hits h WHERE h.monitor_id = i.monitor_id AND h.tweet_id = i.tweet_id
+                                              AND h.tweet_created_at = i.tweet_created_at
+                                              AND h.tweet_created_at BETWEEN ${first} AND ${last})
+    ),
+    ${sequenceCtes('fresh')},
     ins AS (
-      INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at)
-      SELECT monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at
-      FROM input ORDER BY ord
+      INSERT INTO hits (monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at,
+                        sequence)
+      SELECT monitor_id, tweet_id, tweet_text, tweet_author_id, tweet_author_username, tweet_created_at, detected_at,
+             sequence
+      FROM numbered ORDER BY ord
       ON CONFLICT (monitor_id, tweet_id, tweet_created_at) DO NOTHING
       RETURNING id, monitor_id, tweet_id
     ),
@@ -139,10 +170,14 @@ function hitCtes(hits: readonly NewHit[]): Prisma.Sql {
       SELECT 'monitor.hit', gen_random_uuid()::text,
              jsonb_build_object('event', 'monitor.hit', 'monitor', jsonb_build_object(
                'id', i.monitor_id::text, 'targetUsername', i.target_username, 'query', i.query,
-               'keywords', CASE WHEN cardinality(i.keywords) > 0 THEN to_jsonb(i.keywords) END)) || i.event,
+               'keywords', CASE WHEN cardinality(i.keywords) > 0 THEN to_jsonb(i.keywords) END)) || i.event
+               || jsonb_build_object('sequence', i.sequence),
              jsonb_build_object('accountId', i.account_id::text, 'hitId', ins.id::text)
-      FROM ins JOIN input i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
+      FROM ins JOIN numbered i ON i.monitor_id = ins.monitor_id AND i.tweet_id = ins.tweet_id
       ORDER BY i.ord
+    ),
+    guard AS MATERIALIZED (
+      SELECT sts_hits_sequenced((SELECT count(*) FROM ins), (SELECT count(*) FROM numbered)) AS ok
     )`;
 }
 
@@ -161,13 +196,22 @@ function hitChunkSql(hits: readonly NewHit[]): Prisma.Sql {
   return Prisma.sql`
     WITH ${hitCtes(hits)},
     wake AS MATERIALIZED (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) AS any_new)
-    SELECT ins.monitor_id::text AS monitor_id, ins.tweet_id FROM ins CROSS JOIN (SELECT count(*) FROM wake) AS woken`;
+    SELECT ins.monitor_id::text AS monitor_id, ins.tweet_id FROM ins CROSS JOIN (SELECT count(*) FROM wake) AS woken
+    UNION ALL
+    SELECT NULL, NULL FROM guard WHERE NOT guard.ok`;
+}
+
+type InsertedRow = { monitor_id: string | null; tweet_id: string | null };
+
+/** the rows the insert returned, without the guard's and the wake-up's (null) rows */
+function insertedOf(rows: readonly InsertedRow[]): { monitor_id: string; tweet_id: string }[] {
+  return rows.filter((r): r is { monitor_id: string; tweet_id: string } => r.monitor_id !== null);
 }
 
 /** Runs one chunk's statement (hitChunkSql) on `runner` (the pool, or a transaction); returns the new hits. */
 async function insertHits(runner: Pick<Db, '$queryRaw'>, hits: NewHit[]): Promise<NewHit[]> {
   if (hits.length === 0) return [];
-  return freshOf(hits, await runner.$queryRaw<{ monitor_id: string; tweet_id: string }[]>(hitChunkSql(hits)));
+  return freshOf(hits, insertedOf(await runner.$queryRaw<InsertedRow[]>(hitChunkSql(hits))));
 }
 
 async function moveCursor(tx: Tx, targetKey: string, cursor: CursorState, polledAt: Date): Promise<void> {
@@ -216,16 +260,17 @@ async function recordMany(
 ): Promise<NewHit[]> {
   if (batches.length === 0) return [];
   const hits = batches.flatMap((b) => b.hits);
-  const rows = await db.$queryRaw<{ monitor_id: string | null; tweet_id: string | null }[]>`
-    WITH ${hitCtes(hits)},
-    cursors AS (${cursorUpsert(batches, polledAt)})
-    SELECT monitor_id::text AS monitor_id, tweet_id FROM ins
-    UNION ALL
-    SELECT NULL, NULL FROM (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) one) woken`;
-  return freshOf(
-    hits,
-    rows.filter((r): r is { monitor_id: string; tweet_id: string } => r.monitor_id !== null),
+  const rows = await retryConflicts(
+    () => db.$queryRaw<InsertedRow[]>`
+      WITH ${hitCtes(hits)},
+      cursors AS (${cursorUpsert(batches, polledAt)})
+      SELECT monitor_id::text AS monitor_id, tweet_id FROM ins
+      UNION ALL
+      SELECT NULL, NULL FROM (SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM (SELECT 1 FROM ins LIMIT 1) one) woken
+      UNION ALL
+      SELECT NULL, NULL FROM guard WHERE NOT guard.ok`,
   );
+  return freshOf(hits, insertedOf(rows));
 }
 
 export function createHitWriter(db: Db): HitWriter {
@@ -243,13 +288,17 @@ export function createHitWriter(db: Db): HitWriter {
       // last, once they all committed, in a transaction with the cursor and schedule
       const { chunks, ordered } = hitChunks(hits, HIT_CHUNK);
       const last = chunks.pop() ?? [];
-      const fresh = (await inLanes(chunks, ordered ? 1 : CHUNK_LANES, (c) => insertHits(db, c))).flat();
-      return db.$transaction(async (tx) => {
-        fresh.push(...(await insertHits(tx, last)));
-        await moveCursor(tx, targetKey, cursor, polledAt);
-        if (schedule) await writeSchedule(tx, targetKey, schedule);
-        return fresh;
-      });
+      const fresh = (
+        await inLanes(chunks, ordered ? 1 : CHUNK_LANES, (c) => retryConflicts(() => insertHits(db, c)))
+      ).flat();
+      return retryConflicts(() =>
+        db.$transaction(async (tx) => {
+          const lastFresh = await insertHits(tx, last);
+          await moveCursor(tx, targetKey, cursor, polledAt);
+          if (schedule) await writeSchedule(tx, targetKey, schedule);
+          return [...fresh, ...lastFresh];
+        }),
+      );
     },
 
     recordMany: (batches, polledAt) => recordMany(db, batches, polledAt),

@@ -9,7 +9,8 @@
  * - writes the snapshot, the monitors' `target_status` on a change of status, and the events:
  *   `monitor.profile_changed` to the active monitors that asked for profile events, and
  *   `monitor.target_unavailable` to every active monitor when the target becomes unavailable or
- *   renamed (each a `monitor_events` row plus an outbox row, the relay publishes them), and one
+ *   renamed (each a `monitor_events` row plus an outbox row, numbered per monitor in the statement
+ *   that writes them, the relay publishes them), and one
  *   `account.target.status` account event per account (the dashboard mails it);
  * - a target back to available is due at once (its polls were backed off).
  * With a flap gate (adapters/flap.ts), a target turning unavailable is the gate's to judge first:
@@ -37,6 +38,7 @@ import type { LookupTarget } from '../domain/schedule';
 import type { TargetFlapGate } from './flap';
 import { lastLooks, lookupTargets } from './profileTargets';
 import { OUTBOX_CHANNEL } from '../domain/pipeline';
+import { sequenceCtes } from './sequences';
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
 
@@ -155,34 +157,40 @@ async function saveSnapshot(tx: Tx, key: string, o: Observation, statusChanged: 
       checked_at = EXCLUDED.checked_at`;
 }
 
-/** one monitor_events row and one outbox row per event */
-async function writeEvents(
-  tx: Tx,
-  events: {
-    monitorId: string;
-    accountId: string;
-    payload: MonitorProfileChangedEvent | MonitorTargetUnavailableEvent;
-  }[],
-): Promise<void> {
+/** an event of a look, for one monitor */
+interface NoticeEvent {
+  monitorId: string;
+  accountId: string;
+  payload: MonitorProfileChangedEvent | MonitorTargetUnavailableEvent;
+}
+
+/**
+ * One monitor_events row and one outbox row per event, numbered in the same statement
+ * (./sequences.ts; a monitor's events in the list's order), and the relay's wake-up. A look writes
+ * its events in one call, so its transaction takes the monitors' counter rows once, in order.
+ */
+async function writeEvents(tx: Tx, events: NoticeEvent[]): Promise<void> {
   if (events.length === 0) return;
-  const rows = events.map((e) => ({ ...e, id: randomUUID() }));
-  await tx.monitorEvent.createMany({
-    data: rows.map((r) => ({
-      id: r.id,
-      monitorId: r.monitorId,
-      kind: r.payload.event,
-      payload: r.payload,
-    })),
-  });
-  await tx.outboxEvent.createMany({
-    data: rows.map((r) => ({
-      routingKey: r.payload.event,
-      messageId: randomUUID(),
-      payload: r.payload,
-      headers: { accountId: r.accountId, eventId: r.id },
-    })),
-  });
-  await tx.$executeRaw`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
+  await tx.$executeRaw`
+    WITH e AS (
+      SELECT * FROM unnest(
+        ${events.map(() => randomUUID())}::uuid[], ${events.map((e) => e.monitorId)}::uuid[],
+        ${events.map((e) => e.accountId)}::text[], ${events.map((e) => e.payload.event)}::text[],
+        ${events.map((e) => JSON.stringify(e.payload))}::jsonb[]
+      ) WITH ORDINALITY AS e(id, monitor_id, account_id, kind, payload, ord)
+    ),
+    ${sequenceCtes('e')},
+    stored AS (
+      INSERT INTO monitor_events (id, monitor_id, kind, payload, sequence)
+      SELECT id, monitor_id, kind, payload || jsonb_build_object('sequence', sequence), sequence FROM numbered
+    ),
+    sent AS (
+      INSERT INTO outbox (routing_key, message_id, payload, headers)
+      SELECT kind, gen_random_uuid()::text, payload || jsonb_build_object('sequence', sequence),
+             jsonb_build_object('accountId', account_id, 'eventId', id::text)
+      FROM numbered ORDER BY ord
+    )
+    SELECT pg_notify(${OUTBOX_CHANNEL}, '')`;
 }
 
 /** a change of status: the monitors show it; unavailable or renamed is told once per monitor and account */
@@ -193,35 +201,32 @@ async function statusChanged(
   o: Observation,
   previous: { status: TargetStatus; username: string },
   at: Date,
-): Promise<number> {
+): Promise<NoticeEvent[]> {
   await tx.$executeRaw`UPDATE monitors SET target_status = ${o.status}, target_status_at = ${at} WHERE target_key = ${key}`;
   if (!isUnavailable(o.status) && o.status !== 'renamed') {
     // back: polled again at once
     await tx.$executeRaw`
       UPDATE poll_targets SET next_due_at = least(next_due_at, now()), changed_at = clock_timestamp()
       WHERE target_key = ${key} AND active_monitors > 0`;
-    return 0;
+    return [];
   }
   const status = o.status as MonitorTargetUnavailableEvent['status'];
   const detail = detailOf(o, previous.username);
   const detectedAt = at.toISOString();
-  await writeEvents(
-    tx,
-    watchers.map((m) => ({
-      monitorId: m.id,
-      accountId: m.account_id,
-      payload: {
-        event: 'monitor.target_unavailable',
-        monitor: monitorRef({ id: m.id, targetUsername: m.target_username, keywords: m.keywords }),
-        status,
-        previousStatus: previous.status,
-        username: previous.username,
-        newUsername: o.renamedTo,
-        detail,
-        detectedAt,
-      },
-    })),
-  );
+  const events: NoticeEvent[] = watchers.map((m) => ({
+    monitorId: m.id,
+    accountId: m.account_id,
+    payload: {
+      event: 'monitor.target_unavailable',
+      monitor: monitorRef({ id: m.id, targetUsername: m.target_username, keywords: m.keywords }),
+      status,
+      previousStatus: previous.status,
+      username: previous.username,
+      newUsername: o.renamedTo,
+      detail,
+      detectedAt,
+    },
+  }));
   const byAccount = new Map<string, string[]>();
   for (const m of watchers) byAccount.set(m.account_id, [...(byAccount.get(m.account_id) ?? []), m.id]);
   for (const [accountId, monitorIds] of byAccount) {
@@ -246,7 +251,7 @@ async function statusChanged(
       skipDuplicates: true,
     });
   }
-  return watchers.length;
+  return events;
 }
 
 function detailOf(o: Observation, username: string): string {
@@ -264,9 +269,9 @@ function detailOf(o: Observation, username: string): string {
   }
 }
 
-async function profileEvents(tx: Tx, watchers: WatcherRow[], o: Observation, last: Profile, at: Date) {
+function profileEvents(watchers: WatcherRow[], o: Observation, last: Profile, at: Date): NoticeEvent[] {
   const after = o.profile;
-  if (!after || o.changed.length === 0) return 0;
+  if (!after || o.changed.length === 0) return [];
   const fields = (p: Profile) => ({
     username: p.username,
     name: p.name,
@@ -275,23 +280,19 @@ async function profileEvents(tx: Tx, watchers: WatcherRow[], o: Observation, las
     verified: p.verified,
   });
   const asked = watchers.filter((m) => (m.events ?? ['posts']).includes('profile'));
-  await writeEvents(
-    tx,
-    asked.map((m) => ({
-      monitorId: m.id,
-      accountId: m.account_id,
-      payload: {
-        event: 'monitor.profile_changed',
-        monitor: monitorRef({ id: m.id, targetUsername: m.target_username, keywords: m.keywords }),
-        userId: after.userId,
-        changed: o.changed,
-        before: fields(last),
-        after: fields(after),
-        detectedAt: at.toISOString(),
-      },
-    })),
-  );
-  return asked.length;
+  return asked.map((m) => ({
+    monitorId: m.id,
+    accountId: m.account_id,
+    payload: {
+      event: 'monitor.profile_changed',
+      monitor: monitorRef({ id: m.id, targetUsername: m.target_username, keywords: m.keywords }),
+      userId: after.userId,
+      changed: o.changed,
+      before: fields(last),
+      after: fields(after),
+      detectedAt: at.toISOString(),
+    },
+  }));
 }
 
 const localSighting: SightingReader = async (tx, targetKey, userId) => {
@@ -323,10 +324,11 @@ async function lookIn(tx: Tx, targetKey: string, at: Date, read: SightingReader,
   const watchers = await tx.$queryRaw<WatcherRow[]>`
     SELECT id::text AS id, account_id::text AS account_id, target_username, keywords, events
     FROM monitors WHERE target_key = ${key} AND is_active`;
-  let events = last ? await profileEvents(tx, watchers, o, last, at) : 0;
+  const events = last ? profileEvents(watchers, o, last, at) : [];
   if (changedStatus)
-    events += await statusChanged(tx, key, watchers, o, { status: previousStatus, username: previousName }, at);
-  return { ...o, targetKey: key, previousStatus, events };
+    events.push(...(await statusChanged(tx, key, watchers, o, { status: previousStatus, username: previousName }, at)));
+  await writeEvents(tx, events);
+  return { ...o, targetKey: key, previousStatus, events: events.length };
 }
 
 /** `gate`: the flap rule's hook (none: every change is marked at once) */

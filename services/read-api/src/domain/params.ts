@@ -5,7 +5,14 @@
  */
 import { InvalidRequestError } from '@sts/common';
 import { isValidTweetId, isValidUsername } from '@sts/core';
-import { CURSOR_MAX_LENGTH, HIT_LIMIT, LIMIT, Q_MAX_LENGTH, TWEET_TEXT_MAX_LENGTH } from '@sts/api-contract';
+import {
+  CURSOR_MAX_LENGTH,
+  HIT_LIMIT,
+  LIMIT,
+  Q_MAX_LENGTH,
+  SEQUENCE_MAX,
+  TWEET_TEXT_MAX_LENGTH,
+} from '@sts/api-contract';
 
 // The bounds are published in the OpenAPI document, so they live with the record shapes.
 
@@ -106,6 +113,25 @@ export function parseSearchQuery(query: Query): string {
 }
 
 /** The opaque cursor as given; whether it is one the source issued is checked by the source. */
+const SEQUENCE = /^(0|[1-9][0-9]{0,15})$/;
+
+/**
+ * `after` of the events endpoint: a sequence number (0 = from the first event; absent: 0). A
+ * cursor of that endpoint stands for one too, so it is passed through this rule again.
+ */
+export function parseAfter(query: Query): number {
+  const raw = single(query, 'after');
+  if (raw === undefined) return 0;
+  const n = SEQUENCE.test(raw) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(n) || n > SEQUENCE_MAX) {
+    throw new InvalidRequestError(
+      `after must be a sequence number (a whole number from 0 to ${SEQUENCE_MAX}), got "${preview(raw)}"`,
+      'after',
+    );
+  }
+  return n;
+}
+
 export function parseCursor(query: Query): string | undefined {
   const raw = single(query, 'cursor');
   if (raw === undefined) return undefined;

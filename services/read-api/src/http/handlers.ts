@@ -34,7 +34,7 @@ export interface HandlerDeps {
  * what storage still holds, so a week being dropped (or not yet) never changes a listing. An
  * unknown plan gets Free's window.
  */
-function hitsSince(retention: Retention, plan: string | null): Date {
+export function hitsSince(retention: Retention, plan: string | null): Date {
   const days = plan === 'starter' ? retention.starter.hitsDays : retention.free.hitsDays;
   return retentionSince(days);
 }

@@ -47,12 +47,18 @@ describe('read-api router', () => {
       .filter((e) => e !== 'GET /api/v1/openapi.json' && e !== 'GET /api/v1/stream'); // served by the gateway itself
     const routes = [
       ...apiRoutes({ source: {} as never, monitors: {} as never, users: {} as never, retention: {} as never }),
-      ...manageRoutes({ useCases: {} as never, idempotency: {} as never, monitors: {} as never }),
+      ...manageRoutes({
+        useCases: {} as never,
+        idempotency: {} as never,
+        monitors: {} as never,
+        events: {} as never,
+        retention: {} as never,
+      }),
       ...coverageRoutes({} as never),
     ];
     const served = routes.flatMap((r) => Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`));
     expect(served.sort()).toEqual(documented.sort());
-    expect(served).toHaveLength(25);
+    expect(served).toHaveLength(26);
   });
 
   it('matches a route, decodes its params once and dispatches on the method', () => {

@@ -15,14 +15,18 @@ import {
   WebhookSettingsInput,
   type MonitorWithSecret,
 } from '@sts/api-contract';
-import { ApiError, NotFoundError, UnauthorizedError } from '@sts/common';
+import { ApiError, InvalidRequestError, NotFoundError, UnauthorizedError } from '@sts/common';
+import type { Retention } from '@sts/core';
+import { decodeCursor, encodeCursor, InvalidCursorError } from '@sts/social';
 import type { UseCases } from '@sts/usecases';
 import { z } from 'zod';
 import type { IdempotencyStore } from '../adapters/idempotency';
+import type { EventLog } from '../adapters/events';
 import type { MonitorRepository } from '../adapters/monitors';
-import { parseCursor, parseFlag, parseLimit } from '../domain/params';
+import { isUuid, parseAfter, parseCursor, parseFlag, parseLimit } from '../domain/params';
 import { listBody, monitorRecord } from '../domain/records';
 import { readJsonBody } from '../http/body';
+import { hitsSince } from '../http/handlers';
 import type { HandlerResult, RequestContext, Route } from '../http/router';
 import { fromUseCaseError } from './errors';
 import { fingerprint, idempotent } from './idempotent';
@@ -34,6 +38,10 @@ export interface ManageDeps {
   idempotency: IdempotencyStore;
   /** the monitor records, as GET /api/v1/monitors answers them */
   monitors: MonitorRepository;
+  /** the monitors' events by sequence (GET …/events) */
+  events: EventLog;
+  /** how far back each plan sees its hits: the events' window too */
+  retention: Retention;
 }
 
 type Handler = (ctx: RequestContext) => Promise<HandlerResult>;
@@ -290,6 +298,39 @@ function deliveryRoutes(deps: ManageDeps): Route[] {
   ];
 }
 
+const EVENT_CURSOR = 'ev';
+
+/** where a page of events starts: `after`, or the sequence a cursor of a previous page names */
+function eventsAfter(ctx: RequestContext): number {
+  const cursor = parseCursor(ctx.query);
+  if (cursor === undefined) return parseAfter(ctx.query);
+  if (ctx.query.has('after'))
+    throw new InvalidRequestError('give after or cursor, not both (a cursor continues its listing)', 'cursor');
+  const [after] = decodeCursor(cursor, EVENT_CURSOR, 1);
+  try {
+    return parseAfter(new Map([['after', [after!]]]));
+  } catch {
+    throw new InvalidCursorError('cursor is not valid');
+  }
+}
+
+/** GET …/events: the monitor's events after a sequence, oldest first, within the plan's hit retention */
+function eventRoutes(deps: ManageDeps): Route[] {
+  const listEvents = async (ctx: RequestContext): Promise<HandlerResult> => {
+    const limit = parseLimit(ctx.query);
+    const after = eventsAfter(ctx);
+    const accountId = requireManage(ctx);
+    const id = ctx.params.id!.toLowerCase();
+    const since = hitsSince(deps.retention, ctx.plan);
+    const page = isUuid(id) ? await deps.events.list(accountId, id, { after, limit, since }) : null;
+    if (!page) throw new NotFoundError('NOT_FOUND', 'monitor not found');
+    const last = page.items[page.items.length - 1];
+    const next = page.more && last && 'sequence' in last ? encodeCursor(EVENT_CURSOR, [String(last.sequence)]) : null;
+    return { status: 200, body: listBody(page.items, next) };
+  };
+  return [{ pattern: '/api/v1/monitors/:id/events', handlers: { GET: listEvents } }];
+}
+
 export function manageRoutes(deps: ManageDeps): Route[] {
-  return [...monitorRoutes(deps), ...webhookRoutes(deps), ...deliveryRoutes(deps)];
+  return [...monitorRoutes(deps), ...webhookRoutes(deps), ...deliveryRoutes(deps), ...eventRoutes(deps)];
 }

@@ -141,7 +141,8 @@ interface DueClaim {
 
 export interface DispatcherRepository {
   getMonitor(id: string): Promise<MonitorContext | null>;
-  getHit(id: string): Promise<HitRecord | null>;
+  /** a recorded hit with its sequence number (null: recorded before events were numbered) */
+  getHit(id: string): Promise<(HitRecord & { sequence: bigint | null }) | null>;
   /** a stored monitor.profile_changed / monitor.target_unavailable event (its payload as first sent) */
   getMonitorEvent(id: string): Promise<{ id: string; kind: string; payload: unknown } | null>;
   getAttempt(id: string): Promise<AttemptRecord | null>;
@@ -594,7 +595,7 @@ export function createPrismaRepository(db: Db, options: RepositoryOptions = {}):
 
   return {
     getMonitor: (id) => loadMonitors(id),
-    getHit: (id) => db.hit.findFirst({ where: { id }, select: hitSelect }),
+    getHit: (id) => db.hit.findFirst({ where: { id }, select: { ...hitSelect, sequence: true } }),
     getMonitorEvent: (id) =>
       db.monitorEvent.findUnique({ where: { id }, select: { id: true, kind: true, payload: true } }),
     getAttempt: (id) =>

@@ -9,6 +9,7 @@ export {
   escapeSlack,
   MAX_BODY_BYTES,
   nativeBody,
+  sequenceHeader,
   slackBody,
   truncate,
   type HitPayload,
