@@ -38,6 +38,15 @@ const queryInput = z
   .max(4096)
   .meta({ description: 'a search query to watch (docs/queries.md); at most 512 characters' });
 
+const retryPolicy = z.enum(['none', 'standard']).meta({
+  description:
+    'none: one attempt (default); standard: a failed delivery is tried again after 5 s, 30 s, 2 min, 10 min, 30 min, 2 h, 6 h and 12 h (±10 %)',
+});
+const ordering = z.enum(['unordered', 'fifo']).meta({
+  description:
+    'unordered (default); fifo: the next event goes only after the previous one succeeded or its retry schedule ran out',
+});
+
 export const NewMonitor = z.strictObject({
   target_username: z
     .string()
@@ -59,6 +68,8 @@ export const NewMonitor = z.strictObject({
     .max(WEBHOOK_URL_MAX_LENGTH)
     .optional()
     .meta({ description: 'HTTPS URL of a public host (Discord and Slack URLs get their own format)' }),
+  retry_policy: retryPolicy.optional(),
+  ordering: ordering.optional(),
 });
 
 export const MonitorEdit = z.strictObject({
@@ -79,6 +90,13 @@ export const MonitorPreviewInput = z.strictObject({
 
 export const WebhookInput = z.strictObject({
   url: z.string().max(WEBHOOK_URL_MAX_LENGTH).meta({ description: 'HTTPS URL of a public host' }),
+  retry_policy: retryPolicy.optional().meta({ description: 'left out: unchanged (a new webhook: none)' }),
+  ordering: ordering.optional().meta({ description: 'left out: unchanged (a new webhook: unordered)' }),
+});
+
+export const WebhookSettingsInput = z.strictObject({
+  retry_policy: retryPolicy.optional().meta({ description: 'left out: unchanged' }),
+  ordering: ordering.optional().meta({ description: 'left out: unchanged' }),
 });
 
 /** the outcomes Recover takes (`exhausted`: a retry schedule that ran out) */
@@ -120,6 +138,8 @@ export const WebhookRecord = z.object({
   previous_secret_until: timestamp.nullable().meta({
     description: 'during an overlapped rotation: until then the old secret still signs too',
   }),
+  retry_policy: retryPolicy,
+  ordering,
   created_at: timestamp,
 });
 
@@ -139,7 +159,15 @@ export const DeliveryRecord = z.object({
   event: z.string().meta({ description: 'monitor.hit or monitor.test' }),
   delivery_id: z.string().meta({ description: 'X-Service-Delivery: the same on a redelivery' }),
   hit_id: z.string().nullable(),
-  outcome: z.enum(['delivered', 'failed', 'skipped']),
+  outcome: z.enum(['delivered', 'failed', 'skipped', 'exhausted']).meta({
+    description: 'exhausted: the last attempt of a retry schedule, failed',
+  }),
+  attempt: z
+    .int()
+    .min(1)
+    .nullable()
+    .meta({ description: "the attempt's number in its delivery's retry schedule (1: the first)" }),
+  next_attempt_at: timestamp.nullable().meta({ description: 'when the next attempt is due (null: none follows)' }),
   status_code: z.int().nullable(),
   latency_ms: count.nullable(),
   error: z.string().nullable(),
@@ -213,6 +241,7 @@ export const MANAGE_COMPONENTS = {
   MonitorEdit,
   MonitorPreviewInput,
   WebhookInput,
+  WebhookSettingsInput,
   RecoverInput,
   MonitorWithSecret,
   Webhook: WebhookRecord,

@@ -13,6 +13,8 @@ describe('which calls need a manage key', () => {
       ['POST', `/api/v1/monitors/${id}/resume`],
       ['POST', `/api/v1/monitors/${id}/recover`],
       ['PUT', `/api/v1/monitors/${id}/webhook`],
+      ['PATCH', `/api/v1/monitors/${id}/webhook`],
+      ['GET', `/api/v1/monitors/${id}/webhook`],
       ['DELETE', `/api/v1/monitors/${id}/webhook`],
       ['POST', `/api/v1/monitors/${id}/webhook/test`],
       ['POST', `/api/v1/monitors/${id}/webhook/rotate`],
@@ -41,7 +43,7 @@ describe('which calls need a manage key', () => {
   it('names the writes a path takes (the gateway passes only these on; the rest is its 405 with Allow)', () => {
     expect(managementWrites('/api/v1/monitors')).toEqual(['POST']);
     expect(managementWrites('/api/v1/monitors/abc').sort()).toEqual(['DELETE', 'PATCH']);
-    expect(managementWrites('/api/v1/monitors/abc/webhook').sort()).toEqual(['DELETE', 'PUT']);
+    expect(managementWrites('/api/v1/monitors/abc/webhook').sort()).toEqual(['DELETE', 'PATCH', 'PUT']);
     expect(managementWrites('/api/v1/monitors/abc/hits')).toEqual([]);
     expect(managementWrites('/api/v1/users/abc')).toEqual([]);
   });

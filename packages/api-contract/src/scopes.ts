@@ -2,9 +2,9 @@
  * The management endpoints, by method and path: what only a `manage` key may call.
  * The gateway passes these writes on to read-api (any other write is its own 405) and refuses them
  * for a `read` key before the call is admitted (403 INSUFFICIENT_SCOPE, no quota used); read-api
- * checks the forwarded scope again. The delivery log (GET …/deliveries) is here too: it shows
- * what the account's endpoints answered; and so are the events by sequence (GET …/events), the
- * payloads the webhooks deliver.
+ * checks the forwarded scope again. The delivery log (GET …/deliveries), a webhook's settings
+ * (GET …/webhook) and the events by sequence (GET …/events, the payloads the webhooks deliver) are
+ * here too: they show the account's endpoints and what they answered.
  */
 const ID = '[^/]+';
 const MANAGEMENT: readonly (readonly [method: string, path: RegExp])[] = [
@@ -14,6 +14,8 @@ const MANAGEMENT: readonly (readonly [method: string, path: RegExp])[] = [
   ['DELETE', new RegExp(`^/api/v1/monitors/${ID}$`)],
   ['POST', new RegExp(`^/api/v1/monitors/${ID}/(?:pause|resume|recover)$`)],
   ['PUT', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
+  ['PATCH', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
+  ['GET', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
   ['DELETE', new RegExp(`^/api/v1/monitors/${ID}/webhook$`)],
   ['POST', new RegExp(`^/api/v1/monitors/${ID}/webhook/(?:test|rotate|enable)$`)],
   ['GET', new RegExp(`^/api/v1/monitors/${ID}/(?:deliveries|events)$`)],

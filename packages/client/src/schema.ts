@@ -200,7 +200,8 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /** The monitor's webhook: URL as shown, health and delivery rules (manage key) */
+    get: operations['getWebhook'];
     /** Set or replace the monitor's webhook URL; a new signing secret is returned once (manage key) */
     put: operations['setWebhook'];
     post?: never;
@@ -208,7 +209,8 @@ export interface paths {
     delete: operations['deleteWebhook'];
     options?: never;
     head?: never;
-    patch?: never;
+    /** Change the webhook's delivery rules (retry_policy, ordering); URL and secret stay (manage key) */
+    patch: operations['updateWebhook'];
     trace?: never;
   };
   '/api/v1/monitors/{id}/webhook/test': {
@@ -561,6 +563,16 @@ export interface components {
       check_interval_sec?: number;
       /** @description HTTPS URL of a public host (Discord and Slack URLs get their own format) */
       webhook_url?: string;
+      /**
+       * @description none: one attempt (default); standard: a failed delivery is tried again after 5 s, 30 s, 2 min, 10 min, 30 min, 2 h, 6 h and 12 h (±10 %)
+       * @enum {string}
+       */
+      retry_policy?: 'none' | 'standard';
+      /**
+       * @description unordered (default); fifo: the next event goes only after the previous one succeeded or its retry schedule ran out
+       * @enum {string}
+       */
+      ordering?: 'unordered' | 'fifo';
     };
     MonitorEdit: {
       /** @description the account to watch, with or without @ (or give query) */
@@ -599,6 +611,28 @@ export interface components {
     WebhookInput: {
       /** @description HTTPS URL of a public host */
       url: string;
+      /**
+       * @description left out: unchanged (a new webhook: none)
+       * @enum {string}
+       */
+      retry_policy?: 'none' | 'standard';
+      /**
+       * @description left out: unchanged (a new webhook: unordered)
+       * @enum {string}
+       */
+      ordering?: 'unordered' | 'fifo';
+    };
+    WebhookSettingsInput: {
+      /**
+       * @description left out: unchanged
+       * @enum {string}
+       */
+      retry_policy?: 'none' | 'standard';
+      /**
+       * @description left out: unchanged
+       * @enum {string}
+       */
+      ordering?: 'unordered' | 'fifo';
     };
     RecoverInput: {
       /**
@@ -676,6 +710,16 @@ export interface components {
        * @description during an overlapped rotation: until then the old secret still signs too
        */
       previous_secret_until: string | null;
+      /**
+       * @description none: one attempt (default); standard: a failed delivery is tried again after 5 s, 30 s, 2 min, 10 min, 30 min, 2 h, 6 h and 12 h (±10 %)
+       * @enum {string}
+       */
+      retry_policy: 'none' | 'standard';
+      /**
+       * @description unordered (default); fifo: the next event goes only after the previous one succeeded or its retry schedule ran out
+       * @enum {string}
+       */
+      ordering: 'unordered' | 'fifo';
       /** Format: date-time */
       created_at: string;
     };
@@ -701,6 +745,16 @@ export interface components {
        * @description during an overlapped rotation: until then the old secret still signs too
        */
       previous_secret_until: string | null;
+      /**
+       * @description none: one attempt (default); standard: a failed delivery is tried again after 5 s, 30 s, 2 min, 10 min, 30 min, 2 h, 6 h and 12 h (±10 %)
+       * @enum {string}
+       */
+      retry_policy: 'none' | 'standard';
+      /**
+       * @description unordered (default); fifo: the next event goes only after the previous one succeeded or its retry schedule ran out
+       * @enum {string}
+       */
+      ordering: 'unordered' | 'fifo';
       /** Format: date-time */
       created_at: string;
       /** @description the new signing secret, shown this once */
@@ -719,8 +773,18 @@ export interface components {
       /** @description X-Service-Delivery: the same on a redelivery */
       delivery_id: string;
       hit_id: string | null;
-      /** @enum {string} */
-      outcome: 'delivered' | 'failed' | 'skipped';
+      /**
+       * @description exhausted: the last attempt of a retry schedule, failed
+       * @enum {string}
+       */
+      outcome: 'delivered' | 'failed' | 'skipped' | 'exhausted';
+      /** @description the attempt's number in its delivery's retry schedule (1: the first) */
+      attempt: number | null;
+      /**
+       * Format: date-time
+       * @description when the next attempt is due (null: none follows)
+       */
+      next_attempt_at: string | null;
       status_code: number | null;
       latency_ms: number | null;
       error: string | null;
@@ -5131,6 +5195,386 @@ export interface operations {
       };
     };
   };
+  getWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description monitor id */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the webhook */
+      200: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: components['schemas']['Webhook'];
+          };
+        };
+      };
+      /** @description INVALID_REQUEST: a parameter or the body is invalid (`param` names it) */
+      400: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNAUTHORIZED: missing, malformed, unknown or revoked API key (no quota headers: the account is not known) */
+      401: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INSUFFICIENT_SCOPE (a read key; no quota headers, nothing counted), PLAN_LIMIT (`limit`, `plan`: the plan allows no more) or EMAIL_UNVERIFIED */
+      403: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NOT_FOUND (also another account's monitor or attempt) */
+      404: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description METHOD_NOT_ALLOWED: see the Allow header */
+      405: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NO_WEBHOOK: the monitor has no webhook */
+      409: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: the body is larger than 16 KiB */
+      413: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNSUPPORTED_MEDIA_TYPE: the body is not application/json */
+      415: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description QUOTA_EXCEEDED (monthly quota used up; Retry-After runs to the next UTC month) or RATE_LIMIT_EXCEEDED (per-minute limit; Retry-After runs to the next minute). Refused calls use no quota. */
+      429: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          /** @description seconds to wait */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INTERNAL */
+      500: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source failed */
+      502: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description SERVICE_UNAVAILABLE (the service is temporarily unavailable) or UPSTREAM_BUSY (the upstream X budget cannot afford the read now; nothing was sent); see Retry-After */
+      503: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source did not answer in time */
+      504: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
   setWebhook: {
     parameters: {
       query?: never;
@@ -5623,6 +6067,390 @@ export interface operations {
       };
       /** @description METHOD_NOT_ALLOWED: see the Allow header */
       405: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description PAYLOAD_TOO_LARGE: the body is larger than 16 KiB */
+      413: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNSUPPORTED_MEDIA_TYPE: the body is not application/json */
+      415: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description QUOTA_EXCEEDED (monthly quota used up; Retry-After runs to the next UTC month) or RATE_LIMIT_EXCEEDED (per-minute limit; Retry-After runs to the next minute). Refused calls use no quota. */
+      429: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          /** @description seconds to wait */
+          'Retry-After'?: number;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INTERNAL */
+      500: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source failed */
+      502: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description SERVICE_UNAVAILABLE (the service is temporarily unavailable) or UPSTREAM_BUSY (the upstream X budget cannot afford the read now; nothing was sent); see Retry-After */
+      503: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UPSTREAM_ERROR: the data source did not answer in time */
+      504: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+    };
+  };
+  updateWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description monitor id */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['WebhookSettingsInput'];
+      };
+    };
+    responses: {
+      /** @description the webhook as it is now */
+      200: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: components['schemas']['Webhook'];
+          };
+        };
+      };
+      /** @description INVALID_REQUEST: a parameter or the body is invalid (`param` names it) */
+      400: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description UNAUTHORIZED: missing, malformed, unknown or revoked API key (no quota headers: the account is not known) */
+      401: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description INSUFFICIENT_SCOPE (a read key; no quota headers, nothing counted), PLAN_LIMIT (`limit`, `plan`: the plan allows no more) or EMAIL_UNVERIFIED */
+      403: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NOT_FOUND (also another account's monitor or attempt) */
+      404: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description METHOD_NOT_ALLOWED: see the Allow header */
+      405: {
+        headers: {
+          /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
+          'X-Request-Id'?: string;
+          /** @description monthly quota of the plan (calls) */
+          'X-Quota-Limit'?: number;
+          /** @description calls left this month */
+          'X-Quota-Remaining'?: number;
+          /** @description epoch seconds when the monthly quota resets (start of the next UTC month) */
+          'X-Quota-Reset'?: number;
+          /** @description requests allowed per minute */
+          'X-RateLimit-Limit'?: number;
+          /** @description requests left in the current minute */
+          'X-RateLimit-Remaining'?: number;
+          /** @description epoch seconds when the current minute ends */
+          'X-RateLimit-Reset'?: number;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: the policies with quota q and window w in seconds, e.g. `"minute";q=30;w=60, "month";q=150000;w=2592000` */
+          'RateLimit-Policy'?: string;
+          /** @description IETF draft-ietf-httpapi-ratelimit-headers: remaining units r and seconds t until reset per policy, e.g. `"minute";r=29;t=42, "month";r=149990;t=1234567` */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description NO_WEBHOOK: the monitor has no webhook */
+      409: {
         headers: {
           /** @description the request id: the client's own (1–128 of [A-Za-z0-9._:-]) or a new UUID */
           'X-Request-Id'?: string;

@@ -153,8 +153,3 @@ export async function inSpan<T>(
     throw err;
   }
 }
-
-/** `fn` bound to the active context, for work queued now and run later (a lane's turn); `fn` itself while off */
-export function bindActive<F extends (...args: never[]) => unknown>(fn: F): F {
-  return provider === null ? fn : context.bind(context.active(), fn);
-}

@@ -244,6 +244,8 @@ class InMemoryStore {
           createdAt: at,
           updatedAt: at,
           webhook: webhook && {
+            retryPolicy: 'none',
+            ordering: 'unordered',
             ...webhook,
             ...FRESH_WEBHOOK,
             heldCount: 0,
@@ -273,8 +275,16 @@ class InMemoryStore {
         const created = m.webhook
           ? { secretRotatedAt: at, createdAt: m.webhook.createdAt }
           : { secretRotatedAt: null, createdAt: at };
+        const settings = {
+          retryPolicy: m.webhook?.retryPolicy ?? 'none',
+          ordering: m.webhook?.ordering ?? 'unordered',
+        };
         const held = { heldCount: m.webhook?.heldCount ?? 0, heldDropped: m.webhook?.heldDropped ?? 0 };
-        m.webhook = { ...hook, ...FRESH_WEBHOOK, ...held, ...created };
+        m.webhook = { ...settings, ...hook, ...FRESH_WEBHOOK, ...held, ...created };
+        return Promise.resolve();
+      },
+      configureWebhook: (monitorId, settings) => {
+        Object.assign(this.webhookOf(monitorId), settings);
         return Promise.resolve();
       },
       webhookSecret: (monitorId) => Promise.resolve(this.webhookOf(monitorId).secretCiphertext),

@@ -533,6 +533,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       const first = (await uc.deliveries.list(other, monitorId, { limit: 1 })).items[0]!;
       expect(Object.keys(first).sort()).toEqual(
         [
+          'attempt',
           'createdAt',
           'deliveryId',
           'error',
@@ -540,6 +541,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
           'hitId',
           'id',
           'latencyMs',
+          'nextAttemptAt',
           'outcome',
           'responseSnippet',
           'statusCode',

@@ -24,8 +24,8 @@ import { monitorRef } from '@sts/messaging';
 import { standardWebhookSecret } from '@sts/signing';
 import { idOrNotFound, loadAccount, PLAN_LABEL, planOf, requireVerified, type Ctx } from './context';
 import { ConflictError, NotFoundError, PlanLimitError, ValidationError } from './errors';
-import type { MonitorRecord, WebhookRecord } from './repositories/monitors';
-import { MONITOR_EVENT_KINDS } from './types';
+import type { MonitorRecord, WebhookRecord, WebhookSettings } from './repositories/monitors';
+import { MONITOR_EVENT_KINDS, ORDERINGS, RETRY_POLICIES } from './types';
 import type {
   MonitorEdit,
   MonitorEventKind,
@@ -34,6 +34,7 @@ import type {
   Queued,
   TargetStatusName,
   WebhookHealthView,
+  WebhookSettingsInput,
   WebhookView,
   WebhookWithSecret,
 } from './types';
@@ -55,8 +56,26 @@ function toWebhookView(w: WebhookRecord): WebhookView {
     secretRotatedAt: w.secretRotatedAt,
     previousSecretUntil: w.previousSecretUntil,
     health: webhookHealth(w),
+    retryPolicy: w.retryPolicy,
+    ordering: w.ordering,
     createdAt: w.createdAt,
   };
+}
+
+/** the delivery rules given, checked; ValidationError naming the field for an unknown value */
+function checkWebhookSettings(raw: WebhookSettingsInput | undefined): WebhookSettings {
+  const out: WebhookSettings = {};
+  if (raw?.retryPolicy !== undefined) {
+    const p = RETRY_POLICIES.find((v) => v === raw.retryPolicy);
+    if (!p) throw new ValidationError('retryPolicy', `must be one of ${RETRY_POLICIES.join(', ')}`);
+    out.retryPolicy = p;
+  }
+  if (raw?.ordering !== undefined) {
+    const o = ORDERINGS.find((v) => v === raw.ordering);
+    if (!o) throw new ValidationError('ordering', `must be one of ${ORDERINGS.join(', ')}`);
+    out.ordering = o;
+  }
+  return out;
 }
 
 /** the dispatcher's rules (services/webhook-dispatcher domain/health.ts): 5 in a row = failing */
@@ -251,8 +270,15 @@ export interface MonitorUseCases {
 }
 
 export interface WebhookUseCases {
-  /** sets or replaces the URL; a new signing secret is made and returned once (a broken flag is cleared) */
-  set(accountId: string, monitorId: string, url: string): Promise<WebhookWithSecret>;
+  /**
+   * Sets or replaces the URL; a new signing secret is made and returned once (a broken flag is
+   * cleared). The delivery rules given are set; those left out stay (a new webhook: none, unordered).
+   */
+  set(accountId: string, monitorId: string, url: string, settings?: WebhookSettingsInput): Promise<WebhookWithSecret>;
+  /** the webhook; ConflictError('no_webhook') without one */
+  get(accountId: string, monitorId: string): Promise<WebhookView>;
+  /** changes its delivery rules only (URL and secret stay); ConflictError('no_webhook') without a webhook */
+  configure(accountId: string, monitorId: string, settings: WebhookSettingsInput): Promise<WebhookView>;
   /**
    * A new signing secret, returned once; ConflictError('no_webhook') without a webhook. By default
    * the old secret overlaps for `overlapSec` (default 24 h): webhook-signature carries both,
@@ -356,6 +382,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
       const keywords = checkKeywords(input.keywords);
       const filters = checkFilters(input);
       const events = checkEvents(input.events, watched.query !== null);
+      const settings = checkWebhookSettings(input.webhookSettings);
       const account = await loadAccount(ctx, accountId);
       if (input.webhookUrl !== undefined) requireVerified(ctx, account, 'save a webhook URL');
       const plan = planOf(ctx, account);
@@ -376,7 +403,7 @@ export function monitorUseCases(ctx: Ctx): { monitors: MonitorUseCases; admin: M
           ...filterColumns(filters),
           ...(events ? { events } : {}),
           checkIntervalSec: interval,
-          webhook: hook && secretCiphertext ? { url: hook.url, kind: hook.kind, secretCiphertext } : null,
+          webhook: hook && secretCiphertext ? { url: hook.url, kind: hook.kind, secretCiphertext, ...settings } : null,
         },
         limit,
       );
@@ -437,15 +464,16 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
   }
 
   return {
-    async set(accountId, monitorId, rawUrl) {
+    async set(accountId, monitorId, rawUrl, rawSettings) {
       // the monitor first: another account's id is NotFound whatever the URL
       const m = await load(accountId, monitorId);
+      const settings = checkWebhookSettings(rawSettings);
       requireVerified(ctx, await loadAccount(ctx, accountId), 'save a webhook URL');
       const hook = await checkWebhookUrl(rawUrl, ctx.opts.webhookUrlCheck);
       const secret = generateWebhookSecret();
       await repo.setWebhook(
         m.id,
-        { url: hook.url, kind: hook.kind, secretCiphertext: encrypt(secret, m.id) },
+        { url: hook.url, kind: hook.kind, secretCiphertext: encrypt(secret, m.id), ...settings },
         ctx.now(),
       );
       const webhook = toWebhookView((await withWebhook(accountId, m.id)).webhook);
@@ -473,6 +501,17 @@ export function webhookUseCases(ctx: Ctx): WebhookUseCases {
       });
       const webhook = toWebhookView((await withWebhook(accountId, m.id)).webhook);
       return { webhook, secret, standardSecret: standardWebhookSecret(secret), warnings: [] };
+    },
+
+    async get(accountId, monitorId) {
+      return toWebhookView((await withWebhook(accountId, monitorId)).webhook);
+    },
+
+    async configure(accountId, monitorId, rawSettings) {
+      const m = await withWebhook(accountId, monitorId);
+      const settings = checkWebhookSettings(rawSettings);
+      if (Object.keys(settings).length > 0) await repo.configureWebhook(m.id, settings);
+      return toWebhookView((await withWebhook(accountId, m.id)).webhook);
     },
 
     async useNewSecret(accountId, monitorId) {

@@ -176,7 +176,23 @@ export interface WebhookView {
   previousSecretUntil: Date | null;
   /** endpoint health, kept by the dispatcher */
   health: WebhookHealthView;
+  /** the delivery rules (docs/webhooks.md, "Delivery rules") */
+  retryPolicy: RetryPolicyName;
+  ordering: OrderingName;
   createdAt: Date;
+}
+
+/** none: one attempt; standard: eight more on the schedule of docs/webhooks.md */
+export const RETRY_POLICIES = ['none', 'standard'] as const;
+export type RetryPolicyName = (typeof RETRY_POLICIES)[number];
+/** fifo: the next event goes only once the previous one succeeded or its schedule ran out */
+export const ORDERINGS = ['unordered', 'fifo'] as const;
+export type OrderingName = (typeof ORDERINGS)[number];
+
+/** a webhook's delivery rules as given (the CLI's strings included); each left out stays as it is */
+export interface WebhookSettingsInput {
+  retryPolicy?: string | undefined;
+  ordering?: string | undefined;
 }
 
 /**
@@ -246,6 +262,8 @@ export interface MonitorInput {
   intervalSec?: number;
   /** creates the webhook too; its secret is returned once */
   webhookUrl?: string;
+  /** the new webhook's delivery rules (default none, unordered) */
+  webhookSettings?: WebhookSettingsInput;
 }
 
 export interface MonitorEdit {
@@ -277,7 +295,12 @@ export interface DeliveryView {
   /** X-Service-Delivery */
   deliveryId: string;
   hitId: string | null;
-  outcome: 'delivered' | 'failed' | 'skipped';
+  /** `exhausted`: the last attempt of a retry schedule, failed */
+  outcome: 'delivered' | 'failed' | 'skipped' | 'exhausted';
+  /** the attempt's number in its delivery's retry schedule (1: the first; null: logged before attempts were numbered) */
+  attempt: number | null;
+  /** when the next attempt of a retrying delivery is due (null: none follows) */
+  nextAttemptAt: Date | null;
   statusCode: number | null;
   latencyMs: number | null;
   error: string | null;

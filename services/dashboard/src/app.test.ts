@@ -206,6 +206,49 @@ describe('dashboard over HTTP', () => {
     expect(again.text).not.toMatch(/whsec_/);
   });
 
+  it("saves the webhook's delivery rules (retries, order); an unknown value is a 422 naming the field that changes nothing", async () => {
+    const c = client();
+    await join(c, 'rules@example.com');
+    const created = await c.req('/monitors', {
+      _csrf: c.csrf((await c.req('/monitors/new')).text),
+      target: 'someone',
+      keywords: '',
+      intervalSec: '',
+      webhookUrl: 'https://discord.com/api/webhooks/123456789012345676/TokenTokenTokenTokenToken',
+    });
+    const monitorPath = created.location ?? '';
+    const page = await c.req(monitorPath);
+    expect(page.text).toMatch(/<option value="none"\s+selected>/);
+    expect(page.text).toMatch(/<option value="unordered"\s+selected>/);
+    const saved = await c.req(`${monitorPath}/webhook/rules`, {
+      _csrf: c.csrf(page.text),
+      retryPolicy: 'standard',
+      ordering: 'fifo',
+    });
+    expect(saved.status).toBe(303);
+    const after = await c.req(monitorPath);
+    expect(after.text).toMatch(/<option value="standard"\s+selected>/);
+    expect(after.text).toMatch(/<option value="fifo"\s+selected>/);
+    const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
+    try {
+      const monitorId = monitorPath.split('/').pop()!;
+      expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).toMatchObject({
+        retryPolicy: 'standard',
+        ordering: 'fifo',
+      });
+      const bad = await c.req(`${monitorPath}/webhook/rules`, {
+        _csrf: c.csrf(after.text),
+        retryPolicy: 'sometimes',
+        ordering: 'fifo',
+      });
+      expect(bad.status).toBe(422);
+      expect(bad.text).toMatch(/must be one of none, standard/i);
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).retryPolicy).toBe('standard');
+    } finally {
+      await db.$disconnect();
+    }
+  });
+
   it("shows the monitor's coverage: covered until, its gaps on a timeline and in a table, and the latency figures", async () => {
     const c = client();
     await join(c, 'coverage@example.com');

@@ -41,6 +41,7 @@ const MALFORMED = [
 /** a body the operation accepts, so that the request reaches the id (an empty body is refused first) */
 function bodyOf(template: string, method: string): unknown {
   if (method === 'put' && template.endsWith('/webhook')) return { url: 'https://hooks.test/h' };
+  if (method === 'patch' && template.endsWith('/webhook')) return { ordering: 'fifo' };
   if (template.endsWith('/recover')) return { since: new Date(Date.now() - 3_600_000).toISOString() };
   if (method === 'patch') return { keywords: ['a'] };
   return {};

@@ -318,6 +318,55 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
     );
   });
 
+  it('takes retry_policy and ordering on create and update, returns them on read; an unknown value is a 400 naming the field', async () => {
+    const { key } = await stack.account('starter', 'manage');
+    const created = await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
+      target_username: 'alice',
+      webhook_url: 'https://hooks.test/r',
+      retry_policy: 'standard',
+    });
+    expect(created.status).toBe(201);
+    const m = created.body.data;
+    const base = `/api/v1/monitors/${m.id}/webhook`;
+    const read = await call(key, 'GET', base, '/api/v1/monitors/{id}/webhook');
+    expect(read.body.data).toMatchObject({ monitor_id: m.id, retry_policy: 'standard', ordering: 'unordered' });
+    expect(read.body.data).not.toHaveProperty('webhook_secret');
+
+    const patched = await call(key, 'PATCH', base, '/api/v1/monitors/{id}/webhook', { ordering: 'fifo' });
+    expect([patched.status, patched.body]).toEqual([200, expect.anything()]);
+    expect(patched.body.data).toMatchObject({ retry_policy: 'standard', ordering: 'fifo' });
+    // PUT replaces the URL (a new secret); rules left out stay, rules given change
+    const put = await call(key, 'PUT', base, '/api/v1/monitors/{id}/webhook', {
+      url: 'https://hooks.test/s',
+      retry_policy: 'none',
+    });
+    expect(put.body.data).toMatchObject({ retry_policy: 'none', ordering: 'fifo', webhook_secret: expect.any(String) });
+
+    for (const [method, body, param] of [
+      ['PATCH', { retry_policy: 'always' }, 'retry_policy'],
+      ['PATCH', { ordering: 'lifo' }, 'ordering'],
+      ['PUT', { url: 'https://hooks.test/t', retry_policy: 'sometimes' }, 'retry_policy'],
+    ] as const) {
+      const bad = await call(key, method, base, '/api/v1/monitors/{id}/webhook', body);
+      expect([bad.status, bad.body.code, bad.body.param]).toEqual([400, 'INVALID_REQUEST', param]);
+      expect(bad.body.error).toContain(param);
+    }
+    const badCreate = await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
+      target_username: 'alice',
+      webhook_url: 'https://hooks.test/u',
+      ordering: 'random',
+    });
+    expect([badCreate.status, badCreate.body.code, badCreate.body.param]).toEqual([400, 'INVALID_REQUEST', 'ordering']);
+    const row = await stack.db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: m.id } });
+    expect([row.url, row.retryPolicy, row.ordering]).toEqual(['https://hooks.test/s', 'none', 'fifo']);
+
+    // without a webhook: 409 NO_WEBHOOK on read and update
+    const plain = (await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', { target_username: 'alice' })).body
+      .data;
+    const none = await call(key, 'GET', `/api/v1/monitors/${plain.id}/webhook`, '/api/v1/monitors/{id}/webhook');
+    expect([none.status, none.body.code]).toEqual([409, 'NO_WEBHOOK']);
+  });
+
   it('pages the delivery log with attempt detail, redelivers one attempt and recovers failures since a time', async () => {
     const { key } = await stack.account('starter', 'manage');
     const m = (

@@ -1,8 +1,7 @@
 /**
  * The webhook dispatcher: takes monitor.hit, monitor.test and webhook.redeliver messages from its
- * own durable queue and turns each into at most one delivery (messages.ts), queued per endpoint
- * so one endpoint cannot hold the slots others need (lanes.ts, adapters/parking.ts), sent and
- * logged attempt by attempt (delivery.ts). A message is acknowledged only after its attempts are
+ * own durable queue and hands each to the delivery flow (delivery.ts: prepare → acquire the
+ * endpoint's lane → send → record → settle), which turns it into at most one delivery. A message is acknowledged only after its attempts are
  * committed; when the database write fails the handler throws, so the message comes back.
  *
  * Fails closed: when a stored secret cannot be decrypted (a wrong SECRETS_ENCRYPTION_KEY) it
@@ -10,24 +9,23 @@
  * Stops within a grace period: waiting messages go back at once, deliveries in flight get
  * `shutdownGraceMs` to finish; what is not finished then is handed back unlogged.
  */
-import { bindActive } from '@sts/telemetry';
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
-import { deadLetterQueueName, narrowEnvelope, type Envelope } from '@sts/messaging';
+import { deadLetterQueueName, type Envelope } from '@sts/messaging';
 import type client from 'prom-client';
-import { laneKey, paceRuleFor } from './domain/pacing';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
 import { createAmqpParking, type Parking } from './adapters/parking';
-import { isMissingParent, isTransientDbError, type DispatcherRepository } from './adapters/repository';
+import { isMissingParent, isTransientDbError, type ClaimedDue, type DispatcherRepository } from './adapters/repository';
 import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
-import { createDeliverer, DrainAbortError, SecretsUnavailableError, type Job } from './delivery';
-import { createLaneScheduler, type LaneControl, type LaneScheduler } from './lanes';
-import { createMessagePreparer } from './messages';
+import { createDeliveryFlow, DrainAbortError, SecretsUnavailableError, type Source } from './delivery';
+import { createLaneScheduler, type LaneScheduler } from './lanes';
+import { createJobSources } from './messages';
+import { DueDeliveries } from './dueDeliveries';
 import { createMetrics, type DispatcherMetrics } from './metrics';
+import { dispatchSettingDefaults, type DispatcherEnv } from './env';
 import { Holding } from './hold';
 import type { HoldBounds } from './domain/hold';
 import type { HoldingStore } from './adapters/holding';
-import type { DispatcherEnv } from './env';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
 const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
@@ -57,30 +55,76 @@ export interface DispatcherOptions {
   /** test hooks of the sender (DNS resolution, URL override); see httpsSender.ts */
   senderOverrides?: Pick<HttpsSenderOptions, 'lookup' | 'urlOverride'>;
   now?: () => Date;
-  /** when the database is unreachable, wait this long before handing the message back (default 1000) */
+  /** when the database is unreachable, wait this long before handing the message back (default TRANSIENT_RETRY_DELAY_MS) */
   transientRetryDelayMs?: number;
   /** AMQP URL for parking backed-up messages (start() sets parking up); without it they wait in memory */
   amqpUrl?: string;
-  /** how long a parked message stays away before it comes back (default 5000) */
+  /** how long a parked message stays away before it comes back */
   deferMs?: number;
-  /** a message may wait in memory only if its endpoint should start it within this time (default 2000) */
+  /** a message may wait in memory only if its endpoint should start it within this time (default HOLD_MS) */
   holdMs?: number;
-  /** stop(): how long deliveries in flight may take to finish (default 20000) */
+  /** stop(): how long deliveries in flight may take to finish */
   shutdownGraceMs?: number;
+  /** how often due deliveries (retries, fifo turns) are claimed */
+  duePollMs?: number;
+  /** due deliveries in flight at once */
+  dueInFlight?: number;
   /** the hold of a disabled endpoint's events (hold.ts); without it they are logged as skipped */
   holding?: HoldingStore;
-  /** WEBHOOK_HOLD_DAYS and WEBHOOK_HOLD_MAX (default 3 days, 10,000) */
+  /** WEBHOOK_HOLD_DAYS and WEBHOOK_HOLD_MAX (default: the environment's) */
   holdBounds?: HoldBounds;
   /** how often held events of enabled endpoints are looked for (default 1000 ms) */
   holdSweepMs?: number;
-  /** delete attempts older than this many days (default 30); 0 turns the job off */
 }
+
+/** a message may wait in memory for a lane only if the lane should start it within this time (ms) */
+const HOLD_MS = 2000;
+/** when the database is unreachable, how long a message waits before it is handed back (ms) */
+const TRANSIENT_RETRY_DELAY_MS = 1000;
+
+/** createDispatcher's options with every limit set: the environment's defaults for those left out (tests leave most out) */
+type Resolved = DispatcherOptions & Required<Pick<DispatcherOptions, LimitName>>;
+type LimitName =
+  | 'timeoutMs'
+  | 'maxConcurrencyPerEndpoint'
+  | 'prefetch'
+  | 'deferMs'
+  | 'shutdownGraceMs'
+  | 'holdMs'
+  | 'transientRetryDelayMs'
+  | 'duePollMs'
+  | 'dueInFlight';
+
+function resolve(options: DispatcherOptions): Resolved {
+  const d = dispatchSettingDefaults;
+  return {
+    ...options,
+    timeoutMs: options.timeoutMs ?? d.WEBHOOK_TIMEOUT_MS,
+    maxConcurrencyPerEndpoint: options.maxConcurrencyPerEndpoint ?? d.WEBHOOK_MAX_CONCURRENCY_PER_ENDPOINT,
+    prefetch: options.prefetch ?? d.DISPATCH_PREFETCH,
+    deferMs: options.deferMs ?? d.DISPATCH_DEFER_MS,
+    shutdownGraceMs: options.shutdownGraceMs ?? d.DISPATCH_SHUTDOWN_GRACE_MS,
+    holdMs: options.holdMs ?? HOLD_MS,
+    transientRetryDelayMs: options.transientRetryDelayMs ?? TRANSIENT_RETRY_DELAY_MS,
+    duePollMs: options.duePollMs ?? d.DISPATCH_DUE_POLL_MS,
+    dueInFlight: options.dueInFlight ?? d.DISPATCH_DUE_IN_FLIGHT,
+  };
+}
+
+/**
+ * A due delivery's claim outlasts what one delivery can take: its wait in the lane, the request
+ * (timeoutMs, once more on the sender's one reconnect) and Discord/Slack 429 waits (at most a
+ * minute, domain/pacing.ts).
+ */
+const dueLeaseMs = (timeoutMs: number) => 4 * timeoutMs + 120_000;
 
 export interface Dispatcher {
   /** declares and binds the queue, sets parking up, starts consuming */
   start(): Promise<void>;
   /** handles one message (what the consumer calls) */
   handle(envelope: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome>;
+  /** claims the deliveries due now (retries, fifo turns) and resolves once they are settled; start() polls for them */
+  deliverDue(): Promise<number>;
   /**
    * Drains: waiting messages are handed back at once, deliveries in flight get shutdownGraceMs to
    * finish (logged and acked); the rest are aborted and handed back unlogged. Call together with
@@ -123,23 +167,24 @@ export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
     amqpUrl: env.AMQP_URL,
     deferMs: env.DISPATCH_DEFER_MS,
     shutdownGraceMs: env.DISPATCH_SHUTDOWN_GRACE_MS,
+    duePollMs: env.DISPATCH_DUE_POLL_MS,
+    dueInFlight: env.DISPATCH_DUE_IN_FLIGHT,
     holdBounds: { days: env.WEBHOOK_HOLD_DAYS, max: env.WEBHOOK_HOLD_MAX },
   } satisfies Partial<DispatcherOptions>;
 }
 
-/** what to do with a message whose handling threw (rethrows what is not understood) */
+/** what to do with a message or due delivery whose handling threw (rethrows what is not understood) */
 async function outcomeOfError(
-  env: Envelope<DispatcherRoutingKey>,
+  meta: { messageId: string; routingKey: string },
   err: unknown,
   ctx: {
     logger: Logger;
     metrics: DispatcherMetrics;
     failClosed: (err: Error) => void;
-    transientRetryDelayMs: number | undefined;
+    transientRetryDelayMs: number;
   },
 ): Promise<ConsumeOutcome> {
   const { logger, metrics } = ctx;
-  const meta = { messageId: env.messageId, routingKey: env.routingKey };
   if (err instanceof SecretsUnavailableError) {
     ctx.failClosed(err);
     return 'requeue';
@@ -155,40 +200,44 @@ async function outcomeOfError(
       ...meta,
       error: err instanceof Error ? err.message : String(err),
     });
-    await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs ?? 1000));
+    await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs));
     return 'requeue';
   }
   if (isMissingParent(err)) {
     logger.info('monitor or hit deleted during delivery; message dropped', meta);
     return 'ack';
   }
-  metrics.messages.inc({ routing_key: env.routingKey, result: 'error' });
+  metrics.messages.inc({ routing_key: meta.routingKey, result: 'error' });
   logger.error('handling failed; message will be retried', { ...meta, err });
   throw err;
 }
 
-/** The parts a dispatcher composes; the logic lives in them (messages.ts, delivery.ts, lanes.ts, the adapters). */
+/** The parts a dispatcher composes; the logic lives in them (delivery.ts and what it calls). */
 interface Parts {
   sender: HttpsSender;
   metrics: DispatcherMetrics;
-  deliverer: ReturnType<typeof createDeliverer>;
-  prepare: ReturnType<typeof createMessagePreparer>;
+  flow: ReturnType<typeof createDeliveryFlow>;
   lanes: LaneScheduler;
 }
 
-function prefetchOf(options: DispatcherOptions): number {
-  return options.prefetch ?? 256;
+/** the due deliveries' poller, handing each to `handler` */
+function createDue(options: Resolved, handler: (due: ClaimedDue) => Promise<ConsumeOutcome>): DueDeliveries {
+  return new DueDeliveries({
+    repository: options.repository,
+    logger: options.logger,
+    handler,
+    pollMs: options.duePollMs,
+    maxInFlight: options.dueInFlight,
+    perWebhook: options.maxConcurrencyPerEndpoint,
+    leaseMs: dueLeaseMs(options.timeoutMs),
+  });
 }
 
-function concurrencyOf(options: DispatcherOptions): number {
-  return options.maxConcurrencyPerEndpoint ?? 8;
-}
-
-function createSender(options: DispatcherOptions): HttpsSender {
+function createSender(options: Resolved): HttpsSender {
   const { logger } = options;
   return createHttpsSender({
-    timeoutMs: options.timeoutMs ?? 15_000,
-    maxConcurrencyPerEndpoint: concurrencyOf(options),
+    timeoutMs: options.timeoutMs,
+    maxConcurrencyPerEndpoint: options.maxConcurrencyPerEndpoint,
     allowPrivateHosts: options.allowPrivateHosts ?? [],
     // the delivery log says only "non-public address"; the address itself is for this log
     onRefused: (host, detail) => logger.warn('webhook address refused', { host, detail }),
@@ -196,38 +245,36 @@ function createSender(options: DispatcherOptions): HttpsSender {
   });
 }
 
-function createParts(options: DispatcherOptions): Parts {
+function createParts(options: Resolved): Parts {
   const { repository, logger } = options;
-  const concurrency = concurrencyOf(options);
+  const concurrency = options.maxConcurrencyPerEndpoint;
   const sender = createSender(options);
   const metrics = createMetrics(options.registry);
-  const now = options.now ?? (() => new Date());
-  return {
+  // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
+  // formed leaves the other half to other endpoints until the sweep re-checks it.
+  const lanes = createLaneScheduler({
+    concurrency,
+    holdMs: options.holdMs,
+    maxWaitingPerLane: Math.max(concurrency, Math.floor(options.prefetch / 2)),
+  });
+  const flow = createDeliveryFlow({
+    repository,
     sender,
+    logger,
     metrics,
-    deliverer: createDeliverer({
-      repository,
-      sender,
-      logger,
-      metrics,
-      secretsKey: options.secretsKey,
-      secretsOldKeys: options.secretsOldKeys,
-      now,
-    }),
-    prepare: createMessagePreparer(repository, logger),
-    // Half the prefetch at most waits for one endpoint: even a lane that looked fast when its line
-    // formed leaves the other half to other endpoints until the sweep re-checks it.
-    lanes: createLaneScheduler({
-      concurrency,
-      holdMs: options.holdMs ?? 2000,
-      maxWaitingPerLane: Math.max(concurrency, Math.floor(prefetchOf(options) / 2)),
-    }),
-  };
+    jobs: createJobSources(repository, logger),
+    lanes,
+    secretsKey: options.secretsKey,
+    secretsOldKeys: options.secretsOldKeys,
+    now: options.now ?? (() => new Date()),
+  });
+  return { sender, metrics, flow, lanes };
 }
 
 /**
  * The running dispatcher: the drain and fail-closed state in fields, one method per step of a
- * message (handle → process → deliver) and of the life cycle (start, stop, close).
+ * message's life (handle → process, which runs the delivery flow) and of the service's (start,
+ * stop, close).
  */
 class WebhookDispatcher implements Dispatcher {
   private parking: Parking | null = null;
@@ -235,27 +282,32 @@ class WebhookDispatcher implements Dispatcher {
   private readonly abort = new AbortController();
   private stopping: Promise<void> | null = null;
   private fault: Error | null = null;
+  private readonly due: DueDeliveries;
   private readonly holding: Holding | null;
 
   constructor(
-    private readonly options: DispatcherOptions,
+    private readonly options: Resolved,
     private readonly parts: Parts,
   ) {
     // one listener per delivery in flight (hundreds): not a leak
     setMaxListeners(0, this.abort.signal);
+    this.due = createDue(options, this.handleDue);
     this.holding = options.holding
       ? new Holding({
           store: options.holding,
           repository: options.repository,
-          deliverer: parts.deliverer,
-          lanes: parts.lanes,
+          flow: parts.flow,
           logger: options.logger,
-          bounds: options.holdBounds ?? { days: 3, max: 10_000 },
+          bounds: options.holdBounds ?? {
+            days: dispatchSettingDefaults.WEBHOOK_HOLD_DAYS,
+            max: dispatchSettingDefaults.WEBHOOK_HOLD_MAX,
+          },
           signal: this.abort.signal,
           now: options.now ?? (() => new Date()),
           ...(options.holdSweepMs !== undefined && { sweepMs: options.holdSweepMs }),
         })
       : null;
+    parts.flow.useHolding(this.holding);
   }
 
   async start(): Promise<void> {
@@ -265,16 +317,18 @@ class WebhookDispatcher implements Dispatcher {
     await options.messaging.consume({
       queue,
       bindings: DISPATCHER_BINDINGS,
-      prefetch: prefetchOf(options),
+      prefetch: options.prefetch,
       handler: this.handle,
     });
     if (options.amqpUrl) {
-      this.parking = await startParking(options.amqpUrl, queue, options.deferMs ?? 5000, options.logger);
+      this.parking = await startParking(options.amqpUrl, queue, options.deferMs, options.logger);
+      parts.flow.useParking(this.parking);
     }
     this.holding?.start();
     const parking = this.parking;
     const dlq = deadLetterQueueName(queue);
     if (parking) parts.metrics.setDeadLetterReader(async () => ({ [dlq]: await parking.depth(dlq) }));
+    this.due.start();
   }
 
   /** handles one message (the consumer's handler) */
@@ -292,6 +346,20 @@ class WebhookDispatcher implements Dispatcher {
     this.parts.metrics.messages.inc({ routing_key: env.routingKey, result: outcome });
     return outcome;
   };
+
+  /** delivers one claimed due delivery (the due poller's handler) */
+  private readonly handleDue = async (due: ClaimedDue): Promise<ConsumeOutcome> => {
+    if (this.fault || this.stopping) return 'requeue';
+    const work = this.deliver({ kind: 'due', due }, { messageId: due.deliveryId, routingKey: due.event });
+    this.inflight.add(work);
+    try {
+      return await work;
+    } finally {
+      this.inflight.delete(work);
+    }
+  };
+
+  readonly deliverDue = (): Promise<number> => this.due.runOnce();
 
   stop(): Promise<void> {
     this.stopping ??= this.drain();
@@ -314,8 +382,8 @@ class WebhookDispatcher implements Dispatcher {
 
   private async drain(): Promise<void> {
     this.parts.lanes.releaseAll();
-    const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs ?? 20_000);
-    await Promise.allSettled([...this.inflight, this.holding?.stop()]);
+    const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs);
+    await Promise.allSettled([...this.inflight, this.due.stop(), this.holding?.stop()]);
     clearTimeout(timer);
     await this.parking?.close();
   }
@@ -334,55 +402,32 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   private async process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
-    const { logger } = this.options;
     if (!DISPATCHER_BINDINGS.includes(env.routingKey)) {
-      logger.warn('unexpected routing key; dead-lettered', { routingKey: env.routingKey, messageId: env.messageId });
+      this.options.logger.warn('unexpected routing key; dead-lettered', {
+        routingKey: env.routingKey,
+        messageId: env.messageId,
+      });
       return 'dead-letter';
     }
+    return this.deliver({ kind: 'message', env }, { messageId: env.messageId, routingKey: env.routingKey });
+  }
+
+  /** the delivery flow, and what its error makes of the message or due delivery */
+  private async deliver(source: Source, meta: { messageId: string; routingKey: string }): Promise<ConsumeOutcome> {
     try {
-      const prepared = await this.parts.prepare(narrowEnvelope(env));
-      return prepared.kind === 'settled' ? prepared.outcome : await this.deliver(env, prepared.job);
+      return await this.parts.flow.deliver(source, this.abort.signal);
     } catch (err) {
-      return outcomeOfError(env, err, {
-        logger,
+      return outcomeOfError(meta, err, {
+        logger: this.options.logger,
         metrics: this.parts.metrics,
         failClosed: (e) => this.failClosed(e),
         transientRetryDelayMs: this.options.transientRetryDelayMs,
       });
     }
   }
-
-  /** runs a job that goes out in its endpoint's lane; parks the message when the lane is backed up */
-  private async deliver(env: Envelope<DispatcherRoutingKey>, job: Job): Promise<ConsumeOutcome> {
-    const { deliverer, lanes, metrics } = this.parts;
-    if (await this.holding?.hold(job, env.routingKey === 'webhook.redeliver')) return 'ack';
-    const sendable = deliverer.sendable(job);
-    if (!sendable) {
-      await deliverer.recordSkip(job);
-      return 'ack';
-    }
-    const { kind, url } = sendable.monitor.webhook;
-    let mayDefer = this.parking !== null;
-    for (;;) {
-      // bound to the message's trace (OpenTelemetry): a queued turn runs outside its async context
-      const r = await lanes.run(
-        laneKey(kind, url),
-        paceRuleFor(kind),
-        mayDefer,
-        bindActive((control: LaneControl) => deliverer.send(sendable, control, this.abort.signal)),
-        sendable.monitor.accountId,
-      );
-      if (r.kind === 'ran') return 'ack';
-      if (r.kind === 'released') return 'requeue';
-      if (this.parking && (await this.parking.park(env))) {
-        metrics.messages.inc({ routing_key: env.routingKey, result: 'deferred' });
-        return 'ack';
-      }
-      mayDefer = false; // parking failed: wait in memory like before
-    }
-  }
 }
 
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
-  return new WebhookDispatcher(options, createParts(options));
+  const resolved = resolve(options);
+  return new WebhookDispatcher(resolved, createParts(resolved));
 }

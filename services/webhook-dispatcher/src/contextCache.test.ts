@@ -28,6 +28,8 @@ function context(id: string, accountId = 'acct-1', endpointId: string | null = `
           consecutiveFailures: 0,
           firstFailureAt: null,
           disabledAt: null,
+          retryPolicy: 'none',
+          ordering: 'unordered',
           heldCount: 0,
         }
       : null,

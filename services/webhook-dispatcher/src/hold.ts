@@ -19,19 +19,17 @@ import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import { parsePayload, type RoutingKey } from '@sts/messaging';
 import { droppedReasons, holdCutoff, holdsEvent, type HoldBounds } from './domain/hold';
-import { laneKey, paceRuleFor } from './domain/pacing';
-import { finalOutcome, redactWebhookUrl } from './domain/policy';
+import { finalOutcome, LIVE_EVENTS, redactWebhookUrl } from './domain/policy';
 import type { DeliveryEvent } from './adapters/consumer';
 import type { DropRule, HeldEvent, HoldingStore } from './adapters/holding';
 import type { DispatcherRepository, MonitorContext } from './adapters/repository';
-import type { createDeliverer, Job } from './delivery';
-import type { LaneControl, LaneScheduler } from './lanes';
+import type { createDeliveryFlow, Job } from './delivery';
 
 export interface HoldingOptions {
   store: HoldingStore;
   repository: DispatcherRepository;
-  deliverer: ReturnType<typeof createDeliverer>;
-  lanes: LaneScheduler;
+  /** the delivery flow a released event goes through (delivery.ts) */
+  flow: ReturnType<typeof createDeliveryFlow>;
   logger: Logger;
   bounds: HoldBounds;
   /** aborts releases in flight when the dispatcher stops */
@@ -47,11 +45,8 @@ export interface HoldingOptions {
 
 /** rows one drop statement removes at most */
 const DROP_BATCH = 1000;
-const HELD_EVENTS: readonly string[] = [
-  'monitor.hit',
-  'monitor.profile_changed',
-  'monitor.target_unavailable',
-] satisfies DeliveryEvent[];
+/** what is held: a monitor's live events (not a test ping, not a requested redelivery) */
+const HELD_EVENTS: readonly string[] = LIVE_EVENTS satisfies readonly DeliveryEvent[];
 
 /** the job of a held event: its payload as published, the monitor as it is now */
 function jobOf(row: HeldEvent, monitor: MonitorContext): Job | null {
@@ -62,9 +57,10 @@ function jobOf(row: HeldEvent, monitor: MonitorContext): Job | null {
   return 'detectedAt' in payload ? { ...job, detectedAt: payload.detectedAt } : job;
 }
 
-/** the time a held event is ordered by: its detectedAt (every held kind carries one) */
+/** the time a held event is ordered by: its detectedAt (a deletion: deletedAt) */
 function heldOrder(job: Job, now: Date): Date {
-  const at = 'detectedAt' in job.payload ? Date.parse(job.payload.detectedAt) : NaN;
+  const p = job.payload;
+  const at = Date.parse('detectedAt' in p ? p.detectedAt : 'deletedAt' in p ? p.deletedAt : '');
   return Number.isFinite(at) ? new Date(at) : now;
 }
 
@@ -176,7 +172,7 @@ export class Holding {
 
   /** one held event out (or logged as skipped); false when the release stops here */
   private async releaseOne(row: HeldEvent, endpointId: string): Promise<boolean> {
-    const { store, repository, deliverer, lanes, signal } = this.o;
+    const { store, repository, flow, signal } = this.o;
     const monitor = await repository.getMonitor(row.monitorId);
     if (!monitor) return false; // deleted: its held events went with it
     if (monitor.webhook?.disabledAt) {
@@ -188,19 +184,9 @@ export class Holding {
     // a claim that expired: sent and logged before (a dispatcher stopped before removing it)? not again
     const logged = row.reclaimed && finalOutcome(await repository.loggedAttempts(row.deliveryId)) !== null;
     if (job && !logged) {
-      const sendable = deliverer.sendable(job);
-      if (!sendable) await deliverer.recordSkip(job);
-      else {
-        const { kind, url } = sendable.monitor.webhook;
-        const r = await lanes.run(
-          laneKey(kind, url),
-          paceRuleFor(kind),
-          false,
-          (control: LaneControl) => deliverer.send(sendable, control, signal),
-          monitor.accountId,
-        );
-        if (r.kind !== 'ran') return false; // stopping: the claim expires and another replica sends it
-      }
+      // the flow skips it (logged) when it may not go out, else sends it in its endpoint's lane
+      const outcome = await flow.deliver({ kind: 'held', job }, signal);
+      if (outcome === 'requeue') return false; // stopping: the claim expires and another replica sends it
     }
     await store.finish(row.id, endpointId);
     return true;

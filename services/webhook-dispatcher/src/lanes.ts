@@ -22,11 +22,11 @@
 import { allowedWaiting, canStart, LANE_IDLE_FORGET_MS, nextLatency, pruneDone } from './domain/laneRules';
 import { TokenBucket, type PaceRule } from './domain/pacing';
 
-type LaneOutcome<T> = { kind: 'ran'; value: T } | { kind: 'deferred' } | { kind: 'released' };
+/** what acquiring a lane's slot came to: the slot (release it when done), or the message goes back */
+type Acquired = { kind: 'acquired'; slot: LaneSlot } | { kind: 'deferred' } | { kind: 'released' };
 
-export interface LaneControl {
-  /** the lane's key (pacing.ts `laneKey`): computed once by the caller of run(), reused as the sender's endpoint key */
-  readonly key: string;
+/** A slot held in a lane: the holder paces its further requests and releases it once. */
+export interface LaneSlot {
   /** waits until the lane's pace allows the next request (for a send after a 429) */
   paced(): Promise<void>;
   /** the platform asked for a pause until `until` (ms, Date.now() clock) */
@@ -53,6 +53,7 @@ export interface LaneSchedulerOptions {
 interface Waiter {
   owner: string;
   mayDefer: boolean;
+  /** takes the lane's slot for this waiter (synchronously: the caller counts it at once) */
   start: () => void;
   settle: (o: { kind: 'deferred' } | { kind: 'released' }) => void;
 }
@@ -78,17 +79,11 @@ interface Lane {
 
 export interface LaneScheduler {
   /**
-   * Runs `task` in lane `key` when its turn comes. `deferred`: the lane is backed up, park the
-   * message instead (only when `mayDefer`). `released`: the scheduler is stopping. `owner` (the
-   * account) is what the lane is shared fairly between.
+   * A slot in lane `key` when its turn comes; the holder must release() it. `deferred`: the lane
+   * is backed up, park the message instead (only when `mayDefer`). `released`: the scheduler is
+   * stopping. `owner` (the account) is what the lane is shared fairly between.
    */
-  run<T>(
-    key: string,
-    pace: PaceRule | null,
-    mayDefer: boolean,
-    task: (control: LaneControl) => Promise<T>,
-    owner?: string,
-  ): Promise<LaneOutcome<T>>;
+  acquire(key: string, pace: PaceRule | null, mayDefer: boolean, owner?: string): Promise<Acquired>;
   /** stop: every waiting message is answered `released`, new ones too */
   releaseAll(): void;
   stats(): { lanes: number; active: number; waiting: number };
@@ -127,26 +122,20 @@ class Lanes implements LaneScheduler {
     this.sweeper.unref();
   }
 
-  run<T>(
-    key: string,
-    pace: PaceRule | null,
-    mayDefer: boolean,
-    task: (control: LaneControl) => Promise<T>,
-    owner = '',
-  ): Promise<LaneOutcome<T>> {
+  acquire(key: string, pace: PaceRule | null, mayDefer: boolean, owner = ''): Promise<Acquired> {
     if (this.released) return Promise.resolve({ kind: 'released' });
     const lane = this.laneFor(key, pace);
     if (lane.waiting.length === 0 && this.canStart(lane)) {
       lane.bucket?.tryTake(this.now());
-      return this.execute(lane, task, owner);
+      return Promise.resolve({ kind: 'acquired', slot: this.occupy(lane, owner) });
     }
     if (mayDefer && lane.waiting.length >= this.allowedWaiting(lane) && !this.makeRoomFor(lane, owner))
       return Promise.resolve({ kind: 'deferred' });
-    return new Promise((resolve, reject) => {
+    return new Promise((resolve) => {
       lane.waiting.push({
         owner,
         mayDefer,
-        start: () => void this.execute(lane, task, owner).then(resolve, reject),
+        start: () => resolve({ kind: 'acquired', slot: this.occupy(lane, owner) }),
         settle: resolve,
       });
       this.pump(lane);
@@ -258,24 +247,8 @@ class Lanes implements LaneScheduler {
     }
   }
 
-  private control(lane: Lane, release: () => void): LaneControl {
-    const now = this.now;
-    return {
-      key: lane.key,
-      release,
-      paced: async () => {
-        if (!lane.bucket) return;
-        for (;;) {
-          const wait = lane.bucket.waitMs(now());
-          if (wait === 0 && lane.bucket.tryTake(now())) return;
-          await new Promise((r) => setTimeout(r, Math.max(1, wait)));
-        }
-      },
-      blockUntil: (until) => lane.bucket?.blockUntil(until, now()),
-    };
-  }
-
-  private async execute<T>(lane: Lane, task: (c: LaneControl) => Promise<T>, owner: string): Promise<LaneOutcome<T>> {
+  /** counts a start in the lane and hands out its slot */
+  private occupy(lane: Lane, owner: string): LaneSlot {
     const started = this.now();
     const id = ++this.taskIds;
     lane.active.set(id, started);
@@ -286,22 +259,29 @@ class Lanes implements LaneScheduler {
       const oldest = lane.startedBy.keys().next();
       if (!oldest.done) lane.startedBy.delete(oldest.value);
     }
-    const release = () => {
-      if (!lane.active.delete(id)) return;
-      const left = (lane.activeBy.get(owner) ?? 1) - 1;
-      if (left > 0) lane.activeBy.set(owner, left);
-      else lane.activeBy.delete(owner);
-      lane.latencyMs = nextLatency(lane.latencyMs, this.now() - started);
-      lane.idleSince = this.now();
-      lane.done.push(lane.idleSince);
-      if (lane.done.length > this.options.maxWaitingPerLane) lane.done.shift();
-      this.pump(lane);
+    const now = this.now;
+    return {
+      release: () => {
+        if (!lane.active.delete(id)) return;
+        const left = (lane.activeBy.get(owner) ?? 1) - 1;
+        if (left > 0) lane.activeBy.set(owner, left);
+        else lane.activeBy.delete(owner);
+        lane.latencyMs = nextLatency(lane.latencyMs, now() - started);
+        lane.idleSince = now();
+        lane.done.push(lane.idleSince);
+        if (lane.done.length > this.options.maxWaitingPerLane) lane.done.shift();
+        this.pump(lane);
+      },
+      paced: async () => {
+        if (!lane.bucket) return;
+        for (;;) {
+          const wait = lane.bucket.waitMs(now());
+          if (wait === 0 && lane.bucket.tryTake(now())) return;
+          await new Promise((r) => setTimeout(r, Math.max(1, wait)));
+        }
+      },
+      blockUntil: (until) => lane.bucket?.blockUntil(until, now()),
     };
-    try {
-      return { kind: 'ran', value: await task(this.control(lane, release)) };
-    } finally {
-      release();
-    }
   }
 
   /** re-checks the waiting lines as estimates change; forgets lanes idle for long */

@@ -273,4 +273,33 @@ describe('webhook-dispatcher process', () => {
       await other.stop();
     }
   });
+
+  it('a retry due while the dispatcher is down goes out once it is back, once', async () => {
+    const m = await createMonitor(db, bed.box, { accountId: monitor.accountId, url: `${receiver.url}/retry` });
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard' } });
+    receiver.setResponder((req) => ({ status: req.path === '/retry' ? 503 : 200 }));
+    const quick = { ...env(), DISPATCH_DUE_POLL_MS: '200' };
+    const first = await spawnDispatcher(quick);
+    running.push(first);
+    const id = await publishHit(await createHit(db, m), m);
+    const due = () => db.webhookDeliveryDue.count({ where: { deliveryId: id } });
+    await waitFor(async () => (await due()) === 1, 30_000);
+    first.child.kill('SIGKILL');
+    await first.exited;
+
+    // the retry falls due while no dispatcher runs; the receiver is back meanwhile
+    await db.webhookDeliveryDue.update({ where: { deliveryId: id }, data: { dueAt: new Date(Date.now() - 60_000) } });
+    receiver.setResponder(() => ({ status: 200 }));
+    running.push(await spawnDispatcher(quick));
+    await waitFor(async () => (await due()) === 0, 30_000);
+    // a few more polls: nothing goes again
+    await new Promise((r) => setTimeout(r, 1000));
+    const sent = receiver.requests.filter((r) => r.headers['x-service-delivery'] === id);
+    expect(sent.map((r) => r.headers['webhook-id'])).toEqual([id, id]);
+    const logged = await db.deliveryAttempt.findMany({ where: { deliveryId: id }, orderBy: { attempt: 'asc' } });
+    expect(logged.map((a) => [a.attempt, a.outcome])).toEqual([
+      [1, 'failed'],
+      [2, 'delivered'],
+    ]);
+  });
 });

@@ -15,9 +15,9 @@ import {
   type MonitorProfileChangedEvent,
   type MonitorTargetUnavailableEvent,
 } from '@sts/messaging';
-import { finalOutcome } from './domain/policy';
-import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
-import type { DispatcherRepository, MonitorContext } from './adapters/repository';
+import { finalOutcome, LIVE_EVENTS } from './domain/policy';
+import type { ConsumeOutcome, DeliveryEvent, DispatcherRoutingKey } from './adapters/consumer';
+import type { ClaimedDue, DispatcherRepository, MonitorContext } from './adapters/repository';
 import type { Job } from './delivery';
 
 /** a message's job, or what becomes of a message that asks for none */
@@ -72,8 +72,8 @@ async function hit(ctx: Context, env: EnvelopeOf<'monitor.hit'>): Promise<Prepar
   }
   if (env.redelivered) {
     // The broker re-sent a message we may have handled already (we stopped before the ack).
-    // Its final attempt is logged: do not send again (delivered, or failed: no automatic
-    // retries). Not logged: it was never sent, or sent but not recorded; send it (at least once).
+    // Its attempt is logged: do not send again (delivered, or failed: a retry, when its webhook
+    // has a schedule, was written in the same statement as the attempt). Not logged: it was never sent, or sent but not recorded; send it (at least once).
     const logged = finalOutcome(await repo.loggedAttempts(env.messageId));
     if (logged) {
       logger.info('hit already handled; redelivered message acknowledged', {
@@ -227,21 +227,51 @@ async function redeliverHit(
   };
 }
 
-export function createMessagePreparer(repo: DispatcherRepository, logger: Logger) {
+/** the events a delivery's schedule applies to (a retry, a fifo turn): a monitor's live events */
+export const SCHEDULED_EVENTS: readonly string[] = LIVE_EVENTS satisfies readonly DeliveryEvent[];
+
+/** a due delivery's job: its payload as first sent, its monitor as it is now */
+async function dueJob({ repo, logger }: Context, due: ClaimedDue): Promise<Prepared> {
+  const monitor = await repo.getMonitor(due.monitorId);
+  // a deleted monitor or webhook took its due rows with it
+  if (!monitor) return settled('ack');
+  const base = { deliveryId: due.deliveryId, hitId: due.hitId, monitor };
+  switch (due.event) {
+    case 'monitor.hit':
+      return job({ ...base, event: due.event, payload: contracts[due.event].payload.parse(due.payload) });
+    case 'monitor.profile_changed':
+      return job({ ...base, event: due.event, payload: contracts[due.event].payload.parse(due.payload) });
+    case 'monitor.target_unavailable':
+      return job({ ...base, event: due.event, payload: contracts[due.event].payload.parse(due.payload) });
+    case 'monitor.post_deleted':
+      return job({ ...base, event: due.event, payload: contracts[due.event].payload.parse(due.payload) });
+    default:
+      logger.warn('due delivery of an event that is never scheduled; dropped', { deliveryId: due.deliveryId });
+      return settled('dead-letter');
+  }
+}
+
+const job = (j: Job): Prepared => ({ kind: 'job', job: j });
+
+/** where jobs come from: a message (its first attempt) or a due delivery (a retry, a fifo turn) */
+export function createJobSources(repo: DispatcherRepository, logger: Logger) {
   const ctx: Context = { repo, logger };
-  /** the job of a message, or what to do with the message when there is none */
-  return function prepare(env: EnvelopeOf<DispatcherRoutingKey>): Promise<Prepared> {
-    switch (env.routingKey) {
-      case 'monitor.hit':
-        return hit(ctx, env);
-      case 'monitor.test':
-        return test(ctx, env);
-      case 'monitor.profile_changed':
-      case 'monitor.target_unavailable':
-      case 'monitor.post_deleted':
-        return notice(ctx, env);
-      case 'webhook.redeliver':
-        return redeliver(ctx, env);
-    }
+  return {
+    /** the job of a message, or what to do with the message when there is none */
+    ofMessage(env: EnvelopeOf<DispatcherRoutingKey>): Promise<Prepared> {
+      switch (env.routingKey) {
+        case 'monitor.hit':
+          return hit(ctx, env);
+        case 'monitor.test':
+          return test(ctx, env);
+        case 'monitor.profile_changed':
+        case 'monitor.target_unavailable':
+        case 'monitor.post_deleted':
+          return notice(ctx, env);
+        case 'webhook.redeliver':
+          return redeliver(ctx, env);
+      }
+    },
+    ofDue: (due: ClaimedDue) => dueJob(ctx, due),
   };
 }

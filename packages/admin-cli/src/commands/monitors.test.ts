@@ -338,6 +338,38 @@ describe('monitor and webhook commands', () => {
       firstSecret = now.secret as string;
     });
 
+    it('set --retry / --ordering: only the delivery rules change (URL and secret stay); a bad value names the flag', async () => {
+      const before = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(before).toMatchObject({ retryPolicy: 'none', ordering: 'unordered' });
+      const out = await json('webhook', 'set', '--monitor', monitorId, '--retry', 'standard', '--ordering', 'fifo');
+      expect(out).toMatchObject({ monitor_id: monitorId, retry_policy: 'standard', ordering: 'fifo' });
+      expect(out).not.toHaveProperty('secret');
+      const after = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } });
+      expect(after).toMatchObject({ retryPolicy: 'standard', ordering: 'fifo', url: before.url });
+      expect(after.secretCiphertext).toBe(before.secretCiphertext);
+      const bad = await cli('webhook', 'set', '--monitor', monitorId, '--retry', 'sometimes');
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr).toMatch(/--retry/);
+      expect(bad.stderr).toMatch(/none, standard/);
+      expect((await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId } })).retryPolicy).toBe('standard');
+      const none = await cli('webhook', 'set', '--monitor', monitorId);
+      expect(none.code).not.toBe(0);
+      expect(none.stderr).toMatch(/--url, --retry or --ordering/);
+      // a new URL keeps the rules unless given
+      const moved = await json(
+        'webhook',
+        'set',
+        '--monitor',
+        monitorId,
+        '--url',
+        'https://example.com/b',
+        '--retry',
+        'none',
+      );
+      expect(moved).toMatchObject({ retry_policy: 'none', ordering: 'fifo' });
+      await json('webhook', 'set', '--monitor', monitorId, '--url', 'https://example.com/a', '--ordering', 'unordered');
+    });
+
     it('set: a new URL and a new secret; a broken flag is cleared', async () => {
       await db.webhookEndpoint.update({ where: { monitorId }, data: { isBroken: true, brokenReason: 'Discord 404' } });
       const out = await json('webhook', 'set', '--monitor', monitorId, '--url', 'https://discord.com/api/webhooks/9/x');

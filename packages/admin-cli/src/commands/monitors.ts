@@ -9,18 +9,20 @@
 import {
   ConflictError,
   RECOVER_MAX,
-  RECOVER_OUTCOMES,
   type DeliveryDetail,
   type MonitorView,
+  type UseCases,
+  type WebhookSettingsInput,
+  type WebhookView,
+  type WebhookWithSecret,
+  RECOVER_OUTCOMES,
   type RecoverOutcome,
   type RecoverWindow,
-  type UseCases,
 } from '@sts/usecases';
 import {
   CliUsageError,
   optionalInt,
   optionalString,
-  requireString,
   requireUuid,
   type CliContext,
   type Command,
@@ -366,28 +368,57 @@ const monitorDelete = monitorCommand({
   print: (_, monitorId) => ({ json: { id: monitorId, deleted: true }, text: `monitor ${monitorId} deleted` }),
 });
 
-const webhookSet = monitorCommand({
-  name: 'webhook set',
-  summary: "set a monitor's webhook URL (a new signing secret is shown once)",
-  usage: 'usage: npm run cli -- webhook set --monitor ID --url https://... [--json]',
-  options: { url: { type: 'string' } },
-  flags: { webhookUrl: 'url' },
-  parse: (values) => requireString(values, 'url'),
-  act: (uc, a, monitorId, url) => uc.webhooks.set(a, monitorId, url),
-  print: ({ webhook, secret, warnings }, monitorId) => ({
-    json: {
-      monitor_id: monitorId,
-      url: webhook.shownUrl,
-      kind: webhook.kind,
-      secret,
-      ...(warnings.length ? { warnings } : {}),
-    },
+/** what `webhook set` was asked for: a URL (with a new secret), or the delivery rules alone */
+type WebhookSetArgs = { url: string | undefined; settings: WebhookSettingsInput };
+type WebhookSetResult = { kind: 'set'; set: WebhookWithSecret } | { kind: 'configured'; webhook: WebhookView };
+
+function parseWebhookSet(values: OptionValues): WebhookSetArgs {
+  const url = optionalString(values, 'url');
+  const settings = { retryPolicy: optionalString(values, 'retry'), ordering: optionalString(values, 'ordering') };
+  if (url === undefined && settings.retryPolicy === undefined && settings.ordering === undefined)
+    throw new CliUsageError('give --url, --retry or --ordering');
+  return { url, settings };
+}
+
+function webhookSetOutput(r: WebhookSetResult, monitorId: string): CommandResult {
+  const webhook = r.kind === 'set' ? r.set.webhook : r.webhook;
+  const rules = `retry ${webhook.retryPolicy}, ordering ${webhook.ordering}`;
+  const json = {
+    monitor_id: monitorId,
+    url: webhook.shownUrl,
+    kind: webhook.kind,
+    retry_policy: webhook.retryPolicy,
+    ordering: webhook.ordering,
+  };
+  if (r.kind === 'configured')
+    return { json, text: `webhook of monitor ${monitorId}: ${webhook.shownUrl} (${webhook.kind}; ${rules})` };
+  const { secret, warnings } = r.set;
+  return {
+    json: { ...json, secret, ...(warnings.length ? { warnings } : {}) },
     text: [
-      `webhook of monitor ${monitorId}: ${webhook.shownUrl} (${webhook.kind})`,
+      `webhook of monitor ${monitorId}: ${webhook.shownUrl} (${webhook.kind}; ${rules})`,
       `signing secret (shown once, store it now): ${secret}`,
       ...warnings.map((w) => `warning: ${w}`),
     ].join('\n'),
-  }),
+  };
+}
+
+const webhookSet = monitorCommand({
+  name: 'webhook set',
+  summary: "set a monitor's webhook URL (a new signing secret is shown once) and its delivery rules",
+  usage:
+    'usage: npm run cli -- webhook set --monitor ID [--url https://...] [--retry standard|none] [--ordering fifo|unordered] [--json]\n' +
+    '  --url sets or replaces the URL and makes a new signing secret; without it only the rules given change.\n' +
+    '  --retry standard: a failed delivery is tried again after 5 s, 30 s, 2 min, 10 min, 30 min, 2 h, 6 h, 12 h.\n' +
+    '  --ordering fifo: the next event goes only after the previous one succeeded or its retries ran out.',
+  options: { url: { type: 'string' }, retry: { type: 'string' }, ordering: { type: 'string' } },
+  flags: { webhookUrl: 'url', retryPolicy: 'retry', ordering: 'ordering' },
+  parse: parseWebhookSet,
+  act: async (uc, a, monitorId, { url, settings }): Promise<WebhookSetResult> =>
+    url === undefined
+      ? { kind: 'configured', webhook: await uc.webhooks.configure(a, monitorId, settings) }
+      : { kind: 'set', set: await uc.webhooks.set(a, monitorId, url, settings) },
+  print: webhookSetOutput,
 });
 
 const webhookRotate = monitorCommand({
@@ -516,6 +547,8 @@ const deliveries = monitorCommand({
       delivery_id: r.deliveryId,
       hit_id: r.hitId,
       outcome: r.outcome,
+      attempt: r.attempt,
+      next_attempt_at: r.nextAttemptAt?.toISOString() ?? null,
       status_code: r.statusCode,
       latency_ms: r.latencyMs,
       error: r.error,
@@ -529,8 +562,8 @@ const deliveries = monitorCommand({
         `${d.created_at}  ${d.outcome.padEnd(9)} ${String(d.status_code ?? '-').padStart(3)} ${String(
           d.latency_ms ?? '-',
         ).padStart(6)} ms  ${d.event.padEnd(12)} attempt ${d.id}  delivery ${d.delivery_id}${
-          d.error ? `  error: ${d.error}` : ''
-        }`,
+          d.attempt !== null ? `  #${d.attempt}` : ''
+        }${d.next_attempt_at ? `  next attempt ${d.next_attempt_at}` : ''}${d.error ? `  error: ${d.error}` : ''}`,
     );
     return pageResult(data, lines, result.nextCursor, `no delivery attempts for monitor ${monitorId}`);
   },

@@ -9,6 +9,8 @@ const attemptSelect = {
   deliveryId: true,
   hitId: true,
   outcome: true,
+  attempt: true,
+  nextAttemptAt: true,
   statusCode: true,
   latencyMs: true,
   error: true,

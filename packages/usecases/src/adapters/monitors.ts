@@ -27,6 +27,8 @@ const monitorSelect = {
       consecutiveFailures: true,
       firstFailureAt: true,
       disabledAt: true,
+      retryPolicy: true,
+      ordering: true,
       heldCount: true,
       heldDropped: true,
       createdAt: true,
@@ -104,7 +106,13 @@ export function prismaMonitors(db: Db): MonitorsRepository {
 }
 
 type WebhookWrites =
-  'setWebhook' | 'webhookSecret' | 'rotateSecret' | 'dropPreviousSecret' | 'removeWebhook' | 'enableWebhook';
+  | 'setWebhook'
+  | 'configureWebhook'
+  | 'webhookSecret'
+  | 'rotateSecret'
+  | 'dropPreviousSecret'
+  | 'removeWebhook'
+  | 'enableWebhook';
 
 /** a monitor's webhook endpoint: its URL and secrets (read only for a rotation) */
 function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
@@ -117,6 +125,10 @@ function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
         create: { monitorId, ...fields },
         update: { ...fields, secretRotatedAt: at },
       });
+    },
+
+    async configureWebhook(monitorId, settings) {
+      await db.webhookEndpoint.update({ where: { monitorId }, data: settings });
     },
 
     async webhookSecret(monitorId) {

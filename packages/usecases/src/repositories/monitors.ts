@@ -3,6 +3,7 @@
  * hit count, webhook without its secrets) and the changes they make.
  */
 import type { WebhookKindName } from '@sts/core';
+import type { OrderingName, RetryPolicyName } from '../types';
 import type { MonitorSettings } from '@sts/db';
 
 export interface WebhookRecord {
@@ -15,11 +16,16 @@ export interface WebhookRecord {
   consecutiveFailures: number;
   firstFailureAt: Date | null;
   disabledAt: Date | null;
+  retryPolicy: RetryPolicyName;
+  ordering: OrderingName;
   /** events held while disabled, not yet sent, and how many of this hold were dropped past its bounds (the dispatcher's) */
   heldCount: number;
   heldDropped: number;
   createdAt: Date;
 }
+
+/** the delivery rules to change; those left out stay */
+export type WebhookSettings = Partial<Pick<WebhookRecord, 'retryPolicy' | 'ordering'>>;
 
 export type MonitorRecord = MonitorSettings & {
   accountId: string;
@@ -47,7 +53,7 @@ interface NewMonitor {
   /** what it sends: posts and/or profile (default posts) */
   events?: string[];
   checkIntervalSec: number;
-  webhook: { url: string; kind: WebhookKindName; secretCiphertext: string } | null;
+  webhook: ({ url: string; kind: WebhookKindName; secretCiphertext: string } & WebhookSettings) | null;
 }
 
 interface SecretRotation {
@@ -92,9 +98,11 @@ export interface MonitorsRepository {
    */
   setWebhook(
     monitorId: string,
-    hook: { url: string; kind: WebhookKindName; secretCiphertext: string },
+    hook: { url: string; kind: WebhookKindName; secretCiphertext: string } & WebhookSettings,
     at: Date,
   ): Promise<void>;
+  /** changes the webhook's delivery rules (it exists) */
+  configureWebhook(monitorId: string, settings: WebhookSettings): Promise<void>;
   /** the current secret (ciphertext) of the monitor's webhook */
   webhookSecret(monitorId: string): Promise<string>;
   rotateSecret(monitorId: string, rotation: SecretRotation): Promise<void>;

@@ -241,6 +241,22 @@ function webhookRoutes(r: Router, uc: UseCases, h: Helpers): void {
     }
   });
 
+  r.post('/monitors/:id/webhook/rules', async (req, res) => {
+    const id = req.params.id ?? '';
+    const m = await uc.monitors.get(accountId(req), id);
+    const settings = { retryPolicy: str(req, 'retryPolicy'), ordering: str(req, 'ordering') };
+    try {
+      await uc.webhooks.configure(accountId(req), id, settings);
+      setFlash(req, { notice: 'Delivery rules saved.' });
+      res.redirect(303, `/monitors/${id}`);
+    } catch (err) {
+      const errors = formErrors(err, ['retryPolicy', 'ordering']);
+      if (!errors) throw err;
+      const shown = await showMonitor(req, m, 422, { errors });
+      res.status(shown.status).type('html').send(shown.page);
+    }
+  });
+
   r.post('/monitors/:id/webhook/rotate', async (req, res) => {
     const id = req.params.id ?? '';
     const now = str(req, 'now') === '1';

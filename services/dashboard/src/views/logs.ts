@@ -24,7 +24,18 @@ function pager(base: string, page: Page<unknown>, paged: boolean): SafeHtml {
 
 function outcome(d: DeliveryView): SafeHtml {
   const label = d.statusCode !== null ? String(d.statusCode) : d.outcome === 'skipped' ? 'skipped' : 'no answer';
-  return html`<span class="badge ${d.outcome}">${label}</span>`;
+  const badge = d.outcome === 'exhausted' ? 'failed' : d.outcome;
+  return html`<span class="badge ${badge}">${label}</span>${retryNote(d)}`;
+}
+
+/** a retried delivery's attempt number, when its next attempt is due, or the end of its schedule */
+function retryNote(d: DeliveryView): SafeHtml | string {
+  const parts = [
+    d.attempt !== null && d.attempt > 1 ? `attempt ${d.attempt}` : '',
+    d.nextAttemptAt ? `next attempt ${formatTime(d.nextAttemptAt)}` : '',
+    d.outcome === 'exhausted' ? 'retries exhausted' : '',
+  ].filter(Boolean);
+  return parts.length ? html` <span class="muted" data-testid="retry-note">${parts.join(' · ')}</span>` : '';
 }
 
 /** The table rows only: the live refresh fetches this fragment and swaps it in. */

@@ -1,10 +1,18 @@
-import type { MonitorCoverage, MonitorView, Overview, PayloadPreview, Preview, WebhookHealthView } from '@sts/usecases';
+import type {
+  MonitorCoverage,
+  MonitorView,
+  Overview,
+  PayloadPreview,
+  Preview,
+  WebhookHealthView,
+  WebhookView,
+} from '@sts/usecases';
 import { coverageSection } from './coverage';
 import { eventsField } from './eventsField';
 import { targetStatusBadge, targetStatusNotice } from './targetStatus';
 import { formatInterval, formatTime } from '../domain/format';
 import { field, formError, type FieldErrors } from './forms';
-import { html, type SafeHtml } from './html';
+import { flag, html, type SafeHtml } from './html';
 import { csrfField, layout, postButton, type PageContext } from './layout';
 import { tableHead } from './table';
 
@@ -265,6 +273,57 @@ function webhookHealthNotice(h: WebhookHealthView): SafeHtml | string {
   return heldNotice(h);
 }
 
+/** a select of fixed choices, with its error */
+function choice(o: {
+  name: string;
+  label: string;
+  value: string;
+  options: readonly (readonly [string, string])[];
+  hint: string;
+  errors: FieldErrors | undefined;
+}): SafeHtml {
+  const id = `f-${o.name}`;
+  const error = o.errors?.[o.name];
+  return html`<div class="field${error ? ' has-error' : ''}">
+    <label for="${id}">${o.label}</label>
+    <p class="hint" id="${id}-hint">${o.hint}</p>
+    <select id="${id}" name="${o.name}" aria-describedby="${id}-hint">
+      ${o.options.map(([v, label]) => html`<option value="${v}" ${flag('selected', v === o.value)}>${label}</option>`)}
+    </select>
+    ${error ? html`<p class="field-error" id="${id}-error">${error}</p>` : ''}
+  </div>`;
+}
+
+/** the webhook's delivery rules: retry schedule and ordering */
+function deliveryRulesForm(ctx: PageContext, m: MonitorView, w: WebhookView, errors?: FieldErrors): SafeHtml {
+  return html`<form method="post" action="/monitors/${m.id}/webhook/rules" novalidate data-testid="delivery-rules">
+    ${csrfField(ctx)}
+    ${choice({
+      name: 'retryPolicy',
+      label: 'Retries',
+      value: w.retryPolicy,
+      options: [
+        ['none', 'None: one attempt'],
+        ['standard', 'Standard: 8 more attempts over about 21 hours'],
+      ],
+      hint: 'Standard tries a failed delivery again after 5 s, 30 s, 2 min, 10 min, 30 min, 2 h, 6 h and 12 h, with the same webhook-id.',
+      errors,
+    })}
+    ${choice({
+      name: 'ordering',
+      label: 'Order',
+      value: w.ordering,
+      options: [
+        ['unordered', 'Unordered: events go as they come'],
+        ['fifo', 'In order: the next event waits for the previous one'],
+      ],
+      hint: 'In order: an event goes only after the previous one was delivered or its retries ran out.',
+      errors,
+    })}
+    <button type="submit" class="btn">Save delivery rules</button>
+  </form>`;
+}
+
 function webhookSection(
   ctx: PageContext,
   m: MonitorView,
@@ -309,6 +368,7 @@ function webhookSection(
       ${field({ name: 'webhookUrl', label: w ? 'Replace the URL' : 'Webhook URL', type: 'url', value: url ?? '', required: true, hint: 'HTTPS on a public address. Saving makes a new signing secret.', errors })}
       <button type="submit" class="btn">Save URL</button>
     </form>
+    ${w ? deliveryRulesForm(ctx, m, w, errors) : ''}
     ${
       w
         ? html`<div class="actions">

@@ -370,6 +370,27 @@ export const openApiDocument = {
       ),
     },
     '/api/v1/monitors/{id}/webhook': {
+      get: {
+        operationId: 'getWebhook',
+        summary: "The monitor's webhook: URL as shown, health and delivery rules (manage key)",
+        parameters: [monitorId],
+        responses: {
+          '200': ok(generated.WebhookOne, 'the webhook'),
+          '409': errorResponse('NO_WEBHOOK: the monitor has no webhook'),
+          ...manageErrors,
+        },
+      },
+      patch: {
+        operationId: 'updateWebhook',
+        summary: "Change the webhook's delivery rules (retry_policy, ordering); URL and secret stay (manage key)",
+        parameters: [monitorId],
+        requestBody: jsonBody('WebhookSettingsInput'),
+        responses: {
+          '200': ok(generated.WebhookOne, 'the webhook as it is now'),
+          '409': errorResponse('NO_WEBHOOK: the monitor has no webhook'),
+          ...manageErrors,
+        },
+      },
       put: {
         operationId: 'setWebhook',
         summary: "Set or replace the monitor's webhook URL; a new signing secret is returned once (manage key)",

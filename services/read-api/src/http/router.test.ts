@@ -58,7 +58,7 @@ describe('read-api router', () => {
     ];
     const served = routes.flatMap((r) => Object.keys(r.handlers).map((m) => `${m} ${r.pattern}`));
     expect(served.sort()).toEqual(documented.sort());
-    expect(served).toHaveLength(24);
+    expect(served).toHaveLength(26);
   });
 
   it('matches a route, decodes its params once and dispatches on the method', () => {

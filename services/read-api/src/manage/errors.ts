@@ -24,6 +24,7 @@ const PARAM: Readonly<Record<string, string>> = {
   lang: 'filters.lang',
   failedSince: 'since',
   overlapSec: 'overlap_sec',
+  retryPolicy: 'retry_policy',
 };
 
 /** `urlParam`: the name of the webhook URL in this endpoint's body (`webhook_url` or `url`) */

@@ -17,6 +17,8 @@ export function webhookRecord(monitorId: string, w: WebhookView): WebhookRecord 
     held_dropped: w.health.heldDropped,
     secret_rotated_at: iso(w.secretRotatedAt),
     previous_secret_until: iso(w.previousSecretUntil),
+    retry_policy: w.retryPolicy,
+    ordering: w.ordering,
     created_at: w.createdAt.toISOString(),
   };
 }
@@ -38,6 +40,8 @@ export function deliveryRecord(d: DeliveryDetail): DeliveryRecord {
     delivery_id: d.deliveryId,
     hit_id: d.hitId,
     outcome: d.outcome,
+    attempt: d.attempt,
+    next_attempt_at: iso(d.nextAttemptAt),
     status_code: d.statusCode,
     latency_ms: d.latencyMs,
     error: d.error,

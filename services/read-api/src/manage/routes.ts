@@ -12,6 +12,7 @@ import {
   NewMonitor,
   RecoverInput,
   WebhookInput,
+  WebhookSettingsInput,
   type MonitorWithSecret,
 } from '@sts/api-contract';
 import { ApiError, InvalidRequestError, NotFoundError, UnauthorizedError } from '@sts/common';
@@ -123,6 +124,7 @@ function monitorRoutes(deps: ManageDeps): Route[] {
       ...(b.events !== undefined ? { events: b.events } : {}),
       ...(b.check_interval_sec !== undefined ? { intervalSec: b.check_interval_sec } : {}),
       ...(b.webhook_url !== undefined ? { webhookUrl: b.webhook_url } : {}),
+      webhookSettings: { retryPolicy: b.retry_policy, ordering: b.ordering },
     });
     const record: MonitorWithSecret = { ...(await monitorOf(deps, accountId, monitor.id)), webhook_secret: secret };
     return data(201, record);
@@ -186,14 +188,27 @@ function webhookRoutes(deps: ManageDeps): Route[] {
   const uc = deps.useCases;
   const monitorId = (ctx: RequestContext) => ctx.params.id!.toLowerCase();
   const setWebhook: Act = async (accountId, raw, ctx) => {
-    const { url } = parseBody(WebhookInput, raw);
-    return data(200, webhookWithSecret(monitorId(ctx), await uc.webhooks.set(accountId, ctx.params.id!, url)));
+    const b = parseBody(WebhookInput, raw);
+    const settings = { retryPolicy: b.retry_policy, ordering: b.ordering };
+    return data(
+      200,
+      webhookWithSecret(monitorId(ctx), await uc.webhooks.set(accountId, ctx.params.id!, b.url, settings)),
+    );
+  };
+  const configureWebhook: Act = async (accountId, raw, ctx) => {
+    const b = parseBody(WebhookSettingsInput, raw);
+    const settings = { retryPolicy: b.retry_policy, ordering: b.ordering };
+    return data(200, webhookRecord(monitorId(ctx), await uc.webhooks.configure(accountId, ctx.params.id!, settings)));
   };
   return [
     {
       pattern: '/api/v1/monitors/:id/webhook',
       handlers: {
+        GET: write(deps, 'none', async (accountId, _raw, ctx) =>
+          data(200, webhookRecord(monitorId(ctx), await uc.webhooks.get(accountId, ctx.params.id!))),
+        ),
         PUT: write(deps, 'required', setWebhook, 'url'),
+        PATCH: write(deps, 'required', configureWebhook),
         DELETE: write(deps, 'none', async (accountId, _raw, ctx) => {
           await uc.webhooks.remove(accountId, ctx.params.id!);
           return data(200, { id: monitorId(ctx), deleted: true });

@@ -105,6 +105,8 @@ describe('dispatcher repository (raw SQL hot path)', () => {
               consecutiveFailures: true,
               firstFailureAt: true,
               disabledAt: true,
+              retryPolicy: true,
+              ordering: true,
               heldCount: true,
             },
           },

@@ -19,6 +19,7 @@ import type { HeaderPairs } from '../domain/attemptDetail';
 import { DISABLE_AFTER_MS, FAILING_AFTER } from '../domain/health';
 import type { MonitorContextCache } from '../contextCache';
 import { createBatcher } from './batch';
+import type { RetryPolicy } from '../domain/retrySchedule';
 import type { DeliveryEvent } from './consumer';
 
 export interface MonitorContext {
@@ -43,10 +44,16 @@ export interface MonitorContext {
     consecutiveFailures: number;
     firstFailureAt: Date | null;
     disabledAt: Date | null;
+    /** the delivery rules (domain/retrySchedule.ts; fifo: one delivery at a time, in order) */
+    retryPolicy: RetryPolicy;
+    ordering: Ordering;
     /** events held while it was disabled and not yet sent (domain/hold.ts) */
     heldCount: number;
   } | null;
 }
+
+type Ordering = 'unordered' | 'fifo';
+type AttemptOutcome = 'delivered' | 'failed' | 'skipped' | 'exhausted';
 
 /** one send's final outcome, counted towards its endpoint's health */
 interface HealthOutcome {
@@ -71,7 +78,7 @@ interface AttemptRecord {
   hitId: string | null;
   event: string;
   deliveryId: string;
-  outcome: 'delivered' | 'failed' | 'skipped';
+  outcome: AttemptOutcome;
 }
 
 export interface NewAttempt {
@@ -80,7 +87,10 @@ export interface NewAttempt {
   event: DeliveryEvent;
   deliveryId: string;
   url: string;
-  outcome: 'delivered' | 'failed' | 'skipped';
+  outcome: AttemptOutcome;
+  /** the attempt's number in its delivery's schedule (1: the first); when the next one is due */
+  attempt?: number | null;
+  nextAttemptAt?: Date | null;
   statusCode: number | null;
   latencyMs: number | null;
   error: string | null;
@@ -92,6 +102,43 @@ export interface NewAttempt {
   responseBody?: Buffer | null;
 }
 
+/** a delivery to wait in webhook_deliveries_due: its next attempt (a retry), or its turn (fifo) */
+export interface NewDue {
+  deliveryId: string;
+  monitorId: string;
+  webhookId: string;
+  event: DeliveryEvent;
+  hitId: string | null;
+  /** the event's payload as first sent */
+  payload: unknown;
+  /** the number of the attempt due */
+  attempt: number;
+  dueAt: Date;
+}
+
+/** what an attempt does to its delivery's due row; written in the attempt row's statement */
+export type DueChange = { kind: 'due'; due: NewDue } | { kind: 'done'; deliveryId: string };
+
+/** a due delivery claimed by this process (until its lease ends) */
+export interface ClaimedDue {
+  deliveryId: string;
+  monitorId: string;
+  webhookId: string;
+  event: string;
+  hitId: string | null;
+  payload: unknown;
+  attempt: number;
+}
+
+interface DueClaim {
+  limit: number;
+  /** per webhook at most this many in one claim */
+  perWebhook: number;
+  /** webhooks left out (this process has enough of theirs in flight) */
+  busyWebhooks: readonly string[];
+  leaseMs: number;
+}
+
 export interface DispatcherRepository {
   getMonitor(id: string): Promise<MonitorContext | null>;
   /** a recorded hit with its sequence number (null: recorded before events were numbered) */
@@ -99,8 +146,22 @@ export interface DispatcherRepository {
   /** a stored monitor.profile_changed / monitor.target_unavailable event (its payload as first sent) */
   getMonitorEvent(id: string): Promise<{ id: string; kind: string; payload: unknown } | null>;
   getAttempt(id: string): Promise<AttemptRecord | null>;
-  /** resolves once the row is committed */
-  recordAttempt(attempt: NewAttempt): Promise<void>;
+  /**
+   * Resolves once the row is committed. With `due`, the delivery's due row is written or deleted
+   * by the same statement (a retry is never scheduled without its failed attempt, nor the reverse).
+   */
+  recordAttempt(attempt: NewAttempt, due?: DueChange): Promise<void>;
+  /** a delivery waits for its turn (fifo) without an attempt yet; nothing when it waits already */
+  enqueueDue(due: NewDue): Promise<void>;
+  /**
+   * Claims due deliveries (FOR UPDATE SKIP LOCKED, a lease of `leaseMs`): of a fifo webhook only
+   * its oldest, and only while no other process holds it.
+   */
+  claimDue(claim: DueClaim): Promise<ClaimedDue[]>;
+  /** gives a claimed delivery back unsent (stopping): due again at once */
+  releaseDue(deliveryId: string): Promise<void>;
+  /** drops a due delivery that can never go out (its stored event is not one a webhook receives) */
+  dropDue(deliveryId: string): Promise<void>;
   /** the attempts already logged with this delivery id (outcome and status) */
   loggedAttempts(deliveryId: string): Promise<LoggedAttempt[]>;
   /**
@@ -116,7 +177,7 @@ export interface DispatcherRepository {
 }
 
 interface LoggedAttempt {
-  outcome: 'delivered' | 'failed' | 'skipped';
+  outcome: AttemptOutcome;
   statusCode: number | null;
 }
 
@@ -154,7 +215,8 @@ const MONITOR_SQL = `
   SELECT m.id, m.account_id, m.target_username, m.keywords, m.is_active, a.plan, a.trial_ends_at,
          w.id AS webhook_id, w.url AS webhook_url, w.kind::text AS webhook_kind,
          w.secret_ciphertext, w.previous_secret_ciphertext, w.previous_secret_until, w.is_broken, w.broken_reason,
-         w.consecutive_failures, w.first_failure_at, w.disabled_at, w.held_count
+         w.consecutive_failures, w.first_failure_at, w.disabled_at, w.held_count,
+         w.retry_policy::text AS retry_policy, w.ordering::text AS ordering
   FROM monitors m
   JOIN accounts a ON a.id = m.account_id
   LEFT JOIN webhook_endpoints w ON w.monitor_id = m.id
@@ -179,6 +241,8 @@ interface MonitorRow {
   consecutive_failures: number | null;
   first_failure_at: Date | string | null;
   disabled_at: Date | string | null;
+  retry_policy: RetryPolicy | null;
+  ordering: Ordering | null;
   held_count: number | null;
 }
 
@@ -208,6 +272,8 @@ function monitorOf(r: MonitorRow): MonitorContext {
             consecutiveFailures: r.consecutive_failures!,
             firstFailureAt: dateOrNull(r.first_failure_at),
             disabledAt: dateOrNull(r.disabled_at),
+            retryPolicy: r.retry_policy!,
+            ordering: r.ordering!,
             heldCount: r.held_count!,
           },
   };
@@ -220,18 +286,95 @@ function monitorOf(r: MonitorRow): MonitorContext {
  * statement. The detail's headers are JSON arrays in the rows (jsonb as they are), its response
  * body base64 text, turned into bytea by the statement.
  */
-const INSERT_ATTEMPTS_SQL = `
-  WITH inserted AS (
+const INSERTED_ATTEMPTS_CTE = `
+  inserted AS (
     INSERT INTO delivery_attempts
-      (monitor_id, hit_id, event, delivery_id, url, outcome, status_code, latency_ms, error, response_snippet,
-       request_headers, request_body, response_headers, response_body)
-    SELECT m, h, e, d, u, o::"DeliveryOutcome", s, l, er, rs, rqh, rqb, rsh, decode(rsb, 'base64')
+      (monitor_id, hit_id, event, delivery_id, url, outcome, attempt, next_attempt_at, status_code, latency_ms,
+       error, response_snippet, request_headers, request_body, response_headers, response_body)
+    SELECT m, h, e, d, u, o::"DeliveryOutcome", n, na, s, l, er, rs, rqh, rqb, rsh, decode(rsb, 'base64')
     FROM json_to_recordset($1::json)
-         AS t(m uuid, h uuid, e text, d text, u text, o text, s int, l int, er text, rs text,
+         AS t(m uuid, h uuid, e text, d text, u text, o text, n int, na timestamptz, s int, l int, er text, rs text,
               rqh jsonb, rqb text, rsh jsonb, rsb text)
-    RETURNING delivery_id)
-  -- an attempt of a delivery ends its pending redelivery (Recover queues it again only after that)
+    RETURNING delivery_id)`;
+
+// an attempt of a delivery ends its pending redelivery (Recover queues it again only after that)
+const INSERT_ATTEMPTS_SQL = `
+  WITH ${INSERTED_ATTEMPTS_CTE}
   DELETE FROM pending_redeliveries p USING inserted i WHERE p.delivery_id = i.delivery_id`;
+
+/** a due row, its parameters from $p on (dueParams) */
+const INSERT_DUE_SQL = (p: number) => `
+  INSERT INTO webhook_deliveries_due (delivery_id, monitor_id, webhook_id, event, hit_id, payload, attempt, due_at)
+  VALUES ($${p}, $${p + 1}::uuid, $${p + 2}::uuid, $${p + 3}, $${p + 4}::uuid, $${p + 5}::jsonb, $${p + 6}::int,
+          $${p + 7}::timestamptz)`;
+
+/** written (a retry) or moved to its next attempt; a moved row keeps its place (seq) */
+const UPSERT_DUE_SQL = `${INSERT_DUE_SQL(2)}
+  ON CONFLICT (delivery_id) DO UPDATE SET attempt = EXCLUDED.attempt, due_at = EXCLUDED.due_at, claimed_until = NULL`;
+
+/** a fifo turn: a message handled twice (redelivered by the broker) waits once */
+const ENQUEUE_DUE_SQL = `${INSERT_DUE_SQL(1)} ON CONFLICT (delivery_id) DO NOTHING`;
+
+const dueParams = (d: NewDue) => [
+  d.deliveryId,
+  d.monitorId,
+  d.webhookId,
+  d.event,
+  d.hitId,
+  JSON.stringify(d.payload),
+  d.attempt,
+  d.dueAt.toISOString(),
+];
+
+/** the attempt row and its delivery's due row, in one statement */
+function attemptWithDue(attempt: NewAttempt, change: DueChange): { sql: string; params: unknown[] } {
+  const due =
+    change.kind === 'due'
+      ? { sql: UPSERT_DUE_SQL, params: dueParams(change.due) }
+      : { sql: 'DELETE FROM webhook_deliveries_due WHERE delivery_id = $2', params: [change.deliveryId] };
+  return {
+    sql: `WITH ${INSERTED_ATTEMPTS_CTE},
+      pending AS (DELETE FROM pending_redeliveries p USING inserted i WHERE p.delivery_id = i.delivery_id),
+      due AS (${due.sql})
+      SELECT 1`,
+    params: [attemptsJson([attempt]), ...due.params],
+  };
+}
+
+/**
+ * Due deliveries, claimed: candidates by due time (at most `perWebhook` of a webhook; of a fifo
+ * webhook only its oldest row, and none while that one is held), locked with SKIP LOCKED and
+ * re-checked on the locked version, then leased.
+ */
+const CLAIM_DUE_SQL = `
+  WITH cand AS (
+    SELECT d.delivery_id, d.due_at, row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.due_at, d.seq) AS rn
+    FROM webhook_deliveries_due d
+    JOIN webhook_endpoints w ON w.id = d.webhook_id
+    WHERE d.due_at <= now()
+      AND (d.claimed_until IS NULL OR d.claimed_until < now())
+      AND NOT (d.webhook_id = ANY($2::uuid[]))
+      AND (w.ordering = 'unordered'
+           OR NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o WHERE o.webhook_id = d.webhook_id AND o.seq < d.seq))
+  ), picked AS (
+    SELECT d.delivery_id FROM webhook_deliveries_due d
+    WHERE d.delivery_id IN (SELECT delivery_id FROM cand WHERE rn <= $3 ORDER BY due_at LIMIT $1)
+      AND (d.claimed_until IS NULL OR d.claimed_until < now())
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE webhook_deliveries_due d SET claimed_until = now() + $4::int * interval '1 millisecond'
+  FROM picked WHERE d.delivery_id = picked.delivery_id
+  RETURNING d.delivery_id, d.monitor_id, d.webhook_id, d.event, d.hit_id, d.payload, d.attempt`;
+
+interface ClaimedRow {
+  delivery_id: string;
+  monitor_id: string;
+  webhook_id: string;
+  event: string;
+  hit_id: string | null;
+  payload: unknown;
+  attempt: number;
+}
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
@@ -251,6 +394,8 @@ function attemptsJson(rows: NewAttempt[]): string {
       d: r.deliveryId,
       u: r.url,
       o: r.outcome,
+      n: r.attempt ?? null,
+      na: r.nextAttemptAt?.toISOString() ?? null,
       s: r.statusCode,
       l: r.latencyMs,
       er: r.error === null ? null : wellFormed(r.error),
@@ -458,9 +603,40 @@ export function createPrismaRepository(db: Db, options: RepositoryOptions = {}):
         where: { id },
         select: { id: true, monitorId: true, hitId: true, event: true, deliveryId: true, outcome: true },
       }),
-    recordAttempt: async (attempt) => {
+    recordAttempt: async (attempt, due) => {
+      if (due) {
+        const { sql: text, params } = attemptWithDue(attempt, due);
+        await sql.query(text, params);
+        return;
+      }
       const failed = await writeAttempts(attempt);
       if (failed) throw failed;
+    },
+    enqueueDue: async (due) => {
+      await sql.query(ENQUEUE_DUE_SQL, dueParams(due));
+    },
+    claimDue: async (claim) => {
+      const { rows } = await sql.query<ClaimedRow>(CLAIM_DUE_SQL, [
+        claim.limit,
+        claim.busyWebhooks,
+        claim.perWebhook,
+        claim.leaseMs,
+      ]);
+      return rows.map((r) => ({
+        deliveryId: r.delivery_id,
+        monitorId: r.monitor_id,
+        webhookId: r.webhook_id,
+        event: r.event,
+        hitId: r.hit_id,
+        payload: r.payload,
+        attempt: r.attempt,
+      }));
+    },
+    releaseDue: async (deliveryId) => {
+      await sql.query('UPDATE webhook_deliveries_due SET claimed_until = NULL WHERE delivery_id = $1', [deliveryId]);
+    },
+    dropDue: async (deliveryId) => {
+      await sql.query('DELETE FROM webhook_deliveries_due WHERE delivery_id = $1', [deliveryId]);
     },
     loggedAttempts: (deliveryId) =>
       db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true, statusCode: true } }),

@@ -105,9 +105,20 @@ function redactUncached(raw: string, kind: WebhookKind): string {
  * dispatcher was still waiting to send it again when it stopped.
  */
 export function finalOutcome(
-  logged: readonly { outcome: 'delivered' | 'failed' | 'skipped'; statusCode: number | null }[],
-): 'delivered' | 'failed' | 'skipped' | null {
+  logged: readonly { outcome: 'delivered' | 'failed' | 'skipped' | 'exhausted'; statusCode: number | null }[],
+): 'delivered' | 'failed' | 'skipped' | 'exhausted' | null {
   const final = logged.filter((a) => !(a.outcome === 'failed' && a.statusCode === 429));
   if (final.length === 0) return null;
   return final.some((a) => a.outcome === 'delivered') ? 'delivered' : final[0]!.outcome;
 }
+
+/**
+ * A monitor's live events: what a retry schedule, a fifo turn and a hold apply to. A test ping and
+ * a requested redelivery are not among them.
+ */
+export const LIVE_EVENTS = [
+  'monitor.hit',
+  'monitor.profile_changed',
+  'monitor.target_unavailable',
+  'monitor.post_deleted',
+] as const;

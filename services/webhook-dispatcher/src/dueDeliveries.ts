@@ -1,0 +1,113 @@
+/**
+ * Due deliveries: the retries and fifo turns waiting in PostgreSQL (webhook_deliveries_due), the
+ * dispatcher's second source of work beside its queue. Every `pollMs`, and again as soon as one
+ * finishes, it claims what is due (FOR UPDATE SKIP LOCKED, with a lease: adapters/repository.ts
+ * `claimDue`) up to `maxInFlight` in this process and at most `perWebhook` of one webhook, and
+ * hands each to `handler` (app.ts: the delivery flow). They never hold a slot of the queue's
+ * prefetch, so a retrying endpoint's backlog never delays another endpoint's first attempts;
+ * at send time they take their endpoint's lane like any delivery (concurrency and pacing).
+ *
+ * The row is the only record of a waiting delivery: nothing is kept in memory between polls. A
+ * process that dies holding claims leaves them to its lease's end, when any replica takes them.
+ */
+import { errorMessage } from '@sts/core';
+import type { Logger } from '@sts/common';
+import type { ConsumeOutcome } from './adapters/consumer';
+import type { ClaimedDue, DispatcherRepository } from './adapters/repository';
+
+export interface DueDeliveriesOptions {
+  repository: DispatcherRepository;
+  logger: Logger;
+  /** the delivery of one claimed row: `ack` settled it, `requeue` gives the claim back, `dead-letter` drops it */
+  handler: (due: ClaimedDue) => Promise<ConsumeOutcome>;
+  pollMs: number;
+  maxInFlight: number;
+  perWebhook: number;
+  /** longer than one delivery can take (lane wait, request, platform 429 waits) */
+  leaseMs: number;
+}
+
+export class DueDeliveries {
+  private readonly inflight = new Set<Promise<void>>();
+  /** webhook id → its deliveries in flight here */
+  private readonly byWebhook = new Map<string, number>();
+  private timer: NodeJS.Timeout | null = null;
+  private polling: Promise<number> | null = null;
+  private stopped = true;
+
+  constructor(private readonly options: DueDeliveriesOptions) {}
+
+  /** polls every pollMs until stop() */
+  start(): void {
+    this.stopped = false;
+    this.schedule();
+  }
+
+  /** claims what is due now (within the bounds) and starts it; resolves with how many it claimed */
+  poll(): Promise<number> {
+    this.polling ??= this.claim().finally(() => (this.polling = null));
+    return this.polling;
+  }
+
+  /** claims what is due and resolves once those deliveries are settled */
+  async runOnce(): Promise<number> {
+    const claimed = await this.poll();
+    await Promise.allSettled([...this.inflight]);
+    return claimed;
+  }
+
+  /** no more polls; resolves once the deliveries in flight are settled (the flow bounds them on drain) */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.polling?.catch(() => 0);
+    await Promise.allSettled([...this.inflight]);
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.poll()
+        .catch((err: unknown) => this.options.logger.warn('due deliveries: claim failed', { err: errorMessage(err) }))
+        .finally(() => this.schedule());
+    }, this.options.pollMs);
+    this.timer.unref();
+  }
+
+  private async claim(): Promise<number> {
+    const { repository, maxInFlight, perWebhook, leaseMs } = this.options;
+    const limit = maxInFlight - this.inflight.size;
+    if (limit <= 0) return 0;
+    const busyWebhooks = [...this.byWebhook].filter(([, n]) => n >= perWebhook).map(([id]) => id);
+    const claimed = await repository.claimDue({ limit, perWebhook, busyWebhooks, leaseMs });
+    for (const due of claimed) this.begin(due);
+    return claimed.length;
+  }
+
+  private begin(due: ClaimedDue): void {
+    this.byWebhook.set(due.webhookId, (this.byWebhook.get(due.webhookId) ?? 0) + 1);
+    const work = this.run(due).finally(() => {
+      this.inflight.delete(work);
+      const left = (this.byWebhook.get(due.webhookId) ?? 1) - 1;
+      if (left > 0) this.byWebhook.set(due.webhookId, left);
+      else this.byWebhook.delete(due.webhookId);
+      // a fifo webhook's next turn, or more of a backlog, goes without waiting for the next tick
+      if (!this.stopped) void this.poll().catch(() => 0);
+    });
+    this.inflight.add(work);
+  }
+
+  private async run(due: ClaimedDue): Promise<void> {
+    const { repository, logger, handler } = this.options;
+    try {
+      const outcome = await handler(due);
+      if (outcome === 'requeue') await repository.releaseDue(due.deliveryId);
+      else if (outcome === 'dead-letter') await repository.dropDue(due.deliveryId);
+    } catch (err) {
+      // its lease runs out and it is claimed again
+      logger.error('due delivery failed; tried again when its claim expires', { deliveryId: due.deliveryId, err });
+    }
+  }
+}
