@@ -111,6 +111,25 @@ describe('the X Activity API intake', () => {
   const usersReadsOf = (userId: string) =>
     bed.fake.requests.log.filter((r) => r.path === '/2/users' && r.params.get('ids')?.split(',').includes(userId))
       .length;
+  /**
+   * The account's lookup count once no lookup round that read it before it was pushed is still in
+   * flight: the count has not moved for 1.5 s.
+   */
+  const settledReads = async (userId: string) => {
+    let last = -1;
+    const settled = await waitFor(
+      async () => {
+        const n = usersReadsOf(userId);
+        if (n === last) return { n };
+        last = n;
+        await new Promise((r) => setTimeout(r, 1500));
+        return null;
+      },
+      60_000,
+      0,
+    );
+    return settled.n;
+  };
 
   it('pushes a bio change as one signed monitor.profile_changed without a lookup; health looks are hourly', async () => {
     const user = bed.fake.state.addUser({ username: 'XaaBio', description: 'old bio' });
@@ -125,8 +144,7 @@ describe('the X Activity API intake', () => {
     ]);
     await waitFor(() => activity.connections() === 1 || null, 20_000);
     // a lookup round that read the targets before the account was pushed may still be in flight
-    await new Promise((r) => setTimeout(r, 1500));
-    const reads = usersReadsOf(user.id);
+    const reads = await settledReads(user.id);
 
     bed.fake.state.update('XaaBio', { description: 'new bio' });
     const [req] = await waitFor(() => {
@@ -152,7 +170,8 @@ describe('the X Activity API intake', () => {
     const m = await deliveries.monitor(starter, 'xaaold', 'xaarename', ['posts', 'profile']);
     await waitFor(async () => (await pushed('xaaold')) ?? null, 20_000);
     await waitFor(() => activity.connections() === 1 || null, 20_000);
-    const reads = usersReadsOf(user.id);
+    // a lookup round that read the targets before the account was pushed may still be in flight
+    const reads = await settledReads(user.id);
     bed.fake.state.rename('xaaold', 'XaaNew');
     await waitFor(async () => {
       const row = await bed.db.monitor.findUniqueOrThrow({ where: { id: m } });
