@@ -48,13 +48,18 @@ describe('the partitioning migration on a database with rows', () => {
        SELECT h.monitor_id, h.id, 'monitor.hit', 'd-' || h.tweet_id, 'https://example.com/hook', 'delivered', 200, h.detected_at, 'body'
        FROM hits h`,
     );
-    // the hits' columns of that time (later migrations add some)
+    // the hits' and attempts' columns of that time (later migrations add some)
+    const { rows: cols } = await c.query<{ name: string }>(
+      `SELECT quote_ident(column_name) AS name FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = 'delivery_attempts' ORDER BY ordinal_position`,
+    );
+    const attemptRow = `row(${cols.map((col) => `a.${col.name}`).join(', ')})`;
     const snapshot = async () =>
       (
         await c.query<{ h: string; a: string }>(
           `SELECT (SELECT string_agg(md5(row(h.id, h.monitor_id, h.tweet_id, h.tweet_text, h.tweet_author_id,
                      h.tweet_author_username, h.tweet_created_at, h.detected_at)::text), ',' ORDER BY id) FROM hits h) AS h,
-                  (SELECT string_agg(md5(a::text), ',' ORDER BY id) FROM delivery_attempts a) AS a`,
+                  (SELECT string_agg(md5(${attemptRow}::text), ',' ORDER BY id) FROM delivery_attempts a) AS a`,
         )
       ).rows[0]!;
     const was = await snapshot();
