@@ -59,6 +59,7 @@ export function payloadPreviewUseCases(ctx: Ctx): PayloadPreviewUseCases {
               createdAt: hit.tweetCreatedAt.toISOString(),
             },
             hit.detectedAt.toISOString(),
+            hit.sequence == null ? null : Number(hit.sequence),
           )
         : examplePayload(m, ctx.now());
       const bodies = {

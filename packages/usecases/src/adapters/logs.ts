@@ -124,6 +124,9 @@ export function prismaLogs(db: Db): LogsRepository {
     hitExists: async (hitId) => (await db.hit.findFirst({ where: { id: hitId }, select: { id: true } })) !== null,
 
     latestHit: (monitorId) =>
-      db.hit.findFirst({ ...newestFirst('detectedAt', monitorId, undefined, 1), select: hitSelect }),
+      db.hit.findFirst({
+        ...newestFirst('detectedAt', monitorId, undefined, 1),
+        select: { ...hitSelect, sequence: true },
+      }),
   };
 }

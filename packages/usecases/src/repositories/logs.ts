@@ -62,5 +62,6 @@ export interface LogsRepository {
   hits(monitorId: string, after: CursorPosition | undefined, take: number, since: Date): Promise<HitRow[]>;
   /** whether the hit is still stored (hits are dropped by week after retention) */
   hitExists(hitId: string): Promise<boolean>;
-  latestHit(monitorId: string): Promise<HitRow | null>;
+  /** the newest hit, with its place in the monitor's sequence (null: recorded before events were numbered) */
+  latestHit(monitorId: string): Promise<(HitRow & { sequence?: bigint | null }) | null>;
 }
