@@ -44,6 +44,8 @@ export class MonitorContextCache<C extends Context = Context> {
   private readonly maxEntries: number;
   private readonly now: () => number;
   readonly counts: Record<CacheResult, number> = { hit: 0, miss: 0, untrusted: 0 };
+  /** announcements heard (`changed`), whether or not they dropped an entry */
+  announcements = 0;
 
   constructor(private readonly options: ContextCacheOptions) {
     this.maxEntries = options.maxEntries ?? 20_000;
@@ -89,6 +91,7 @@ export class MonitorContextCache<C extends Context = Context> {
   /** an announcement: "<monitor id>" or "a:<account id>" */
   changed(payload: string): void {
     this.epochNo++;
+    this.announcements++;
     if (!payload.startsWith('a:')) return this.drop(payload);
     const accountId = payload.slice(2);
     for (const [id, entry] of this.entries) if (entry.value.accountId === accountId) this.forget(id, entry);

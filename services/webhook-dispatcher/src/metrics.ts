@@ -60,7 +60,10 @@ export function createMetrics(registry: client.Registry | undefined) {
   };
 }
 
-/** `webhook_dispatcher_monitor_lookups_total`: the monitor cache's counts, read at scrape time */
+/**
+ * The monitor cache's counts, read at scrape time: `webhook_dispatcher_monitor_lookups_total` and
+ * `webhook_dispatcher_monitor_announcements_total` (changes heard, each dropping what it names)
+ */
 export function registerCacheMetrics(registry: client.Registry, cache: MonitorContextCache): void {
   const reported = { hit: 0, miss: 0, untrusted: 0 };
   new client.Counter({
@@ -73,6 +76,16 @@ export function registerCacheMetrics(registry: client.Registry, cache: MonitorCo
         this.inc({ result }, cache.counts[result] - reported[result]);
         reported[result] = cache.counts[result];
       }
+    },
+  });
+  let announced = 0;
+  new client.Counter({
+    name: 'webhook_dispatcher_monitor_announcements_total',
+    help: 'Monitor context changes announced by PostgreSQL and heard by this process',
+    registers: [registry],
+    collect() {
+      this.inc(cache.announcements - announced);
+      announced = cache.announcements;
     },
   });
 }
