@@ -8,47 +8,38 @@
  */
 import { randomUUID } from 'node:crypto';
 import { accountEventKey, type AccountTargetStatusEvent } from '@sts/messaging';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { spawnService, waitFor } from '@sts/testing';
 import { createTargetFlapGate, type TargetFlapGate } from '../../poller/src/adapters/flap';
 import { createProfileRepository, type ProfileRepository } from '../../poller/src/adapters/profiles';
 import { MAX_DIGEST_ITEMS } from './mail/digest';
-import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
+import type { SinkMail, SmtpSink } from './mail/smtpSink';
 import {
-  createBackends,
   dashboardClient,
   dashboardEnv,
-  start,
+  startMailDashboard,
+  type MailDashboard,
   type RunningDashboard,
   type TestBackends,
 } from '../test/dashboard';
 
+let mail: MailDashboard;
 let backends: TestBackends;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
 
 beforeAll(async () => {
-  backends = await createBackends();
-  sink = await startSmtpSink();
-  db = createDbClient({ url: backends.db.url, poolSize: 2 });
-  dash = await start({
-    ...dashboardEnv(backends),
-    SMTP_URL: sink.url,
-    DASHBOARD_PUBLIC_URL: 'http://dash.example.test',
+  mail = await startMailDashboard({
     MAIL_POLL_MS: '100',
     // long enough that every notice written together lands in one window
     MAIL_DIGEST_MINUTES: '0.5',
     LOG_LEVEL: 'error',
   });
+  ({ backends, dash, sink, db } = mail);
 });
 
-afterAll(async () => {
-  await dash?.stop();
-  await sink?.stop();
-  await db?.$disconnect();
-  await backends?.drop();
-});
+afterAll(() => mail?.stop());
 
 const to = (email: string) => (m: SinkMail) => m.to.includes(email);
 
