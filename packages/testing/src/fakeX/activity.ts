@@ -333,12 +333,8 @@ export function createFakeActivity(options: FakeActivityOptions = {}): FakeActiv
       streamRoute,
     ],
     subscriptions: () => [...book.subs.values()],
-    connections: () => slot.connections(),
-    connects: () => slot.connects(),
     lastParams: () => params,
     delivered: () => delivered,
-    disconnect: () => slot.disconnect(),
-    stall: () => slot.stall(),
-    outage: (on: boolean) => slot.outage(on),
+    ...slot.controls(),
   });
 }

@@ -320,13 +320,9 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
   return Object.assign(emitter, {
     routes: [rulesRoute, streamRoute],
     rules: () => [...book.rules.values()],
-    connections: () => slot.connections(),
-    connects: () => slot.connects(),
     delivered: () => delivered,
     replayed: () => replayed,
-    disconnect: () => slot.disconnect(),
-    stall: () => slot.stall(),
-    outage: (on: boolean) => slot.outage(on),
+    ...slot.controls(),
   });
 }
 

@@ -78,12 +78,17 @@ export class StreamSlot {
     return true;
   }
 
-  connections(): number {
-    return this.open ? 1 : 0;
-  }
-
-  connects(): number {
-    return this.opened;
+  /** what a fake stream offers its test about its connection */
+  controls() {
+    return {
+      /** connections open now (0 or 1) */
+      connections: (): number => (this.open ? 1 : 0),
+      /** connections opened so far */
+      connects: (): number => this.opened,
+      disconnect: () => this.disconnect(),
+      stall: () => this.stall(),
+      outage: (on: boolean) => this.outage(on),
+    };
   }
 
   /** ends the open connection with X's operational-disconnect notice */
