@@ -13,16 +13,9 @@ import { capturingLogger, waitFor } from '@sts/testing';
 import { createQuotaNotices } from '../../gateway/src/adapters/quotaNotices';
 import { checkTrials } from './mail/accountEvents';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import {
-  dashboardClient,
-  startMailDashboard,
-  type MailDashboard,
-  type RunningDashboard,
-  type TestBackends,
-} from '../test/dashboard';
+import { dashboardClient, startMailDashboard, type MailDashboard, type RunningDashboard } from '../test/dashboard';
 
 let mail: MailDashboard;
-let backends: TestBackends;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
@@ -40,7 +33,7 @@ beforeAll(async () => {
     PLAN_FREE_MONTHLY_QUOTA: '10',
     LOG_LEVEL: 'error',
   });
-  ({ backends, dash, sink, db } = mail);
+  ({ dash, sink, db } = mail);
   base = dash.base;
 });
 
@@ -206,7 +199,7 @@ describe('accounts a customer can trust', () => {
     const monitor = await db.monitor.create({
       data: { accountId: account.id, targetUsername: 'failing', targetKey: 'failing', keywords: [] },
     });
-    const amqp = new AmqpClient({ url: backends.env.AMQP_URL, logger: capturingLogger().logger, name: 'test' });
+    const amqp = new AmqpClient({ url: mail.backends.env.AMQP_URL, logger: capturingLogger().logger, name: 'test' });
     await amqp.start();
     try {
       const failing = {

@@ -20,11 +20,9 @@ import {
   startMailDashboard,
   type MailDashboard,
   type RunningDashboard,
-  type TestBackends,
 } from '../test/dashboard';
 
 let mail: MailDashboard;
-let backends: TestBackends;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
@@ -36,7 +34,7 @@ beforeAll(async () => {
     MAIL_DIGEST_MINUTES: '0.5',
     LOG_LEVEL: 'error',
   });
-  ({ backends, dash, sink, db } = mail);
+  ({ dash, sink, db } = mail);
 });
 
 afterAll(() => mail?.stop());
@@ -179,7 +177,7 @@ describe('mail lanes and notice digests', () => {
     'MAIL_DIGEST_MINUTES=%j stops the start with exit 2 naming it',
     async (value) => {
       const child = spawnService('services/dashboard/src/main.ts', {
-        ...dashboardEnv(backends),
+        ...dashboardEnv(mail.backends),
         MAIL_DIGEST_MINUTES: value,
         DASHBOARD_PORT: '0',
       });

@@ -7,16 +7,9 @@
 import type { Db } from '@sts/db';
 import { spawnService, waitFor } from '@sts/testing';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import {
-  dashboardClient,
-  startMailDashboard,
-  type MailDashboard,
-  type RunningDashboard,
-  type TestBackends,
-} from '../test/dashboard';
+import { dashboardClient, startMailDashboard, type MailDashboard, type RunningDashboard } from '../test/dashboard';
 
 let mail: MailDashboard;
-let backends: TestBackends;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
@@ -30,7 +23,7 @@ beforeAll(async () => {
     SIGNIN_MAX_PER_EMAIL_HOURLY: '40',
     LOG_LEVEL: 'error',
   });
-  ({ backends, dash, sink, db } = mail);
+  ({ dash, sink, db } = mail);
 });
 
 afterAll(() => mail?.stop());
@@ -387,7 +380,7 @@ describe('the low items', () => {
     const good = 'k'.repeat(32);
     for (const bad of [`${good},`, `${good},short`, `${good},,${good}`]) {
       const child = spawnService('services/dashboard/src/main.ts', {
-        ...backends.env,
+        ...mail.backends.env,
         SESSION_SECRET: bad,
         DASHBOARD_PORT: '0',
       });
