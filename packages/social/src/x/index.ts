@@ -1,5 +1,14 @@
 /** The X provider: client (the one request helper), governor, user directory, packing, source. */
 export { answerFor, X_ACCOUNT_FIELDS, type XAccountRequest, type XAccounts, type XAccountState } from './accounts';
+export {
+  billableReads,
+  isBilledActivityEvent,
+  utcDay,
+  X_BILLABLE_RESOURCES,
+  type XBillableRead,
+  type XBillableResource,
+} from './billable';
+export { createXBilling, noXBilling, type XBilling, type XBillingOptions } from './billing';
 export { createXClient, type XAnswer, type XCall, type XClient, type XClientOptions } from './client';
 export {
   createProcessGovernor,
