@@ -8,7 +8,6 @@
  */
 import { z } from 'zod';
 import { ConfigError, parseEnv } from '@sts/common';
-import { sqlPool } from '@sts/db';
 import { X_BILLABLE_RESOURCES, xPriceEnv, xPricesFromEnv, type XBillableResource } from '@sts/social';
 import { CliUsageError, optionalString, type Command } from '../command';
 import { costReport, type CostReport, type CountRow } from './xCostReport';
@@ -84,16 +83,17 @@ const cost: Command = {
   usage: [
     'usage: npm run cli -- x cost [--since 2026-12-01|2026-12-01T08:00:00Z] [--json]',
     '',
-    'Counts the resources this service received from X (post reads, user reads, billed X Activity API',
-    'events), each once per UTC day as X bills them, since --since (default: the start of the current',
-    `UTC month), priced by X_PRICE_POST_READ, X_PRICE_USER_READ, X_PRICE_EVENT (USD). Resources: ${X_BILLABLE_RESOURCES.join(', ')}.`,
+    'Counts the resources this service received from X, each once per UTC day as X bills them',
+    `(${X_BILLABLE_RESOURCES.join(', ')}), since --since (default: the start of the current UTC month),`,
+    'priced by X_PRICE_POST_READ, X_PRICE_USER_READ, X_PRICE_EVENT (USD). Per watched account: the X',
+    'accounts monitors watch; posts read for query monitors and other authors on one line.',
   ].join('\n'),
   options: { since: { type: 'string' } },
   async run(ctx, values) {
     const prices = pricesFromEnv(ctx.env);
     const now = new Date();
     const since = parseSince(optionalString(values, 'since'), now);
-    const { rows } = await sqlPool(ctx.db()).query<CountRow>(COUNTS, [since]);
+    const rows = await ctx.db().$queryRawUnsafe<CountRow[]>(COUNTS, since);
     const report = costReport(rows, prices, since, now);
     return { json: { ...report }, text: render(report) };
   },
