@@ -171,8 +171,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       if (!amqp.isConnected()) await amqp.stop();
       await relayStopped;
       await amqp.stop();
-      await reporter.close();
-      await billing.close();
+      // the billable reads still queued are written before the pool closes
+      await Promise.all([reporter.close(), billing.close()]);
       await session.stop();
       redis.disconnect();
       await db.$disconnect();

@@ -42,7 +42,7 @@ interface Identified {
 
 function items(data: unknown): Identified[] {
   if (Array.isArray(data)) return data.filter((d): d is Identified => typeof d === 'object' && d !== null);
-  return typeof data === 'object' && data !== null ? [data as Identified] : [];
+  return typeof data === 'object' && data !== null ? [data] : [];
 }
 
 const lower = (v: unknown) => (typeof v === 'string' && v !== '' ? v.toLowerCase() : null);

@@ -4,6 +4,7 @@
  * x_billable_total moving only for resources no writer had recorded that day.
  */
 import { Registry } from 'prom-client';
+import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createTestDatabase, startFakeX, type FakeX, type FakeXTweet } from '@sts/testing';
 import { createXSource } from './source';
@@ -134,7 +135,12 @@ describe('what X bills (x_billable_reads on the real PostgreSQL, the fake X)', (
   it('keeps what it could not write while PostgreSQL fails and writes it afterwards', async () => {
     const registry = new Registry();
     const broken = createDbClient({ url: 'postgresql://postgres@127.0.0.1:1/none', poolSize: 1 });
-    const failing = createXBilling({ db: broken, registry, flushMs: 5, logger: { warn: () => undefined } });
+    const failing = createXBilling({
+      db: broken,
+      registry,
+      flushMs: 5,
+      logger: createLogger({ service: 'billing-test', level: 'error' }),
+    });
     failing.record([{ resource: 'user_read', id: '9', account: null }]);
     await failing.flush();
     expect(await counted(registry)).toMatchObject({ user_read: 0 });

@@ -41,7 +41,7 @@ describe('the activity stream counts the events X bills', () => {
       userId: alice.id,
       targetKey: 'alice',
       paying: true,
-      types: ['profile.update.bio', 'post.delete'],
+      types: ['profile.update.bio', 'post.delete'] as const,
     };
     const intake = new ActivityIntake({
       mode: 'profiles',
