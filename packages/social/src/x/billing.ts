@@ -66,7 +66,7 @@ const INSERT = `
   ON CONFLICT DO NOTHING
   RETURNING resource`;
 
-export class XBillingRecorder implements XBilling {
+class XBillingRecorder implements XBilling {
   private readonly pool: SqlPool;
   private readonly counter: Counter<'resource'> | null;
   private readonly pending = new Map<string, Pending>();
