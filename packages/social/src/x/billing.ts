@@ -125,8 +125,11 @@ class XBillingRecorder implements XBilling {
   private bound(): void {
     const over = this.pending.size - (this.o.maxPending ?? 100_000);
     if (over <= 0) return;
-    const keys = [...this.pending.keys()].slice(0, over);
-    for (const k of keys) this.pending.delete(k);
+    let left = over;
+    for (const k of this.pending.keys()) {
+      if (left-- === 0) break;
+      this.pending.delete(k);
+    }
     this.o.logger?.warn('X billable reads dropped: PostgreSQL did not take them in time', { dropped: over });
   }
 
@@ -149,7 +152,11 @@ class XBillingRecorder implements XBilling {
     this.timer = null;
     const size = this.o.batchSize ?? 1000;
     while (this.pending.size > 0) {
-      const batch = [...this.pending].slice(0, size);
+      const batch: [string, Pending][] = [];
+      for (const entry of this.pending) {
+        if (batch.length === size) break;
+        batch.push(entry);
+      }
       try {
         await this.write(batch.map(([, p]) => p));
       } catch (err) {
