@@ -14,6 +14,7 @@
  *
  * PostgreSQL failing: the queue is kept and retried at the next flush, up to `maxPending` reads;
  * beyond that the oldest are dropped (logged once per outage): the estimate undercounts then.
+ * Meanwhile only the timer retries, once every `flushMs`.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from '@sts/common';
@@ -75,6 +76,8 @@ class XBillingRecorder implements XBilling {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private failing = false;
+  /** reads were dropped since the last successful write (logged once) */
+  private dropping = false;
 
   constructor(private readonly o: XBillingOptions) {
     this.pool = sqlPool(o.db);
@@ -117,7 +120,8 @@ class XBillingRecorder implements XBilling {
       this.pending.set(key, { day, read, at });
     }
     this.bound();
-    if (this.pending.size >= (this.o.batchSize ?? 1000)) void this.flush();
+    // while PostgreSQL fails, only the timer retries (one attempt per flushMs, not one per answer)
+    if (!this.failing && this.pending.size >= (this.o.batchSize ?? 1000)) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.o.flushMs ?? 1000).unref();
   }
 
@@ -130,7 +134,9 @@ class XBillingRecorder implements XBilling {
       if (left-- === 0) break;
       this.pending.delete(k);
     }
-    this.o.logger?.warn('X billable reads dropped: PostgreSQL did not take them in time', { dropped: over });
+    if (!this.dropping)
+      this.o.logger?.warn('X billable reads dropped: PostgreSQL did not take them in time', { dropped: over });
+    this.dropping = true;
   }
 
   flush(): Promise<void> {
@@ -166,6 +172,7 @@ class XBillingRecorder implements XBilling {
         return;
       }
       this.failing = false;
+      this.dropping = false;
       for (const [key, p] of batch) {
         this.pending.delete(key);
         if (p.day === this.seenDay) this.seen.add(key);
