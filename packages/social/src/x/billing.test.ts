@@ -6,7 +6,7 @@
 import { Registry } from 'prom-client';
 import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
-import { createTestDatabase, startFakeX, type FakeX, type FakeXTweet } from '@sts/testing';
+import { createTestDatabase, startFakeX, TcpProxy, waitFor, type FakeX, type FakeXTweet } from '@sts/testing';
 import { createXSource } from './source';
 import { billableReads, isBilledActivityEvent, type XBillableRead } from './billable';
 import { createXBilling } from './billing';
@@ -132,26 +132,32 @@ describe('what X bills (x_billable_reads on the real PostgreSQL, the fake X)', (
     expect(await rows()).toHaveLength(602);
   });
 
-  it('keeps what it could not write while PostgreSQL fails and writes it afterwards', async () => {
+  it('keeps what it could not write while PostgreSQL is cut off, writes it once it is back, drops the oldest past its bound', async () => {
+    const u = new URL(t.url);
+    const proxy = new TcpProxy(u.hostname, Number(u.port || 5432));
+    await proxy.listen();
+    const cutDb = createDbClient({ url: proxy.urlFor(t.url), poolSize: 1 });
+    await cutDb.$queryRaw`SELECT 1`;
     const registry = new Registry();
-    const broken = createDbClient({ url: 'postgresql://postgres@127.0.0.1:1/none', poolSize: 1 });
-    const failing = createXBilling({
-      db: broken,
-      registry,
-      flushMs: 5,
-      logger: createLogger({ service: 'billing-test', level: 'error' }),
-    });
-    failing.record([{ resource: 'user_read', id: '9', account: null }]);
-    await failing.flush();
-    expect(await counted(registry)).toMatchObject({ user_read: 0 });
-    await failing.close();
-    await broken.$disconnect();
-
-    const billing = createXBilling({ db, registry: new Registry(), flushMs: 5, maxPending: 2 });
-    billing.record([1, 2, 3].map((i) => ({ resource: 'user_read' as const, id: String(i), account: null })));
-    await billing.close();
-    // past maxPending the oldest is dropped
-    expect((await rows()).map((r) => r.resource_id)).toEqual(['2', '3']);
+    const logger = createLogger({ service: 'billing-test', level: 'error' });
+    const billing = createXBilling({ db: cutDb, registry, flushMs: 20, maxPending: 3, logger });
+    try {
+      proxy.cut();
+      billing.record([1, 2].map((i) => ({ resource: 'user_read' as const, id: String(i), account: null })));
+      await billing.flush();
+      billing.record([3, 4].map((i) => ({ resource: 'user_read' as const, id: String(i), account: null })));
+      expect(await counted(registry)).toMatchObject({ user_read: 0 });
+      expect(await rows()).toEqual([]);
+      proxy.restore();
+      // the timer retries: the three kept (the oldest, 1, dropped past maxPending) are written
+      await waitFor(async () => (await rows()).length === 3 || undefined);
+      expect((await rows()).map((r) => r.resource_id)).toEqual(['2', '3', '4']);
+      await waitFor(async () => (await counted(registry)).user_read === 3 || undefined);
+    } finally {
+      await billing.close();
+      await cutDb.$disconnect();
+      await proxy.close();
+    }
   });
 });
 
