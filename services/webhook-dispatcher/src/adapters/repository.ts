@@ -179,6 +179,8 @@ export interface DispatcherRepository {
 interface LoggedAttempt {
   outcome: AttemptOutcome;
   statusCode: number | null;
+  /** its number in the delivery's schedule (null: logged before attempts were numbered) */
+  attempt: number | null;
 }
 
 /**
@@ -639,7 +641,10 @@ export function createPrismaRepository(db: Db, options: RepositoryOptions = {}):
       await sql.query('DELETE FROM webhook_deliveries_due WHERE delivery_id = $1', [deliveryId]);
     },
     loggedAttempts: (deliveryId) =>
-      db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true, statusCode: true } }),
+      db.deliveryAttempt.findMany({
+        where: { deliveryId },
+        select: { outcome: true, statusCode: true, attempt: true },
+      }),
     recordHealth: async (outcome) => {
       const change = await writeHealth(outcome);
       cache?.endpointWritten(outcome.endpointId);
