@@ -442,6 +442,22 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
         disabledAt: null,
         heldCount: 7,
       });
+      // the account is told it recovered (a notice for its digest), once however often it is enabled
+      const recovered = () =>
+        db.accountEvent.findMany({
+          where: {
+            routingKey: 'account.webhook.failing',
+            AND: [
+              { payload: { path: ['monitorId'], equals: monitorId } },
+              { payload: { path: ['state'], equals: 'recovered' } },
+            ],
+          },
+        });
+      const told = await recovered();
+      expect(told).toHaveLength(1);
+      expect(told[0]!.payload).toMatchObject({ accountId: starter, monitorId, state: 'recovered' });
+      await uc.webhooks.enable(starter, monitorId); // healthy already: nothing to tell
+      expect(await recovered()).toHaveLength(1);
       // another account's monitor: NotFound, nothing changed
       await db.webhookEndpoint.update({
         where: { monitorId },
