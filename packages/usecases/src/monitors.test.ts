@@ -671,6 +671,12 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect((await rejection(uc.deliveries.recover(owner, monitor.id, { since: new Date('nope') }))).field).toBe(
         'since',
       );
+      // before the delivery log keeps anything (year 0 included, which PostgreSQL cannot store)
+      for (const since of [new Date(Date.now() - 400 * 86_400_000), new Date('0000-01-01T00:00:00Z')]) {
+        const err = await rejection(uc.deliveries.recover(owner, monitor.id, { since }));
+        expect(err).toBeInstanceOf(ValidationError);
+        expect(err).toMatchObject({ field: 'since', message: expect.stringMatching(/delivery log's retention/) });
+      }
       await new Promise((res) => setTimeout(res, 300));
       expect(seen.length).toBe(before + 2);
 
