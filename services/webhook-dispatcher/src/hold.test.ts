@@ -281,6 +281,46 @@ describe('events held while an endpoint is disabled', () => {
     expect(await endpoint(m.id)).toMatchObject({ heldCount: 0 });
   });
 
+  it('fifo with retries: a released event that fails holds the rest back until its retry is delivered', async () => {
+    const m = await disabledMonitor();
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { retryPolicy: 'standard', ordering: 'fifo' },
+    });
+    const ids = await hits(m, 3);
+    // enabled (what the enable use-case writes)
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { disabledAt: null, consecutiveFailures: 0, firstFailureAt: null },
+    });
+    // the first answer is a 503, then the receiver works
+    let calls = 0;
+    receiver.setResponder(() => (calls++ === 0 ? { status: 503 } : { status: 200 }));
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual([ids[0]]);
+    expect((await endpoint(m.id)).heldCount).toBe(2);
+    // a new hit meanwhile waits behind them
+    ids.push(...(await hits(m, 1)));
+    await dispatcher.releaseHeld(); // the retry still waits: nothing overtakes it
+    expect(receivedHitIds()).toEqual([ids[0]]);
+    // the retry falls due: held again at the head, then everything goes in order
+    await db.webhookDeliveryDue.updateMany({
+      where: { monitorId: m.id },
+      data: { dueAt: new Date(Date.now() - 1000) },
+    });
+    await dispatcher.deliverDue();
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual([ids[0], ...ids]);
+    const firstId = receiver.requests[0]!.headers['x-service-delivery'];
+    const first = (await attempts(m.id)).filter((a) => a.deliveryId === firstId);
+    expect(first.map((a) => [a.outcome, a.attempt])).toEqual([
+      ['failed', 1],
+      ['delivered', 2],
+    ]);
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 0 });
+    expect(await db.webhookDeliveryDue.count({ where: { monitorId: m.id } })).toBe(0);
+  });
+
   it('two dispatchers releasing the same endpoint send each held event once, in order', async () => {
     const m = await disabledMonitor();
     const other = createDispatcher({

@@ -82,7 +82,9 @@ const HOLD_SQL = `
   RETURNING w.held_count`;
 
 // the head only (FOR UPDATE): two dispatchers claiming at once take turns on the same row, and
-// the second finds it claimed, so an endpoint's events go out one at a time, oldest first
+// the second finds it claimed, so an endpoint's events go out one at a time, oldest first. A fifo
+// webhook's release waits while one of its deliveries waits for a retry: when that falls due it
+// is held again (it goes to the head, by its time), so nothing overtakes it
 const CLAIM_SQL = `
   WITH head AS (
     SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid
@@ -90,6 +92,8 @@ const CLAIM_SQL = `
   UPDATE held_events h SET claimed_until = now() + make_interval(secs => $2::float8 / 1000)
   FROM head
   WHERE h.id = head.id AND (head.claimed_until IS NULL OR head.claimed_until < now())
+    AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w JOIN webhook_deliveries_due d ON d.webhook_id = w.id
+                    WHERE w.id = $1::uuid AND w.ordering = 'fifo')
   RETURNING h.id::text, h.monitor_id, h.event, h.delivery_id, h.hit_id, h.payload, h.attempt,
             head.claimed_until IS NOT NULL AS reclaimed`;
 
