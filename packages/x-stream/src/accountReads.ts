@@ -2,8 +2,10 @@
  * The owed backfill's other budget: when the search budget refuses a pass's searches, the
  * accounts the lookup pre-check (recentCheck.ts) showed posting in their window are read one by
  * one through their user timelines (`GET /2/users/:id/tweets` since the window, by the account id
- * X answered; the `timeline` family of the fleet's governor, at high priority), so a gap with
- * known posters does not wait for the next search window.
+ * X answered; the `timeline` family of the fleet's governor), so a gap with known posters does
+ * not wait for the next search window. The reads are low priority: they take what the timeline
+ * window has beyond the governor's reserve, which stays with the family's own callers (read-api's
+ * timeline reads, Starter polls), so a large gap cannot starve them.
  *
  * Each account's posts are recorded as its read returns, and only then are its rows paid: a window
  * is paid only once its account has been read. An account the read could not finish (a failure, an
@@ -65,7 +67,7 @@ export async function readPostedAccounts(
 async function readOne(a: PostedAccount, options: AccountReadsOptions, out: AccountReadsResult): Promise<void> {
   const { logger } = options;
   try {
-    const r = await options.readAccountSince(a.userId, { sinceId: snowflakeBefore(a.since), priority: 'high' });
+    const r = await options.readAccountSince(a.userId, { sinceId: snowflakeBefore(a.since), priority: 'low' });
     if (r.unreadable) {
       // X serves the account no more: its window is left to the search (and the account check)
       out.failed++;
