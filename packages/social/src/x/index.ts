@@ -28,7 +28,7 @@ export {
 } from './governor';
 export { createXMetrics, noXMetrics, type XMetrics } from './metrics';
 export { MIN_QUERY_LENGTH, packFromQueries, type QueryGroup } from './pack';
-export type { GroupSearchRequest, GroupSearchResult } from './poll';
+export type { AccountSinceRequest, AccountSinceResult, GroupSearchRequest, GroupSearchResult } from './poll';
 export { createXSource, isXSource, type XSource, type XSourceOptions } from './source';
 export { createXUserDirectory, type XUserDirectory, type XUserResolution } from './users';
 export {
