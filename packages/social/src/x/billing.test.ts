@@ -84,6 +84,18 @@ describe('what X bills (x_billable_reads on the real PostgreSQL, the fake X)', (
     expect(await counted(registry)).toEqual({ post_read: 3, user_read: 2, activity_event: 0 });
   });
 
+  it("an account's timeline read (the stream backfill's other budget) bills its posts", async () => {
+    const registry = new Registry();
+    const billing = createXBilling({ db, registry, flushMs: 5 });
+    const source = createXSource({ baseUrl: fake.url, bearerToken: TOKEN, billing });
+    expect((await source.readAccountSince('101', { sinceId: '0' })).tweets).toHaveLength(3);
+    await billing.close();
+    expect((await rows()).map((r) => [r.resource, r.resource_id, r.account])).toEqual(
+      posts.map((p) => ['post_read', p.id, 'alice']).sort((a, b) => a[1]!.localeCompare(b[1]!)),
+    );
+    expect(await counted(registry)).toMatchObject({ post_read: 3 });
+  });
+
   it('bills a resource read again on the next UTC day again', async () => {
     const registry = new Registry();
     const clock = { t: new Date('2026-11-30T23:59:59.900Z') };
