@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { createTestDatabase } from '@sts/testing';
+import { createTestDatabase, createTestRedis, startFakeX } from '@sts/testing';
 import { runCli } from '../main';
 
 interface Report {
@@ -109,6 +109,45 @@ describe('x cost (real PostgreSQL)', () => {
     const later = await runCli(['x', 'cost', '--since', new Date(Date.now() - 1).toISOString()], env);
     expect(later.code).toBe(0);
     expect(later.stdout).toContain('no X reads recorded in the period');
+  });
+
+  it("the CLI's own X reads (a monitor preview on X) are billed and show in the estimate", async () => {
+    const fake = await startFakeX({ bearerToken: 'cli-token' });
+    const redis = createTestRedis();
+    fake.state.addUser({ username: 'Bob', id: '2002' });
+    const post = fake.state.post({ author: 'Bob', text: 'previewed on X' });
+    try {
+      const { rows } = await pg.query<{ id: string }>(`SELECT id FROM accounts LIMIT 1`);
+      const preview = await runCli(['monitor', 'preview', '--account', rows[0]!.id, '--target', 'bob', '--json'], {
+        ...env,
+        SOCIAL_SOURCE: 'x',
+        X_BEARER_TOKEN: 'cli-token',
+        X_API_BASE_URL: fake.url,
+        REDIS_URL: redis.url,
+        REDIS_KEY_PREFIX: redis.prefix,
+      });
+      expect(preview.code).toBe(0);
+      const billed = await pg.query<{ resource: string; resource_id: string; account: string }>(
+        `SELECT resource, resource_id, account FROM x_billable_reads WHERE resource_id IN ($1, '2002') ORDER BY resource`,
+        [post.id],
+      );
+      expect(billed.rows).toEqual([
+        { resource: 'post_read', resource_id: post.id, account: 'bob' },
+        { resource: 'user_read', resource_id: '2002', account: 'bob' },
+      ]);
+      const report = JSON.parse((await runCli(['x', 'cost', '--json'], env)).stdout) as Report;
+      expect(report.accounts.find((a) => a.account === 'bob')).toEqual({
+        account: 'bob',
+        post_read: 2,
+        user_read: 2,
+        activity_event: 0,
+        costUsd: 0.03,
+      });
+    } finally {
+      await pg.query(`DELETE FROM x_billable_reads WHERE resource_id IN ($1, '2002')`, [post.id]);
+      await fake.stop();
+      await redis.cleanup();
+    }
   });
 
   it.each([['yesterday'], ['2026-02-30'], ['2026-12-01T08:00'], ['2999-01-01']])(
