@@ -637,7 +637,7 @@ export interface components {
     RecoverInput: {
       /**
        * Format: date-time
-       * @description redeliver deliveries with an attempt of `outcomes` at or after this time
+       * @description redeliver deliveries with an attempt of `outcomes` at or after this time; not before the delivery log's retention (a day's slack)
        */
       since: string;
       /**
@@ -645,7 +645,7 @@ export interface components {
        * @description and at or before this time (default now); not before `since`
        */
       until?: string;
-      /** @description which outcomes to redeliver (default all three); a delivery qualifies while its latest attempt has one of them */
+      /** @description which outcomes to redeliver (default all three, each at most once); a delivery qualifies while its latest attempt has one of them */
       outcomes?: ('failed' | 'skipped' | 'exhausted')[];
     };
     MonitorWithSecret: {

@@ -25,7 +25,9 @@
  * (userCheck.ts). The backfill may look usernames up before searching them
  * (X_BACKFILL_LOOKUP=auto, recentCheck.ts): a new target's rule-change window always (that
  * lookup is its first account look, which the X account lookup then leaves to it:
- * `leavesFirstLook`), other windows when their searches do not fit the search budget left.
+ * `leavesFirstLook`), other windows when their searches do not fit the search budget left;
+ * when the search budget refuses, the accounts that lookup showed posting are read through
+ * their user timelines (another budget) instead of waiting for the search window.
  */
 import type { Logger } from '@sts/common';
 import type { AmqpClient } from '@sts/messaging';
@@ -71,6 +73,8 @@ export interface StreamModeOptions {
   userCheck?: UserCheck;
   /** the backfill's lookup pre-check (X_BACKFILL_LOOKUP=auto); absent: every owed window is searched */
   recent?: RecentCheck;
+  /** with `recent`: reads an account known to have posted by its timeline when search has no budget */
+  readAccountSince?: XSource['readAccountSince'];
   logger: Logger;
   metrics?: StreamMetrics;
   /** X_RULE_MAX_LENGTH, X_MAX_RULES, X_QUERY_MAX_LENGTH */
@@ -244,6 +248,7 @@ class StreamModeRunner implements StreamMode {
       queryMaxLength: options.queryMaxLength,
       holdMs: this.holdMs,
       ...(options.recent && { recent: options.recent }),
+      ...(options.readAccountSince && { readAccountSince: options.readAccountSince }),
     });
   }
 
