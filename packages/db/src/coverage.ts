@@ -58,7 +58,7 @@ interface LatencyWindow {
 }
 
 /** how a username monitor's watched account reaches it: pushed by the X Activity API, or polled */
-export interface AccountIntake {
+interface AccountIntake {
   path: 'pushed' | 'polled';
   /** the X Activity API event types X pushes for the account that this monitor uses; empty when polled */
   eventTypes: string[];
