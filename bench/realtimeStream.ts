@@ -20,6 +20,11 @@
  *    for BENCH_X_GAP_SECONDS (60) while one post a second is made → lost, 429s, and how long after
  *    the stream was back the last gap post became a hit (in budget windows); the searches against
  *    the fewest the query length allows (the lower bound on the windows: fewest / budget);
+ * 3b. gapspent (not in the default phases): the same gap while other work on the same token keeps
+ *    the search budget (BENCH_X_SEARCH_PER_MIN a minute) spent through the fleet's governor, from
+ *    before the stream goes down until the gap is closed → lost, 429s, how long after the stream
+ *    was back the last gap post became a hit, and what the backfill read it with (searches,
+ *    timeline reads, user lookups);
  * 4. failover: replica A (the holder) loses PostgreSQL (its connections black-holed, no socket
  *    closed) while 5 posts/s keep coming → seconds until replica B's stream is connected, lost.
  *
@@ -31,7 +36,8 @@
  * written per post (bench/lib/statements.ts), figures a busy machine's clock does not skew.
  *
  * Last line: `x_stream setup_per_20 <n> setup_users <n> lookups_per_min <n> burst_p50_ms <a> p99_ms <b> lost <n> gap_lost <n>
- * gap_429s <n> gap_windows <n> failover_s <n> failover_lost <n>`.
+ * gap_429s <n> gap_windows <n> failover_s <n> failover_lost <n>` (with `gapspent`: `gapspent_lost <n> gapspent_429s <n>
+ * gapspent_closed_s <s>` after the gap's).
  * Run alone: `npx tsx bench/realtimeStream.ts` (its own database and Redis prefix).
  */
 import { randomBytes } from 'node:crypto';
@@ -39,7 +45,7 @@ import { Redis } from 'ioredis';
 import { createLogger, createMetricsRegistry, loadDevEnv } from '../packages/common/src';
 import { createDbClient, type Db } from '../packages/db/src';
 import { AmqpClient } from '../packages/messaging/src';
-import { createXSource } from '../packages/social/src';
+import { createXSource, SourceBusyError } from '../packages/social/src';
 import {
   createFakeStream,
   startFakeX,
@@ -95,6 +101,7 @@ interface Bed {
   a: StreamMode;
   b: StreamMode;
   proxy: TcpProxy;
+  redis: Redis;
   usernames: string[];
   statements: StatementCounter | null;
 }
@@ -267,6 +274,78 @@ async function gap(bed: Bed): Promise<{ lost: number; tooMany: number; windows: 
   return { lost, tooMany, windows };
 }
 
+/** other work on the token and governor searching whenever the budget lets it; stop() resolves with its searches */
+function spendSearches(bed: Bed): { spent: () => boolean; searches: () => number; stop: () => Promise<void> } {
+  const other = createXSource({ baseUrl: bed.fake.url, bearerToken: 'bench-token', redis: bed.redis });
+  let running = true;
+  let refused = false;
+  let searches = 0;
+  const loop = (async () => {
+    while (running) {
+      try {
+        await other.search('from:someone_else', { limit: 10 });
+        searches++;
+      } catch (err) {
+        if (!(err instanceof SourceBusyError)) throw err;
+        refused = true;
+        await sleep(250);
+      }
+    }
+  })();
+  return {
+    spent: () => refused,
+    searches: () => searches,
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+/** Phase 3b: the gap of phase 3 with the search budget spent by other work until it is closed. */
+async function gapSpent(bed: Bed): Promise<{ lost: number; tooMany: number; closedS: number }> {
+  const { db, fake, stream, usernames } = bed;
+  fake.limits.setLimit('search', SEARCH_PER_MIN);
+  const other = spendSearches(bed);
+  try {
+    if (!(await until(other.spent, 30_000))) throw new Error('other work did not spend the search budget');
+    const before = fake.requests.log.length;
+    const otherBefore = other.searches();
+    const connects = stream.connects();
+    stream.outage(true);
+    const ids: string[] = [];
+    await paced(1, GAP_SECONDS, (i) => {
+      const author = usernames[Math.floor(Math.random() * usernames.length)]!;
+      ids.push(fake.state.post({ author, text: `gap spent ${i}` }).id);
+    });
+    stream.outage(false);
+    const back = Date.now();
+    await until(() => stream.connects() > connects, 120_000);
+    const reconnectedS = (Date.now() - back) / 1000;
+    await until(async () => (await hitsOf(db, ids)).length >= ids.length, 5 * WINDOW_MS);
+    const closedS = (Date.now() - back) / 1000;
+    const lost = ids.length - (await hitsOf(db, ids)).length;
+    const requests = fake.requests.log.slice(before);
+    const tooMany = requests.filter((r) => r.status === 429).length;
+    const kinds = byKind(requests);
+    const backfillSearches = kinds.searches! - (other.searches() - otherBefore);
+    const authors = new Set(
+      ids.map((id) => fake.state.tweet(id)?.author_id).filter((a): a is string => a !== undefined),
+    ).size;
+    log(
+      `gap of ${GAP_SECONDS} s with the search budget (${SEARCH_PER_MIN}/min) spent by other work (${ids.length} posts from ` +
+        `${authors} of ${usernames.length} accounts): reconnected ${reconnectedS.toFixed(1)} s after the stream was back, ` +
+        `last gap post a hit ${closedS.toFixed(1)} s after (a search window is ${WINDOW_MS / 1000} s), backfill searches ` +
+        `${backfillSearches}, timeline reads ${kinds.timeline ?? 0}, users calls ${kinds.users} (other work's searches ` +
+        `${other.searches() - otherBefore}), lost ${lost}, 429s ${tooMany}`,
+    );
+    return { lost, tooMany, closedS };
+  } finally {
+    await other.stop();
+    fake.limits.setLimit('search', 450);
+  }
+}
+
 /** Phase 4: the holder (A) loses PostgreSQL; seconds until B's stream is connected. */
 async function failover(bed: Bed): Promise<{ seconds: number; lost: number }> {
   const { db, fake, stream, usernames, a, b } = bed;
@@ -392,7 +471,7 @@ export async function runStreamMode(e: {
     if (!(await until(() => a.isHolder() && stream.connections() === 1, 30_000)))
       throw new Error('replica A did not connect within 30 s');
     b = startReplica({ dbUrl: e.dbUrl, db, fake, redis, amqp: amqpB, name: 'b' }, lookups);
-    const bed: Bed = { db, fake, stream, a, b, proxy, usernames, statements };
+    const bed: Bed = { db, fake, stream, a, b, proxy, redis, usernames, statements };
     if (PHASES.includes('setup')) {
       const r = await setup(bed);
       out.push(
@@ -406,6 +485,10 @@ export async function runStreamMode(e: {
     if (PHASES.includes('gap')) {
       const r = await gap(bed);
       out.push(`gap_lost ${r.lost} gap_429s ${r.tooMany} gap_windows ${r.windows}`);
+    }
+    if (PHASES.includes('gapspent')) {
+      const r = await gapSpent(bed);
+      out.push(`gapspent_lost ${r.lost} gapspent_429s ${r.tooMany} gapspent_closed_s ${r.closedS.toFixed(1)}`);
     }
     if (PHASES.includes('failover')) {
       const r = await failover(bed);

@@ -3,12 +3,13 @@
  * zod env schema reads, with the default, type and bounds from the schema itself and the text of
  * the JSDoc comment written on the schema field. The processes are every service (the
  * `…EnvSchema` export of services/<name>/src/env.ts, as packages/deploy-check finds them), the
- * migration runner, the CLI's `maintenance run` and the MCP server.
+ * migration runner, the CLI's `maintenance run` and `x cost`, and the MCP server.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 import { maintenanceEnv } from '../packages/admin-cli/src/commands/maintenance';
+import { xCostEnv } from '../packages/admin-cli/src/commands/xCost';
 import { databaseEnvSchema } from '../packages/common/src/env';
 import { mcpEnvSchema } from '../packages/mcp/src/env';
 
@@ -51,6 +52,11 @@ function processes(): Process[] {
     {
       name: '`npm run cli -- maintenance run`',
       schema: maintenanceEnv,
+      own: [path.join(REPO_ROOT, 'packages/admin-cli/src')],
+    },
+    {
+      name: '`npm run cli -- x cost`',
+      schema: xCostEnv,
       own: [path.join(REPO_ROOT, 'packages/admin-cli/src')],
     },
     { name: '`npm run mcp` (the MCP server)', schema: mcpEnvSchema, own: [path.join(REPO_ROOT, 'packages/mcp/src')] },

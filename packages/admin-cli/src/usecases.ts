@@ -7,7 +7,7 @@ import { oldKeysFromEnv } from './commands/secrets';
 import { createLogger, createRedis, evictCachedApiKey, redisConfigProblems } from '@sts/common';
 import { checkWebhookUrlForSave, webhookSavePolicyFromEnv } from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource, socialEnv } from '@sts/social';
+import { createSocialSource, createXBilling, socialEnv } from '@sts/social';
 import {
   ConflictError,
   createUseCases,
@@ -98,11 +98,15 @@ function previewOptions(ctx: CliContext): PreviewOptions {
         const issue = parsed.error.issues[0];
         throw new Error(`${issue?.path.join('.') ?? 'SOCIAL_SOURCE'}: ${issue?.message ?? 'invalid'}`);
       }
-      const page = await createSocialSource(parsed.data, { db: ctx.db() }).getUserTimeline(username, {
-        limit,
-        priority,
-      });
-      return page ? page.items : null;
+      // the preview's X reads are billed like the services' (x_billable_reads, `x cost`)
+      const billing = createXBilling({ db: ctx.db() });
+      try {
+        const source = createSocialSource(parsed.data, { db: ctx.db(), billing });
+        const page = await source.getUserTimeline(username, { limit, priority });
+        return page ? page.items : null;
+      } finally {
+        await billing.close();
+      }
     },
     cache: {
       get: (key) => withRedis(ctx, null, (r) => r.get(key)),

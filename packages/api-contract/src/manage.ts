@@ -102,18 +102,35 @@ export const WebhookSettingsInput = z.strictObject({
 /** the outcomes Recover takes (`exhausted`: a retry schedule that ran out) */
 const RECOVER_OUTCOMES = ['failed', 'skipped', 'exhausted'] as const;
 
+/** the calendar day an ISO 8601 time names exists (JavaScript would take 2026-02-30 as 2026-03-02) */
+function realDay(s: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T/.exec(s);
+  if (!m) return false;
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const day = new Date(Date.UTC(2000, mo - 1, d));
+  day.setUTCFullYear(y);
+  return day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
+}
+
+/** an ISO 8601 time with an offset, of a day that exists */
+const recoverTime = z.iso.datetime({ offset: true }).refine(realDay, { message: 'is not a date that exists' });
+
 export const RecoverInput = z.strictObject({
-  since: z.iso
-    .datetime({ offset: true })
-    .meta({ description: 'redeliver deliveries with an attempt of `outcomes` at or after this time' }),
-  until: z.iso
-    .datetime({ offset: true })
-    .optional()
-    .meta({ description: 'and at or before this time (default now); not before `since`' }),
-  outcomes: z.array(z.enum(RECOVER_OUTCOMES)).min(1).max(RECOVER_OUTCOMES.length).optional().meta({
+  since: recoverTime.meta({
     description:
-      'which outcomes to redeliver (default all three); a delivery qualifies while its latest attempt has one of them',
+      "redeliver deliveries with an attempt of `outcomes` at or after this time; not before the delivery log's retention (a day's slack)",
   }),
+  until: recoverTime.optional().meta({ description: 'and at or before this time (default now); not before `since`' }),
+  outcomes: z
+    .array(z.enum(RECOVER_OUTCOMES))
+    .min(1)
+    .max(RECOVER_OUTCOMES.length)
+    .refine((o) => new Set(o).size === o.length, { message: 'must not name an outcome twice' })
+    .optional()
+    .meta({
+      description:
+        'which outcomes to redeliver (default all three, each at most once); a delivery qualifies while its latest attempt has one of them',
+    }),
 });
 
 export const MonitorWithSecret = MonitorRecord.extend({
@@ -167,7 +184,13 @@ export const DeliveryRecord = z.object({
     .min(1)
     .nullable()
     .meta({ description: "the attempt's number in its delivery's retry schedule (1: the first)" }),
-  next_attempt_at: timestamp.nullable().meta({ description: 'when the next attempt is due (null: none follows)' }),
+  next_attempt_at: timestamp
+    .nullable()
+    .meta({ description: 'when the next attempt is due (null: none follows, or it is held)' }),
+  held: z.boolean().meta({
+    description:
+      "the delivery's next attempt is held: it fell due while the webhook was disabled and goes out, in order, once the webhook is enabled again (true on the delivery's last attempt only)",
+  }),
   status_code: z.int().nullable(),
   latency_ms: count.nullable(),
   error: z.string().nullable(),

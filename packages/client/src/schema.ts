@@ -637,7 +637,7 @@ export interface components {
     RecoverInput: {
       /**
        * Format: date-time
-       * @description redeliver deliveries with an attempt of `outcomes` at or after this time
+       * @description redeliver deliveries with an attempt of `outcomes` at or after this time; not before the delivery log's retention (a day's slack)
        */
       since: string;
       /**
@@ -645,7 +645,7 @@ export interface components {
        * @description and at or before this time (default now); not before `since`
        */
       until?: string;
-      /** @description which outcomes to redeliver (default all three); a delivery qualifies while its latest attempt has one of them */
+      /** @description which outcomes to redeliver (default all three, each at most once); a delivery qualifies while its latest attempt has one of them */
       outcomes?: ('failed' | 'skipped' | 'exhausted')[];
     };
     MonitorWithSecret: {
@@ -782,9 +782,11 @@ export interface components {
       attempt: number | null;
       /**
        * Format: date-time
-       * @description when the next attempt is due (null: none follows)
+       * @description when the next attempt is due (null: none follows, or it is held)
        */
       next_attempt_at: string | null;
+      /** @description the delivery's next attempt is held: it fell due while the webhook was disabled and goes out, in order, once the webhook is enabled again (true on the delivery's last attempt only) */
+      held: boolean;
       status_code: number | null;
       latency_ms: number | null;
       error: string | null;

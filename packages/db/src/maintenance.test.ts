@@ -101,6 +101,13 @@ describe('maintenance step', () => {
       `INSERT INTO usage_daily (account_id, day, used) VALUES ($1, '2025-01-01', 5), ($1, '2027-06-01', 5)`,
       [a[0]!.id],
     );
+    // what X billed: 401 days back goes (400 kept), yesterday stays
+    await pg.query(
+      `INSERT INTO x_billable_reads (day, resource, resource_id)
+       VALUES (($1::timestamptz - interval '401 days')::date, 'post_read', 'old'),
+              (($1::timestamptz - interval '1 day')::date, 'post_read', 'new')`,
+      [NOW],
+    );
     // coverage gaps: ended 31 days ago (pruned), ended 29 days ago and still open (kept)
     await pg.query(
       `INSERT INTO coverage_gaps (target_key, starts_at, ends_at, reason)
@@ -181,6 +188,7 @@ describe('maintenance step', () => {
     ).toEqual(['notice-new', 'notice-waiting']);
     expect(await count(`email_tokens`)).toBe(2);
     expect((await pg.query(`SELECT day::text FROM usage_daily`)).rows).toEqual([{ day: '2027-06-01' }]);
+    expect((await pg.query(`SELECT resource_id AS id FROM x_billable_reads`)).rows).toEqual([{ id: 'new' }]);
     expect(first.pruned.coverage_gaps).toBe(1);
     expect(
       (await pg.query<{ k: string }>(`SELECT target_key AS k FROM coverage_gaps ORDER BY 1`)).rows.map((r) => r.k),

@@ -12,7 +12,7 @@
  *   week) are deleted in batches once past the horizon.
  * - Queue-like tables lose their finished rows in batches of `batchSize`, at most `maxBatches`
  *   a table and run (the next run goes on): published `outbox` rows and `account_events`, sent or
- *   abandoned `mail_outbox` rows, digested `mail_notices`, expired `email_tokens`, `usage_daily` days past retention,
+ *   abandoned `mail_outbox` rows, digested `mail_notices`, expired `email_tokens`, `usage_daily` and `x_billable_reads` days past retention,
  *   `coverage_gaps` that ended more than 30 days ago, `monitor_events` (profile changes, target
  *   health) older than the delivery log.
  *   Every batch finds its rows through an index range.
@@ -39,6 +39,8 @@ export interface RetentionPolicy {
   emailTokensGraceDays: number;
   /** per-day usage rows (the dashboard's charts) */
   usageDailyDays: number;
+  /** what X billed per day (`x cost`): a year and a month, so a year ago is still comparable */
+  xBillableDays: number;
   /** coverage gaps, counted from their end (the coverage endpoint shows 30 days) */
   coverageGapsDays: number;
   /**
@@ -61,6 +63,7 @@ export const DEFAULT_RETENTION: RetentionPolicy = {
   mailDays: 30,
   emailTokensGraceDays: 7,
   usageDailyDays: 400,
+  xBillableDays: 400,
   coverageGapsDays: 30,
   monitorEventsDays: 30,
   weeksAhead: 4,
@@ -209,6 +212,7 @@ function prunes(p: RetentionPolicy, now: Date): Prune[] {
     ['mail_notices', 'id', 'digested_at < $2', day(p.mailDays)],
     ['email_tokens', 'id', 'expires_at < $2', day(p.emailTokensGraceDays)],
     ['usage_daily', 'account_id, day', 'day < $2::date', day(p.usageDailyDays)],
+    ['x_billable_reads', 'day, resource, resource_id', 'day < $2::date', day(p.xBillableDays)],
     ['coverage_gaps', 'id', 'ends_at < $2', day(p.coverageGapsDays)],
     ['monitor_events', 'id', 'created_at < $2', day(p.monitorEventsDays)],
     ['hits_default', 'id, tweet_created_at', 'tweet_created_at < $2', day(p.hitsDays)],

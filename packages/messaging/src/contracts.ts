@@ -184,13 +184,15 @@ export const AccountQuotaThresholdPayload = z
 /**
  * A monitor's webhook endpoint is failing (5 failures in a row), broken, or was disabled, or
  * (`held_dropped`) events held while it was disabled were dropped past the hold's bounds, once per
- * hold (published by the dispatcher).
+ * hold (published by the dispatcher), or (`recovered`) a failing, disabled or broken endpoint works
+ * again: a delivery or test ping succeeded (the dispatcher), or it was enabled (@sts/usecases
+ * `webhooks.enable`: the CLI, the dashboard, the API). The routing key keeps its name.
  */
 export const AccountWebhookFailingPayload = z
   .object({
     accountId: z.string().min(1),
     monitorId: z.string().min(1),
-    state: z.enum(['failing', 'broken', 'disabled', 'held_dropped']),
+    state: z.enum(['failing', 'broken', 'disabled', 'held_dropped', 'recovered']),
     consecutiveFailures: z.number().int().nonnegative(),
     occurredAt: IsoUtcMillis,
   })

@@ -9,7 +9,15 @@ import type { RedisClient } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource } from './local';
 import type { SocialSource } from './types';
-import { createRedisGovernor, createXMetrics, createXSource, parseRateLimits, type XFamily } from './x';
+import {
+  createRedisGovernor,
+  createXMetrics,
+  createXSource,
+  parseRateLimits,
+  type XBillableResource,
+  type XBilling,
+  type XFamily,
+} from './x';
 
 export interface SocialSourceConfig {
   SOCIAL_SOURCE?: 'local' | 'x' | undefined;
@@ -33,6 +41,8 @@ export interface SocialSourceDeps {
   redis?: RedisClient;
   /** registers the X request and budget metrics */
   registry?: Registry;
+  /** what X bills is recorded here (createXBilling); default: not counted */
+  billing?: XBilling;
 }
 
 export const socialEnv = {
@@ -71,6 +81,32 @@ export const socialEnv = {
     .transform((v) => parseRateLimits(v) as Partial<Record<XFamily, number>>),
 };
 
+const price = (usd: number) => z.coerce.number().min(0).max(1000).default(usd);
+
+/**
+ * X's prices per billable resource in USD (pay-per-use, docs.x.com x-api/getting-started/pricing):
+ * the defaults are the public prices of December 2026. Spread into the env of the processes that
+ * show them: the poller (the x_billable_price_usd gauge the dashboards multiply by) and
+ * `npm run cli -- x cost`.
+ */
+export const xPriceEnv = {
+  /** USD X charges per post read (a post returned by search, a timeline, a post lookup, the filtered stream), once per UTC day */
+  X_PRICE_POST_READ: price(0.005),
+  /** USD X charges per user read (a user returned by a users lookup), once per UTC day */
+  X_PRICE_USER_READ: price(0.01),
+  /** USD X charges per billed X Activity API event (`post.create`, `profile.update.*`; `post.delete` is free) */
+  X_PRICE_EVENT: price(0.005),
+};
+
+/** The prices of xPriceEnv by billable resource (the `resource` label of x_billable_total). */
+export function xPricesFromEnv(env: {
+  X_PRICE_POST_READ: number;
+  X_PRICE_USER_READ: number;
+  X_PRICE_EVENT: number;
+}): Record<XBillableResource, number> {
+  return { post_read: env.X_PRICE_POST_READ, user_read: env.X_PRICE_USER_READ, activity_event: env.X_PRICE_EVENT };
+}
+
 /** For `schema.superRefine(requireXToken)`: X_BEARER_TOKEN must be set when SOCIAL_SOURCE=x. */
 export function requireXToken(
   env: { SOCIAL_SOURCE?: string | undefined; X_BEARER_TOKEN?: string | undefined },
@@ -97,6 +133,7 @@ export function createSocialSource(config: SocialSourceConfig, deps: SocialSourc
       overlapMs: (config.POLL_OVERLAP_SECONDS ?? 30) * 1000,
       userCacheTtlSeconds: config.X_USER_CACHE_TTL_SECONDS ?? 3600,
       ...(deps.redis && { redis: deps.redis }),
+      ...(deps.billing && { billing: deps.billing }),
       ...(governor && { governor }),
       ...(governor && deps.registry && { metrics: createXMetrics(deps.registry, governor) }),
     });

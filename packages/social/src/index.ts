@@ -17,6 +17,8 @@ export {
   createSocialSource,
   requireXToken,
   socialEnv,
+  xPriceEnv,
+  xPricesFromEnv,
   type SocialSourceConfig,
   type SocialSourceDeps,
 } from './factory';

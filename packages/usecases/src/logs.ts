@@ -81,6 +81,23 @@ function checkWindow(w: RecoverWindow, now: Date): { since: Date; until: Date | 
   return { since: w.since, until: w.until ?? null, outcomes };
 }
 
+/** how far before the delivery log's retention a Recover's `since` may reach (a client's "N days ago" computed a moment early) */
+const RECOVER_SINCE_SLACK_MS = 86_400_000;
+
+/**
+ * `since` within the delivery log's retention (with a day's slack): nothing older is kept, and a
+ * time before it is a mistake worth telling (PostgreSQL cannot even store year 0).
+ */
+function checkSince(since: Date, logSince: Date, days: number): void {
+  const floor = new Date(logSince.getTime() - RECOVER_SINCE_SLACK_MS);
+  if (since.getTime() < floor.getTime()) {
+    throw new ValidationError(
+      'since',
+      `is before the delivery log's retention (${days} days on this plan): give ${floor.toISOString()} or later`,
+    );
+  }
+}
+
 /** the stored [name, value] pairs (jsonb), keeping only well-formed ones */
 function headerPairs(json: unknown): HeaderPair[] {
   if (!Array.isArray(json)) return [];
@@ -259,6 +276,8 @@ export function logUseCases(ctx: Ctx): { deliveries: DeliveryUseCases; hits: Hit
 
     async recover(accountId, monitorId, window) {
       const checked = checkWindow(window, ctx.now());
+      const days = retention[planOf(ctx, await loadAccount(ctx, accountId))].deliveryLogDays;
+      checkSince(checked.since, (await windowOf(accountId)).attempts, days);
       return recoverWindow(ctx, accountId, await ownMonitor(ctx, accountId, monitorId), checked);
     },
   };

@@ -442,6 +442,22 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
         disabledAt: null,
         heldCount: 7,
       });
+      // the account is told it recovered (a notice for its digest), once however often it is enabled
+      const recovered = () =>
+        db.accountEvent.findMany({
+          where: {
+            routingKey: 'account.webhook.failing',
+            AND: [
+              { payload: { path: ['monitorId'], equals: monitorId } },
+              { payload: { path: ['state'], equals: 'recovered' } },
+            ],
+          },
+        });
+      const told = await recovered();
+      expect(told).toHaveLength(1);
+      expect(told[0]!.payload).toMatchObject({ accountId: starter, monitorId, state: 'recovered' });
+      await uc.webhooks.enable(starter, monitorId); // healthy already: nothing to tell
+      expect(await recovered()).toHaveLength(1);
       // another account's monitor: NotFound, nothing changed
       await db.webhookEndpoint.update({
         where: { monitorId },
@@ -538,6 +554,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
           'deliveryId',
           'error',
           'event',
+          'held',
           'hitId',
           'id',
           'latencyMs',
@@ -655,6 +672,12 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
       expect((await rejection(uc.deliveries.recover(owner, monitor.id, { since: new Date('nope') }))).field).toBe(
         'since',
       );
+      // before the delivery log keeps anything (year 0 included, which PostgreSQL cannot store)
+      for (const since of [new Date(Date.now() - 400 * 86_400_000), new Date('0000-01-01T00:00:00Z')]) {
+        const err = await rejection(uc.deliveries.recover(owner, monitor.id, { since }));
+        expect(err).toBeInstanceOf(ValidationError);
+        expect(err).toMatchObject({ field: 'since', message: expect.stringMatching(/delivery log's retention/) });
+      }
       await new Promise((res) => setTimeout(res, 300));
       expect(seen.length).toBe(before + 2);
 

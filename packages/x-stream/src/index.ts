@@ -112,6 +112,7 @@ export function buildStreamMode(
       ...(deps.userCheckMs !== undefined && { intervalMs: deps.userCheckMs }),
     }),
     ...(recent && { recent }),
+    readAccountSince: (userId, request) => deps.source.readAccountSince(userId, request),
     logger: deps.logger,
     metrics: createStreamMetrics(deps.registry, {
       ...(deps.latency ? { latency: deps.latency } : {}),

@@ -13,7 +13,11 @@
  *
  * With a lookup pre-check (recentCheck.ts, X_BACKFILL_LOOKUP=auto), the pass first looks up
  * the usernames it picks and pays the windows of those that posted nothing since without a search;
- * the answers are recorded as the targets' account looks once the pass's searches are done.
+ * the answers are recorded as the targets' account looks once the pass's searches are done. When
+ * the search budget refuses, the accounts the lookup showed posting in the refused searches are
+ * read through their user timelines instead (accountReads.ts, another budget) and their windows
+ * paid; the rest of the refused searches' windows wait for the search budget, and an account the
+ * timeline budget refused too waits for whichever budget comes back first. Nothing is skipped.
  */
 import { snowflakeBefore } from '@sts/core';
 import type { Logger } from '@sts/common';
@@ -25,7 +29,8 @@ import {
   queryOwedMonitor,
   type OwedSearch,
 } from './domain/streamOwed';
-import type { RecentCheck } from './recentCheck';
+import { readPostedAccounts } from './accountReads';
+import type { PostedAccount, RecentCheck } from './recentCheck';
 import type { StreamRepository } from './repository';
 
 export interface OwedBackfillOptions {
@@ -47,12 +52,27 @@ export interface OwedBackfillOptions {
   stuckMs?: number;
   /** the lookup pre-check (X_BACKFILL_LOOKUP=auto); absent: every window is searched */
   recent?: RecentCheck;
+  /** reads an account known to have posted through its user timeline when search has no budget; absent: it waits */
+  readAccountSince?: XSource['readAccountSince'];
+  /** each read's family and outcome, for the metrics */
+  read?: (family: BackfillReadFamily, result: BackfillReadResult) => void;
 }
+
+/** the budget a backfill read spends: a batched search, or one account's user timeline */
+export type BackfillReadFamily = 'search' | 'timeline';
+/**
+ * how a backfill read ended: `ok` (its posts recorded, its windows paid), `refused` (the budget
+ * said no; the windows wait), `failed` (retried later), `unreadable` (an account X no longer
+ * serves; its window left to the search)
+ */
+export type BackfillReadResult = 'ok' | 'refused' | 'failed' | 'unreadable';
 
 export interface OwedPass {
   searches: number;
   /** windows (usernames) paid by the lookup pre-check without a search */
   quiet: number;
+  /** accounts read through their timelines because the search budget refused */
+  timelines: number;
   posts: number;
   /** the budget refused a search: the rest waits until then */
   refusedUntil: Date | null;
@@ -88,7 +108,7 @@ export class OwedBackfill {
     const pass: Promise<OwedPass> = this.pass(partsOf, changesPending)
       .catch((err: unknown) => {
         this.options.logger.warn('X stream backfill pass failed (retried next sync)', { err: errorMessage(err) });
-        return { searches: 0, quiet: 0, posts: 0, refusedUntil: null, failed: 1 };
+        return { searches: 0, quiet: 0, timelines: 0, posts: 0, refusedUntil: null, failed: 1 };
       })
       .finally(() => {
         if (this.running === pass) this.running = null;
@@ -108,8 +128,8 @@ export class OwedBackfill {
   ): Promise<OwedPass> {
     const { logger } = this.options;
     const due = await this.dueSearches(partsOf, changesPending);
-    const out: OwedPass = { searches: 0, quiet: due.quiet, posts: 0, refusedUntil: null, failed: 0 };
-    if (due.searches.length > 0) await this.searchAll(due.searches, out);
+    const out: OwedPass = { searches: 0, quiet: due.quiet, timelines: 0, posts: 0, refusedUntil: null, failed: 0 };
+    if (due.searches.length > 0) await this.searchAll(due.searches, out, due.posted);
     // the account looks do not hold the next pass back (their rows are paid or searched already)
     this.looks = this.looks.then(() =>
       due.record().catch((err: unknown) => {
@@ -126,9 +146,9 @@ export class OwedBackfill {
   private async dueSearches(
     partsOf: (username: string) => readonly string[] | null,
     changesPending: boolean,
-  ): Promise<{ searches: OwedSearch[]; quiet: number; record: () => Promise<void> }> {
+  ): Promise<{ searches: OwedSearch[]; quiet: number; posted: PostedAccount[]; record: () => Promise<void> }> {
     const { repository } = this.options;
-    const none = { searches: [], quiet: 0, record: () => Promise.resolve() };
+    const none = { searches: [], quiet: 0, posted: [], record: () => Promise.resolve() };
     const rows = await repository.dueOwed(this.options.batch ?? 20_000);
     if (rows.length === 0) return none;
     const first = this.plan(rows, partsOf);
@@ -138,6 +158,7 @@ export class OwedBackfill {
     const now = Date.now();
     const held = (s: OwedSearch) => s.partial && s.rulesOnly && (changesPending || now - s.dueSince.getTime() < holdMs);
     let quiet = 0;
+    let posted: PostedAccount[] = [];
     let record = none.record;
     const recent = this.options.recent;
     if (recent) {
@@ -152,40 +173,32 @@ export class OwedBackfill {
       const skip = new Set([...pre.quiet, ...pre.waiting]);
       quiet = new Set(users.filter((r) => paid.has(r.id)).map((r) => r.username.toLowerCase())).size;
       record = () => pre.record();
+      posted = pre.posted;
       if (skip.size > 0)
         searches = this.plan(
           rows.filter((r) => !skip.has(r.id)),
           partsOf,
         ).searches;
     }
-    return { searches: searches.filter((s) => !held(s)), quiet, record };
+    return { searches: searches.filter((s) => !held(s)), quiet, posted, record };
   }
 
-  /** the searches in order; a budget refusal postpones the rest to the window's reset */
-  private async searchAll(due: OwedSearch[], out: OwedPass): Promise<void> {
+  /** the searches in order; a budget refusal reads the known posters otherwise and postpones the rest */
+  private async searchAll(due: OwedSearch[], out: OwedPass, posted: readonly PostedAccount[]): Promise<void> {
     const { repository, logger } = this.options;
     for (let i = 0; i < due.length; i++) {
       const s = due[i]!;
       try {
         out.posts += await this.search(s);
         out.searches++;
+        this.options.read?.('search', 'ok');
       } catch (err) {
         if (err instanceof SourceBusyError) {
-          const until = new Date(Date.now() + Math.max(1000, err.retryAfterMs));
-          await repository.postpone(
-            due.slice(i).flatMap((x) => x.ids),
-            until,
-            err.message,
-            false,
-          );
-          out.refusedUntil = until;
-          this.notBefore = until.getTime();
-          logger.info('X stream backfill waits for the search budget', {
-            owedSearches: due.length - i,
-            until: until.toISOString(),
-          });
+          this.options.read?.('search', 'refused');
+          await this.refused(due.slice(i), err, out, posted);
           break;
         }
+        this.options.read?.('search', 'failed');
         out.failed++;
         await repository.postpone(s.ids, new Date(Date.now() + owedRetryMs(s.attempts)), errorMessage(err), true);
         logger.warn('X stream backfill search failed (retried later)', {
@@ -196,6 +209,54 @@ export class OwedBackfill {
     }
     if (out.searches > 0)
       logger.info('X stream backfill', { searches: out.searches, posts: out.posts, left: due.length - out.searches });
+  }
+
+  /**
+   * The search budget refused `rest`: the accounts of it known to have posted are read through
+   * their timelines (their rows paid), the other rows wait for the search budget's reset, and the
+   * known posters the timeline budget refused wait for whichever reset comes first
+   */
+  private async refused(
+    rest: OwedSearch[],
+    err: SourceBusyError,
+    out: OwedPass,
+    posted: readonly PostedAccount[],
+  ): Promise<void> {
+    const { repository, logger, readAccountSince } = this.options;
+    const searchUntil = new Date(Date.now() + Math.max(1000, err.retryAfterMs));
+    const names = new Set(rest.filter((s) => s.queryKey === undefined).flatMap((s) => s.usernames));
+    const readable = readAccountSince ? posted.filter((p) => names.has(p.username)) : [];
+    const read =
+      readable.length > 0
+        ? await readPostedAccounts(readable, {
+            readAccountSince: readAccountSince!,
+            repository,
+            record: (tweets) => this.options.record(tweets),
+            logger,
+            ...(this.options.read && { read: (result: BackfillReadResult) => this.options.read!('timeline', result) }),
+          })
+        : null;
+    const paid = read?.paid ?? new Set<bigint>();
+    out.timelines += read?.accounts ?? 0;
+    out.posts += read?.posts ?? 0;
+    out.failed += read?.failed ?? 0;
+    const unread = new Set(readable.flatMap((p) => p.ids).filter((id) => !paid.has(id)));
+    const soonest = read?.refusedUntil && read.refusedUntil < searchUntil ? read.refusedUntil : searchUntil;
+    const left = rest.flatMap((x) => x.ids).filter((id) => !paid.has(id));
+    const waitSearch = left.filter((id) => !unread.has(id));
+    if (waitSearch.length > 0) await repository.postpone(waitSearch, searchUntil, err.message, false);
+    if (unread.size > 0) await repository.postpone([...unread], soonest, err.message, false);
+    out.refusedUntil = searchUntil;
+    // with another budget to read known posters, later windows (a new gap) are still looked at by
+    // the next passes: the rows wait by their own due times; without, every search waits
+    if (!(readAccountSince && this.options.recent)) this.notBefore = searchUntil.getTime();
+    if (left.length > 0)
+      logger.info('X stream backfill waits for the search budget', {
+        owedSearches: rest.filter((x) => x.ids.some((id) => !paid.has(id))).length,
+        until: searchUntil.toISOString(),
+        readThroughTimelines: read?.accounts ?? 0,
+        ...(unread.size > 0 && { knownPostersUntil: soonest.toISOString() }),
+      });
   }
 
   /** username windows packed into `from:` searches, query monitors' windows one search each */

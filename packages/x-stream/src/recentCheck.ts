@@ -10,11 +10,15 @@
  * target's first look is this lookup and a looked-up target's next periodic look is an interval
  * later. A call the budget refuses or that fails costs nothing but its searches: its usernames are
  * searched as without the pre-check.
+ *
+ * The accounts whose newest post falls in their window (`posted`, with the account id X answered)
+ * are known to have posted: when the search budget refuses their search, the backfill reads them
+ * through their user timelines instead (accountReads.ts).
  */
 import type { Logger } from '@sts/common';
 import { errorMessage, chunks } from '@sts/core';
 import { answerFor, SourceBusyError, type XAccounts, type XSource } from '@sts/social';
-import { lookupCandidates, provesQuiet, type QuietCandidate } from './domain/streamQuiet';
+import { lookupCandidates, provesPosted, provesQuiet, type QuietCandidate } from './domain/streamQuiet';
 import type { OwedWindow } from './domain/streamOwed';
 import type { StreamPort } from './port';
 
@@ -33,9 +37,21 @@ export interface RecentCheckOptions {
   holdMs: number;
 }
 
+/** an account X showed posting in its window: its rows may be paid by reading its timeline */
+export interface PostedAccount {
+  /** lowercase, as the owed rows */
+  username: string;
+  userId: string;
+  /** the oldest window of the username */
+  since: Date;
+  ids: bigint[];
+}
+
 export interface RecentCheckResult {
   /** rows proved empty: paid without a search */
   quiet: bigint[];
+  /** accounts known to have posted in their window */
+  posted: PostedAccount[];
   /** rows whose lookup is not due yet: neither paid nor searched this pass */
   waiting: bigint[];
   /** users calls answered */
@@ -53,7 +69,7 @@ interface Target {
   candidate: QuietCandidate;
 }
 
-const NOTHING: RecentCheckResult = { quiet: [], waiting: [], calls: 0, record: () => Promise.resolve() };
+const NOTHING: RecentCheckResult = { quiet: [], posted: [], waiting: [], calls: 0, record: () => Promise.resolve() };
 
 export class RecentCheck {
   /** how long after a window's end its lookup waits */
@@ -93,17 +109,25 @@ export class RecentCheck {
     }));
     const { found, calls } = await this.lookup(targets);
     const quiet = targets.filter((t) => provesQuiet(answerFor(t, found), t.candidate.since));
+    const posted = targets.flatMap((t): PostedAccount[] => {
+      const answer = answerFor(t, found);
+      if (!answer?.user || !provesPosted(answer, t.candidate.since)) return [];
+      const { username, since, ids } = t.candidate;
+      return [{ username, userId: answer.user.id, since, ids }];
+    });
     logger.info('X stream backfill lookup', {
       looked: targets.length,
       firstLooks: targets.filter((t) => !looked.has(t.targetKey)).length,
       waiting: plan.waiting.length,
       quiet: quiet.length,
+      posted: posted.length,
       calls,
       budgetShort,
     });
     const answered = targets.filter((t) => answerFor(t, found) !== undefined);
     return {
       quiet: quiet.flatMap((t) => t.candidate.ids),
+      posted,
       waiting: plan.waiting,
       calls,
       record: () => looks.recordLooks(answered, found, new Date()),

@@ -25,7 +25,9 @@
  * (userCheck.ts). The backfill may look usernames up before searching them
  * (X_BACKFILL_LOOKUP=auto, recentCheck.ts): a new target's rule-change window always (that
  * lookup is its first account look, which the X account lookup then leaves to it:
- * `leavesFirstLook`), other windows when their searches do not fit the search budget left.
+ * `leavesFirstLook`), other windows when their searches do not fit the search budget left;
+ * when the search budget refuses, the accounts that lookup showed posting are read through
+ * their user timelines (another budget) instead of waiting for the search window.
  */
 import type { Logger } from '@sts/common';
 import type { AmqpClient } from '@sts/messaging';
@@ -37,7 +39,7 @@ import type { DropKind } from './domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { StreamHandoff } from './handoff';
-import { OwedBackfill } from './owed';
+import { OwedBackfill, type BackfillReadFamily, type BackfillReadResult } from './owed';
 import type { RecentCheck } from './recentCheck';
 import { StreamQueries } from './queries';
 import { Limiter } from './limiter';
@@ -58,6 +60,8 @@ export interface StreamMetrics {
   rules(count: number, overflowTargets: number): void;
   /** owed backfill windows and the age of the oldest (seconds) */
   owed(rows: number, oldestAgeSeconds: number): void;
+  /** one read of the owed backfill: a batched search or an account's timeline, and how it ended */
+  backfillRead(family: BackfillReadFamily, result: BackfillReadResult): void;
 }
 
 export interface StreamModeOptions {
@@ -71,6 +75,8 @@ export interface StreamModeOptions {
   userCheck?: UserCheck;
   /** the backfill's lookup pre-check (X_BACKFILL_LOOKUP=auto); absent: every owed window is searched */
   recent?: RecentCheck;
+  /** with `recent`: reads an account known to have posted by its timeline when search has no budget */
+  readAccountSince?: XSource['readAccountSince'];
   logger: Logger;
   metrics?: StreamMetrics;
   /** X_RULE_MAX_LENGTH, X_MAX_RULES, X_QUERY_MAX_LENGTH */
@@ -244,6 +250,8 @@ class StreamModeRunner implements StreamMode {
       queryMaxLength: options.queryMaxLength,
       holdMs: this.holdMs,
       ...(options.recent && { recent: options.recent }),
+      ...(options.readAccountSince && { readAccountSince: options.readAccountSince }),
+      read: (family, result) => this.metrics?.backfillRead(family, result),
     });
   }
 

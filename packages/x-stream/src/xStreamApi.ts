@@ -186,7 +186,14 @@ export function createXStreamApi(options: XStreamApiOptions): XStreamApi {
     },
     async connect(handlers, signal, backfillMinutes = 0) {
       const res = await openStream(options, client.governor, signal, backfillMinutes);
-      return { closed: readLines(res.body!.getReader(), handlers) };
+      // every streamed post is a post read X bills (once a UTC day: a replay re-sends some)
+      const onTweet: StreamHandlers['onTweet'] = (tweet, ids) => {
+        client.billing.record([
+          { resource: 'post_read', id: tweet.id, account: tweet.author.username.toLowerCase() || null },
+        ]);
+        handlers.onTweet(tweet, ids);
+      };
+      return { closed: readLines(res.body!.getReader(), { ...handlers, onTweet }) };
     },
   };
 }

@@ -4,7 +4,9 @@
  * behind 5,000 notices; 300 watched accounts of one customer suspended at once (the poller's
  * profile looks, with its flap rule, on the local store) make one digest listing 50 and counting
  * the rest, and another account's notices make a digest of their own; a notice after a digest
- * waits for the next period; a bad MAIL_DIGEST_MINUTES stops the start.
+ * waits for the next period; a watched account back and a webhook that recovers are digest items
+ * too (the poller's look and the dispatcher's health statement write them); a bad
+ * MAIL_DIGEST_MINUTES stops the start.
  */
 import { randomUUID } from 'node:crypto';
 import { accountEventKey, type AccountTargetStatusEvent } from '@sts/messaging';
@@ -12,6 +14,7 @@ import { createDbClient, type Db } from '@sts/db';
 import { spawnService, waitFor } from '@sts/testing';
 import { createTargetFlapGate, type TargetFlapGate } from '../../poller/src/adapters/flap';
 import { createProfileRepository, type ProfileRepository } from '../../poller/src/adapters/profiles';
+import { createPrismaRepository } from '../../webhook-dispatcher/src/adapters/repository';
 import { MAX_DIGEST_ITEMS } from './mail/digest';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
 import {
@@ -182,6 +185,46 @@ describe('mail lanes and notice digests', () => {
     expect(digests.map((d) => d.kind)).toEqual(['digest', 'target']);
     // at least one period (30 s) apart: the window opens with the first notice after the digest
     expect(digests[1]!.createdAt.getTime() - digests[0]!.createdAt.getTime()).toBeGreaterThanOrEqual(30_000);
+  }, 120_000);
+
+  it('a watched account back and a webhook that recovers: items of the same digest', async () => {
+    const email = `back-${randomUUID().slice(0, 8)}@example.com`;
+    const id = await account(email);
+    await db.$executeRaw`
+      INSERT INTO social_users (id, username, username_key, name) VALUES (7000, 'backsoon', 'backsoon', 'Back Soon')`;
+    const [monitor] = await db.$queryRaw<{ id: string }[]>`
+      INSERT INTO monitors (account_id, target_username, target_key) VALUES (${id}::uuid, 'backsoon', 'backsoon')
+      RETURNING id::text AS id`;
+    const endpoint = await db.webhookEndpoint.create({
+      data: { monitorId: monitor!.id, url: 'https://hooks.example.test/back', secretCiphertext: 'v1.x.y.z' },
+    });
+    // the poller's looks, without the flap rule: seen, suspended, back
+    const looks = createProfileRepository(db);
+    await looks.look('backsoon', new Date());
+    await db.$executeRaw`UPDATE social_users SET status = 'suspended' WHERE id = 7000`;
+    await looks.look('backsoon', new Date());
+    await db.$executeRaw`UPDATE social_users SET status = 'active' WHERE id = 7000`;
+    await looks.look('backsoon', new Date());
+    // the endpoint was disabled; the dispatcher counts a success (its health statement)
+    await db.webhookEndpoint.update({
+      where: { id: endpoint.id },
+      data: { consecutiveFailures: 6, firstFailureAt: new Date(Date.now() - 4 * 86_400_000), disabledAt: new Date() },
+    });
+    await createPrismaRepository(db).recordHealth({ endpointId: endpoint.id, delivered: true, at: new Date() });
+
+    const digest = await sink.waitFor(to(email), 90_000);
+    expect(digest.subject).toBe('3 notices about your Social Timeline account');
+    // listed in the order the consumer took them (it handles several events at once)
+    const listed = digest.text.split('\n').filter((l) => l.startsWith('- '));
+    expect(listed.sort()).toEqual(
+      [
+        '- @backsoon is suspended: http://dash.example.test/monitors',
+        '- @backsoon is available again: http://dash.example.test/monitors',
+        `- Your webhook for @backsoon works again: http://dash.example.test/monitors/${monitor!.id}/deliveries`,
+      ].sort(),
+    );
+    expect(digest.html).toContain('is available again');
+    expect(digest.html).toContain('works again');
   }, 120_000);
 
   it.each(['0', '-1', 'ten', '1441'])(

@@ -9,7 +9,7 @@ import http from 'node:http';
 import { createRedis, listenOn, runService, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource } from '@sts/social';
+import { createSocialSource, createXBilling } from '@sts/social';
 import {
   createUseCases,
   evictApiKeyVia,
@@ -48,7 +48,9 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       WEBHOOK_ALLOW_PRIVATE_HOSTS: env.WEBHOOK_ALLOW_PRIVATE_HOSTS,
     });
     // the monitor preview's X reads spend the fleet's X budget and share its user cache (Redis)
-    const social = createSocialSource(env, { db, redis, registry });
+    // and are counted as X bills them (x_billable_total)
+    const billing = createXBilling({ db, registry, logger });
+    const social = createSocialSource(env, { db, redis, registry, billing });
     const useCases = createUseCases({
       db,
       plans: plansFromEnv(env),
@@ -145,6 +147,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
           await afterAnswer.drain();
           await mailer.stop();
           await amqp.stop();
+          await billing.close();
           redis.disconnect();
           await db.$disconnect();
         },
@@ -153,6 +156,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       server.close();
       await mailer.stop().catch(() => undefined);
       await amqp.stop().catch(() => undefined);
+      await billing.close();
       redis.disconnect();
       await db.$disconnect();
       throw err;

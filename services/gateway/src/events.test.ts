@@ -25,7 +25,9 @@ interface Answer {
   body: any;
 }
 
-async function get(path: string, key = manageKey): Promise<Answer> {
+const get = (path: string, key = manageKey): Promise<Answer> => getAs(path, key);
+
+async function getAs(path: string, key: string): Promise<Answer> {
   const r = await fetch(`${stack.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
   const body: unknown = await r.json();
   const op = (doc.paths as unknown as Record<string, { get: { responses: Record<string, unknown> } }>)[TEMPLATE]!.get;
@@ -149,6 +151,36 @@ describe('GET /api/v1/monitors/{id}/events', () => {
     }
     const limit = await get(`/api/v1/monitors/${monitor.id}/events?limit=101`);
     expect([limit.status, limit.body.param]).toEqual([400, 'limit']);
+  });
+
+  it('refuses limits out of bounds and tampered cursors; the bounds themselves are served', async () => {
+    // an account of its own: the requests above used most of the first one's per-minute limit
+    const own = await stack.account('starter', 'manage');
+    const mine = await createMonitor(stack.db, createSecretBox(stack.secretsKey), { accountId: own.accountId });
+    for (const seq of [1, 2, 4, 5]) await hit(mine, seq);
+    const get = (path: string) => getAs(path.replace(monitor.id, mine.id), own.key);
+    for (const bad of ['0', '-1', 'ten', '1e2', '99999999999999999999', '']) {
+      const r = await get(`/api/v1/monitors/${monitor.id}/events?limit=${bad}`);
+      expect([bad, r.status, r.body.code, r.body.param]).toEqual([bad, 400, 'INVALID_REQUEST', 'limit']);
+    }
+    expect((await get(`/api/v1/monitors/${monitor.id}/events?limit=1`)).body.data).toHaveLength(1);
+    expect((await get(`/api/v1/monitors/${monitor.id}/events?limit=100`)).status).toBe(200);
+    // a cursor edited by hand: another sequence beyond int64, extra parts, not a number, far too long
+    for (const cursor of [
+      Buffer.from('ev.99999999999999999999').toString('base64url'),
+      Buffer.from('ev.9223372036854775808').toString('base64url'),
+      Buffer.from('ev.1.2').toString('base64url'),
+      Buffer.from('ev.x').toString('base64url'),
+      Buffer.from('ev.').toString('base64url'),
+      'A'.repeat(5000),
+    ]) {
+      const r = await get(`/api/v1/monitors/${monitor.id}/events?cursor=${cursor}`);
+      expect([cursor.slice(0, 40), r.status, r.body.code]).toEqual([cursor.slice(0, 40), 400, 'INVALID_REQUEST']);
+    }
+    // a cursor of a real page, edited to another valid sequence, is just that position
+    const edited = Buffer.from('ev.4').toString('base64url');
+    const r = await get(`/api/v1/monitors/${monitor.id}/events?cursor=${edited}`);
+    expect((r.body.data as { sequence: number }[]).map((e) => e.sequence)).toEqual([5]);
   });
 
   it("is a manage key's, and answers 404 for another account's or a malformed monitor id", async () => {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { commonEnv, directDatabaseEnv, opsEnv, parseEnv } from '@sts/common';
 import { planEnv } from '@sts/core';
-import { requireXToken, socialEnv } from '@sts/social';
+import { requireXToken, socialEnv, xPriceEnv } from '@sts/social';
 import { streamEnv } from '@sts/x-stream';
 import { activityEnv } from './intake/activity/env';
 
@@ -12,6 +12,8 @@ export const pollerEnvSchema = z
     ...directDatabaseEnv,
     ...planEnv,
     ...socialEnv,
+    /** X's prices (X_PRICE_POST_READ, X_PRICE_USER_READ, X_PRICE_EVENT), exported as x_billable_price_usd */
+    ...xPriceEnv,
     ...opsEnv(3003),
     /** X stream mode: X_RULE_MAX_LENGTH, X_MAX_RULES, X_RULE_SETTLE_SECONDS (stream/env.ts) */
     ...streamEnv,

@@ -125,6 +125,7 @@ describe('poller main', () => {
       X_MONITOR_MODE: 'timeline',
       X_API_BASE_URL: fake.url,
       X_BEARER_TOKEN: 'timeline-token',
+      X_PRICE_USER_READ: '0.02',
       OPS_PORT: '0',
       LOG_LEVEL: 'error',
     });
@@ -136,13 +137,22 @@ describe('poller main', () => {
       });
       const match = fake.state.post({ author: 'qauthor', text: 'Rocket launch at noon' });
       fake.state.post({ author: 'qauthor', text: 'a launch, nothing else' });
-      await proc.waitForLine(/poller started/);
+      const { opsPort: port } = JSON.parse(await proc.waitForLine(/poller started/)) as { opsPort: number };
       const hit = await waitFor(() => db.hit.findFirst({ where: { monitorId: monitor.id } }), 15_000);
       expect(hit.tweetId).toBe(match.id);
       // read again after its interval: still the one hit, and no timeline read (the monitor has no target)
       await waitFor(() => fake.requests.count({ family: 'search' }) >= 2 || undefined, 15_000);
       expect(await db.hit.count({ where: { monitorId: monitor.id } })).toBe(1);
       expect(fake.requests.count({ family: 'timeline' })).toBe(0);
+      // the post the searches returned is billed once (x_billable_reads, x_billable_total) at the price set
+      const billed = await waitFor(() => db.xBillableRead.findMany(), 15_000);
+      expect(billed.map((r) => [r.resource, r.resourceId, r.account])).toEqual([['post_read', match.id, 'qauthor']]);
+      const counted = /x_billable_total\{[^}]*resource="post_read"[^}]*\} 1\b/;
+      const metrics = await waitFor(async () => {
+        const m = (await fetchText(port, '/metrics')).body;
+        return counted.test(m) ? m : null;
+      });
+      expect(metrics).toMatch(/x_billable_price_usd\{[^}]*resource="user_read"[^}]*\} 0\.02\b/);
       proc.child.kill('SIGTERM');
       expect(await proc.exited).toBe(0);
     } finally {
@@ -176,6 +186,9 @@ describe('poller main', () => {
     ['TARGET_FLAP_SHARE', '20%'],
     ['TARGET_FLAP_WINDOW_SEC', '0'],
     ['TARGET_FLAP_MIN', 'few'],
+    ['X_PRICE_POST_READ', 'half a cent'],
+    ['X_PRICE_USER_READ', '-0.01'],
+    ['X_PRICE_EVENT', 'free'],
   ])('refuses %s=%j with exit code 2, naming it', async (name, value) => {
     const bad = spawnService('services/poller/src/main.ts', { [name]: value });
     expect(await bad.exited).toBe(2);

@@ -15,7 +15,7 @@ import {
 import { errorMessage, plansFromEnv } from '@sts/core';
 import { createDbClient, DirectSession, migrationsCheck, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createSocialSource, isXSource, type SocialSource } from '@sts/social';
+import { createSocialSource, createXBilling, isXSource, xPricesFromEnv, type SocialSource } from '@sts/social';
 import { createRedisLeases } from './adapters/lease';
 import { SESSION_APPLICATION_NAME } from './adapters/session';
 import { createOutboxRelay } from './relay/relay';
@@ -68,7 +68,9 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
     registers: [registry],
   });
   // the fleet's Redis: X's rate-limit governor and user cache, shared with the stream holder
-  const source = createSocialSource(env, { db, redis, registry });
+  // what X bills, counted once per UTC day across the fleet (x_billable_total, @sts/social billing.ts)
+  const billing = createXBilling({ db, registry, logger, prices: xPricesFromEnv(env) });
+  const source = createSocialSource(env, { db, redis, registry, billing });
   const relay = createOutboxRelay({
     db,
     publisher: amqp,
@@ -169,7 +171,8 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
       if (!amqp.isConnected()) await amqp.stop();
       await relayStopped;
       await amqp.stop();
-      await reporter.close();
+      // the billable reads still queued are written before the pool closes
+      await Promise.all([reporter.close(), billing.close()]);
       await session.stop();
       redis.disconnect();
       await db.$disconnect();
@@ -237,10 +240,10 @@ function intakes(
 function activityOf(
   env: PollerEnv,
   source: SocialSource,
-  deps: Omit<Parameters<typeof buildActivityIntake>[1], 'governor'>,
+  deps: Omit<Parameters<typeof buildActivityIntake>[1], 'governor' | 'billing'>,
 ): ReturnType<typeof buildActivityIntake> | null {
   if (!isXSource(source) || env.X_INTAKE_ACTIVITY === 'off') return null;
-  return buildActivityIntake(env, { ...deps, governor: source.client.governor });
+  return buildActivityIntake(env, { ...deps, governor: source.client.governor, billing: source.client.billing });
 }
 
 if (require.main === module) runService(pollerService);

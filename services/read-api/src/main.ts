@@ -5,7 +5,7 @@
 import type { Registry } from 'prom-client';
 import { createRedis, runService, type Logger, type RedisClient, type ServiceDefinition } from '@sts/common';
 import { createDbClient, migrationsCheck, type Db } from '@sts/db';
-import { createSocialSource, type SocialSource } from '@sts/social';
+import { createSocialSource, createXBilling, type SocialSource, type XBilling } from '@sts/social';
 import { createCachedSource } from './adapters/readCache';
 import { IDEMPOTENCY_TTL_SEC } from '@sts/api-contract';
 import { monitorLimitsFromEnv, plansFromEnv, retentionFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
@@ -29,11 +29,12 @@ import { loadReadApiEnv, type ReadApiEnv } from './env';
  */
 export function buildSource(
   env: ReadApiEnv,
-  deps: { db: Db; logger: Logger; registry: Registry; redis: RedisClient },
+  deps: { db: Db; logger: Logger; registry: Registry; redis: RedisClient; billing?: XBilling },
 ): SocialSource {
-  const { db, logger, registry, redis } = deps;
+  const { db, logger, registry, redis, billing } = deps;
   if (env.SOCIAL_SOURCE !== 'x') return createSocialSource(env, { db });
-  const source = createCachedSource(createSocialSource(env, { db, redis, registry }), {
+  // what X bills is counted where it is read (a cache hit reads nothing)
+  const source = createCachedSource(createSocialSource(env, { db, redis, registry, ...(billing && { billing }) }), {
     redis,
     ttls: {
       profileMs: env.READ_CACHE_PROFILE_TTL_MS,
@@ -113,7 +114,9 @@ export const readApiService: ServiceDefinition<ReadApiEnv> = {
   async start(env, { logger, registry }) {
     const db = createDbClient({ url: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE });
     const redis = createRedis(env, { maxRetriesPerRequest: 2, logger });
-    const source = buildSource(env, { db, logger, registry, redis });
+    // the X reads this replica makes, counted as X bills them (x_billable_total)
+    const billing = createXBilling({ db, registry, logger });
+    const source = buildSource(env, { db, logger, registry, redis, billing });
     // bounded below the gateway's 10 s: a broker that does not confirm is a 503 the client sees
     const amqp = new AmqpClient({ url: env.AMQP_URL, logger, name: 'read-api', publishTimeoutMs: 5000 });
     const app = createReadApi({
@@ -138,6 +141,7 @@ export const readApiService: ServiceDefinition<ReadApiEnv> = {
       async stop() {
         await app.close();
         await amqp.stop();
+        await billing.close();
         await db.$disconnect();
         redis.disconnect();
       },

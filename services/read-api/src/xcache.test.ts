@@ -6,6 +6,7 @@
 import { Registry } from 'prom-client';
 import { createLogger, createRedis } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
+import { createXBilling } from '@sts/social';
 import { createTestDatabase, createTestRedis, rawRequest, startFakeX, type FakeX } from '@sts/testing';
 import { createReadApi, type ReadApi } from './app';
 import { loadReadApiEnv } from './env';
@@ -20,7 +21,7 @@ describe('read-api on X: read cache, single-flight, UPSTREAM_BUSY', () => {
   let db: Db;
   let fake: FakeX;
   let redis: ReturnType<typeof createTestRedis>;
-  const running: Array<{ api: ReadApi; stop: () => void }> = [];
+  const running: Array<{ api: ReadApi; stop: () => Promise<void> }> = [];
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
@@ -38,7 +39,7 @@ describe('read-api on X: read cache, single-flight, UPSTREAM_BUSY', () => {
   afterEach(async () => {
     for (const r of running.splice(0)) {
       await r.api.close();
-      r.stop();
+      await r.stop();
     }
     await fake.stop();
     await redis.cleanup();
@@ -59,10 +60,11 @@ describe('read-api on X: read cache, single-flight, UPSTREAM_BUSY', () => {
     });
     const registry = new Registry();
     const client = createRedis(env, { maxRetriesPerRequest: 2, logger });
-    const source = buildSource(env, { db, logger, registry, redis: client });
+    const billing = createXBilling({ db, registry, logger });
+    const source = buildSource(env, { db, logger, registry, redis: client, billing });
     const api = createReadApi({ db, source, internalToken: TOKEN, logger, userCacheTtlMs: 0 });
-    running.push({ api, stop: () => client.disconnect() });
-    return { port: await api.listen(0, '127.0.0.1'), registry };
+    running.push({ api, stop: async () => (await billing.close(), client.disconnect()) });
+    return { port: await api.listen(0, '127.0.0.1'), registry, billing };
   }
 
   it('caches profile, timeline first page, tweet and search in Redis, shared by replicas', async () => {
@@ -96,6 +98,21 @@ describe('read-api on X: read cache, single-flight, UPSTREAM_BUSY', () => {
     const metrics = await a.registry.metrics();
     expect(metrics).toMatch(/x_requests_total\{family="tweets",status="200"\} 1/);
     expect(metrics).toMatch(/x_budget_remaining\{family="tweets"\} 2/);
+    // what X billed: alice once, each post once, whichever replica read it and however often
+    await Promise.all([a.billing.flush(), b.billing.flush()]);
+    const billed = await db.xBillableRead.findMany({ orderBy: [{ resource: 'asc' }, { resourceId: 'asc' }] });
+    const alice = fake.state.user('alice')!;
+    const posts = fake.state.tweets.map((t) => t.id).sort();
+    expect(billed.map((r) => [r.resource, r.resourceId, r.account])).toEqual([
+      ...posts.map((id) => ['post_read', id, 'alice']),
+      ['user_read', alice.id, 'alice'],
+    ]);
+    const counted = async (r: Registry) =>
+      ((await r.getSingleMetric('x_billable_total')!.get()).values as { value: number }[]).reduce(
+        (n, v) => n + v.value,
+        0,
+      );
+    expect((await counted(a.registry)) + (await counted(b.registry))).toBe(billed.length);
   });
 
   it('N identical concurrent reads make one upstream call', async () => {

@@ -158,11 +158,11 @@ interface SigningKeys {
 export type Source =
   | { kind: 'message'; env: Envelope<DispatcherRoutingKey> }
   | { kind: 'due'; due: ClaimedDue }
-  | { kind: 'held'; job: Job };
+  | { kind: 'held'; job: Job; attempt: number };
 
-/** the hold of a disabled endpoint's events (hold.ts): true when it took the job */
+/** the hold of a disabled endpoint's events (hold.ts): true when it took the job (a due one: its row too) */
 interface Hold {
-  hold(job: Job, redelivery: boolean): Promise<boolean>;
+  hold(job: Job, redelivery: boolean, due?: { attempt: number }): Promise<boolean>;
 }
 
 /** the message is settled without (another) attempt */
@@ -346,10 +346,9 @@ class DeliveryFlow {
     if (found.kind === 'settled') return found;
     const { job } = found;
     const redelivery = source.kind === 'message' && source.env.routingKey === 'webhook.redeliver';
-    if (source.kind === 'message' && (await this.holding?.hold(job, redelivery)))
-      return { kind: 'settled', outcome: 'ack' };
+    if (await this.held(source, job, redelivery)) return { kind: 'settled', outcome: 'ack' };
     const fromDue = source.kind === 'due';
-    const attempt = fromDue ? source.due.attempt : 1;
+    const attempt = fromDue ? source.due.attempt : source.kind === 'held' ? source.attempt : 1;
     const done: DueChange | undefined = fromDue ? { kind: 'done', deliveryId: job.deliveryId } : undefined;
     const webhook = job.monitor.webhook;
     const skip = skipReason(job.event, job.monitor, this.options.now());
@@ -378,6 +377,16 @@ class DeliveryFlow {
     const pace = paceRuleFor(webhook.kind);
     const rules = { attempt, scheduled, fromDue, redelivery };
     return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace, ...rules };
+  }
+
+  /**
+   * Whether the hold took the job: a message's live event, or a retry (fifo turn) that fell due,
+   * while its endpoint is disabled or its held events still wait (a held event is not held again)
+   */
+  private async held(source: Source, job: Job, redelivery: boolean): Promise<boolean> {
+    if (!this.holding || source.kind === 'held') return false;
+    if (source.kind === 'due') return this.holding.hold(job, false, { attempt: source.due.attempt });
+    return this.holding.hold(job, redelivery);
   }
 
   /** the job of a message, of a due delivery, or of a held event */

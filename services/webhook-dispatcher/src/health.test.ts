@@ -96,9 +96,18 @@ describe('endpoint health', () => {
     answer200();
     await sendHits(m, 1);
     expect(await endpoint(m.id)).toMatchObject({ consecutiveFailures: 0, firstFailureAt: null, disabledAt: null });
+    // the account is told it recovered (a notice, like failing), once
+    const told = (await events(m.id)).map((r) => parsePayload('account.webhook.failing', r.payload));
+    expect(told.map((p) => [p.state, p.consecutiveFailures])).toEqual([
+      ['failing', 5],
+      ['recovered', 0],
+    ]);
     failWith500();
     await sendHits(m, 1);
     expect((await endpoint(m.id)).consecutiveFailures).toBe(1);
+    answer200();
+    await sendHits(m, 1); // a success after fewer than 5 failures: nothing recovered
+    expect(await events(m.id)).toHaveLength(2);
   });
 
   it('counts failures that finish together (one batched statement) exactly', async () => {
@@ -151,6 +160,8 @@ describe('endpoint health', () => {
     await dispatcher.handle(testEnvelope(m));
     expect(await endpoint(m.id)).toMatchObject({ consecutiveFailures: 0, firstFailureAt: null, disabledAt: null });
     expect(logLines.some((l) => l.includes('re-enabled') && l.includes(m.id))).toBe(true);
+    const after = (await events(m.id)).map((r) => parsePayload('account.webhook.failing', r.payload).state);
+    expect(after).toEqual(['failing', 'disabled', 'recovered']);
     // the held hit goes first, then the new one
     await dispatcher.releaseHeld();
     expect(receiver.requests.filter((r) => r.headers['x-service-delivery'] === live.messageId)).toHaveLength(1);
@@ -187,6 +198,13 @@ describe('endpoint health', () => {
     const payload = parsePayload('account.webhook.failing', rows[0]!.payload);
     expect(payload).toMatchObject({ accountId, monitorId: m.id, state: 'broken' });
     expect(rows[0]!.dedupKey).toBe(accountEventKey('account.webhook.failing', payload));
+
+    // fixed: a successful test ping clears it and the account is told it recovered
+    receiver.setResponder(() => ({ status: 204 }));
+    await dispatcher.handle(testEnvelope(m));
+    expect((await endpoint(m.id)).isBroken).toBe(false);
+    const states = (await events(m.id)).map((r) => parsePayload('account.webhook.failing', r.payload).state);
+    expect(states).toEqual(['broken', 'recovered']);
   });
 
   it('the failing event reaches RabbitMQ once through the relay (real broker)', async () => {

@@ -154,6 +154,35 @@ describe('events held while an endpoint is disabled', () => {
     expect(await endpoint(m.id)).toMatchObject({ heldCount: 0, heldDropped: 0 });
   });
 
+  it('a retry due while disabled is held with its attempt number; past WEBHOOK_HOLD_MAX it is dropped as that attempt', async () => {
+    const m = await disabledMonitor();
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard' } });
+    const hit = await createHit(db, m);
+    const deliveryId = randomUUID();
+    await db.webhookDeliveryDue.create({
+      data: {
+        deliveryId,
+        monitorId: m.id,
+        webhookId: (await endpoint(m.id)).id,
+        event: 'monitor.hit',
+        hitId: hit.id,
+        payload: hit.payload,
+        attempt: 3,
+        dueAt: new Date(Date.now() - 1000),
+      },
+    });
+    await dispatcher.deliverDue();
+    expect(await db.heldEvent.findUniqueOrThrow({ where: { deliveryId } })).toMatchObject({ attempt: 3 });
+    expect(await db.webhookDeliveryDue.count({ where: { deliveryId } })).toBe(0);
+    expect(await attempts(m.id)).toHaveLength(0);
+    // four newer events: the hold (at most 4) drops its oldest, the retry, as attempt 3
+    await hits(m, 4);
+    const [dropped] = (await attempts(m.id)).filter((a) => a.outcome === 'skipped');
+    expect(dropped).toMatchObject({ deliveryId, attempt: 3 });
+    expect(dropped!.error).toMatch(/\(WEBHOOK_HOLD_MAX\)/);
+    expect(receiver.requests).toHaveLength(0);
+  });
+
   it('past WEBHOOK_HOLD_DAYS held events are dropped and logged as skipped', async () => {
     const m = await disabledMonitor();
     const ids = await hits(m, 2);
@@ -213,6 +242,83 @@ describe('events held while an endpoint is disabled', () => {
     await dispatcher.releaseHeld();
     expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([second!.deliveryId]);
     expect(await endpoint(m.id)).toMatchObject({ heldCount: 0 });
+  });
+
+  it('an expired claim of a held retry: its earlier failed attempts do not count as sent, its own does', async () => {
+    const m = await disabledMonitor();
+    await hits(m, 2);
+    const [first, second] = await db.heldEvent.findMany({ where: { monitorId: m.id }, orderBy: { id: 'asc' } });
+    // both are retries due as attempt 2, claimed by a dispatcher that died; attempt 1 failed for both
+    for (const h of [first!, second!]) {
+      await db.heldEvent.update({
+        where: { id: h.id },
+        data: { attempt: 2, claimedUntil: new Date(Date.now() - 1000) },
+      });
+      const row = { monitorId: m.id, hitId: h.hitId, event: 'monitor.hit', deliveryId: h.deliveryId, url: h.url };
+      await db.deliveryAttempt.create({ data: { ...row, outcome: 'failed', statusCode: 503, attempt: 1 } });
+    }
+    // the first one's attempt 2 was sent and logged before the dispatcher died
+    await db.deliveryAttempt.create({
+      data: {
+        monitorId: m.id,
+        hitId: first!.hitId,
+        event: 'monitor.hit',
+        deliveryId: first!.deliveryId,
+        url: first!.url,
+        outcome: 'delivered',
+        statusCode: 200,
+        attempt: 2,
+      },
+    });
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { disabledAt: null } });
+    await dispatcher.releaseHeld();
+    expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([second!.deliveryId]);
+    const logged = await db.deliveryAttempt.findMany({ where: { deliveryId: second!.deliveryId } });
+    expect(logged.map((a) => [a.outcome, a.attempt]).sort()).toEqual([
+      ['delivered', 2],
+      ['failed', 1],
+    ]);
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 0 });
+  });
+
+  it('fifo with retries: a released event that fails holds the rest back until its retry is delivered', async () => {
+    const m = await disabledMonitor();
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { retryPolicy: 'standard', ordering: 'fifo' },
+    });
+    const ids = await hits(m, 3);
+    // enabled (what the enable use-case writes)
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { disabledAt: null, consecutiveFailures: 0, firstFailureAt: null },
+    });
+    // the first answer is a 503, then the receiver works
+    let calls = 0;
+    receiver.setResponder(() => (calls++ === 0 ? { status: 503 } : { status: 200 }));
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual([ids[0]]);
+    expect((await endpoint(m.id)).heldCount).toBe(2);
+    // a new hit meanwhile waits behind them
+    ids.push(...(await hits(m, 1)));
+    await dispatcher.releaseHeld(); // the retry still waits: nothing overtakes it
+    expect(receivedHitIds()).toEqual([ids[0]]);
+    // the retry falls due: held again at the head, then everything goes in order
+    await db.webhookDeliveryDue.updateMany({
+      where: { monitorId: m.id },
+      data: { dueAt: new Date(Date.now() - 1000) },
+    });
+    await dispatcher.deliverDue();
+    await dispatcher.releaseHeld();
+    expect(receivedHitIds()).toEqual([ids[0], ...ids]);
+    const firstId = receiver.requests[0]!.headers['x-service-delivery'];
+    const first = (await attempts(m.id)).filter((a) => a.deliveryId === firstId);
+    expect(first.map((a) => [a.outcome, a.attempt])).toEqual([
+      ['failed', 1],
+      ['delivered', 2],
+    ]);
+    expect(await endpoint(m.id)).toMatchObject({ heldCount: 0 });
+    expect(await db.webhookDeliveryDue.count({ where: { monitorId: m.id } })).toBe(0);
   });
 
   it('two dispatchers releasing the same endpoint send each held event once, in order', async () => {

@@ -3,8 +3,9 @@
  * store adapters/holding.ts):
  *
  *   hold     a live event for a disabled endpoint, or one arriving while held ones still wait, is
- *            written to the hold and its message acknowledged; past WEBHOOK_HOLD_MAX the oldest
- *            held are dropped and logged as skipped
+ *            written to the hold and its message acknowledged; so is a retry (or fifo turn) that
+ *            falls due then: its due row moves to the hold, its attempt number kept, in order by
+ *            the event's time; past WEBHOOK_HOLD_MAX the oldest held are dropped and logged as skipped
  *   release  every `sweepMs` (and on `releaseNow()`): the enabled endpoints with held events are
  *            released one event at a time, oldest first, each through the endpoint's lane like any
  *            delivery (same pacing, the same attempt row, health and broken flag), so new events,
@@ -72,8 +73,11 @@ export class Holding {
 
   constructor(private readonly o: HoldingOptions) {}
 
-  /** holds the job when its endpoint is disabled or still releasing; false: it goes on as before */
-  async hold(job: Job, redelivery: boolean): Promise<boolean> {
+  /**
+   * Holds the job when its endpoint is disabled or still releasing; false: it goes on as before.
+   * `due`: the job is a claimed due delivery (a retry, a fifo turn), its row moved to the hold.
+   */
+  async hold(job: Job, redelivery: boolean, due?: { attempt: number }): Promise<boolean> {
     const { store, logger, bounds, now } = this.o;
     const webhook = job.monitor.webhook;
     if (!webhook || !holdsEvent(job.event, redelivery, job.monitor, now())) return false;
@@ -86,8 +90,16 @@ export class Holding {
       payload: job.payload,
       url: redactWebhookUrl(webhook.url, webhook.kind),
       detectedAt: heldOrder(job, now()),
+      ...(due && { due }),
     });
-    logger.debug('webhook event held', { deliveryId: job.deliveryId, monitorId: job.monitor.id, held: count });
+    const fields = { deliveryId: job.deliveryId, monitorId: job.monitor.id, held: count };
+    if (due)
+      logger.info('webhook retry held: the endpoint is disabled; it goes out in order once it is enabled again', {
+        ...fields,
+        event: job.event,
+        attempt: due.attempt,
+      });
+    else logger.debug('webhook event held', fields);
     if (count !== null && count > bounds.max) await this.drop(webhook.id, job.monitor.id);
     return true;
   }
@@ -181,14 +193,21 @@ export class Holding {
     }
     const job = jobOf(row, monitor);
     if (!job) this.o.logger.warn('webhook hold: an event of an unknown kind dropped', { deliveryId: row.deliveryId });
-    // a claim that expired: sent and logged before (a dispatcher stopped before removing it)? not again
-    const logged = row.reclaimed && finalOutcome(await repository.loggedAttempts(row.deliveryId)) !== null;
+    // a claim that expired: sent and logged before (a dispatcher stopped before removing it)? not
+    // again; a held retry's earlier attempts do not count
+    const logged = row.reclaimed && (await this.sentAlready(row));
     if (job && !logged) {
       // the flow skips it (logged) when it may not go out, else sends it in its endpoint's lane
-      const outcome = await flow.deliver({ kind: 'held', job }, signal);
+      const outcome = await flow.deliver({ kind: 'held', job, attempt: row.attempt }, signal);
       if (outcome === 'requeue') return false; // stopping: the claim expires and another replica sends it
     }
     await store.finish(row.id, endpointId);
     return true;
+  }
+
+  /** whether the held event's own attempt (its number or a later one) has a final row in the log */
+  private async sentAlready(row: HeldEvent): Promise<boolean> {
+    const logged = await this.o.repository.loggedAttempts(row.deliveryId);
+    return finalOutcome(logged.filter((a) => (a.attempt ?? 1) >= row.attempt)) !== null;
   }
 }

@@ -23,6 +23,8 @@ export const maintenanceEnv = z.object({
   MAIL_RETENTION_DAYS: count(DEFAULT_RETENTION.mailDays, 3650),
   /** per-day usage rows (the dashboard's charts) are kept this many days */
   USAGE_DAILY_RETENTION_DAYS: count(DEFAULT_RETENTION.usageDailyDays, 3650),
+  /** days of what X billed (`npm run cli -- x cost`) kept, counted from the UTC day of the read */
+  X_BILLABLE_RETENTION_DAYS: count(DEFAULT_RETENTION.xBillableDays, 3650),
   /** week partitions created ahead of the current week */
   MAINTENANCE_WEEKS_AHEAD: count(DEFAULT_RETENTION.weeksAhead, 52),
   /** rows deleted per statement from a queue-like table */
@@ -50,6 +52,7 @@ function policyFromEnv(source: NodeJS.ProcessEnv): RetentionPolicy {
     accountEventsDays: env.ACCOUNT_EVENTS_RETENTION_DAYS,
     mailDays: env.MAIL_RETENTION_DAYS,
     usageDailyDays: env.USAGE_DAILY_RETENTION_DAYS,
+    xBillableDays: env.X_BILLABLE_RETENTION_DAYS,
     weeksAhead: env.MAINTENANCE_WEEKS_AHEAD,
     batchSize: env.MAINTENANCE_BATCH_SIZE,
     maxBatches: env.MAINTENANCE_MAX_BATCHES,
@@ -65,7 +68,7 @@ const run: Command = {
     'Idempotent; safe to run from several places at once (the k8s CronJob and npm start run it).',
     'Retention: PLAN_{FREE,STARTER}_HIT_RETENTION_DAYS, PLAN_{FREE,STARTER}_DELIVERY_LOG_RETENTION_DAYS',
     '(storage keeps the longest plan; monitor_events follow the delivery log), OUTBOX_RETENTION_HOURS, ACCOUNT_EVENTS_RETENTION_DAYS,',
-    'MAIL_RETENTION_DAYS, USAGE_DAILY_RETENTION_DAYS; MAINTENANCE_WEEKS_AHEAD, MAINTENANCE_BATCH_SIZE,',
+    'MAIL_RETENTION_DAYS, USAGE_DAILY_RETENTION_DAYS, X_BILLABLE_RETENTION_DAYS; MAINTENANCE_WEEKS_AHEAD, MAINTENANCE_BATCH_SIZE,',
     'MAINTENANCE_MAX_BATCHES bound one run.',
   ].join('\n'),
   options: {},

@@ -5,10 +5,14 @@
  *   401 / 403                    SocialSourceError (credentials)
  *   5xx, network, time-out       SocialSourceError (timeout flag on time-outs)
  * Anything else (200 with partial `errors`, 400 problems, 404) is returned for the caller to read.
+ * A 200's billable resources (posts, users: billable.ts) are handed to `billing`, the one place
+ * every REST read of X passes.
  */
 import axios, { type AxiosInstance } from 'axios';
 import { SocialSourceError, SourceBusyError } from '../types';
 import { createProcessGovernor, type XFamily, type XGovernor, type XPriority } from './governor';
+import { billableReads } from './billable';
+import { noXBilling, type XBilling } from './billing';
 import { noXMetrics, type XMetrics } from './metrics';
 import type { XResponse } from './wire';
 
@@ -21,6 +25,8 @@ export interface XClientOptions {
   /** default: a process-local one (no fleet budget); services pass createRedisGovernor */
   governor?: XGovernor;
   metrics?: XMetrics;
+  /** what X bills is counted here (x_billable_total); default: not counted */
+  billing?: XBilling;
 }
 
 export interface XCall {
@@ -46,6 +52,8 @@ export interface XAnswer<T> {
 
 export interface XClient {
   readonly governor: XGovernor;
+  /** the streams (filtered, activity) record what they receive here too */
+  readonly billing: XBilling;
   request<T>(call: XCall): Promise<XAnswer<T>>;
 }
 
@@ -93,6 +101,7 @@ export function createXClient(options: XClientOptions): XClient {
   if (!options.bearerToken) throw new Error('the x social source needs a bearer token (X_BEARER_TOKEN)');
   const governor = options.governor ?? createProcessGovernor();
   const metrics = options.metrics ?? noXMetrics;
+  const billing = options.billing ?? noXBilling;
   const http: AxiosInstance = axios.create({
     baseURL: (options.baseUrl ?? 'https://api.x.com').replace(/\/+$/, ''),
     timeout: options.timeoutMs ?? 10_000,
@@ -139,8 +148,9 @@ export function createXClient(options: XClientOptions): XClient {
     }
     const raw = stream ? null : res.data;
     const body = (raw && typeof raw === 'object' ? raw : {}) as XResponse<T>;
+    if (res.status === 200) billing.record(billableReads(call.family, body));
     return { status: res.status, headers, body, stream };
   }
 
-  return { governor, request };
+  return { governor, billing, request };
 }

@@ -1,6 +1,8 @@
 /**
- * The poller's X reads: `pollTweets` (mode `timeline`, one target a call) and `searchGroup`
- * (mode `search`: one `from:a OR from:b ...` query serving ~20 targets a call).
+ * The poller's X reads: `pollTweets` (mode `timeline`, one target a call), `searchGroup`
+ * (mode `search`: one `from:a OR from:b ...` query serving ~20 targets a call) and
+ * `readAccountSince` (one account known by id, through its user timeline: the stream backfill's
+ * read when the search budget is spent).
  *
  * Both start at `since_id`; on a poll's first call `overlapMs` earlier in time (X ids are
  * snowflakes, so a time is an id): X makes tweets visible late, and those already recorded in that
@@ -188,4 +190,38 @@ export async function searchGroup(
   let newest = sinceId ?? snowflakeBefore(request.notBefore);
   for (const t of read.tweets) if (compareIds(t.id, newest) > 0) newest = t.id;
   return { tweets: read.tweets, newestId: newest, truncated: read.truncated, problems };
+}
+
+export interface AccountSinceRequest {
+  /** read the posts after this id (a time is an id: `snowflakeBefore`) */
+  sinceId: string;
+  priority?: XPriority;
+}
+
+export interface AccountSinceResult {
+  /** oldest first */
+  tweets: SocialTweet[];
+  /** more than maxSincePages pages were new: the oldest of them were not read */
+  truncated: boolean;
+  /** X answered with `errors` and no data: the account cannot be read (suspended, gone) */
+  unreadable: { suspended: boolean; detail: string } | null;
+}
+
+/**
+ * One account's posts after `sinceId` through its user timeline (`GET /2/users/:id/tweets`, the
+ * `timeline` family's budget, not search's), paged back to since_id. The account is known by id
+ * (no user lookup); posts, replies and reposts come as the timeline lists them.
+ */
+export async function readAccountSince(
+  ctx: XPollContext,
+  userId: string,
+  request: AccountSinceRequest,
+): Promise<AccountSinceResult> {
+  if (!/^[0-9]{1,19}$/.test(userId)) throw new RangeError('userId is not an X account id');
+  if (request.sinceId !== '0' && !isValidTweetId(request.sinceId)) throw new RangeError('sinceId is not a tweet id');
+  const path = `/2/users/${encodeURIComponent(userId)}/tweets`;
+  const call = { family: 'timeline', path, params: {}, tokenParam: 'pagination_token' } as const;
+  const read = await readBack(ctx, call, request.sinceId, request.priority ?? 'high');
+  await rememberAuthors(ctx, read.tweets);
+  return { tweets: read.tweets, truncated: read.truncated, unreadable: read.problem };
 }

@@ -253,6 +253,23 @@ describe('X API v2 source', () => {
     ).rejects.toBeInstanceOf(InvalidCursorError);
   });
 
+  it('readAccountSince reads one account by id through its timeline back to since_id, oldest first, no user lookup', async () => {
+    const read = await source().readAccountSince('2244994945', { sinceId: tweets[9]!.id });
+    expect(read.tweets.map((t) => t.id)).toEqual(tweets.slice(10).map((t) => t.id));
+    expect(read.tweets[0]!.author.username).toBe('XDevelopers');
+    expect(read).toMatchObject({ truncated: false, unreadable: null });
+    const log = requests();
+    expect(log.map((r) => r.pathname)).toEqual(['/2/users/2244994945/tweets']);
+    expect(log[0]!.searchParams.get('since_id')).toBe(tweets[9]!.id);
+    expect(fake.requests.count({ family: 'timeline' })).toBe(1);
+    // an account X does not serve: unreadable, nothing read
+    const gone = await source().readAccountSince('12345', { sinceId: '0' });
+    expect(gone.tweets).toEqual([]);
+    expect(gone.unreadable).toMatchObject({ suspended: false });
+    await expect(source().readAccountSince('not-an-id', { sinceId: '0' })).rejects.toBeInstanceOf(RangeError);
+    await expect(source().readAccountSince('12345', { sinceId: 'x' })).rejects.toBeInstanceOf(RangeError);
+  });
+
   it("pollTweets re-reads an overlap window behind its position on a poll's first call: a tweet X shows late is read", async () => {
     const now = Date.now();
     fake.state.post({ author: 'LateWriter', createdAt: new Date(now - 2_000), text: 'newer, visible at once' });

@@ -4,7 +4,8 @@
  *   GET /2/users/by?usernames=           batched user lookup (≤100), cached for the fleet (users.ts)
  *   GET /2/users?ids=                    batched account lookup by id (≤100): profiles and health (accounts.ts)
  *   GET /2/users/by/username/:username   profile read
- *   GET /2/users/:id/tweets              timeline (newest first, max_results 5..100, pagination_token, since_id)
+ *   GET /2/users/:id/tweets              timeline (newest first, max_results 5..100, pagination_token, since_id);
+ *                                        also one account since an id by its id (readAccountSince)
  *   GET /2/tweets/:id                    one tweet
  *   GET /2/tweets/search/recent          search of the last 7 days; batched `from:` groups (poll.ts)
  *
@@ -16,7 +17,16 @@ import type { SocialSource } from '../types';
 import { lookupAccounts, type XAccountRequest, type XAccounts } from './accounts';
 import { createXClient, type XClient, type XClientOptions } from './client';
 import { createRedisGovernor, type XPriority } from './governor';
-import { pollTweets, searchGroup, type GroupSearchRequest, type GroupSearchResult, type XPollContext } from './poll';
+import {
+  pollTweets,
+  readAccountSince,
+  searchGroup,
+  type AccountSinceRequest,
+  type AccountSinceResult,
+  type GroupSearchRequest,
+  type GroupSearchResult,
+  type XPollContext,
+} from './poll';
 import type { QueryGroup } from './pack';
 import { getTweet, getUser, getUserTimeline, search } from './reads';
 import { createXUserDirectory, type XUserDirectory, type XUserResolution } from './users';
@@ -44,6 +54,8 @@ export interface XSource extends SocialSource {
   lookupAccounts(request: XAccountRequest): Promise<XAccounts>;
   /** one `from:` group query (packFromQueries) since the group's last id, paged */
   searchGroup(group: QueryGroup, request: GroupSearchRequest): Promise<GroupSearchResult>;
+  /** one account (by id) since an id through its user timeline (the `timeline` budget), paged */
+  readAccountSince(userId: string, request: AccountSinceRequest): Promise<AccountSinceResult>;
 }
 
 export function isXSource(source: SocialSource): source is XSource {
@@ -76,5 +88,6 @@ export function createXSource(options: XSourceOptions): XSource {
     resolveUsers: (usernames, priority) => users.resolve(usernames, priority),
     lookupAccounts: (request) => lookupAccounts(client, users, request),
     searchGroup: (group, request) => searchGroup(ctx, group, request),
+    readAccountSince: (userId, request) => readAccountSince(ctx, userId, request),
   };
 }

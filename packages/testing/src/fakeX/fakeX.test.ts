@@ -95,6 +95,66 @@ describe('fake X', () => {
     expect(raised.headers.get('x-rate-limit-remaining')).toBe('1');
   });
 
+  it("a user timeline pages back to since_id with the timeline family's headers; a missing account is a partial error", async () => {
+    const posts = Array.from({ length: 7 }, (_, i) =>
+      fake.state.post({ author: 'alice', text: `t${i}`, createdAt: new Date(Date.now() - (10 - i) * 1000) }),
+    );
+    const first = await get(fake, `/2/users/11/tweets?max_results=5&since_id=${posts[0]!.id}&expansions=author_id`);
+    expect(first.status).toBe(200);
+    expect(ids(first.body)).toEqual(
+      posts
+        .slice(2)
+        .map((t) => t.id)
+        .reverse(),
+    );
+    expect(first.body.includes!.users.map((u) => u.username)).toEqual(['alice']);
+    expect(first.body.meta).toMatchObject({ result_count: 5, newest_id: posts[6]!.id, oldest_id: posts[2]!.id });
+    expect(first.headers.get('x-rate-limit-limit')).toBe('1500');
+    expect(first.headers.get('x-rate-limit-remaining')).toBe('1499');
+    const next = await get(
+      fake,
+      `/2/users/11/tweets?max_results=5&since_id=${posts[0]!.id}&pagination_token=${first.body.meta!.next_token!}`,
+    );
+    expect(ids(next.body)).toEqual([posts[1]!.id]);
+    expect(next.body.meta!.next_token).toBeUndefined();
+    const ghost = await get(fake, '/2/users/99/tweets');
+    expect(ghost.body.errors![0]).toMatchObject({ title: 'Not Found Error', resource_type: 'user', value: '99' });
+  });
+
+  it('looks posts up by ids (up to 100) with one partial error per missing id, on the tweets family', async () => {
+    const a = fake.state.post({ author: 'alice', text: 'one' });
+    const b = fake.state.post({ author: 'bob', text: 'two' });
+    const r = await get(fake, `/2/tweets?ids=${a.id},404,${b.id}&expansions=author_id&tweet.fields=author_id`);
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual([
+      { id: a.id, text: 'one', edit_history_tweet_ids: [a.id], author_id: '11' },
+      { id: b.id, text: 'two', edit_history_tweet_ids: [b.id], author_id: '12' },
+    ]);
+    expect(r.body.includes!.users.map((u) => u.username).sort()).toEqual(['alice', 'bob']);
+    expect(r.body.errors).toEqual([
+      {
+        value: '404',
+        detail: 'Could not find tweet with ids: [404].',
+        title: 'Not Found Error',
+        resource_type: 'tweet',
+        parameter: 'ids',
+        resource_id: '404',
+        type: 'https://api.twitter.com/2/problems/resource-not-found',
+      },
+    ]);
+    expect(r.headers.get('x-rate-limit-limit')).toBe('450');
+    expect(fake.requests.count({ family: 'tweets' })).toBe(1);
+    const none = await get(fake, '/2/tweets?ids=404');
+    expect(none.body).toEqual({ errors: [expect.objectContaining({ value: '404', parameter: 'ids' })] });
+    const tooMany = Array.from({ length: 101 }, (_, i) => String(i + 1)).join(',');
+    const bad = await get(fake, `/2/tweets?ids=${tooMany}`);
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ title: 'Invalid Request', errors: [{ parameters: { ids: [tooMany] } }] });
+    expect((await get(fake, '/2/tweets?ids=')).status).toBe(400);
+    expect((await get(fake, '/2/tweets?ids=12x')).status).toBe(400);
+    expect(fake.requests.count({ family: 'tweets' })).toBe(2);
+  });
+
   it('searches from: groups with since_id and next_token paging, and refuses queries over 512 characters', async () => {
     const base = Date.now() - 60_000;
     for (let i = 0; i < 24; i++) {

@@ -1,6 +1,8 @@
 /**
  * The fake X's REST routes (everything but the filtered stream): user lookups, timelines, one
- * tweet and recent search, each counted against its endpoint family's window first. User lookups
+ * tweet, the tweets lookup by ids (`GET /2/tweets?ids=`, 1–100 ids, found posts in `data`, one
+ * partial error per other id) and recent search, each counted against its endpoint family's
+ * window first (the tweets lookup and one tweet share the `tweets` family, as X's "Post lookup"). User lookups
  * serve `user.fields=most_recent_tweet_id` (absent for an account without posts) and its expansion
  * (`includes.tweets`).
  */
@@ -141,6 +143,38 @@ function oneTweet(res: ServerResponse, url: URL, id: string, { state, limits }: 
   return send(res, 200, body);
 }
 
+function lookupTweets(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
+  const raw = url.searchParams.get('ids');
+  if (raw === null || raw === '') return invalidRequest(res, 'ids', '', 'The `ids` query parameter can not be empty');
+  const ids = raw.split(',');
+  if (ids.length > 100) {
+    return invalidRequest(
+      res,
+      'ids',
+      raw,
+      `The number of values in the \`ids\` query parameter list [${ids.length}] is not between 1 and 100`,
+    );
+  }
+  const bad = ids.find((i) => !/^[0-9]{1,19}$/.test(i));
+  if (bad !== undefined)
+    return invalidRequest(res, 'ids', bad, `The \`ids\` query parameter value [${bad}] does not match ^[0-9]{1,19}$`);
+  if (!limits.take('tweets', res)) return true;
+  const found = [];
+  const errors: unknown[] = [];
+  for (const id of new Set(ids)) {
+    const t = state.tweet(id);
+    const author = t && state.users.get(t.author_id);
+    if (!t || !author || author.suspended) errors.push(resourceProblem('not_found', 'tweet', 'ids', id));
+    else found.push(t);
+  }
+  const body: Record<string, unknown> = {};
+  if (found.length) body.data = found.map((t) => tweetObject(t, url.searchParams));
+  const inc = found.length ? includes(found, url.searchParams, (x) => state.users.get(x)) : undefined;
+  if (inc) body.includes = inc;
+  if (errors.length) body.errors = errors;
+  return send(res, 200, body);
+}
+
 function searchRecent(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
   const query = url.searchParams.get('query');
   if (query === null || query.trim() === '')
@@ -169,6 +203,7 @@ export const restRoute: FakeXRoute = (req, res, url, ctx) => {
   if ((m = /^\/2\/users\/by\/username\/([^/]+)$/.exec(p))) return lookupUser(res, url, decodeURIComponent(m[1]!), ctx);
   if ((m = /^\/2\/users\/([0-9]{1,19})\/tweets$/.exec(p))) return timeline(res, url, m[1]!, ctx);
   if (p === '/2/tweets/search/recent') return searchRecent(res, url, ctx);
+  if (p === '/2/tweets') return lookupTweets(res, url, ctx);
   if ((m = /^\/2\/tweets\/([^/]+)$/.exec(p))) return oneTweet(res, url, decodeURIComponent(m[1]!), ctx);
   return false;
 };

@@ -3,6 +3,7 @@
  * (`monitorSelect` → `toMonitorRecord`) is written here once.
  */
 import { monitorSettingsSelect, withLastCheck, type Db, type Prisma } from '@sts/db';
+import { accountEventKey, type AccountWebhookFailingEvent } from '@sts/messaging';
 import {
   FRESH_WEBHOOK,
   type MonitorChange,
@@ -10,6 +11,45 @@ import {
   type MonitorsRepository,
   type WebhookRecord,
 } from '../repositories/monitors';
+
+/** the dispatcher's rule (services/webhook-dispatcher domain/health.ts): 5 failures in a row = failing */
+const FAILING_AFTER = 5;
+
+/**
+ * Enables the webhook (its row locked meanwhile); when it was failing or disabled, the account is
+ * told it recovered (`account.webhook.failing`, state recovered, de-duplicated like the dispatcher's).
+ */
+async function enableAndTell(db: Db, monitorId: string): Promise<void> {
+  await db.$transaction(async (tx) => {
+    const [prev] = await tx.$queryRaw<{ failures: number; disabled: boolean; account_id: string }[]>`
+      SELECT w.consecutive_failures AS failures, w.disabled_at IS NOT NULL AS disabled, m.account_id::text AS account_id
+      FROM webhook_endpoints w JOIN monitors m ON m.id = w.monitor_id
+      WHERE w.monitor_id = ${monitorId}::uuid FOR UPDATE OF w`;
+    await tx.webhookEndpoint.update({
+      where: { monitorId },
+      data: { consecutiveFailures: 0, firstFailureAt: null, disabledAt: null },
+    });
+    if (!prev || (!prev.disabled && prev.failures < FAILING_AFTER)) return;
+    const payload: AccountWebhookFailingEvent = {
+      accountId: prev.account_id,
+      monitorId,
+      state: 'recovered',
+      consecutiveFailures: 0,
+      occurredAt: new Date().toISOString(),
+    };
+    await tx.accountEvent.createMany({
+      data: [
+        {
+          dedupKey: accountEventKey('account.webhook.failing', payload),
+          routingKey: 'account.webhook.failing',
+          accountId: prev.account_id,
+          payload,
+        },
+      ],
+      skipDuplicates: true,
+    });
+  });
+}
 
 const monitorSelect = {
   ...monitorSettingsSelect,
@@ -163,10 +203,7 @@ function prismaWebhooks(db: Db): Pick<MonitorsRepository, WebhookWrites> {
     },
 
     async enableWebhook(monitorId) {
-      await db.webhookEndpoint.update({
-        where: { monitorId },
-        data: { consecutiveFailures: 0, firstFailureAt: null, disabledAt: null },
-      });
+      await enableAndTell(db, monitorId);
     },
   };
 }

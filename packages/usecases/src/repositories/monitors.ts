@@ -109,6 +109,9 @@ export interface MonitorsRepository {
   /** ends an overlap: the previous secret is dropped */
   dropPreviousSecret(monitorId: string): Promise<void>;
   removeWebhook(monitorId: string): Promise<void>;
-  /** enabled again: the health streak and the disabled mark cleared (the dispatcher then releases the held events) */
+  /**
+   * enabled again: the health streak and the disabled mark cleared (the dispatcher then releases
+   * the held events); a failing or disabled one tells the account it recovered (a notice)
+   */
   enableWebhook(monitorId: string): Promise<void>;
 }

@@ -1,6 +1,6 @@
 import { snowflakeId } from '@sts/core';
 import type { SocialUser, XAccountState } from '@sts/social';
-import { lookupCandidates, provesQuiet, QUIET_MARGIN_MS, type CandidateInput } from './streamQuiet';
+import { lookupCandidates, provesPosted, provesQuiet, QUIET_MARGIN_MS, type CandidateInput } from './streamQuiet';
 import type { OwedWindow } from './streamOwed';
 
 const now = new Date(Date.UTC(2026, 0, 1, 12, 0, 0));
@@ -83,5 +83,25 @@ describe('provesQuiet', () => {
     expect(provesQuiet({ status: 'suspended', user: null }, since)).toBe(false);
     expect(provesQuiet({ status: 'not_found', user: null }, since)).toBe(false);
     expect(provesQuiet(undefined, since)).toBe(false);
+  });
+});
+
+describe('provesPosted', () => {
+  const since = ago(600);
+  it('an active account whose newest post is in the window (less the margin) posted; an older one did not', () => {
+    expect(provesPosted(active(snowflakeId(ago(10)), 5), since)).toBe(true);
+    expect(provesPosted(active(snowflakeId(new Date(since.getTime() - QUIET_MARGIN_MS + 1000)), 5), since)).toBe(true);
+    expect(provesPosted(active(snowflakeId(ago(3600)), 5), since)).toBe(false);
+  });
+
+  it('no id, a bad id, a protected, suspended, missing or unanswered account: not known to have posted', () => {
+    expect(provesPosted(active(null, 3), since)).toBe(false);
+    expect(provesPosted(active('not-an-id', 1), since)).toBe(false);
+    expect(provesPosted({ status: 'active', user }, since)).toBe(false);
+    const posts = { mostRecentTweetId: snowflakeId(ago(10)), tweetCount: 1 };
+    expect(provesPosted({ status: 'protected', user, posts }, since)).toBe(false);
+    expect(provesPosted({ status: 'suspended', user: null }, since)).toBe(false);
+    expect(provesPosted({ status: 'not_found', user: null }, since)).toBe(false);
+    expect(provesPosted(undefined, since)).toBe(false);
   });
 });

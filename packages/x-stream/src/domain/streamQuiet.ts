@@ -7,6 +7,9 @@
  *   X reports without posts (no `most_recent_tweet_id` and a post count of 0) neither.
  * - Anything else is searched as before: a newer post, a suspended, protected-but-unsure, missing or
  *   unanswered account, a count that contradicts a missing id. When unsure, search.
+ * - An active account whose newest post is not older than the window (the same margin) is known
+ *   to have posted in it: when the search budget is spent its window may be read through its user
+ *   timeline instead (accountReads.ts). A protected account is left to search.
  * - Candidates: usernames of stream targets (not query monitors' windows), none of whose rows is a
  *   post known lost (that account did post). A rule change's windows of a target never looked at
  *   are always candidates (their lookup is the target's first account look, owed anyway); other
@@ -73,4 +76,12 @@ export function provesQuiet(answer: XAccountState | undefined, since: Date): boo
   if (mostRecentTweetId === null) return tweetCount === 0;
   if (!isValidTweetId(mostRecentTweetId)) return false;
   return snowflakeTime(mostRecentTweetId).getTime() < since.getTime() - QUIET_MARGIN_MS;
+}
+
+/** X's answer shows the active account posted after `since` (less the margin): its window has posts to read */
+export function provesPosted(answer: XAccountState | undefined, since: Date): boolean {
+  if (answer?.status !== 'active' || !answer.posts) return false;
+  const id = answer.posts.mostRecentTweetId;
+  if (id === null || !isValidTweetId(id)) return false;
+  return snowflakeTime(id).getTime() >= since.getTime() - QUIET_MARGIN_MS;
 }

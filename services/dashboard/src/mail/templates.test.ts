@@ -19,4 +19,12 @@ describe('webhook health mails', () => {
     expect(dropped.subject).toBe('Your webhook for @NASA dropped held events');
     expect(dropped.text).toContain('the oldest held ones were dropped and are logged as skipped');
   });
+
+  it('say recovered: works again, held events go first, no "fix the endpoint"', () => {
+    const recovered = renderMail({ ...spec, state: 'recovered', consecutiveFailures: 0 }, base);
+    expect(recovered.subject).toBe('Your webhook for @NASA works again');
+    expect(recovered.text).toContain('held while it was disabled are sent first');
+    expect(recovered.text).toContain(`${base}/monitors/m-1/deliveries`);
+    expect(recovered.text).not.toContain('fix the endpoint');
+  });
 });

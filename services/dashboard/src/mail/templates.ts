@@ -18,7 +18,7 @@ export type MailSpec =
   | { kind: 'quota'; threshold: 80 | 100; used: number; quota: number; month: string }
   | {
       kind: 'webhook';
-      state: 'failing' | 'broken' | 'disabled' | 'held_dropped';
+      state: 'failing' | 'broken' | 'disabled' | 'held_dropped' | 'recovered';
       consecutiveFailures: number;
       monitorId: string;
       target: string;
@@ -111,6 +111,7 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
         { href: `${base}/`, label: 'See your usage' },
       );
     case 'webhook': {
+      if (spec.state === 'recovered') return recoveredMail(spec, base);
       const what =
         spec.state === 'failing'
           ? `has failed ${spec.consecutiveFailures} times in a row`
@@ -160,6 +161,19 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
         { href: `${base}/monitors`, label: 'See your monitors' },
       );
   }
+}
+
+/** A failing, disabled or broken endpoint works again (a success, or it was enabled). */
+function recoveredMail(spec: Extract<MailSpec, { kind: 'webhook' }>, base: string): RenderedMail {
+  return mail(
+    `Your webhook for ${spec.target} works again`,
+    [
+      `The webhook endpoint of your monitor watching ${spec.target} works again: a delivery or a Test webhook succeeded, or it was enabled.`,
+      'Live events go out as usual; any held while it was disabled are sent first, oldest first.',
+      OPT_OUT,
+    ],
+    { href: `${base}/monitors/${spec.monitorId}/deliveries`, label: 'Open the delivery log' },
+  );
 }
 
 const TARGET_SUBJECTS: Record<Extract<MailSpec, { kind: 'target' }>['status'], string> = {

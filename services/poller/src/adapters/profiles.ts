@@ -158,7 +158,35 @@ async function saveSnapshot(tx: Tx, key: string, o: Observation, statusChanged: 
       checked_at = EXCLUDED.checked_at`;
 }
 
-/** a change of status: the monitors show it; unavailable or renamed is told once per monitor and account */
+/** the `account.target.status` account event of each account watching (its mail: a digest notice) */
+async function tellAccounts(
+  tx: Tx,
+  watchers: WatcherRow[],
+  base: Omit<AccountTargetStatusEvent, 'accountId' | 'monitorIds'>,
+): Promise<void> {
+  const byAccount = new Map<string, string[]>();
+  for (const m of watchers) byAccount.set(m.account_id, [...(byAccount.get(m.account_id) ?? []), m.id]);
+  for (const [accountId, monitorIds] of byAccount) {
+    const payload: AccountTargetStatusEvent = { ...base, accountId, monitorIds };
+    await tx.accountEvent.createMany({
+      data: [
+        {
+          dedupKey: accountEventKey('account.target.status', payload),
+          routingKey: 'account.target.status',
+          accountId,
+          payload,
+        },
+      ],
+      skipDuplicates: true,
+    });
+  }
+}
+
+/**
+ * A change of status: the monitors show it; unavailable or renamed is told once per monitor
+ * (`monitor.target_unavailable`) and account (a notice); back from unavailable (`ok` after
+ * suspended, protected or not found) is told to the accounts only: a notice, no webhook event.
+ */
 async function statusChanged(
   tx: Tx,
   key: string,
@@ -173,6 +201,10 @@ async function statusChanged(
     await tx.$executeRaw`
       UPDATE poll_targets SET next_due_at = least(next_due_at, now()), changed_at = clock_timestamp()
       WHERE target_key = ${key} AND active_monitors > 0`;
+    if (isUnavailable(previous.status)) {
+      const back = { occurredAt: at.toISOString(), username: previous.username, newUsername: null };
+      await tellAccounts(tx, watchers, { ...back, status: o.status, previousStatus: previous.status });
+    }
     return [];
   }
   const status = o.status as MonitorTargetUnavailableEvent['status'];
@@ -192,30 +224,13 @@ async function statusChanged(
       detectedAt,
     },
   }));
-  const byAccount = new Map<string, string[]>();
-  for (const m of watchers) byAccount.set(m.account_id, [...(byAccount.get(m.account_id) ?? []), m.id]);
-  for (const [accountId, monitorIds] of byAccount) {
-    const payload: AccountTargetStatusEvent = {
-      accountId,
-      occurredAt: detectedAt,
-      username: previous.username,
-      status: o.status,
-      previousStatus: previous.status,
-      newUsername: o.renamedTo,
-      monitorIds,
-    };
-    await tx.accountEvent.createMany({
-      data: [
-        {
-          dedupKey: accountEventKey('account.target.status', payload),
-          routingKey: 'account.target.status',
-          accountId,
-          payload,
-        },
-      ],
-      skipDuplicates: true,
-    });
-  }
+  await tellAccounts(tx, watchers, {
+    occurredAt: detectedAt,
+    username: previous.username,
+    status: o.status,
+    previousStatus: previous.status,
+    newUsername: o.renamedTo,
+  });
   return events;
 }
 

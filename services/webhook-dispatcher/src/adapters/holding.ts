@@ -3,7 +3,10 @@
  * kept by the same statements that add and remove rows, the endpoint row locked by the update):
  * events held for a disabled endpoint, claimed one at a time, oldest first (detectedAt, id) for the release, dropped
  * past a bound with a skipped attempt row each and, at a hold's first drop, one
- * `account.webhook.failing` row (state `held_dropped`) for the account's mail.
+ * `account.webhook.failing` row (state `held_dropped`) for the account's mail. A retry that fell
+ * due while the endpoint was disabled moves from its due row to the hold in one statement, with
+ * the number of the attempt that was due, and its last logged attempt's `next_attempt_at` cleared
+ * (the delivery log shows that attempt `held` instead: @sts/usecases adapters/logs.ts).
  */
 import { sqlPool, type Db, type SqlPool } from '@sts/db';
 import type { DeliveryEvent } from './consumer';
@@ -20,6 +23,8 @@ interface HeldEventInput {
   url: string;
   /** the event's own time: the release's order */
   detectedAt: Date;
+  /** a retry (or fifo turn) claimed from webhook_deliveries_due: its row moves to the hold, its attempt number kept */
+  due?: { attempt: number };
 }
 
 export interface HeldEvent {
@@ -31,6 +36,8 @@ export interface HeldEvent {
   payload: unknown;
   /** claimed before by a dispatcher that did not finish it: it may have been sent and logged */
   reclaimed: boolean;
+  /** the attempt it goes out as (1, or a held retry's number) */
+  attempt: number;
 }
 
 export interface DropRule {
@@ -62,18 +69,28 @@ export interface HoldingStore {
   expired(cutoff: Date, limit: number): Promise<string[]>;
 }
 
+// $9: the attempt number; with $10 the delivery's due row goes in the same statement (a retry
+// moved to the hold is never both waiting and held, nor lost between the two), and the attempt
+// that scheduled it no longer names a time for the next one (the delivery log shows it held)
 const HOLD_SQL = `
   WITH ins AS (
-    INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url, detected_at)
-    VALUES ($1::uuid, $2::uuid, $3, $4, $5::uuid, $6::jsonb, $7, $8::timestamptz)
+    INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url, detected_at, attempt)
+    VALUES ($1::uuid, $2::uuid, $3, $4, $5::uuid, $6::jsonb, $7, $8::timestamptz, $9::int)
     ON CONFLICT (delivery_id) DO NOTHING
-    RETURNING endpoint_id)
+    RETURNING endpoint_id
+  ), gone AS (DELETE FROM webhook_deliveries_due WHERE $10::boolean AND delivery_id = $4)
+  , scheduled AS (
+    UPDATE delivery_attempts SET next_attempt_at = NULL
+    WHERE $10::boolean AND delivery_id = $4 AND attempt = $9::int - 1 AND next_attempt_at IS NOT NULL
+      AND EXISTS (SELECT 1 FROM ins))
   UPDATE webhook_endpoints w SET held_count = w.held_count + 1
   FROM ins WHERE w.id = ins.endpoint_id
   RETURNING w.held_count`;
 
 // the head only (FOR UPDATE): two dispatchers claiming at once take turns on the same row, and
-// the second finds it claimed, so an endpoint's events go out one at a time, oldest first
+// the second finds it claimed, so an endpoint's events go out one at a time, oldest first. A fifo
+// webhook's release waits while one of its deliveries waits for a retry: when that falls due it
+// is held again (it goes to the head, by its time), so nothing overtakes it
 const CLAIM_SQL = `
   WITH head AS (
     SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid
@@ -81,7 +98,9 @@ const CLAIM_SQL = `
   UPDATE held_events h SET claimed_until = now() + make_interval(secs => $2::float8 / 1000)
   FROM head
   WHERE h.id = head.id AND (head.claimed_until IS NULL OR head.claimed_until < now())
-  RETURNING h.id::text, h.monitor_id, h.event, h.delivery_id, h.hit_id, h.payload,
+    AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w JOIN webhook_deliveries_due d ON d.webhook_id = w.id
+                    WHERE w.id = $1::uuid AND w.ordering = 'fifo')
+  RETURNING h.id::text, h.monitor_id, h.event, h.delivery_id, h.hit_id, h.payload, h.attempt,
             head.claimed_until IS NOT NULL AS reclaimed`;
 
 // an empty hold ends it: the next hold's first drop mails again
@@ -104,10 +123,10 @@ const DROP_SQL = `
     ORDER BY h.detected_at, h.id LIMIT $6 FOR UPDATE SKIP LOCKED
   ), d AS (
     DELETE FROM held_events h USING over WHERE h.id = over.id
-    RETURNING h.monitor_id, h.hit_id, h.event, h.delivery_id, h.url, h.held_at
+    RETURNING h.monitor_id, h.hit_id, h.event, h.delivery_id, h.url, h.held_at, h.attempt
   ), att AS (
-    INSERT INTO delivery_attempts (monitor_id, hit_id, event, delivery_id, url, outcome, error)
-    SELECT monitor_id, hit_id, event, delivery_id, url, 'skipped'::"DeliveryOutcome",
+    INSERT INTO delivery_attempts (monitor_id, hit_id, event, delivery_id, url, outcome, attempt, error)
+    SELECT monitor_id, hit_id, event, delivery_id, url, 'skipped'::"DeliveryOutcome", attempt,
            CASE WHEN held_at < $2::timestamptz THEN $4 ELSE $5 END
     FROM d
   ), n AS (SELECT count(*)::int AS n FROM d
@@ -128,6 +147,7 @@ interface ClaimRow {
   delivery_id: string;
   hit_id: string | null;
   payload: unknown;
+  attempt: number;
   reclaimed: boolean;
 }
 
@@ -150,6 +170,8 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
         JSON.stringify(e.payload),
         e.url,
         e.detectedAt.toISOString(),
+        e.due?.attempt ?? 1,
+        e.due !== undefined,
       ]);
       const count = rows[0]?.held_count ?? null;
       if (count === 1) written(e.endpointId);
@@ -167,6 +189,7 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
         hitId: r.hit_id,
         payload: r.payload,
         reclaimed: r.reclaimed,
+        attempt: r.attempt,
       };
     },
     async finish(id, endpointId) {

@@ -167,11 +167,12 @@ export interface DispatcherRepository {
   /**
    * Counts a send's final outcome towards the endpoint's health (batched, one statement) and, in
    * the same statement, writes `account.webhook.failing` to `account_events` when the endpoint
-   * becomes failing or disabled. Null when the endpoint is gone.
+   * becomes failing or disabled, or recovers (state `recovered`). Null when the endpoint is gone.
    */
   recordHealth(outcome: HealthOutcome): Promise<HealthChange | null>;
   /** marks broken; when it was not broken yet, also writes `account.webhook.failing` (state broken) */
   markBroken(endpointId: string, reason: string): Promise<void>;
+  /** clears broken; when it was broken, also writes `account.webhook.failing` (state recovered) */
   clearBroken(endpointId: string): Promise<void>;
   ping(): Promise<void>;
 }
@@ -179,6 +180,8 @@ export interface DispatcherRepository {
 interface LoggedAttempt {
   outcome: AttemptOutcome;
   statusCode: number | null;
+  /** its number in the delivery's schedule (null: logged before attempts were numbered) */
+  attempt: number | null;
 }
 
 /**
@@ -429,6 +432,8 @@ export const INSERT_WEBHOOK_EVENTS_SQL = `
  * its last success in the batch continue the stored streak (or start a new one after a success);
  * a success clears \`disabled_at\`; a streak of at least FAILING_AFTER that began DISABLE_AFTER_MS
  * before the outcome disables. The rows are locked (FOR UPDATE) so two batches count in turn.
+ * A failing or disabled endpoint that a success brings back below FAILING_AFTER and enabled writes
+ * the notice `recovered`.
  */
 const HEALTH_SQL = `
   WITH input AS (
@@ -466,7 +471,9 @@ const HEALTH_SQL = `
     FROM fin f JOIN monitors m ON m.id = f.monitor_id
     CROSS JOIN LATERAL (VALUES
       ('failing', f.old_count < ${FAILING_AFTER} AND f.failures >= ${FAILING_AFTER}),
-      ('disabled', f.old_disabled IS NULL AND f.disabled_at IS NOT NULL)) AS s(state, happened)
+      ('disabled', f.old_disabled IS NULL AND f.disabled_at IS NOT NULL),
+      ('recovered', (f.old_count >= ${FAILING_AFTER} OR f.old_disabled IS NOT NULL)
+                    AND f.failures < ${FAILING_AFTER} AND f.disabled_at IS NULL)) AS s(state, happened)
     WHERE s.happened
   ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
   SELECT f.id, f.failures, f.first_at, f.disabled_at,
@@ -492,6 +499,18 @@ const MARK_BROKEN_SQL = `
   ), ev AS (
     SELECT m.account_id, prev.monitor_id, 'broken' AS state, prev.consecutive_failures AS failures, $3::timestamptz AS at
     FROM prev JOIN monitors m ON m.id = prev.monitor_id WHERE NOT prev.was_broken
+  ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
+  SELECT 1`;
+
+/** clears the broken flag; writes `account.webhook.failing` (state recovered) only when it was broken */
+const CLEAR_BROKEN_SQL = `
+  WITH prev AS (
+    SELECT id, monitor_id, consecutive_failures FROM webhook_endpoints WHERE id = $1::uuid AND is_broken FOR UPDATE
+  ), upd AS (
+    UPDATE webhook_endpoints w SET is_broken = false, broken_reason = NULL FROM prev WHERE w.id = prev.id RETURNING w.id
+  ), ev AS (
+    SELECT m.account_id, prev.monitor_id, 'recovered' AS state, prev.consecutive_failures AS failures, $2::timestamptz AS at
+    FROM prev JOIN monitors m ON m.id = prev.monitor_id
   ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
   SELECT 1`;
 
@@ -639,7 +658,10 @@ export function createPrismaRepository(db: Db, options: RepositoryOptions = {}):
       await sql.query('DELETE FROM webhook_deliveries_due WHERE delivery_id = $1', [deliveryId]);
     },
     loggedAttempts: (deliveryId) =>
-      db.deliveryAttempt.findMany({ where: { deliveryId }, select: { outcome: true, statusCode: true } }),
+      db.deliveryAttempt.findMany({
+        where: { deliveryId },
+        select: { outcome: true, statusCode: true, attempt: true },
+      }),
     recordHealth: async (outcome) => {
       const change = await writeHealth(outcome);
       cache?.endpointWritten(outcome.endpointId);
@@ -650,10 +672,7 @@ export function createPrismaRepository(db: Db, options: RepositoryOptions = {}):
       cache?.endpointWritten(endpointId);
     },
     clearBroken: async (endpointId) => {
-      await db.webhookEndpoint.updateMany({
-        where: { id: endpointId, isBroken: true },
-        data: { isBroken: false, brokenReason: null },
-      });
+      await sql.query(CLEAR_BROKEN_SQL, [endpointId, new Date().toISOString()]);
       cache?.endpointWritten(endpointId);
     },
     ping: async () => {

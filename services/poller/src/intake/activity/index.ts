@@ -8,7 +8,7 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
-import type { XGovernor } from '@sts/social';
+import type { XBilling, XGovernor } from '@sts/social';
 import { createXActivityApi, SubscriptionReconciler } from '@sts/x-activity';
 import { createProfileRepository } from '../../adapters/profiles';
 import type { HitWriter } from '../../adapters/hitWriter';
@@ -45,6 +45,8 @@ export function buildActivityIntake(
     schedule: ScheduleStore;
     writer: HitWriter;
     governor: XGovernor;
+    /** the billed events are counted here (the X client's) */
+    billing?: XBilling;
     logger: Logger;
     registry: Registry;
     /** tests: shorter than the defaults */
@@ -79,6 +81,7 @@ export function buildActivityIntake(
     }),
     logger: deps.logger,
     metrics: createActivityMetrics(deps.registry),
+    ...(deps.billing && { billing: deps.billing }),
     ...(deps.syncMs !== undefined && { syncMs: deps.syncMs }),
     ...(deps.stallMs !== undefined && { stallMs: deps.stallMs }),
   });

@@ -18,6 +18,7 @@ import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import type { ReconcileOutcome, SubscriptionReconciler, WatchedAccount, XActivityApi, XaaEvent } from '@sts/x-activity';
 import { XActivityError } from '@sts/x-activity';
+import { isBilledActivityEvent, type XBilling } from '@sts/social';
 import type { ActivityIntakeMode } from '../../domain/activity';
 import type { StreamElection } from '@sts/x-stream';
 import type { ActivityMetrics } from './metrics';
@@ -33,6 +34,8 @@ export interface ActivityIntakeOptions {
   onEvent(event: XaaEvent, targetKeys: readonly string[]): Promise<void>;
   logger: Logger;
   metrics: ActivityMetrics;
+  /** the billed event types are counted as X bills them (x_billable_total{resource="activity_event"}) */
+  billing?: Pick<XBilling, 'record'>;
   syncMs?: number;
   resyncMs?: number;
   stallMs?: number;
@@ -248,11 +251,14 @@ export class ActivityIntake {
   }
 
   private receive(event: XaaEvent): void {
+    const targets = this.byUser.get(event.userId) ?? [];
+    // billed as delivered, whether or not a monitor still wants it (a replay is deduplicated)
+    if (isBilledActivityEvent(event.eventType))
+      this.o.billing?.record([{ resource: 'activity_event', id: event.uuid, account: targets[0] ?? null }]);
     if (this.seen.has(event.uuid)) return;
     this.seen.add(event.uuid);
     if (this.seen.size > SEEN_UUIDS) this.seen.delete(this.seen.values().next().value!);
     this.o.metrics.event(event.eventType);
-    const targets = this.byUser.get(event.userId) ?? [];
     if (targets.length === 0) return;
     this.chain = this.chain.then(() =>
       this.o.onEvent(event, targets).catch(async (err: unknown) => {

@@ -6,7 +6,8 @@
  *   asked for profile events;
  * - the account suspended (the local store's flag) → `target_status` suspended on its monitors,
  *   one `monitor.target_unavailable` per monitor, one `account.target.status` account event (the
- *   mail), polls backed off; back → `ok`, polled at once, nothing more sent;
+ *   mail), polls backed off; back → `ok`, polled at once, no more webhook events, one
+ *   `account.target.status` (status ok: the "available again" notice);
  * - a rename → the monitors follow the account (same id) to its new username;
  * - a deleted account → `target_status` not_found, one `monitor.target_unavailable` per monitor.
  */
@@ -166,7 +167,7 @@ describe('profile changes and target health on the local store', () => {
       await db.monitorEvent.count({ where: { kind: 'monitor.target_unavailable', monitorId: { in: [a, b] } } }),
     ).toBe(2);
 
-    // back: ok on both monitors, polled at once (not 10 s later), nothing more sent
+    // back: ok on both monitors, polled at once (not 10 s later), no webhook event, one notice
     await db.$executeRaw`UPDATE social_users SET status = 'active' WHERE username_key = 'sleeper'`;
     const backAt = Date.now();
     await waitFor(async () => {
@@ -180,7 +181,15 @@ describe('profile changes and target health on the local store', () => {
     expect(
       await db.monitorEvent.count({ where: { kind: 'monitor.target_unavailable', monitorId: { in: [a, b] } } }),
     ).toBe(2);
-    expect(await db.accountEvent.count({ where: { routingKey: 'account.target.status' } })).toBe(1);
+    const told = await db.accountEvent.findMany({
+      where: { routingKey: 'account.target.status' },
+      orderBy: { createdAt: 'asc' },
+    });
+    expect(told.map((e) => e.payload)).toMatchObject([
+      { status: 'suspended', username: 'sleeper' },
+      { status: 'ok', previousStatus: 'suspended', username: 'sleeper', newUsername: null },
+    ]);
+    expect([...(told[1]!.payload as { monitorIds: string[] }).monitorIds].sort()).toEqual([a, b].sort());
   });
 
   it('a rename: the monitors follow the account to its new username and say renamed', async () => {
