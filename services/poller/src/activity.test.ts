@@ -241,6 +241,7 @@ describe('X_INTAKE_ACTIVITY=all', () => {
   let bed: XTestBed;
   let activity: FakeActivity;
   let intake: ActivityIntake;
+  let build: () => ActivityIntake;
   let deliveries: DeliveryBed;
   let starter: string;
 
@@ -251,25 +252,27 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'x-activity-all' });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
     // no poller: a hit can only come from the activity stream
-    intake = buildActivityIntake(
-      {
-        X_API_BASE_URL: bed.fake.url,
-        X_BEARER_TOKEN: 't',
-        X_TIMEOUT_MS: 5000,
-        X_INTAKE_ACTIVITY: 'all',
-        X_ACTIVITY_MAX_SUBS: 100,
-        X_STREAM_LEASE_SECONDS: 5,
-      },
-      {
-        db: bed.db,
-        schedule: createScheduleStore(bed.db),
-        writer: createHitWriter(bed.db),
-        governor: source.client.governor,
-        logger,
-        registry: new Registry(),
-        syncMs: 200,
-      },
-    );
+    build = () =>
+      buildActivityIntake(
+        {
+          X_API_BASE_URL: bed.fake.url,
+          X_BEARER_TOKEN: 't',
+          X_TIMEOUT_MS: 5000,
+          X_INTAKE_ACTIVITY: 'all',
+          X_ACTIVITY_MAX_SUBS: 100,
+          X_STREAM_LEASE_SECONDS: 5,
+        },
+        {
+          db: bed.db,
+          schedule: createScheduleStore(bed.db),
+          writer: createHitWriter(bed.db),
+          governor: source.client.governor,
+          logger,
+          registry: new Registry(),
+          syncMs: 200,
+        },
+      );
+    intake = build();
     intake.start();
   });
 
@@ -344,5 +347,39 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     await new Promise((r) => setTimeout(r, 1000));
     expect(await bed.db.monitorEvent.count({ where: { kind: 'monitor.post_deleted', monitorId: m } })).toBe(1);
     expect(await bed.db.monitorEvent.count({ where: { monitorId: postsOnly } })).toBe(0);
+  });
+  it('a restart: the next holder replays from where the last one recorded, and a post made between is one hit', async () => {
+    const user = bed.fake.state.addUser({ username: 'XaaRestart' });
+    const m = await deliveries.monitor(starter, 'XaaRestart', 'xaarestart', ['posts']);
+    await bed.db.targetProfile.create({
+      data: { targetKey: 'xaarestart', userId: user.id, username: 'XaaRestart', name: 'XaaRestart', verified: false },
+    });
+    await waitFor(
+      () =>
+        activity.subscriptions().some((s) => s.event_type === 'post.create' && s.filter.user_id === user.id) || null,
+      20_000,
+    );
+    await waitFor(() => activity.connections() === 1 || null, 20_000);
+    // the position is saved while the stream runs
+    await waitFor(
+      async () => (await bed.db.xStreamState.findUnique({ where: { name: 'x-activity' } }))?.aliveAt,
+      20_000,
+    );
+    await intake.stop();
+    const stoppedAt = Date.now();
+    const saved = (await bed.db.xStreamState.findUnique({ where: { name: 'x-activity' } }))!.aliveAt!;
+    const post = bed.fake.state.post({ author: 'XaaRestart', text: 'made while no replica held the stream' });
+    const connects = activity.connects();
+    intake = build();
+    intake.start();
+    await waitFor(() => activity.connects() > connects || null, 20_000);
+    // from the saved position less the 5 s overlap, not X's whole 5-minute window
+    const start = Date.parse(activity.lastParams()!.get('start_time')!);
+    expect(start).toBeGreaterThanOrEqual(Math.floor((saved.getTime() - 5000) / 1000) * 1000);
+    expect(stoppedAt - start).toBeLessThan(60_000);
+    const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: post.id } }), 20_000);
+    expect(hit.tweetText).toBe('made while no replica held the stream');
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await bed.db.hit.count({ where: { monitorId: m } })).toBe(1);
   });
 });

@@ -74,12 +74,14 @@ describe('ActivityIntake gaps', () => {
     gap: () => undefined,
   };
 
-  function intakeWith(now: { t: number }) {
+  function intakeWith(now: { t: number }, saved: { at: Date | null } = { at: null }) {
     const owed: string[][] = [];
     const starts: (Date | undefined)[] = [];
     const events: string[] = [];
     let handlers: { onEvent(e: XaaEvent): void; onActivity(): void } | null = null;
     let close: ((err?: Error) => void) | null = null;
+    /** what recording an event waits for (a test holds it back) */
+    const recording = { wait: Promise.resolve() };
     const intake = new ActivityIntake({
       mode: 'profiles',
       election: { check: () => Promise.resolve(true), holds: () => true, close: () => Promise.resolve() },
@@ -113,17 +115,30 @@ describe('ActivityIntake gaps', () => {
           owed.push([...keys]);
           return Promise.resolve();
         },
+        recordedTo: () => Promise.resolve(saved.at),
+        saveRecordedTo: (at) => {
+          saved.at = at;
+          return Promise.resolve();
+        },
       },
       onEvent: (e) => {
         events.push(e.uuid);
-        return Promise.resolve();
+        return recording.wait;
       },
       logger,
       metrics,
       syncMs: 3_600_000,
       now: () => now.t,
     });
-    return { intake, owed, starts, events, handlers: () => handlers!, close: (err?: Error) => close!(err) };
+    return {
+      intake,
+      owed,
+      starts,
+      events,
+      recording,
+      handlers: () => handlers!,
+      close: (err?: Error) => close!(err),
+    };
   }
 
   const event = (uuid: string): XaaEvent => ({
@@ -156,6 +171,37 @@ describe('ActivityIntake gaps', () => {
     t.handlers().onEvent(event('2'));
     await t.intake.stop();
     expect(t.events).toEqual(['1', '2']);
+  });
+
+  it('a new holder replays from the position the last one saved once its events were recorded, owing nothing', async () => {
+    const now = { t: 2_000_000 };
+    const saved: { at: Date | null } = { at: null };
+    const first = intakeWith(now, saved);
+    first.intake.start();
+    await first.intake.sync();
+    let release!: () => void;
+    first.recording.wait = new Promise((r) => (release = r));
+    now.t += 3000;
+    first.handlers().onActivity();
+    first.handlers().onEvent(event('1'));
+    await first.intake.sync();
+    await new Promise((r) => setImmediate(r));
+    // the event before that byte is not recorded yet: the position is not saved
+    expect(saved.at).toBeNull();
+    release();
+    await first.intake.sync();
+    await new Promise((r) => setImmediate(r));
+    expect(saved.at?.getTime()).toBe(2_003_000);
+    await first.intake.stop();
+
+    // a restart 20 s later: the next holder replays from there (less the overlap), not 5 minutes
+    now.t += 20_000;
+    const next = intakeWith(now, saved);
+    next.intake.start();
+    await next.intake.sync();
+    expect(next.starts[0]!.getTime()).toBe(2_003_000 - 5000);
+    expect(next.owed).toEqual([]);
+    await next.intake.stop();
   });
 
   it('a gap longer than X replays owes the pushed accounts a look', async () => {
@@ -196,6 +242,8 @@ describe('ActivityIntake gaps', () => {
         },
         lastProfile: () => Promise.resolve(null),
         owe: () => Promise.resolve(),
+        recordedTo: () => Promise.resolve(null),
+        saveRecordedTo: () => Promise.resolve(),
       },
       onEvent: () => Promise.resolve(),
       logger: quiet,

@@ -64,6 +64,8 @@ describe('the activity stream counts the events X bills', () => {
         savePushed: () => Promise.resolve(),
         lastProfile: () => Promise.resolve(null),
         owe: () => Promise.resolve(),
+        recordedTo: () => Promise.resolve(null),
+        saveRecordedTo: () => Promise.resolve(),
       },
       onEvent: (e) => {
         events.push(e);

@@ -10,9 +10,11 @@
  * The stream: events go to `onEvent` in arrival order (duplicates by `event_uuid` dropped: a
  * replay overlaps what was seen). A gap (a disconnect, a stall of `stallMs` without a byte while
  * X sends a keep-alive every 20 s, a failover) is recovered with `start_time` from the last byte
- * seen less `overlapMs`; a gap longer than X replays (`replayMs`), or a new holder that does not
- * know when the last one stopped, owes every pushed account a look (`owe`), so a change lost in
- * it is still found by the lookup, never lost. A lost lease or `stop()` drops the connection.
+ * seen less `overlapMs`. A new holder (a restart, a failover) starts from the last byte whose
+ * events the fleet recorded (saved each sync once the events before it are recorded), so it
+ * replays seconds, not X's whole window, before live events. A gap longer than X replays
+ * (`replayMs`), or no saved position, owes every pushed account a look (`owe`), so a change lost
+ * in it is still found by the lookup, never lost. A lost lease or `stop()` drops the connection.
  */
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
@@ -65,6 +67,9 @@ export class ActivityIntake {
   private readonly seen = new Set<string>();
   /** events in arrival order: each waits for the one before */
   private chain: Promise<void> = Promise.resolve();
+  /** the saving of the recorded position under way (one at a time), and the last one saved */
+  private saving: Promise<void> | null = null;
+  private savedMark = 0;
 
   constructor(private readonly o: ActivityIntakeOptions) {}
 
@@ -86,6 +91,8 @@ export class ActivityIntake {
     await this.round;
     this.disconnect();
     await this.chain;
+    this.saveMark();
+    await this.saving;
     await this.o.election.close();
   }
 
@@ -115,6 +122,7 @@ export class ActivityIntake {
     const due = signature !== this.lastSignature || this.now() - this.lastReconcileAt >= this.resyncMs();
     if (due && this.now() >= this.reconcileAfter) await this.reconcileOrWait(accounts, signature);
     this.checkStall();
+    this.saveMark();
     if (!this.connection && this.byUser.size > 0 && this.now() >= this.retryAt && this.o.election.holds())
       await this.connect();
   }
@@ -189,6 +197,27 @@ export class ActivityIntake {
     }
   }
 
+  /**
+   * Saves the last byte seen as the position the next holder replays from, once every event that
+   * arrived before it is recorded (or owed): the events of a chunk are chained before its byte
+   * time is read here, so waiting for the chain as it is now covers them.
+   */
+  private saveMark(): void {
+    const mark = this.aliveAt;
+    if (mark === null || mark <= this.savedMark || this.saving) return;
+    this.saving = this.chain
+      .then(() => this.o.repository.saveRecordedTo(new Date(mark)))
+      .then(() => {
+        this.savedMark = mark;
+      })
+      .catch((err: unknown) => {
+        this.o.logger.warn('X activity: the stream position could not be saved', { err: errorMessage(err) });
+      })
+      .finally(() => {
+        this.saving = null;
+      });
+  }
+
   private disconnect(): void {
     this.connection?.abort.abort();
     this.connection = null;
@@ -198,7 +227,8 @@ export class ActivityIntake {
   private async replayStart(): Promise<Date> {
     const now = this.now();
     const replayMs = this.o.replayMs ?? 5 * 60_000;
-    const from = this.aliveAt === null ? null : this.aliveAt - (this.o.overlapMs ?? 5000);
+    const last = this.aliveAt ?? (await this.o.repository.recordedTo())?.getTime() ?? null;
+    const from = last === null ? null : last - (this.o.overlapMs ?? 5000);
     if (from !== null && now - from < replayMs) {
       this.o.metrics.gap('replayed');
       return new Date(from);

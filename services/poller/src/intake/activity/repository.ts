@@ -7,7 +7,10 @@
  *   last round's (the account lookup reads it: a pushed account is looked up for health only);
  * - `lastProfile()`: the target's last profile seen and status (a profile event patches it);
  * - `owe()`: targets whose pushed events may be lost (a gap longer than X replays) are due a look
- *   at the lookup's next round (their `checked_at` set back), which records any change missed.
+ *   at the lookup's next round (their `checked_at` set back), which records any change missed;
+ * - `recordedTo()` / `saveRecordedTo()`: the stream's last byte whose events are all recorded
+ *   (`x_stream_state` row 'x-activity'), so the next holder after a restart or a failover replays
+ *   from there instead of X's whole replay window. It only moves forward.
  */
 import type { PlanName } from '@sts/core';
 import type { Db } from '@sts/db';
@@ -41,7 +44,12 @@ export interface ActivityRepository {
   savePushed(accounts: readonly WatchedAccount[]): Promise<void>;
   lastProfile(targetKey: string): Promise<{ profile: Profile; status: string } | null>;
   owe(targetKeys: readonly string[]): Promise<void>;
+  recordedTo(): Promise<Date | null>;
+  saveRecordedTo(at: Date): Promise<void>;
 }
+
+/** the activity stream's row in x_stream_state (the filtered stream's is 'x') */
+const STATE_NAME = 'x-activity';
 
 export function createActivityRepository(db: Db): ActivityRepository {
   return {
@@ -104,6 +112,17 @@ export function createActivityRepository(db: Db): ActivityRepository {
       if (targetKeys.length === 0) return;
       await db.$executeRaw`
         UPDATE target_profiles SET checked_at = 'epoch' WHERE target_key = ANY(${[...targetKeys]}::text[])`;
+    },
+    async recordedTo() {
+      const [r] = await db.$queryRaw<{ alive_at: Date | null }[]>`
+        SELECT alive_at FROM x_stream_state WHERE name = ${STATE_NAME}`;
+      return r?.alive_at ?? null;
+    },
+    async saveRecordedTo(at) {
+      await db.$executeRaw`
+        INSERT INTO x_stream_state (name, alive_at, updated_at) VALUES (${STATE_NAME}, ${at}, now())
+        ON CONFLICT (name) DO UPDATE
+        SET alive_at = GREATEST(x_stream_state.alive_at, EXCLUDED.alive_at), updated_at = now()`;
     },
   };
 }
