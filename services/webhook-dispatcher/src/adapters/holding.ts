@@ -69,14 +69,15 @@ export interface HoldingStore {
 }
 
 // $9: the attempt number; with $10 the delivery's due row goes in the same statement (a retry
-// moved to the hold is never both waiting and held, nor lost between the two)
+// moved to the hold is never both waiting and held, nor lost between the two), while it is still
+// at that attempt (not when another replica moved it on meanwhile)
 const HOLD_SQL = `
   WITH ins AS (
     INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url, detected_at, attempt)
     VALUES ($1::uuid, $2::uuid, $3, $4, $5::uuid, $6::jsonb, $7, $8::timestamptz, $9::int)
     ON CONFLICT (delivery_id) DO NOTHING
     RETURNING endpoint_id
-  ), gone AS (DELETE FROM webhook_deliveries_due WHERE $10::boolean AND delivery_id = $4)
+  ), gone AS (DELETE FROM webhook_deliveries_due WHERE $10::boolean AND delivery_id = $4 AND attempt = $9::int)
   UPDATE webhook_endpoints w SET held_count = w.held_count + 1
   FROM ins WHERE w.id = ins.endpoint_id
   RETURNING w.held_count`;

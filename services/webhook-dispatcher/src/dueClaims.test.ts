@@ -1,0 +1,128 @@
+/**
+ * Claims of due deliveries (retries, fifo turns) on a real PostgreSQL database and HTTPS receiver:
+ * a claim stays its holder's while the delivery is in flight, however long it takes, and an
+ * attempt settles only the row it claimed (a replica whose claim ran out does not bring back a
+ * delivery another replica settled).
+ */
+import { randomBytes } from 'node:crypto';
+import { createLogger } from '@sts/common';
+import { createSecretBox } from '@sts/core';
+import type { Db } from '@sts/db';
+import { createAccount, createHit, createMonitor, hitEnvelope, type HttpsReceiver } from '@sts/testing';
+import type { Dispatcher } from './app';
+import { createPrismaRepository } from './adapters/repository';
+import { DueDeliveries } from './dueDeliveries';
+import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
+
+const KEY = randomBytes(32).toString('base64');
+const box = createSecretBox(KEY);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('due delivery claims', () => {
+  let harness: InProcessDispatcher;
+  let db: Db;
+  let receiver: HttpsReceiver;
+  let dispatcher: Dispatcher;
+  let accountId: string;
+
+  beforeAll(async () => {
+    harness = await startInProcessDispatcher('dispatcher-due-claims-test', KEY, { timeoutMs: 5000 });
+    ({ db, receiver, dispatcher } = harness);
+    accountId = (await createAccount(db, 'starter')).id;
+  });
+
+  afterAll(() => harness.close());
+
+  beforeEach(async () => {
+    receiver.requests.length = 0;
+    receiver.setResponder(() => ({ status: 200 }));
+    await db.webhookDeliveryDue.deleteMany({});
+  });
+
+  /** a standard-policy monitor with one delivery failed once: its retry (attempt 2) due now */
+  async function retryDueNow(path: string) {
+    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}${path}` });
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard' } });
+    receiver.setResponder(() => ({ status: 500 }));
+    const env = hitEnvelope(m, await createHit(db, m));
+    await dispatcher.handle(env);
+    await db.webhookDeliveryDue.updateMany({
+      where: { monitorId: m.id },
+      data: { dueAt: new Date(Date.now() - 1000) },
+    });
+    return { m, env };
+  }
+
+  it('a claim is kept while its delivery is in flight, past the lease: no replica claims it again', async () => {
+    const { env } = await retryDueNow('/slow');
+    const repository = createPrismaRepository(db);
+    const logger = createLogger({ service: 'due-claims-test', level: 'error' });
+    const leaseMs = 1500;
+    let finish!: () => void;
+    const inFlight = new Promise<void>((r) => (finish = r));
+    const handledBy: string[] = [];
+    const replica = (name: string) =>
+      new DueDeliveries({
+        repository,
+        logger,
+        pollMs: 60_000,
+        maxInFlight: 10,
+        perWebhook: 4,
+        leaseMs,
+        handler: async (due) => {
+          handledBy.push(name);
+          if (name === 'a') {
+            await inFlight; // a send that takes longer than the lease (a backed-up lane, a slow endpoint)
+            await db.webhookDeliveryDue.delete({ where: { deliveryId: due.deliveryId } });
+          }
+          return 'ack';
+        },
+      });
+    const a = replica('a');
+    const b = replica('b');
+    await expect(a.poll()).resolves.toBe(1);
+    // three leases go by while the first replica's delivery is still in flight
+    await sleep(3 * leaseMs);
+    await expect(b.poll()).resolves.toBe(0);
+    await expect(a.poll()).resolves.toBe(0);
+    finish();
+    await a.stop();
+    await b.stop();
+    expect(handledBy).toEqual(['a']);
+    expect(await db.webhookDeliveryDue.findMany({ where: { deliveryId: env.messageId } })).toEqual([]);
+  });
+
+  it('a retry whose delivery another replica settled meanwhile is not scheduled again', async () => {
+    const { m, env } = await retryDueNow('/settled');
+    // while this attempt is in flight, another replica (its claim having run out here) delivers
+    // the same delivery and removes its due row; then this attempt fails
+    receiver.setResponder(async () => {
+      await db.webhookDeliveryDue.deleteMany({ where: { deliveryId: env.messageId } });
+      return { status: 500 };
+    });
+    await expect(dispatcher.deliverDue()).resolves.toBe(1);
+    const attempts = await db.deliveryAttempt.findMany({ where: { monitorId: m.id }, orderBy: { attempt: 'asc' } });
+    expect(attempts.map((a) => [a.attempt, a.outcome])).toEqual([
+      [1, 'failed'],
+      [2, 'failed'],
+    ]);
+    // no third attempt of a delivery that was settled
+    expect(await db.webhookDeliveryDue.findMany({ where: { deliveryId: env.messageId } })).toEqual([]);
+  });
+
+  it('an attempt that was moved on by another replica is not moved back', async () => {
+    const { env } = await retryDueNow('/moved');
+    // meanwhile another replica sent attempt 2 and failed: the row waits for attempt 3 in an hour
+    const later = new Date(Date.now() + 3_600_000);
+    receiver.setResponder(async () => {
+      await db.webhookDeliveryDue.update({
+        where: { deliveryId: env.messageId },
+        data: { attempt: 3, dueAt: later, claimedUntil: null },
+      });
+      return { status: 500 };
+    });
+    await expect(dispatcher.deliverDue()).resolves.toBe(1);
+    const row = await db.webhookDeliveryDue.findUniqueOrThrow({ where: { deliveryId: env.messageId } });
+    expect(row).toMatchObject({ attempt: 3, dueAt: later });
+  });
+});
