@@ -56,6 +56,8 @@ export interface HoldingStore {
    * dispatcher is sending it (its claim not yet expired): one at a time, in order.
    */
   claimNext(endpointId: string, leaseMs: number): Promise<HeldEvent | null>;
+  /** extends a claim still held by `leaseMs` from now (its event is being sent here) */
+  renew(id: string, leaseMs: number): Promise<void>;
   /** the claimed event went out (or was logged): removed from the hold */
   finish(id: string, endpointId: string): Promise<void>;
   /** the claim is given back (the endpoint was disabled again): it waits for the next release */
@@ -190,6 +192,12 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
     async finish(id, endpointId) {
       await sql.query(FINISH_SQL, [id]);
       written(endpointId);
+    },
+    async renew(id, leaseMs) {
+      await sql.query(
+        'UPDATE held_events SET claimed_until = now() + make_interval(secs => $2::float8 / 1000) WHERE id = $1::bigint AND claimed_until IS NOT NULL',
+        [id, leaseMs],
+      );
     },
     async unclaim(id) {
       await sql.query('UPDATE held_events SET claimed_until = NULL WHERE id = $1::bigint', [id]);
