@@ -126,3 +126,36 @@ describe('due delivery claims', () => {
     expect(row).toMatchObject({ attempt: 3, dueAt: later });
   });
 });
+
+describe('fifo order across replicas', () => {
+  let harness: InProcessDispatcher;
+  let db: Db;
+  let receiver: HttpsReceiver;
+  let dispatcher: Dispatcher;
+
+  beforeAll(async () => {
+    harness = await startInProcessDispatcher('dispatcher-fifo-order-test', KEY);
+    ({ db, receiver, dispatcher } = harness);
+  });
+
+  afterAll(() => harness.close());
+
+  it("a fifo webhook's events go in their monitor's sequence, whatever order the dispatchers queued them in", async () => {
+    const accountId = (await createAccount(db, 'starter')).id;
+    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}/fifo` });
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { retryPolicy: 'standard', ordering: 'fifo' },
+    });
+    const envs = [];
+    for (let sequence = 1; sequence <= 3; sequence++) {
+      const env = hitEnvelope(m, await createHit(db, m, `event ${sequence} #launch`));
+      envs.push({ ...env, payload: { ...env.payload, sequence } });
+    }
+    // two replicas (or two messages of one prefetch) finish preparing in another order than published
+    for (const i of [2, 0, 1]) await expect(dispatcher.handle(envs[i]!)).resolves.toBe('ack');
+    for (let i = 0; i < 3; i++) await expect(dispatcher.deliverDue()).resolves.toBe(1);
+    const sequences = receiver.requests.map((r) => r.headers['x-service-sequence']);
+    expect(sequences).toEqual(['1', '2', '3']);
+  });
+});

@@ -315,11 +315,12 @@ const INSERT_ATTEMPTS_SQL = `
   WITH ${INSERTED_ATTEMPTS_CTE}
   DELETE FROM pending_redeliveries p USING inserted i WHERE p.delivery_id = i.delivery_id`;
 
-/** a due row, its parameters from $p on (dueParams) */
+/** a due row, its parameters from $p on (dueParams); its event's sequence (a fifo webhook's order) from the payload */
 const INSERT_DUE_SQL = (p: number) => `
-  INSERT INTO webhook_deliveries_due (delivery_id, monitor_id, webhook_id, event, hit_id, payload, attempt, due_at)
+  INSERT INTO webhook_deliveries_due
+    (delivery_id, monitor_id, webhook_id, event, hit_id, payload, attempt, due_at, event_sequence)
   VALUES ($${p}, $${p + 1}::uuid, $${p + 2}::uuid, $${p + 3}, $${p + 4}::uuid, $${p + 5}::jsonb, $${p + 6}::int,
-          $${p + 7}::timestamptz)`;
+          $${p + 7}::timestamptz, COALESCE(($${p + 5}::jsonb ->> 'sequence')::bigint, 0))`;
 
 /** a retry of a delivery without a due row (its first attempt, a held event): one row, whoever writes it first */
 const INSERT_RETRY_SQL = `${INSERT_DUE_SQL(2)} ON CONFLICT (delivery_id) DO NOTHING`;
@@ -371,8 +372,8 @@ function attemptWithDue(attempt: NewAttempt, change: DueChange): { sql: string; 
 
 /**
  * Due deliveries, claimed: candidates by due time (at most `perWebhook` of a webhook; of a fifo
- * webhook only its oldest row, and none while that one is held), locked with SKIP LOCKED and
- * re-checked on the locked version, then leased.
+ * webhook only its first row by the event's sequence, then by when it was queued, and none while
+ * that one is held), locked with SKIP LOCKED and re-checked on the locked version, then leased.
  */
 const CLAIM_DUE_SQL = `
   WITH cand AS (
@@ -383,7 +384,8 @@ const CLAIM_DUE_SQL = `
       AND (d.claimed_until IS NULL OR d.claimed_until < now())
       AND NOT (d.webhook_id = ANY($2::uuid[]))
       AND (w.ordering = 'unordered'
-           OR NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o WHERE o.webhook_id = d.webhook_id AND o.seq < d.seq))
+           OR NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
+                          WHERE o.webhook_id = d.webhook_id AND (o.event_sequence, o.seq) < (d.event_sequence, d.seq)))
   ), picked AS (
     SELECT d.delivery_id FROM webhook_deliveries_due d
     WHERE d.delivery_id IN (SELECT delivery_id FROM cand WHERE rn <= $3 ORDER BY due_at LIMIT $1)
