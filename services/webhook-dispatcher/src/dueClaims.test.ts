@@ -147,7 +147,7 @@ describe('fifo order across replicas', () => {
       where: { monitorId: m.id },
       data: { retryPolicy: 'standard', ordering: 'fifo' },
     });
-    const envs = [];
+    const envs: ReturnType<typeof hitEnvelope>[] = [];
     for (let sequence = 1; sequence <= 3; sequence++) {
       const env = hitEnvelope(m, await createHit(db, m, `event ${sequence} #launch`));
       envs.push({ ...env, payload: { ...env.payload, sequence } });
@@ -157,5 +157,35 @@ describe('fifo order across replicas', () => {
     for (let i = 0; i < 3; i++) await expect(dispatcher.deliverDue()).resolves.toBe(1);
     const sequences = receiver.requests.map((r) => r.headers['x-service-sequence']);
     expect(sequences).toEqual(['1', '2', '3']);
+  });
+
+  it('an event with a lower sequence queued while the head is in flight waits for it: one at a time', async () => {
+    const accountId = (await createAccount(db, 'starter')).id;
+    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}/fifo-late` });
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { retryPolicy: 'standard', ordering: 'fifo' },
+    });
+    const envs: ReturnType<typeof hitEnvelope>[] = [];
+    for (let sequence = 1; sequence <= 2; sequence++) {
+      const env = hitEnvelope(m, await createHit(db, m, `late ${sequence} #launch`));
+      envs.push({ ...env, payload: { ...env.payload, sequence } });
+    }
+    receiver.requests.length = 0;
+    // sequence 2 is queued and goes; sequence 1 reaches the dispatcher while 2 is in flight
+    await dispatcher.handle(envs[1]!);
+    let late: Promise<number> | null = null;
+    receiver.setResponder(async (req) => {
+      if (req.headers['x-service-sequence'] === '2') {
+        await dispatcher.handle(envs[0]!);
+        late = dispatcher.deliverDue();
+        await late;
+      }
+      return { status: 200 };
+    });
+    await dispatcher.deliverDue();
+    await expect(late).resolves.toBe(0);
+    await expect(dispatcher.deliverDue()).resolves.toBe(1);
+    expect(receiver.requests.map((r) => r.headers['x-service-sequence'])).toEqual(['2', '1']);
   });
 });

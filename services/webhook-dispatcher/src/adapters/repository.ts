@@ -373,7 +373,8 @@ function attemptWithDue(attempt: NewAttempt, change: DueChange): { sql: string; 
 /**
  * Due deliveries, claimed: candidates by due time (at most `perWebhook` of a webhook; of a fifo
  * webhook only its first row by the event's sequence, then by when it was queued, and none while
- * that one is held), locked with SKIP LOCKED and re-checked on the locked version, then leased.
+ * one of its rows is claimed), locked with SKIP LOCKED and re-checked on the locked version, then
+ * leased.
  */
 const CLAIM_DUE_SQL = `
   WITH cand AS (
@@ -384,8 +385,12 @@ const CLAIM_DUE_SQL = `
       AND (d.claimed_until IS NULL OR d.claimed_until < now())
       AND NOT (d.webhook_id = ANY($2::uuid[]))
       AND (w.ordering = 'unordered'
-           OR NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
-                          WHERE o.webhook_id = d.webhook_id AND (o.event_sequence, o.seq) < (d.event_sequence, d.seq)))
+           OR (NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
+                           WHERE o.webhook_id = d.webhook_id AND (o.event_sequence, o.seq) < (d.event_sequence, d.seq))
+               -- nor while another of its rows is in flight (one queued since with a lower sequence waits for it)
+               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
+                               WHERE o.webhook_id = d.webhook_id AND o.claimed_until IS NOT NULL
+                                 AND o.claimed_until >= now())))
   ), picked AS (
     SELECT d.delivery_id FROM webhook_deliveries_due d
     WHERE d.delivery_id IN (SELECT delivery_id FROM cand WHERE rn <= $3 ORDER BY due_at LIMIT $1)

@@ -8,3 +8,8 @@ UPDATE "webhook_deliveries_due" SET "event_sequence" = COALESCE(("payload"->>'se
 -- a fifo webhook's head: its first row by (event_sequence, seq)
 CREATE INDEX "webhook_deliveries_due_webhook_id_event_sequence_seq_idx"
   ON "webhook_deliveries_due"("webhook_id", "event_sequence", "seq");
+
+-- a fifo webhook waits while one of its rows is claimed (in flight): the claimed rows of a webhook,
+-- a handful at most
+CREATE INDEX "webhook_deliveries_due_claimed_idx"
+  ON "webhook_deliveries_due"("webhook_id") WHERE "claimed_until" IS NOT NULL;
