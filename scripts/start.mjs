@@ -14,6 +14,11 @@
 // Configuration comes from the environment (docs/configuration.md). Secrets that a developer has not set
 // (INTERNAL_TOKEN, SECRETS_ENCRYPTION_KEY) are generated once and kept in .tmp/dev.env, which git
 // ignores, so restarts can still decrypt stored webhook secrets.
+//
+// The children's pids are kept in .tmp/start-children.json while they run: a start after one that
+// was killed outright (SIGKILL, a closed terminal), whose children kept running and their ports
+// held, first stops those still running as this checkout's services, saying so
+// (packages/common/src/devChildren.ts); no other process is touched.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -42,6 +47,29 @@ const pollers = (() => {
     process.exit(2);
   }
 })();
+
+const { stopLeftoverChildren, writeChildRecord } = await tsImport(
+  '../packages/common/src/devChildren.ts',
+  import.meta.url,
+);
+await stopLeftoverChildren(root, { log: (line) => console.log(`start: ${line}`) });
+/** the running children and their arguments, as recorded in .tmp/start-children.json */
+const recorded = new Map();
+function record(child, args) {
+  if (!child.pid) return;
+  recorded.set(child, args);
+  writeChildRecord(
+    root,
+    [...recorded].map(([c, a]) => ({ pid: c.pid, args: a })),
+  );
+  child.once('exit', () => {
+    recorded.delete(child);
+    writeChildRecord(
+      root,
+      [...recorded].map(([c, a]) => ({ pid: c.pid, args: a })),
+    );
+  });
+}
 
 function devSecrets() {
   const file = path.join(root, '.tmp', 'dev.env');
@@ -229,6 +257,7 @@ function stopAll(code) {
 
 for (const [name, file, ...args] of services) {
   const child = spawn(process.execPath, [...tsx, file, ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  record(child, [file, ...args]);
   children.set(name, child);
   prefixed(name, child.stdout, process.stdout);
   prefixed(name, child.stderr, process.stderr);
@@ -250,6 +279,7 @@ if (existsSync(path.join(root, 'services/poller/src/main.ts'))) {
         env: { ...env, OPS_PORT: opsPort },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
+      record(child, ['services/poller/src/main.ts']);
       prefixed(pollerNames[i], child.stdout, process.stdout);
       prefixed(pollerNames[i], child.stderr, process.stderr);
       return child;
@@ -292,6 +322,7 @@ function runMaintenance() {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   maintenanceChild = child;
+  record(child, ['packages/admin-cli/src/main.ts', 'maintenance', 'run']);
   prefixed('maintenance', child.stdout, process.stdout);
   prefixed('maintenance', child.stderr, process.stderr);
   child.on('exit', (code) => {

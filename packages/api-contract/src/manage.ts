@@ -184,7 +184,13 @@ export const DeliveryRecord = z.object({
     .min(1)
     .nullable()
     .meta({ description: "the attempt's number in its delivery's retry schedule (1: the first)" }),
-  next_attempt_at: timestamp.nullable().meta({ description: 'when the next attempt is due (null: none follows)' }),
+  next_attempt_at: timestamp
+    .nullable()
+    .meta({ description: 'when the next attempt is due (null: none follows, or it is held)' }),
+  held: z.boolean().meta({
+    description:
+      "the delivery's next attempt is held: it fell due while the webhook was disabled and goes out, in order, once the webhook is enabled again (true on the delivery's last attempt only)",
+  }),
   status_code: z.int().nullable(),
   latency_ms: count.nullable(),
   error: z.string().nullable(),

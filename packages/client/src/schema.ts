@@ -782,9 +782,11 @@ export interface components {
       attempt: number | null;
       /**
        * Format: date-time
-       * @description when the next attempt is due (null: none follows)
+       * @description when the next attempt is due (null: none follows, or it is held)
        */
       next_attempt_at: string | null;
+      /** @description the delivery's next attempt is held: it fell due while the webhook was disabled and goes out, in order, once the webhook is enabled again (true on the delivery's last attempt only) */
+      held: boolean;
       status_code: number | null;
       latency_ms: number | null;
       error: string | null;

@@ -9,4 +9,5 @@ export * from './devEnv';
 export * from './devSecrets';
 export * from './runService';
 export * from './replicas';
+export * from './devChildren';
 export * from './tickCork';

@@ -5,18 +5,30 @@ export * from './generated/prisma/client';
 export { isDatabaseUnavailable } from './errors';
 export { COMMIT_HORIZON } from './horizon';
 export {
+  HIT_SQL_COLUMNS,
+  hitOfSqlRow,
   hitSelect,
+  monitorRefFields,
   monitorSettingsSelect,
   QUERY_CURSOR_KEY,
   queryCursorKeyOf,
+  WATCHING_MONITOR_COLUMNS,
   withLastCheck,
   type HitRow,
   type HitSqlRow,
+  type MonitorRefSqlRow,
   type MonitorSettings,
   type QueryWatcher,
   type WatchingAccount,
   type WatchingMonitor,
 } from './rows';
+export {
+  dateOrNull,
+  MONITOR_CONTEXT_SQL,
+  monitorContextOf,
+  type MonitorContext,
+  type MonitorContextRow,
+} from './monitorContext';
 export { migrationsCheck, pendingMigrations } from './pending';
 export {
   DEFAULT_RETENTION,

@@ -3,7 +3,7 @@
  * what Prisma returns for the select, so the two cannot drift apart.
  */
 import type { PlanName } from '@sts/core';
-import type { Prisma, PrismaClient } from './generated/prisma/client';
+import { Prisma, type PrismaClient } from './generated/prisma/client';
 
 /** A recorded hit as read-api lists it and the dispatcher delivers it. */
 export const hitSelect = {
@@ -27,6 +27,38 @@ export interface HitSqlRow {
   tweet_author_username: string;
   tweet_created_at: Date;
   detected_at: Date;
+}
+
+/** HitSqlRow's columns of the hits table aliased `h`, for a raw SELECT (`${HIT_SQL_COLUMNS}`). */
+export const HIT_SQL_COLUMNS = Prisma.raw(
+  'h.id::text AS id, h.monitor_id::text AS monitor_id, h.tweet_id, h.tweet_text, h.tweet_author_username, ' +
+    'h.tweet_created_at, h.detected_at',
+);
+
+/** A monitor as an event's payload names it, as raw SQL reads it (the monitor's id as text). */
+export interface MonitorRefSqlRow {
+  monitor_id: string;
+  target_username: string | null;
+  query: string | null;
+  keywords: string[];
+}
+
+/** A MonitorRefSqlRow by its fields' TypeScript names (what @sts/messaging's monitorRef takes). */
+export function monitorRefFields(r: MonitorRefSqlRow) {
+  return { id: r.monitor_id, targetUsername: r.target_username, query: r.query, keywords: r.keywords };
+}
+
+/** A HitSqlRow as hitSelect's HitRow. */
+export function hitOfSqlRow(r: HitSqlRow): HitRow {
+  return {
+    id: r.id,
+    monitorId: r.monitor_id,
+    tweetId: r.tweet_id,
+    tweetText: r.tweet_text,
+    tweetAuthorUsername: r.tweet_author_username,
+    tweetCreatedAt: r.tweet_created_at,
+    detectedAt: r.detected_at,
+  };
 }
 
 /**
@@ -71,6 +103,12 @@ export interface WatchingMonitor {
   langs: string[];
   createdAt: Date;
 }
+
+/** WatchingMonitor's columns of the monitors table aliased `m`, for a raw SELECT. */
+export const WATCHING_MONITOR_COLUMNS = Prisma.raw(
+  'm.id::text AS id, m.account_id::text AS "accountId", m.target_username AS "targetUsername", m.query, ' +
+    'm.keywords, m.exclude_types AS "excludeTypes", m.langs, m.created_at AS "createdAt"',
+);
 
 /** The plan of an account watching a target, as its poll interval and the stream's rules read it. */
 export interface WatchingAccount {

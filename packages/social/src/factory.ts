@@ -23,15 +23,15 @@ export interface SocialSourceConfig {
   SOCIAL_SOURCE?: 'local' | 'x' | undefined;
   X_API_BASE_URL?: string | undefined;
   X_BEARER_TOKEN?: string | undefined;
-  /** per X API request; default 10 000 */
+  /** per X API request (socialEnv's default when left out, as for every field of socialEnv) */
   X_TIMEOUT_MS?: number | undefined;
-  /** X: the window a poll re-reads behind its position (the poller's setting); default 30 */
+  /** X: the window a poll re-reads behind its position (the poller's setting; left out: the X source's) */
   POLL_OVERLAP_SECONDS?: number | undefined;
-  /** X: how long a resolved username is cached in Redis; default 3600 */
+  /** X: how long a resolved username is cached in Redis */
   X_USER_CACHE_TTL_SECONDS?: number | undefined;
-  /** X: percent of each rate-limit window low-priority (Free) polls leave to the others; default 20 */
+  /** X: percent of each rate-limit window low-priority (Free) polls leave to the others */
   X_LOW_PRIORITY_RESERVE_PERCENT?: number | undefined;
-  /** X: the tier's limits per window before X's headers tell them; default Pro */
+  /** X: the tier's limits per window before X's headers tell them (empty: Pro's) */
   X_RATE_LIMITS?: Partial<Record<XFamily, number>> | undefined;
 }
 
@@ -81,6 +81,9 @@ export const socialEnv = {
     .transform((v) => parseRateLimits(v) as Partial<Record<XFamily, number>>),
 };
 
+/** the socialEnv settings as they are when no variable sets them (a config that leaves one out) */
+const socialDefaults = z.object(socialEnv).parse({});
+
 const price = (usd: number) => z.coerce.number().min(0).max(1000).default(usd);
 
 /**
@@ -118,20 +121,24 @@ export function requireXToken(
 }
 
 export function createSocialSource(config: SocialSourceConfig, deps: SocialSourceDeps): SocialSource {
-  const kind = config.SOCIAL_SOURCE ?? 'local';
+  const kind = config.SOCIAL_SOURCE ?? socialDefaults.SOCIAL_SOURCE;
   if (kind === 'local') return createLocalSource({ db: deps.db });
   if (kind === 'x') {
     if (!config.X_BEARER_TOKEN) throw new Error('X_BEARER_TOKEN is required when SOCIAL_SOURCE=x');
-    const reserve = (config.X_LOW_PRIORITY_RESERVE_PERCENT ?? 20) / 100;
+    const reserve = (config.X_LOW_PRIORITY_RESERVE_PERCENT ?? socialDefaults.X_LOW_PRIORITY_RESERVE_PERCENT) / 100;
     const governor = deps.redis
-      ? createRedisGovernor(deps.redis, { lowPriorityReserve: reserve, limits: config.X_RATE_LIMITS ?? {} })
+      ? createRedisGovernor(deps.redis, {
+          lowPriorityReserve: reserve,
+          limits: config.X_RATE_LIMITS ?? socialDefaults.X_RATE_LIMITS,
+        })
       : undefined;
     return createXSource({
-      baseUrl: config.X_API_BASE_URL ?? 'https://api.x.com',
+      baseUrl: config.X_API_BASE_URL ?? socialDefaults.X_API_BASE_URL,
       bearerToken: config.X_BEARER_TOKEN,
-      timeoutMs: config.X_TIMEOUT_MS ?? 10_000,
-      overlapMs: (config.POLL_OVERLAP_SECONDS ?? 30) * 1000,
-      userCacheTtlSeconds: config.X_USER_CACHE_TTL_SECONDS ?? 3600,
+      timeoutMs: config.X_TIMEOUT_MS ?? socialDefaults.X_TIMEOUT_MS,
+      // the poller's setting: a service that does not poll leaves it to the source's own
+      ...(config.POLL_OVERLAP_SECONDS !== undefined && { overlapMs: config.POLL_OVERLAP_SECONDS * 1000 }),
+      userCacheTtlSeconds: config.X_USER_CACHE_TTL_SECONDS ?? socialDefaults.X_USER_CACHE_TTL_SECONDS,
       ...(deps.redis && { redis: deps.redis }),
       ...(deps.billing && { billing: deps.billing }),
       ...(governor && { governor }),

@@ -554,6 +554,7 @@ describe('keys, monitors, webhooks, deliveries and hits', () => {
           'deliveryId',
           'error',
           'event',
+          'held',
           'hitId',
           'id',
           'latencyMs',

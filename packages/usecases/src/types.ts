@@ -299,8 +299,13 @@ export interface DeliveryView {
   outcome: 'delivered' | 'failed' | 'skipped' | 'exhausted';
   /** the attempt's number in its delivery's retry schedule (1: the first; null: logged before attempts were numbered) */
   attempt: number | null;
-  /** when the next attempt of a retrying delivery is due (null: none follows) */
+  /** when the next attempt of a retrying delivery is due (null: none follows, or it is held) */
   nextAttemptAt: Date | null;
+  /**
+   * the delivery's next attempt is held: it fell due while the webhook was disabled and goes out,
+   * in order, once the webhook is enabled again (true on the delivery's last logged attempt only)
+   */
+  held: boolean;
   statusCode: number | null;
   latencyMs: number | null;
   error: string | null;

@@ -15,7 +15,7 @@
  * account on the polled path); a transient failure (429, 5xx, network, governor) throws
  * XActivityError with `transient` set.
  */
-import type { XGovernor } from '@sts/social';
+import { readStreamLines, type XGovernor } from '@sts/social';
 import { isXaaEventType, type XaaEvent, type XaaSubscription, type XaaSubscriptionKey } from './types';
 
 export class XActivityError extends Error {
@@ -221,22 +221,11 @@ interface WireEnvelope {
   errors?: { title?: string; detail?: string }[];
 }
 
-/** Reads \r\n-ended lines until the stream ends; an `errors` line (X's disconnect notice) ends it too. */
-async function readEnvelopes(reader: ReadableStreamDefaultReader<Uint8Array>, handlers: StreamHandlers): Promise<void> {
-  const decoder = new TextDecoder();
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    handlers.onActivity();
-    buffer += decoder.decode(value, { stream: true });
-    let at: number;
-    while ((at = buffer.indexOf('\r\n')) >= 0) {
-      const line = buffer.slice(0, at).trim();
-      buffer = buffer.slice(at + 2);
-      if (line === '') continue; // keep-alive
-      const parsed = JSON.parse(line) as WireEnvelope;
-      const d = parsed.data;
+/** Reads the envelopes until the stream ends; an `errors` line (X's disconnect notice) ends it too. */
+function readEnvelopes(reader: ReadableStreamDefaultReader<Uint8Array>, handlers: StreamHandlers): Promise<void> {
+  return readStreamLines<WireEnvelope>(reader, {
+    onChunk: () => handlers.onActivity(),
+    onLine: ({ data: d, errors }) => {
       if (d?.event_uuid && d.event_type && d.filter?.user_id) {
         handlers.onEvent({
           uuid: d.event_uuid,
@@ -246,14 +235,11 @@ async function readEnvelopes(reader: ReadableStreamDefaultReader<Uint8Array>, ha
           payload: d.payload ?? {},
           includes: d.includes ?? null,
         });
-      } else if (parsed.errors) {
-        await reader.cancel().catch(() => undefined);
-        throw new XActivityError(
-          `activity stream ended by X: ${parsed.errors.map((e) => e.title ?? e.detail).join(', ')}`,
-          null,
-          true,
-        );
+      } else if (errors) {
+        const notice = errors.map((e) => e.title ?? e.detail).join(', ');
+        return new XActivityError(`activity stream ended by X: ${notice}`, null, true);
       }
-    }
-  }
+      return undefined;
+    },
+  });
 }

@@ -17,6 +17,7 @@
 import { snowflakeBefore, errorMessage } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { SourceBusyError, type SocialTweet, type XSource } from '@sts/social';
+import type { BackfillReadResult } from './owed';
 import type { PostedAccount } from './recentCheck';
 import type { StreamRepository } from './repository';
 
@@ -26,6 +27,8 @@ export interface AccountReadsOptions {
   /** records an account's posts (resolves once they are in the database) */
   record(tweets: SocialTweet[]): Promise<void>;
   logger: Logger;
+  /** each read's outcome, for the metrics */
+  read?: (result: BackfillReadResult) => void;
   /** timeline reads at once; default 4 */
   concurrency?: number;
 }
@@ -71,6 +74,7 @@ async function readOne(a: PostedAccount, options: AccountReadsOptions, out: Acco
     if (r.unreadable) {
       // X serves the account no more: its window is left to the search (and the account check)
       out.failed++;
+      options.read?.('unreadable');
       logger.warn('X stream backfill timeline read: account not readable (left to the search)', {
         username: a.username,
         err: r.unreadable.detail,
@@ -87,13 +91,16 @@ async function readOne(a: PostedAccount, options: AccountReadsOptions, out: Acco
     for (const id of a.ids) out.paid.add(id);
     out.accounts++;
     out.posts += r.tweets.length;
+    options.read?.('ok');
   } catch (err) {
     if (err instanceof SourceBusyError) {
+      options.read?.('refused');
       const until = new Date(Date.now() + Math.max(1000, err.retryAfterMs));
       if (out.refusedUntil === null || until < out.refusedUntil) out.refusedUntil = until;
       return;
     }
     out.failed++;
+    options.read?.('failed');
     logger.warn('X stream backfill timeline read failed (left owed)', { username: a.username, err: errorMessage(err) });
   }
 }

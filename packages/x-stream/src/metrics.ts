@@ -2,8 +2,8 @@
  * The `stream` mode's metrics, per replica (only the holder's move): `poller_x_stream_connected`
  * (1 while this replica's stream connection is up), `poller_x_stream_reconnects_total{reason}`,
  * `poller_x_stream_backfilled_posts_total`, `poller_x_stream_rules`,
- * `poller_x_stream_overflow_targets`, `poller_x_stream_owed_windows`, `poller_x_stream_owed_oldest_seconds`
- * and `detection_latency_seconds{source="x", mode="stream"}`.
+ * `poller_x_stream_overflow_targets`, `poller_x_stream_owed_windows`, `poller_x_stream_owed_oldest_seconds`,
+ * `poller_x_stream_backfill_reads_total{family,result}` and `detection_latency_seconds{source="x", mode="stream"}`.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { StreamMetrics } from './streamMode';
@@ -69,8 +69,19 @@ export function createStreamMetrics(
     help: 'age of the oldest owed backfill window (0: none)',
     registers: [registry],
   });
+  const reads = new Counter({
+    name: 'poller_x_stream_backfill_reads_total',
+    help: 'reads of the owed backfill by family (search: a batched search; timeline: an account read through its user timeline when the search budget is spent) and result (ok, refused, failed, unreadable)',
+    labelNames: ['family', 'result'],
+    registers: [registry],
+  });
+  // every series from the start, so a rate() or an alert sees the first read
+  for (const result of ['ok', 'refused', 'failed'])
+    for (const family of ['search', 'timeline']) reads.inc({ family, result }, 0);
+  reads.inc({ family: 'timeline', result: 'unreadable' }, 0);
   return {
     connected: (v) => connected.set(v),
+    backfillRead: (family, result) => reads.inc({ family, result }),
     owed: (rows, age) => {
       owedRows.set(rows);
       owedAge.set(age);

@@ -54,7 +54,18 @@ export interface OwedBackfillOptions {
   recent?: RecentCheck;
   /** reads an account known to have posted through its user timeline when search has no budget; absent: it waits */
   readAccountSince?: XSource['readAccountSince'];
+  /** each read's family and outcome, for the metrics */
+  read?: (family: BackfillReadFamily, result: BackfillReadResult) => void;
 }
+
+/** the budget a backfill read spends: a batched search, or one account's user timeline */
+export type BackfillReadFamily = 'search' | 'timeline';
+/**
+ * how a backfill read ended: `ok` (its posts recorded, its windows paid), `refused` (the budget
+ * said no; the windows wait), `failed` (retried later), `unreadable` (an account X no longer
+ * serves; its window left to the search)
+ */
+export type BackfillReadResult = 'ok' | 'refused' | 'failed' | 'unreadable';
 
 export interface OwedPass {
   searches: number;
@@ -180,11 +191,14 @@ export class OwedBackfill {
       try {
         out.posts += await this.search(s);
         out.searches++;
+        this.options.read?.('search', 'ok');
       } catch (err) {
         if (err instanceof SourceBusyError) {
+          this.options.read?.('search', 'refused');
           await this.refused(due.slice(i), err, out, posted);
           break;
         }
+        this.options.read?.('search', 'failed');
         out.failed++;
         await repository.postpone(s.ids, new Date(Date.now() + owedRetryMs(s.attempts)), errorMessage(err), true);
         logger.warn('X stream backfill search failed (retried later)', {
@@ -219,6 +233,7 @@ export class OwedBackfill {
             repository,
             record: (tweets) => this.options.record(tweets),
             logger,
+            ...(this.options.read && { read: (result: BackfillReadResult) => this.options.read!('timeline', result) }),
           })
         : null;
     const paid = read?.paid ?? new Set<bigint>();

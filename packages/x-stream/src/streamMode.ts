@@ -39,7 +39,7 @@ import type { DropKind } from './domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { StreamHandoff } from './handoff';
-import { OwedBackfill } from './owed';
+import { OwedBackfill, type BackfillReadFamily, type BackfillReadResult } from './owed';
 import type { RecentCheck } from './recentCheck';
 import { StreamQueries } from './queries';
 import { Limiter } from './limiter';
@@ -60,6 +60,8 @@ export interface StreamMetrics {
   rules(count: number, overflowTargets: number): void;
   /** owed backfill windows and the age of the oldest (seconds) */
   owed(rows: number, oldestAgeSeconds: number): void;
+  /** one read of the owed backfill: a batched search or an account's timeline, and how it ended */
+  backfillRead(family: BackfillReadFamily, result: BackfillReadResult): void;
 }
 
 export interface StreamModeOptions {
@@ -249,6 +251,7 @@ class StreamModeRunner implements StreamMode {
       holdMs: this.holdMs,
       ...(options.recent && { recent: options.recent }),
       ...(options.readAccountSince && { readAccountSince: options.readAccountSince }),
+      read: (family, result) => this.metrics?.backfillRead(family, result),
     });
   }
 

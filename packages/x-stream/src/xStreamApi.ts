@@ -16,6 +16,7 @@
  */
 import {
   mapXTweet,
+  readStreamLines,
   SourceBusyError,
   X_TWEET_FIELDS,
   X_USER_FIELDS,
@@ -205,30 +206,20 @@ interface StreamLine {
   errors?: { title?: string; detail?: string }[];
 }
 
-/** Reads \r\n-delimited lines until the stream ends; an `errors` line (a disconnect notice) ends it too. */
-async function readLines(reader: ReadableStreamDefaultReader<Uint8Array>, handlers: StreamHandlers): Promise<void> {
-  const decoder = new TextDecoder();
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    handlers.onActivity();
-    buffer += decoder.decode(value, { stream: true });
-    let at: number;
-    while ((at = buffer.indexOf('\r\n')) >= 0) {
-      const line = buffer.slice(0, at).trim();
-      buffer = buffer.slice(at + 2);
-      if (line === '') continue; // keep-alive
-      const parsed = JSON.parse(line) as StreamLine;
+/** Reads the posts until the stream ends; an `errors` line (a disconnect notice) ends it too. */
+function readLines(reader: ReadableStreamDefaultReader<Uint8Array>, handlers: StreamHandlers): Promise<void> {
+  return readStreamLines<StreamLine>(reader, {
+    onChunk: () => handlers.onActivity(),
+    onLine: (parsed) => {
       if (parsed.data) {
         handlers.onTweet(
           mapXTweet(parsed.data, parsed.includes?.users ?? []),
           (parsed.matching_rules ?? []).map((r) => r.id),
         );
       } else if (parsed.errors) {
-        await reader.cancel().catch(() => undefined);
-        throw new Error(`stream ended by X: ${parsed.errors.map((e) => e.title ?? e.detail).join(', ')}`);
+        return new Error(`stream ended by X: ${parsed.errors.map((e) => e.title ?? e.detail).join(', ')}`);
       }
-    }
-  }
+      return undefined;
+    },
+  });
 }

@@ -7,22 +7,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { accountEventKey, AmqpClient } from '@sts/messaging';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { plansFromEnv } from '@sts/core';
 import { capturingLogger, waitFor } from '@sts/testing';
 import { createQuotaNotices } from '../../gateway/src/adapters/quotaNotices';
 import { checkTrials } from './mail/accountEvents';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import {
-  createBackends,
-  dashboardClient,
-  dashboardEnv,
-  start,
-  type RunningDashboard,
-  type TestBackends,
-} from '../test/dashboard';
+import { dashboardClient, startMailDashboard, type MailDashboard, type RunningDashboard } from '../test/dashboard';
 
-let backends: TestBackends;
+let mail: MailDashboard;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
@@ -30,14 +23,8 @@ let base = '';
 const PASSWORD = 'a good long password';
 
 beforeAll(async () => {
-  backends = await createBackends();
-  sink = await startSmtpSink();
-  db = createDbClient({ url: backends.db.url, poolSize: 2 });
-  dash = await start({
-    ...dashboardEnv(backends),
-    SMTP_URL: sink.url,
+  mail = await startMailDashboard({
     MAIL_FROM: 'Social Timeline <no-reply@example.test>',
-    DASHBOARD_PUBLIC_URL: 'http://dash.example.test',
     MAIL_POLL_MS: '100',
     MAIL_RETRY_BASE_MS: '200',
     MAIL_RETRY_MAX_MS: '500',
@@ -46,15 +33,11 @@ beforeAll(async () => {
     PLAN_FREE_MONTHLY_QUOTA: '10',
     LOG_LEVEL: 'error',
   });
+  ({ dash, sink, db } = mail);
   base = dash.base;
 });
 
-afterAll(async () => {
-  await dash?.stop();
-  await sink?.stop();
-  await db?.$disconnect();
-  await backends?.drop();
-});
+afterAll(() => mail?.stop());
 
 const client = () => dashboardClient(base);
 
@@ -216,7 +199,7 @@ describe('accounts a customer can trust', () => {
     const monitor = await db.monitor.create({
       data: { accountId: account.id, targetUsername: 'failing', targetKey: 'failing', keywords: [] },
     });
-    const amqp = new AmqpClient({ url: backends.env.AMQP_URL, logger: capturingLogger().logger, name: 'test' });
+    const amqp = new AmqpClient({ url: mail.backends.env.AMQP_URL, logger: capturingLogger().logger, name: 'test' });
     await amqp.start();
     try {
       const failing = {
@@ -335,7 +318,7 @@ describe('accounts a customer can trust', () => {
     }, 15_000);
     const metrics = await (await fetch(`http://127.0.0.1:${dash.opsPort}/metrics`)).text();
     expect(metrics).toMatch(/dashboard_mail_send_failures_total\{kind="verify"[^}]*\} [1-9]/);
-    sink = await startSmtpSink({ port });
+    sink = mail.sink = await startSmtpSink({ port });
     await sink.waitFor(to(email));
     await new Promise((r) => setTimeout(r, 1500));
     expect(sink.mails.filter(to(email))).toHaveLength(1);

@@ -10,48 +10,37 @@
  */
 import { randomUUID } from 'node:crypto';
 import { accountEventKey, type AccountTargetStatusEvent } from '@sts/messaging';
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { spawnService, waitFor } from '@sts/testing';
 import { createTargetFlapGate, type TargetFlapGate } from '../../poller/src/adapters/flap';
 import { createProfileRepository, type ProfileRepository } from '../../poller/src/adapters/profiles';
 import { createPrismaRepository } from '../../webhook-dispatcher/src/adapters/repository';
 import { MAX_DIGEST_ITEMS } from './mail/digest';
-import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
+import type { SinkMail, SmtpSink } from './mail/smtpSink';
 import {
-  createBackends,
   dashboardClient,
   dashboardEnv,
-  start,
+  startMailDashboard,
+  type MailDashboard,
   type RunningDashboard,
-  type TestBackends,
 } from '../test/dashboard';
 
-let backends: TestBackends;
+let mail: MailDashboard;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
 
 beforeAll(async () => {
-  backends = await createBackends();
-  sink = await startSmtpSink();
-  db = createDbClient({ url: backends.db.url, poolSize: 2 });
-  dash = await start({
-    ...dashboardEnv(backends),
-    SMTP_URL: sink.url,
-    DASHBOARD_PUBLIC_URL: 'http://dash.example.test',
+  mail = await startMailDashboard({
     MAIL_POLL_MS: '100',
     // long enough that every notice written together lands in one window
     MAIL_DIGEST_MINUTES: '0.5',
     LOG_LEVEL: 'error',
   });
+  ({ dash, sink, db } = mail);
 });
 
-afterAll(async () => {
-  await dash?.stop();
-  await sink?.stop();
-  await db?.$disconnect();
-  await backends?.drop();
-});
+afterAll(() => mail?.stop());
 
 const to = (email: string) => (m: SinkMail) => m.to.includes(email);
 
@@ -231,7 +220,7 @@ describe('mail lanes and notice digests', () => {
     'MAIL_DIGEST_MINUTES=%j stops the start with exit 2 naming it',
     async (value) => {
       const child = spawnService('services/dashboard/src/main.ts', {
-        ...dashboardEnv(backends),
+        ...dashboardEnv(mail.backends),
         MAIL_DIGEST_MINUTES: value,
         DASHBOARD_PORT: '0',
       });

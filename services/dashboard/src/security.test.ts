@@ -4,46 +4,29 @@
  * request says which client address it comes from (X-Forwarded-For). Each test failed on the code
  * before the fix (see the commit messages).
  */
-import { createDbClient, type Db } from '@sts/db';
+import type { Db } from '@sts/db';
 import { spawnService, waitFor } from '@sts/testing';
 import { startSmtpSink, type SinkMail, type SmtpSink } from './mail/smtpSink';
-import {
-  createBackends,
-  dashboardClient,
-  dashboardEnv,
-  start,
-  type RunningDashboard,
-  type TestBackends,
-} from '../test/dashboard';
+import { dashboardClient, startMailDashboard, type MailDashboard, type RunningDashboard } from '../test/dashboard';
 
-let backends: TestBackends;
+let mail: MailDashboard;
 let dash: RunningDashboard;
 let sink: SmtpSink;
 let db: Db;
 const PASSWORD = 'a good long password';
 
 beforeAll(async () => {
-  backends = await createBackends();
-  sink = await startSmtpSink();
-  db = createDbClient({ url: backends.db.url, poolSize: 2 });
-  dash = await start({
-    ...dashboardEnv(backends),
+  mail = await startMailDashboard({
     TRUST_PROXY: '1',
-    SMTP_URL: sink.url,
-    DASHBOARD_PUBLIC_URL: 'http://dash.example.test',
     MAIL_POLL_MS: '50',
     // lower than the default 100 so the distributed-guessing test needs fewer password checks
     SIGNIN_MAX_PER_EMAIL_HOURLY: '40',
     LOG_LEVEL: 'error',
   });
+  ({ dash, sink, db } = mail);
 });
 
-afterAll(async () => {
-  await dash?.stop();
-  await sink?.stop();
-  await db?.$disconnect();
-  await backends?.drop();
-});
+afterAll(() => mail?.stop());
 
 type Client = ReturnType<typeof dashboardClient>;
 /** a client whose requests come from `address` (X-Forwarded-For, TRUST_PROXY=1) */
@@ -241,7 +224,7 @@ describe('links do not stay readable in mail_outbox', () => {
       }, 10_000);
       expect(cleared).toMatchObject({ kind: 'reset', toAddress: email, sentAt: null });
     } finally {
-      sink = await startSmtpSink({ port });
+      sink = mail.sink = await startSmtpSink({ port });
     }
     await new Promise((r) => setTimeout(r, 1000));
     expect(sink.mails.filter((m) => to(email)(m) && /Reset/.test(m.subject))).toHaveLength(0);
@@ -397,7 +380,7 @@ describe('the low items', () => {
     const good = 'k'.repeat(32);
     for (const bad of [`${good},`, `${good},short`, `${good},,${good}`]) {
       const child = spawnService('services/dashboard/src/main.ts', {
-        ...backends.env,
+        ...mail.backends.env,
         SESSION_SECRET: bad,
         DASHBOARD_PORT: '0',
       });

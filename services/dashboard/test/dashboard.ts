@@ -1,6 +1,6 @@
 /**
  * Test support: the dashboard started in the test's own process, with its ops server, on a test
- * file's own database, Redis prefix and RabbitMQ vhost; a cookie-keeping HTTP client for it; the
+ * file's own database, Redis prefix and RabbitMQ vhost (with an SMTP sink for its mail); a cookie-keeping HTTP client for it; the
  * read-api (child process) and gateway (in process) the browser tests call; Debian's Chromium and
  * the click-and-wait of its forms.
  */
@@ -8,9 +8,11 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startInProcess } from '@sts/common';
+import { createDbClient, type Db } from '@sts/db';
 import { createTestDatabase, createTestRedis, createTestVhost, spawnService } from '@sts/testing';
 import { gatewayService } from '../../gateway/src/main';
 import { dashboardService } from '../src/main';
+import { startSmtpSink, type SmtpSink } from '../src/mail/smtpSink';
 
 export interface RunningDashboard {
   port: number;
@@ -60,6 +62,48 @@ export async function createBackends(): Promise<TestBackends> {
       await db.drop();
     },
   };
+}
+
+/** A dashboard in process that sends its mail to an SMTP sink of its own, and a client of its database. */
+export interface MailDashboard {
+  backends: TestBackends;
+  dash: RunningDashboard;
+  /** the sink the dashboard sends to; a test that starts it again on its port sets the new one here */
+  sink: SmtpSink;
+  db: Db;
+  /** stops the dashboard and the sink, closes the client and drops the backends */
+  stop(): Promise<void>;
+}
+
+/**
+ * `env` on top of the test backends', the sink's SMTP_URL and DASHBOARD_PUBLIC_URL
+ * http://dash.example.test. What started is stopped again when a later step fails.
+ */
+export async function startMailDashboard(env: Record<string, string>): Promise<MailDashboard> {
+  const backends = await createBackends();
+  const mail: Partial<MailDashboard> & Pick<MailDashboard, 'backends' | 'stop'> = {
+    backends,
+    async stop() {
+      await mail.dash?.stop();
+      await mail.sink?.stop();
+      await mail.db?.$disconnect();
+      await backends.drop();
+    },
+  };
+  try {
+    mail.sink = await startSmtpSink();
+    mail.db = createDbClient({ url: backends.db.url, poolSize: 2 });
+    mail.dash = await start({
+      ...dashboardEnv(backends),
+      SMTP_URL: mail.sink.url,
+      DASHBOARD_PUBLIC_URL: 'http://dash.example.test',
+      ...env,
+    });
+  } catch (err) {
+    await mail.stop();
+    throw err;
+  }
+  return mail as MailDashboard;
 }
 
 /** how every test dashboard listens: ports the system picks, on 127.0.0.1, and a fresh session secret */

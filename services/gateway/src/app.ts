@@ -17,6 +17,7 @@ import { openApiDocument } from './http/openapi';
 import { createApiHandler, FORWARD_RESPONSE, JSON_TYPE, READ_REQUEST_HEADERS, sendError } from './http/proxy';
 import { createHttpServer, type HttpRequest, type HttpResponder } from './http/http1';
 import { createGatewayMetrics } from './metrics';
+import { gatewaySettingDefaults } from './env';
 import type { StreamHub } from './stream/hub';
 
 export interface GatewayOptions {
@@ -95,7 +96,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const registry = options.registry ?? new client.Registry();
   const upstream = createUpstreamClient({
     url: options.readApiUrl,
-    timeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    timeoutMs: options.upstreamTimeoutMs ?? gatewaySettingDefaults.UPSTREAM_TIMEOUT_MS,
     connectTimeoutMs: options.upstreamConnectTimeoutMs,
     maxSockets: options.upstreamMaxSockets,
     pipelineDepth: options.upstreamPipelineDepth,
@@ -191,14 +192,14 @@ export function createGateway(options: GatewayOptions): Gateway {
     flush: flushAll,
     async listen(port, host = '0.0.0.0') {
       const bound = await httpServer.listen(port, host);
-      flusher = setInterval(() => void flushAll(), options.flushIntervalMs ?? 1000);
+      flusher = setInterval(() => void flushAll(), options.flushIntervalMs ?? gatewaySettingDefaults.USAGE_FLUSH_MS);
       flusher.unref();
       return bound;
     },
     async close() {
       clearInterval(flusher);
       options.streams?.close();
-      await httpServer.close(options.shutdownGraceMs ?? 10_000);
+      await httpServer.close(options.shutdownGraceMs ?? gatewaySettingDefaults.SHUTDOWN_GRACE_MS);
       upstream.close();
       await Promise.all([
         quota.close().catch((err: unknown) => logger.warn('returning leased quota failed', { error: String(err) })),

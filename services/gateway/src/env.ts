@@ -59,6 +59,20 @@ export const gatewayEnvSchema = z.object({
 
 export type GatewayEnv = z.infer<typeof gatewayEnvSchema>;
 
+const s = gatewayEnvSchema.shape;
+
+/** the settings as they are when no variable sets them (the factories' values for options left out) */
+export const gatewaySettingDefaults = z
+  .object({
+    UPSTREAM_TIMEOUT_MS: s.UPSTREAM_TIMEOUT_MS,
+    SHUTDOWN_GRACE_MS: s.SHUTDOWN_GRACE_MS,
+    USAGE_FLUSH_MS: s.USAGE_FLUSH_MS,
+    KEY_FILTER_REBUILD_MS: s.KEY_FILTER_REBUILD_MS,
+    KEY_FILTER_SYNC_MS: s.KEY_FILTER_SYNC_MS,
+    UNKNOWN_KEY_MAX_PER_MIN: s.UNKNOWN_KEY_MAX_PER_MIN,
+  })
+  .parse({});
+
 export function loadGatewayEnv(source: NodeJS.ProcessEnv = process.env): GatewayEnv {
   return parseEnv(gatewayEnvSchema, source);
 }

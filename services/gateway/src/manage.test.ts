@@ -472,6 +472,63 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
     expect([notTime.status, notTime.body.param]).toEqual([400, 'since']);
   });
 
+  it('shows a retry held while the webhook is disabled: held on its last attempt, which names no next time', async () => {
+    const { key } = await stack.account('starter', 'manage');
+    const m = (
+      await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
+        target_username: 'alice',
+        webhook_url: 'https://hooks.test/held',
+        retry_policy: 'standard',
+      })
+    ).body.data;
+    // what the dispatcher leaves when attempt 2 of d-held falls due while endpoint health has the
+    // webhook disabled: attempt 1 logged with its next time cleared, attempt 2 in the hold
+    const endpoint = await stack.db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { disabledAt: new Date(), heldCount: 1 },
+    });
+    const base = { monitorId: m.id, url: 'https://hooks.test/held', event: 'monitor.hit', outcome: 'failed' as const };
+    await stack.db.deliveryAttempt.create({
+      data: { ...base, deliveryId: 'd-held', attempt: 1, statusCode: 503, createdAt: new Date(Date.now() - 20_000) },
+    });
+    await stack.db.deliveryAttempt.create({
+      data: {
+        ...base,
+        deliveryId: 'd-waiting',
+        attempt: 1,
+        statusCode: 503,
+        nextAttemptAt: new Date(Date.now() + 60_000),
+        createdAt: new Date(Date.now() - 10_000),
+      },
+    });
+    await stack.db.heldEvent.create({
+      data: {
+        endpointId: endpoint.id,
+        monitorId: m.id,
+        event: 'monitor.hit',
+        deliveryId: 'd-held',
+        payload: {},
+        url: 'https://hooks.test/held',
+        detectedAt: new Date(Date.now() - 30_000),
+        attempt: 2,
+      },
+    });
+    const log = await call(key, 'GET', `/api/v1/monitors/${m.id}/deliveries`, '/api/v1/monitors/{id}/deliveries');
+    expect(log.status).toBe(200);
+    expect(
+      (log.body.data as { delivery_id: string; held: boolean; next_attempt_at: string | null }[]).map((d) => [
+        d.delivery_id,
+        d.held,
+        d.next_attempt_at === null,
+      ]),
+    ).toEqual([
+      ['d-waiting', false, false],
+      ['d-held', true, true],
+    ]);
+    const monitor = await call(key, 'GET', `/api/v1/monitors/${m.id}`, '/api/v1/monitors/{id}');
+    expect(monitor.body.data.held_events).toBe(1);
+  });
+
   it('recovers by window and outcome in one call, within the redelivery budget (Retry-After for the rest)', async () => {
     const { key } = await stack.account('starter', 'manage');
     const m = (

@@ -23,6 +23,7 @@ import { apiRoutes } from './http/handlers';
 import { createRouter, type HandlerResult, type RequestContext } from './http/router';
 import { manageRoutes, type ManageDeps } from './manage/routes';
 import { createUserCache } from './http/userCache';
+import { readApiSettingDefaults } from './env';
 
 export interface ReadApiOptions {
   db: Db;
@@ -266,7 +267,7 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
     registers: [registry],
   });
   const monitors = options.monitors ?? createMonitorRepository(db);
-  const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? 5000 });
+  const users = createUserCache(source, { ttlMs: options.userCacheTtlMs ?? readApiSettingDefaults.USER_CACHE_TTL_MS });
   const retention = options.retention ?? DEFAULT_PLAN_RETENTION;
   const routes = [...apiRoutes({ source, monitors, users, retention }), ...coverageRoutes(createCoverageReader(db))];
   if (options.manage)
@@ -283,7 +284,10 @@ export function createReadApi(options: ReadApiOptions): ReadApi {
       answers.closing();
       if (!server.listening) return Promise.resolve();
       return new Promise<void>((resolve) => {
-        const force = setTimeout(() => server.closeAllConnections(), options.shutdownGraceMs ?? 10_000);
+        const force = setTimeout(
+          () => server.closeAllConnections(),
+          options.shutdownGraceMs ?? readApiSettingDefaults.SHUTDOWN_GRACE_MS,
+        );
         force.unref();
         server.close(() => {
           clearTimeout(force);

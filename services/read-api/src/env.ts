@@ -51,6 +51,11 @@ export const readApiEnvSchema = z
 
 export type ReadApiEnv = z.infer<typeof readApiEnvSchema>;
 
+const { USER_CACHE_TTL_MS, SHUTDOWN_GRACE_MS } = readApiEnvSchema.shape;
+
+/** the settings as they are when no variable sets them (createReadApi's values for options left out) */
+export const readApiSettingDefaults = z.object({ USER_CACHE_TTL_MS, SHUTDOWN_GRACE_MS }).parse({});
+
 export function loadReadApiEnv(source: NodeJS.ProcessEnv = process.env): ReadApiEnv {
   return parseEnv(readApiEnvSchema, source);
 }

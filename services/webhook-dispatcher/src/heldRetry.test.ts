@@ -3,7 +3,8 @@
  * and database: the dispatcher runs in this process, consuming from its own RabbitMQ vhost, its
  * due poller and hold release running as in production (short intervals). A hit published to the
  * broker fails (503) under `standard`, the endpoint is disabled (as endpoint health does), its
- * retry falls due → held with its attempt number (no `skipped` row, the documented log line);
+ * retry falls due → held with its attempt number (no `skipped` row, the documented log line), the
+ * first attempt's `next_attempt_at` cleared;
  * the endpoint enabled again → the retry goes out once, as attempt 2, with the same webhook-id,
  * X-Service-Delivery and sequence.
  */
@@ -122,9 +123,10 @@ describe('a retry due while its endpoint is disabled', () => {
     expect(held).toMatchObject({ attempt: 2, monitorId: m.id, event: 'monitor.hit' });
     expect(await db.webhookDeliveryDue.findUnique({ where: { deliveryId } })).toBeNull();
     expect(await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: m.id } })).toMatchObject({ heldCount: 1 });
-    // not sent, not logged as skipped: the log has the first attempt only
+    // not sent, not logged as skipped: the log has the first attempt only, no longer naming a
+    // time for the next (it passed); the delivery log shows it `held` (held_events, attempt 2)
     const logged = await db.deliveryAttempt.findMany({ where: { deliveryId }, orderBy: { createdAt: 'asc' } });
-    expect(logged.map((a) => [a.outcome, a.attempt])).toEqual([['failed', 1]]);
+    expect(logged.map((a) => [a.outcome, a.attempt, a.nextAttemptAt])).toEqual([['failed', 1, null]]);
     expect(receiver.requests).toHaveLength(1);
     const line = logLines
       .map((l) => JSON.parse(l) as Record<string, unknown>)

@@ -16,7 +16,7 @@
  */
 import { Client } from 'pg';
 import { isUuid } from '@sts/core';
-import type { Db, HitSqlRow } from '@sts/db';
+import { HIT_SQL_COLUMNS, type Db, type HitSqlRow } from '@sts/db';
 import {
   CliUsageError,
   sessionDatabaseUrl,
@@ -128,8 +128,7 @@ interface HitRow extends HitSqlRow {
 /** The notified hits of the scope, oldest detection first. */
 async function readHits(db: Db, scope: Scope, ids: string[], recordedAt: Date): Promise<ListenedHit[]> {
   const rows = await db.$queryRaw<HitRow[]>`
-    SELECT h.id::text AS id, h.monitor_id::text AS monitor_id, m.target_username, h.tweet_id,
-           h.tweet_author_username, h.tweet_text, h.tweet_created_at, h.detected_at
+    SELECT ${HIT_SQL_COLUMNS}, m.target_username
     FROM hits h JOIN monitors m ON m.id = h.monitor_id
     WHERE h.id = ANY(${ids}::uuid[]) AND m.account_id = ${scope.accountId}::uuid
     ORDER BY h.detected_at, h.tweet_id`;

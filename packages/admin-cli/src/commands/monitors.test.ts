@@ -562,6 +562,59 @@ describe('monitor and webhook commands', () => {
       expect((await cli('deliveries', '--monitor', monitorId, '--limit', '0')).code).toBe(2);
     });
 
+    it('shows a retry held while the webhook is disabled as held, its last attempt naming no next time', async () => {
+      const held = (await json(...monitorCreate('NASA'), '--webhook-url', 'https://example.com/held')).id as string;
+      const endpoint = await db.webhookEndpoint.findUniqueOrThrow({ where: { monitorId: held } });
+      const base = {
+        monitorId: held,
+        url: 'https://example.com/held',
+        event: 'monitor.hit',
+        outcome: 'failed' as const,
+      };
+      const at = (s: number) => new Date(Date.now() - s * 1000);
+      // d-held: attempts 1 and 2 failed, attempt 3 held (the dispatcher cleared attempt 2's next time);
+      // d-waiting: attempt 1 failed, its retry due later (not held)
+      await db.deliveryAttempt.createMany({
+        data: [
+          { ...base, deliveryId: 'd-held', attempt: 1, nextAttemptAt: at(50), statusCode: 503, createdAt: at(60) },
+          { ...base, deliveryId: 'd-held', attempt: 2, nextAttemptAt: null, statusCode: 503, createdAt: at(40) },
+          {
+            ...base,
+            deliveryId: 'd-waiting',
+            attempt: 1,
+            nextAttemptAt: new Date(Date.now() + 60_000),
+            createdAt: at(30),
+          },
+        ],
+      });
+      await db.heldEvent.create({
+        data: {
+          endpointId: endpoint.id,
+          monitorId: held,
+          event: 'monitor.hit',
+          deliveryId: 'd-held',
+          payload: {},
+          url: 'https://example.com/held',
+          detectedAt: at(70),
+          attempt: 3,
+        },
+      });
+      const out = (await json('deliveries', '--monitor', held)) as { data: Record<string, unknown>[] };
+      expect(out.data.map((d) => [d.delivery_id, d.attempt, d.held, d.next_attempt_at !== null])).toEqual([
+        ['d-waiting', 1, false, true],
+        ['d-held', 2, true, false],
+        ['d-held', 1, false, true],
+      ]);
+      const lines = (await cli('deliveries', '--monitor', held)).stdout.split('\n');
+      expect(lines[1]).toMatch(/delivery d-held {2}#2 {2}next attempt held until the webhook is enabled/);
+      expect(lines.filter((l) => l.includes('held until'))).toHaveLength(1);
+
+      // released (the held event goes out): nothing shows held any more
+      await db.heldEvent.deleteMany({ where: { deliveryId: 'd-held' } });
+      const released = (await json('deliveries', '--monitor', held)) as { data: Record<string, unknown>[] };
+      expect(released.data.map((d) => d.held)).toEqual([false, false, false]);
+    });
+
     it('redeliver publishes webhook.redeliver for the attempt', async () => {
       const out = await json('redeliver', '--attempt', ids[0]!);
       expect(out).toMatchObject({ attempt_id: ids[0], delivery_id: 'd-1' });

@@ -549,6 +549,7 @@ const deliveries = monitorCommand({
       outcome: r.outcome,
       attempt: r.attempt,
       next_attempt_at: r.nextAttemptAt?.toISOString() ?? null,
+      held: r.held,
       status_code: r.statusCode,
       latency_ms: r.latencyMs,
       error: r.error,
@@ -563,7 +564,9 @@ const deliveries = monitorCommand({
           d.latency_ms ?? '-',
         ).padStart(6)} ms  ${d.event.padEnd(12)} attempt ${d.id}  delivery ${d.delivery_id}${
           d.attempt !== null ? `  #${d.attempt}` : ''
-        }${d.next_attempt_at ? `  next attempt ${d.next_attempt_at}` : ''}${d.error ? `  error: ${d.error}` : ''}`,
+        }${d.next_attempt_at ? `  next attempt ${d.next_attempt_at}` : ''}${
+          d.held ? '  next attempt held until the webhook is enabled' : ''
+        }${d.error ? `  error: ${d.error}` : ''}`,
     );
     return pageResult(data, lines, result.nextCursor, `no delivery attempts for monitor ${monitorId}`);
   },

@@ -30,6 +30,7 @@ export { createXMetrics, noXMetrics, type XMetrics } from './metrics';
 export { MIN_QUERY_LENGTH, packFromQueries, type QueryGroup } from './pack';
 export type { AccountSinceRequest, AccountSinceResult, GroupSearchRequest, GroupSearchResult } from './poll';
 export { createXSource, isXSource, type XSource, type XSourceOptions } from './source';
+export { readStreamLines, type StreamLineHandlers } from './streamLines';
 export { createXUserDirectory, type XUserDirectory, type XUserResolution } from './users';
 export {
   mapXTweet,

@@ -1,5 +1,6 @@
 import { createFakeActivity, startFakeX, type FakeActivity, type FakeX, type FakeXUser } from './index';
 import { waitFor } from '../wait';
+import { collectStream } from './collect';
 
 const AUTH = { authorization: 'Bearer test-token', 'content-type': 'application/json' };
 let fake: FakeX;
@@ -48,26 +49,8 @@ const subscribe = (eventType: string, userId: string, tag?: string) =>
   });
 
 async function connect(query = '') {
-  const abort = new AbortController();
-  const res = await fetch(`${fake.url}/2/activity/stream${query}`, { headers: AUTH, signal: abort.signal });
-  let text = '';
-  if (res.status === 200 && res.body) {
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    void (async () => {
-      for (;;) {
-        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (done) return;
-        text += decoder.decode(value, { stream: true });
-      }
-    })();
-  }
-  const envelopes = () =>
-    text
-      .split('\r\n')
-      .filter((l) => l.trim() !== '')
-      .map((l) => JSON.parse(l) as Envelope);
-  return { status: res.status, text: () => text, envelopes, close: () => abort.abort(), json: res };
+  const conn = await collectStream(`${fake.url}/2/activity/stream${query}`, AUTH);
+  return { ...conn, envelopes: () => conn.lines<Envelope>() };
 }
 
 describe('fake X Activity API subscriptions', () => {

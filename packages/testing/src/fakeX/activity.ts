@@ -33,6 +33,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { invalidRequest, send, userObject } from './format';
 import type { FakeXContext, FakeXRoute } from './routes';
+import { StreamSlot } from './streamSlot';
 import type { FakeXActivity, FakeXState } from './state';
 
 /** The types X lists for XAA subscriptions filtered by user_id (introduction, event payloads). */
@@ -275,12 +276,6 @@ function replayWindow(res: ServerResponse, params: URLSearchParams, replayMs: nu
   return null;
 }
 
-interface OpenConnection {
-  res: ServerResponse;
-  stalled: boolean;
-  close: () => void;
-}
-
 export function createFakeActivity(options: FakeActivityOptions = {}): FakeActivity {
   const keepAliveMs = options.keepAliveMs ?? 20_000;
   const replayMs = (options.replayMinutes ?? 5) * 60_000;
@@ -291,16 +286,14 @@ export function createFakeActivity(options: FakeActivityOptions = {}): FakeActiv
   });
   const log: Logged[] = [];
   let watching: FakeXState | null = null;
-  let open: OpenConnection | null = null;
+  const slot = new StreamSlot(keepAliveMs);
   let params: URLSearchParams | null = null;
-  let connects = 0;
   let delivered = 0;
-  let down = false;
 
   function write(entry: Logged, state: FakeXState): void {
-    if (!open || open.stalled) return;
+    if (!slot.writable()) return;
     for (const data of envelopes(entry, book, state)) {
-      open.res.write(`${JSON.stringify({ data })}\r\n`);
+      slot.write({ data });
       delivered++;
       emitter.emit('delivered', data);
     }
@@ -322,39 +315,10 @@ export function createFakeActivity(options: FakeActivityOptions = {}): FakeActiv
     watch(ctx.state);
     if (url.pathname !== STREAM || req.method !== 'GET') return false;
     const window = replayWindow(res, url.searchParams, replayMs);
-    if (window === true) return true;
-    if (open)
-      return send(res, 429, {
-        title: 'ConnectionException',
-        detail: 'This stream is currently at the maximum allowed connection limit.',
-        connection_issue: 'TooManyConnections',
-        type: `${PROBLEMS}/streaming-connection`,
-      });
-    if (down)
-      return send(res, 503, {
-        title: 'Service Unavailable',
-        detail: 'The stream is temporarily unavailable.',
-        status: 503,
-      });
-    res.statusCode = 200;
-    res.setHeader('content-type', 'application/json; charset=utf-8');
-    res.flushHeaders();
-    const keepAlive = setInterval(() => {
-      if (open && !open.stalled) res.write('\r\n');
-    }, keepAliveMs);
-    const conn: OpenConnection = {
-      res,
-      stalled: false,
-      close: () => {
-        clearInterval(keepAlive);
-        if (open === conn) open = null;
-      },
-    };
-    open = conn;
+    if (window === true || slot.busy(res) || slot.unavailable(res)) return true;
+    slot.accept(res);
     params = url.searchParams;
-    connects++;
     if (window) for (const e of log) if (e.event.at >= window.from && e.event.at <= window.to) write(e, ctx.state);
-    res.on('close', conn.close);
     emitter.emit('connected');
     return true;
   };
@@ -369,33 +333,8 @@ export function createFakeActivity(options: FakeActivityOptions = {}): FakeActiv
       streamRoute,
     ],
     subscriptions: () => [...book.subs.values()],
-    connections: () => (open ? 1 : 0),
-    connects: () => connects,
     lastParams: () => params,
     delivered: () => delivered,
-    disconnect() {
-      const conn = open;
-      if (!conn) return;
-      conn.close();
-      conn.res.end(
-        `${JSON.stringify({
-          errors: [
-            {
-              title: 'operational-disconnect',
-              disconnect_type: 'OperationalDisconnect',
-              detail: 'This stream has been disconnected for operational reasons.',
-              type: `${PROBLEMS}/operational-disconnect`,
-            },
-          ],
-        })}\r\n`,
-      );
-    },
-    stall() {
-      if (open) open.stalled = true;
-    },
-    outage(on: boolean) {
-      down = on;
-      if (on) open?.res.destroy();
-    },
+    ...slot.controls(),
   });
 }

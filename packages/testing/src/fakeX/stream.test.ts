@@ -1,5 +1,6 @@
 import { createFakeStream, startFakeX, type FakeStream, type FakeX } from './index';
 import { waitFor } from '../wait';
+import { collectStream, type CollectedStream } from './collect';
 
 const AUTH = { authorization: 'Bearer test-token' };
 let fake: FakeX;
@@ -23,26 +24,11 @@ async function rules(body?: unknown, query = ''): Promise<{ status: number; json
 }
 
 /** an open stream connection collecting what it receives */
-async function connect(extra = ''): Promise<{ status: number; text: () => string; close: () => void; res: Response }> {
-  const abort = new AbortController();
-  const url = `${fake.url}/2/tweets/search/stream?expansions=author_id&tweet.fields=author_id,created_at${extra}`;
-  const res = await fetch(url, {
-    headers: AUTH,
-    signal: abort.signal,
-  });
-  let text = '';
-  if (res.status === 200 && res.body) {
-    const reader = res.body.getReader();
-    const decoder = new TextDecoder();
-    void (async () => {
-      for (;;) {
-        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (done) return;
-        text += decoder.decode(value, { stream: true });
-      }
-    })();
-  }
-  return { status: res.status, text: () => text, close: () => abort.abort(), res };
+function connect(extra = ''): Promise<CollectedStream> {
+  return collectStream(
+    `${fake.url}/2/tweets/search/stream?expansions=author_id&tweet.fields=author_id,created_at${extra}`,
+    AUTH,
+  );
 }
 
 describe('fake X filtered stream rules', () => {

@@ -28,6 +28,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { includes, send, tweetObject } from './format';
 import { compileQuery, parseQuery, type CompiledQuery, type QueryNode } from './query';
 import type { FakeXContext, FakeXRoute } from './routes';
+import { StreamSlot } from './streamSlot';
 import type { FakeXTweet, FakeXUser } from './state';
 
 export interface FakeStreamOptions {
@@ -280,16 +281,14 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
   const keepAliveMs = options.keepAliveMs ?? 20_000;
   const emitter = new EventEmitter() as FakeStream;
   const book = new FakeRuleBook(options.maxRules ?? 1000, options.maxRuleLength ?? 1024, () => emitter.emit('rules'));
-  let open: { res: ServerResponse; stalled: boolean; close: () => void } | null = null;
-  let connects = 0;
+  const slot = new StreamSlot(keepAliveMs);
   let delivered = 0;
   let replayed = 0;
-  let down = false;
 
   const rulesRoute = rulesRouteOf(book);
 
   function write(tweet: FakeXTweet, author: FakeXUser, params: URLSearchParams): void {
-    if (!open || open.stalled) return;
+    if (!slot.writable()) return;
     const matching = book.matching(tweet, author);
     if (matching.length === 0) return;
     const line = {
@@ -297,7 +296,7 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
       ...(includes([tweet], params, () => author) ? { includes: includes([tweet], params, () => author) } : {}),
       matching_rules: matching.map((r) => ({ id: r.id, ...(r.tag ? { tag: r.tag } : {}) })),
     };
-    open.res.write(`${JSON.stringify(line)}\r\n`);
+    slot.write(line);
     delivered++;
     emitter.emit('delivered', tweet.id);
   }
@@ -305,46 +304,15 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
   const streamRoute: FakeXRoute = (req, res, url, ctx) => {
     if (url.pathname !== STREAM || req.method !== 'GET') return false;
     // a refused second connection is not counted against the connect window (family 'other')
-    if (open) {
-      send(res, 429, {
-        title: 'ConnectionException',
-        detail: 'This stream is currently at the maximum allowed connection limit.',
-        connection_issue: 'TooManyConnections',
-        type: 'https://api.twitter.com/2/problems/streaming-connection',
-      });
-      return true;
-    }
+    if (slot.busy(res)) return true;
     const backfill = url.searchParams.get('backfill_minutes');
     if (backfill !== null && !/^[1-5]$/.test(backfill)) return badBackfill(res, backfill);
     if (!ctx.limits.take('stream_connect', res)) return true;
-    if (down)
-      return send(res, 503, {
-        title: 'Service Unavailable',
-        detail: 'The stream is temporarily unavailable.',
-        type: 'about:blank',
-        status: 503,
-      });
-    res.statusCode = 200;
-    res.setHeader('content-type', 'application/json; charset=utf-8');
-    res.flushHeaders();
+    if (slot.unavailable(res)) return true;
     const onTweet = (tweet: FakeXTweet, author: FakeXUser) => write(tweet, author, url.searchParams);
-    const keepAlive = setInterval(() => {
-      if (open && !open.stalled) res.write('\r\n');
-    }, keepAliveMs);
-    const conn = {
-      res,
-      stalled: false,
-      close: () => {
-        clearInterval(keepAlive);
-        ctx.state.off('tweet', onTweet);
-        if (open === conn) open = null;
-      },
-    };
-    open = conn;
-    connects++;
+    slot.accept(res, () => ctx.state.off('tweet', onTweet));
     if (backfill !== null) replayed += replay(ctx, Number(backfill), (t, a) => write(t, a, url.searchParams));
     ctx.state.on('tweet', onTweet);
-    res.on('close', conn.close);
     emitter.emit('connected');
     return true;
   };
@@ -352,34 +320,9 @@ export function createFakeStream(options: FakeStreamOptions = {}): FakeStream {
   return Object.assign(emitter, {
     routes: [rulesRoute, streamRoute],
     rules: () => [...book.rules.values()],
-    connections: () => (open ? 1 : 0),
-    connects: () => connects,
     delivered: () => delivered,
     replayed: () => replayed,
-    disconnect() {
-      const conn = open;
-      if (!conn) return;
-      conn.close();
-      conn.res.end(
-        `${JSON.stringify({
-          errors: [
-            {
-              title: 'operational-disconnect',
-              disconnect_type: 'OperationalDisconnect',
-              detail: 'This stream has been disconnected for operational reasons.',
-              type: 'https://api.twitter.com/2/problems/operational-disconnect',
-            },
-          ],
-        })}\r\n`,
-      );
-    },
-    stall() {
-      if (open) open.stalled = true;
-    },
-    outage(on: boolean) {
-      down = on;
-      if (on) open?.res.destroy();
-    },
+    ...slot.controls(),
   });
 }
 

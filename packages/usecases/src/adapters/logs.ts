@@ -17,7 +17,27 @@ const attemptSelect = {
   url: true,
   responseSnippet: true,
   createdAt: true,
-} as const satisfies Prisma.DeliveryAttemptSelect satisfies Record<keyof AttemptRecord, true>;
+} as const satisfies Prisma.DeliveryAttemptSelect satisfies Record<Exclude<keyof AttemptRecord, 'held'>, true>;
+
+/**
+ * `held` for each attempt: its delivery waits in the hold (held_events) to go out as the attempt
+ * after it, a retry that fell due while the webhook was disabled
+ */
+async function withHeld<T extends { deliveryId: string; attempt: number | null }>(
+  db: Db,
+  rows: T[],
+): Promise<(T & { held: boolean })[]> {
+  const ids = [...new Set(rows.filter((r) => r.attempt !== null).map((r) => r.deliveryId))];
+  const held =
+    ids.length === 0
+      ? []
+      : await db.heldEvent.findMany({
+          where: { deliveryId: { in: ids } },
+          select: { deliveryId: true, attempt: true },
+        });
+  const next = new Map(held.map((h) => [h.deliveryId, h.attempt]));
+  return rows.map((r) => ({ ...r, held: r.attempt !== null && next.get(r.deliveryId) === r.attempt + 1 }));
+}
 
 type Newest = 'createdAt' | 'detectedAt';
 
@@ -38,11 +58,14 @@ function within<Q extends { where: object }, K extends string>(q: Q, key: K, sin
 
 export function prismaLogs(db: Db): LogsRepository {
   return {
-    attempts: (monitorId, after, take, since) =>
-      db.deliveryAttempt.findMany({
-        ...within(newestFirst('createdAt', monitorId, after, take), 'createdAt', since),
-        select: attemptSelect,
-      }),
+    attempts: async (monitorId, after, take, since) =>
+      withHeld(
+        db,
+        await db.deliveryAttempt.findMany({
+          ...within(newestFirst('createdAt', monitorId, after, take), 'createdAt', since),
+          select: attemptSelect,
+        }),
+      ),
 
     async findAttempt(accountId, id) {
       const a = await db.deliveryAttempt.findFirst({
@@ -51,7 +74,8 @@ export function prismaLogs(db: Db): LogsRepository {
       });
       if (!a) return null;
       const { monitor, ...attempt } = a;
-      return { ...attempt, accountId: monitor.accountId };
+      const [withFlag] = await withHeld(db, [attempt]);
+      return { ...withFlag!, accountId: monitor.accountId };
     },
 
     attemptDetail: (id) =>

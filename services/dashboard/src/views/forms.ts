@@ -43,3 +43,52 @@ export function formError(errors: FieldErrors | undefined): SafeHtml {
   const general = errors?._form;
   return general ? html`<p class="alert" role="alert">${general}</p>` : html``;
 }
+
+/** one box of a checkbox group */
+export interface CheckBox {
+  value: string;
+  label: string;
+  hint: string;
+}
+
+interface CheckboxGroupOptions {
+  /** the checkboxes' field name (and the field a refusal names) */
+  name: string;
+  legend: string;
+  testId: string;
+  /** the hidden field that says the form carried the checkboxes (none ticked then means none) */
+  shown: string;
+  boxes: readonly CheckBox[];
+  checked: readonly string[];
+  errors?: FieldErrors | undefined;
+}
+
+/** A fieldset of checkboxes, ticked as `checked` says; a refusal of field `name` is shown inside it. */
+export function checkboxGroup(o: CheckboxGroupOptions): SafeHtml {
+  const error = o.errors?.[o.name];
+  const id = `f-${o.name}`;
+  return html`<fieldset
+    class="field${error ? ' has-error' : ''}"
+    data-testid="${o.testId}"
+    ${error ? html`aria-describedby="${id}-error"` : ''}
+  >
+    <legend>${o.legend}</legend>
+    <input type="hidden" name="${o.shown}" value="1" />
+    ${o.boxes.map(
+      (b) =>
+        html`<p class="check">
+          <input
+            type="checkbox"
+            id="${id}-${b.value}"
+            name="${o.name}"
+            value="${b.value}"
+            aria-describedby="${id}-${b.value}-hint"
+            ${flag('checked', o.checked.includes(b.value))}
+          />
+          <label for="${id}-${b.value}">${b.label}</label>
+          <span class="hint" id="${id}-${b.value}-hint">${b.hint}</span>
+        </p>`,
+    )}
+    ${error ? html`<p class="field-error" id="${id}-error" role="alert">${error}</p>` : ''}
+  </fieldset>`;
+}

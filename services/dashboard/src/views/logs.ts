@@ -33,6 +33,7 @@ function retryNote(d: DeliveryView): SafeHtml | string {
   const parts = [
     d.attempt !== null && d.attempt > 1 ? `attempt ${d.attempt}` : '',
     d.nextAttemptAt ? `next attempt ${formatTime(d.nextAttemptAt)}` : '',
+    d.held ? 'next attempt held until the webhook is enabled' : '',
     d.outcome === 'exhausted' ? 'retries exhausted' : '',
   ].filter(Boolean);
   return parts.length ? html` <span class="muted" data-testid="retry-note">${parts.join(' · ')}</span>` : '';

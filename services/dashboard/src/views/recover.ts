@@ -1,6 +1,6 @@
 import type { MonitorView, Recovered } from '@sts/usecases';
-import { flag, html, type SafeHtml } from './html';
-import { field, formError, type FieldErrors } from './forms';
+import { html, type SafeHtml } from './html';
+import { checkboxGroup, field, formError, type CheckBox, type FieldErrors } from './forms';
 import { csrfField, type PageContext } from './layout';
 
 /** what the Recover form shows again after a refused submission */
@@ -14,7 +14,7 @@ export interface RecoverFormState {
 /** the hidden field that says the form carried the checkboxes (none ticked then means none, not the default) */
 export const OUTCOMES_SHOWN = 'outcomesShown';
 
-const OUTCOMES: readonly { value: string; label: string; hint: string }[] = [
+const OUTCOMES: readonly CheckBox[] = [
   { value: 'failed', label: 'Failed', hint: 'the endpoint answered with an error or did not answer' },
   {
     value: 'skipped',
@@ -23,34 +23,6 @@ const OUTCOMES: readonly { value: string; label: string; hint: string }[] = [
   },
   { value: 'exhausted', label: 'Retries exhausted', hint: 'a retry schedule that ran out' },
 ];
-
-function outcomesField(checked: readonly string[], errors?: FieldErrors): SafeHtml {
-  const error = errors?.outcomes;
-  return html`<fieldset
-    class="field${error ? ' has-error' : ''}"
-    data-testid="recover-outcomes"
-    ${error ? html`aria-describedby="f-outcomes-error"` : ''}
-  >
-    <legend>Outcomes to redeliver</legend>
-    <input type="hidden" name="${OUTCOMES_SHOWN}" value="1" />
-    ${OUTCOMES.map(
-      (o) =>
-        html`<p class="check">
-          <input
-            type="checkbox"
-            id="f-outcomes-${o.value}"
-            name="outcomes"
-            value="${o.value}"
-            aria-describedby="f-outcomes-${o.value}-hint"
-            ${flag('checked', checked.includes(o.value))}
-          />
-          <label for="f-outcomes-${o.value}">${o.label}</label>
-          <span class="hint" id="f-outcomes-${o.value}-hint">${o.hint}</span>
-        </p>`,
-    )}
-    ${error ? html`<p class="field-error" id="f-outcomes-error" role="alert">${error}</p>` : ''}
-  </fieldset>`;
-}
 
 /** "Redeliver what failed, was skipped or exhausted its retries between T and U" on the monitor's delivery log. */
 export function recoverForm(ctx: PageContext, m: MonitorView, state: RecoverFormState = {}): SafeHtml {
@@ -75,7 +47,15 @@ export function recoverForm(ctx: PageContext, m: MonitorView, state: RecoverForm
         hint: 'Empty: up to now.',
         errors: state.errors,
       })}
-      ${outcomesField(state.outcomes ?? OUTCOMES.map((o) => o.value), state.errors)}
+      ${checkboxGroup({
+        name: 'outcomes',
+        legend: 'Outcomes to redeliver',
+        testId: 'recover-outcomes',
+        shown: OUTCOMES_SHOWN,
+        boxes: OUTCOMES,
+        checked: state.outcomes ?? OUTCOMES.map((o) => o.value),
+        errors: state.errors,
+      })}
       <button type="submit" class="btn">Redeliver these deliveries</button>
     </form>
   </section>`;

@@ -1,6 +1,7 @@
 import { barChart, niceTop } from '../domain/chart';
 import { escapeHtml, html } from './html';
-import type { Overview, TargetStatusName } from '@sts/usecases';
+import type { DeliveryView, Overview, TargetStatusName } from '@sts/usecases';
+import { deliveryRows } from './logs';
 import { planStatus, usageChart } from './overview';
 import { targetStatusBadge } from './targetStatus';
 
@@ -90,5 +91,46 @@ describe('target status badge', () => {
     expect(text('protected')).toBe('Protected since 2026-11-20 08:30 UTC');
     expect(text('not_found')).toBe('Not found since 2026-11-20 08:30 UTC');
     expect(text('renamed', null)).toBe('Renamed');
+  });
+});
+
+describe('delivery log rows', () => {
+  it('says when a delivery’s next attempt is held until the webhook is enabled, and only then', () => {
+    const attempt = (deliveryId: string, more: Partial<DeliveryView>): DeliveryView => ({
+      id: `a-${deliveryId}`,
+      event: 'monitor.hit',
+      deliveryId,
+      hitId: null,
+      outcome: 'failed',
+      attempt: 2,
+      nextAttemptAt: null,
+      held: false,
+      statusCode: 503,
+      latencyMs: 12,
+      error: null,
+      url: 'https://hooks.test/a',
+      responseSnippet: null,
+      createdAt: new Date('2026-11-20T08:30:00Z'),
+      ...more,
+    });
+    const notes = String(
+      deliveryRows(
+        { csrf: 't', path: '/monitors/m/deliveries' },
+        {
+          items: [
+            attempt('d-held', { held: true }),
+            attempt('d-waiting', { nextAttemptAt: new Date('2026-11-20T09:00:00Z') }),
+          ],
+          nextCursor: null,
+        },
+      ),
+    )
+      .split('<tr data-delivery=')
+      .slice(1)
+      .map((row) => /data-testid="retry-note">([^<]*)</.exec(row)?.[1]);
+    expect(notes).toEqual([
+      'attempt 2 · next attempt held until the webhook is enabled',
+      'attempt 2 · next attempt 2026-11-20 09:00 UTC',
+    ]);
   });
 });

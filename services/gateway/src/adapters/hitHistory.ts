@@ -7,7 +7,7 @@
  * smaller xid has ended, so no hit can later appear at or before a position this read returned (a
  * hit's transaction still running has an xid at or past it).
  */
-import { COMMIT_HORIZON, type Db, type HitSqlRow } from '@sts/db';
+import { COMMIT_HORIZON, monitorRefFields, type Db, type HitSqlRow, type MonitorRefSqlRow } from '@sts/db';
 import { monitorHitPayload, monitorRef, type MonitorHitEvent } from '@sts/messaging';
 import type { StreamPosition } from '../domain/streamCursor';
 
@@ -44,15 +44,12 @@ export interface HitHistory {
 }
 
 /** a hit with its commit position and monitor (`id` null: the monitor's no-hit row) */
-interface HitRow extends Omit<HitSqlRow, 'id'> {
+interface HitRow extends Omit<HitSqlRow, 'id'>, MonitorRefSqlRow {
   waiting: boolean;
   id: string | null;
   xid: string;
   /** the monitor's event number (null: recorded before events were numbered) */
   sequence: string | null;
-  target_username: string | null;
-  query: string | null;
-  keywords: string[];
 }
 
 export function createHitHistory(db: Db): HitHistory {
@@ -103,7 +100,7 @@ function storedHit(r: HitRow): StoredHit {
     pos: { xid: BigInt(r.xid), hitId: r.id! },
     monitorId: r.monitor_id,
     payload: monitorHitPayload(
-      monitorRef({ id: r.monitor_id, targetUsername: r.target_username, query: r.query, keywords: r.keywords }),
+      monitorRef(monitorRefFields(r)),
       {
         id: r.tweet_id,
         text: r.tweet_text,

@@ -20,6 +20,7 @@
 import { apiKeyCacheKey, type RedisClient } from '@sts/common';
 import { effectivePlan, type ApiKeyScope, type PlanName } from '@sts/core';
 import type { Db } from '@sts/db';
+import { gatewaySettingDefaults } from '../env';
 
 export interface KeyIdentity {
   keyId: string;
@@ -116,7 +117,9 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
   // known keys and unknown keys in separate maps: unknown ones never push a valid key out
   const known = new Map<string, Cached>();
   const unknown = new Map<string, Cached>();
-  const unknownByAddress = createUnknownCounter(opts.unknownPerMinute ?? 30);
+  const unknownByAddress = createUnknownCounter(
+    opts.unknownPerMinute ?? gatewaySettingDefaults.UNKNOWN_KEY_MAX_PER_MIN,
+  );
   const slowLane = createSlowLanes();
   const cached = (hash: string) => known.get(hash) ?? unknown.get(hash);
   const inflight = new Map<string, Promise<KeyIdentity | null>>();

@@ -13,6 +13,7 @@ import type { Logger } from '@sts/common';
 import type { Db } from '@sts/db';
 import type { ApiKeyChangedEvent, ConsumeOptions } from '@sts/messaging';
 import { isKeyHash, KeyFilter } from '../domain/keyFilter';
+import { gatewaySettingDefaults } from '../env';
 
 export interface LiveKeys {
   /** false: not a live key; true: maybe; undefined: no filter built yet */
@@ -43,8 +44,8 @@ export interface LiveKeysOptions {
 const SYNC_MARGIN_MS = 60_000;
 
 export function createLiveKeys(opts: LiveKeysOptions): LiveKeys {
-  const rebuildMs = opts.rebuildMs ?? 300_000;
-  const syncMs = opts.syncMs ?? 5000;
+  const rebuildMs = opts.rebuildMs ?? gatewaySettingDefaults.KEY_FILTER_REBUILD_MS;
+  const syncMs = opts.syncMs ?? gatewaySettingDefaults.KEY_FILTER_SYNC_MS;
   let filter: KeyFilter | null = null;
   let newest = 0;
   let builtAt = 0;

@@ -6,7 +6,7 @@
  * Told once per monitor and post: a deletion seen again (X replays a gap, the local store's
  * notification and a redelivery) finds its event written and writes nothing.
  */
-import type { Db } from '@sts/db';
+import type { Db, HitSqlRow } from '@sts/db';
 import { monitorRef, type MonitorPostDeletedEvent } from '@sts/messaging';
 import { writeMonitorEvents } from './monitorEvents';
 
@@ -17,12 +17,7 @@ interface WatcherRow {
   keywords: string[];
 }
 
-interface HitRow {
-  monitor_id: string;
-  id: string;
-  tweet_text: string;
-  tweet_created_at: Date;
-}
+type HitRow = Pick<HitSqlRow, 'monitor_id' | 'id' | 'tweet_text' | 'tweet_created_at'>;
 
 export interface PostDeletes {
   /** tells the target's monitors that asked for deletions; how many events were written */

@@ -4,7 +4,7 @@
  * FOR UPDATE SKIP LOCKED and moved to a claim expiry in one statement, so each due target goes to
  * one replica per interval; a replica that dies leaves its claims to expire.
  */
-import { Prisma, type Db, type QueryWatcher, type WatchingMonitor } from '@sts/db';
+import { Prisma, WATCHING_MONITOR_COLUMNS, type Db, type QueryWatcher, type WatchingMonitor } from '@sts/db';
 import type { TargetStatus } from '@sts/messaging';
 import type { PlanName } from '@sts/core';
 import { pgTime, type ReadTime, type ScheduleWrite, type TargetState } from '../domain/schedule';
@@ -152,9 +152,8 @@ async function claimDue(db: Db, limit: number, ttlMs: number): Promise<Claimed> 
  */
 async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<Map<string, WatchingMonitor[]>> {
   const rows = await db.$queryRaw<(WatchingMonitor & { targetKey: string })[]>`
-    SELECT id::text AS id, account_id::text AS "accountId", target_username AS "targetUsername", query,
-           target_key AS "targetKey", keywords, exclude_types AS "excludeTypes", langs, created_at AS "createdAt"
-    FROM monitors WHERE target_key = ANY (${[...targetKeys]}::text[]) AND is_active`;
+    SELECT ${WATCHING_MONITOR_COLUMNS}, m.target_key AS "targetKey"
+    FROM monitors m WHERE m.target_key = ANY (${[...targetKeys]}::text[]) AND m.is_active`;
   const out = new Map<string, WatchingMonitor[]>();
   for (const { targetKey, ...m } of rows) {
     const list = out.get(targetKey);
@@ -166,9 +165,7 @@ async function watchingMonitors(db: Db, targetKeys: readonly string[]): Promise<
 
 async function queryWatchers(db: Db): Promise<QueryWatcher[]> {
   const rows = await db.$queryRaw<(WatchingMonitor & { query: string; plan: PlanName; trialEndsAt: Date | null })[]>`
-    SELECT m.id::text AS id, m.account_id::text AS "accountId", m.target_username AS "targetUsername", m.query,
-           m.keywords, m.exclude_types AS "excludeTypes", m.langs, m.created_at AS "createdAt",
-           a.plan::text AS plan, a.trial_ends_at AS "trialEndsAt"
+    SELECT ${WATCHING_MONITOR_COLUMNS}, a.plan::text AS plan, a.trial_ends_at AS "trialEndsAt"
     FROM monitors m JOIN accounts a ON a.id = m.account_id
     WHERE m.query IS NOT NULL AND m.is_active
     ORDER BY m.created_at, m.id`;
@@ -178,9 +175,7 @@ async function queryWatchers(db: Db): Promise<QueryWatcher[]> {
 /** The active query monitors (monitors_query_active_idx). */
 async function queryMonitors(db: Db): Promise<WatchingMonitor[]> {
   return db.$queryRaw<WatchingMonitor[]>`
-    SELECT id::text AS id, account_id::text AS "accountId", target_username AS "targetUsername", query,
-           keywords, exclude_types AS "excludeTypes", langs, created_at AS "createdAt"
-    FROM monitors WHERE query IS NOT NULL AND is_active`;
+    SELECT ${WATCHING_MONITOR_COLUMNS} FROM monitors m WHERE m.query IS NOT NULL AND m.is_active`;
 }
 
 export function createScheduleStore(db: Db): ScheduleStore {

@@ -23,7 +23,7 @@ import {
   type PollResult,
   type TargetPoll,
 } from '../domain/pipeline';
-import { advance, record, startOf } from '../record/record';
+import { recordPage, startOf } from '../record/record';
 import type { Settle } from './settle';
 
 export interface TargetPollDeps {
@@ -80,10 +80,7 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
         await writer.recordFailure(key, `target user @${target.username} not found`, polledAt, schedule);
         return { outcome: 'error', hits: recorded, position: cursor.position };
       }
-      advance(cursor, page);
-      recorded.push(
-        ...(await record(writer, { targetKey: key, tweets: page.tweets, monitors, cursor, polledAt, schedule })),
-      );
+      recorded.push(...(await recordPage(writer, page, { targetKey: key, monitors, cursor, polledAt, schedule })));
       if (!page.more) return { outcome: 'ok', hits: recorded, position: cursor.position };
     }
   }

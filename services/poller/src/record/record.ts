@@ -76,5 +76,16 @@ export interface Batch {
 
 /** Records one batch; returns the hits that were new. */
 export function record(writer: Pick<HitWriter, 'recordBatch'>, b: Batch): Promise<NewHit[]> {
-  return writer.recordBatch(b.targetKey, pageHits(b.tweets, b.monitors, b.polledAt), b.cursor, b.polledAt, b.schedule);
+  const hits = pageHits(b.tweets, b.monitors, b.polledAt);
+  return writer.recordBatch(b.targetKey, hits, b.cursor, b.polledAt, b.schedule);
+}
+
+/** A poll's page: moves `b.cursor` past it, then records its tweets; returns the hits that were new. */
+export function recordPage(
+  writer: Pick<HitWriter, 'recordBatch'>,
+  page: Pick<PollPage, 'tweets' | 'position'>,
+  b: Omit<Batch, 'tweets'>,
+): Promise<NewHit[]> {
+  advance(b.cursor, page);
+  return record(writer, { ...b, tweets: page.tweets });
 }

@@ -6,7 +6,7 @@
  * it: the native body's payload (@sts/messaging), with the monitor reference as the monitor is now,
  * as a redelivery sends it.
  */
-import type { Db } from '@sts/db';
+import { monitorRefFields, type Db, type HitSqlRow, type MonitorRefSqlRow } from '@sts/db';
 import { contracts, monitorHitPayload, monitorRef, webhookPayload, type WebhookPayload } from '@sts/messaging';
 
 interface EventPage {
@@ -27,28 +27,17 @@ export interface EventLog {
   ): Promise<EventPage | null>;
 }
 
-interface EventRow {
-  monitor_id: string;
-  target_username: string | null;
-  query: string | null;
-  keywords: string[];
+/** the monitor, and one of its events: a hit's columns (null for a stored event) or a stored payload */
+type EventRow = MonitorRefSqlRow & {
+  [K in keyof Omit<HitSqlRow, 'id' | 'monitor_id'>]: HitSqlRow[K] | null;
+} & {
   sequence: string | null;
   kind: string | null;
-  tweet_id: string | null;
-  tweet_text: string | null;
-  tweet_author_username: string | null;
-  tweet_created_at: Date | null;
-  detected_at: Date | null;
   payload: unknown;
-}
+};
 
 function payloadOf(r: EventRow): WebhookPayload {
-  const monitor = monitorRef({
-    id: r.monitor_id,
-    targetUsername: r.target_username,
-    query: r.query,
-    keywords: r.keywords,
-  });
+  const monitor = monitorRef(monitorRefFields(r));
   const sequence = Number(r.sequence);
   if (r.kind === 'monitor.hit') {
     const tweet = {

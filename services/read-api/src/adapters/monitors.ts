@@ -4,6 +4,8 @@
  */
 import { UUID_RE } from '@sts/core';
 import {
+  HIT_SQL_COLUMNS,
+  hitOfSqlRow,
   hitSelect,
   monitorSettingsSelect,
   withLastCheck,
@@ -62,8 +64,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
       if (monitorIds.length === 0) return byMonitor;
       // one round trip: the newest N hits of each monitor through the hits index
       const rows = await db.$queryRaw<HitSqlRow[]>`
-        SELECT h.id::text AS id, h.monitor_id::text AS monitor_id, h.tweet_id, h.tweet_text,
-               h.tweet_author_username, h.tweet_created_at, h.detected_at
+        SELECT ${HIT_SQL_COLUMNS}
         FROM unnest(${monitorIds}::uuid[]) AS m(id)
         CROSS JOIN LATERAL (
           SELECT * FROM hits WHERE hits.monitor_id = m.id AND hits.tweet_created_at >= ${since}
@@ -71,17 +72,7 @@ export function createMonitorRepository(db: Db): MonitorRepository {
           LIMIT ${perMonitor}
         ) h
         ORDER BY h.monitor_id, h.detected_at DESC, h.id DESC`;
-      for (const r of rows) {
-        byMonitor.get(r.monitor_id)?.push({
-          id: r.id,
-          monitorId: r.monitor_id,
-          tweetId: r.tweet_id,
-          tweetText: r.tweet_text,
-          tweetAuthorUsername: r.tweet_author_username,
-          tweetCreatedAt: r.tweet_created_at,
-          detectedAt: r.detected_at,
-        });
-      }
+      for (const r of rows) byMonitor.get(r.monitor_id)?.push(hitOfSqlRow(r));
       return byMonitor;
     },
 

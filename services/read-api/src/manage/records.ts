@@ -42,6 +42,7 @@ export function deliveryRecord(d: DeliveryDetail): DeliveryRecord {
     outcome: d.outcome,
     attempt: d.attempt,
     next_attempt_at: iso(d.nextAttemptAt),
+    held: d.held,
     status_code: d.statusCode,
     latency_ms: d.latencyMs,
     error: d.error,

@@ -5,7 +5,8 @@
  * past a bound with a skipped attempt row each and, at a hold's first drop, one
  * `account.webhook.failing` row (state `held_dropped`) for the account's mail. A retry that fell
  * due while the endpoint was disabled moves from its due row to the hold in one statement, with
- * the number of the attempt that was due.
+ * the number of the attempt that was due, and its last logged attempt's `next_attempt_at` cleared
+ * (the delivery log shows that attempt `held` instead: @sts/usecases adapters/logs.ts).
  */
 import { sqlPool, type Db, type SqlPool } from '@sts/db';
 import type { DeliveryEvent } from './consumer';
@@ -72,7 +73,8 @@ export interface HoldingStore {
 
 // $9: the attempt number; with $10 the delivery's due row goes in the same statement (a retry
 // moved to the hold is never both waiting and held, nor lost between the two), while it is still
-// at that attempt (not when another replica moved it on meanwhile)
+// at that attempt (not when another replica moved it on meanwhile), and the attempt that scheduled
+// it no longer names a time for the next one (the delivery log shows it held)
 const HOLD_SQL = `
   WITH ins AS (
     INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url, detected_at, attempt)
@@ -80,6 +82,10 @@ const HOLD_SQL = `
     ON CONFLICT (delivery_id) DO NOTHING
     RETURNING endpoint_id
   ), gone AS (DELETE FROM webhook_deliveries_due WHERE $10::boolean AND delivery_id = $4 AND attempt = $9::int)
+  , scheduled AS (
+    UPDATE delivery_attempts SET next_attempt_at = NULL
+    WHERE $10::boolean AND delivery_id = $4 AND attempt = $9::int - 1 AND next_attempt_at IS NOT NULL
+      AND EXISTS (SELECT 1 FROM ins))
   UPDATE webhook_endpoints w SET held_count = w.held_count + 1
   FROM ins WHERE w.id = ins.endpoint_id
   RETURNING w.held_count`;

@@ -5,54 +5,27 @@
  * and its webhook endpoint.
  */
 import {
+  dateOrNull,
   hitSelect,
   isDatabaseUnavailable,
+  MONITOR_CONTEXT_SQL,
+  monitorContextOf,
   Prisma,
   sqlPool,
   type Db,
   type HitRow as HitRecord,
+  type MonitorContext,
+  type MonitorContextRow,
   type SqlPool,
 } from '@sts/db';
-import type { PlanName } from '@sts/core';
-import type { WebhookKind } from '../domain/payloads';
 import type { HeaderPairs } from '../domain/attemptDetail';
 import { DISABLE_AFTER_MS, FAILING_AFTER } from '../domain/health';
 import type { MonitorContextCache } from '../contextCache';
 import { createBatcher } from './batch';
-import type { RetryPolicy } from '../domain/retrySchedule';
 import type { DeliveryEvent } from './consumer';
 
-export interface MonitorContext {
-  id: string;
-  accountId: string;
-  targetUsername: string;
-  keywords: string[];
-  isActive: boolean;
-  plan: PlanName;
-  trialEndsAt: Date | null;
-  webhook: {
-    id: string;
-    url: string;
-    kind: WebhookKind;
-    secretCiphertext: string;
-    /** an overlapped rotation: the old secret, in force for X-Service-Signature until `previousSecretUntil` */
-    previousSecretCiphertext: string | null;
-    previousSecretUntil: Date | null;
-    isBroken: boolean;
-    brokenReason: string | null;
-    /** endpoint health (domain/health.ts) */
-    consecutiveFailures: number;
-    firstFailureAt: Date | null;
-    disabledAt: Date | null;
-    /** the delivery rules (domain/retrySchedule.ts; fifo: one delivery at a time, in order) */
-    retryPolicy: RetryPolicy;
-    ordering: Ordering;
-    /** events held while it was disabled and not yet sent (domain/hold.ts) */
-    heldCount: number;
-  } | null;
-}
+export type { MonitorContext };
 
-type Ordering = 'unordered' | 'fifo';
 type AttemptOutcome = 'delivered' | 'failed' | 'skipped' | 'exhausted';
 
 /** one send's final outcome, counted towards its endpoint's health */
@@ -222,75 +195,9 @@ export function isMissingParent(err: unknown): boolean {
  * (`sqlPool`), not Prisma queries: Prisma 7 compiles each model query (its query compiler runs in
  * WebAssembly) and interprets the plan in JavaScript, and even a raw query goes through its
  * runtime (argument mapping, plan interpreter, result conversion), a measurable share of the
- * dispatcher's CPU per delivery (README "CPU per delivery"). The rest stays on Prisma.
+ * dispatcher's CPU per delivery (README "CPU per delivery"). The rest stays on Prisma. The monitor
+ * look-up is @sts/db's MONITOR_CONTEXT_SQL; the attempt insert is below.
  */
-const MONITOR_SQL = `
-  SELECT m.id, m.account_id, m.target_username, m.keywords, m.is_active, a.plan, a.trial_ends_at,
-         w.id AS webhook_id, w.url AS webhook_url, w.kind::text AS webhook_kind,
-         w.secret_ciphertext, w.previous_secret_ciphertext, w.previous_secret_until, w.is_broken, w.broken_reason,
-         w.consecutive_failures, w.first_failure_at, w.disabled_at, w.held_count,
-         w.retry_policy::text AS retry_policy, w.ordering::text AS ordering
-  FROM monitors m
-  JOIN accounts a ON a.id = m.account_id
-  LEFT JOIN webhook_endpoints w ON w.monitor_id = m.id
-  WHERE m.id = ANY($1::uuid[])`;
-
-interface MonitorRow {
-  id: string;
-  account_id: string;
-  target_username: string;
-  keywords: string[];
-  is_active: boolean;
-  plan: PlanName;
-  trial_ends_at: Date | string | null;
-  webhook_id: string | null;
-  webhook_url: string | null;
-  webhook_kind: WebhookKind | null;
-  secret_ciphertext: string | null;
-  previous_secret_ciphertext: string | null;
-  previous_secret_until: Date | string | null;
-  is_broken: boolean | null;
-  broken_reason: string | null;
-  consecutive_failures: number | null;
-  first_failure_at: Date | string | null;
-  disabled_at: Date | string | null;
-  retry_policy: RetryPolicy | null;
-  ordering: Ordering | null;
-  held_count: number | null;
-}
-
-const dateOrNull = (d: Date | string | null) => (d === null ? null : new Date(d));
-
-function monitorOf(r: MonitorRow): MonitorContext {
-  return {
-    id: r.id,
-    accountId: r.account_id,
-    targetUsername: r.target_username,
-    keywords: r.keywords,
-    isActive: r.is_active,
-    plan: r.plan,
-    trialEndsAt: r.trial_ends_at === null ? null : new Date(r.trial_ends_at),
-    webhook:
-      r.webhook_id === null
-        ? null
-        : {
-            id: r.webhook_id,
-            url: r.webhook_url!,
-            kind: r.webhook_kind!,
-            secretCiphertext: r.secret_ciphertext!,
-            previousSecretCiphertext: r.previous_secret_ciphertext,
-            previousSecretUntil: r.previous_secret_until === null ? null : new Date(r.previous_secret_until),
-            isBroken: r.is_broken!,
-            brokenReason: r.broken_reason,
-            consecutiveFailures: r.consecutive_failures!,
-            firstFailureAt: dateOrNull(r.first_failure_at),
-            disabledAt: dateOrNull(r.disabled_at),
-            retryPolicy: r.retry_policy!,
-            ordering: r.ordering!,
-            heldCount: r.held_count!,
-          },
-  };
-}
 
 /**
  * many attempts in one statement, the rows as one JSON parameter (one `JSON.stringify` of the
@@ -560,8 +467,8 @@ const CLEAR_BROKEN_SQL = `
 function monitorLoader(sql: SqlPool, cache: MonitorContextCache<MonitorContext> | undefined) {
   const load = createBatcher<string, MonitorContext | null>(async (ids) => {
     const epoch = cache?.epoch() ?? 0;
-    const { rows } = await sql.query<MonitorRow>(MONITOR_SQL, [[...new Set(ids)]]);
-    const byId = new Map(rows.map((r) => [r.id, monitorOf(r)]));
+    const { rows } = await sql.query<MonitorContextRow>(MONITOR_CONTEXT_SQL, [[...new Set(ids)]]);
+    const byId = new Map(rows.map((r) => [r.id, monitorContextOf(r)]));
     if (cache) for (const monitor of byId.values()) cache.keep(monitor, epoch);
     return ids.map((id) => byId.get(id) ?? null);
   });

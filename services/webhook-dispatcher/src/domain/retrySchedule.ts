@@ -13,7 +13,7 @@
  */
 import { retryAfterMs, type RateLimitAnswer } from './pacing';
 
-export type RetryPolicy = 'none' | 'standard';
+type RetryPolicy = 'none' | 'standard';
 
 /** the waits after the 1st … 8th failed attempt (ms) */
 export const STANDARD_STEPS_MS: readonly number[] = [

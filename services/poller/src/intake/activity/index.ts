@@ -28,7 +28,7 @@ export interface ActivityIntakeEnv {
   X_TIMEOUT_MS: number;
   X_INTAKE_ACTIVITY: ActivityIntakeMode;
   X_ACTIVITY_MAX_SUBS: number;
-  X_STREAM_LEASE_SECONDS?: number | undefined;
+  X_STREAM_LEASE_SECONDS: number;
 }
 
 /** post.create events come one at a time, in order: their writes need no lane of their own */
@@ -67,7 +67,7 @@ export function buildActivityIntake(
       db: deps.db,
       logger: deps.logger,
       name: 'x-activity',
-      ttlMs: (env.X_STREAM_LEASE_SECONDS ?? 10) * 1000,
+      ttlMs: env.X_STREAM_LEASE_SECONDS * 1000,
     }),
     api,
     reconciler: new SubscriptionReconciler({ api, tag: TAG, max: env.X_ACTIVITY_MAX_SUBS }),

@@ -11,10 +11,13 @@ import { SourceBusyError, createXSource, type XSource } from '@sts/social';
 import { AmqpClient } from '@sts/messaging';
 import { capturingLogger, createTestVhost, waitFor } from '@sts/testing';
 import type { Db } from '@sts/db';
+import { Registry } from 'prom-client';
 import { useStreamHarness } from '../../../test/streamMode';
 
 const h = useStreamHarness('stream-other-budget-test');
 let db: Db;
+/** the stream mode's metrics registry (set up by setUp) */
+let registry: Registry;
 beforeEach(() => {
   ({ db } = h);
 });
@@ -54,7 +57,8 @@ async function spend(call: () => Promise<unknown>): Promise<number> {
 /** the stream set up with `names` looked at (their first looks), its position alive */
 async function setUp(names: string[], extra: Parameters<typeof h.startMode>[2] = {}): Promise<Map<string, string>> {
   const monitors = await h.watch(names);
-  h.startMode({ X_BACKFILL_LOOKUP: 'auto' }, undefined, { backfillLookupLagMs: 300, ...extra });
+  registry = new Registry();
+  h.startMode({ X_BACKFILL_LOOKUP: 'auto' }, registry, { backfillLookupLagMs: 300, ...extra });
   await waitFor(() => h.stream.connections() === 1 && h.ruled().length === names.length);
   await waitFor(async () => (await h.owedRows()) === 0 && (await db.targetProfile.count()) === names.length, 15_000);
   await waitFor(
@@ -73,6 +77,15 @@ function timelinesRead(from: number): string[] {
 }
 
 const idOf = (username: string) => h.fake.state.user(username)!.id;
+
+/** poller_x_stream_backfill_reads_total by `family/result` (the series at 0 left out) */
+async function backfillReads(): Promise<Record<string, number>> {
+  const metric = registry.getSingleMetric('poller_x_stream_backfill_reads_total');
+  if (!metric) throw new Error('poller_x_stream_backfill_reads_total is not registered');
+  const out: Record<string, number> = {};
+  for (const v of (await metric.get()).values) if (v.value > 0) out[`${v.labels.family}/${v.labels.result}`] = v.value;
+  return out;
+}
 
 describe('X stream gap paid by whichever budget is left', () => {
   it('search spent by other work: the known posters read through their timelines, quiet accounts not read, no 429', async () => {
@@ -103,6 +116,11 @@ describe('X stream gap paid by whichever budget is left', () => {
     expect(h.fake.limits.remaining('search')).toBe(0);
     // each poster's timeline read once; the quiet accounts (tl_0, tl_3, tl_7) not read
     expect(timelinesRead(from)).toEqual(posters.map(idOf).sort());
+    // the reads counted by family: the refused search, then one timeline read per poster
+    const reads = await backfillReads();
+    expect(reads['timeline/ok']).toBe(posters.length);
+    expect(reads['search/refused']).toBeGreaterThanOrEqual(1);
+    expect(reads['timeline/refused']).toBeUndefined();
     const lookups = h.fake.requests.log.slice(from).filter((r) => r.family === 'users');
     expect(lookups.length).toBeGreaterThanOrEqual(1);
     expect(lookups.every((r) => r.params.get('user.fields')?.includes('most_recent_tweet_id'))).toBe(true);
@@ -137,6 +155,7 @@ describe('X stream gap paid by whichever budget is left', () => {
     expect(await db.hit.count()).toBe(0);
     // the search and timeline budgets refused in the governor: nothing asked of X
     expect([...since('search'), ...since('timeline'), ...since('tweets')]).toEqual([]);
+    await waitFor(async () => ((await backfillReads())['timeline/refused'] ?? 0) >= 1);
 
     // the windows reset: the gap closes through whichever budget came back, each post once
     await waitFor(async () => (await h.owedRows()) === 0 && (await db.hit.count()) === posters.length, 45_000);
