@@ -80,4 +80,26 @@ describe('held event claims', () => {
     expect(sent).toEqual([`a:${env.messageId}`]);
     expect(await db.heldEvent.count({ where: { deliveryId: env.messageId } })).toBe(0);
   });
+
+  it("events detected at the same time are released in their monitor's sequence, not in the order they were held", async () => {
+    const accountId = (await createAccount(db, 'starter')).id;
+    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}/held-order` });
+    await db.webhookEndpoint.update({
+      where: { monitorId: m.id },
+      data: { consecutiveFailures: 6, firstFailureAt: new Date(), disabledAt: new Date() },
+    });
+    // one poll found three posts: one detectedAt; the dispatchers held them as 3, 1, 2
+    const detectedAt = new Date();
+    const envs: ReturnType<typeof hitEnvelope>[] = [];
+    for (let sequence = 1; sequence <= 3; sequence++) {
+      const env = hitEnvelope(m, await createHit(db, m, `post ${sequence} #launch`, detectedAt));
+      envs.push({ ...env, payload: { ...env.payload, sequence } });
+    }
+    for (const i of [2, 0, 1]) await expect(dispatcher.handle(envs[i]!)).resolves.toBe('ack');
+    expect(await db.heldEvent.count({ where: { monitorId: m.id } })).toBe(3);
+    receiver.requests.length = 0;
+    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { disabledAt: null, consecutiveFailures: 0 } });
+    await dispatcher.releaseHeld();
+    expect(receiver.requests.map((r) => r.headers['x-service-sequence'])).toEqual(['1', '2', '3']);
+  });
 });

@@ -91,13 +91,15 @@ const HOLD_SQL = `
   RETURNING w.held_count`;
 
 // the head only (FOR UPDATE): two dispatchers claiming at once take turns on the same row, and
-// the second finds it claimed, so an endpoint's events go out one at a time, oldest first. A fifo
+// the second finds it claimed, so an endpoint's events go out one at a time, oldest first; events
+// detected at the same time (one poll's posts) in their monitor's sequence, whatever order they
+// were held in (the index gives detected_at's order, the sequence is sorted within it). A fifo
 // webhook's release waits while one of its deliveries waits for a retry: when that falls due it
 // is held again (it goes to the head, by its time), so nothing overtakes it
 const CLAIM_SQL = `
   WITH head AS (
     SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid
-    ORDER BY detected_at, id LIMIT 1 FOR UPDATE)
+    ORDER BY detected_at, (payload ->> 'sequence')::bigint NULLS FIRST, id LIMIT 1 FOR UPDATE)
   UPDATE held_events h SET claimed_until = now() + make_interval(secs => $2::float8 / 1000)
   FROM head
   WHERE h.id = head.id AND (head.claimed_until IS NULL OR head.claimed_until < now())
