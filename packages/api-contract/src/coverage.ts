@@ -31,6 +31,26 @@ const LatencyWindowRecord = z.object({
   }),
 });
 
+const AccountIntakeRecord = z
+  .object({
+    path: z.enum(['pushed', 'polled']).meta({
+      description:
+        "pushed: the X Activity API pushes the watched account's events this monitor uses, within seconds; polled: the account lookup reads its profile at the plan's interval and posts come from the post intake",
+    }),
+    event_types: z.array(z.string()).meta({
+      description:
+        "the X Activity API event types pushed for the account that this monitor's events use (profile.update.*, post.delete, post.create), sorted; empty when polled",
+    }),
+    confirmed_at: timestamp.nullable().meta({
+      description: 'when the poller last confirmed the subscriptions with X; null when polled',
+    }),
+  })
+  .nullable()
+  .meta({
+    description:
+      "how the watched account's profile changes, deleted posts and (X_INTAKE_ACTIVITY=all) posts reach the monitor; null for a query monitor",
+  });
+
 export const CoverageRecord = z.object({
   monitor_id: z.string(),
   covered_until: timestamp.nullable().meta({
@@ -41,6 +61,7 @@ export const CoverageRecord = z.object({
       'gaps open at some time in the last 30 days (since the monitor was created), newest first, at most 1,000',
   }),
   latency: z.object({ last_24h: LatencyWindowRecord, last_7d: LatencyWindowRecord }),
+  intake: AccountIntakeRecord,
 });
 
 export type CoverageRecord = z.output<typeof CoverageRecord>;

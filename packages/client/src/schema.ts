@@ -361,7 +361,7 @@ export interface paths {
     };
     /**
      * A monitor's proof of coverage and speed (read-only)
-     * @description `covered_until`: the time up to which the monitor has seen everything its source has; `gaps`: the windows of the last 30 days its source was not read in (stream down, budget refused, source error) and when a later read filled each; `latency`: p50 and p95 of post → detected and detected → delivered over the last 24 h and 7 days. docs/api.md "Coverage" says what each source covers.
+     * @description `covered_until`: the time up to which the monitor has seen everything its source has; `gaps`: the windows of the last 30 days its source was not read in (stream down, budget refused, source error) and when a later read filled each; `latency`: p50 and p95 of post → detected and detected → delivered over the last 24 h and 7 days; `intake`: whether the watched account is pushed by the X Activity API (which event types) or polled. docs/api.md "Coverage" says what each source covers.
      */
     get: operations['getMonitorCoverage'];
     put?: never;
@@ -894,6 +894,21 @@ export interface components {
           };
         };
       };
+      /** @description how the watched account's profile changes, deleted posts and (X_INTAKE_ACTIVITY=all) posts reach the monitor; null for a query monitor */
+      intake: {
+        /**
+         * @description pushed: the X Activity API pushes the watched account's events this monitor uses, within seconds; polled: the account lookup reads its profile at the plan's interval and posts come from the post intake
+         * @enum {string}
+         */
+        path: 'pushed' | 'polled';
+        /** @description the X Activity API event types pushed for the account that this monitor's events use (profile.update.*, post.delete, post.create), sorted; empty when polled */
+        event_types: string[];
+        /**
+         * Format: date-time
+         * @description when the poller last confirmed the subscriptions with X; null when polled
+         */
+        confirmed_at: string | null;
+      } | null;
     };
     CoverageGap: {
       /**

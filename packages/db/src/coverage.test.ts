@@ -215,4 +215,69 @@ describe('monitor coverage', () => {
       { target_key: 'lu', reason: 'budget_refused', filled: false },
     ]);
   });
+
+  it("tells whether the watched account is pushed by the X Activity API (the monitor's own event types) or polled", async () => {
+    const { rows: a } = await pg.query<{ id: string }>(
+      `INSERT INTO accounts (email, plan) VALUES ('pam@example.com', 'starter'), ('other@example.com', 'starter') RETURNING id`,
+    );
+    const [own, other] = [a[0]!.id, a[1]!.id];
+    const watch = async (accountId: string, events: string[], extra = '') => {
+      const { rows } = await pg.query<{ id: string }>(
+        `INSERT INTO monitors (account_id, target_username, target_key, events, created_at ${extra ? ', is_active' : ''})
+         VALUES ($1, 'Pam', 'pam', $2, '2027-05-01Z' ${extra ? `, ${extra}` : ''}) RETURNING id`,
+        [accountId, events],
+      );
+      return { id: rows[0]!.id, targetKey: 'pam', createdAt: new Date('2027-05-01Z') };
+    };
+    const profile = await watch(own, ['posts', 'profile']);
+    const deletes = await watch(other, ['deletes']);
+    const postsOnly = await watch(own, ['posts']);
+    const paused = await watch(own, ['profile'], 'false');
+    const { rows: q } = await pg.query<{ id: string }>(
+      `INSERT INTO monitors (account_id, query, created_at) VALUES ($1, 'launch', '2027-05-01Z') RETURNING id`,
+      [own],
+    );
+    const query = { id: q[0]!.id, targetKey: null, createdAt: new Date('2027-05-01Z') };
+    const intake = async (m: CoverageMonitor) => (await readMonitorCoverage(db, m, NOW)).intake;
+    const polled = { path: 'polled', eventTypes: [], confirmedAt: null };
+    const profileTypes = [
+      'profile.update.bio',
+      'profile.update.handle',
+      'profile.update.profile_picture',
+      'profile.update.screenname',
+      'profile.update.verified_badge',
+    ];
+
+    // the account lookup's first look; no subscription yet
+    await pg.query(
+      `INSERT INTO target_profiles (target_key, user_id, username, name, verified) VALUES ('pam', '42', 'Pam', 'Pam', false)`,
+    );
+    expect(await intake(profile)).toEqual(polled);
+    const confirmed = new Date('2027-06-16T11:59:00Z');
+    await pg.query(
+      `INSERT INTO x_activity_accounts (target_key, user_id, event_types, updated_at) VALUES ('pam', '42', $1, $2)`,
+      [[...profileTypes, 'post.delete'], confirmed],
+    );
+    // recorded, but no replica holds the activity stream's lease
+    expect(await intake(profile)).toEqual(polled);
+    await pg.query(
+      `INSERT INTO x_stream_lease (name, holder, fence, expires_at) VALUES ('x-activity', 'replica-a', 1, now() + interval '1 minute')`,
+    );
+    expect(await intake(profile)).toEqual({ path: 'pushed', eventTypes: profileTypes, confirmedAt: confirmed });
+    // each monitor sees only the types its own events use: never another tenant's
+    expect(await intake(deletes)).toEqual({ path: 'pushed', eventTypes: ['post.delete'], confirmedAt: confirmed });
+    expect(await intake(postsOnly)).toEqual(polled);
+    expect(await intake(paused)).toEqual(polled);
+    expect(await intake(query)).toBeNull();
+    // X_INTAKE_ACTIVITY=all: post.create carries the posts
+    await pg.query(`UPDATE x_activity_accounts SET event_types = event_types || '{post.create}'`);
+    expect(await intake(postsOnly)).toEqual({ path: 'pushed', eventTypes: ['post.create'], confirmedAt: confirmed });
+    // the username now names another account: its subscriptions are not this one's
+    await pg.query(`UPDATE target_profiles SET user_id = '43' WHERE target_key = 'pam'`);
+    expect(await intake(profile)).toEqual(polled);
+    await pg.query(`UPDATE target_profiles SET user_id = '42' WHERE target_key = 'pam'`);
+    // the lease lapsed (no replica holds the stream): polled again
+    await pg.query(`UPDATE x_stream_lease SET expires_at = now() - interval '1 second' WHERE name = 'x-activity'`);
+    expect(await intake(profile)).toEqual(polled);
+  });
 });

@@ -13,6 +13,12 @@
  *   while the target was never read.
  * - `gaps`: the target's gaps that were open at some time in the last 30 days and after the
  *   monitor's creation, newest first, at most GAPS_MAX.
+ * - `intake`: a username monitor's watched account as the X Activity API intake recorded it
+ *   (x_activity_accounts, written by the replica holding the `x-activity` lease): `pushed` with the
+ *   event types X pushes for it that this monitor's `events` use, while a replica holds that lease
+ *   and the row is for the account id last seen under the target; else `polled` (the account
+ *   lookup at the plan's interval, posts by the post intake). Only this monitor's own event types
+ *   are shown (another tenant's `events` on the same account never are). Null for a query monitor.
  * - `latency`: p50 and p95 (percentile_cont, in SQL) of post → detected over the hits detected in
  *   the last 24 h and 7 days, and of detected → delivered over their first delivered attempts of
  *   the same windows. Both reads are bounded by the partition keys (hits by the post's time, at
@@ -51,9 +57,20 @@ interface LatencyWindow {
   delivered: LatencyStats;
 }
 
+/** how a username monitor's watched account reaches it: pushed by the X Activity API, or polled */
+interface AccountIntake {
+  path: 'pushed' | 'polled';
+  /** the X Activity API event types X pushes for the account that this monitor uses; empty when polled */
+  eventTypes: string[];
+  /** when the intake last confirmed them (its last reconciliation); null when polled */
+  confirmedAt: Date | null;
+}
+
 export interface MonitorCoverage {
   coveredUntil: Date | null;
   gaps: CoverageGap[];
+  /** null for a query monitor (the X Activity API watches accounts) */
+  intake: AccountIntake | null;
   latency: { last24h: LatencyWindow; last7d: LatencyWindow };
 }
 
@@ -125,6 +142,32 @@ async function gaps(db: Db, m: Keyed, now: Date, query: boolean): Promise<Covera
     WHERE target_key = ANY(${keys}::text[]) AND (ends_at IS NULL OR ends_at >= ${since})
     ORDER BY starts_at DESC, id DESC
     LIMIT ${GAPS_MAX}`;
+}
+
+/** the X Activity API event types a monitor's `events` use (the poller's domain/activity.ts) */
+function monitorEventTypes(events: readonly string[], pushed: readonly string[]): string[] {
+  return pushed.filter(
+    (t) =>
+      (events.includes('profile') && t.startsWith('profile.update.')) ||
+      (events.includes('deletes') && t === 'post.delete') ||
+      (events.includes('posts') && t === 'post.create'),
+  );
+}
+
+/** the lease row of the X Activity API intake (services/poller src/intake/activity) */
+const ACTIVITY_LEASE = 'x-activity';
+
+async function intake(db: Db, m: Keyed): Promise<AccountIntake> {
+  const [row] = await db.$queryRaw<{ events: string[]; event_types: string[] | null; updated_at: Date | null }[]>`
+    SELECT m.events, xa.event_types, xa.updated_at
+    FROM monitors m
+    LEFT JOIN x_activity_accounts xa ON xa.target_key = m.target_key AND m.is_active
+      AND EXISTS (SELECT 1 FROM target_profiles tp WHERE tp.target_key = xa.target_key AND tp.user_id = xa.user_id)
+      AND EXISTS (SELECT 1 FROM x_stream_lease l WHERE l.name = ${ACTIVITY_LEASE} AND l.expires_at > now())
+    WHERE m.id = ${m.id}::uuid`;
+  const types = monitorEventTypes(row?.events ?? [], row?.event_types ?? []).sort();
+  if (types.length === 0) return { path: 'polled', eventTypes: [], confirmedAt: null };
+  return { path: 'pushed', eventTypes: types, confirmedAt: row!.updated_at };
 }
 
 interface LatencyRow {
@@ -208,10 +251,11 @@ export async function readMonitorCoverage(
   now: Date = new Date(),
 ): Promise<MonitorCoverage> {
   const monitor: Keyed = { ...of, targetKey: of.targetKey ?? QUERY_CURSOR_KEY };
-  const [until, gapList, speed] = await Promise.all([
+  const [until, gapList, speed, account] = await Promise.all([
     of.targetKey === null ? queryCoveredUntil(db, of.id) : coveredUntil(db, monitor),
     gaps(db, monitor, now, of.targetKey === null),
     latency(db, monitor, now),
+    of.targetKey === null ? null : intake(db, monitor),
   ]);
-  return { coveredUntil: until, gaps: gapList, latency: speed };
+  return { coveredUntil: until, gaps: gapList, intake: account, latency: speed };
 }

@@ -314,6 +314,7 @@ class InMemoryStore {
     const empty: MonitorCoverage = {
       coveredUntil: null,
       gaps: [],
+      intake: null,
       latency: { last24h: { detected: none, delivered: none }, last7d: { detected: none, delivered: none } },
     };
     return {
@@ -639,6 +640,7 @@ describe('use-case rules over in-memory repositories', () => {
     store.coverage.set('nasa', {
       coveredUntil: new Date(5000),
       gaps: [gap],
+      intake: { path: 'polled', eventTypes: [], confirmedAt: null },
       latency: { last24h: { detected: stats, delivered: stats }, last7d: { detected: stats, delivered: stats } },
     });
     const read = await uc.coverage.read(id, monitor.id);

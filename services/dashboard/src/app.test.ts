@@ -258,6 +258,9 @@ describe('dashboard over HTTP', () => {
     const before = await c.req(`/monitors/${monitorId}`);
     expect(before.text).toMatch(/Covered until: <strong>not read yet<\/strong>/);
     expect(before.text).toContain('No gaps in the last 30 days.');
+    expect(before.text).toMatch(
+      /data-testid="coverage-intake" data-path="polled">\s*Account: <strong>polled<\/strong>/,
+    );
     const hour = 3_600_000;
     const now = Date.now();
     const db = createDbClient({ url: dbHandle.url, poolSize: 1 });
@@ -286,6 +289,22 @@ describe('dashboard over HTTP', () => {
           detectedAt: new Date(now - 3 * hour),
         },
       });
+      // the X Activity API intake pushes the account's profile changes and deletions
+      await db.monitor.update({ where: { id: monitorId }, data: { events: ['posts', 'profile'] } });
+      await db.targetProfile.create({
+        data: { targetKey: 'covered', userId: '501', username: 'Covered', name: 'Covered', verified: false },
+      });
+      await db.xActivityAccount.create({
+        data: {
+          targetKey: 'covered',
+          userId: '501',
+          eventTypes: ['profile.update.bio', 'profile.update.handle', 'post.delete'],
+          updatedAt: new Date('2026-11-30T08:15:00Z'),
+        },
+      });
+      await db.$executeRaw`
+        INSERT INTO x_stream_lease (name, holder, fence, expires_at)
+        VALUES ('x-activity', 'replica-a', 1, now() + interval '1 hour')`;
     } finally {
       await db.$disconnect();
     }
@@ -294,6 +313,10 @@ describe('dashboard over HTTP', () => {
     const section = /<section[^>]*data-testid="coverage"[\s\S]*?<\/section>/.exec(page.text)?.[0] ?? '';
     expect(section).toContain(
       `Covered until: <strong>${new Date(now - hour).toISOString().slice(0, 16).replace('T', ' ')} UTC</strong>`,
+    );
+    // pushed for what this monitor asks (profile), not for deletions it did not ask for
+    expect(section).toMatch(
+      /data-path="pushed"[^>]*>\s*Account: <strong>pushed by the X Activity API<\/strong> for profile changes\s*<span class="muted">\(within seconds; confirmed 2026-11-30 08:15 UTC\)/,
     );
     // the gap, clipped to the 30-day window, as a bar and as a table row
     expect(section).toMatch(/<rect\s+class="timeline-filled"\s+x="0"\s+y="0"\s+width="99\d"/);

@@ -1,7 +1,15 @@
 /**
  * The reading side of X's streaming connections (the filtered stream, the activity stream): JSON
  * objects, one a line, each line ended by \r\n; an empty line is a keep-alive.
+ *
+ * Bounds: a line longer than `MAX_STREAM_LINE` characters (X's largest posts with every expansion
+ * stay far below) or one that is not JSON ends the connection with an error naming it; the caller
+ * reconnects and recovers the gap as after any disconnect. Without the bound a peer that never
+ * sends \r\n would grow the buffer until the process runs out of memory.
  */
+
+/** the longest line accepted, in UTF-16 code units */
+export const MAX_STREAM_LINE = 1024 * 1024;
 
 /** What a line makes of the stream: nothing (read on), or the error that ends it (X's disconnect notice). */
 type LineVerdict = Error | undefined;
@@ -13,6 +21,14 @@ export interface StreamLineHandlers<T> {
   onLine(line: T): LineVerdict;
 }
 
+function parseLine<T>(line: string): T | Error {
+  try {
+    return JSON.parse(line) as T;
+  } catch {
+    return new Error(`X stream sent a line that is not JSON (${line.length} characters): the connection is dropped`);
+  }
+}
+
 /** Reads the stream's lines until it ends, or until a line ends it. */
 export async function readStreamLines<T>(
   reader: ReadableStreamDefaultReader<Uint8Array>,
@@ -20,6 +36,10 @@ export async function readStreamLines<T>(
 ): Promise<void> {
   const decoder = new TextDecoder();
   let buffer = '';
+  const end = async (err: Error): Promise<never> => {
+    await reader.cancel().catch(() => undefined);
+    throw err;
+  };
   for (;;) {
     const { done, value } = await reader.read();
     if (done) return;
@@ -30,11 +50,14 @@ export async function readStreamLines<T>(
       const line = buffer.slice(0, at).trim();
       buffer = buffer.slice(at + 2);
       if (line === '') continue; // keep-alive
-      const ended = handlers.onLine(JSON.parse(line) as T);
-      if (ended) {
-        await reader.cancel().catch(() => undefined);
-        throw ended;
-      }
+      if (line.length > MAX_STREAM_LINE) return end(tooLong());
+      const parsed = parseLine<T>(line);
+      const ended = parsed instanceof Error ? parsed : handlers.onLine(parsed);
+      if (ended) return end(ended);
     }
+    if (buffer.length > MAX_STREAM_LINE) return end(tooLong());
   }
 }
+
+const tooLong = () =>
+  new Error(`X stream sent a line longer than ${MAX_STREAM_LINE} characters: the connection is dropped`);

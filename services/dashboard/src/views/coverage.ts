@@ -1,4 +1,4 @@
-/** The monitor page's Coverage section: covered-until, the gaps of the last 30 days as a timeline and a table, the latency figures. */
+/** The monitor page's Coverage section: covered-until, how the watched account reaches it (pushed or polled), the gaps of the last 30 days as a timeline and a table, the latency figures. */
 import type { CoverageGap, MonitorCoverage } from '@sts/usecases';
 import { formatLatency, gapSpan, TIMELINE_DAYS } from '../domain/coverage';
 import { formatTime } from '../domain/format';
@@ -100,6 +100,30 @@ function latencyTable(l: MonitorCoverage['latency']): SafeHtml {
   </div>`;
 }
 
+/** what each pushed X Activity API event type brings, in the monitor's words */
+function pushedKinds(types: readonly string[]): string {
+  const kinds = [
+    types.some((t) => t.startsWith('profile.update.')) && 'profile changes',
+    types.includes('post.delete') && 'deleted posts',
+    types.includes('post.create') && 'posts',
+  ].filter((k): k is string => typeof k === 'string');
+  return kinds.join(', ');
+}
+
+/** a username monitor's account: pushed by the X Activity API (what, confirmed when) or polled; nothing for a query monitor */
+function intakeLine(i: MonitorCoverage['intake']): SafeHtml | null {
+  if (!i) return null;
+  if (i.path === 'polled')
+    return html`<p data-testid="coverage-intake" data-path="polled">
+      Account: <strong>polled</strong>
+      <span class="muted">(its profile is looked up at the plan's interval)</span>
+    </p>`;
+  return html`<p data-testid="coverage-intake" data-path="pushed" title="${i.eventTypes.join(', ')}">
+    Account: <strong>pushed by the X Activity API</strong> for ${pushedKinds(i.eventTypes)}
+    <span class="muted">(within seconds; confirmed ${i.confirmedAt ? formatTime(i.confirmedAt) : '—'})</span>
+  </p>`;
+}
+
 export function coverageSection(c: MonitorCoverage, now: Date): SafeHtml {
   return html`<section class="card" aria-labelledby="cov-h" data-testid="coverage">
     <h2 id="cov-h">Coverage</h2>
@@ -107,7 +131,7 @@ export function coverageSection(c: MonitorCoverage, now: Date): SafeHtml {
       Covered until: <strong>${c.coveredUntil ? formatTime(c.coveredUntil) : 'not read yet'}</strong>
       <span class="muted">(every post of the target up to this time has been seen)</span>
     </p>
-    ${timeline(c.gaps, now)} ${gapTable(c.gaps)}
+    ${intakeLine(c.intake)} ${timeline(c.gaps, now)} ${gapTable(c.gaps)}
     <h3>Speed</h3>
     ${latencyTable(c.latency)}
   </section>`;

@@ -514,7 +514,8 @@ export const openApiDocument = {
           '`covered_until`: the time up to which the monitor has seen everything its source has; `gaps`: the',
           'windows of the last 30 days its source was not read in (stream down, budget refused, source error)',
           'and when a later read filled each; `latency`: p50 and p95 of post → detected and detected →',
-          'delivered over the last 24 h and 7 days. docs/api.md "Coverage" says what each source covers.',
+          'delivered over the last 24 h and 7 days; `intake`: whether the watched account is pushed by the X',
+          'Activity API (which event types) or polled. docs/api.md "Coverage" says what each source covers.',
         ].join(' '),
         parameters: [param('id', 'path', { type: 'string' }, 'monitor id')],
         responses: {

@@ -21,5 +21,10 @@ export function coverageRecord(c: MonitorCoverage & { monitorId: string }): Cove
       filled_at: iso(g.filledAt),
     })),
     latency: { last_24h: window(c.latency.last24h), last_7d: window(c.latency.last7d) },
+    intake: c.intake && {
+      path: c.intake.path,
+      event_types: c.intake.eventTypes,
+      confirmed_at: iso(c.intake.confirmedAt),
+    },
   };
 }
