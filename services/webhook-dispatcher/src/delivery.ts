@@ -349,7 +349,9 @@ class DeliveryFlow {
     if (await this.held(source, job, redelivery)) return { kind: 'settled', outcome: 'ack' };
     const fromDue = source.kind === 'due';
     const attempt = fromDue ? source.due.attempt : source.kind === 'held' ? source.attempt : 1;
-    const done: DueChange | undefined = fromDue ? { kind: 'done', deliveryId: job.deliveryId } : undefined;
+    const done: DueChange | undefined = fromDue
+      ? { kind: 'done', deliveryId: job.deliveryId, claimed: attempt }
+      : undefined;
     const webhook = job.monitor.webhook;
     const skip = skipReason(job.event, job.monitor, this.options.now());
     if (!webhook || skip) {
@@ -500,7 +502,11 @@ class DeliveryFlow {
   private conclude(ready: Ready, answered: Answered): Concluded {
     const { job, attempt } = ready;
     const { result } = answered.sent;
-    const done: DueChange | undefined = ready.fromDue ? { kind: 'done', deliveryId: job.deliveryId } : undefined;
+    // a due row is settled only at the attempt it was claimed at (another replica may have moved it on)
+    const claimed = ready.fromDue ? { claimed: attempt } : {};
+    const done: DueChange | undefined = ready.fromDue
+      ? { kind: 'done', deliveryId: job.deliveryId, ...claimed }
+      : undefined;
     if (result.outcome === 'delivered') {
       const settles = ready.redelivery ? { kind: 'done' as const, deliveryId: job.deliveryId } : done;
       return { kind: 'delivered', row: answered.row, due: settles };
@@ -517,7 +523,7 @@ class DeliveryFlow {
         return {
           kind: 'retrying',
           row: { ...answered.row, nextAttemptAt: next.at },
-          due: { kind: 'due', due: dueOf(job, next.attempt, next.at) },
+          due: { kind: 'due', due: dueOf(job, next.attempt, next.at), ...claimed },
         };
     }
   }

@@ -7,8 +7,11 @@
  * prefetch, so a retrying endpoint's backlog never delays another endpoint's first attempts;
  * at send time they take their endpoint's lane like any delivery (concurrency and pacing).
  *
- * The row is the only record of a waiting delivery: nothing is kept in memory between polls. A
- * process that dies holding claims leaves them to its lease's end, when any replica takes them.
+ * The row is the only record of a waiting delivery: nothing is kept in memory between polls. While
+ * a delivery is in flight its claim is renewed every third of the lease, so a send that takes
+ * longer than one lease (a backed-up lane, a slow endpoint, platform 429 waits) is never claimed
+ * again meanwhile. A process that dies holding claims stops renewing them: at its lease's end any
+ * replica takes them.
  */
 import { errorMessage } from '@sts/core';
 import type { Logger } from '@sts/common';
@@ -31,6 +34,9 @@ export class DueDeliveries {
   private readonly inflight = new Set<Promise<void>>();
   /** webhook id → its deliveries in flight here */
   private readonly byWebhook = new Map<string, number>();
+  /** delivery id → the attempt it was claimed at, for the deliveries in flight here (their claims are renewed) */
+  private readonly claims = new Map<string, number>();
+  private renewal: NodeJS.Timeout | null = null;
   private timer: NodeJS.Timeout | null = null;
   private polling: Promise<number> | null = null;
   private stopped = true;
@@ -88,8 +94,16 @@ export class DueDeliveries {
 
   private begin(due: ClaimedDue): void {
     this.byWebhook.set(due.webhookId, (this.byWebhook.get(due.webhookId) ?? 0) + 1);
+    this.claims.set(due.deliveryId, due.attempt);
+    this.renewal ??= setInterval(() => void this.renew(), Math.max(1, Math.floor(this.options.leaseMs / 3)));
+    this.renewal.unref();
     const work = this.run(due).finally(() => {
       this.inflight.delete(work);
+      this.claims.delete(due.deliveryId);
+      if (this.claims.size === 0 && this.renewal) {
+        clearInterval(this.renewal);
+        this.renewal = null;
+      }
       const left = (this.byWebhook.get(due.webhookId) ?? 1) - 1;
       if (left > 0) this.byWebhook.set(due.webhookId, left);
       else this.byWebhook.delete(due.webhookId);
@@ -97,6 +111,17 @@ export class DueDeliveries {
       if (!this.stopped) void this.poll().catch(() => 0);
     });
     this.inflight.add(work);
+  }
+
+  /** the claims in flight here, extended by a lease from now */
+  private async renew(): Promise<void> {
+    const { repository, logger, leaseMs } = this.options;
+    const claims = [...this.claims].map(([deliveryId, attempt]) => ({ deliveryId, attempt }));
+    try {
+      await repository.renewDue(claims, leaseMs);
+    } catch (err) {
+      logger.warn('due deliveries: renewing claims failed; tried again', { err: errorMessage(err) });
+    }
   }
 
   private async run(due: ClaimedDue): Promise<void> {

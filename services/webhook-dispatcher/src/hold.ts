@@ -11,9 +11,11 @@
  *            delivery (same pacing, the same attempt row, health and broken flag), so new events,
  *            held behind them meanwhile, go after them; events past WEBHOOK_HOLD_DAYS are dropped
  *
- * An event is removed from the hold only after its attempt row is committed; a dispatcher that
- * stops in between leaves it claimed for `leaseMs`, after which any replica sends it again (same
- * delivery id: at least once). Enabled means `disabled_at` is null: a successful test webhook,
+ * An event is removed from the hold only after its attempt row is committed; while it is being
+ * sent its claim is renewed every third of `leaseMs` (a send may wait in its lane and through 429
+ * waits longer than one lease), so no other replica sends it meanwhile. A dispatcher that stops or
+ * dies in between stops renewing: after `leaseMs` any replica sends it again (same delivery id: at
+ * least once). Enabled means `disabled_at` is null: a successful test webhook,
  * or the enable of the CLI, dashboard and API (@sts/usecases `webhooks.enable`).
  */
 import type { Logger } from '@sts/common';
@@ -198,11 +200,33 @@ export class Holding {
     const logged = row.reclaimed && (await this.sentAlready(row));
     if (job && !logged) {
       // the flow skips it (logged) when it may not go out, else sends it in its endpoint's lane
-      const outcome = await flow.deliver({ kind: 'held', job, attempt: row.attempt }, signal);
+      const outcome = await this.keepingClaim(row.id, () =>
+        flow.deliver({ kind: 'held', job, attempt: row.attempt }, signal),
+      );
       if (outcome === 'requeue') return false; // stopping: the claim expires and another replica sends it
     }
     await store.finish(row.id, endpointId);
     return true;
+  }
+
+  /** runs `work` while renewing the held event's claim every third of the lease */
+  private async keepingClaim<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const { store, logger } = this.o;
+    const leaseMs = this.o.leaseMs ?? 120_000;
+    const timer = setInterval(
+      () => {
+        store
+          .renew(id, leaseMs)
+          .catch((err: unknown) => logger.warn('webhook hold: renewing a claim failed', { err: errorMessage(err) }));
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
+    timer.unref();
+    try {
+      return await work();
+    } finally {
+      clearInterval(timer);
+    }
   }
 
   /** whether the held event's own attempt (its number or a later one) has a final row in the log */

@@ -18,10 +18,11 @@ export interface NoticeStore {
   digestDue(periodMs: number, limit: number): Promise<number>;
 }
 
+/** one of the oldest notices a digest lists, and how many it takes in all */
 interface Waiting {
   id: string;
   spec: NoticeSpec;
-  created_at: Date;
+  total: number;
 }
 
 type Tx = Parameters<Parameters<Db['$transaction']>[0]>[0];
@@ -35,20 +36,27 @@ async function digestAccount(tx: Tx, accountId: string, periodMs: number, base: 
     SELECT min(created_at) <= now() - ${periodMs} * interval '1 millisecond' AS closed
     FROM mail_notices WHERE digested_at IS NULL AND account_id = ${accountId}::uuid`;
   if (!open?.closed) return false;
-  const taken = await tx.$queryRaw<Waiting[]>`
-    UPDATE mail_notices SET digested_at = now() WHERE digested_at IS NULL AND account_id = ${accountId}::uuid
-    RETURNING id::text AS id, spec, created_at`;
+  // every waiting notice is taken and counted in the database; only the listed ones are read
+  const listed = await tx.$queryRaw<Waiting[]>`
+    WITH taken AS (
+      UPDATE mail_notices SET digested_at = now() WHERE digested_at IS NULL AND account_id = ${accountId}::uuid
+      RETURNING id, spec, created_at)
+    SELECT id::text AS id, spec, (SELECT count(*) FROM taken)::int AS total FROM taken
+    ORDER BY created_at, id LIMIT ${MAX_DIGEST_ITEMS}`;
   const [account] = await tx.$queryRaw<{ email: string }[]>`SELECT email FROM accounts WHERE id = ${accountId}::uuid`;
-  if (!account || taken.length === 0) return false;
-  taken.sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || a.id.localeCompare(b.id));
-  const listed = taken.slice(0, MAX_DIGEST_ITEMS).map((t) => t.spec);
-  const single = taken.length === 1 ? taken[0]!.spec.kind : 'digest';
+  const oldest = listed[0];
+  if (!account || !oldest) return false;
+  const single = oldest.total === 1 ? oldest.spec.kind : 'digest';
   return createMailOutbox(tx).enqueue({
-    dedupKey: `digest:${accountId}:${taken[0]!.id}`,
+    dedupKey: `digest:${accountId}:${oldest.id}`,
     accountId,
     kind: single,
     to: account.email,
-    mail: renderDigest(listed, taken.length, base),
+    mail: renderDigest(
+      listed.map((t) => t.spec),
+      oldest.total,
+      base,
+    ),
     expiresAt: null,
     lane: 'notice',
   });

@@ -57,6 +57,8 @@ export interface HoldingStore {
    * dispatcher is sending it (its claim not yet expired): one at a time, in order.
    */
   claimNext(endpointId: string, leaseMs: number): Promise<HeldEvent | null>;
+  /** extends a claim still held by `leaseMs` from now (its event is being sent here) */
+  renew(id: string, leaseMs: number): Promise<void>;
   /** the claimed event went out (or was logged): removed from the hold */
   finish(id: string, endpointId: string): Promise<void>;
   /** the claim is given back (the endpoint was disabled again): it waits for the next release */
@@ -70,15 +72,16 @@ export interface HoldingStore {
 }
 
 // $9: the attempt number; with $10 the delivery's due row goes in the same statement (a retry
-// moved to the hold is never both waiting and held, nor lost between the two), and the attempt
-// that scheduled it no longer names a time for the next one (the delivery log shows it held)
+// moved to the hold is never both waiting and held, nor lost between the two), while it is still
+// at that attempt (not when another replica moved it on meanwhile), and the attempt that scheduled
+// it no longer names a time for the next one (the delivery log shows it held)
 const HOLD_SQL = `
   WITH ins AS (
     INSERT INTO held_events (endpoint_id, monitor_id, event, delivery_id, hit_id, payload, url, detected_at, attempt)
     VALUES ($1::uuid, $2::uuid, $3, $4, $5::uuid, $6::jsonb, $7, $8::timestamptz, $9::int)
     ON CONFLICT (delivery_id) DO NOTHING
     RETURNING endpoint_id
-  ), gone AS (DELETE FROM webhook_deliveries_due WHERE $10::boolean AND delivery_id = $4)
+  ), gone AS (DELETE FROM webhook_deliveries_due WHERE $10::boolean AND delivery_id = $4 AND attempt = $9::int)
   , scheduled AS (
     UPDATE delivery_attempts SET next_attempt_at = NULL
     WHERE $10::boolean AND delivery_id = $4 AND attempt = $9::int - 1 AND next_attempt_at IS NOT NULL
@@ -88,13 +91,15 @@ const HOLD_SQL = `
   RETURNING w.held_count`;
 
 // the head only (FOR UPDATE): two dispatchers claiming at once take turns on the same row, and
-// the second finds it claimed, so an endpoint's events go out one at a time, oldest first. A fifo
+// the second finds it claimed, so an endpoint's events go out one at a time, oldest first; events
+// detected at the same time (one poll's posts) in their monitor's sequence, whatever order they
+// were held in (the index gives detected_at's order, the sequence is sorted within it). A fifo
 // webhook's release waits while one of its deliveries waits for a retry: when that falls due it
 // is held again (it goes to the head, by its time), so nothing overtakes it
 const CLAIM_SQL = `
   WITH head AS (
     SELECT id, claimed_until FROM held_events WHERE endpoint_id = $1::uuid
-    ORDER BY detected_at, id LIMIT 1 FOR UPDATE)
+    ORDER BY detected_at, (payload ->> 'sequence')::bigint NULLS FIRST, id LIMIT 1 FOR UPDATE)
   UPDATE held_events h SET claimed_until = now() + make_interval(secs => $2::float8 / 1000)
   FROM head
   WHERE h.id = head.id AND (head.claimed_until IS NULL OR head.claimed_until < now())
@@ -195,6 +200,12 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
     async finish(id, endpointId) {
       await sql.query(FINISH_SQL, [id]);
       written(endpointId);
+    },
+    async renew(id, leaseMs) {
+      await sql.query(
+        'UPDATE held_events SET claimed_until = now() + make_interval(secs => $2::float8 / 1000) WHERE id = $1::bigint AND claimed_until IS NOT NULL',
+        [id, leaseMs],
+      );
     },
     async unclaim(id) {
       await sql.query('UPDATE held_events SET claimed_until = NULL WHERE id = $1::bigint', [id]);

@@ -89,8 +89,16 @@ export interface NewDue {
   dueAt: Date;
 }
 
-/** what an attempt does to its delivery's due row; written in the attempt row's statement */
-export type DueChange = { kind: 'due'; due: NewDue } | { kind: 'done'; deliveryId: string };
+/**
+ * What an attempt does to its delivery's due row; written in the attempt row's statement. `claimed`:
+ * the attempt number of the due row this attempt was claimed from. The change then applies only
+ * while the row is still at that attempt: a row another replica settled or moved on meanwhile (its
+ * claim having run out here) is neither brought back nor moved back. Without it (a first attempt,
+ * a held event) a retry is written only when the delivery has no due row yet, and `done` (a
+ * redelivery that succeeded) removes whatever waits.
+ */
+export type DueChange =
+  { kind: 'due'; due: NewDue; claimed?: number } | { kind: 'done'; deliveryId: string; claimed?: number };
 
 /** a due delivery claimed by this process (until its lease ends) */
 export interface ClaimedDue {
@@ -131,6 +139,8 @@ export interface DispatcherRepository {
    * its oldest, and only while no other process holds it.
    */
   claimDue(claim: DueClaim): Promise<ClaimedDue[]>;
+  /** extends the claims of these deliveries (still at these attempts) by `leaseMs` from now: they are in flight here */
+  renewDue(claims: readonly { deliveryId: string; attempt: number }[], leaseMs: number): Promise<void>;
   /** gives a claimed delivery back unsent (stopping): due again at once */
   releaseDue(deliveryId: string): Promise<void>;
   /** drops a due delivery that can never go out (its stored event is not one a webhook receives) */
@@ -212,15 +222,20 @@ const INSERT_ATTEMPTS_SQL = `
   WITH ${INSERTED_ATTEMPTS_CTE}
   DELETE FROM pending_redeliveries p USING inserted i WHERE p.delivery_id = i.delivery_id`;
 
-/** a due row, its parameters from $p on (dueParams) */
+/** a due row, its parameters from $p on (dueParams); its event's sequence (a fifo webhook's order) from the payload */
 const INSERT_DUE_SQL = (p: number) => `
-  INSERT INTO webhook_deliveries_due (delivery_id, monitor_id, webhook_id, event, hit_id, payload, attempt, due_at)
+  INSERT INTO webhook_deliveries_due
+    (delivery_id, monitor_id, webhook_id, event, hit_id, payload, attempt, due_at, event_sequence)
   VALUES ($${p}, $${p + 1}::uuid, $${p + 2}::uuid, $${p + 3}, $${p + 4}::uuid, $${p + 5}::jsonb, $${p + 6}::int,
-          $${p + 7}::timestamptz)`;
+          $${p + 7}::timestamptz, COALESCE(($${p + 5}::jsonb ->> 'sequence')::bigint, 0))`;
 
-/** written (a retry) or moved to its next attempt; a moved row keeps its place (seq) */
-const UPSERT_DUE_SQL = `${INSERT_DUE_SQL(2)}
-  ON CONFLICT (delivery_id) DO UPDATE SET attempt = EXCLUDED.attempt, due_at = EXCLUDED.due_at, claimed_until = NULL`;
+/** a retry of a delivery without a due row (its first attempt, a held event): one row, whoever writes it first */
+const INSERT_RETRY_SQL = `${INSERT_DUE_SQL(2)} ON CONFLICT (delivery_id) DO NOTHING`;
+
+/** the claimed row moved to its next attempt (keeping its place, seq), only while still at the claimed attempt */
+const MOVE_DUE_SQL = `
+  UPDATE webhook_deliveries_due SET attempt = $3::int, due_at = $4::timestamptz, claimed_until = NULL
+  WHERE delivery_id = $2 AND attempt = $5::int`;
 
 /** a fifo turn: a message handled twice (redelivered by the broker) waits once */
 const ENQUEUE_DUE_SQL = `${INSERT_DUE_SQL(1)} ON CONFLICT (delivery_id) DO NOTHING`;
@@ -237,11 +252,22 @@ const dueParams = (d: NewDue) => [
 ];
 
 /** the attempt row and its delivery's due row, in one statement */
+function dueChangeSql(change: DueChange): { sql: string; params: unknown[] } {
+  if (change.kind === 'due') {
+    const { due, claimed } = change;
+    if (claimed === undefined) return { sql: INSERT_RETRY_SQL, params: dueParams(due) };
+    return { sql: MOVE_DUE_SQL, params: [due.deliveryId, due.attempt, due.dueAt.toISOString(), claimed] };
+  }
+  if (change.claimed === undefined)
+    return { sql: 'DELETE FROM webhook_deliveries_due WHERE delivery_id = $2', params: [change.deliveryId] };
+  return {
+    sql: 'DELETE FROM webhook_deliveries_due WHERE delivery_id = $2 AND attempt = $3::int',
+    params: [change.deliveryId, change.claimed],
+  };
+}
+
 function attemptWithDue(attempt: NewAttempt, change: DueChange): { sql: string; params: unknown[] } {
-  const due =
-    change.kind === 'due'
-      ? { sql: UPSERT_DUE_SQL, params: dueParams(change.due) }
-      : { sql: 'DELETE FROM webhook_deliveries_due WHERE delivery_id = $2', params: [change.deliveryId] };
+  const due = dueChangeSql(change);
   return {
     sql: `WITH ${INSERTED_ATTEMPTS_CTE},
       pending AS (DELETE FROM pending_redeliveries p USING inserted i WHERE p.delivery_id = i.delivery_id),
@@ -253,8 +279,9 @@ function attemptWithDue(attempt: NewAttempt, change: DueChange): { sql: string; 
 
 /**
  * Due deliveries, claimed: candidates by due time (at most `perWebhook` of a webhook; of a fifo
- * webhook only its oldest row, and none while that one is held), locked with SKIP LOCKED and
- * re-checked on the locked version, then leased.
+ * webhook only its first row by the event's sequence, then by when it was queued, and none while
+ * one of its rows is claimed), locked with SKIP LOCKED and re-checked on the locked version, then
+ * leased.
  */
 const CLAIM_DUE_SQL = `
   WITH cand AS (
@@ -265,7 +292,12 @@ const CLAIM_DUE_SQL = `
       AND (d.claimed_until IS NULL OR d.claimed_until < now())
       AND NOT (d.webhook_id = ANY($2::uuid[]))
       AND (w.ordering = 'unordered'
-           OR NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o WHERE o.webhook_id = d.webhook_id AND o.seq < d.seq))
+           OR (NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
+                           WHERE o.webhook_id = d.webhook_id AND (o.event_sequence, o.seq) < (d.event_sequence, d.seq))
+               -- nor while another of its rows is in flight (one queued since with a lower sequence waits for it)
+               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
+                               WHERE o.webhook_id = d.webhook_id AND o.claimed_until IS NOT NULL
+                                 AND o.claimed_until >= now())))
   ), picked AS (
     SELECT d.delivery_id FROM webhook_deliveries_due d
     WHERE d.delivery_id IN (SELECT delivery_id FROM cand WHERE rn <= $3 ORDER BY due_at LIMIT $1)
@@ -275,6 +307,12 @@ const CLAIM_DUE_SQL = `
   UPDATE webhook_deliveries_due d SET claimed_until = now() + $4::int * interval '1 millisecond'
   FROM picked WHERE d.delivery_id = picked.delivery_id
   RETURNING d.delivery_id, d.monitor_id, d.webhook_id, d.event, d.hit_id, d.payload, d.attempt`;
+
+/** claims still held (claimed_until set, the row at the claimed attempt) extended by $3 ms from now */
+const RENEW_DUE_SQL = `
+  UPDATE webhook_deliveries_due d SET claimed_until = now() + $3::int * interval '1 millisecond'
+  FROM unnest($1::text[], $2::int[]) AS c(delivery_id, attempt)
+  WHERE d.delivery_id = c.delivery_id AND d.attempt = c.attempt AND d.claimed_until IS NOT NULL`;
 
 interface ClaimedRow {
   delivery_id: string;
@@ -557,6 +595,10 @@ export function createPrismaRepository(db: Db, options: RepositoryOptions = {}):
         payload: r.payload,
         attempt: r.attempt,
       }));
+    },
+    renewDue: async (claims, leaseMs) => {
+      if (claims.length === 0) return;
+      await sql.query(RENEW_DUE_SQL, [claims.map((c) => c.deliveryId), claims.map((c) => c.attempt), leaseMs]);
     },
     releaseDue: async (deliveryId) => {
       await sql.query('UPDATE webhook_deliveries_due SET claimed_until = NULL WHERE delivery_id = $1', [deliveryId]);
