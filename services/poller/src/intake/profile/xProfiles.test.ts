@@ -161,7 +161,8 @@ describe('profile changes and target health on X', () => {
     await waitFor(() => bed.fake.requests.count({ family: 'users' }) >= looked + 3 || null, 20_000);
     expect(await eventCount('monitor.target_unavailable', [a, b])).toBe(2);
 
-    // back: ok on both monitors, polled at once (not 10 s later), nothing more sent
+    // back: ok on both monitors, polled at once (not 10 s later), no webhook event; the account
+    // is told once that the target is available again (a digest notice)
     bed.fake.state.suspend('xsleeper', false);
     const backAt = Date.now();
     await waitFor(async () => (await statuses([a, b])).every((s) => s === 'ok') || null, 20_000);
@@ -170,11 +171,12 @@ describe('profile changes and target health on X', () => {
       return c.lastPolledAt!.getTime() > backAt || null;
     }, 8_000);
     expect(await eventCount('monitor.target_unavailable', [a, b])).toBe(2);
-    expect(
-      await bed.db.accountEvent.count({
-        where: { routingKey: 'account.target.status', payload: { path: ['username'], equals: 'xsleeper' } },
-      }),
-    ).toBe(1);
+    const notices = await bed.db.accountEvent.findMany({
+      where: { routingKey: 'account.target.status', payload: { path: ['username'], equals: 'xsleeper' } },
+      orderBy: { createdAt: 'asc' },
+    });
+    expect(notices.map((n) => (n.payload as { status: string }).status)).toEqual(['suspended', 'ok']);
+    expect(notices[1]!.payload).toMatchObject({ status: 'ok', previousStatus: 'suspended' });
   });
 
   it('a rename: the monitors follow the account (by id) to its new username and say renamed', async () => {
