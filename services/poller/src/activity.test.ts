@@ -313,9 +313,12 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     await bed.db.targetProfile.create({
       data: { targetKey: 'xaadeleter', userId: user.id, username: 'XaaDeleter', name: 'XaaDeleter', verified: false },
     });
+    // both subscriptions held before the post: X sends an event only to a subscription that exists
     await waitFor(
       () =>
-        activity.subscriptions().some((s) => s.event_type === 'post.delete' && s.filter.user_id === user.id) || null,
+        ['post.create', 'post.delete'].every((type) =>
+          activity.subscriptions().some((s) => s.event_type === type && s.filter.user_id === user.id),
+        ) || null,
       20_000,
     );
     await waitFor(() => activity.connections() === 1 || null, 20_000);
