@@ -17,9 +17,7 @@ export async function scrapeMetrics(opsPort: number): Promise<Scrape> {
 
 /** the series of `name` whose labels include every `label="value"` in `match` */
 function series(s: Scrape, name: string, match: readonly string[]): [string, number][] {
-  return [...s].filter(
-    ([k]) => (k === name || k.startsWith(`${name}{`)) && match.every((m) => k.includes(m)),
-  );
+  return [...s].filter(([k]) => (k === name || k.startsWith(`${name}{`)) && match.every((m) => k.includes(m)));
 }
 
 /** the sum of the matching series in `end` less `start` (the whole of `end` when the process restarted between them) */
