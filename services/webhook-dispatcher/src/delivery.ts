@@ -32,7 +32,7 @@ import { signedHeaders } from '@sts/signing';
 import { requestBody, type WebhookKind } from './domain/payloads';
 import { brokenReasonFor, deliveryPolicy, type DeliveryPolicy } from './domain/policy';
 import { healthNeedsUpdate } from './domain/health';
-import { narrowEnvelope, type Envelope } from '@sts/messaging';
+import type { Envelope } from '@sts/messaging';
 import { pacingFor, type Pacing } from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
 import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
@@ -385,7 +385,7 @@ class DeliveryFlow {
     const { jobs } = this.options;
     switch (source.kind) {
       case 'message':
-        return jobs.ofMessage(narrowEnvelope(source.env));
+        return jobs.ofMessage(source.env);
       case 'due':
         return jobs.ofDue(source.due);
       case 'held':

@@ -10,6 +10,8 @@ import {
   monitorHitPayload,
   monitorRef,
   monitorTestPayload,
+  narrowEnvelope,
+  type Envelope,
   type EnvelopeOf,
   type MonitorPostDeletedEvent,
   type MonitorProfileChangedEvent,
@@ -268,8 +270,9 @@ const job = (j: Job): Prepared => ({ kind: 'job', job: j });
 export function createJobSources(repo: MonitorReader, logger: Logger) {
   const ctx: Context = { repo, logger };
   return {
-    /** the job of a message, or what to do with the message when there is none */
-    ofMessage(env: EnvelopeOf<DispatcherRoutingKey>): Promise<Prepared> {
+    /** the job of a message (validated by the consumer, narrowed here by its routing key), or what to do with the message when there is none */
+    ofMessage(received: Envelope<DispatcherRoutingKey>): Promise<Prepared> {
+      const env = narrowEnvelope(received);
       switch (env.routingKey) {
         case 'monitor.hit':
           return hit(ctx, env);
