@@ -189,15 +189,11 @@ interface Ready {
 /** acquire: the lane's slot, or the message settles (parked, or handed back while stopping) */
 type Acquired = { kind: 'acquired'; slot: LaneSlot } | Settled;
 
-/** One attempt: what came back (with the request's headers as sent). */
-interface SentAttempt {
-  result: SendResult;
-}
-
 /** send: the endpoint's final answer (after any 429 waits) and the row that records it */
 interface Answered {
   kind: 'answered';
-  sent: SentAttempt;
+  /** what came back, with the request's headers as sent */
+  result: SendResult;
   row: NewAttempt;
 }
 
@@ -246,7 +242,7 @@ function unsentAttempt(
 }
 
 /** the attempt row, with its detail: the request as sent and what came back */
-function sentAttempt(ready: Ready, { result }: SentAttempt, error: string | null): NewAttempt {
+function sentAttempt(ready: Ready, result: SendResult, error: string | null): NewAttempt {
   return {
     ...attemptBase(ready.job, ready.attempt, ready.url),
     outcome: result.outcome,
@@ -325,7 +321,7 @@ class DeliveryFlow {
     }
     const concluded = this.conclude(prepared, answered);
     await this.record(concluded.row, prepared.job.monitor.webhook.kind, concluded.due);
-    await this.settle(prepared, answered.sent.result);
+    await this.settle(prepared, answered.result);
     return 'ack';
   }
 
@@ -441,21 +437,21 @@ class DeliveryFlow {
     const kind = ready.job.monitor.webhook.kind;
     const waits: Waits = { count: 0, totalMs: 0 };
     for (;;) {
-      const sent = await this.attempt(ready, signal);
-      const limited = sent.result.statusCode === 429 && after429 ? after429(sent.result, waits, Date.now()) : null;
+      const result = await this.attempt(ready, signal);
+      const limited = result.statusCode === 429 && after429 ? after429(result, waits, Date.now()) : null;
       if (limited?.kind !== 'wait') {
-        const error = limited ? limited.error : sent.result.error;
-        return { kind: 'answered', sent, row: sentAttempt(ready, sent, error) };
+        const error = limited ? limited.error : result.error;
+        return { kind: 'answered', result, row: sentAttempt(ready, result, error) };
       }
       waits.count++;
       waits.totalMs += limited.ms;
-      await this.record(sentAttempt(ready, sent, limited.error), kind);
+      await this.record(sentAttempt(ready, result, limited.error), kind);
       await this.waitOut(limited.ms, slot, signal);
     }
   }
 
   /** one signed request; the attempt is a CLIENT span under the message's CONSUMER span (OpenTelemetry, when on) */
-  private async attempt(ready: Ready, signal: AbortSignal): Promise<SentAttempt> {
+  private async attempt(ready: Ready, signal: AbortSignal): Promise<SendResult> {
     const { job, bytes, sequence, keys } = ready;
     const endpointKey = ready.pacing.laneKey;
     const webhook = job.monitor.webhook;
@@ -473,7 +469,7 @@ class DeliveryFlow {
         );
     if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
     this.observe(job, result);
-    return { result };
+    return result;
   }
 
   private observe(job: SendableJob, result: SendResult): void {
@@ -490,7 +486,7 @@ class DeliveryFlow {
   /** delivered, failed for good, retrying on the webhook's schedule, or the schedule exhausted */
   private conclude(ready: Ready, answered: Answered): Concluded {
     const { job, attempt } = ready;
-    const { result } = answered.sent;
+    const { result } = answered;
     // a due row is settled only at the attempt it was claimed at (another replica may have moved it on)
     const claimed = ready.fromDue ? { claimed: attempt } : {};
     const done: DueChange | undefined = ready.fromDue
