@@ -21,16 +21,17 @@
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import { parsePayload, type RoutingKey } from '@sts/messaging';
-import { droppedReasons, holdCutoff, holdsEvent, type HoldBounds } from './domain/hold';
-import { finalOutcome, LIVE_EVENTS, redactWebhookUrl } from './domain/policy';
+import { droppedReasons, holdCutoff, type HoldBounds } from './domain/hold';
+import { finalOutcome, LIVE_EVENTS } from './domain/policy';
 import type { DeliveryEvent } from './adapters/consumer';
 import type { DropRule, HeldEvent, HoldingStore } from './adapters/holding';
-import type { DispatcherRepository, MonitorContext } from './adapters/repository';
-import type { createDeliveryFlow, Job } from './delivery';
+import type { MonitorContext, MonitorReader } from './adapters/monitorReader';
+import type { createDeliveryFlow } from './delivery';
+import type { Job } from './messages';
 
 export interface HoldingOptions {
   store: HoldingStore;
-  repository: DispatcherRepository;
+  repository: MonitorReader;
   /** the delivery flow a released event goes through (delivery.ts) */
   flow: ReturnType<typeof createDeliveryFlow>;
   logger: Logger;
@@ -76,13 +77,14 @@ export class Holding {
   constructor(private readonly o: HoldingOptions) {}
 
   /**
-   * Holds the job when its endpoint is disabled or still releasing; false: it goes on as before.
-   * `due`: the job is a claimed due delivery (a retry, a fifo turn), its row moved to the hold.
+   * Holds a job the delivery policy holds (policy.ts `holdsEvent`: its endpoint is disabled or
+   * still releasing); `url` is its endpoint's URL as the log stores it. `due`: the job is a claimed
+   * due delivery (a retry, a fifo turn), its row moved to the hold.
    */
-  async hold(job: Job, redelivery: boolean, due?: { attempt: number }): Promise<boolean> {
+  async hold(job: Job, url: string, due?: { attempt: number }): Promise<void> {
     const { store, logger, bounds, now } = this.o;
     const webhook = job.monitor.webhook;
-    if (!webhook || !holdsEvent(job.event, redelivery, job.monitor, now())) return false;
+    if (!webhook) throw new Error('hold: the job has no webhook');
     const count = await store.hold({
       endpointId: webhook.id,
       monitorId: job.monitor.id,
@@ -90,7 +92,7 @@ export class Holding {
       deliveryId: job.deliveryId,
       hitId: job.hitId,
       payload: job.payload,
-      url: redactWebhookUrl(webhook.url, webhook.kind),
+      url,
       detectedAt: heldOrder(job, now()),
       ...(due && { due }),
     });
@@ -103,7 +105,6 @@ export class Holding {
       });
     else logger.debug('webhook event held', fields);
     if (count !== null && count > bounds.max) await this.drop(webhook.id, job.monitor.id);
-    return true;
   }
 
   start(): void {

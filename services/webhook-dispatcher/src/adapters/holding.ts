@@ -10,7 +10,7 @@
  */
 import { sqlPool, type Db, type SqlPool } from '@sts/db';
 import type { DeliveryEvent } from './consumer';
-import { INSERT_WEBHOOK_EVENTS_SQL } from './repository';
+import { INSERT_WEBHOOK_EVENTS_SQL } from './attemptWriter';
 
 interface HeldEventInput {
   endpointId: string;

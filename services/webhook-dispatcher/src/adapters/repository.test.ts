@@ -7,14 +7,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { createAccount, createHit, createMonitor, createTestDatabase, type MonitorFixture } from '@sts/testing';
-import {
-  createPrismaRepository,
-  isMissingParent,
-  isTransientDbError,
-  recordFillMark,
-  type DispatcherRepository,
-  type NewAttempt,
-} from './repository';
+import { isMissingParent, isTransientDbError, recordFillMark, type NewAttempt } from './attemptWriter';
+import { createPrismaRepository, type DispatcherRepository } from './repository';
 
 const box = createSecretBox(randomBytes(32));
 
