@@ -62,7 +62,12 @@ async function measure(db: Db): Promise<{ times: number[]; claimed: number }> {
   let claimed = 0;
   for (let i = 0; i < ROUNDS; i++) {
     const start = process.hrtime.bigint();
-    const rows = await repository.claimDue({ limit: LIMIT, perWebhook: PER_WEBHOOK, busyWebhooks: [], leaseMs: 60_000 });
+    const rows = await repository.claimDue({
+      limit: LIMIT,
+      perWebhook: PER_WEBHOOK,
+      busyWebhooks: [],
+      leaseMs: 60_000,
+    });
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
     claimed = rows.length;
     await sql.query('UPDATE webhook_deliveries_due SET claimed_until = NULL WHERE claimed_until IS NOT NULL');
@@ -85,10 +90,14 @@ async function main(): Promise<void> {
     await fill(db, fifo, fifoRows);
     await fill(db, standard, ROWS - fifoRows);
     await sqlPool(db).query('VACUUM ANALYZE webhook_deliveries_due');
-    log(`${ROWS} backlog rows (${fifoRows} fifo, ${ROWS - fifoRows} standard), ${HEALTHY} healthy webhooks × ${HEALTHY_ROWS}`);
+    log(
+      `${ROWS} backlog rows (${fifoRows} fifo, ${ROWS - fifoRows} standard), ${HEALTHY} healthy webhooks × ${HEALTHY_ROWS}`,
+    );
     if (KEEP) return log(`database kept: ${dbUrl}`);
     const backlog = await measure(db);
-    await sqlPool(db).query('DELETE FROM webhook_deliveries_due WHERE webhook_id = ANY($1::uuid[])', [[fifo, standard]]);
+    await sqlPool(db).query('DELETE FROM webhook_deliveries_due WHERE webhook_id = ANY($1::uuid[])', [
+      [fifo, standard],
+    ]);
     await sqlPool(db).query('VACUUM ANALYZE webhook_deliveries_due');
     const empty = await measure(db);
     const b50 = percentile(backlog.times, 50);
