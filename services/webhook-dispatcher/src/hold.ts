@@ -10,6 +10,8 @@
  *            released one event at a time, oldest first, each through the endpoint's lane like any
  *            delivery (same pacing, the same attempt row, health and broken flag), so new events,
  *            held behind them meanwhile, go after them; events past WEBHOOK_HOLD_DAYS are dropped
+ *   bound    in the same pass: a webhook with more than WEBHOOK_HOLD_MAX deliveries waiting for a
+ *            retry or a fifo turn (enabled or not) has the oldest waiting dropped the same way
  *
  * An event is removed from the hold only after its attempt row is committed; while it is being
  * sent its claim is renewed every third of `leaseMs` (a send may wait in its lane and through 429
@@ -22,7 +24,7 @@ import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import { parsePayload, type RoutingKey } from '@sts/messaging';
 import { droppedReasons, holdCutoff, type HoldBounds } from './domain/hold';
-import { finalOutcome, LIVE_EVENTS } from './domain/policy';
+import { finalOutcome, LIVE_EVENTS, redactWebhookUrl } from './domain/policy';
 import type { DeliveryEvent } from './adapters/consumer';
 import type { DropRule, HeldEvent, HoldingStore } from './adapters/holding';
 import type { MonitorContext, MonitorReader } from './adapters/monitorReader';
@@ -135,6 +137,8 @@ export class Holding {
       for (const endpointId of await store.expired(holdCutoff(bounds, now()), DROP_BATCH)) {
         await this.drop(endpointId, null);
       }
+      for (const over of await store.overDue(bounds.max, DROP_BATCH))
+        await this.dropDue(over.endpointId, over.monitorId);
       const max = this.o.maxReleasing ?? 8;
       if (this.releasing.size >= max || this.o.signal.aborted) return;
       for (const endpointId of await store.releasable(max)) {
@@ -168,6 +172,18 @@ export class Holding {
         monitorId,
         dropped,
       });
+  }
+
+  /** the webhook's oldest deliveries waiting past the bound, dropped and logged as skipped (a batch a pass) */
+  private async dropDue(endpointId: string, monitorId: string): Promise<void> {
+    const { store, repository, bounds, logger } = this.o;
+    const webhook = (await repository.getMonitor(monitorId))?.webhook;
+    if (!webhook) return; // deleted meanwhile: its due rows went with it
+    const url = redactWebhookUrl(webhook.url, webhook.kind);
+    const rule = { max: bounds.max, reason: droppedReasons(bounds).due, url };
+    const dropped = await store.dropDue(endpointId, rule, DROP_BATCH);
+    if (dropped > 0)
+      logger.warn('webhook deliveries waiting past the bound: the oldest dropped', { endpointId, monitorId, dropped });
   }
 
   /** sends the endpoint's held events one at a time, oldest first, until none is left (or it is disabled again) */

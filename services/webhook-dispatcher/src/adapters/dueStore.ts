@@ -118,25 +118,46 @@ export function dueChangeSql(change: DueChange): { sql: string; params: unknown[
  * webhook only its first row by the event's sequence, then by when it was queued, and none while
  * one of its rows is claimed), locked with SKIP LOCKED and re-checked on the locked version, then
  * leased.
+ *
+ * Its cost follows the webhooks with rows and what it claims, never the rows waiting behind them:
+ * `hooks` walks the distinct webhook ids of the table (one index descent each, a loose index
+ * scan), and per webhook one LATERAL reads at most `perWebhook` rows in (webhook_id, due_at, seq)
+ * order, or for a fifo webhook its head in (webhook_id, event_sequence, seq) order and its claimed
+ * rows (the partial index webhook_deliveries_due_claimed_idx). The branch that does not apply to a
+ * webhook's ordering is a one-time filter: never read.
  */
 const CLAIM_DUE_SQL = `
-  WITH cand AS (
-    SELECT d.delivery_id, d.due_at, row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.due_at, d.seq) AS rn
-    FROM webhook_deliveries_due d
-    JOIN webhook_endpoints w ON w.id = d.webhook_id
-    WHERE d.due_at <= now()
-      AND (d.claimed_until IS NULL OR d.claimed_until < now())
-      AND NOT (d.webhook_id = ANY($2::uuid[]))
-      AND (w.ordering = 'unordered'
-           OR (NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
-                           WHERE o.webhook_id = d.webhook_id AND (o.event_sequence, o.seq) < (d.event_sequence, d.seq))
-               -- nor while another of its rows is in flight (one queued since with a lower sequence waits for it)
-               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
-                               WHERE o.webhook_id = d.webhook_id AND o.claimed_until IS NOT NULL
-                                 AND o.claimed_until >= now())))
+  WITH RECURSIVE hooks(webhook_id) AS (
+    (SELECT webhook_id FROM webhook_deliveries_due ORDER BY webhook_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.webhook_id FROM webhook_deliveries_due d WHERE d.webhook_id > h.webhook_id
+            ORDER BY d.webhook_id LIMIT 1)
+    FROM hooks h WHERE h.webhook_id IS NOT NULL
+  ), cand AS (
+    SELECT c.delivery_id, c.due_at, c.seq
+    FROM hooks h
+    JOIN webhook_endpoints w ON w.id = h.webhook_id
+    CROSS JOIN LATERAL (
+      (SELECT d.delivery_id, d.due_at, d.seq FROM webhook_deliveries_due d
+       WHERE w.ordering = 'unordered' AND d.webhook_id = h.webhook_id AND d.due_at <= now()
+         AND (d.claimed_until IS NULL OR d.claimed_until < now())
+       ORDER BY d.due_at, d.seq LIMIT $3)
+      UNION ALL
+      -- a fifo webhook's head (of all its rows, due or not), when due and unclaimed
+      (SELECT head.delivery_id, head.due_at, head.seq
+       FROM (SELECT d.delivery_id, d.due_at, d.seq, d.claimed_until FROM webhook_deliveries_due d
+             WHERE w.ordering = 'fifo' AND d.webhook_id = h.webhook_id
+             ORDER BY d.event_sequence, d.seq LIMIT least($3, 1)) head
+       WHERE head.due_at <= now() AND (head.claimed_until IS NULL OR head.claimed_until < now())
+         -- nor while another of its rows is in flight (one queued since with a lower sequence waits for it)
+         AND NOT EXISTS (SELECT 1 FROM webhook_deliveries_due o
+                         WHERE o.webhook_id = h.webhook_id AND o.claimed_until IS NOT NULL
+                           AND o.claimed_until >= now()))
+    ) c
+    WHERE NOT (h.webhook_id = ANY($2::uuid[]))
   ), picked AS (
     SELECT d.delivery_id FROM webhook_deliveries_due d
-    WHERE d.delivery_id IN (SELECT delivery_id FROM cand WHERE rn <= $3 ORDER BY due_at LIMIT $1)
+    WHERE d.delivery_id IN (SELECT delivery_id FROM cand ORDER BY due_at, seq LIMIT $1)
       AND (d.claimed_until IS NULL OR d.claimed_until < now())
     FOR UPDATE SKIP LOCKED
   )
