@@ -26,7 +26,6 @@
  * (fail closed, drain, what an error becomes).
  */
 import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
-import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
 import type { WebhookKind } from './domain/payloads';
@@ -38,6 +37,7 @@ import type { Pacing } from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
 import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
 import type { Parking } from './adapters/parking';
+import { SigningSecrets, type SigningKeys } from './adapters/secrets';
 import type { AttemptWriter, NewAttempt } from './adapters/attemptWriter';
 import type { ClaimedDue, DueChange, DueStore, NewDue } from './adapters/dueStore';
 import type { MonitorContext } from './adapters/monitorReader';
@@ -48,11 +48,6 @@ import type { DispatcherMetrics } from './metrics';
 
 /** A job that goes out: its monitor has a webhook and no skip reason. */
 type SendableJob = Job & { monitor: MonitorContext & { webhook: NonNullable<MonitorContext['webhook']> } };
-
-/** A stored secret cannot be decrypted: a server-side fault (wrong SECRETS_ENCRYPTION_KEY), not the message's. */
-export class SecretsUnavailableError extends Error {
-  override name = 'SecretsUnavailableError';
-}
 
 /** The dispatcher is stopping and this delivery did not finish within the grace period; nothing was logged. */
 export class DrainAbortError extends Error {
@@ -85,47 +80,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     const timer = setTimeout(done, ms);
     signal.addEventListener('abort', done, { once: true });
   });
-}
-
-/** A stored secret in plain text, decrypted once per rotation. */
-class SecretCache {
-  private readonly box: SecretBox;
-  // Decrypting is cheap but not free at 1000/s; the ciphertext changes on every rotation, so a
-  // cache keyed by it can never hand out an old secret.
-  private readonly secrets = new Map<string, string>();
-
-  constructor(key: string | Buffer, oldKeys: readonly string[] = []) {
-    this.box = createSecretBox(key, oldKeys);
-  }
-
-  get(monitorId: string, ciphertext: string): string {
-    const key = `${monitorId}|${ciphertext}`;
-    let s = this.secrets.get(key);
-    if (s === undefined) {
-      s = this.decrypt(monitorId, ciphertext);
-      if (this.secrets.size >= 10_000) this.secrets.clear();
-      this.secrets.set(key, s);
-    }
-    return s;
-  }
-
-  private decrypt(monitorId: string, ciphertext: string): string {
-    try {
-      return this.box.decrypt(ciphertext, monitorId);
-    } catch (err) {
-      if (err instanceof SecretBoxError) {
-        throw new SecretsUnavailableError(
-          'a stored webhook signing secret cannot be decrypted: SECRETS_ENCRYPTION_KEY is not the key the secrets were stored with',
-        );
-      }
-      throw err;
-    }
-  }
-}
-
-interface SigningKeys {
-  secret: string;
-  standardSecrets: string[];
 }
 
 /**
@@ -279,12 +233,12 @@ function sendableOf(job: Job, webhook: SendableJob['monitor']['webhook']): Senda
 
 /** The flow of one delivery (see the top of the file), sharing the secret cache, adapters and metrics. */
 class DeliveryFlow {
-  private readonly secrets: SecretCache;
+  private readonly secrets: SigningSecrets;
   private parking: Parking | null = null;
   private holding: Hold | null = null;
 
   constructor(private readonly options: DeliveryFlowOptions) {
-    this.secrets = new SecretCache(options.secretsKey, options.secretsOldKeys);
+    this.secrets = new SigningSecrets(options.secretsKey, options.secretsOldKeys);
   }
 
   /** from now on a backed-up lane's messages are parked on the broker (without: they wait in memory) */
@@ -363,7 +317,7 @@ class DeliveryFlow {
       case 'send': {
         const sendable = sendableOf(job, plan.webhook);
         const { url, body, bytes, sequence, pacing, scheduled } = plan;
-        const keys = this.signingKeys(sendable);
+        const keys = this.secrets.keysFor(sendable.monitor.id, sendable.monitor.webhook, now);
         const rules = { attempt, scheduled, fromDue, redelivery };
         return { kind: 'ready', job: sendable, url, body, bytes, sequence, keys, pacing, ...rules };
       }
@@ -381,21 +335,6 @@ class DeliveryFlow {
       case 'held':
         return Promise.resolve({ kind: 'job', job: source.job });
     }
-  }
-
-  /**
-   * The secrets of a delivery. During an overlapped rotation X-Service-Signature stays on the old
-   * secret and webhook-signature carries the new one and the old one; afterwards only the new.
-   */
-  private signingKeys(job: SendableJob): SigningKeys {
-    const webhook = job.monitor.webhook;
-    const current = this.secrets.get(job.monitor.id, webhook.secretCiphertext);
-    const until = webhook.previousSecretUntil;
-    if (!webhook.previousSecretCiphertext || !until || until.getTime() <= this.options.now().getTime()) {
-      return { secret: current, standardSecrets: [current] };
-    }
-    const previous = this.secrets.get(job.monitor.id, webhook.previousSecretCiphertext);
-    return { secret: previous, standardSecrets: [current, previous] };
   }
 
   // acquire the lane ------------------------------------------------------------------------
