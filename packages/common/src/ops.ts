@@ -2,6 +2,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import client from 'prom-client';
+import { errorMessage } from '@sts/core';
 
 export type ReadinessCheck = () => Promise<void>;
 
@@ -50,7 +51,7 @@ export async function runChecks(
         ]);
         return [name, 'ok'] as const;
       } catch (err) {
-        onFailed(name, err instanceof Error ? err.message : String(err));
+        onFailed(name, errorMessage(err));
         return [name, 'failed'] as const;
       } finally {
         clearTimeout(timer);

@@ -116,6 +116,6 @@ describe('Redis settings', () => {
       .map((l) => JSON.parse(l) as Record<string, unknown>)
       .find((l) => l.message === 'redis connection error');
     expect(warning).toMatchObject({ level: 'warn', service: 'redis-test' });
-    expect(String(warning!.error)).toMatch(/ECONNREFUSED/);
+    expect(String(warning!.err)).toMatch(/ECONNREFUSED/);
   });
 });

@@ -63,7 +63,7 @@ export interface CreateRedisOptions {
 export function createRedis(env: RedisEnv, opts: CreateRedisOptions = {}): RedisClient {
   const client = newClient(env, opts);
   const logger = opts.logger;
-  if (logger) client.on('error', (err: Error) => logger.warn('redis connection error', { error: err.message }));
+  if (logger) client.on('error', (err: Error) => logger.warn('redis connection error', { err: err.message }));
   return client;
 }
 

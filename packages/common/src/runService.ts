@@ -25,6 +25,7 @@ import { ConfigError, envFields } from './env';
 import { startTelemetry } from '@sts/telemetry';
 import { createLogger, type Logger } from './logger';
 import { createMetricsRegistry, startOpsServer, type ReadinessCheck, type ServicePhase } from './ops';
+import { errorMessage } from '@sts/core';
 
 /** Exit codes, the same for every service. */
 export const EXIT_CODES = {
@@ -155,7 +156,7 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
   try {
     env = definition.loadEnv(process.env);
   } catch (err) {
-    process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`${name}: ${errorMessage(err)}\n`);
     process.exit(err instanceof ConfigError ? EXIT_CODES.config : EXIT_CODES.failed);
   }
   warmSourceMaps();
@@ -177,7 +178,7 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
   // filled once the service has started; /readyz reads it on every request
   const checks: Record<string, ReadinessCheck> = {};
   const failStart = (err: unknown): never => {
-    process.stderr.write(`${name} failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`${name} failed to start: ${errorMessage(err)}\n`);
     process.exit(EXIT_CODES.failed);
   };
 
@@ -202,7 +203,7 @@ export function runService<E extends RunEnv>(definition: ServiceDefinition<E>): 
         });
         await running?.stop();
       } catch (err) {
-        logger.error(`${name} did not stop cleanly`, { error: err instanceof Error ? err.message : String(err) });
+        logger.error(`${name} did not stop cleanly`, { err: errorMessage(err) });
         code = EXIT_CODES.failed;
       }
       await ops.close();

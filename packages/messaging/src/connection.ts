@@ -7,7 +7,8 @@
  */
 import { connect, type Channel, type ChannelModel, type ConfirmChannel, type Message } from 'amqplib';
 import type { Logger } from '@sts/common';
-import { deferred, errorMessage, settlesWithin, type Deferred } from './deferred';
+import { errorMessage } from '@sts/core';
+import { deferred, settlesWithin, type Deferred } from './deferred';
 import { coalesceWrites } from './coalesce';
 import { declareExchanges } from './topology';
 
@@ -119,7 +120,7 @@ export class AmqpConnection {
       this.settings.logger.warn('amqp channel error', {
         target: this.settings.target,
         channel: label,
-        error: errorMessage(err),
+        err: errorMessage(err),
       }),
     );
     ch.on('close', () => {
@@ -209,7 +210,7 @@ export class AmqpConnection {
       } catch (err) {
         if (this.stoppingFlag) break;
         const wait = Math.round(delay * (0.8 + Math.random() * 0.4));
-        logger.warn('amqp connect failed, retrying', { target, attempt, retryInMs: wait, error: errorMessage(err) });
+        logger.warn('amqp connect failed, retrying', { target, attempt, retryInMs: wait, err: errorMessage(err) });
         await this.sleep(wait);
         delay = Math.min(delay * 2, delays.max);
       }
@@ -237,7 +238,7 @@ export class AmqpConnection {
       logger.warn('amqp connection blocked by the broker (publishes wait)', { target, reason: String(reason) }),
     );
     conn.on('unblocked', () => logger.info('amqp connection unblocked', { target }));
-    conn.on('error', (err: unknown) => logger.warn('amqp connection error', { target, error: errorMessage(err) }));
+    conn.on('error', (err: unknown) => logger.warn('amqp connection error', { target, err: errorMessage(err) }));
     conn.on('close', onClose);
   }
 
@@ -311,7 +312,7 @@ export class AmqpConnection {
     this.settings.logger.warn('amqp connection lost, reconnecting', {
       target: this.settings.target,
       reason,
-      ...(err ? { error: errorMessage(err) } : {}),
+      ...(err ? { err: errorMessage(err) } : {}),
     });
     this.ensureLoop();
   }

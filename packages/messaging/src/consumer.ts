@@ -19,7 +19,8 @@ import {
   type RoutingKey,
 } from './contracts';
 import type { AmqpConnection, ConnectionContext } from './connection';
-import { deferred, errorMessage, type Deferred } from './deferred';
+import { errorMessage } from '@sts/core';
+import { deferred, type Deferred } from './deferred';
 import { declareExchanges, declareQueue } from './topology';
 
 export type ConsumeOutcome = 'ack' | 'dead-letter' | 'requeue';
@@ -213,7 +214,7 @@ export class Consumers {
         await channel
           .cancel(consumerTag)
           .catch((err: unknown) =>
-            this.logger.warn('amqp cancel failed', { queue: c.opts.queue, error: errorMessage(err) }),
+            this.logger.warn('amqp cancel failed', { queue: c.opts.queue, err: errorMessage(err) }),
           );
       }
     }
@@ -236,7 +237,7 @@ export class Consumers {
     if (channel && consumerTag && !this.connection.isClosed(channel)) {
       await channel
         .cancel(consumerTag)
-        .catch((err: unknown) => this.logger.warn('amqp cancel failed', { queue, error: errorMessage(err) }));
+        .catch((err: unknown) => this.logger.warn('amqp cancel failed', { queue, err: errorMessage(err) }));
     }
     opts.cancelled?.();
     await Promise.all([...c.inflight]);
@@ -268,7 +269,7 @@ export class Consumers {
     try {
       c.opts.onSubscribed?.();
     } catch (err) {
-      this.logger.error('amqp onSubscribed hook failed', { queue, error: errorMessage(err) });
+      this.logger.error('amqp onSubscribed hook failed', { queue, err: errorMessage(err) });
     }
   }
 
@@ -307,7 +308,7 @@ export class Consumers {
         this.logger.error('amqp delivery handling failed', {
           queue: c.opts.queue,
           messageId: msg.properties.messageId as unknown,
-          error: errorMessage(err),
+          err: errorMessage(err),
         });
       })
       .finally(() => c.inflight.delete(work));
@@ -353,7 +354,7 @@ export class Consumers {
         throw new TypeError(`handler returned ${JSON.stringify(outcome)}, expected 'ack', 'dead-letter' or 'requeue'`);
     } catch (err) {
       outcome = msg.fields.redelivered ? 'dead-letter' : 'requeue';
-      this.logger.error('amqp message handler failed', { ...meta, outcome, error: errorMessage(err) });
+      this.logger.error('amqp message handler failed', { ...meta, outcome, err: errorMessage(err) });
     }
     if (outcome !== 'ack') this.logger.info('amqp message not acknowledged', { ...meta, outcome });
     this.settle(ch, msg, outcome, meta);
@@ -381,7 +382,7 @@ export class Consumers {
       this.logger.warn('amqp settle failed; the broker redelivers the message', {
         ...meta,
         outcome,
-        error: errorMessage(err),
+        err: errorMessage(err),
       });
     }
   }

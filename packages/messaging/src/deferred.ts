@@ -48,7 +48,3 @@ export async function settlesWithin(p: Promise<unknown>, ms: number): Promise<bo
     clearTimeout(timer);
   }
 }
-
-export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

@@ -20,7 +20,7 @@ import {
   type RoutingKey,
 } from './contracts';
 import type { AmqpConnection, ConnectionContext } from './connection';
-import { errorMessage } from './deferred';
+import { errorMessage } from '@sts/core';
 
 export interface PublishOptions<K extends RoutingKey> {
   messageId: string;

@@ -128,9 +128,7 @@ describe('AmqpClient reconnect', () => {
     expect(
       log
         .lines()
-        .some(
-          (l) => l.message === 'amqp connection lost, reconnecting' && String(l.error).includes('CONNECTION_FORCED'),
-        ),
+        .some((l) => l.message === 'amqp connection lost, reconnecting' && String(l.err).includes('CONNECTION_FORCED')),
     ).toBe(true);
   });
 

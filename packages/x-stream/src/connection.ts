@@ -123,7 +123,7 @@ export async function runStreamConnection(options: ConnectionOptions, signal: Ab
       backoff = next.state;
       delayMs = next.delayMs;
     }
-    options.logger.warn('X stream disconnected', { reason: outcome.kind, error: outcome.message, retryInMs: delayMs });
+    options.logger.warn('X stream disconnected', { reason: outcome.kind, err: outcome.message, retryInMs: delayMs });
     await sleep(delayMs, signal);
   }
 }

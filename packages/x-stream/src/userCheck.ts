@@ -18,6 +18,7 @@
 import type { Logger } from '@sts/common';
 import type { SocialUser, XUserDirectory } from '@sts/social';
 import type { StreamRepository } from './repository';
+import { errorMessage } from '@sts/core';
 
 export interface UserCheck {
   /** authors the stream delivered (saved at the next flush) */
@@ -83,7 +84,7 @@ export function createUserCheck(options: UserCheckOptions): UserCheck {
       running = pass(usernames)
         .catch((err: unknown) => {
           options.logger.warn('X stream account check failed (retried next interval)', {
-            error: err instanceof Error ? err.message : String(err),
+            err: errorMessage(err),
           });
         })
         .finally(() => (running = null));

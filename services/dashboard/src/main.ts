@@ -19,7 +19,13 @@ import {
   redeliveryBudget,
   secretBoxFromEnv,
 } from '@sts/usecases';
-import { monitorLimitsFromEnv, plansFromEnv, retentionFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
+import {
+  errorMessage,
+  monitorLimitsFromEnv,
+  plansFromEnv,
+  retentionFromEnv,
+  webhookSavePolicyFromEnv,
+} from '@sts/core';
 import { createAccountSessions } from './adapters/sessions';
 import { createSignInThrottle } from './adapters/throttle';
 import { lastTrialEnd } from './mail/accountEvents';
@@ -125,11 +131,7 @@ export const dashboardService: ServiceDefinition<DashboardEnv> = {
       // only Test webhook / Redeliver answer 503. Readiness checks only what serving pages needs
       // (PostgreSQL, Redis, migrations), so a broker outage never takes the dashboard off the
       // Ingress; the broker's state is logged by the client and alerted on by RabbitMQ's metrics.
-      amqp
-        .start()
-        .catch((err: unknown) =>
-          logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
-        );
+      amqp.start().catch((err: unknown) => logger.warn('RabbitMQ client did not start', { err: errorMessage(err) }));
       await mailer.start();
       const port = await listenOn(server, env.DASHBOARD_PORT, env.DASHBOARD_HOST);
       return {

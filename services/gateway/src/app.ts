@@ -9,7 +9,7 @@
 import type net from 'node:net';
 import client from 'prom-client';
 import { ApiError, NotFoundError, ServiceUnavailableError, type Logger } from '@sts/common';
-import type { Plans } from '@sts/core';
+import { errorMessage, type Plans } from '@sts/core';
 import type { KeyStore } from './adapters/keys';
 import type { QuotaStore } from './adapters/leasedQuota';
 import { createUpstreamClient } from '@sts/http1';
@@ -128,7 +128,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     // Redis or PostgreSQL unreachable while authenticating or admitting the call
     logger.error('gateway request failed', {
       requestId: req.requestId,
-      error: err instanceof Error ? err.message : String(err),
+      err: errorMessage(err),
     });
     answered(
       req,
@@ -172,7 +172,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     onHandlerError: (err, req) =>
       logger.error('gateway handler threw', {
         requestId: req.requestId,
-        error: err instanceof Error ? err.message : String(err),
+        err: errorMessage(err),
       }),
   });
 
@@ -181,8 +181,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       quota
         .flush()
         .then(() => options.quotaNotices?.())
-        .catch((err: unknown) => logger.warn('usage write-through failed; will retry', { error: String(err) })),
-      keys.flush().catch((err: unknown) => logger.warn('last-used update failed', { error: String(err) })),
+        .catch((err: unknown) => logger.warn('usage write-through failed; will retry', { err: errorMessage(err) })),
+      keys.flush().catch((err: unknown) => logger.warn('last-used update failed', { err: errorMessage(err) })),
     ]);
   };
   let flusher: NodeJS.Timeout | undefined;
@@ -202,8 +202,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       await httpServer.close(options.shutdownGraceMs ?? gatewaySettingDefaults.SHUTDOWN_GRACE_MS);
       upstream.close();
       await Promise.all([
-        quota.close().catch((err: unknown) => logger.warn('returning leased quota failed', { error: String(err) })),
-        keys.flush().catch((err: unknown) => logger.warn('last-used update failed', { error: String(err) })),
+        quota.close().catch((err: unknown) => logger.warn('returning leased quota failed', { err: errorMessage(err) })),
+        keys.flush().catch((err: unknown) => logger.warn('last-used update failed', { err: errorMessage(err) })),
       ]);
     },
   };

@@ -135,7 +135,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
   amqp
     .start()
     .catch((err: unknown) =>
-      logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
+      logger.warn('RabbitMQ client did not start', { err: errorMessage(err) }),
     );
   // not reachable now: it keeps reconnecting (the listeners resync then), the ticks cover meanwhile
   await session

@@ -256,7 +256,7 @@ export function createPoller(options: PollerOptions): Poller {
         });
         // not reachable now: it keeps reconnecting, and the interval poll covers meanwhile
         await listener?.ready.catch((err: unknown) =>
-          logger.warn('tweet listener did not start', { error: errorMessage(err) }),
+          logger.warn('tweet listener did not start', { err: errorMessage(err) }),
         );
       }
       tick.start();

@@ -8,7 +8,13 @@ import { createDbClient, migrationsCheck, type Db } from '@sts/db';
 import { createSocialSource, createXBilling, type SocialSource, type XBilling } from '@sts/social';
 import { createCachedSource } from './adapters/readCache';
 import { IDEMPOTENCY_TTL_SEC } from '@sts/api-contract';
-import { monitorLimitsFromEnv, plansFromEnv, retentionFromEnv, webhookSavePolicyFromEnv } from '@sts/core';
+import {
+  errorMessage,
+  monitorLimitsFromEnv,
+  plansFromEnv,
+  retentionFromEnv,
+  webhookSavePolicyFromEnv,
+} from '@sts/core';
 import { AmqpClient } from '@sts/messaging';
 import {
   createUseCases,
@@ -42,8 +48,7 @@ export function buildSource(
       tweetMs: env.READ_CACHE_TWEET_TTL_MS,
       searchMs: env.READ_CACHE_SEARCH_TTL_MS,
     },
-    onError: (err) =>
-      logger.warn('read cache unavailable', { error: err instanceof Error ? err.message : String(err) }),
+    onError: (err) => logger.warn('read cache unavailable', { err: errorMessage(err) }),
   });
   return source;
 }
@@ -60,11 +65,7 @@ function lazyPublisher(amqp: AmqpClient, logger: Logger): Publisher {
     publish(routingKey, payload, opts) {
       if (!started) {
         started = true;
-        amqp
-          .start()
-          .catch((err: unknown) =>
-            logger.warn('RabbitMQ client did not start', { error: err instanceof Error ? err.message : String(err) }),
-          );
+        amqp.start().catch((err: unknown) => logger.warn('RabbitMQ client did not start', { err: errorMessage(err) }));
       }
       return amqp.publish(routingKey, payload, opts);
     },

@@ -11,6 +11,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
+import { errorMessage } from '@sts/core';
 import { deadLetterQueueName, type Envelope } from '@sts/messaging';
 import type client from 'prom-client';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
@@ -151,7 +152,7 @@ async function startParking(url: string, queue: string, delayMs: number, logger:
     return p;
   } catch (err) {
     logger.warn('parking unavailable: backed-up messages wait in memory', {
-      error: err instanceof Error ? err.message : String(err),
+      err: errorMessage(err),
     });
     await p.close();
     return null;
@@ -201,7 +202,7 @@ async function outcomeOfError(
     // letter, no hot loop); it is delivered again, at least once, when the database is back.
     logger.warn('database unavailable; message requeued', {
       ...meta,
-      error: err instanceof Error ? err.message : String(err),
+      err: errorMessage(err),
     });
     await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs));
     return 'requeue';
@@ -402,7 +403,7 @@ class WebhookDispatcher implements Dispatcher {
     });
     this.parts.lanes.releaseAll();
     // not awaited: the messaging client's stop waits for the handlers, this one included
-    messaging?.stop().catch((e: unknown) => logger.warn('stopping the consumer failed', { error: String(e) }));
+    messaging?.stop().catch((e: unknown) => logger.warn('stopping the consumer failed', { err: errorMessage(e) }));
   }
 
   private async process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {

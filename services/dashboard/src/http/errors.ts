@@ -4,6 +4,7 @@ import { httpStatusOf, NotFoundError, RateLimitedError, UseCaseError } from '@st
 import { ThrottledError } from '../adapters/throttle';
 import { errorPage } from '../views/auth';
 import { pageContext, CsrfError } from './session';
+import { errorMessage } from '@sts/core';
 
 interface Shown {
   status: number;
@@ -59,7 +60,7 @@ export function errorMiddleware(logger: Logger): ErrorRequestHandler {
       logger.error('request failed', {
         method: req.method,
         path: req.path,
-        error: err instanceof Error ? err.message : String(err),
+        err: errorMessage(err),
         name: err instanceof Error ? err.name : undefined,
       });
     }

@@ -17,7 +17,7 @@ import {
   type Logger,
 } from '@sts/common';
 import { managementWrites, needsManageScope } from '@sts/api-contract';
-import { hashApiKey, isWellFormedApiKey, type PlanLimits, type PlanName, type Plans } from '@sts/core';
+import { errorMessage, hashApiKey, isWellFormedApiKey, type PlanLimits, type PlanName, type Plans } from '@sts/core';
 import type { KeyIdentity, KeyStore } from '../adapters/keys';
 import type { Admission, QuotaStore } from '../adapters/leasedQuota';
 import { UpstreamFailure, type UpstreamAnswer, type UpstreamClient } from '@sts/http1';
@@ -408,7 +408,7 @@ class ApiCallHandler {
     this.deps.logger.warn('read-api call failed', {
       requestId: req.requestId,
       status: apiErr.status,
-      error: err instanceof Error ? err.message : String(err),
+      err: errorMessage(err),
     });
     const usage = { monthUsed: admitted.monthUsed - 1, minuteUsed: admitted.minuteUsed };
     const limitBlock = this.limitHeaderBlock(limits, usage, win, nowEpoch);

@@ -88,7 +88,7 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
   async function failed(target: TargetState, err: unknown, readAt: Date): Promise<PollResult> {
     const key = target.targetKey;
     const message = errorMessage(err);
-    logger.warn('poll failed', { target: key, error: message });
+    logger.warn('poll failed', { target: key, err: message });
     const polledAt = now();
     const schedule = scheduleAfterPoll(target, deps.intervals, polledAt, readAt);
     const busy = err instanceof SourceBusyError;
@@ -99,7 +99,7 @@ export function createTargetPoll(deps: TargetPollDeps, inFlight: Set<string>): T
       ? writer.recordRefusal(key, message.slice(0, 500), { ...schedule, nextDueAt: polledAt })
       : writer.recordFailure(key, message.slice(0, 500), polledAt, schedule);
     await write.catch((e: unknown) =>
-      logger.warn('could not record the poll failure', { target: key, error: errorMessage(e) }),
+      logger.warn('could not record the poll failure', { target: key, err: errorMessage(e) }),
     );
     return busy ? { outcome: 'error', hits: [], position: null, busy } : { outcome: 'error', hits: [], position: null };
   }

@@ -85,7 +85,7 @@ async function publishClaimed(tx: Tx, rows: Row[], options: OutboxRelayOptions):
     if (r.status === 'fulfilled') ok.push(row.id);
     else {
       const message = errorMessage(r.reason);
-      options.logger.warn('outbox publish failed', { messageId: row.message_id, error: message });
+      options.logger.warn('outbox publish failed', { messageId: row.message_id, err: message });
       await tx.$executeRaw`UPDATE outbox SET attempts = attempts + 1, last_error = ${message.slice(0, 500)} WHERE id = ${row.id}`;
     }
   }
@@ -164,7 +164,7 @@ export function createOutboxRelay(options: OutboxRelayOptions): OutboxRelay {
       if (failed > 0 && published === 0) throw new Error(`${failed} outbox row(s) not published`);
       return published + failed >= batchSize ? 0 : -1; // more are waiting: at once
     } catch (err) {
-      logger.warn('outbox relay round failed', { error: errorMessage(err) });
+      logger.warn('outbox relay round failed', { err: errorMessage(err) });
       return Math.min(Math.max(backoff * 2, 200), 5000);
     }
   }

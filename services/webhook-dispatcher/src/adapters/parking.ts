@@ -18,6 +18,7 @@
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
 import type { Logger } from '@sts/common';
 import { parkedQueueArguments, parkingNames, toAmqpHeaders, type Envelope, type RoutingKey } from '@sts/messaging';
+import { errorMessage } from '@sts/core';
 
 export interface Parking {
   /** declares the exchanges and the delay queue and binds `queue` to the return exchange */
@@ -46,9 +47,7 @@ async function openParking(options: ParkingOptions, onLost: () => void): Promise
   const names = parkingNames(options.queue);
   const conn = await connect(options.url, { clientProperties: { connection_name: `${options.queue}-parking` } });
   conn.on('close', onLost);
-  conn.on('error', (err: unknown) =>
-    options.logger.warn('parking connection error', { error: err instanceof Error ? err.message : String(err) }),
-  );
+  conn.on('error', (err: unknown) => options.logger.warn('parking connection error', { err: errorMessage(err) }));
   try {
     const ch = await conn.createConfirmChannel();
     ch.on('close', onLost);
@@ -122,7 +121,7 @@ export function createAmqpParking(options: ParkingOptions): Parking {
       } catch (err) {
         options.logger.warn('parking a message failed; it waits in memory instead', {
           messageId: env.messageId,
-          error: err instanceof Error ? err.message : String(err),
+          err: errorMessage(err),
         });
         return false;
       }

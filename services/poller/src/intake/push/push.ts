@@ -96,7 +96,7 @@ export function createPush(deps: PushDeps): Push {
       if (result.outcome !== 'ok' || positionCovers(result.position, p.xid)) return;
       if (p.attempt < maxRetries) later(key, { xid: p.xid, attempt: p.attempt + 1 }, 25 * 2 ** p.attempt);
     } catch (err) {
-      deps.logger.warn('push poll failed', { target: key, error: errorMessage(err) });
+      deps.logger.warn('push poll failed', { target: key, err: errorMessage(err) });
     }
   }
 

@@ -97,7 +97,7 @@ async function recordProblem(deps: GroupPollDeps, l: Leased, err: unknown, readA
     refused
       ? deps.writer.recordRefusal(key, message, { ...schedule, nextDueAt: polledAt })
       : deps.writer.recordFailure(key, message, polledAt, schedule)
-  ).catch((e: unknown) => deps.logger.warn('could not record the poll failure', { error: errorMessage(e) }));
+  ).catch((e: unknown) => deps.logger.warn('could not record the poll failure', { err: errorMessage(e) }));
   return refused
     ? { outcome: 'error', hits: [], position: null, busy: true }
     : { outcome: 'error', hits: [], position: null };
@@ -212,7 +212,7 @@ export function createGroupPoll(deps: GroupPollDeps, inFlight: Set<string>): Gro
         );
       }
     } catch (err) {
-      logger.warn('group poll failed', { query: group.query, error: errorMessage(err) });
+      logger.warn('group poll failed', { query: group.query, err: errorMessage(err) });
       for (const l of members) out.set(l.target.targetKey, await recordProblem(deps, l, err, readAt));
     }
   }

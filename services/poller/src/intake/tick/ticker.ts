@@ -10,7 +10,7 @@ export function ticker(run: () => Promise<unknown>, tickMs: number, logger: Logg
     if (!running) return;
     timer = setTimeout(() => {
       current = run()
-        .catch((err: unknown) => logger.error('poll cycle failed', { error: errorMessage(err) }))
+        .catch((err: unknown) => logger.error('poll cycle failed', { err: errorMessage(err) }))
         .finally(schedule);
     }, tickMs);
   }
