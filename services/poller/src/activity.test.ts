@@ -98,8 +98,7 @@ describe('the X Activity API intake', () => {
     await bed.close();
   });
 
-  const delivered = (event: string, path: string) =>
-    deliveries.receiver.requests.filter((r) => r.headers['x-service-event'] === event && r.path === `/${path}`);
+  const delivered = (event: string, path: string) => deliveries.delivered(event, path);
   const pushed = async (key: string) =>
     (await bed.db.xActivityAccount.findUnique({ where: { targetKey: key } }))?.eventTypes ?? null;
   const subscribed = (userId: string) =>
@@ -282,19 +281,29 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     await bed.close();
   });
 
-  it("takes post.create for a username monitor's account: the post is one signed monitor.hit", async () => {
-    const user = bed.fake.state.addUser({ username: 'XaaPoster' });
-    const m = await deliveries.monitor(starter, 'XaaPoster', 'xaaposter', ['posts']);
-    // the account id a first look would have recorded
+  /**
+   * `username` made on the fake X with the account id a first look would have recorded; resolves
+   * once its subscriptions of `types` are held and the stream is connected
+   */
+  async function subscribed(username: string, types: readonly string[]): Promise<void> {
+    const user = bed.fake.state.addUser({ username });
     await bed.db.targetProfile.create({
-      data: { targetKey: 'xaaposter', userId: user.id, username: 'XaaPoster', name: 'XaaPoster', verified: false },
+      data: { targetKey: username.toLowerCase(), userId: user.id, username, name: username, verified: false },
     });
+    // X sends an event only to a subscription that exists
     await waitFor(
       () =>
-        activity.subscriptions().some((s) => s.event_type === 'post.create' && s.filter.user_id === user.id) || null,
+        types.every((type) =>
+          activity.subscriptions().some((s) => s.event_type === type && s.filter.user_id === user.id),
+        ) || null,
       20_000,
     );
     await waitFor(() => activity.connections() === 1 || null, 20_000);
+  }
+
+  it("takes post.create for a username monitor's account: the post is one signed monitor.hit", async () => {
+    const m = await deliveries.monitor(starter, 'XaaPoster', 'xaaposter', ['posts']);
+    await subscribed('XaaPoster', ['post.create']);
     const post = bed.fake.state.post({ author: 'XaaPoster', text: 'pushed by XAA' });
     const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: post.id } }), 20_000);
     expect(hit.tweetText).toBe('pushed by XAA');
@@ -307,21 +316,10 @@ describe('X_INTAKE_ACTIVITY=all', () => {
   });
 
   it('post.delete: one signed monitor.post_deleted with the hit sent for the post, only to the monitor asking', async () => {
-    const user = bed.fake.state.addUser({ username: 'XaaDeleter' });
     const m = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter', ['posts', 'deletes']);
     const postsOnly = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter-posts', ['posts']);
-    await bed.db.targetProfile.create({
-      data: { targetKey: 'xaadeleter', userId: user.id, username: 'XaaDeleter', name: 'XaaDeleter', verified: false },
-    });
-    // both subscriptions held before the post: X sends an event only to a subscription that exists
-    await waitFor(
-      () =>
-        ['post.create', 'post.delete'].every((type) =>
-          activity.subscriptions().some((s) => s.event_type === type && s.filter.user_id === user.id),
-        ) || null,
-      20_000,
-    );
-    await waitFor(() => activity.connections() === 1 || null, 20_000);
+    // both subscriptions held before the post
+    await subscribed('XaaDeleter', ['post.create', 'post.delete']);
     const kept = bed.fake.state.post({ author: 'XaaDeleter', text: 'oops, wrong account' });
     const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: kept.id } }), 20_000);
     bed.fake.state.deletePost(kept.id);
@@ -331,9 +329,7 @@ describe('X_INTAKE_ACTIVITY=all', () => {
       20_000,
     );
     const [req] = await waitFor(() => {
-      const got = deliveries.receiver.requests.filter(
-        (r) => r.headers['x-service-event'] === 'monitor.post_deleted' && r.path === '/xaadeleter',
-      );
+      const got = deliveries.delivered('monitor.post_deleted', 'xaadeleter');
       return got.length > 0 ? got : null;
     }, 20_000);
     expect(deliveries.signedBy(req!, m)).toBe(true);
@@ -352,17 +348,8 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     expect(await bed.db.monitorEvent.count({ where: { monitorId: postsOnly } })).toBe(0);
   });
   it('a restart: the next holder replays from where the last one recorded, and a post made between is one hit', async () => {
-    const user = bed.fake.state.addUser({ username: 'XaaRestart' });
     const m = await deliveries.monitor(starter, 'XaaRestart', 'xaarestart', ['posts']);
-    await bed.db.targetProfile.create({
-      data: { targetKey: 'xaarestart', userId: user.id, username: 'XaaRestart', name: 'XaaRestart', verified: false },
-    });
-    await waitFor(
-      () =>
-        activity.subscriptions().some((s) => s.event_type === 'post.create' && s.filter.user_id === user.id) || null,
-      20_000,
-    );
-    await waitFor(() => activity.connections() === 1 || null, 20_000);
+    await subscribed('XaaRestart', ['post.create']);
     // the position is saved while the stream runs
     await waitFor(
       async () => (await bed.db.xStreamState.findUnique({ where: { name: 'x-activity' } }))?.aliveAt,

@@ -27,12 +27,10 @@ describe('profile changes and target health on the local store', () => {
   let db: Db;
   let poller: Poller;
   let deliveries: DeliveryBed;
-  let account: string;
 
   beforeAll(async () => {
     bed = await openTestStore({ poolSize: 6 });
     db = bed.db;
-    account = (await db.account.create({ data: { email: 'profiles@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'profiles' });
     poller = testPoller(
       { db, redis: bed.redis },
@@ -54,13 +52,8 @@ describe('profile changes and target health on the local store', () => {
     await bed.close();
   });
 
-  const monitor = (target: string, path: string, events?: string[]) =>
-    deliveries.monitor(account, target, path, events);
-
-  const delivered = (event: string, path?: string) =>
-    deliveries.receiver.requests.filter(
-      (r) => r.headers['x-service-event'] === event && (!path || r.path === `/${path}`),
-    );
+  const monitor = (target: string, path: string, events?: string[]) => deliveries.watch(target, path, events);
+  const delivered = (event: string, path?: string) => deliveries.delivered(event, path);
   const snapshot = (key: string) => db.targetProfile.findUnique({ where: { targetKey: key } });
 
   it('a profile change is one signed monitor.profile_changed delivery with before and after', async () => {

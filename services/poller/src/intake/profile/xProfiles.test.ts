@@ -55,11 +55,9 @@ describe('profile changes and target health on X', () => {
   let bed: XTestBed;
   let poller: Poller;
   let deliveries: DeliveryBed;
-  let account: string;
 
   beforeAll(async () => {
     bed = await openXTestBed({ poolSize: 6 });
-    account = (await bed.db.account.create({ data: { email: 'xprofiles@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'x-profiles' });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
     poller = xPoller(bed, source, { profileLookupMs: 300 });
@@ -72,13 +70,8 @@ describe('profile changes and target health on X', () => {
     await bed.close();
   });
 
-  const monitor = (target: string, path: string, events?: string[]) =>
-    deliveries.monitor(account, target, path, events);
-
-  const delivered = (event: string, prefix: string) =>
-    deliveries.receiver.requests.filter(
-      (r) => r.headers['x-service-event'] === event && r.path.startsWith(`/${prefix}`),
-    );
+  const monitor = (target: string, path: string, events?: string[]) => deliveries.watch(target, path, events);
+  const delivered = (event: string, prefix: string) => deliveries.deliveredUnder(event, prefix);
   const snapshot = (key: string) => bed.db.targetProfile.findUnique({ where: { targetKey: key } });
   const statuses = async (ids: string[]) =>
     (await bed.db.monitor.findMany({ where: { id: { in: ids } }, select: { targetStatus: true } })).map(
