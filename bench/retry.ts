@@ -19,7 +19,7 @@
  * accepted at least once, never, more than once; attempts logged in all; when the last (and the
  * median) first acceptance came after the receiver was back; the healthy endpoint's p99. Run it small with RETRY_DOWN_S=10 RETRY_RATE=5 (the schedule's 5 s and 30 s steps).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createLogger, loadDevEnv } from '../packages/common/src';
 import { createSecretBox } from '../packages/core/src';
@@ -30,7 +30,15 @@ import { startHttpsReceiver } from '../packages/testing/src/https';
 import { createVhost, deleteVhosts } from '../packages/testing/src/services';
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
-import { createDatabase, dropDatabase, root, serviceEntry, serviceUrls, stopChild, trustTestCa } from './lib/services';
+import {
+  createDatabase,
+  dispatcherEnv,
+  dropDatabase,
+  serviceUrls,
+  startService,
+  stopChild,
+  trustTestCa,
+} from './lib/services';
 
 const RATE = positiveEnv('RETRY_RATE', 20);
 const DOWN_S = positiveEnv('RETRY_DOWN_S', 60);
@@ -43,26 +51,6 @@ const POLICY = process.env.RETRY_POLICY === 'none' ? 'none' : 'standard';
 
 const log = (s: string) => console.log(`[bench:retry] ${s}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** the dispatcher as a child process; resolves once it consumes */
-async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, serviceEntry('webhook-dispatcher'), { cwd: root, env, stdio: 'pipe' });
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`dispatcher did not start within 60 s:\n${buf}`)), 60_000);
-    child.stdout.on('data', (d: Buffer) => {
-      buf += d.toString('utf8');
-      if (buf.includes('webhook-dispatcher started')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => (buf += d.toString('utf8')));
-    child.once('exit', (code) => reject(new Error(`dispatcher exited with ${code} before it started:\n${buf}`)));
-  });
-  child.stdout?.resume();
-  return child;
-}
 
 interface Receipts {
   /** webhook-id → how many times it was accepted (2xx) */
@@ -197,23 +185,15 @@ async function main(): Promise<void> {
     const failing = await createMonitor(db, box, { accountId: account.id, url: `${receivers.failing.url}/in` });
     await db.webhookEndpoint.update({ where: { monitorId: failing.id }, data: { retryPolicy: POLICY } });
     const beside = await createMonitor(db, box, { accountId: account.id, url: `${receivers.healthy.url}/ok` });
-    const env = {
-      ...process.env,
-      DATABASE_URL: dbUrl,
-      AMQP_URL: amqpUrl,
-      SECRETS_ENCRYPTION_KEY: key,
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      OPS_PORT: '0',
-      LOG_LEVEL: 'error',
-      DISPATCH_SHUTDOWN_GRACE_MS: '1000',
-    };
-    child = await startDispatcher(env);
+    const env = { ...dispatcherEnv({ dbUrl, amqpUrl, key, logLevel: 'error' }), DISPATCH_SHUTDOWN_GRACE_MS: '1000' };
+    const startDispatcher = async () => (await startService('webhook-dispatcher', env)).child;
+    child = await startDispatcher();
     await amqp.start();
     const restart = async () => {
       child?.kill('SIGKILL');
       log('dispatcher killed (SIGKILL)');
       await sleep(KILL_PAUSE_S * 1000);
-      child = await startDispatcher(env);
+      child = await startDispatcher();
       log('dispatcher started again');
     };
     const ids = await outage({ db, amqp }, { failing, beside }, r, { restart });
