@@ -3,7 +3,7 @@
  * finds one new post (a new id each time) by a minimal author, and nothing else is found.
  */
 import { snowflakeId } from '@sts/core';
-import type { SocialSource, SocialTweet } from '@sts/social';
+import { bareUser, type SocialSource, type SocialTweet } from '@sts/social';
 
 /** a post by `username` as a source returns it */
 export function postBy(username: string, text: string): SocialTweet {
@@ -11,18 +11,7 @@ export function postBy(username: string, text: string): SocialTweet {
     id: snowflakeId(),
     text,
     authorId: '1',
-    author: {
-      id: '1',
-      username,
-      name: username,
-      description: null,
-      followersCount: 0,
-      followingCount: 0,
-      tweetCount: 1,
-      verified: false,
-      profileImageUrl: null,
-      createdAt: null,
-    },
+    author: bareUser('1', username, username),
     createdAt: new Date(),
     lang: 'en',
     metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
