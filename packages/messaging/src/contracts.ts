@@ -184,7 +184,8 @@ export const AccountQuotaThresholdPayload = z
 /**
  * A monitor's webhook endpoint is failing (5 failures in a row), broken, or was disabled, or
  * (`held_dropped`) events held while it was disabled were dropped past the hold's bounds, once per
- * hold (published by the dispatcher), or (`recovered`) a failing, disabled or broken endpoint works
+ * hold (published by the dispatcher), or (`due_dropped`) deliveries waiting for a retry or a fifo
+ * turn were dropped past the same size bound, once until none waits (the dispatcher), or (`recovered`) a failing, disabled or broken endpoint works
  * again: a delivery or test ping succeeded (the dispatcher), or it was enabled (@sts/usecases
  * `webhooks.enable`: the CLI, the dashboard, the API). The routing key keeps its name.
  */
@@ -192,7 +193,7 @@ export const AccountWebhookFailingPayload = z
   .object({
     accountId: z.string().min(1),
     monitorId: z.string().min(1),
-    state: z.enum(['failing', 'broken', 'disabled', 'held_dropped', 'recovered']),
+    state: z.enum(['failing', 'broken', 'disabled', 'held_dropped', 'due_dropped', 'recovered']),
     consecutiveFailures: z.number().int().nonnegative(),
     occurredAt: IsoUtcMillis,
   })

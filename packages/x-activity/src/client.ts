@@ -44,8 +44,11 @@ export interface StreamReplay {
 
 export interface StreamHandlers {
   onEvent(event: XaaEvent): void;
-  /** any byte, keep-alives included (stall detection) */
-  onActivity(): void;
+  /**
+   * a chunk arrived, keep-alives included, after the events it ended; `partial`: a line is still
+   * unfinished, so the stream's position has not moved past it
+   */
+  onActivity(partial: boolean): void;
 }
 
 export interface XActivityApi {
@@ -224,7 +227,7 @@ interface WireEnvelope {
 /** Reads the envelopes until the stream ends; an `errors` line (X's disconnect notice) ends it too. */
 function readEnvelopes(reader: ReadableStreamDefaultReader<Uint8Array>, handlers: StreamHandlers): Promise<void> {
   return readStreamLines<WireEnvelope>(reader, {
-    onChunk: () => handlers.onActivity(),
+    onChunk: (partial) => handlers.onActivity(partial),
     onLine: ({ data: d, errors }) => {
       if (d?.event_uuid && d.event_type && d.filter?.user_id) {
         handlers.onEvent({

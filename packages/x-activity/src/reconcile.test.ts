@@ -84,7 +84,7 @@ describe('XActivityApi stream', () => {
     await api.create({ eventType: 'profile.update.bio', userId: user.id }, 'sts');
     const events: XaaEvent[] = [];
     let bytes = 0;
-    const handlers = { onEvent: (e: XaaEvent) => events.push(e), onActivity: () => bytes++ };
+    const handlers = { onEvent: (e: XaaEvent) => events.push(e), onActivity: () => void bytes++ };
     const abort = new AbortController();
     const { closed } = await api.connect(handlers, abort.signal);
     const since = new Date(Date.now() - 1000);

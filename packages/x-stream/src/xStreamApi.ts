@@ -44,7 +44,11 @@ export class XHttpError extends Error {
 
 interface StreamHandlers {
   onTweet(tweet: SocialTweet, matchingRuleIds: string[]): void;
-  /** any byte, keep-alives included (stall detection) */
+  /**
+   * a line ended (a post or a keep-alive): the stream is alive and its position moved. Bytes of an
+   * unfinished line are not called activity, so a peer that trickles a line never ending it
+   * stalls like one that sends nothing.
+   */
   onActivity(): void;
 }
 
@@ -209,7 +213,9 @@ interface StreamLine {
 /** Reads the posts until the stream ends; an `errors` line (a disconnect notice) ends it too. */
 function readLines(reader: ReadableStreamDefaultReader<Uint8Array>, handlers: StreamHandlers): Promise<void> {
   return readStreamLines<StreamLine>(reader, {
-    onChunk: () => handlers.onActivity(),
+    onChunk: (partial) => {
+      if (!partial) handlers.onActivity();
+    },
     onLine: (parsed) => {
       if (parsed.data) {
         handlers.onTweet(

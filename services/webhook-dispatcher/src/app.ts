@@ -15,7 +15,9 @@ import { deadLetterQueueName, type Envelope } from '@sts/messaging';
 import type client from 'prom-client';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
 import { createAmqpParking, type Parking } from './adapters/parking';
-import { isMissingParent, isTransientDbError, type ClaimedDue, type DispatcherRepository } from './adapters/repository';
+import { isMissingParent, isTransientDbError } from './adapters/attemptWriter';
+import type { ClaimedDue } from './adapters/dueStore';
+import type { DispatcherRepository } from './adapters/repository';
 import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
 import { createDeliveryFlow, DrainAbortError, SecretsUnavailableError, type Source } from './delivery';
 import { createLaneScheduler, type LaneScheduler } from './lanes';
@@ -258,7 +260,8 @@ function createParts(options: Resolved): Parts {
     maxWaitingPerLane: Math.max(concurrency, Math.floor(options.prefetch / 2)),
   });
   const flow = createDeliveryFlow({
-    repository,
+    attempts: repository,
+    dueStore: repository,
     sender,
     logger,
     metrics,

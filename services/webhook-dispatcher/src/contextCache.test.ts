@@ -3,7 +3,7 @@
  * when nothing was announced during it, announcements by monitor and by account, the dispatcher's
  * own endpoint writes, age and size bounds.
  */
-import type { MonitorContext } from './adapters/repository';
+import type { MonitorContext } from './adapters/monitorReader';
 import { MonitorContextCache } from './contextCache';
 
 function context(id: string, accountId = 'acct-1', endpointId: string | null = `ep-${id}`): MonitorContext {

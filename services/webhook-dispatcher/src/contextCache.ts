@@ -1,5 +1,5 @@
 /**
- * Monitor contexts (adapters/repository.ts MonitorContext) kept between deliveries, so a monitor
+ * Monitor contexts (adapters/monitorReader.ts MonitorContext) kept between deliveries, so a monitor
  * that fires again is not read again. PostgreSQL announces every change to what a context holds
  * (channel sts_monitor_context, migration 20261126180000_monitor_context_notify); the announcement
  * drops the entry (adapters/contextChanges.ts feeds them in).

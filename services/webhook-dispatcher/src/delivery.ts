@@ -3,74 +3,47 @@
  * prepare_dispatch, make_http_call, handle_successful_dispatch / handle_failed_dispatch), each
  * step a method whose result is a tagged union the flow branches on:
  *
- *   prepare  the job (messages.ts) of a message or of a due delivery (a retry, a fifo turn),
- *            whether it goes out at all (skip reasons), whether it waits for its turn (fifo), the
- *            body, its size limit and the signing secrets → settled | unsent | queued | ready
+ *   prepare  the job (messages.ts) of a message or of a due delivery (a retry, a fifo turn), then
+ *            each pure rule asked once: the policy (domain/policy.ts: held, skipped, the URL the
+ *            log stores), the body (domain/payloads.ts: its bytes, size limit and sequence header)
+ *            and the pacing (domain/pacing.ts: lane, pace, 429 rule), kept on the ready job; whether
+ *            it waits for its turn (fifo); the signing secrets → settled | unsent | queued | ready
  *   acquire  a slot in the endpoint's lane (lanes.ts); a backed-up lane parks the message on the
  *            broker (adapters/parking.ts) → acquired | settled
  *   send     one signed HTTPS attempt (fresh timestamp and signature, a CLIENT span); Discord and
- *            Slack 429 answers are the platform's flow control: the same delivery (same
- *            X-Service-Delivery) goes again after the wait the platform names, at most
+ *            Slack 429 answers are the platform's flow control (the pacing's 429 rule): the same
+ *            delivery (same X-Service-Delivery) goes again after the wait the platform names, at most
  *            RATE_LIMIT_MAX_WAITS times and RATE_LIMIT_MAX_TOTAL_MS in all, each attempt recorded
  *            → answered (the final answer); the lane's slot is released right after it
  *   conclude what the answer makes of the delivery: delivered, failed, retrying (its next attempt
  *            due on the webhook's schedule, domain/retrySchedule.ts) or exhausted
- *   record   the attempt row (batched into one INSERT per tick by the repository; with its due
+ *   record   the attempt row (batched into one INSERT per tick by adapters/attemptWriter.ts; with its due
  *            row in one statement when the delivery has one), its metric and its log line
  *   settle   the final answer counts towards the endpoint's health and broken flag
  *
  * The flow calls the other files and they return to it; none calls back into it. The pure rules
- * are in domain/ (skip reasons, 429 waits, health). app.ts owns the message's life around it
+ * are in domain/ (policy, bodies, pacing, retry schedule, health). app.ts owns the message's life around it
  * (fail closed, drain, what an error becomes).
  */
 import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
 import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
-import { buildBody, MAX_BODY_BYTES, sequenceHeader, type WebhookKind, type WebhookPayload } from './domain/payloads';
-import { brokenReasonFor, redactWebhookUrl, skipReason } from './domain/policy';
-import { requestHeaderPairs } from './domain/attemptDetail';
+import { requestBody, type WebhookKind } from './domain/payloads';
+import { brokenReasonFor, deliveryPolicy, type DeliveryPolicy } from './domain/policy';
 import { healthNeedsUpdate } from './domain/health';
-import { narrowEnvelope, type Envelope } from '@sts/messaging';
-import {
-  laneKey,
-  paceRuleFor,
-  rateLimitGiveUpError,
-  rateLimitWait,
-  rateLimitWaitError,
-  type PaceRule,
-} from './domain/pacing';
+import type { Envelope } from '@sts/messaging';
+import { pacingFor, type Pacing } from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
-import type { ConsumeOutcome, DeliveryEvent, DispatcherRoutingKey } from './adapters/consumer';
+import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
 import type { Parking } from './adapters/parking';
-import type {
-  ClaimedDue,
-  DispatcherRepository,
-  DueChange,
-  MonitorContext,
-  NewAttempt,
-  NewDue,
-} from './adapters/repository';
+import type { AttemptWriter, NewAttempt } from './adapters/attemptWriter';
+import type { ClaimedDue, DueChange, DueStore, NewDue } from './adapters/dueStore';
+import type { MonitorContext } from './adapters/monitorReader';
 import { afterFailure } from './domain/retrySchedule';
 import type { LaneScheduler, LaneSlot } from './lanes';
-import { SCHEDULED_EVENTS, type createJobSources } from './messages';
+import { SCHEDULED_EVENTS, type createJobSources, type Job } from './messages';
 import type { DispatcherMetrics } from './metrics';
-
-interface SentRequest {
-  headers: Record<string, string>;
-  body: string;
-  /** the body's UTF-8 bytes: what is signed and sent */
-  bytes: Buffer;
-}
-
-export interface Job {
-  event: DeliveryEvent;
-  deliveryId: string;
-  hitId: string | null;
-  monitor: MonitorContext;
-  payload: WebhookPayload;
-  detectedAt?: string;
-}
 
 /** A job that goes out: its monitor has a webhook and no skip reason. */
 type SendableJob = Job & { monitor: MonitorContext & { webhook: NonNullable<MonitorContext['webhook']> } };
@@ -86,7 +59,10 @@ export class DrainAbortError extends Error {
 }
 
 export interface DeliveryFlowOptions {
-  repository: DispatcherRepository;
+  /** the attempt rows, the endpoint's health and broken flag */
+  attempts: AttemptWriter;
+  /** a fifo webhook's events wait there for their turn */
+  dueStore: Pick<DueStore, 'enqueueDue'>;
   sender: HttpsSender;
   logger: Logger;
   metrics: DispatcherMetrics;
@@ -160,9 +136,9 @@ export type Source =
   | { kind: 'due'; due: ClaimedDue }
   | { kind: 'held'; job: Job; attempt: number };
 
-/** the hold of a disabled endpoint's events (hold.ts): true when it took the job (a due one: its row too) */
+/** the hold of a disabled endpoint's events (hold.ts): takes a job the policy holds (a due one: its row too) */
 interface Hold {
-  hold(job: Job, redelivery: boolean, due?: { attempt: number }): Promise<boolean>;
+  hold(job: Job, url: string, due?: { attempt: number }): Promise<void>;
 }
 
 /** the message is settled without (another) attempt */
@@ -190,12 +166,16 @@ interface Queued {
 interface Ready {
   kind: 'ready';
   job: SendableJob;
+  /** the endpoint's URL as the attempt log stores it */
+  url: string;
   body: string;
   /** the body encoded once: signed, sent and measured as these bytes */
   bytes: Buffer;
+  /** the sequence header (a fifo webhook's order), the same on every attempt */
+  sequence: number | undefined;
   keys: SigningKeys;
-  endpointKey: string;
-  pace: PaceRule | null;
+  /** the lane, the pace and the 429 rule (domain/pacing.ts) */
+  pacing: Pacing;
   /** this attempt's number (1: the first) */
   attempt: number;
   /** the webhook's schedule applies (not to a test or a requested redelivery) */
@@ -209,16 +189,11 @@ interface Ready {
 /** acquire: the lane's slot, or the message settles (parked, or handed back while stopping) */
 type Acquired = { kind: 'acquired'; slot: LaneSlot } | Settled;
 
-/** One attempt: the request as sent and what came back. */
-interface SentAttempt {
-  request: SentRequest;
-  result: SendResult;
-}
-
 /** send: the endpoint's final answer (after any 429 waits) and the row that records it */
 interface Answered {
   kind: 'answered';
-  sent: SentAttempt;
+  /** what came back, with the request's headers as sent */
+  result: SendResult;
   row: NewAttempt;
 }
 
@@ -235,9 +210,8 @@ interface Waits {
   totalMs: number;
 }
 
-/** The columns every attempt row of a job shares. */
-function attemptBase(job: Job, attempt: number) {
-  const webhook = job.monitor.webhook;
+/** The columns every attempt row of a job shares; `url`: its endpoint's as the log stores it. */
+function attemptBase(job: Job, attempt: number, url: string) {
   return {
     attempt,
     nextAttemptAt: null,
@@ -245,26 +219,39 @@ function attemptBase(job: Job, attempt: number) {
     hitId: job.hitId,
     event: job.event,
     deliveryId: job.deliveryId,
-    url: webhook ? redactWebhookUrl(webhook.url, webhook.kind) : '',
+    url,
   };
 }
 
 /** the row of a job that did not get as far as a request (skipped, or its body too large) */
-function unsentAttempt(job: Job, attempt: number, outcome: 'skipped' | 'failed', error: string): NewAttempt {
-  return { ...attemptBase(job, attempt), outcome, statusCode: null, latencyMs: null, error, responseSnippet: null };
+function unsentAttempt(
+  job: Job,
+  attempt: number,
+  url: string,
+  outcome: 'skipped' | 'failed',
+  error: string,
+): NewAttempt {
+  return {
+    ...attemptBase(job, attempt, url),
+    outcome,
+    statusCode: null,
+    latencyMs: null,
+    error,
+    responseSnippet: null,
+  };
 }
 
 /** the attempt row, with its detail: the request as sent and what came back */
-function sentAttempt(job: Job, attempt: number, { request, result }: SentAttempt, error: string | null): NewAttempt {
+function sentAttempt(ready: Ready, result: SendResult, error: string | null): NewAttempt {
   return {
-    ...attemptBase(job, attempt),
+    ...attemptBase(ready.job, ready.attempt, ready.url),
     outcome: result.outcome,
     statusCode: result.statusCode,
     latencyMs: result.latencyMs,
     error,
     responseSnippet: result.responseSnippet,
-    requestHeaders: requestHeaderPairs(request.headers, request.bytes),
-    requestBody: request.body,
+    requestHeaders: result.requestHeaders,
+    requestBody: ready.body,
     responseHeaders: result.statusCode === null ? null : result.responseHeaders,
     responseBody: result.responseBody,
   };
@@ -284,7 +271,7 @@ function dueOf(job: SendableJob, attempt: number, at: Date): NewDue {
   };
 }
 
-/** The flow of one delivery (see the top of the file), sharing the secret cache, repository and metrics. */
+/** The flow of one delivery (see the top of the file), sharing the secret cache, adapters and metrics. */
 class DeliveryFlow {
   private readonly secrets: SecretCache;
   private parking: Parking | null = null;
@@ -319,7 +306,7 @@ class DeliveryFlow {
         await this.record(prepared.row, prepared.webhookKind, prepared.due);
         return 'ack';
       case 'queued':
-        await this.options.repository.enqueueDue(prepared.due);
+        await this.options.dueStore.enqueueDue(prepared.due);
         return 'ack';
       case 'ready':
         break;
@@ -334,61 +321,59 @@ class DeliveryFlow {
     }
     const concluded = this.conclude(prepared, answered);
     await this.record(concluded.row, prepared.job.monitor.webhook.kind, concluded.due);
-    await this.settle(prepared.job, answered.sent.result);
+    await this.settle(prepared, answered.result);
     return 'ack';
   }
 
   // prepare ---------------------------------------------------------------------------------
 
-  /** the job, its body and its secrets, or why it goes no further (or not yet) */
+  /**
+   * The job, then what the pure rules make of it, each asked once: the policy (held, skipped, the
+   * URL the log stores), the body (payloads.ts) and the pacing (pacing.ts); then its secrets. Or
+   * why it goes no further (or not yet).
+   */
   private async prepare(source: Source): Promise<Prepared> {
     const found = await this.jobOf(source);
     if (found.kind === 'settled') return found;
     const { job } = found;
     const redelivery = source.kind === 'message' && source.env.routingKey === 'webhook.redeliver';
-    if (await this.held(source, job, redelivery)) return { kind: 'settled', outcome: 'ack' };
+    const policy = deliveryPolicy(job.event, redelivery, job.monitor, this.options.now());
+    if (await this.held(source, job, policy)) return { kind: 'settled', outcome: 'ack' };
     const fromDue = source.kind === 'due';
     const attempt = fromDue ? source.due.attempt : source.kind === 'held' ? source.attempt : 1;
     const done: DueChange | undefined = fromDue
       ? { kind: 'done', deliveryId: job.deliveryId, claimed: attempt }
       : undefined;
+    const { url, skip } = policy;
     const webhook = job.monitor.webhook;
-    const skip = skipReason(job.event, job.monitor, this.options.now());
     if (!webhook || skip) {
-      const row = unsentAttempt(job, attempt, 'skipped', skip ?? 'monitor has no webhook');
+      const row = unsentAttempt(job, attempt, url, 'skipped', skip ?? 'monitor has no webhook');
       return { kind: 'unsent', row, webhookKind: webhook?.kind ?? 'none', due: done };
     }
     const sendable: SendableJob = { ...job, monitor: { ...job.monitor, webhook } };
     const scheduled = source.kind !== 'message' || SCHEDULED_EVENTS.includes(source.env.routingKey);
     if (source.kind === 'message' && scheduled && webhook.ordering === 'fifo')
       return { kind: 'queued', due: dueOf(sendable, 1, this.options.now()) };
-    const body = buildBody(webhook.kind, job.payload);
-    const bytes = Buffer.from(body, 'utf8');
-    const size = bytes.length;
-    if (size > MAX_BODY_BYTES) {
-      const error = `payload is ${size} bytes, more than the ${MAX_BODY_BYTES}-byte limit`;
-      return {
-        kind: 'unsent',
-        row: unsentAttempt(job, attempt, 'failed', error),
-        webhookKind: webhook.kind,
-        due: done,
-      };
+    const request = requestBody(webhook.kind, job.payload);
+    if (request.kind === 'too-large') {
+      const row = unsentAttempt(job, attempt, url, 'failed', request.error);
+      return { kind: 'unsent', row, webhookKind: webhook.kind, due: done };
     }
+    const { body, bytes, sequence } = request;
     const keys = this.signingKeys(sendable);
-    const endpointKey = laneKey(webhook.kind, webhook.url);
-    const pace = paceRuleFor(webhook.kind);
+    const pacing = pacingFor(webhook.kind, webhook.url);
     const rules = { attempt, scheduled, fromDue, redelivery };
-    return { kind: 'ready', job: sendable, body, bytes, keys, endpointKey, pace, ...rules };
+    return { kind: 'ready', job: sendable, url, body, bytes, sequence, keys, pacing, ...rules };
   }
 
   /**
    * Whether the hold took the job: a message's live event, or a retry (fifo turn) that fell due,
-   * while its endpoint is disabled or its held events still wait (a held event is not held again)
+   * that the policy holds (a held event is not held again)
    */
-  private async held(source: Source, job: Job, redelivery: boolean): Promise<boolean> {
-    if (!this.holding || source.kind === 'held') return false;
-    if (source.kind === 'due') return this.holding.hold(job, false, { attempt: source.due.attempt });
-    return this.holding.hold(job, redelivery);
+  private async held(source: Source, job: Job, policy: DeliveryPolicy): Promise<boolean> {
+    if (!this.holding || source.kind === 'held' || !policy.held) return false;
+    await this.holding.hold(job, policy.url, source.kind === 'due' ? { attempt: source.due.attempt } : undefined);
+    return true;
   }
 
   /** the job of a message, of a due delivery, or of a held event */
@@ -396,7 +381,7 @@ class DeliveryFlow {
     const { jobs } = this.options;
     switch (source.kind) {
       case 'message':
-        return jobs.ofMessage(narrowEnvelope(source.env));
+        return jobs.ofMessage(source.env);
       case 'due':
         return jobs.ofDue(source.due);
       case 'held':
@@ -430,7 +415,7 @@ class DeliveryFlow {
     const env = source.kind === 'message' ? source.env : null;
     let mayDefer = env !== null && this.parking !== null;
     for (;;) {
-      const r = await lanes.acquire(ready.endpointKey, ready.pace, mayDefer, ready.job.monitor.accountId);
+      const r = await lanes.acquire(ready.pacing.laneKey, ready.pacing.pace, mayDefer, ready.job.monitor.accountId);
       if (r.kind === 'acquired') return r;
       if (r.kind === 'released') return { kind: 'settled', outcome: 'requeue' };
       if (env && this.parking && (await this.parking.park(env))) {
@@ -443,33 +428,33 @@ class DeliveryFlow {
 
   // send ------------------------------------------------------------------------------------
 
-  /** attempts until the endpoint's final answer: a Discord or Slack 429 with a wait left is waited out and sent again */
+  /**
+   * attempts until the endpoint's final answer: a Discord or Slack 429 is the pacing's to judge
+   * (its 429 rule, worked out in prepare): with a wait left it is waited out and sent again
+   */
   private async send(ready: Ready, slot: LaneSlot, signal: AbortSignal): Promise<Answered> {
-    const { job } = ready;
-    const kind = job.monitor.webhook.kind;
+    const { after429 } = ready.pacing;
+    const kind = ready.job.monitor.webhook.kind;
     const waits: Waits = { count: 0, totalMs: 0 };
     for (;;) {
-      const sent = await this.attempt(ready, signal);
-      const wait = rateLimitWait(kind, sent.result, waits.count, waits.totalMs, Date.now());
-      if (wait === null) {
-        const error =
-          sent.result.statusCode === 429 && kind !== 'native'
-            ? rateLimitGiveUpError(kind, waits.count, waits.totalMs)
-            : sent.result.error;
-        return { kind: 'answered', sent, row: sentAttempt(job, ready.attempt, sent, error) };
+      const result = await this.attempt(ready, signal);
+      const limited = result.statusCode === 429 && after429 ? after429(result, waits, Date.now()) : null;
+      if (limited?.kind !== 'wait') {
+        const error = limited ? limited.error : result.error;
+        return { kind: 'answered', result, row: sentAttempt(ready, result, error) };
       }
       waits.count++;
-      waits.totalMs += wait;
-      await this.record(sentAttempt(job, ready.attempt, sent, rateLimitWaitError(kind, wait, waits.count)), kind);
-      await this.waitOut(wait, slot, signal);
+      waits.totalMs += limited.ms;
+      await this.record(sentAttempt(ready, result, limited.error), kind);
+      await this.waitOut(limited.ms, slot, signal);
     }
   }
 
   /** one signed request; the attempt is a CLIENT span under the message's CONSUMER span (OpenTelemetry, when on) */
-  private async attempt(ready: Ready, signal: AbortSignal): Promise<SentAttempt> {
-    const { job, body, bytes, keys, endpointKey } = ready;
+  private async attempt(ready: Ready, signal: AbortSignal): Promise<SendResult> {
+    const { job, bytes, sequence, keys } = ready;
+    const endpointKey = ready.pacing.laneKey;
     const webhook = job.monitor.webhook;
-    const sequence = sequenceHeader(webhook.kind, job.payload);
     const headers = signedHeaders({ ...keys, event: job.event, deliveryId: job.deliveryId, body: bytes, sequence });
     const send = () => this.options.sender.send({ url: webhook.url, body: bytes, headers, endpointKey, signal });
     const result = !tracingEnabled()
@@ -484,7 +469,7 @@ class DeliveryFlow {
         );
     if (signal.aborted) throw new DrainAbortError('stopping: delivery not finished within the grace period');
     this.observe(job, result);
-    return { request: { headers, body, bytes }, result };
+    return result;
   }
 
   private observe(job: SendableJob, result: SendResult): void {
@@ -501,7 +486,7 @@ class DeliveryFlow {
   /** delivered, failed for good, retrying on the webhook's schedule, or the schedule exhausted */
   private conclude(ready: Ready, answered: Answered): Concluded {
     const { job, attempt } = ready;
-    const { result } = answered.sent;
+    const { result } = answered;
     // a due row is settled only at the attempt it was claimed at (another replica may have moved it on)
     const claimed = ready.fromDue ? { claimed: attempt } : {};
     const done: DueChange | undefined = ready.fromDue
@@ -531,7 +516,7 @@ class DeliveryFlow {
   // record ----------------------------------------------------------------------------------
 
   private async record(attempt: NewAttempt, kind: WebhookKind | 'none', due?: DueChange): Promise<void> {
-    await this.options.repository.recordAttempt(attempt, due);
+    await this.options.attempts.recordAttempt(attempt, due);
     this.options.metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
     this.log(attempt);
   }
@@ -572,21 +557,20 @@ class DeliveryFlow {
   // settle ----------------------------------------------------------------------------------
 
   /** the endpoint's final answer counts towards its health and its broken flag */
-  private async settle(job: SendableJob, result: SendResult): Promise<void> {
-    await this.updateHealth(job, result);
-    await this.updateBrokenFlag(job, result);
+  private async settle(ready: Ready, result: SendResult): Promise<void> {
+    await this.updateHealth(ready, result);
+    await this.updateBrokenFlag(ready, result);
   }
 
-  private async updateBrokenFlag(job: SendableJob, result: SendResult): Promise<void> {
-    const { repository, logger } = this.options;
+  private async updateBrokenFlag({ job, url }: Ready, result: SendResult): Promise<void> {
+    const { attempts, logger } = this.options;
     const webhook = job.monitor.webhook;
     const broken = brokenReasonFor(webhook.kind, result.statusCode);
-    const url = redactWebhookUrl(webhook.url, webhook.kind);
     if (broken) {
-      await repository.markBroken(webhook.id, broken);
+      await attempts.markBroken(webhook.id, broken);
       logger.warn('webhook endpoint marked broken', { monitorId: job.monitor.id, url, reason: broken });
     } else if (result.outcome === 'delivered' && webhook.isBroken) {
-      await repository.clearBroken(webhook.id);
+      await attempts.clearBroken(webhook.id);
       logger.info('webhook endpoint works again', { monitorId: job.monitor.id, url });
     }
   }
@@ -595,16 +579,16 @@ class DeliveryFlow {
    * Counts the final outcome of a send towards the endpoint's health (not for a healthy endpoint's
    * success: nothing would change). The repository writes the customer's notification with it.
    */
-  private async updateHealth(job: SendableJob, result: SendResult): Promise<void> {
-    const { repository, logger } = this.options;
+  private async updateHealth({ job, url }: Ready, result: SendResult): Promise<void> {
+    const { attempts, logger } = this.options;
     const webhook = job.monitor.webhook;
     const delivered = result.outcome === 'delivered';
     if (!healthNeedsUpdate(webhook, delivered)) return;
-    const change = await repository.recordHealth({ endpointId: webhook.id, delivered, at: this.options.now() });
+    const change = await attempts.recordHealth({ endpointId: webhook.id, delivered, at: this.options.now() });
     if (!change) return;
     const fields = {
       monitorId: job.monitor.id,
-      url: redactWebhookUrl(webhook.url, webhook.kind),
+      url,
       consecutiveFailures: change.consecutiveFailures,
       firstFailureAt: change.firstFailureAt?.toISOString() ?? null,
     };

@@ -1,7 +1,7 @@
 /**
  * Due deliveries: the retries and fifo turns waiting in PostgreSQL (webhook_deliveries_due), the
  * dispatcher's second source of work beside its queue. Every `pollMs`, and again as soon as one
- * finishes, it claims what is due (FOR UPDATE SKIP LOCKED, with a lease: adapters/repository.ts
+ * finishes, it claims what is due (FOR UPDATE SKIP LOCKED, with a lease: adapters/dueStore.ts
  * `claimDue`) up to `maxInFlight` in this process and at most `perWebhook` of one webhook, and
  * hands each to `handler` (app.ts: the delivery flow). They never hold a slot of the queue's
  * prefetch, so a retrying endpoint's backlog never delays another endpoint's first attempts;
@@ -16,10 +16,10 @@
 import { errorMessage } from '@sts/core';
 import type { Logger } from '@sts/common';
 import type { ConsumeOutcome } from './adapters/consumer';
-import type { ClaimedDue, DispatcherRepository } from './adapters/repository';
+import type { ClaimedDue, DueStore } from './adapters/dueStore';
 
 export interface DueDeliveriesOptions {
-  repository: DispatcherRepository;
+  repository: DueStore;
   logger: Logger;
   /** the delivery of one claimed row: `ack` settled it, `requeue` gives the claim back, `dead-letter` drops it */
   handler: (due: ClaimedDue) => Promise<ConsumeOutcome>;

@@ -24,7 +24,7 @@ const dispatchSettings = {
   DISPATCH_DUE_IN_FLIGHT: positiveInt(64, 10_000),
   /** events of a disabled webhook are held at most this many days; older ones are dropped (logged as skipped) */
   WEBHOOK_HOLD_DAYS: positiveInt(3, 30),
-  /** events held per disabled webhook at most; beyond it the oldest are dropped (logged as skipped) */
+  /** events held per disabled webhook at most, and deliveries waiting per webhook for a retry or a fifo turn; beyond it the oldest are dropped (logged as skipped) */
   WEBHOOK_HOLD_MAX: positiveInt(10_000, 1_000_000),
   /** SIGTERM: how long deliveries in flight may take to finish before they are handed back (ms; below Kubernetes' 30 s) */
   DISPATCH_SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(20_000),

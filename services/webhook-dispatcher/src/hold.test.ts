@@ -3,7 +3,8 @@
  * real PostgreSQL database and a real HTTPS receiver: a disabled endpoint's live events are held
  * (not sent, not logged as skipped), a successful test webhook or an enable in the database
  * releases them oldest first and before new ones, each once; past WEBHOOK_HOLD_MAX or
- * WEBHOOK_HOLD_DAYS the oldest are dropped and logged as skipped, and the account gets one notice.
+ * WEBHOOK_HOLD_DAYS the oldest are dropped and logged as skipped, and the account gets one notice;
+ * so are a webhook's deliveries waiting for a retry or a fifo turn past WEBHOOK_HOLD_MAX.
  */
 import { randomUUID } from 'node:crypto';
 import { parsePayload } from '@sts/messaging';
@@ -326,5 +327,110 @@ describe('events held while an endpoint is disabled', () => {
     } finally {
       other.close();
     }
+  });
+
+  /**
+   * The same bound on a webhook's waiting deliveries (webhook_deliveries_due: fifo turns, retries),
+   * enabled or not: the hold's pass drops the oldest past it, logged as skipped attempts naming the
+   * bound, the account told once (`due_dropped`) until none waits; a claimed row (in flight) stays.
+   */
+  describe('the bound on waiting deliveries', () => {
+    const REASON = /more than 4 deliveries waiting for the endpoint \(.*WEBHOOK_HOLD_MAX\): the oldest dropped/;
+
+    const waiting = (monitorId: string) =>
+      db.webhookDeliveryDue.findMany({ where: { monitorId }, orderBy: { seq: 'asc' } });
+    const skipped = (monitorId: string) =>
+      db.deliveryAttempt.findMany({ where: { monitorId, outcome: 'skipped' }, orderBy: { createdAt: 'asc' } });
+    const notices = async (monitorId: string) =>
+      (await droppedNotices(monitorId))
+        .map((e) => parsePayload('account.webhook.failing', e.payload))
+        .filter((n) => n.state === 'due_dropped');
+
+    beforeEach(() => receiver.setResponder(() => ({ status: 500 })));
+
+    async function webhook(ordering: 'fifo' | 'unordered', path: string) {
+      const m = await createMonitor(db, box, { accountId, url: `${receiver.url}${path}` });
+      await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard', ordering } });
+      return m;
+    }
+
+    /** n hits handled as their messages are; their delivery ids in order */
+    async function queued(m: MonitorFixture, n: number): Promise<string[]> {
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const env = hitEnvelope(m, await createHit(db, m, `post ${i}`));
+        await dispatcher.handle(env);
+        ids.push(env.messageId);
+      }
+      return ids;
+    }
+
+    it("a fifo webhook's turns past the bound: the oldest dropped and logged as skipped, the account told once", async () => {
+      const m = await webhook('fifo', '/fifo');
+      const ids = await queued(m, 7);
+      expect(await endpoint(m.id)).toMatchObject({ dueCount: 7, dueDropped: 0 });
+
+      await dispatcher.releaseHeld();
+      expect((await waiting(m.id)).map((d) => d.deliveryId)).toEqual(ids.slice(3));
+      expect(await endpoint(m.id)).toMatchObject({ dueCount: 4, dueDropped: 3 });
+      const logged = await skipped(m.id);
+      expect(logged.map((a) => a.deliveryId).sort()).toEqual(ids.slice(0, 3).sort());
+      for (const a of logged) {
+        expect(a.error).toMatch(REASON);
+        expect(a.attempt).toBe(1);
+        expect(a.url).toContain('/fifo');
+      }
+      expect(await notices(m.id)).toHaveLength(1);
+      expect(receiver.requests).toHaveLength(0);
+
+      // more arrive: dropped again, but the account was told already
+      const more = await queued(m, 2);
+      await dispatcher.releaseHeld();
+      expect((await waiting(m.id)).map((d) => d.deliveryId)).toEqual([...ids.slice(5), ...more]);
+      expect(await endpoint(m.id)).toMatchObject({ dueCount: 4, dueDropped: 5 });
+      expect(await notices(m.id)).toHaveLength(1);
+
+      // none waiting any more: the count starts again, and so does the notice
+      await db.webhookDeliveryDue.deleteMany({ where: { monitorId: m.id } });
+      expect(await endpoint(m.id)).toMatchObject({ dueCount: 0, dueDropped: 0 });
+    });
+
+    it('retries past the bound: the oldest not in flight dropped as the attempt they waited for', async () => {
+      const m = await webhook('unordered', '/retries');
+      const ids = await queued(m, 6);
+      const rows = await waiting(m.id);
+      expect(rows.map((d) => [d.deliveryId, d.attempt])).toEqual(ids.map((id) => [id, 2]));
+      // the oldest is in flight here: never dropped
+      await db.webhookDeliveryDue.update({
+        where: { deliveryId: ids[0]! },
+        data: { claimedUntil: new Date(Date.now() + 60_000) },
+      });
+
+      await dispatcher.releaseHeld();
+      expect((await waiting(m.id)).map((d) => d.deliveryId)).toEqual([ids[0], ...ids.slice(3)]);
+      const logged = await skipped(m.id);
+      expect(logged.map((a) => [a.deliveryId, a.attempt]).sort()).toEqual(
+        [
+          [ids[1], 2],
+          [ids[2], 2],
+        ].sort(),
+      );
+      expect(logged[0]!.error).toMatch(REASON);
+      expect(await notices(m.id)).toHaveLength(1);
+
+      // at the bound: nothing more is dropped
+      await dispatcher.releaseHeld();
+      expect(await waiting(m.id)).toHaveLength(4);
+      expect(await skipped(m.id)).toHaveLength(2);
+    });
+
+    it('a webhook within the bound keeps every waiting delivery', async () => {
+      const m = await webhook('fifo', '/within');
+      await queued(m, 4);
+      await dispatcher.releaseHeld();
+      expect(await waiting(m.id)).toHaveLength(4);
+      expect(await skipped(m.id)).toHaveLength(0);
+      expect(await notices(m.id)).toHaveLength(0);
+    });
   });
 });

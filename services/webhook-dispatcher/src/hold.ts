@@ -10,6 +10,8 @@
  *            released one event at a time, oldest first, each through the endpoint's lane like any
  *            delivery (same pacing, the same attempt row, health and broken flag), so new events,
  *            held behind them meanwhile, go after them; events past WEBHOOK_HOLD_DAYS are dropped
+ *   bound    in the same pass: a webhook with more than WEBHOOK_HOLD_MAX deliveries waiting for a
+ *            retry or a fifo turn (enabled or not) has the oldest waiting dropped the same way
  *
  * An event is removed from the hold only after its attempt row is committed; while it is being
  * sent its claim is renewed every third of `leaseMs` (a send may wait in its lane and through 429
@@ -21,16 +23,17 @@
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
 import { parsePayload, type RoutingKey } from '@sts/messaging';
-import { droppedReasons, holdCutoff, holdsEvent, type HoldBounds } from './domain/hold';
+import { droppedReasons, holdCutoff, type HoldBounds } from './domain/hold';
 import { finalOutcome, LIVE_EVENTS, redactWebhookUrl } from './domain/policy';
 import type { DeliveryEvent } from './adapters/consumer';
 import type { DropRule, HeldEvent, HoldingStore } from './adapters/holding';
-import type { DispatcherRepository, MonitorContext } from './adapters/repository';
-import type { createDeliveryFlow, Job } from './delivery';
+import type { MonitorContext, MonitorReader } from './adapters/monitorReader';
+import type { createDeliveryFlow } from './delivery';
+import type { Job } from './messages';
 
 export interface HoldingOptions {
   store: HoldingStore;
-  repository: DispatcherRepository;
+  repository: MonitorReader;
   /** the delivery flow a released event goes through (delivery.ts) */
   flow: ReturnType<typeof createDeliveryFlow>;
   logger: Logger;
@@ -76,13 +79,14 @@ export class Holding {
   constructor(private readonly o: HoldingOptions) {}
 
   /**
-   * Holds the job when its endpoint is disabled or still releasing; false: it goes on as before.
-   * `due`: the job is a claimed due delivery (a retry, a fifo turn), its row moved to the hold.
+   * Holds a job the delivery policy holds (policy.ts `holdsEvent`: its endpoint is disabled or
+   * still releasing); `url` is its endpoint's URL as the log stores it. `due`: the job is a claimed
+   * due delivery (a retry, a fifo turn), its row moved to the hold.
    */
-  async hold(job: Job, redelivery: boolean, due?: { attempt: number }): Promise<boolean> {
+  async hold(job: Job, url: string, due?: { attempt: number }): Promise<void> {
     const { store, logger, bounds, now } = this.o;
     const webhook = job.monitor.webhook;
-    if (!webhook || !holdsEvent(job.event, redelivery, job.monitor, now())) return false;
+    if (!webhook) throw new Error('hold: the job has no webhook');
     const count = await store.hold({
       endpointId: webhook.id,
       monitorId: job.monitor.id,
@@ -90,7 +94,7 @@ export class Holding {
       deliveryId: job.deliveryId,
       hitId: job.hitId,
       payload: job.payload,
-      url: redactWebhookUrl(webhook.url, webhook.kind),
+      url,
       detectedAt: heldOrder(job, now()),
       ...(due && { due }),
     });
@@ -103,7 +107,6 @@ export class Holding {
       });
     else logger.debug('webhook event held', fields);
     if (count !== null && count > bounds.max) await this.drop(webhook.id, job.monitor.id);
-    return true;
   }
 
   start(): void {
@@ -134,6 +137,8 @@ export class Holding {
       for (const endpointId of await store.expired(holdCutoff(bounds, now()), DROP_BATCH)) {
         await this.drop(endpointId, null);
       }
+      for (const over of await store.overDue(bounds.max, DROP_BATCH))
+        await this.dropDue(over.endpointId, over.monitorId);
       const max = this.o.maxReleasing ?? 8;
       if (this.releasing.size >= max || this.o.signal.aborted) return;
       for (const endpointId of await store.releasable(max)) {
@@ -167,6 +172,18 @@ export class Holding {
         monitorId,
         dropped,
       });
+  }
+
+  /** the webhook's oldest deliveries waiting past the bound, dropped and logged as skipped (a batch a pass) */
+  private async dropDue(endpointId: string, monitorId: string): Promise<void> {
+    const { store, repository, bounds, logger } = this.o;
+    const webhook = (await repository.getMonitor(monitorId))?.webhook;
+    if (!webhook) return; // deleted meanwhile: its due rows went with it
+    const url = redactWebhookUrl(webhook.url, webhook.kind);
+    const rule = { max: bounds.max, reason: droppedReasons(bounds).due, url };
+    const dropped = await store.dropDue(endpointId, rule, DROP_BATCH);
+    if (dropped > 0)
+      logger.warn('webhook deliveries waiting past the bound: the oldest dropped', { endpointId, monitorId, dropped });
   }
 
   /** sends the endpoint's held events one at a time, oldest first, until none is left (or it is disabled again) */

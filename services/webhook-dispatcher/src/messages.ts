@@ -10,15 +10,28 @@ import {
   monitorHitPayload,
   monitorRef,
   monitorTestPayload,
+  narrowEnvelope,
+  type Envelope,
   type EnvelopeOf,
   type MonitorPostDeletedEvent,
   type MonitorProfileChangedEvent,
   type MonitorTargetUnavailableEvent,
 } from '@sts/messaging';
+import type { WebhookPayload } from './domain/payloads';
 import { finalOutcome, LIVE_EVENTS } from './domain/policy';
 import type { ConsumeOutcome, DeliveryEvent, DispatcherRoutingKey } from './adapters/consumer';
-import type { ClaimedDue, DispatcherRepository, MonitorContext } from './adapters/repository';
-import type { Job } from './delivery';
+import type { ClaimedDue } from './adapters/dueStore';
+import type { MonitorContext, MonitorReader } from './adapters/monitorReader';
+
+/** one delivery to make: its event, its id, the monitor it goes to and what it says */
+export interface Job {
+  event: DeliveryEvent;
+  deliveryId: string;
+  hitId: string | null;
+  monitor: MonitorContext;
+  payload: WebhookPayload;
+  detectedAt?: string;
+}
 
 /** a message's job, or what becomes of a message that asks for none */
 export type Prepared = { kind: 'job'; job: Job } | Settled;
@@ -29,7 +42,7 @@ const settled = (outcome: ConsumeOutcome): Settled => ({ kind: 'settled', outcom
 
 /** what the steps below read: the repository and the log */
 interface Context {
-  repo: DispatcherRepository;
+  repo: MonitorReader;
   logger: Logger;
 }
 
@@ -254,11 +267,12 @@ async function dueJob({ repo, logger }: Context, due: ClaimedDue): Promise<Prepa
 const job = (j: Job): Prepared => ({ kind: 'job', job: j });
 
 /** where jobs come from: a message (its first attempt) or a due delivery (a retry, a fifo turn) */
-export function createJobSources(repo: DispatcherRepository, logger: Logger) {
+export function createJobSources(repo: MonitorReader, logger: Logger) {
   const ctx: Context = { repo, logger };
   return {
-    /** the job of a message, or what to do with the message when there is none */
-    ofMessage(env: EnvelopeOf<DispatcherRoutingKey>): Promise<Prepared> {
+    /** the job of a message (validated by the consumer, narrowed here by its routing key), or what to do with the message when there is none */
+    ofMessage(received: Envelope<DispatcherRoutingKey>): Promise<Prepared> {
+      const env = narrowEnvelope(received);
       switch (env.routingKey) {
         case 'monitor.hit':
           return hit(ctx, env);

@@ -21,10 +21,18 @@ describe('readStreamLines', () => {
   it('hands over each \\r\\n-ended JSON line, across chunk borders, and skips keep-alives', async () => {
     const { reader } = streamOf(['{"a":1}\r\n\r\n{"a"', ':2}\r', '\n\r\n']);
     const lines: unknown[] = [];
-    let chunks = 0;
-    await readStreamLines(reader, { onChunk: () => void chunks++, onLine: (l) => void lines.push(l) });
+    const chunks: { partial: boolean; linesSoFar: number }[] = [];
+    await readStreamLines(reader, {
+      onChunk: (partial) => void chunks.push({ partial, linesSoFar: lines.length }),
+      onLine: (l) => void lines.push(l),
+    });
     expect(lines).toEqual([{ a: 1 }, { a: 2 }]);
-    expect(chunks).toBe(3);
+    // each chunk is told after the lines it ended, and whether it left one unfinished
+    expect(chunks).toEqual([
+      { partial: true, linesSoFar: 1 },
+      { partial: true, linesSoFar: 1 },
+      { partial: false, linesSoFar: 2 },
+    ]);
   });
 
   it('ends the connection when a line grows past the bound without its \\r\\n', async () => {

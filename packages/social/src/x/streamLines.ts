@@ -15,8 +15,11 @@ export const MAX_STREAM_LINE = 1024 * 1024;
 type LineVerdict = Error | undefined;
 
 export interface StreamLineHandlers<T> {
-  /** every chunk that arrives, a keep-alive too (the stream is alive) */
-  onChunk(): void;
+  /**
+   * every chunk that arrives, a keep-alive too (the stream is alive), after the lines it ended;
+   * `partial`: it left a line unfinished (the bytes so far are not an event yet)
+   */
+  onChunk(partial: boolean): void;
   /** a line, parsed; an Error returned cancels the connection and is thrown */
   onLine(line: T): LineVerdict;
 }
@@ -43,7 +46,6 @@ export async function readStreamLines<T>(
   for (;;) {
     const { done, value } = await reader.read();
     if (done) return;
-    handlers.onChunk();
     buffer += decoder.decode(value, { stream: true });
     let at: number;
     while ((at = buffer.indexOf('\r\n')) >= 0) {
@@ -56,6 +58,7 @@ export async function readStreamLines<T>(
       if (ended) return end(ended);
     }
     if (buffer.length > MAX_STREAM_LINE) return end(tooLong());
+    handlers.onChunk(buffer.length > 0);
   }
 }
 

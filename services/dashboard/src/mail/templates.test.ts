@@ -18,6 +18,9 @@ describe('webhook health mails', () => {
     const dropped = renderMail({ ...spec, state: 'held_dropped' }, base);
     expect(dropped.subject).toBe('Your webhook for @NASA dropped held events');
     expect(dropped.text).toContain('the oldest held ones were dropped and are logged as skipped');
+    const waiting = renderMail({ ...spec, state: 'due_dropped' }, base);
+    expect(waiting.subject).toBe('Your webhook for @NASA dropped waiting deliveries');
+    expect(waiting.text).toContain('the oldest waiting ones were dropped and are logged as skipped');
   });
 
   it('say recovered: works again, held events go first, no "fix the endpoint"', () => {

@@ -18,7 +18,7 @@ export type MailSpec =
   | { kind: 'quota'; threshold: 80 | 100; used: number; quota: number; month: string }
   | {
       kind: 'webhook';
-      state: 'failing' | 'broken' | 'disabled' | 'held_dropped' | 'recovered';
+      state: 'failing' | 'broken' | 'disabled' | 'held_dropped' | 'due_dropped' | 'recovered';
       consecutiveFailures: number;
       monitorId: string;
       target: string;
@@ -119,13 +119,17 @@ export function renderMail(spec: MailSpec, base: string): RenderedMail {
             ? 'was marked broken (it answers in a way that cannot succeed)'
             : spec.state === 'held_dropped'
               ? 'is disabled, and more events arrived than are held for it (or they were held too long): the oldest held ones were dropped and are logged as skipped; Recover can send them again once the endpoint works'
-              : 'was disabled after 3 days of only failures: new events are held (a bounded number, for a few days) and sent in order once it is enabled again (a successful Test webhook, or Enable)';
+              : spec.state === 'due_dropped'
+                ? 'fails, and more deliveries wait for it (retries, or events in line behind a fifo delivery) than are kept: the oldest waiting ones were dropped and are logged as skipped; Recover can send them again once the endpoint works'
+                : 'was disabled after 3 days of only failures: new events are held (a bounded number, for a few days) and sent in order once it is enabled again (a successful Test webhook, or Enable)';
       const subject =
         spec.state === 'failing'
           ? 'is failing'
           : spec.state === 'held_dropped'
             ? 'dropped held events'
-            : `is ${spec.state}`;
+            : spec.state === 'due_dropped'
+              ? 'dropped waiting deliveries'
+              : `is ${spec.state}`;
       return mail(
         `Your webhook for ${spec.target} ${subject}`,
         [

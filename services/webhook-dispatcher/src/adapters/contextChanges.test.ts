@@ -25,7 +25,8 @@ import {
 } from '@sts/testing';
 import { MonitorContextCache } from '../contextCache';
 import { DISPATCHER_SESSION_NAME, listenForContextChanges, type ContextChanges } from './contextChanges';
-import { createPrismaRepository, type DispatcherRepository, type MonitorContext } from './repository';
+import type { MonitorContext } from './monitorReader';
+import { createPrismaRepository, type DispatcherRepository } from './repository';
 
 const box = createSecretBox(randomBytes(32));
 const logger = createLogger({ service: 'context-changes-test', level: 'error' });

@@ -7,10 +7,15 @@
  * due while the endpoint was disabled moves from its due row to the hold in one statement, with
  * the number of the attempt that was due, and its last logged attempt's `next_attempt_at` cleared
  * (the delivery log shows that attempt `held` instead: @sts/usecases adapters/logs.ts).
+ *
+ * The same bound holds for a webhook's deliveries waiting in webhook_deliveries_due (retries, fifo
+ * turns; `webhook_endpoints.due_count` kept by triggers): past it the oldest waiting are dropped
+ * the same way (one statement shape, dropSql), the account told at the first drop since the
+ * webhook last had none waiting (state `due_dropped`).
  */
 import { sqlPool, type Db, type SqlPool } from '@sts/db';
 import type { DeliveryEvent } from './consumer';
-import { INSERT_WEBHOOK_EVENTS_SQL } from './repository';
+import { INSERT_WEBHOOK_EVENTS_SQL } from './attemptWriter';
 
 interface HeldEventInput {
   endpointId: string;
@@ -49,6 +54,14 @@ export interface DropRule {
   sizeReason: string;
 }
 
+interface DueDropRule {
+  /** at most this many waiting per webhook */
+  max: number;
+  reason: string;
+  /** the redacted URL, as the attempt log shows it */
+  url: string;
+}
+
 export interface HoldingStore {
   /** holds an event; the endpoint's held count after it, or null when it was held already (same delivery id) */
   hold(input: HeldEventInput): Promise<number | null>;
@@ -65,6 +78,10 @@ export interface HoldingStore {
   unclaim(id: string): Promise<void>;
   /** drops the endpoint's held events past the rule (at most `limit`), logged as skipped; how many */
   drop(endpointId: string, rule: DropRule, limit: number): Promise<number>;
+  /** webhooks with more than `max` deliveries waiting in webhook_deliveries_due (at most `limit`) */
+  overDue(max: number, limit: number): Promise<{ endpointId: string; monitorId: string }[]>;
+  /** drops the webhook's oldest waiting deliveries past the rule's `max` (at most `limit`), logged as skipped; how many */
+  dropDue(endpointId: string, rule: DueDropRule, limit: number): Promise<number>;
   /** enabled endpoints with held events, in random order so replicas spread over them (at most `limit`) */
   releasable(limit: number): Promise<string[]>;
   /** endpoints with events held before `cutoff` (at most `limit` rows looked at) */
@@ -115,8 +132,32 @@ const FINISH_SQL = `
   SET held_count = w.held_count - 1, held_dropped = CASE WHEN w.held_count <= 1 THEN 0 ELSE w.held_dropped END
   FROM d WHERE w.id = d.endpoint_id`;
 
-const DROP_SQL = `
-  WITH first_over AS (
+/**
+ * A drop of an endpoint's ($1) waiting events, logged as skipped: `removed` are CTEs ending in `d`,
+ * the rows deleted (monitor_id, hit_id, event, delivery_id, url, attempt, reason); `counters` the
+ * endpoint's update, `n.n` the rows dropped, and `before` what its drop counter was before them
+ * (0: this drop starts it, and one `account.webhook.failing` row with `state` tells the account).
+ */
+function dropSql(drop: { removed: string; counters: string; before: string; state: string }): string {
+  return `
+  WITH ${drop.removed}, att AS (
+    INSERT INTO delivery_attempts (monitor_id, hit_id, event, delivery_id, url, outcome, attempt, error)
+    SELECT monitor_id, hit_id, event, delivery_id, url, 'skipped'::"DeliveryOutcome", attempt, reason
+    FROM d
+  ), n AS (SELECT count(*)::int AS n FROM d
+  ), upd AS (
+    UPDATE webhook_endpoints w SET ${drop.counters}
+    FROM n WHERE w.id = $1::uuid AND n.n > 0
+    RETURNING w.monitor_id, w.consecutive_failures, ${drop.before} AS dropped_before
+  ), ev AS (
+    SELECT m.account_id, u.monitor_id, '${drop.state}' AS state, u.consecutive_failures AS failures, now() AS at
+    FROM upd u JOIN monitors m ON m.id = u.monitor_id WHERE u.dropped_before = 0
+  ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
+  SELECT n FROM n`;
+}
+
+const DROP_SQL = dropSql({
+  removed: `first_over AS (
     SELECT detected_at, id FROM held_events WHERE endpoint_id = $1::uuid
     ORDER BY detected_at DESC, id DESC OFFSET $3 LIMIT 1
   ), over AS (
@@ -128,22 +169,31 @@ const DROP_SQL = `
     ORDER BY h.detected_at, h.id LIMIT $6 FOR UPDATE SKIP LOCKED
   ), d AS (
     DELETE FROM held_events h USING over WHERE h.id = over.id
-    RETURNING h.monitor_id, h.hit_id, h.event, h.delivery_id, h.url, h.held_at, h.attempt
-  ), att AS (
-    INSERT INTO delivery_attempts (monitor_id, hit_id, event, delivery_id, url, outcome, attempt, error)
-    SELECT monitor_id, hit_id, event, delivery_id, url, 'skipped'::"DeliveryOutcome", attempt,
-           CASE WHEN held_at < $2::timestamptz THEN $4 ELSE $5 END
-    FROM d
-  ), n AS (SELECT count(*)::int AS n FROM d
-  ), upd AS (
-    UPDATE webhook_endpoints w SET held_count = w.held_count - n.n, held_dropped = w.held_dropped + n.n
-    FROM n WHERE w.id = $1::uuid AND n.n > 0
-    RETURNING w.monitor_id, w.consecutive_failures, w.held_dropped - n.n AS dropped_before
-  ), ev AS (
-    SELECT m.account_id, u.monitor_id, 'held_dropped' AS state, u.consecutive_failures AS failures, now() AS at
-    FROM upd u JOIN monitors m ON m.id = u.monitor_id WHERE u.dropped_before = 0
-  ), ins AS (${INSERT_WEBHOOK_EVENTS_SQL})
-  SELECT n FROM n`;
+    RETURNING h.monitor_id, h.hit_id, h.event, h.delivery_id, h.url, h.attempt,
+              CASE WHEN h.held_at < $2::timestamptz THEN $4::text ELSE $5::text END AS reason
+  )`,
+  counters: 'held_count = w.held_count - n.n, held_dropped = w.held_dropped + n.n',
+  before: 'w.held_dropped - n.n',
+  state: 'held_dropped',
+});
+
+// the webhook's due rows past $2 (due_count, kept by triggers), oldest queued first, none in
+// flight (claimed): at most $5, each logged as the attempt it waited for, under the url $3
+const DROP_DUE_SQL = dropSql({
+  removed: `over AS (
+    SELECT d.delivery_id FROM webhook_deliveries_due d
+    WHERE d.webhook_id = $1::uuid AND (d.claimed_until IS NULL OR d.claimed_until < now())
+    ORDER BY d.seq
+    LIMIT least($5::int, greatest((SELECT w.due_count FROM webhook_endpoints w WHERE w.id = $1::uuid) - $2::int, 0))
+    FOR UPDATE SKIP LOCKED
+  ), d AS (
+    DELETE FROM webhook_deliveries_due x USING over WHERE x.delivery_id = over.delivery_id
+    RETURNING x.monitor_id, x.hit_id, x.event, x.delivery_id, $3::text AS url, x.attempt, $4::text AS reason
+  )`,
+  counters: 'due_dropped = w.due_dropped + n.n',
+  before: 'w.due_dropped - n.n',
+  state: 'due_dropped',
+});
 
 interface ClaimRow {
   id: string;
@@ -222,6 +272,23 @@ export function createHoldingStore(db: Db, options: HoldingStoreOptions = {}): H
       const n = rows[0]?.n ?? 0;
       if (n > 0) written(endpointId);
       return n;
+    },
+    async overDue(max, limit) {
+      const { rows } = await sql.query<{ id: string; monitor_id: string }>(
+        'SELECT id, monitor_id FROM webhook_endpoints WHERE due_count > $1 ORDER BY due_count DESC LIMIT $2',
+        [max, limit],
+      );
+      return rows.map((r) => ({ endpointId: r.id, monitorId: r.monitor_id }));
+    },
+    async dropDue(endpointId, rule, limit) {
+      const { rows } = await sql.query<{ n: number }>(DROP_DUE_SQL, [
+        endpointId,
+        rule.max,
+        rule.url,
+        rule.reason,
+        limit,
+      ]);
+      return rows[0]?.n ?? 0;
     },
     async releasable(limit) {
       const { rows } = await sql.query<{ id: string }>(

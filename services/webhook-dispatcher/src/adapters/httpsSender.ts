@@ -20,6 +20,7 @@ import {
   boundedHeaderPairs,
   DETAIL_MAX_HEADERS,
   DETAIL_RESPONSE_BODY_BYTES,
+  requestHeaderPairs,
   type HeaderPairs,
 } from '../domain/attemptDetail';
 import { ConnectionPool } from './connections';
@@ -47,6 +48,8 @@ export interface SendResult {
   headers: Record<string, string | string[] | undefined>;
   /** the answer was longer than the read limit; only its start was read */
   truncated: boolean;
+  /** attempt detail: the request's headers as sent, with the Content-Length this sender adds */
+  requestHeaders: HeaderPairs;
   /** attempt detail: response headers as received ([name, value], bounded); empty without a response */
   responseHeaders: HeaderPairs;
   /** attempt detail: the first DETAIL_RESPONSE_BODY_BYTES bytes of the response body; null without a response */
@@ -263,7 +266,7 @@ function rawHeaderText(raw: readonly Buffer[]): string[] {
 }
 
 /** a failure before or without any answer */
-function failure(error: string, latencyMs: number, refused = false): SendResult {
+function failure(requestHeaders: HeaderPairs, error: string, latencyMs: number, refused = false): SendResult {
   return {
     outcome: 'failed',
     statusCode: null,
@@ -273,13 +276,19 @@ function failure(error: string, latencyMs: number, refused = false): SendResult 
     refused,
     headers: {},
     truncated: false,
+    requestHeaders,
     responseHeaders: [],
     responseBody: null,
   };
 }
 
 /** what a receiver's answer means: delivered for a 2xx, else failed naming why */
-function answerResult(answer: Exchange, latencyMs: number, snippetBytes: number): SendResult {
+function answerResult(
+  requestHeaders: HeaderPairs,
+  answer: Exchange,
+  latencyMs: number,
+  snippetBytes: number,
+): SendResult {
   const status = answer.statusCode;
   const data = answer.body();
   const snippet = data.length ? snippetText(data.subarray(0, snippetBytes)) : null;
@@ -298,6 +307,7 @@ function answerResult(answer: Exchange, latencyMs: number, snippetBytes: number)
     refused: false,
     headers: answer.headers,
     truncated: answer.truncated,
+    requestHeaders,
     responseHeaders: boundedHeaderPairs(rawHeaderText(answer.rawHeaders)),
     responseBody: Buffer.from(data.subarray(0, DETAIL_RESPONSE_BODY_BYTES)),
   };
@@ -340,9 +350,10 @@ class Sender implements HttpsSender {
   async send(request: SendRequest): Promise<SendResult> {
     const started = performance.now();
     const target = this.targetOf(request.url);
-    if (target.kind === 'unsendable')
-      return failure(target.error, Math.round(performance.now() - started), target.refused);
     const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body;
+    const sentHeaders = requestHeaderPairs(request.headers, body);
+    if (target.kind === 'unsendable')
+      return failure(sentHeaders, target.error, Math.round(performance.now() - started), target.refused);
     const key = request.endpointKey ?? target.key;
     let sem = this.semaphores.get(key);
     if (!sem) this.semaphores.set(key, (sem = new Semaphore(this.options.maxConcurrencyPerEndpoint)));
@@ -353,11 +364,11 @@ class Sender implements HttpsSender {
     try {
       const result = await this.deliver(target, request, body, endsAt);
       const latencyMs = Math.round(performance.now() - sendStarted);
-      if (result.ok) return answerResult(result.exchange, latencyMs, this.snippetBytes);
+      if (result.ok) return answerResult(sentHeaders, result.exchange, latencyMs, this.snippetBytes);
       const { timeoutMs } = this.options;
       const error =
         performance.now() >= endsAt ? `timed out after ${timeoutMs} ms` : describeError(result.err, timeoutMs);
-      return failure(error, latencyMs, result.err instanceof RefusedAddressError);
+      return failure(sentHeaders, error, latencyMs, result.err instanceof RefusedAddressError);
     } finally {
       sem.release();
       if (sem.idle) this.semaphores.delete(key);

@@ -1,20 +1,15 @@
 /**
  * The repository's raw-SQL hot path against a real PostgreSQL database: the monitor look-up
  * returns what the Prisma model query returned, batched attempt writes resolve only once their
- * rows are committed (lingering ones too), and a bad row or a refused write fails only its own callers.
+ * rows are committed (lingering ones too), and a bad row or a refused write fails only its own callers;
+ * the claim of due deliveries keeps its rules with a backlog behind them.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createSecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { createAccount, createHit, createMonitor, createTestDatabase, type MonitorFixture } from '@sts/testing';
-import {
-  createPrismaRepository,
-  isMissingParent,
-  isTransientDbError,
-  recordFillMark,
-  type DispatcherRepository,
-  type NewAttempt,
-} from './repository';
+import { isMissingParent, isTransientDbError, recordFillMark, type NewAttempt } from './attemptWriter';
+import { createPrismaRepository, type DispatcherRepository } from './repository';
 
 const box = createSecretBox(randomBytes(32));
 
@@ -280,5 +275,79 @@ describe('dispatcher repository (raw SQL hot path)', () => {
     } finally {
       await down.$disconnect();
     }
+  });
+
+  describe('claimDue', () => {
+    const past = (s: number) => new Date(Date.now() - s * 1000);
+    const claim = (over: { limit?: number; busyWebhooks?: string[] } = {}) =>
+      repo.claimDue({ limit: over.limit ?? 64, perWebhook: 3, busyWebhooks: over.busyWebhooks ?? [], leaseMs: 60_000 });
+
+    /** a webhook with its rules; its id and monitor */
+    async function webhook(ordering: 'fifo' | 'unordered') {
+      const account = await createAccount(db, 'starter');
+      const m = await createMonitor(db, box, { accountId: account.id, url: 'https://hooks.example.com/due' });
+      const w = await db.webhookEndpoint.update({
+        where: { monitorId: m.id },
+        data: { retryPolicy: 'standard', ordering },
+      });
+      return { id: w.id, monitorId: m.id };
+    }
+
+    /** a due row; its delivery id */
+    async function due(w: { id: string; monitorId: string }, dueAt: Date, sequence: number): Promise<string> {
+      const deliveryId = randomUUID();
+      await repo.enqueueDue({
+        deliveryId,
+        monitorId: w.monitorId,
+        webhookId: w.id,
+        event: 'monitor.hit',
+        hitId: null,
+        payload: { sequence },
+        attempt: 1,
+        dueAt,
+      });
+      return deliveryId;
+    }
+
+    beforeEach(() => db.webhookDeliveryDue.deleteMany({}));
+
+    it('at most perWebhook of an unordered webhook, earliest due first, none not yet due, busy webhooks left out', async () => {
+      const a = await webhook('unordered');
+      const b = await webhook('unordered');
+      const aIds: string[] = [];
+      for (let i = 0; i < 200; i++) aIds.push(await due(a, past(300 - i), i + 1));
+      await due(a, new Date(Date.now() + 60_000), 999); // not yet due
+      const bId = await due(b, past(1), 1);
+
+      const first = await claim({ busyWebhooks: [b.id] });
+      expect(first.map((c) => c.deliveryId)).toEqual(expect.arrayContaining(aIds.slice(0, 3)));
+      expect(first).toHaveLength(3);
+      const second = await claim();
+      expect(second.map((c) => c.deliveryId).sort()).toEqual([...aIds.slice(3, 6), bId].sort());
+      // the overall limit takes the earliest due across webhooks
+      await db.webhookDeliveryDue.updateMany({ data: { claimedUntil: null } });
+      expect((await claim({ limit: 2 })).map((c) => c.deliveryId).sort()).toEqual(aIds.slice(0, 2).sort());
+    });
+
+    it('a fifo webhook: only its head by sequence, none while one of its rows is claimed, a head not yet due holds the rest', async () => {
+      const f = await webhook('fifo');
+      const ids: string[] = [];
+      for (let i = 0; i < 100; i++) ids.push(await due(f, past(100 - i), i + 10));
+      const lower = await due(f, past(1), 5); // queued later with a lower sequence: the head
+
+      expect((await claim()).map((c) => c.deliveryId)).toEqual([lower]);
+      expect(await claim()).toEqual([]); // its head is in flight
+      // the claim ran out: taken again
+      await db.webhookDeliveryDue.update({ where: { deliveryId: lower }, data: { claimedUntil: past(1) } });
+      expect((await claim()).map((c) => c.deliveryId)).toEqual([lower]);
+      await db.webhookDeliveryDue.delete({ where: { deliveryId: lower } });
+      expect((await claim()).map((c) => c.deliveryId)).toEqual([ids[0]]);
+      // the head waits for its retry an hour from now: nothing behind it goes
+      await db.webhookDeliveryDue.update({
+        where: { deliveryId: ids[0]! },
+        data: { claimedUntil: null, dueAt: new Date(Date.now() + 3_600_000) },
+      });
+      expect(await claim()).toEqual([]);
+    });
   });
 });

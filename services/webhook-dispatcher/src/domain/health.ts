@@ -3,7 +3,7 @@
  * "failing"; once such a streak has lasted DISABLE_AFTER_MS it is disabled (live hits are logged as
  * skipped, not sent) until a delivery succeeds, which in practice is a test webhook (test pings
  * still go out). Any success resets the streak. The counting itself is one SQL statement
- * (adapters/repository.ts `recordHealth`); these are its rules and the words the log shows.
+ * (adapters/attemptWriter.ts `recordHealth`); these are its rules and the words the log shows.
  */
 export const FAILING_AFTER = 5;
 export const DISABLE_AFTER_MS = 3 * 86_400_000;

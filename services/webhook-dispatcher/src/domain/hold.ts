@@ -4,28 +4,9 @@
  * (adapters/holding.ts) and sent oldest first when it is enabled again (hold.ts). While a hold is
  * not empty, new events queue behind it, so the endpoint receives them in the order they came.
  * A hold is bounded in age and size; past a bound the oldest are dropped and logged as skipped.
+ * The size bound also holds for a webhook's deliveries waiting for a retry or a fifo turn.
+ * Whether an event is held is the delivery policy's (policy.ts `holdsEvent`).
  */
-import type { DeliveryEvent } from '../adapters/consumer';
-import { skipReason, type MonitorState } from './policy';
-
-/** a monitor's state as far as holding goes: its endpoint's health and hold */
-export type HoldState = MonitorState & {
-  webhook: (NonNullable<MonitorState['webhook']> & { heldCount: number }) | null;
-};
-
-/**
- * Whether an event goes to the hold instead of out (or to the log as skipped). Held: a live event
- * (never a test ping or a redelivery, which the user asks for) that would go out but for the
- * endpoint being disabled, or that arrives while held ones still wait for their turn.
- */
-export function holdsEvent(event: DeliveryEvent, redelivery: boolean, m: HoldState, now: Date): boolean {
-  const webhook = m.webhook;
-  if (!webhook || event === 'monitor.test' || redelivery) return false;
-  if (webhook.disabledAt === null && webhook.heldCount === 0) return false;
-  // everything else that keeps it from going out (plan, broken, paused) still skips it
-  return skipReason(event, { ...m, webhook: { ...webhook, disabledAt: null } }, now) === null;
-}
-
 export interface HoldBounds {
   /** WEBHOOK_HOLD_DAYS */
   days: number;
@@ -38,11 +19,12 @@ export function holdCutoff(bounds: HoldBounds, now: Date): Date {
   return new Date(now.getTime() - bounds.days * 86_400_000);
 }
 
-/** the attempt log's reasons for a held event dropped past a bound */
-export function droppedReasons(bounds: HoldBounds): { age: string; size: string } {
+/** the attempt log's reasons for a held event dropped past a bound, and for a waiting delivery (`due`) */
+export function droppedReasons(bounds: HoldBounds): { age: string; size: string; due: string } {
   const tail = 'recover it with Recover (outcome skipped) once the endpoint works';
   return {
     age: `held while the endpoint was disabled for more than ${bounds.days} days (WEBHOOK_HOLD_DAYS): dropped; ${tail}`,
     size: `more than ${bounds.max} events held while the endpoint was disabled (WEBHOOK_HOLD_MAX): the oldest dropped; ${tail}`,
+    due: `more than ${bounds.max} deliveries waiting for the endpoint (retries, fifo turns; WEBHOOK_HOLD_MAX): the oldest dropped; ${tail}`,
   };
 }

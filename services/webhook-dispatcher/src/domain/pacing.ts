@@ -191,3 +191,39 @@ export function rateLimitWaitError(kind: WebhookKind, wait: number, waits: numbe
 export function rateLimitGiveUpError(kind: WebhookKind, waits: number, waited: number): string {
   return `${platform(kind)} answered HTTP 429 (rate limited); gave up after ${waits} wait(s) of ${seconds(waited)} s in all`;
 }
+
+/** what a Discord or Slack 429 makes of a delivery: wait `ms` and send again, or give up; the attempt log's error either way */
+export type RateLimitVerdict = { kind: 'wait'; ms: number; error: string } | { kind: 'give-up'; error: string };
+
+/** a 429 rule: `waits` waits of `totalMs` in all so far */
+type After429 = (answer: RateLimitAnswer, waits: { count: number; totalMs: number }, now: number) => RateLimitVerdict;
+
+function after429Of(kind: 'discord' | 'slack'): After429 {
+  return (answer, waits, now) => {
+    const wait = rateLimitWait(kind, answer, waits.count, waits.totalMs, now);
+    if (wait === null) return { kind: 'give-up', error: rateLimitGiveUpError(kind, waits.count, waits.totalMs) };
+    return { kind: 'wait', ms: wait, error: rateLimitWaitError(kind, wait, waits.count + 1) };
+  };
+}
+
+const AFTER_429: Readonly<Record<'discord' | 'slack', After429>> = {
+  discord: after429Of('discord'),
+  slack: after429Of('slack'),
+};
+
+/** Everything pacing decides for one delivery, worked out once before its first attempt. */
+export interface Pacing {
+  /** the lane it queues, is limited and paced in (laneKey) */
+  laneKey: string;
+  pace: PaceRule | null;
+  /** the rule for a 429 answer; null for a native endpoint, whose 429 is a failure like any other */
+  after429: After429 | null;
+}
+
+export function pacingFor(kind: WebhookKind, rawUrl: string): Pacing {
+  return {
+    laneKey: laneKey(kind, rawUrl),
+    pace: paceRuleFor(kind),
+    after429: kind === 'native' ? null : AFTER_429[kind],
+  };
+}

@@ -20,6 +20,14 @@ export interface MonitorState {
   webhook: EndpointState | null;
 }
 
+/** a monitor's state as far as holding goes: its endpoint's health and hold (held events still waiting) */
+export type HoldState = MonitorState & {
+  webhook: (NonNullable<MonitorState['webhook']> & { heldCount: number }) | null;
+};
+
+type PolicyEvent =
+  'monitor.hit' | 'monitor.test' | 'monitor.profile_changed' | 'monitor.target_unavailable' | 'monitor.post_deleted';
+
 export const SKIP_REASONS = {
   noWebhook: 'monitor has no webhook',
   inactive: 'monitor is inactive',
@@ -32,12 +40,7 @@ export const SKIP_REASONS = {
  * (a running trial counts as Starter), and an endpoint not disabled by its health (health.ts).
  * Test pings go out on every plan and also to a broken or disabled endpoint, so the user can check a fix.
  */
-export function skipReason(
-  event:
-    'monitor.hit' | 'monitor.test' | 'monitor.profile_changed' | 'monitor.target_unavailable' | 'monitor.post_deleted',
-  m: MonitorState,
-  now: Date = new Date(),
-): string | null {
+export function skipReason(event: PolicyEvent, m: MonitorState, now: Date = new Date()): string | null {
   if (!m.webhook) return SKIP_REASONS.noWebhook;
   if (!m.isActive) return SKIP_REASONS.inactive;
   if (event === 'monitor.test') return null;
@@ -47,6 +50,37 @@ export function skipReason(
   }
   if (m.webhook.disabledAt) return disabledReason(m.webhook);
   return null;
+}
+
+/**
+ * Whether an event goes to the hold instead of out (or to the log as skipped). Held: a live event
+ * (never a test ping or a redelivery, which the user asks for) that would go out but for the
+ * endpoint being disabled, or that arrives while held ones still wait for their turn.
+ */
+export function holdsEvent(event: PolicyEvent, redelivery: boolean, m: HoldState, now: Date): boolean {
+  const webhook = m.webhook;
+  if (!webhook || event === 'monitor.test' || redelivery) return false;
+  if (webhook.disabledAt === null && webhook.heldCount === 0) return false;
+  // everything else that keeps it from going out (plan, broken, paused) still skips it
+  return skipReason(event, { ...m, webhook: { ...webhook, disabledAt: null } }, now) === null;
+}
+
+/** What the policy makes of one delivery, decided once before anything else is done for it. */
+export interface DeliveryPolicy {
+  /** it goes to the hold (holdsEvent) instead of out or to the log */
+  held: boolean;
+  /** why it is skipped (skipReason); null: it goes out */
+  skip: string | null;
+  /** the endpoint's URL as the attempt log stores it (redactWebhookUrl; '' without a webhook) */
+  url: string;
+}
+
+export function deliveryPolicy(event: PolicyEvent, redelivery: boolean, m: HoldState, now: Date): DeliveryPolicy {
+  return {
+    held: holdsEvent(event, redelivery, m, now),
+    skip: skipReason(event, m, now),
+    url: m.webhook ? redactWebhookUrl(m.webhook.url, m.webhook.kind) : '',
+  };
 }
 
 /**

@@ -72,7 +72,7 @@ describe('ActivityIntake gaps', () => {
     const owed: string[][] = [];
     const starts: (Date | undefined)[] = [];
     const events: string[] = [];
-    let handlers: { onEvent(e: XaaEvent): void; onActivity(): void } | null = null;
+    let handlers: { onEvent(e: XaaEvent): void; onActivity(partial: boolean): void } | null = null;
     let close: ((err?: Error) => void) | null = null;
     /** what recording an event waits for (a test holds it back) */
     const recording = { wait: Promise.resolve() };
@@ -135,7 +135,7 @@ describe('ActivityIntake gaps', () => {
 
     t.handlers().onEvent(event('1'));
     now.t += 10_000;
-    t.handlers().onActivity();
+    t.handlers().onActivity(false);
     t.close(new Error('operational-disconnect'));
     await new Promise((r) => setImmediate(r));
     now.t += 60_000; // past the backoff
@@ -148,6 +148,28 @@ describe('ActivityIntake gaps', () => {
     expect(t.events).toEqual(['1', '2']);
   });
 
+  it('bytes of an unfinished line move neither the position nor the stall clock: a trickle is a stall', async () => {
+    const now = { t: 3_000_000 };
+    const t = intakeWith(now);
+    t.intake.start();
+    await t.intake.sync();
+    now.t += 3000;
+    t.handlers().onActivity(false); // a keep-alive: the position is here
+    // half an event, then a byte now and then, never its line end
+    for (let i = 0; i < 7; i++) {
+      now.t += 10_000;
+      t.handlers().onActivity(true);
+    }
+    await t.intake.sync(); // 70 s without a line end: stalled, dropped and replayed
+    await new Promise((r) => setImmediate(r));
+    now.t += 60_000; // past the backoff
+    await t.intake.sync();
+    expect(t.starts).toHaveLength(2);
+    // from the last line end, so the event whose bytes were trickling is replayed whole
+    expect(t.starts[1]!.getTime()).toBe(3_003_000 - 5000);
+    await t.intake.stop();
+  });
+
   it('a new holder replays from the position the last one saved once its events were recorded, owing nothing', async () => {
     const now = { t: 2_000_000 };
     const saved: { at: Date | null } = { at: null };
@@ -157,7 +179,7 @@ describe('ActivityIntake gaps', () => {
     let release!: () => void;
     first.recording.wait = new Promise((r) => (release = r));
     now.t += 3000;
-    first.handlers().onActivity();
+    first.handlers().onActivity(false);
     first.handlers().onEvent(event('1'));
     await first.intake.sync();
     await new Promise((r) => setImmediate(r));

@@ -8,9 +8,11 @@
  * between two syncs coalesce into one reconciliation.
  *
  * The stream: events go to `onEvent` in arrival order (duplicates by `event_uuid` dropped: a
- * replay overlaps what was seen). A gap (a disconnect, a stall of `stallMs` without a byte while
- * X sends a keep-alive every 20 s, a failover) is recovered with `start_time` from the last byte
- * seen less `overlapMs`. A new holder (a restart, a failover) starts from the last byte whose
+ * replay overlaps what was seen). The stream's position is the last line end seen (an event or
+ * a keep-alive): bytes of an unfinished line are not an event yet, so they move neither the
+ * position nor the stall clock. A gap (a disconnect, a stall of `stallMs` without a line end while
+ * X sends a keep-alive every 20 s, a failover) is recovered with `start_time` from the position
+ * less `overlapMs`. A new holder (a restart, a failover) starts from the last byte whose
  * events the fleet recorded (saved each sync once the events before it are recorded), so it
  * replays seconds, not X's whole window, before live events. A gap longer than X replays
  * (`replayMs`), or no saved position, owes every pushed account a look (`owe`), so a change lost
@@ -56,8 +58,8 @@ export class ActivityIntake {
   private lastReconcileAt = 0;
   /** user id → the pushed targets watching it (the last reconciliation's) */
   private byUser = new Map<string, string[]>();
-  private connection: { abort: AbortController; lastByteAt: number } | null = null;
-  /** the last byte of the last connection (null: none since this replica took the lease) */
+  private connection: { abort: AbortController; lastLineAt: number } | null = null;
+  /** the last line end of the last connection (null: none since this replica took the lease) */
   private aliveAt: number | null = null;
   private retryAt = 0;
   private failures = 0;
@@ -191,14 +193,14 @@ export class ActivityIntake {
 
   private checkStall(): void {
     const c = this.connection;
-    if (c && this.now() - c.lastByteAt > (this.o.stallMs ?? 60_000)) {
+    if (c && this.now() - c.lastLineAt > (this.o.stallMs ?? 60_000)) {
       this.o.logger.warn('X activity stream stalled: reconnecting');
       this.disconnect();
     }
   }
 
   /**
-   * Saves the last byte seen as the position the next holder replays from, once every event that
+   * Saves the position (the last line end seen) as where the next holder replays from, once every event that
    * arrived before it is recorded (or owed): the events of a chunk are chained before its byte
    * time is read here, so waiting for the chain as it is now covers them.
    */
@@ -245,11 +247,16 @@ export class ActivityIntake {
   private async connect(): Promise<void> {
     const abort = new AbortController();
     const startTime = await this.replayStart();
-    const conn = { abort, lastByteAt: this.now() };
+    const conn = { abort, lastLineAt: this.now() };
     this.connection = conn;
     try {
       const { closed } = await this.o.api.connect(
-        { onEvent: (e) => this.receive(e), onActivity: () => (conn.lastByteAt = this.aliveAt = this.now()) },
+        {
+          onEvent: (e) => this.receive(e),
+          onActivity: (partial) => {
+            if (!partial) conn.lastLineAt = this.aliveAt = this.now();
+          },
+        },
         abort.signal,
         { startTime },
       );
