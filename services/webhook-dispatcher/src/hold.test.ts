@@ -338,28 +338,25 @@ describe('events held while an endpoint is disabled', () => {
     const REASON = /more than 4 deliveries waiting for the endpoint \(.*WEBHOOK_HOLD_MAX\): the oldest dropped/;
 
     const waiting = (monitorId: string) =>
-      db.webhookDeliveryDue.findMany({ where: { monitorId }, orderBy: { seq: 'asc' } });
+      bed.db.webhookDeliveryDue.findMany({ where: { monitorId }, orderBy: { seq: 'asc' } });
     const skipped = (monitorId: string) =>
-      db.deliveryAttempt.findMany({ where: { monitorId, outcome: 'skipped' }, orderBy: { createdAt: 'asc' } });
+      bed.db.deliveryAttempt.findMany({ where: { monitorId, outcome: 'skipped' }, orderBy: { createdAt: 'asc' } });
     const notices = async (monitorId: string) =>
       (await droppedNotices(monitorId))
         .map((e) => parsePayload('account.webhook.failing', e.payload))
         .filter((n) => n.state === 'due_dropped');
 
-    beforeEach(() => receiver.setResponder(() => ({ status: 500 })));
+    beforeEach(() => bed.receiver.setResponder(() => ({ status: 500 })));
 
-    async function webhook(ordering: 'fifo' | 'unordered', path: string) {
-      const m = await createMonitor(db, box, { accountId, url: `${receiver.url}${path}` });
-      await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard', ordering } });
-      return m;
-    }
+    const webhook = (ordering: 'fifo' | 'unordered', path: string) =>
+      bed.monitor(path, { retryPolicy: 'standard', ordering });
 
     /** n hits handled as their messages are; their delivery ids in order */
     async function queued(m: MonitorFixture, n: number): Promise<string[]> {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) {
-        const env = hitEnvelope(m, await createHit(db, m, `post ${i}`));
-        await dispatcher.handle(env);
+        const env = hitEnvelope(m, await createHit(bed.db, m, `post ${i}`));
+        await bed.dispatcher.handle(env);
         ids.push(env.messageId);
       }
       return ids;
@@ -370,7 +367,7 @@ describe('events held while an endpoint is disabled', () => {
       const ids = await queued(m, 7);
       expect(await endpoint(m.id)).toMatchObject({ dueCount: 7, dueDropped: 0 });
 
-      await dispatcher.releaseHeld();
+      await bed.dispatcher.releaseHeld();
       expect((await waiting(m.id)).map((d) => d.deliveryId)).toEqual(ids.slice(3));
       expect(await endpoint(m.id)).toMatchObject({ dueCount: 4, dueDropped: 3 });
       const logged = await skipped(m.id);
@@ -381,17 +378,17 @@ describe('events held while an endpoint is disabled', () => {
         expect(a.url).toContain('/fifo');
       }
       expect(await notices(m.id)).toHaveLength(1);
-      expect(receiver.requests).toHaveLength(0);
+      expect(bed.receiver.requests).toHaveLength(0);
 
       // more arrive: dropped again, but the account was told already
       const more = await queued(m, 2);
-      await dispatcher.releaseHeld();
+      await bed.dispatcher.releaseHeld();
       expect((await waiting(m.id)).map((d) => d.deliveryId)).toEqual([...ids.slice(5), ...more]);
       expect(await endpoint(m.id)).toMatchObject({ dueCount: 4, dueDropped: 5 });
       expect(await notices(m.id)).toHaveLength(1);
 
       // none waiting any more: the count starts again, and so does the notice
-      await db.webhookDeliveryDue.deleteMany({ where: { monitorId: m.id } });
+      await bed.db.webhookDeliveryDue.deleteMany({ where: { monitorId: m.id } });
       expect(await endpoint(m.id)).toMatchObject({ dueCount: 0, dueDropped: 0 });
     });
 
@@ -401,12 +398,12 @@ describe('events held while an endpoint is disabled', () => {
       const rows = await waiting(m.id);
       expect(rows.map((d) => [d.deliveryId, d.attempt])).toEqual(ids.map((id) => [id, 2]));
       // the oldest is in flight here: never dropped
-      await db.webhookDeliveryDue.update({
+      await bed.db.webhookDeliveryDue.update({
         where: { deliveryId: ids[0]! },
         data: { claimedUntil: new Date(Date.now() + 60_000) },
       });
 
-      await dispatcher.releaseHeld();
+      await bed.dispatcher.releaseHeld();
       expect((await waiting(m.id)).map((d) => d.deliveryId)).toEqual([ids[0], ...ids.slice(3)]);
       const logged = await skipped(m.id);
       expect(logged.map((a) => [a.deliveryId, a.attempt]).sort()).toEqual(
@@ -419,7 +416,7 @@ describe('events held while an endpoint is disabled', () => {
       expect(await notices(m.id)).toHaveLength(1);
 
       // at the bound: nothing more is dropped
-      await dispatcher.releaseHeld();
+      await bed.dispatcher.releaseHeld();
       expect(await waiting(m.id)).toHaveLength(4);
       expect(await skipped(m.id)).toHaveLength(2);
     });
@@ -427,7 +424,7 @@ describe('events held while an endpoint is disabled', () => {
     it('a webhook within the bound keeps every waiting delivery', async () => {
       const m = await webhook('fifo', '/within');
       await queued(m, 4);
-      await dispatcher.releaseHeld();
+      await bed.dispatcher.releaseHeld();
       expect(await waiting(m.id)).toHaveLength(4);
       expect(await skipped(m.id)).toHaveLength(0);
       expect(await notices(m.id)).toHaveLength(0);
