@@ -30,7 +30,7 @@ export const RUNTIME = process.env.BENCH_RUNTIME ?? 'bundle';
 export const tsxEntry = (name: string): string[] => ['--import', 'tsx', `services/${name}/src/main.ts`];
 
 /** node's arguments after the bench's own flags that run service `name` (e.g. `webhook-dispatcher`) */
-export function serviceEntry(name: string): string[] {
+function serviceEntry(name: string): string[] {
   if (RUNTIME === 'tsx') return tsxEntry(name);
   if (RUNTIME !== 'bundle') throw new Error(`BENCH_RUNTIME must be bundle or tsx, not ${RUNTIME}`);
   const outdir = path.join(root, '.tmp', 'bench-dist', name);
