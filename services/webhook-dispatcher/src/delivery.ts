@@ -4,10 +4,10 @@
  * step a method whose result is a tagged union the flow branches on:
  *
  *   prepare  the job (messages.ts) of a message or of a due delivery (a retry, a fifo turn), then
- *            each pure rule asked once: the policy (domain/policy.ts: held, skipped, the URL the
- *            log stores), the body (domain/payloads.ts: its bytes, size limit and sequence header)
- *            and the pacing (domain/pacing.ts: lane, pace, 429 rule), kept on the ready job; whether
- *            it waits for its turn (fifo); the signing secrets → settled | unsent | queued | ready
+ *            its plan (domain/plan.ts, pure, asking the policy, the body and the pacing once
+ *            each): held, logged without a request, queued for its fifo turn, or sent with its
+ *            body, sequence header, lane and 429 rule; then the signing secrets
+ *            → settled | unsent | queued | ready
  *   acquire  a slot in the endpoint's lane (lanes.ts); a backed-up lane parks the message on the
  *            broker (adapters/parking.ts) → acquired | settled
  *   send     one signed HTTPS attempt (fresh timestamp and signature, a CLIENT span); Discord and
@@ -26,32 +26,28 @@
  * (fail closed, drain, what an error becomes).
  */
 import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
-import { createSecretBox, SecretBoxError, type SecretBox } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { signedHeaders } from '@sts/signing';
-import { requestBody, type WebhookKind } from './domain/payloads';
-import { brokenReasonFor, deliveryPolicy, type DeliveryPolicy } from './domain/policy';
+import type { WebhookKind } from './domain/payloads';
+import { planDelivery } from './domain/plan';
+import { brokenReasonFor } from './domain/policy';
 import { healthNeedsUpdate } from './domain/health';
 import type { Envelope } from '@sts/messaging';
-import { pacingFor, type Pacing } from './domain/pacing';
+import type { Pacing } from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
 import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
 import type { Parking } from './adapters/parking';
+import { SigningSecrets, type SigningKeys } from './adapters/secrets';
 import type { AttemptWriter, NewAttempt } from './adapters/attemptWriter';
 import type { ClaimedDue, DueChange, DueStore, NewDue } from './adapters/dueStore';
 import type { MonitorContext } from './adapters/monitorReader';
 import { afterFailure } from './domain/retrySchedule';
 import type { LaneScheduler, LaneSlot } from './lanes';
-import { SCHEDULED_EVENTS, type createJobSources, type Job } from './messages';
+import type { createJobSources, Job } from './messages';
 import type { DispatcherMetrics } from './metrics';
 
 /** A job that goes out: its monitor has a webhook and no skip reason. */
 type SendableJob = Job & { monitor: MonitorContext & { webhook: NonNullable<MonitorContext['webhook']> } };
-
-/** A stored secret cannot be decrypted: a server-side fault (wrong SECRETS_ENCRYPTION_KEY), not the message's. */
-export class SecretsUnavailableError extends Error {
-  override name = 'SecretsUnavailableError';
-}
 
 /** The dispatcher is stopping and this delivery did not finish within the grace period; nothing was logged. */
 export class DrainAbortError extends Error {
@@ -84,47 +80,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     const timer = setTimeout(done, ms);
     signal.addEventListener('abort', done, { once: true });
   });
-}
-
-/** A stored secret in plain text, decrypted once per rotation. */
-class SecretCache {
-  private readonly box: SecretBox;
-  // Decrypting is cheap but not free at 1000/s; the ciphertext changes on every rotation, so a
-  // cache keyed by it can never hand out an old secret.
-  private readonly secrets = new Map<string, string>();
-
-  constructor(key: string | Buffer, oldKeys: readonly string[] = []) {
-    this.box = createSecretBox(key, oldKeys);
-  }
-
-  get(monitorId: string, ciphertext: string): string {
-    const key = `${monitorId}|${ciphertext}`;
-    let s = this.secrets.get(key);
-    if (s === undefined) {
-      s = this.decrypt(monitorId, ciphertext);
-      if (this.secrets.size >= 10_000) this.secrets.clear();
-      this.secrets.set(key, s);
-    }
-    return s;
-  }
-
-  private decrypt(monitorId: string, ciphertext: string): string {
-    try {
-      return this.box.decrypt(ciphertext, monitorId);
-    } catch (err) {
-      if (err instanceof SecretBoxError) {
-        throw new SecretsUnavailableError(
-          'a stored webhook signing secret cannot be decrypted: SECRETS_ENCRYPTION_KEY is not the key the secrets were stored with',
-        );
-      }
-      throw err;
-    }
-  }
-}
-
-interface SigningKeys {
-  secret: string;
-  standardSecrets: string[];
 }
 
 /**
@@ -271,14 +226,19 @@ function dueOf(job: SendableJob, attempt: number, at: Date): NewDue {
   };
 }
 
+/** the job with the webhook the plan found it goes to */
+function sendableOf(job: Job, webhook: SendableJob['monitor']['webhook']): SendableJob {
+  return { ...job, monitor: { ...job.monitor, webhook } };
+}
+
 /** The flow of one delivery (see the top of the file), sharing the secret cache, adapters and metrics. */
 class DeliveryFlow {
-  private readonly secrets: SecretCache;
+  private readonly secrets: SigningSecrets;
   private parking: Parking | null = null;
   private holding: Hold | null = null;
 
   constructor(private readonly options: DeliveryFlowOptions) {
-    this.secrets = new SecretCache(options.secretsKey, options.secretsOldKeys);
+    this.secrets = new SigningSecrets(options.secretsKey, options.secretsOldKeys);
   }
 
   /** from now on a backed-up lane's messages are parked on the broker (without: they wait in memory) */
@@ -328,52 +288,40 @@ class DeliveryFlow {
   // prepare ---------------------------------------------------------------------------------
 
   /**
-   * The job, then what the pure rules make of it, each asked once: the policy (held, skipped, the
-   * URL the log stores), the body (payloads.ts) and the pacing (pacing.ts); then its secrets. Or
-   * why it goes no further (or not yet).
+   * The job, then its plan (domain/plan.ts): the hold takes it, its row is logged without a
+   * request, it waits for its fifo turn, or it is ready with its secrets.
    */
   private async prepare(source: Source): Promise<Prepared> {
     const found = await this.jobOf(source);
     if (found.kind === 'settled') return found;
     const { job } = found;
     const redelivery = source.kind === 'message' && source.env.routingKey === 'webhook.redeliver';
-    const policy = deliveryPolicy(job.event, redelivery, job.monitor, this.options.now());
-    if (await this.held(source, job, policy)) return { kind: 'settled', outcome: 'ack' };
+    const holding = this.holding;
+    const now = this.options.now();
+    const plan = planDelivery({ ...job, origin: source.kind, redelivery, holding: holding !== null, now });
     const fromDue = source.kind === 'due';
     const attempt = fromDue ? source.due.attempt : source.kind === 'held' ? source.attempt : 1;
     const done: DueChange | undefined = fromDue
       ? { kind: 'done', deliveryId: job.deliveryId, claimed: attempt }
       : undefined;
-    const { url, skip } = policy;
-    const webhook = job.monitor.webhook;
-    if (!webhook || skip) {
-      const row = unsentAttempt(job, attempt, url, 'skipped', skip ?? 'monitor has no webhook');
-      return { kind: 'unsent', row, webhookKind: webhook?.kind ?? 'none', due: done };
+    switch (plan.kind) {
+      case 'held':
+        await holding!.hold(job, plan.url, fromDue ? { attempt } : undefined);
+        return { kind: 'settled', outcome: 'ack' };
+      case 'unsent': {
+        const row = unsentAttempt(job, attempt, plan.url, plan.outcome, plan.error);
+        return { kind: 'unsent', row, webhookKind: plan.webhookKind, due: done };
+      }
+      case 'queued':
+        return { kind: 'queued', due: dueOf(sendableOf(job, plan.webhook), 1, now) };
+      case 'send': {
+        const sendable = sendableOf(job, plan.webhook);
+        const { url, body, bytes, sequence, pacing, scheduled } = plan;
+        const keys = this.secrets.keysFor(sendable.monitor.id, sendable.monitor.webhook, now);
+        const rules = { attempt, scheduled, fromDue, redelivery };
+        return { kind: 'ready', job: sendable, url, body, bytes, sequence, keys, pacing, ...rules };
+      }
     }
-    const sendable: SendableJob = { ...job, monitor: { ...job.monitor, webhook } };
-    const scheduled = source.kind !== 'message' || SCHEDULED_EVENTS.includes(source.env.routingKey);
-    if (source.kind === 'message' && scheduled && webhook.ordering === 'fifo')
-      return { kind: 'queued', due: dueOf(sendable, 1, this.options.now()) };
-    const request = requestBody(webhook.kind, job.payload);
-    if (request.kind === 'too-large') {
-      const row = unsentAttempt(job, attempt, url, 'failed', request.error);
-      return { kind: 'unsent', row, webhookKind: webhook.kind, due: done };
-    }
-    const { body, bytes, sequence } = request;
-    const keys = this.signingKeys(sendable);
-    const pacing = pacingFor(webhook.kind, webhook.url);
-    const rules = { attempt, scheduled, fromDue, redelivery };
-    return { kind: 'ready', job: sendable, url, body, bytes, sequence, keys, pacing, ...rules };
-  }
-
-  /**
-   * Whether the hold took the job: a message's live event, or a retry (fifo turn) that fell due,
-   * that the policy holds (a held event is not held again)
-   */
-  private async held(source: Source, job: Job, policy: DeliveryPolicy): Promise<boolean> {
-    if (!this.holding || source.kind === 'held' || !policy.held) return false;
-    await this.holding.hold(job, policy.url, source.kind === 'due' ? { attempt: source.due.attempt } : undefined);
-    return true;
   }
 
   /** the job of a message, of a due delivery, or of a held event */
@@ -387,21 +335,6 @@ class DeliveryFlow {
       case 'held':
         return Promise.resolve({ kind: 'job', job: source.job });
     }
-  }
-
-  /**
-   * The secrets of a delivery. During an overlapped rotation X-Service-Signature stays on the old
-   * secret and webhook-signature carries the new one and the old one; afterwards only the new.
-   */
-  private signingKeys(job: SendableJob): SigningKeys {
-    const webhook = job.monitor.webhook;
-    const current = this.secrets.get(job.monitor.id, webhook.secretCiphertext);
-    const until = webhook.previousSecretUntil;
-    if (!webhook.previousSecretCiphertext || !until || until.getTime() <= this.options.now().getTime()) {
-      return { secret: current, standardSecrets: [current] };
-    }
-    const previous = this.secrets.get(job.monitor.id, webhook.previousSecretCiphertext);
-    return { secret: previous, standardSecrets: [current, previous] };
   }
 
   // acquire the lane ------------------------------------------------------------------------

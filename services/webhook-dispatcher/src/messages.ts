@@ -18,7 +18,7 @@ import {
   type MonitorTargetUnavailableEvent,
 } from '@sts/messaging';
 import type { WebhookPayload } from './domain/payloads';
-import { finalOutcome, LIVE_EVENTS } from './domain/policy';
+import { finalOutcome } from './domain/policy';
 import type { ConsumeOutcome, DeliveryEvent, DispatcherRoutingKey } from './adapters/consumer';
 import type { ClaimedDue } from './adapters/dueStore';
 import type { MonitorContext, MonitorReader } from './adapters/monitorReader';
@@ -239,9 +239,6 @@ async function redeliverHit(
     job: { event: 'monitor.hit', deliveryId: attempt.deliveryId, hitId: row.id, monitor: m, payload },
   };
 }
-
-/** the events a delivery's schedule applies to (a retry, a fifo turn): a monitor's live events */
-export const SCHEDULED_EVENTS: readonly string[] = LIVE_EVENTS satisfies readonly DeliveryEvent[];
 
 /** a due delivery's job: its payload as first sent, its monitor as it is now */
 async function dueJob({ repo, logger }: Context, due: ClaimedDue): Promise<Prepared> {
