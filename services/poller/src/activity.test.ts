@@ -27,6 +27,34 @@ import { createPoller, type Poller } from './poller';
 
 const logger = createLogger({ service: 'x-activity-test', level: 'error' });
 
+/** the activity intake as main.ts builds it, on the bed's fake X (syncs every 200 ms) */
+function activityIntake(
+  bed: XTestBed,
+  source: XSource,
+  o: { mode: 'profiles' | 'all'; maxSubs: number; registry: Registry; stallMs?: number },
+): ActivityIntake {
+  return buildActivityIntake(
+    {
+      X_API_BASE_URL: bed.fake.url,
+      X_BEARER_TOKEN: 't',
+      X_TIMEOUT_MS: 5000,
+      X_INTAKE_ACTIVITY: o.mode,
+      X_ACTIVITY_MAX_SUBS: o.maxSubs,
+      X_STREAM_LEASE_SECONDS: 5,
+    },
+    {
+      db: bed.db,
+      schedule: createScheduleStore(bed.db),
+      writer: createHitWriter(bed.db),
+      governor: source.client.governor,
+      logger,
+      registry: o.registry,
+      syncMs: 200,
+      ...(o.stallMs !== undefined && { stallMs: o.stallMs }),
+    },
+  );
+}
+
 describe('the X Activity API intake', () => {
   let bed: XTestBed;
   let activity: FakeActivity;
@@ -68,26 +96,7 @@ describe('the X Activity API intake', () => {
       healthLookupSec: 3600,
     });
     await poller.start();
-    intake = buildActivityIntake(
-      {
-        X_API_BASE_URL: bed.fake.url,
-        X_BEARER_TOKEN: 't',
-        X_TIMEOUT_MS: 5000,
-        X_INTAKE_ACTIVITY: 'profiles',
-        X_ACTIVITY_MAX_SUBS: 10,
-        X_STREAM_LEASE_SECONDS: 5,
-      },
-      {
-        db: bed.db,
-        schedule: createScheduleStore(bed.db),
-        writer: createHitWriter(bed.db),
-        governor: source.client.governor,
-        logger,
-        registry,
-        syncMs: 200,
-        stallMs: 5000,
-      },
-    );
+    intake = activityIntake(bed, source, { mode: 'profiles', maxSubs: 10, registry, stallMs: 5000 });
     intake.start();
   });
 
@@ -251,26 +260,7 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'x-activity-all' });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
     // no poller: a hit can only come from the activity stream
-    build = () =>
-      buildActivityIntake(
-        {
-          X_API_BASE_URL: bed.fake.url,
-          X_BEARER_TOKEN: 't',
-          X_TIMEOUT_MS: 5000,
-          X_INTAKE_ACTIVITY: 'all',
-          X_ACTIVITY_MAX_SUBS: 100,
-          X_STREAM_LEASE_SECONDS: 5,
-        },
-        {
-          db: bed.db,
-          schedule: createScheduleStore(bed.db),
-          writer: createHitWriter(bed.db),
-          governor: source.client.governor,
-          logger,
-          registry: new Registry(),
-          syncMs: 200,
-        },
-      );
+    build = () => activityIntake(bed, source, { mode: 'all', maxSubs: 100, registry: new Registry() });
     intake = build();
     intake.start();
   });
