@@ -13,7 +13,7 @@
  */
 import { createLogger } from '@sts/common';
 import { createXSource, type XSource } from '@sts/social';
-import { createFakeActivity, waitFor, type FakeActivity } from '@sts/testing';
+import { createFakeActivity, waitFor, waitForMany, type FakeActivity } from '@sts/testing';
 import { Registry } from 'prom-client';
 import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
@@ -155,10 +155,7 @@ describe('the X Activity API intake', () => {
     const reads = await settledReads(user.id);
 
     bed.fake.state.update('XaaBio', { description: 'new bio' });
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed', 'xaabio');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed', 'xaabio'), 1, 20_000);
     expect(deliveries.signedBy(req!, m)).toBe(true);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
       event: 'monitor.profile_changed',
@@ -235,10 +232,7 @@ describe('the X Activity API intake', () => {
     activity.outage(false);
     await waitFor(() => activity.connects() > connects || null, 20_000);
     expect(activity.lastParams()?.get('start_time')).toBeTruthy();
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed', 'xaagap');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed', 'xaagap'), 1, 20_000);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({ changed: ['name'], after: { name: 'During' } });
     await new Promise((r) => setTimeout(r, 1000));
     expect(delivered('monitor.profile_changed', 'xaagap')).toHaveLength(1);
@@ -297,10 +291,11 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     const post = bed.fake.state.post({ author: 'XaaPoster', text: 'pushed by XAA' });
     const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: post.id } }), 20_000);
     expect(hit.tweetText).toBe('pushed by XAA');
-    const [req] = await waitFor(() => {
-      const got = deliveries.receiver.requests.filter((r) => r.path === '/xaaposter');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(
+      () => deliveries.receiver.requests.filter((r) => r.path === '/xaaposter'),
+      1,
+      20_000,
+    );
     expect(req!.headers['x-service-event']).toBe('monitor.hit');
     expect(deliveries.signedBy(req!, m)).toBe(true);
   });
@@ -318,10 +313,7 @@ describe('X_INTAKE_ACTIVITY=all', () => {
         (await bed.db.monitorEvent.count({ where: { kind: 'monitor.post_deleted', monitorId: m } })) === 1 || null,
       20_000,
     );
-    const [req] = await waitFor(() => {
-      const got = deliveries.delivered('monitor.post_deleted', 'xaadeleter');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => deliveries.delivered('monitor.post_deleted', 'xaadeleter'), 1, 20_000);
     expect(deliveries.signedBy(req!, m)).toBe(true);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
       event: 'monitor.post_deleted',

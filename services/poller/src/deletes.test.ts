@@ -7,7 +7,7 @@
 import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, deleteSocialTweet } from '@sts/social';
-import { waitFor, openTestStore, type TestStore } from '@sts/testing';
+import { waitFor, waitForMany, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPostDeletes } from './adapters/postDeletes';
 import { createProfileRepository } from './adapters/profiles';
@@ -66,10 +66,7 @@ describe('deleted posts on the local store', () => {
     const hit = await waitFor(() => db.hit.findFirst({ where: { monitorId: wants, tweetId: tweet.id } }), 20_000);
 
     expect(await deleteSocialTweet(db, tweet.id)).toEqual({ id: tweet.id, authorUsername: 'Deleter' });
-    const [req] = await waitFor(() => {
-      const got = deletedTo('deleter');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => deletedTo('deleter'), 1, 20_000);
     expect(deliveries.signedBy(req!, wants)).toBe(true);
     const body = JSON.parse(req!.rawBody.toString()) as Record<string, unknown>;
     expect(body).toMatchObject({

@@ -14,7 +14,7 @@
 import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialUser } from '@sts/social';
-import { waitFor, openTestStore, type TestStore } from '@sts/testing';
+import { waitFor, waitForMany, openTestStore, type TestStore } from '@sts/testing';
 import { createProfileRepository } from '../../adapters/profiles';
 import { openDeliveryBed, type DeliveryBed } from '../../../test/deliveryBed';
 import type { Poller } from '../../poller';
@@ -64,10 +64,7 @@ describe('profile changes and target health on the local store', () => {
     await waitFor(async () => (await snapshot('changer')) !== null, 20_000);
 
     await db.$executeRaw`UPDATE social_users SET name = 'New Name', description = 'new bio', verified = true WHERE username_key = 'changer'`;
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed');
-      return got.length > 0 ? got : null;
-    }, 30_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed'), 1, 30_000);
     expect(req!.path).toBe('/changer-profile');
     expect(deliveries.signedBy(req!, wants)).toBe(true);
     const body = JSON.parse(req!.rawBody.toString()) as Record<string, unknown>;
@@ -112,10 +109,11 @@ describe('profile changes and target health on the local store', () => {
       const ms = await db.monitor.findMany({ where: { id: { in: [a, b] } }, select: { targetStatus: true } });
       return ms.every((m) => m.targetStatus === 'suspended');
     }, 20_000);
-    const sent = await waitFor(() => {
-      const got = delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/sleeper'));
-      return got.length >= 2 ? got : null;
-    }, 30_000);
+    const sent = await waitForMany(
+      () => delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/sleeper')),
+      2,
+      30_000,
+    );
     expect(sent.map((r) => r.path).sort()).toEqual(['/sleeper-a', '/sleeper-b']);
     const bodyA = JSON.parse(sent.find((r) => r.path === '/sleeper-a')!.rawBody.toString()) as Record<string, unknown>;
     expect(bodyA).toMatchObject({
@@ -215,10 +213,11 @@ describe('profile changes and target health on the local store', () => {
       const ms = await db.monitor.findMany({ where: { id: { in: [a, b] } }, select: { targetStatus: true } });
       return ms.every((m) => m.targetStatus === 'not_found');
     }, 20_000);
-    const sent = await waitFor(() => {
-      const got = delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/doomed'));
-      return got.length >= 2 ? got : null;
-    }, 30_000);
+    const sent = await waitForMany(
+      () => delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/doomed')),
+      2,
+      30_000,
+    );
     expect(sent.map((r) => r.path).sort()).toEqual(['/doomed-a', '/doomed-b']);
     const toB = sent.find((r) => r.path === '/doomed-b')!;
     expect(deliveries.signedBy(toB, b)).toBe(true);

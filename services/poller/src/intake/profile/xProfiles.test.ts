@@ -12,7 +12,7 @@
  */
 import { createLogger } from '@sts/common';
 import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
-import { waitFor } from '@sts/testing';
+import { waitFor, waitForMany } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
 import { createRedisLeases } from '../../adapters/lease';
 import { createProfileRepository } from '../../adapters/profiles';
@@ -88,10 +88,7 @@ describe('profile changes and target health on X', () => {
     await waitFor(async () => (await snapshot('xchanger'))?.userId === user.id || null, 20_000);
 
     bed.fake.state.update('XChanger', { name: 'New Name', description: 'new bio' });
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed', 'xchanger');
-      return got.length > 0 ? got : null;
-    }, 30_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed', 'xchanger'), 1, 30_000);
     expect(req!.path).toBe('/xchanger-profile');
     expect(deliveries.signedBy(req!, wants)).toBe(true);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
@@ -119,10 +116,7 @@ describe('profile changes and target health on X', () => {
 
     bed.fake.state.suspend('xsleeper');
     await waitFor(async () => (await statuses([a, b])).every((s) => s === 'suspended') || null, 20_000);
-    const sent = await waitFor(() => {
-      const got = delivered('monitor.target_unavailable', 'xsleeper');
-      return got.length >= 2 ? got : null;
-    }, 30_000);
+    const sent = await waitForMany(() => delivered('monitor.target_unavailable', 'xsleeper'), 2, 30_000);
     expect(sent.map((r) => r.path).sort()).toEqual(['/xsleeper-a', '/xsleeper-b']);
     const toA = sent.find((r) => r.path === '/xsleeper-a')!;
     expect(deliveries.signedBy(toA, a)).toBe(true);
