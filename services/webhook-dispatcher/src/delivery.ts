@@ -258,6 +258,8 @@ class DeliveryFlow {
    * when `signal` aborts first, SecretsUnavailableError when the secret cannot be decrypted.
    */
   async deliver(source: Source, signal: AbortSignal): Promise<ConsumeOutcome> {
+    const { metrics } = this.options;
+    const taken = performance.now();
     const prepared = await this.prepare(source);
     switch (prepared.kind) {
       case 'settled':
@@ -271,7 +273,10 @@ class DeliveryFlow {
       case 'ready':
         break;
     }
+    const ready = performance.now();
+    metrics.prepare.observe({ source: source.kind }, (ready - taken) / 1000);
     const acquired = await this.acquire(source, prepared);
+    metrics.laneWait.observe({ source: source.kind }, (performance.now() - ready) / 1000);
     if (acquired.kind === 'settled') return acquired.outcome;
     let answered: Answered;
     try {
@@ -449,7 +454,9 @@ class DeliveryFlow {
   // record ----------------------------------------------------------------------------------
 
   private async record(attempt: NewAttempt, kind: WebhookKind | 'none', due?: DueChange): Promise<void> {
+    const started = performance.now();
     await this.options.attempts.recordAttempt(attempt, due);
+    this.options.metrics.record.observe({ write: due ? 'with_due' : 'batched' }, (performance.now() - started) / 1000);
     this.options.metrics.attempts.inc({ event: attempt.event, kind, outcome: attempt.outcome });
     this.log(attempt);
   }

@@ -1,11 +1,15 @@
 /**
  * Due deliveries: the retries and fifo turns waiting in PostgreSQL (webhook_deliveries_due), the
- * dispatcher's second source of work beside its queue. Every `pollMs`, and again as soon as one
- * finishes, it claims what is due (FOR UPDATE SKIP LOCKED, with a lease: adapters/dueStore.ts
+ * dispatcher's second source of work beside its queue. Every `pollMs` (every `busyPollMs` while
+ * polls keep finding work), and again as soon as one finishes, it claims what is due (FOR UPDATE
+ * SKIP LOCKED, with a lease: adapters/dueStore.ts
  * `claimDue`) up to `maxInFlight` in this process and at most `perWebhook` of one webhook, and
  * hands each to `handler` (app.ts: the delivery flow). They never hold a slot of the queue's
  * prefetch, so a retrying endpoint's backlog never delays another endpoint's first attempts;
  * at send time they take their endpoint's lane like any delivery (concurrency and pacing).
+ *
+ * What falls due goes out close to its time, a few rows at a time, not a poll's worth at once
+ * (domain/duePolling.ts).
  *
  * The row is the only record of a waiting delivery: nothing is kept in memory between polls. While
  * a delivery is in flight its claim is renewed every third of the lease, so a send that takes
@@ -17,6 +21,7 @@ import { errorMessage } from '@sts/core';
 import type { Logger } from '@sts/common';
 import type { ConsumeOutcome } from './adapters/consumer';
 import type { ClaimedDue, DueStore } from './adapters/dueStore';
+import { nextPollDelay } from './domain/duePolling';
 
 export interface DueDeliveriesOptions {
   repository: DueStore;
@@ -24,6 +29,8 @@ export interface DueDeliveriesOptions {
   /** the delivery of one claimed row: `ack` settled it, `requeue` gives the claim back, `dead-letter` drops it */
   handler: (due: ClaimedDue) => Promise<ConsumeOutcome>;
   pollMs: number;
+  /** the poll interval while polls keep finding work (default a tenth of pollMs) */
+  busyPollMs?: number;
   maxInFlight: number;
   perWebhook: number;
   /** longer than one delivery can take (lane wait, request, platform 429 waits) */
@@ -40,6 +47,8 @@ export class DueDeliveries {
   private timer: NodeJS.Timeout | null = null;
   private polling: Promise<number> | null = null;
   private stopped = true;
+  /** when a poll last claimed something (ms; -Infinity: never) */
+  private lastClaimAt = -Infinity;
 
   constructor(private readonly options: DueDeliveriesOptions) {}
 
@@ -73,12 +82,13 @@ export class DueDeliveries {
 
   private schedule(): void {
     if (this.stopped) return;
+    const delay = nextPollDelay(this.options, Date.now(), this.lastClaimAt);
     this.timer = setTimeout(() => {
       this.timer = null;
       this.poll()
         .catch((err: unknown) => this.options.logger.warn('due deliveries: claim failed', { err: errorMessage(err) }))
         .finally(() => this.schedule());
-    }, this.options.pollMs);
+    }, delay);
     this.timer.unref();
   }
 
@@ -88,6 +98,7 @@ export class DueDeliveries {
     if (limit <= 0) return 0;
     const busyWebhooks = [...this.byWebhook].filter(([, n]) => n >= perWebhook).map(([id]) => id);
     const claimed = await repository.claimDue({ limit, perWebhook, busyWebhooks, leaseMs });
+    if (claimed.length > 0) this.lastClaimAt = Date.now();
     for (const due of claimed) this.begin(due);
     return claimed.length;
   }

@@ -18,7 +18,7 @@ const dispatchSettings = {
   DISPATCH_CONTEXT_CACHE_MS: z.coerce.number().int().min(0).max(3_600_000).default(60_000),
   /** how long an attempt row may wait for others to share its insert and commit (ms; 0: written at once) */
   DISPATCH_RECORD_LINGER_MS: z.coerce.number().int().min(0).max(1000).default(25),
-  /** how often due deliveries (retries, fifo turns) are looked for in PostgreSQL (ms) */
+  /** how often due deliveries (retries, fifo turns) are looked for in PostgreSQL (ms); a tenth of it while polls keep finding some */
   DISPATCH_DUE_POLL_MS: positiveInt(1000, 60_000),
   /** due deliveries in flight at once per process (besides the queue's DISPATCH_PREFETCH) */
   DISPATCH_DUE_IN_FLIGHT: positiveInt(64, 10_000),

@@ -4,6 +4,17 @@ import type { MonitorContextCache } from './contextCache';
 
 export type DispatcherMetrics = ReturnType<typeof createMetrics>;
 
+/** a step of one delivery inside the process, by one label: milliseconds normally, seconds when something backs up */
+function stepHistogram<L extends string>(name: string, help: string, label: L, registers: client.Registry[]) {
+  return new client.Histogram<L>({
+    name,
+    help,
+    labelNames: [label],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+}
+
 /** queue name → messages waiting, read from the broker (null until the dispatcher set it up) */
 type DeadLetterReader = () => Promise<Record<string, number>>;
 
@@ -51,6 +62,27 @@ export function createMetrics(registry: client.Registry | undefined) {
         }
       },
     }),
+    /** consume (or claim) → ready to go out: the monitor look-up, skip rules, body and secrets */
+    prepare: stepHistogram(
+      'webhook_dispatcher_prepare_seconds',
+      'Time from a delivery being taken (message consumed, due row claimed) to being ready to send',
+      'source',
+      registers,
+    ),
+    /** a ready delivery waiting for its endpoint's lane (concurrency, pace, fair share between accounts) */
+    laneWait: stepHistogram(
+      'webhook_dispatcher_lane_wait_seconds',
+      "Time a ready delivery waited for a slot in its endpoint's lane",
+      'source',
+      registers,
+    ),
+    /** an attempt row from the request to its commit: `batched` shares an insert, `with_due` carries its due row */
+    record: stepHistogram(
+      'webhook_dispatcher_record_seconds',
+      'Time from an attempt row being written to its commit, by write (batched insert, or with its due row)',
+      'write',
+      registers,
+    ),
     messages: new client.Counter({
       name: 'webhook_dispatcher_messages_total',
       help: 'Messages handled by routing key and result',

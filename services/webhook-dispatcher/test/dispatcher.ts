@@ -4,6 +4,7 @@
  * its database and an HTTPS receiver (startInProcessDispatcher).
  */
 import { PassThrough } from 'node:stream';
+import type client from 'prom-client';
 import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import {
@@ -62,6 +63,8 @@ export interface InProcessOptions {
   routeToReceiver?: readonly string[];
   /** WEBHOOK_HOLD_DAYS / WEBHOOK_HOLD_MAX (default 3 days, 10,000) */
   holdBounds?: HoldBounds;
+  /** the dispatcher's metrics are registered here */
+  registry?: client.Registry;
 }
 
 export async function startInProcessDispatcher(
@@ -80,6 +83,7 @@ export async function startInProcessDispatcher(
     repository: createPrismaRepository(db),
     holding: createHoldingStore(db),
     ...(opts.holdBounds && { holdBounds: opts.holdBounds }),
+    ...(opts.registry && { registry: opts.registry }),
     logger: stream ? createLogger({ service, level: 'debug', stream }) : createLogger({ service, level: 'error' }),
     secretsKey,
     timeoutMs: opts.timeoutMs ?? 2000,
