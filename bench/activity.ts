@@ -38,7 +38,7 @@
  * One line per target at the end (`xaa_…`). Own database, vhost and Redis prefix, removed
  * afterwards. Run: `npm run bench:activity` (re-runs itself with the test CA trusted).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { loadDevEnv } from '../packages/common/src';
 import { classifyWebhookUrl, createSecretBox, generateWebhookSecret } from '../packages/core/src';
@@ -53,10 +53,9 @@ import {
   createDatabase,
   deleteKeys,
   dropDatabase,
-  root,
-  serviceEntry,
   serviceUrls,
   stopChild,
+  startService,
   trustTestCa,
 } from './lib/services';
 
@@ -162,30 +161,8 @@ async function seed(db: Db, fake: FakeX, key: string, receiverUrl: string, secre
   return usernames;
 }
 
-/** Starts a service as the image runs it; resolves once it logged "<name> started". */
-async function startService(name: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, serviceEntry(name), { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
-  let buf = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`${name} did not start within 60 s:\n${buf.slice(-3000)}`));
-    }, 60_000);
-    const onData = (chunk: Buffer) => {
-      buf += chunk.toString('utf8');
-      if (!buf.includes(`${name} started`)) return;
-      clearTimeout(timer);
-      child.stdout?.off('data', onData);
-      child.stdout?.resume();
-      resolve();
-    };
-    child.stdout?.on('data', onData);
-    child.once('exit', (code) =>
-      reject(new Error(`${name} exited with ${code} before it started:\n${buf.slice(-3000)}`)),
-    );
-  });
-  return child;
-}
+const startChild = async (name: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> =>
+  (await startService(name, env)).child;
 
 async function pushedCount(db: Db, type: string): Promise<number> {
   const [r] = await db.$queryRaw<{ n: bigint }[]>`
@@ -365,7 +342,7 @@ function serviceEnv(
 
 /** phases 1–4 (X_INTAKE_ACTIVITY=profiles) */
 async function runProfiles(b: Bed) {
-  const poller = await startService('poller', { ...b.env, X_INTAKE_ACTIVITY: 'profiles' });
+  const poller = await startChild('poller', { ...b.env, X_INTAKE_ACTIVITY: 'profiles' });
   try {
     // the posts deleted in phase 4, made now: the searches read them meanwhile
     const toDelete = Array.from({ length: Math.round(RATE * SECONDS) }, (_, i) => {
@@ -399,7 +376,7 @@ async function runProfiles(b: Bed) {
 /** phases 5–6 (X_INTAKE_ACTIVITY=all) */
 async function runAll(b: Bed) {
   // a Starter interval of a day: no search reads a post during the phase, only post.create
-  const poller = await startService('poller', {
+  const poller = await startChild('poller', {
     ...b.env,
     X_INTAKE_ACTIVITY: 'all',
     PLAN_STARTER_POLL_INTERVAL_SECONDS: String(DAY_S),
@@ -476,7 +453,7 @@ async function main(): Promise<void> {
   try {
     const usernames = await seed(db, fake, e.key, receiver.url, secrets);
     const env = serviceEnv(e, fake.url);
-    dispatcher = await startService('webhook-dispatcher', env);
+    dispatcher = await startChild('webhook-dispatcher', env);
     const b: Bed = { db, fake, activity, receipts, usernames, env };
     log(`${TARGETS} accounts watched; X_INTAKE_ACTIVITY=profiles`);
     const a = await runProfiles(b);

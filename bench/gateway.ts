@@ -17,22 +17,14 @@
  * Uses its own database (dropped at the end) and Redis key prefix; both services run as child
  * processes as in production: the image's bundles (BENCH_RUNTIME=tsx: the sources through tsx; bench/lib/services.ts).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { loadDevEnv } from '../packages/common/src';
 import { generateApiKey } from '../packages/core/src';
 import { createDbClient, type Db } from '../packages/db/src';
 import { createSocialUser } from '../packages/social/src';
-import {
-  createDatabase,
-  deleteKeys,
-  dropDatabase,
-  postgresAdminUrl,
-  redisUrl,
-  root,
-  serviceEntry,
-} from './lib/services';
+import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl, startService } from './lib/services';
 import { cpuMs, fixedRate, syscalls } from './load';
 
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 5);
@@ -55,31 +47,16 @@ const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ')
  */
 const PIPELINING = Number(process.env.BENCH_PIPELINING ?? 1);
 
-function startService(
+/** a service of the system, ready once it logs `ready` with the port it listens on */
+async function startListening(
   name: string,
   env: NodeJS.ProcessEnv,
   ready: RegExp,
   nodeArgs: string[] = [],
 ): Promise<{ child: ChildProcess; port: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, ...serviceEntry(name)], {
-      cwd: root,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 120_000);
-    child.stdout.on('data', (c: Buffer) => {
-      buf += c.toString();
-      for (const line of buf.split('\n')) {
-        if (!ready.test(line)) continue;
-        clearTimeout(timer);
-        resolve({ child, port: (JSON.parse(line) as { port: number }).port });
-        return;
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
-  });
+  const { child, line } = await startService(name, { ...process.env, ...env }, { ready, nodeArgs, timeoutMs: 120_000 });
+  if (line.port === undefined) throw new Error(`${name} logged no port`);
+  return { child, port: line.port };
 }
 
 /** one saturation run; `pids` are the processes whose CPU per request is reported */
@@ -138,13 +115,13 @@ async function startSystem(db: Db, dbUrl: string, name: string, children: ChildP
   await createSocialUser(db, { username: 'bench_user', name: 'Bench User', followersCount: 42, verified: true });
   const token = randomBytes(24).toString('base64url');
   const common = { DATABASE_URL: dbUrl, INTERNAL_TOKEN: token, LOG_LEVEL: 'error' };
-  const readApi = await startService(
+  const readApi = await startListening(
     'read-api',
     { ...common, READ_API_PORT: '0', READ_API_HOST: '127.0.0.1', OPS_PORT: '0' },
     /read-api listening/,
   );
   children.push(readApi.child);
-  const gateway = await startService(
+  const gateway = await startListening(
     'gateway',
     {
       ...common,

@@ -10,7 +10,7 @@
  * to the first one, whether the receipts follow the publishing order, the attempt rows by outcome,
  * and whether a hit published just after the enable arrived after every held one.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createLogger, loadDevEnv } from '../packages/common/src';
 import { createSecretBox, snowflakeId } from '../packages/core/src';
@@ -21,11 +21,11 @@ import { createVhost, deleteVhosts } from '../packages/testing/src/services';
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
 import {
   createDatabase,
+  dispatcherEnv,
   dropDatabase,
-  root,
   RUNTIME,
-  serviceEntry,
   serviceUrls,
+  startService,
   stopChild,
   trustTestCa,
 } from './lib/services';
@@ -46,17 +46,7 @@ async function waitUntil(what: string, check: () => Promise<boolean> | boolean, 
 
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   log(`dispatcher runtime: ${RUNTIME}`);
-  const child = spawn(process.execPath, serviceEntry('webhook-dispatcher'), {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let buf = '';
-  child.stdout?.on('data', (c: Buffer) => {
-    buf = (buf + c.toString('utf8')).slice(-20_000);
-  });
-  await waitUntil('the dispatcher to start', () => buf.includes('webhook-dispatcher started'), 60_000);
-  return child;
+  return (await startService('webhook-dispatcher', env)).child;
 }
 
 interface Setup {
@@ -181,15 +171,9 @@ async function main(): Promise<void> {
       accountId: account.id,
       url: `${receiver.url}/hooks/held`,
     });
-    const dispatcher = await startDispatcher({
-      ...process.env,
-      DATABASE_URL: dbUrl,
-      AMQP_URL: amqpUrl,
-      SECRETS_ENCRYPTION_KEY: key,
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      OPS_PORT: '0',
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
-    });
+    const dispatcher = await startDispatcher(
+      dispatcherEnv({ dbUrl, amqpUrl, key, logLevel: process.env.BENCH_LOG_LEVEL ?? 'warn' }),
+    );
     cleanup.unshift(() => stopChild(dispatcher));
     const amqp = new AmqpClient({
       url: amqpUrl,

@@ -27,7 +27,7 @@ import { createSmtpTransport } from '../services/dashboard/src/mail/transport';
 import { createMailWorker } from '../services/dashboard/src/mail/worker';
 import { createTargetFlapGate } from '../services/poller/src/adapters/flap';
 import { createProfileRepository } from '../services/poller/src/adapters/profiles';
-import { positiveEnv, percentile } from './lib/numbers';
+import { clockLog, median, positiveEnv } from './lib/numbers';
 import { createDatabase, dropDatabase, postgresAdminUrl } from './lib/services';
 
 const NOTICES = positiveEnv('MAIL_BENCH_NOTICES', 5000, { whole: true });
@@ -35,15 +35,7 @@ const ROUNDS = positiveEnv('MAIL_BENCH_ROUNDS', 3, { whole: true });
 const FLAP_TARGETS = positiveEnv('MAIL_BENCH_FLAP_TARGETS', 2000, { whole: true });
 const logger = createLogger({ service: 'bench-mail', level: 'error' });
 
-function log(message: string): void {
-  console.log(`[${new Date().toISOString().slice(11, 19)}] ${message}`);
-}
-
-const median = (xs: number[]) =>
-  percentile(
-    [...xs].sort((a, b) => a - b),
-    50,
-  );
+const log = clockLog;
 
 /** one round: the notices queued, the worker sending, then the verification mail; ms until the server has it */
 async function round(db: Db, sink: SmtpSink, verifyLane: MailLane): Promise<number> {

@@ -37,7 +37,7 @@
  * Read top to bottom, `main` is: set up (database, vhost, receivers, monitors, hits, dispatcher) →
  * warm up → the three phases, each publishing and measuring → tear down → report.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -55,11 +55,11 @@ import type { PgBouncer } from '../packages/testing/src/pgbouncer';
 import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
 import {
   createDatabase,
+  dispatcherEnv,
   dropDatabase,
-  root,
   RUNTIME,
-  serviceEntry,
   serviceUrls,
+  startService,
   stopChild,
   trustTestCa,
 } from './lib/services';
@@ -110,40 +110,16 @@ async function startDispatcher(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   // BENCH_DISPATCHER_NODE_ARGS: extra node flags for the dispatcher, e.g. "--cpu-prof --cpu-prof-dir=.tmp/prof"
   const nodeArgs = (process.env.BENCH_DISPATCHER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   log(`dispatcher runtime: ${RUNTIME}`);
-  const child = spawn(process.execPath, [...nodeArgs, ...serviceEntry('webhook-dispatcher')], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'inherit'],
+  const { child, line } = await startService('webhook-dispatcher', env, { nodeArgs });
+  dispatcherPort = line.opsPort ?? 0;
+  // keep the last lines, to show them if the dispatcher dies during the run
+  let tail: string[] = [];
+  child.stdout?.on('data', (c: Buffer) => {
+    tail = [...tail, ...c.toString('utf8').split('\n')].slice(-30);
   });
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    // (was never cleared, so it killed a dispatcher still working 60 s after its start)
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`dispatcher did not start within 60 s:\n${buf}`));
-    }, 60_000);
-    timer.unref();
-    const onData = (chunk: Buffer) => {
-      buf += chunk.toString('utf8');
-      if (buf.includes('webhook-dispatcher started')) {
-        clearTimeout(timer);
-        const line = buf.split('\n').find((l) => l.includes('webhook-dispatcher started')) ?? '{}';
-        dispatcherPort = (JSON.parse(line) as { opsPort?: number }).opsPort ?? 0;
-        child.stdout?.off('data', onData);
-        // keep the last lines, to show them if the dispatcher dies during the run
-        let tail: string[] = [];
-        child.stdout?.on('data', (c: Buffer) => {
-          tail = [...tail, ...c.toString('utf8').split('\n')].slice(-30);
-        });
-        child.once('exit', (code, signal) => {
-          if (code !== 0 && signal !== 'SIGTERM')
-            log(`dispatcher exited (${code ?? signal}); its last lines:\n${tail.join('\n')}`);
-        });
-        resolve();
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`dispatcher exited with ${code} before it started`)));
+  child.once('exit', (code, signal) => {
+    if (code !== 0 && signal !== 'SIGTERM')
+      log(`dispatcher exited (${code ?? signal}); its last lines:\n${tail.join('\n')}`);
   });
   return child;
 }
@@ -307,13 +283,12 @@ async function setUp(b: Bench): Promise<Run> {
   const created = new Date();
   const { hits, deadHits } = await seedHits(db, monitors, deadMonitor, created);
   const dispatcher = await startDispatcher({
-    ...process.env,
-    DATABASE_URL: b.pgbouncer ? b.pgbouncer.pooled(b.dbUrl) : b.dbUrl,
-    AMQP_URL: amqpUrl,
-    SECRETS_ENCRYPTION_KEY: b.key,
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-    OPS_PORT: '0',
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    ...dispatcherEnv({
+      dbUrl: b.pgbouncer ? b.pgbouncer.pooled(b.dbUrl) : b.dbUrl,
+      amqpUrl,
+      key: b.key,
+      logLevel: process.env.BENCH_LOG_LEVEL ?? 'info',
+    }),
     // the dead endpoint's deliveries never finish: do not wait the default 20 s at the end
     DISPATCH_SHUTDOWN_GRACE_MS: '1000',
   });

@@ -26,12 +26,11 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { Redis } from 'ioredis';
 import { createLogger, loadDevEnv } from '../packages/common/src';
-import { snowflakeId } from '../packages/core/src';
 import { createLocalSource, createSocialTweet, createSocialUser } from '../packages/social/src';
 import { createOutboxRelay } from '../services/poller/src/relay/relay';
 import { createDbClient, type Db } from '../packages/db/src';
-import type { SocialSource, SocialTweet } from '../packages/social/src';
 import { plans, testPoller } from '../services/poller/test/poller';
+import { postingSource } from '../services/poller/test/postingSource';
 import { percentile, positiveEnv } from './lib/numbers';
 import { createDatabase, deleteKeys, dropDatabase, postgresAdminUrl, redisUrl } from './lib/services';
 
@@ -79,42 +78,6 @@ async function seed(
   } finally {
     await c.end();
   }
-}
-
-/** An in-memory source: every poll of a target finds one new tweet; `onPoll` counts the calls. */
-function countingSource(onPoll: (username: string) => void): SocialSource {
-  const author = (username: string) => ({
-    id: '1',
-    username,
-    name: username,
-    description: null,
-    followersCount: 0,
-    followingCount: 0,
-    tweetCount: 1,
-    verified: false,
-    profileImageUrl: null,
-    createdAt: null,
-  });
-  return {
-    name: 'local',
-    getUser: () => Promise.resolve(null),
-    getUserTimeline: () => Promise.resolve(null),
-    getTweet: () => Promise.resolve(null),
-    search: () => Promise.resolve({ items: [], nextCursor: null }),
-    pollTweets: (username) => {
-      onPoll(username);
-      const tweet: SocialTweet = {
-        id: snowflakeId(),
-        text: 'we launch today',
-        authorId: '1',
-        author: author(username),
-        createdAt: new Date(),
-        lang: 'en',
-        metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
-      };
-      return Promise.resolve({ tweets: [tweet], position: `x.${tweet.id}`, more: false });
-    },
-  };
 }
 
 /** rows PostgreSQL has read from monitors and poll_targets (sequential + index fetches) */
@@ -185,10 +148,10 @@ async function runFleet(
   opts: { replicas: number; tickMs: number; done: (run: FleetRun) => boolean; extraTicks: number; deadlineMs: number },
 ): Promise<FleetRun> {
   const run: FleetRun = { polls: new Map(), queryMs: new Map(), order: [] };
-  const source = countingSource((u) => {
+  const source = postingSource((u) => {
     run.polls.set(u, (run.polls.get(u) ?? 0) + 1);
     run.order.push(u);
-  });
+  }, 'we launch today');
   const members = Array.from({ length: opts.replicas }, () => {
     const db = createDbClient({ url, poolSize: 4 });
     const redis = new Redis(redisUrl(), { keyPrefix: prefix });
@@ -449,7 +412,7 @@ export async function measurePollerCycle(opts: { cycle?: boolean } = {}): Promis
 
     // an in-memory source: every target has one new tweet; calls are counted
     let calls = 0;
-    const source = countingSource(() => calls++);
+    const source = postingSource(() => calls++, 'we launch today');
     const poller = testPoller(
       { db, redis },
       {

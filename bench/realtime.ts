@@ -21,7 +21,7 @@
  * (packages/testing/src/https.ts), trusted through NODE_EXTRA_CA_CERTS: this script re-runs
  * itself with it set.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { loadDevEnv } from '../packages/common/src';
 import { createSecretBox } from '../packages/core/src';
@@ -37,7 +37,16 @@ import { runCliPosts, type Receipt } from './realtimeCli';
 import { createKey, idleStreamsMemory, openSse, startGateway, type SseGateway } from './realtimeSse';
 import { percentile, positiveEnv } from './lib/numbers';
 import { paced } from './lib/pace';
-import { createDatabase, deleteKeys, dropDatabase, root, serviceUrls, stopChild, trustTestCa } from './lib/services';
+import {
+  createDatabase,
+  deleteKeys,
+  dropDatabase,
+  serviceUrls,
+  startService,
+  stopChild,
+  trustTestCa,
+  tsxEntry,
+} from './lib/services';
 
 const TARGETS = positiveEnv('BENCH_TARGETS', 200);
 const RATE = positiveEnv('BENCH_RATE', 5);
@@ -50,35 +59,6 @@ const SSE_STREAMS = positiveEnv('BENCH_SSE_STREAMS', 1000);
 
 const log = (msg: string) => console.log(`[bench:realtime] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Starts a service's main.ts as a child process; resolves once it logged "<name> started". */
-async function startService(file: string, name: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', file], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let buf = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`${name} did not start within 60 s:\n${buf.slice(-3000)}`));
-    }, 60_000);
-    const onData = (chunk: Buffer) => {
-      buf += chunk.toString('utf8');
-      if (!buf.includes(`${name} started`)) return;
-      clearTimeout(timer);
-      child.stdout?.off('data', onData);
-      child.stdout?.resume();
-      resolve();
-    };
-    child.stdout?.on('data', onData);
-    child.once('exit', (code) =>
-      reject(new Error(`${name} exited with ${code} before it started:\n${buf.slice(-3000)}`)),
-    );
-  });
-  return child;
-}
 
 interface Receipts {
   /** tweet id → its first verified receipt (ms) and the body's createdAt and detectedAt */
@@ -220,8 +200,9 @@ async function runLocal(e: Env, db: Db): Promise<LatencyResult | null> {
   try {
     const setup = await seedLocal(db, e.key, receiver.url);
     for (const [k, v] of setup.secrets) secrets.set(k, v);
-    children.push(await startService('services/webhook-dispatcher/src/main.ts', 'webhook-dispatcher', serviceEnv(e)));
-    children.push(await startService('services/poller/src/main.ts', 'poller', serviceEnv(e)));
+    // from the TypeScript sources, as in development
+    for (const name of ['webhook-dispatcher', 'poller'])
+      children.push((await startService(name, serviceEnv(e), { entry: tsxEntry(name) })).child);
     let gw: SseGateway | undefined;
     const sseAt = new Map<string, number>();
     let sseKey = '';

@@ -37,7 +37,7 @@ import path from 'node:path';
 import { Client } from 'pg';
 import { createDbClient, DEFAULT_RETENTION, runMaintenance, weekStart, type Db } from '../packages/db/src';
 import { createMonitorRepository } from '../services/read-api/src/adapters/monitors';
-import { positiveEnv, percentile } from './lib/numbers';
+import { clockLog, median, percentileOf, positiveEnv } from './lib/numbers';
 import { createDatabase, dropDatabase, postgresAdminUrl } from './lib/services';
 
 const LARGE = positiveEnv('RETENTION_ROWS', 10_000_000, { whole: true });
@@ -47,20 +47,9 @@ const ROUNDS = positiveEnv('RETENTION_ROUNDS', 3, { whole: true });
 const READ_MS = positiveEnv('RETENTION_READ_MS', 2000, { whole: true });
 const DAY = 86_400_000;
 
-function log(message: string): void {
-  console.log(`[${new Date().toISOString().slice(11, 19)}] ${message}`);
-}
+const log = clockLog;
 
-const median = (xs: number[]) =>
-  percentile(
-    [...xs].sort((a, b) => a - b),
-    50,
-  );
-const p99 = (xs: number[]) =>
-  percentile(
-    [...xs].sort((a, b) => a - b),
-    99,
-  );
+const p99 = (xs: number[]) => percentileOf(xs, 99);
 
 /** Fills the week starting `week` (a Monday, YYYY-MM-DD) with `rows` hits and attaches it as hits' partition. */
 async function buildWeek(c: Client, week: string, rows: number, monitors: string[]): Promise<number> {

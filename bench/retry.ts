@@ -19,7 +19,7 @@
  * accepted at least once, never, more than once; attempts logged in all; when the last (and the
  * median) first acceptance came after the receiver was back; the healthy endpoint's p99. Run it small with RETRY_DOWN_S=10 RETRY_RATE=5 (the schedule's 5 s and 30 s steps).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { createLogger, loadDevEnv } from '../packages/common/src';
@@ -33,7 +33,15 @@ import { percentile, positiveEnv } from './lib/numbers';
 import { coresBetween, readCpu } from './lib/cpu';
 import { delta, histogramMean, histogramPercentile, scrapeMetrics, type Scrape } from './lib/scrape';
 import { paced } from './lib/pace';
-import { createDatabase, dropDatabase, root, serviceEntry, serviceUrls, stopChild, trustTestCa } from './lib/services';
+import {
+  createDatabase,
+  dispatcherEnv,
+  dropDatabase,
+  serviceUrls,
+  startService,
+  stopChild,
+  trustTestCa,
+} from './lib/services';
 
 const RATE = positiveEnv('RETRY_RATE', 20);
 const DOWN_S = positiveEnv('RETRY_DOWN_S', 60);
@@ -55,25 +63,8 @@ interface Dispatcher {
 
 /** the dispatcher as a child process; resolves once it consumes */
 async function startDispatcher(env: NodeJS.ProcessEnv): Promise<Dispatcher> {
-  const child = spawn(process.execPath, serviceEntry('webhook-dispatcher'), { cwd: root, env, stdio: 'pipe' });
-  let opsPort = 0;
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`dispatcher did not start within 60 s:\n${buf}`)), 60_000);
-    child.stdout.on('data', (d: Buffer) => {
-      buf += d.toString('utf8');
-      const started = buf.split('\n').find((l) => l.includes('webhook-dispatcher started'));
-      if (started) {
-        opsPort = (JSON.parse(started) as { opsPort?: number }).opsPort ?? 0;
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => (buf += d.toString('utf8')));
-    child.once('exit', (code) => reject(new Error(`dispatcher exited with ${code} before it started:\n${buf}`)));
-  });
-  child.stdout?.resume();
-  return { child, opsPort };
+  const { child, line } = await startService('webhook-dispatcher', env);
+  return { child, opsPort: line.opsPort ?? 0 };
 }
 
 interface Receipts {
@@ -261,16 +252,7 @@ async function main(): Promise<void> {
     const failing = await createMonitor(db, box, { accountId: account.id, url: `${receivers.failing.url}/in` });
     await db.webhookEndpoint.update({ where: { monitorId: failing.id }, data: { retryPolicy: POLICY } });
     const beside = await createMonitor(db, box, { accountId: account.id, url: `${receivers.healthy.url}/ok` });
-    const env = {
-      ...process.env,
-      DATABASE_URL: dbUrl,
-      AMQP_URL: amqpUrl,
-      SECRETS_ENCRYPTION_KEY: key,
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      OPS_PORT: '0',
-      LOG_LEVEL: 'error',
-      DISPATCH_SHUTDOWN_GRACE_MS: '1000',
-    };
+    const env = { ...dispatcherEnv({ dbUrl, amqpUrl, key, logLevel: 'error' }), DISPATCH_SHUTDOWN_GRACE_MS: '1000' };
     dispatcher = await startDispatcher(env);
     await amqp.start();
     const restart = async () => {

@@ -11,7 +11,7 @@
  * ratio. The machine's other work moves single rounds; the medians of alternating rounds do not.
  */
 import { InvalidRequestError, MethodNotAllowedError, NotFoundError } from '../packages/common/src';
-import { percentile, positiveEnv } from './lib/numbers';
+import { median, positiveEnv } from './lib/numbers';
 import { apiRoutes } from '../services/read-api/src/http/handlers';
 import { createRouter, type Route } from '../services/read-api/src/http/router';
 
@@ -119,12 +119,6 @@ function time(match: Match, mix: Array<[string, string]>, lookups: number): numb
   if (sink === 0) throw new Error('nothing was looked up');
   return ns;
 }
-
-const median = (xs: number[]) =>
-  percentile(
-    [...xs].sort((a, b) => a - b),
-    50,
-  );
 
 function main(): void {
   const rounds = positiveEnv('BENCH_ROUNDS', 21, { whole: true });

@@ -31,6 +31,7 @@ import { Client } from 'pg';
 import { createDbClient, ensureDatabase, migrate, Prisma, type Db } from '../packages/db/src';
 import { createLocalSource, type SocialSource } from '../packages/social/src';
 import { databaseUrl, dropDatabase, postgresAdminUrl } from './lib/services';
+import { clockLog } from './lib/numbers';
 
 const ROWS = Number(process.env.STORE_ROWS ?? 10_000_000);
 const RUNS = Number(process.env.STORE_RUNS ?? 50);
@@ -43,9 +44,7 @@ function p99(samples: number[]): number {
   return s[Math.min(s.length - 1, Math.ceil(s.length * 0.99) - 1)]!;
 }
 
-function log(message: string): void {
-  console.log(`[${new Date().toISOString().slice(11, 19)}] ${message}`);
-}
+const log = clockLog;
 
 /** Builds the data set in `c` (a connection to the bench database). */
 async function build(c: Client): Promise<void> {

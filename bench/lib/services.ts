@@ -26,9 +26,12 @@ export const root = path.resolve(__dirname, '../..');
  */
 export const RUNTIME = process.env.BENCH_RUNTIME ?? 'bundle';
 
+/** node's arguments that run service `name` from its TypeScript sources, as in development */
+export const tsxEntry = (name: string): string[] => ['--import', 'tsx', `services/${name}/src/main.ts`];
+
 /** node's arguments after the bench's own flags that run service `name` (e.g. `webhook-dispatcher`) */
-export function serviceEntry(name: string): string[] {
-  if (RUNTIME === 'tsx') return ['--import', 'tsx', `services/${name}/src/main.ts`];
+function serviceEntry(name: string): string[] {
+  if (RUNTIME === 'tsx') return tsxEntry(name);
   if (RUNTIME !== 'bundle') throw new Error(`BENCH_RUNTIME must be bundle or tsx, not ${RUNTIME}`);
   const outdir = path.join(root, '.tmp', 'bench-dist', name);
   execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs'), '--outdir', outdir, '--entry', name], {
@@ -116,4 +119,82 @@ export async function stopChild(child: ChildProcess | undefined, killAfterMs = 3
   const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
   await exited;
   clearTimeout(timer);
+}
+
+export interface StartOptions {
+  /** node's arguments that run the service (default serviceEntry(name), as BENCH_RUNTIME says) */
+  entry?: string[];
+  /** node flags before the entry (e.g. `--cpu-prof`) */
+  nodeArgs?: string[];
+  /** the line that says it is ready (default `<name> started`) */
+  ready?: RegExp;
+  /** how long it may take to be ready (default 60 s); then it is killed */
+  timeoutMs?: number;
+}
+
+export interface StartedService {
+  child: ChildProcess;
+  /** the ready line, parsed (the service's JSON log line: its `port`, `opsPort`) */
+  line: { port?: number; opsPort?: number };
+}
+
+/**
+ * Starts service `name` (e.g. `webhook-dispatcher`) as a child process with `env`; resolves once it
+ * logged its ready line. Its stdout is read until then and drained after (the caller may listen);
+ * stderr is the bench's. Rejects with its last output if it exits or takes too long first.
+ */
+export async function startService(
+  name: string,
+  env: NodeJS.ProcessEnv,
+  o: StartOptions = {},
+): Promise<StartedService> {
+  const args = [...(o.nodeArgs ?? []), ...(o.entry ?? serviceEntry(name))];
+  const child = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const ready = o.ready ?? new RegExp(`${name} started`);
+  const timeoutMs = o.timeoutMs ?? 60_000;
+  let buf = '';
+  const line = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${name} did not start within ${timeoutMs / 1000} s:\n${buf.slice(-3000)}`));
+    }, timeoutMs);
+    const onExit = (code: number | null) =>
+      reject(new Error(`${name} exited with ${code} before it started:\n${buf.slice(-3000)}`));
+    const onData = (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      // whole lines only: a chunk may end inside the ready line
+      const found = buf
+        .split('\n')
+        .slice(0, -1)
+        .find((l) => ready.test(l));
+      if (found === undefined) return;
+      clearTimeout(timer);
+      child.stdout.off('data', onData);
+      child.off('exit', onExit);
+      child.stdout.resume();
+      resolve(found);
+    };
+    child.stdout.on('data', onData);
+    child.once('exit', onExit);
+  });
+  let parsed: StartedService['line'] = {};
+  try {
+    parsed = JSON.parse(line) as StartedService['line'];
+  } catch {
+    // a plain-text ready line carries no fields
+  }
+  return { child, line: parsed };
+}
+
+/** The webhook-dispatcher's environment on a bench's database, vhost and secrets key, ops on a spare port. */
+export function dispatcherEnv(o: { dbUrl: string; amqpUrl: string; key: string; logLevel: string }): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    DATABASE_URL: o.dbUrl,
+    AMQP_URL: o.amqpUrl,
+    SECRETS_ENCRYPTION_KEY: o.key,
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+    OPS_PORT: '0',
+    LOG_LEVEL: o.logLevel,
+  };
 }

@@ -17,6 +17,22 @@ export interface SocialUser {
   createdAt: Date | null;
 }
 
+/** An account known only by its id (and the names a post carried): no profile, every count zero. */
+export function bareUser(id: string, username = '', name = ''): SocialUser {
+  return {
+    id,
+    username,
+    name,
+    description: null,
+    followersCount: 0,
+    followingCount: 0,
+    tweetCount: 0,
+    verified: false,
+    profileImageUrl: null,
+    createdAt: null,
+  };
+}
+
 export interface SocialTweet {
   id: string;
   text: string;

@@ -24,6 +24,14 @@ export async function waitFor<T>(
   }
 }
 
+/** Resolves with what `list` returns once it holds at least `n` items; rejects after `timeoutMs`. */
+export function waitForMany<T>(list: () => T[], n: number, timeoutMs = 10_000): Promise<T[]> {
+  return waitFor(() => {
+    const got = list();
+    return got.length >= n ? got : null;
+  }, timeoutMs);
+}
+
 /** Resolves after the event loop has turned a few times (lets pending I/O callbacks run). */
 export async function turns(n = 5): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));

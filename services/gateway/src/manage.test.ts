@@ -86,6 +86,21 @@ async function call(
 
 const monitorCount = (accountId: string) => stack.db.monitor.count({ where: { accountId } });
 
+/** a monitor of alice made through the API with `fields`; its record */
+const newMonitor = async (
+  key: string,
+  fields: Record<string, unknown> = {},
+): Promise<{ id: string; held_events: number }> => {
+  const made = await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', { target_username: 'alice', ...fields });
+  return made.body.data as { id: string; held_events: number };
+};
+
+/** a hit of monitor `monitorId` on a post of alice's */
+const aliceHit = (monitorId: string, tweetId: string, tweetText: string, tweetCreatedAt: Date) =>
+  stack.db.hit.create({
+    data: { monitorId, tweetId, tweetText, tweetAuthorId: '1', tweetAuthorUsername: 'alice', tweetCreatedAt },
+  });
+
 describe('key scopes', () => {
   it('a read key keeps reading; on a management endpoint it is a 403 INSUFFICIENT_SCOPE that changes and counts nothing', async () => {
     const { accountId, key } = await stack.account('starter', 'read');
@@ -282,7 +297,7 @@ describe('monitors through the API', () => {
 describe('webhooks, deliveries, redelivery and recovery through the API', () => {
   it('sets, tests, rotates (overlapped and now=1) and removes a webhook', async () => {
     const { key } = await stack.account('starter', 'manage');
-    const m = (await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', { target_username: 'alice' })).body.data;
+    const m = await newMonitor(key);
     const base = `/api/v1/monitors/${m.id}/webhook`;
     const noHook = await call(key, 'POST', `${base}/test`, '/api/v1/monitors/{id}/webhook/test');
     expect([noHook.status, noHook.body.code]).toEqual([409, 'NO_WEBHOOK']);
@@ -361,30 +376,15 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
     expect([row.url, row.retryPolicy, row.ordering]).toEqual(['https://hooks.test/s', 'none', 'fifo']);
 
     // without a webhook: 409 NO_WEBHOOK on read and update
-    const plain = (await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', { target_username: 'alice' })).body
-      .data;
+    const plain = await newMonitor(key);
     const none = await call(key, 'GET', `/api/v1/monitors/${plain.id}/webhook`, '/api/v1/monitors/{id}/webhook');
     expect([none.status, none.body.code]).toEqual([409, 'NO_WEBHOOK']);
   });
 
   it('pages the delivery log with attempt detail, redelivers one attempt and recovers failures since a time', async () => {
     const { key } = await stack.account('starter', 'manage');
-    const m = (
-      await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
-        target_username: 'alice',
-        webhook_url: 'https://hooks.test/b',
-      })
-    ).body.data;
-    const hit = await stack.db.hit.create({
-      data: {
-        monitorId: m.id,
-        tweetId: '1001',
-        tweetText: 'rockets are go',
-        tweetAuthorId: '1',
-        tweetAuthorUsername: 'alice',
-        tweetCreatedAt: new Date(Date.now() - 60_000),
-      },
-    });
+    const m = await newMonitor(key, { webhook_url: 'https://hooks.test/b' });
+    const hit = await aliceHit(m.id, '1001', 'rockets are go', new Date(Date.now() - 60_000));
     const attempt = (outcome: 'delivered' | 'failed', ago: number, deliveryId: string) =>
       stack.db.deliveryAttempt.create({
         data: {
@@ -474,13 +474,7 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
 
   it('shows a retry held while the webhook is disabled: held on its last attempt, which names no next time', async () => {
     const { key } = await stack.account('starter', 'manage');
-    const m = (
-      await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
-        target_username: 'alice',
-        webhook_url: 'https://hooks.test/held',
-        retry_policy: 'standard',
-      })
-    ).body.data;
+    const m = await newMonitor(key, { webhook_url: 'https://hooks.test/held', retry_policy: 'standard' });
     // what the dispatcher leaves when attempt 2 of d-held falls due while endpoint health has the
     // webhook disabled: attempt 1 logged with its next time cleared, attempt 2 in the hold
     const endpoint = await stack.db.webhookEndpoint.update({
@@ -531,25 +525,11 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
 
   it('recovers by window and outcome in one call, within the redelivery budget (Retry-After for the rest)', async () => {
     const { key } = await stack.account('starter', 'manage');
-    const m = (
-      await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
-        target_username: 'alice',
-        webhook_url: 'https://hooks.test/w',
-      })
-    ).body.data;
+    const m = await newMonitor(key, { webhook_url: 'https://hooks.test/w' });
     const at = (agoSec: number) => new Date(Date.now() - agoSec * 1000);
     let n = 0;
     const delivery = async (deliveryId: string, outcome: 'failed' | 'skipped', agoSec: number) => {
-      const hit = await stack.db.hit.create({
-        data: {
-          monitorId: m.id,
-          tweetId: String(2000 + n++),
-          tweetText: deliveryId,
-          tweetAuthorId: '1',
-          tweetAuthorUsername: 'alice',
-          tweetCreatedAt: at(600),
-        },
-      });
+      const hit = await aliceHit(m.id, String(2000 + n++), deliveryId, at(600));
       await stack.db.deliveryAttempt.create({
         data: {
           monitorId: m.id,
@@ -601,12 +581,7 @@ describe('webhooks, deliveries, redelivery and recovery through the API', () => 
 
   it('shows the held count and enables a disabled webhook', async () => {
     const { key } = await stack.account('starter', 'manage');
-    const m = (
-      await call(key, 'POST', '/api/v1/monitors', '/api/v1/monitors', {
-        target_username: 'alice',
-        webhook_url: 'https://hooks.test/held',
-      })
-    ).body.data;
+    const m = await newMonitor(key, { webhook_url: 'https://hooks.test/held' });
     expect(m.held_events).toBe(0);
     await stack.db.webhookEndpoint.update({
       where: { monitorId: m.id },

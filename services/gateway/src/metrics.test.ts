@@ -5,13 +5,11 @@
  */
 import http from 'node:http';
 import client from 'prom-client';
-import { generateApiKey } from '@sts/core';
 import { createDbClient } from '@sts/db';
 import { createSocialUser } from '@sts/social';
-import { createTestDatabase, createTestRedis, spawnService, waitFor } from '@sts/testing';
+import { createAccountWithKey, createTestDatabase, createTestRedis, spawnService, waitFor } from '@sts/testing';
+import { gatewayEnv, listening, spawnReadApi } from '../test/processes';
 import { createGatewayMetrics, OTHER_ROUTE } from './metrics';
-
-const TOKEN = 'internal-token-for-tests-0123456789';
 
 function get(
   port: number,
@@ -105,33 +103,21 @@ describe('gateway metrics on the running gateway', () => {
     const dbHandle = await createTestDatabase();
     const redisHandle = createTestRedis();
     const db = createDbClient({ url: dbHandle.url, poolSize: 2 });
-    const keyFor = async (plan: 'free' | 'starter') => {
-      const account = await db.account.create({ data: { email: `${plan}@example.com`, plan } });
-      const key = generateApiKey();
-      await db.apiKey.create({ data: { accountId: account.id, keyHash: key.hash, prefix: key.prefix } });
-      return { authorization: `Bearer ${key.key}` };
-    };
+    const keyFor = async (plan: 'free' | 'starter') => ({
+      authorization: `Bearer ${(await createAccountWithKey(db, plan)).key}`,
+    });
     const free = await keyFor('free');
     const starter = await keyFor('starter');
     await createSocialUser(db, { username: 'mainuser', name: 'Main' });
-    const common = { DATABASE_URL: dbHandle.url, INTERNAL_TOKEN: TOKEN, LOG_LEVEL: 'error' };
-    const readApi = spawnService('services/read-api/src/main.ts', { ...common, READ_API_PORT: '0' });
-    const readApiPort = (JSON.parse(await readApi.waitForLine(/read-api listening/)) as { port: number }).port;
+    const { proc: readApi, url: readApiUrl } = await spawnReadApi(dbHandle.url);
     const gateway = spawnService('services/gateway/src/main.ts', {
-      ...common,
-      GATEWAY_PORT: '0',
-      READ_API_URL: `http://127.0.0.1:${readApiPort}`,
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
+      ...gatewayEnv({ dbUrl: dbHandle.url, redis: redisHandle, readApiUrl }),
       PLAN_FREE_MONTHLY_QUOTA: '2',
       PLAN_FREE_PER_MINUTE: '1000',
       PLAN_STARTER_PER_MINUTE: '2',
     });
     try {
-      const { port, opsPort } = JSON.parse(await gateway.waitForLine(/gateway listening/)) as {
-        port: number;
-        opsPort: number;
-      };
+      const { port, opsPort } = await listening(gateway, /gateway listening/);
       await waitFor(async () => (await get(opsPort, '/readyz')).status === 200, 10_000);
       const scrape = async () => (await get(opsPort, '/metrics')).body;
       const count = (text: string, route: string, statusClass: string) =>

@@ -13,7 +13,7 @@
  */
 import { createLogger } from '@sts/common';
 import { createXSource, type XSource } from '@sts/social';
-import { createFakeActivity, waitFor, type FakeActivity } from '@sts/testing';
+import { createFakeActivity, waitFor, waitForMany, type FakeActivity } from '@sts/testing';
 import { Registry } from 'prom-client';
 import { openXTestBed, type XTestBed } from '../test/xTestBed';
 import { openDeliveryBed, type DeliveryBed } from '../test/deliveryBed';
@@ -26,6 +26,34 @@ import type { ActivityIntake } from './intake/activity/intake';
 import { createPoller, type Poller } from './poller';
 
 const logger = createLogger({ service: 'x-activity-test', level: 'error' });
+
+/** the activity intake as main.ts builds it, on the bed's fake X (syncs every 200 ms) */
+function activityIntake(
+  bed: XTestBed,
+  source: XSource,
+  o: { mode: 'profiles' | 'all'; maxSubs: number; registry: Registry; stallMs?: number },
+): ActivityIntake {
+  return buildActivityIntake(
+    {
+      X_API_BASE_URL: bed.fake.url,
+      X_BEARER_TOKEN: 't',
+      X_TIMEOUT_MS: 5000,
+      X_INTAKE_ACTIVITY: o.mode,
+      X_ACTIVITY_MAX_SUBS: o.maxSubs,
+      X_STREAM_LEASE_SECONDS: 5,
+    },
+    {
+      db: bed.db,
+      schedule: createScheduleStore(bed.db),
+      writer: createHitWriter(bed.db),
+      governor: source.client.governor,
+      logger,
+      registry: o.registry,
+      syncMs: 200,
+      ...(o.stallMs !== undefined && { stallMs: o.stallMs }),
+    },
+  );
+}
 
 describe('the X Activity API intake', () => {
   let bed: XTestBed;
@@ -68,26 +96,7 @@ describe('the X Activity API intake', () => {
       healthLookupSec: 3600,
     });
     await poller.start();
-    intake = buildActivityIntake(
-      {
-        X_API_BASE_URL: bed.fake.url,
-        X_BEARER_TOKEN: 't',
-        X_TIMEOUT_MS: 5000,
-        X_INTAKE_ACTIVITY: 'profiles',
-        X_ACTIVITY_MAX_SUBS: 10,
-        X_STREAM_LEASE_SECONDS: 5,
-      },
-      {
-        db: bed.db,
-        schedule: createScheduleStore(bed.db),
-        writer: createHitWriter(bed.db),
-        governor: source.client.governor,
-        logger,
-        registry,
-        syncMs: 200,
-        stallMs: 5000,
-      },
-    );
+    intake = activityIntake(bed, source, { mode: 'profiles', maxSubs: 10, registry, stallMs: 5000 });
     intake.start();
   });
 
@@ -98,8 +107,7 @@ describe('the X Activity API intake', () => {
     await bed.close();
   });
 
-  const delivered = (event: string, path: string) =>
-    deliveries.receiver.requests.filter((r) => r.headers['x-service-event'] === event && r.path === `/${path}`);
+  const delivered = (event: string, path: string) => deliveries.delivered(event, path);
   const pushed = async (key: string) =>
     (await bed.db.xActivityAccount.findUnique({ where: { targetKey: key } }))?.eventTypes ?? null;
   const subscribed = (userId: string) =>
@@ -147,10 +155,7 @@ describe('the X Activity API intake', () => {
     const reads = await settledReads(user.id);
 
     bed.fake.state.update('XaaBio', { description: 'new bio' });
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed', 'xaabio');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed', 'xaabio'), 1, 20_000);
     expect(deliveries.signedBy(req!, m)).toBe(true);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
       event: 'monitor.profile_changed',
@@ -227,10 +232,7 @@ describe('the X Activity API intake', () => {
     activity.outage(false);
     await waitFor(() => activity.connects() > connects || null, 20_000);
     expect(activity.lastParams()?.get('start_time')).toBeTruthy();
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed', 'xaagap');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed', 'xaagap'), 1, 20_000);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({ changed: ['name'], after: { name: 'During' } });
     await new Promise((r) => setTimeout(r, 1000));
     expect(delivered('monitor.profile_changed', 'xaagap')).toHaveLength(1);
@@ -252,26 +254,7 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'x-activity-all' });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
     // no poller: a hit can only come from the activity stream
-    build = () =>
-      buildActivityIntake(
-        {
-          X_API_BASE_URL: bed.fake.url,
-          X_BEARER_TOKEN: 't',
-          X_TIMEOUT_MS: 5000,
-          X_INTAKE_ACTIVITY: 'all',
-          X_ACTIVITY_MAX_SUBS: 100,
-          X_STREAM_LEASE_SECONDS: 5,
-        },
-        {
-          db: bed.db,
-          schedule: createScheduleStore(bed.db),
-          writer: createHitWriter(bed.db),
-          governor: source.client.governor,
-          logger,
-          registry: new Registry(),
-          syncMs: 200,
-        },
-      );
+    build = () => activityIntake(bed, source, { mode: 'all', maxSubs: 100, registry: new Registry() });
     intake = build();
     intake.start();
   });
@@ -282,46 +265,46 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     await bed.close();
   });
 
-  it("takes post.create for a username monitor's account: the post is one signed monitor.hit", async () => {
-    const user = bed.fake.state.addUser({ username: 'XaaPoster' });
-    const m = await deliveries.monitor(starter, 'XaaPoster', 'xaaposter', ['posts']);
-    // the account id a first look would have recorded
+  /**
+   * `username` made on the fake X with the account id a first look would have recorded; resolves
+   * once its subscriptions of `types` are held and the stream is connected
+   */
+  async function subscribed(username: string, types: readonly string[]): Promise<void> {
+    const user = bed.fake.state.addUser({ username });
     await bed.db.targetProfile.create({
-      data: { targetKey: 'xaaposter', userId: user.id, username: 'XaaPoster', name: 'XaaPoster', verified: false },
+      data: { targetKey: username.toLowerCase(), userId: user.id, username, name: username, verified: false },
     });
+    // X sends an event only to a subscription that exists
     await waitFor(
       () =>
-        activity.subscriptions().some((s) => s.event_type === 'post.create' && s.filter.user_id === user.id) || null,
-      20_000,
-    );
-    await waitFor(() => activity.connections() === 1 || null, 20_000);
-    const post = bed.fake.state.post({ author: 'XaaPoster', text: 'pushed by XAA' });
-    const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: post.id } }), 20_000);
-    expect(hit.tweetText).toBe('pushed by XAA');
-    const [req] = await waitFor(() => {
-      const got = deliveries.receiver.requests.filter((r) => r.path === '/xaaposter');
-      return got.length > 0 ? got : null;
-    }, 20_000);
-    expect(req!.headers['x-service-event']).toBe('monitor.hit');
-    expect(deliveries.signedBy(req!, m)).toBe(true);
-  });
-
-  it('post.delete: one signed monitor.post_deleted with the hit sent for the post, only to the monitor asking', async () => {
-    const user = bed.fake.state.addUser({ username: 'XaaDeleter' });
-    const m = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter', ['posts', 'deletes']);
-    const postsOnly = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter-posts', ['posts']);
-    await bed.db.targetProfile.create({
-      data: { targetKey: 'xaadeleter', userId: user.id, username: 'XaaDeleter', name: 'XaaDeleter', verified: false },
-    });
-    // both subscriptions held before the post: X sends an event only to a subscription that exists
-    await waitFor(
-      () =>
-        ['post.create', 'post.delete'].every((type) =>
+        types.every((type) =>
           activity.subscriptions().some((s) => s.event_type === type && s.filter.user_id === user.id),
         ) || null,
       20_000,
     );
     await waitFor(() => activity.connections() === 1 || null, 20_000);
+  }
+
+  it("takes post.create for a username monitor's account: the post is one signed monitor.hit", async () => {
+    const m = await deliveries.monitor(starter, 'XaaPoster', 'xaaposter', ['posts']);
+    await subscribed('XaaPoster', ['post.create']);
+    const post = bed.fake.state.post({ author: 'XaaPoster', text: 'pushed by XAA' });
+    const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: post.id } }), 20_000);
+    expect(hit.tweetText).toBe('pushed by XAA');
+    const [req] = await waitForMany(
+      () => deliveries.receiver.requests.filter((r) => r.path === '/xaaposter'),
+      1,
+      20_000,
+    );
+    expect(req!.headers['x-service-event']).toBe('monitor.hit');
+    expect(deliveries.signedBy(req!, m)).toBe(true);
+  });
+
+  it('post.delete: one signed monitor.post_deleted with the hit sent for the post, only to the monitor asking', async () => {
+    const m = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter', ['posts', 'deletes']);
+    const postsOnly = await deliveries.monitor(starter, 'XaaDeleter', 'xaadeleter-posts', ['posts']);
+    // both subscriptions held before the post
+    await subscribed('XaaDeleter', ['post.create', 'post.delete']);
     const kept = bed.fake.state.post({ author: 'XaaDeleter', text: 'oops, wrong account' });
     const hit = await waitFor(() => bed.db.hit.findFirst({ where: { monitorId: m, tweetId: kept.id } }), 20_000);
     bed.fake.state.deletePost(kept.id);
@@ -330,12 +313,7 @@ describe('X_INTAKE_ACTIVITY=all', () => {
         (await bed.db.monitorEvent.count({ where: { kind: 'monitor.post_deleted', monitorId: m } })) === 1 || null,
       20_000,
     );
-    const [req] = await waitFor(() => {
-      const got = deliveries.receiver.requests.filter(
-        (r) => r.headers['x-service-event'] === 'monitor.post_deleted' && r.path === '/xaadeleter',
-      );
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => deliveries.delivered('monitor.post_deleted', 'xaadeleter'), 1, 20_000);
     expect(deliveries.signedBy(req!, m)).toBe(true);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
       event: 'monitor.post_deleted',
@@ -352,17 +330,8 @@ describe('X_INTAKE_ACTIVITY=all', () => {
     expect(await bed.db.monitorEvent.count({ where: { monitorId: postsOnly } })).toBe(0);
   });
   it('a restart: the next holder replays from where the last one recorded, and a post made between is one hit', async () => {
-    const user = bed.fake.state.addUser({ username: 'XaaRestart' });
     const m = await deliveries.monitor(starter, 'XaaRestart', 'xaarestart', ['posts']);
-    await bed.db.targetProfile.create({
-      data: { targetKey: 'xaarestart', userId: user.id, username: 'XaaRestart', name: 'XaaRestart', verified: false },
-    });
-    await waitFor(
-      () =>
-        activity.subscriptions().some((s) => s.event_type === 'post.create' && s.filter.user_id === user.id) || null,
-      20_000,
-    );
-    await waitFor(() => activity.connections() === 1 || null, 20_000);
+    await subscribed('XaaRestart', ['post.create']);
     // the position is saved while the stream runs
     await waitFor(
       async () => (await bed.db.xStreamState.findUnique({ where: { name: 'x-activity' } }))?.aliveAt,

@@ -7,7 +7,7 @@
 import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialTweet, createSocialUser, deleteSocialTweet } from '@sts/social';
-import { waitFor, openTestStore, type TestStore } from '@sts/testing';
+import { waitFor, waitForMany, openTestStore, type TestStore } from '@sts/testing';
 import { createRedisLeases } from './adapters/lease';
 import { createPostDeletes } from './adapters/postDeletes';
 import { createProfileRepository } from './adapters/profiles';
@@ -23,12 +23,10 @@ describe('deleted posts on the local store', () => {
   let db: Db;
   let poller: Poller;
   let deliveries: DeliveryBed;
-  let account: string;
 
   beforeAll(async () => {
     bed = await openTestStore({ poolSize: 6 });
     db = bed.db;
-    account = (await db.account.create({ data: { email: 'deletes@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'deletes' });
     poller = createPoller({
       schedule: createScheduleStore(db),
@@ -56,25 +54,19 @@ describe('deleted posts on the local store', () => {
     await bed.close();
   });
 
-  const deletedTo = (path: string) =>
-    deliveries.receiver.requests.filter(
-      (r) => r.headers['x-service-event'] === 'monitor.post_deleted' && r.path === `/${path}`,
-    );
+  const deletedTo = (path: string) => deliveries.delivered('monitor.post_deleted', path);
 
   it('a deleted tweet is one signed monitor.post_deleted with the hit it had sent, only where deletes were asked', async () => {
     await createSocialUser(db, { username: 'Deleter', name: 'Deleter' });
-    const wants = await deliveries.monitor(account, 'Deleter', 'deleter', ['posts', 'deletes']);
-    const postsOnly = await deliveries.monitor(account, 'Deleter', 'deleter-posts', ['posts']);
+    const wants = await deliveries.watch('Deleter', 'deleter', ['posts', 'deletes']);
+    const postsOnly = await deliveries.watch('Deleter', 'deleter-posts', ['posts']);
     // the first poll sets the position: tweets after it are hits
     await waitFor(async () => (await db.pollCursor.findUnique({ where: { targetKey: 'deleter' } })) ?? null, 20_000);
     const tweet = await createSocialTweet(db, { authorUsername: 'Deleter', text: 'posted in haste' });
     const hit = await waitFor(() => db.hit.findFirst({ where: { monitorId: wants, tweetId: tweet.id } }), 20_000);
 
     expect(await deleteSocialTweet(db, tweet.id)).toEqual({ id: tweet.id, authorUsername: 'Deleter' });
-    const [req] = await waitFor(() => {
-      const got = deletedTo('deleter');
-      return got.length > 0 ? got : null;
-    }, 20_000);
+    const [req] = await waitForMany(() => deletedTo('deleter'), 1, 20_000);
     expect(deliveries.signedBy(req!, wants)).toBe(true);
     const body = JSON.parse(req!.rawBody.toString()) as Record<string, unknown>;
     expect(body).toMatchObject({
@@ -95,7 +87,7 @@ describe('deleted posts on the local store', () => {
 
   it('a tweet that matched nothing: hit null; told once however often the deletion is seen', async () => {
     await createSocialUser(db, { username: 'Quiet', name: 'Quiet' });
-    const m = await deliveries.monitor(account, 'Quiet', 'quiet', ['deletes']);
+    const m = await deliveries.watch('Quiet', 'quiet', ['deletes']);
     const tweet = await createSocialTweet(db, { authorUsername: 'Quiet', text: 'no monitor sends posts' });
     await deleteSocialTweet(db, tweet.id);
     await waitFor(() => deletedTo('quiet').length === 1 || null, 20_000);

@@ -20,12 +20,18 @@ import { createOutboxRelay, type OutboxRelay } from '../src/relay/relay';
 
 export interface DeliveryBed {
   receiver: HttpsReceiver;
+  /** a Starter account made with the bed (`<name>@example.com`) */
+  accountId: string;
   /** a monitor of `accountId` on `target` whose webhook is the receiver's `/<path>` */
   monitor(accountId: string, target: string, path: string, events?: string[]): Promise<string>;
+  /** a monitor of the bed's account (monitor() with `accountId`) */
+  watch(target: string, path: string, events?: string[]): Promise<string>;
   /** whether `req` carries a valid signature by the monitor's secret */
   signedBy(req: ReceivedRequest, monitorId: string): boolean;
-  /** the requests of this event kind */
-  delivered(event: string): ReceivedRequest[];
+  /** the requests of this event kind; with `path`, only those to the receiver's `/<path>` */
+  delivered(event: string, path?: string): ReceivedRequest[];
+  /** the requests of this event kind to a path under the receiver's `/<prefix>` */
+  deliveredUnder(event: string, prefix: string): ReceivedRequest[];
   close(): Promise<void>;
 }
 
@@ -50,8 +56,12 @@ export async function openDeliveryBed(
   const relay: OutboxRelay = createOutboxRelay({ db: o.db, publisher, logger: o.logger, databaseUrl: o.dbDirectUrl });
   await relay.start();
   const secrets = new Map<string, string>();
-  return {
+  const accountId = (await o.db.account.create({ data: { email: `${o.name}@example.com`, plan: 'starter' } })).id;
+  const ofEvent = (event: string) => receiver.requests.filter((r) => r.headers['x-service-event'] === event);
+  const bed: DeliveryBed = {
     receiver,
+    accountId,
+    watch: (target, path, events) => bed.monitor(accountId, target, path, events),
     async monitor(accountId, target, path, events) {
       const id = randomUUID();
       const secret = generateWebhookSecret();
@@ -78,7 +88,8 @@ export async function openDeliveryBed(
         .digest('hex');
       return req.headers['x-service-signature'] === `sha256=${mac}`;
     },
-    delivered: (event) => receiver.requests.filter((r) => r.headers['x-service-event'] === event),
+    delivered: (event, path) => ofEvent(event).filter((r) => path === undefined || r.path === `/${path}`),
+    deliveredUnder: (event, prefix) => ofEvent(event).filter((r) => r.path.startsWith(`/${prefix}`)),
     async close() {
       await relay.stop();
       await publisher.stop();
@@ -87,4 +98,5 @@ export async function openDeliveryBed(
       await receiver.close();
     },
   };
+  return bed;
 }

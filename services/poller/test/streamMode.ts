@@ -1,7 +1,8 @@
 /**
  * The X `stream` mode's test set-up, shared by the stream mode's test files: a test
  * database (one per file), a Redis prefix and a fake X with its filtered stream per test, the
- * stream mode built as main.ts builds it, and the modes a test started stopped after it.
+ * stream mode built as main.ts builds it, and the modes and RabbitMQ clients a test started stopped
+ * after it.
  * `useStreamHarness()` registers the jest hooks; read the fields inside tests and hooks only.
  */
 import { Redis } from 'ioredis';
@@ -10,6 +11,7 @@ import { createLogger } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createXSource } from '@sts/social';
 import {
+  capturingLogger,
   createAccount,
   createFakeStream,
   createTestDatabase,
@@ -19,7 +21,7 @@ import {
   type FakeX,
   type FakeXOptions,
 } from '@sts/testing';
-import type { AmqpClient } from '@sts/messaging';
+import { AmqpClient } from '@sts/messaging';
 import { buildStreamMode, type RecordQueueOptions, type StreamMode, type StreamModeEnv } from '@sts/x-stream';
 import { parseRule } from '@sts/x-stream/src/domain/streamRules';
 import { createHitWriter, type HitWriter } from '../src/adapters/hitWriter';
@@ -51,6 +53,8 @@ export class StreamHarness {
   fake!: FakeX;
   stream!: FakeStream;
   readonly running: StreamMode[] = [];
+  /** the RabbitMQ clients a test opened (amqpClient), stopped after its modes */
+  readonly clients: AmqpClient[] = [];
   readonly logger;
 
   constructor(service: string) {
@@ -76,6 +80,25 @@ export class StreamHarness {
       PLAN_FREE_POLL_INTERVAL_SECONDS: 300,
       PLAN_STARTER_POLL_INTERVAL_SECONDS: 60,
       ...overrides,
+    };
+  }
+
+  /** the environment of a poller process (src/main.ts) in the stream mode on this test's database, Redis and fake X */
+  processEnv(): Record<string, string> {
+    return {
+      DATABASE_URL: this.dbHandle.url,
+      REDIS_URL: this.redisHandle.url,
+      REDIS_KEY_PREFIX: this.redisHandle.prefix,
+      // no broker listens there: these processes run without RabbitMQ
+      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1',
+      SOCIAL_SOURCE: 'x',
+      X_API_BASE_URL: this.fake.url,
+      X_BEARER_TOKEN: 'test-token',
+      X_RULE_MAX_LENGTH: '64',
+      X_RULE_SETTLE_SECONDS: '0',
+      X_RULE_COALESCE_SECONDS: '0',
+      X_STREAM_LEASE_SECONDS: '3',
+      LOG_LEVEL: 'info',
     };
   }
 
@@ -126,6 +149,21 @@ export class StreamHarness {
       ...(options.limits && { limits: options.limits }),
       ...(options.windowMs !== undefined && { windowMs: options.windowMs }),
     });
+  }
+
+  /** a started RabbitMQ client on `url` that retries quickly, stopped after the test */
+  async amqpClient(url: string, name: string): Promise<AmqpClient> {
+    const { logger } = capturingLogger(name);
+    const c = new AmqpClient({
+      url,
+      logger,
+      name,
+      publishTimeoutMs: 3000,
+      reconnectDelayMs: { initial: 100, max: 500 },
+    });
+    this.clients.push(c);
+    await c.start();
+    return c;
   }
 
   async hitsOf(monitorId: string): Promise<string[]> {
@@ -185,7 +223,9 @@ export function useStreamHarness(service: string): StreamHarness {
       .$executeRaw`TRUNCATE monitors, accounts, hits, outbox, poll_cursors, x_stream_state, x_stream_lease, x_stream_owed, x_stream_changes, target_profiles CASCADE`;
   });
   afterEach(async () => {
+    // the modes finish with their clients still up
     await Promise.all(h.running.splice(0).map((m) => m.stop()));
+    for (const c of h.clients.splice(0)) await c.stop();
     await h.fake.stop();
     h.redis.disconnect();
     await h.redisHandle.cleanup();

@@ -5,18 +5,13 @@
  * did not confirm. Runs alone in the serial second pass (STS_DISRUPTIVE=1).
  */
 import { execFile } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { createLogger } from '@sts/common';
-import { createSecretBox } from '@sts/core';
-import { createDbClient, type Db } from '@sts/db';
-import { AmqpClient } from '@sts/messaging';
 import {
   createAccount,
   createHit,
   createMonitor,
-  createTestDatabase,
-  createTestVhost,
   type HitFixture,
   type HttpsReceiver,
   type MonitorFixture,
@@ -25,32 +20,25 @@ import {
   waitFor,
 } from '@sts/testing';
 import { spawnDispatcher } from '../test/dispatcher';
+import { openBrokerBed, type BrokerBed } from '../test/brokerBed';
 
 const run = promisify(execFile);
-const KEY = randomBytes(32).toString('base64');
 const logger = createLogger({ service: 'dispatcher-broker-test', level: 'error' });
 
 jest.setTimeout(180_000);
 
 describe('RabbitMQ restart while hits flow', () => {
-  let testDb: Awaited<ReturnType<typeof createTestDatabase>>;
-  let db: Db;
+  let bed: BrokerBed;
   let receiver: HttpsReceiver;
-  let publisher: AmqpClient;
   let dispatcher: ServiceProcess | undefined;
   let monitor: MonitorFixture;
-  let amqpUrl: string;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
-    db = createDbClient({ url: testDb.url, poolSize: 4 });
-    amqpUrl = (await createTestVhost()).url;
+    bed = await openBrokerBed({ poolSize: 4, logger, name: 'test-publisher' });
     receiver = await startHttpsReceiver();
     receiver.setResponder(() => ({ status: 200, delayMs: 5 }));
-    const account = await createAccount(db, 'starter');
-    monitor = await createMonitor(db, createSecretBox(KEY), { accountId: account.id, url: `${receiver.url}/hook` });
-    publisher = new AmqpClient({ url: amqpUrl, logger, name: 'test-publisher' });
-    await publisher.start();
+    const account = await createAccount(bed.db, 'starter');
+    monitor = await createMonitor(bed.db, bed.box, { accountId: account.id, url: `${receiver.url}/hook` });
   });
 
   afterAll(async () => {
@@ -60,22 +48,15 @@ describe('RabbitMQ restart while hits flow', () => {
       dispatcher.child.kill('SIGTERM');
       await dispatcher.exited;
     }
-    await publisher.stop().catch(() => undefined);
     await receiver.close();
-    await db.$disconnect();
-    await testDb.drop();
+    // the publisher may not stop cleanly after the restart; the database is dropped all the same
+    await bed.close().catch(() => undefined);
   });
 
   it('loses no hit', async () => {
-    dispatcher = await spawnDispatcher({
-      DATABASE_URL: testDb.url,
-      AMQP_URL: amqpUrl,
-      SECRETS_ENCRYPTION_KEY: KEY,
-      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-      LOG_LEVEL: 'info',
-    });
+    dispatcher = await spawnDispatcher(bed.dispatcherEnv());
     const hits: HitFixture[] = [];
-    for (let i = 0; i < 200; i++) hits.push(await createHit(db, monitor, `hit ${i} #launch`));
+    for (let i = 0; i < 200; i++) hits.push(await createHit(bed.db, monitor, `hit ${i} #launch`));
 
     const published = new Set<string>();
     /** publishes until the broker confirms, with the same message id (what the outbox relay does) */
@@ -83,7 +64,7 @@ describe('RabbitMQ restart while hits flow', () => {
       const messageId = randomUUID();
       for (;;) {
         try {
-          await publisher.publish('monitor.hit', hit.payload, {
+          await bed.publisher.publish('monitor.hit', hit.payload, {
             messageId,
             headers: { accountId: monitor.accountId, hitId: hit.id },
           });
@@ -117,13 +98,7 @@ describe('RabbitMQ restart while hits flow', () => {
     });
     expect(published.size).toBe(200);
     expect(received()).toEqual(published);
-    await waitFor(async () => {
-      const rows = await db.deliveryAttempt.findMany({
-        where: { deliveryId: { in: [...published] }, outcome: 'delivered' },
-        select: { deliveryId: true },
-      });
-      return new Set(rows.map((r) => r.deliveryId)).size === published.size;
-    }, 60_000);
+    await bed.allDelivered(published, 60_000);
     // the dispatcher is still consuming after the restart
     expect(dispatcher.child.exitCode).toBeNull();
   });

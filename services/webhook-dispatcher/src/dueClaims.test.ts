@@ -4,58 +4,30 @@
  * attempt settles only the row it claimed (a replica whose claim ran out does not bring back a
  * delivery another replica settled).
  */
-import { randomBytes } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import { createSecretBox } from '@sts/core';
-import type { Db } from '@sts/db';
-import { createAccount, createHit, createMonitor, hitEnvelope, type HttpsReceiver } from '@sts/testing';
-import type { Dispatcher } from './app';
+import { createHit, hitEnvelope } from '@sts/testing';
 import { createPrismaRepository } from './adapters/repository';
 import { DueDeliveries } from './dueDeliveries';
-import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
+import { useDispatcherBed } from '../test/bed';
 
-const KEY = randomBytes(32).toString('base64');
-const box = createSecretBox(KEY);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('due delivery claims', () => {
-  let harness: InProcessDispatcher;
-  let db: Db;
-  let receiver: HttpsReceiver;
-  let dispatcher: Dispatcher;
-  let accountId: string;
-
-  beforeAll(async () => {
-    harness = await startInProcessDispatcher('dispatcher-due-claims-test', KEY, { timeoutMs: 5000 });
-    ({ db, receiver, dispatcher } = harness);
-    accountId = (await createAccount(db, 'starter')).id;
-  });
-
-  afterAll(() => harness.close());
-
-  beforeEach(async () => {
-    receiver.requests.length = 0;
-    receiver.setResponder(() => ({ status: 200 }));
-    await db.webhookDeliveryDue.deleteMany({});
-  });
+  const bed = useDispatcherBed('dispatcher-due-claims-test', { timeoutMs: 5000 });
 
   /** a standard-policy monitor with one delivery failed once: its retry (attempt 2) due now */
   async function retryDueNow(path: string) {
-    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}${path}` });
-    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard' } });
-    receiver.setResponder(() => ({ status: 500 }));
-    const env = hitEnvelope(m, await createHit(db, m));
-    await dispatcher.handle(env);
-    await db.webhookDeliveryDue.updateMany({
-      where: { monitorId: m.id },
-      data: { dueAt: new Date(Date.now() - 1000) },
-    });
+    const m = await bed.monitor(path, { retryPolicy: 'standard' });
+    bed.receiver.setResponder(() => ({ status: 500 }));
+    const env = hitEnvelope(m, await createHit(bed.db, m));
+    await bed.dispatcher.handle(env);
+    await bed.makeDue(m.id);
     return { m, env };
   }
 
   it('a claim is kept while its delivery is in flight, past the lease: no replica claims it again', async () => {
     const { env } = await retryDueNow('/slow');
-    const repository = createPrismaRepository(db);
+    const repository = createPrismaRepository(bed.db);
     const logger = createLogger({ service: 'due-claims-test', level: 'error' });
     const leaseMs = 1500;
     let finish!: () => void;
@@ -73,7 +45,7 @@ describe('due delivery claims', () => {
           handledBy.push(name);
           if (name === 'a') {
             await inFlight; // a send that takes longer than the lease (a backed-up lane, a slow endpoint)
-            await db.webhookDeliveryDue.delete({ where: { deliveryId: due.deliveryId } });
+            await bed.db.webhookDeliveryDue.delete({ where: { deliveryId: due.deliveryId } });
           }
           return 'ack';
         },
@@ -89,103 +61,75 @@ describe('due delivery claims', () => {
     await a.stop();
     await b.stop();
     expect(handledBy).toEqual(['a']);
-    expect(await db.webhookDeliveryDue.findMany({ where: { deliveryId: env.messageId } })).toEqual([]);
+    expect(await bed.db.webhookDeliveryDue.findMany({ where: { deliveryId: env.messageId } })).toEqual([]);
   });
 
   it('a retry whose delivery another replica settled meanwhile is not scheduled again', async () => {
     const { m, env } = await retryDueNow('/settled');
     // while this attempt is in flight, another replica (its claim having run out here) delivers
     // the same delivery and removes its due row; then this attempt fails
-    receiver.setResponder(async () => {
-      await db.webhookDeliveryDue.deleteMany({ where: { deliveryId: env.messageId } });
+    bed.receiver.setResponder(async () => {
+      await bed.db.webhookDeliveryDue.deleteMany({ where: { deliveryId: env.messageId } });
       return { status: 500 };
     });
-    await expect(dispatcher.deliverDue()).resolves.toBe(1);
-    const attempts = await db.deliveryAttempt.findMany({ where: { monitorId: m.id }, orderBy: { attempt: 'asc' } });
+    await expect(bed.dispatcher.deliverDue()).resolves.toBe(1);
+    const attempts = await bed.db.deliveryAttempt.findMany({ where: { monitorId: m.id }, orderBy: { attempt: 'asc' } });
     expect(attempts.map((a) => [a.attempt, a.outcome])).toEqual([
       [1, 'failed'],
       [2, 'failed'],
     ]);
     // no third attempt of a delivery that was settled
-    expect(await db.webhookDeliveryDue.findMany({ where: { deliveryId: env.messageId } })).toEqual([]);
+    expect(await bed.db.webhookDeliveryDue.findMany({ where: { deliveryId: env.messageId } })).toEqual([]);
   });
 
   it('an attempt that was moved on by another replica is not moved back', async () => {
     const { env } = await retryDueNow('/moved');
     // meanwhile another replica sent attempt 2 and failed: the row waits for attempt 3 in an hour
     const later = new Date(Date.now() + 3_600_000);
-    receiver.setResponder(async () => {
-      await db.webhookDeliveryDue.update({
+    bed.receiver.setResponder(async () => {
+      await bed.db.webhookDeliveryDue.update({
         where: { deliveryId: env.messageId },
         data: { attempt: 3, dueAt: later, claimedUntil: null },
       });
       return { status: 500 };
     });
-    await expect(dispatcher.deliverDue()).resolves.toBe(1);
-    const row = await db.webhookDeliveryDue.findUniqueOrThrow({ where: { deliveryId: env.messageId } });
+    await expect(bed.dispatcher.deliverDue()).resolves.toBe(1);
+    const row = await bed.db.webhookDeliveryDue.findUniqueOrThrow({ where: { deliveryId: env.messageId } });
     expect(row).toMatchObject({ attempt: 3, dueAt: later });
   });
 });
 
 describe('fifo order across replicas', () => {
-  let harness: InProcessDispatcher;
-  let db: Db;
-  let receiver: HttpsReceiver;
-  let dispatcher: Dispatcher;
-
-  beforeAll(async () => {
-    harness = await startInProcessDispatcher('dispatcher-fifo-order-test', KEY);
-    ({ db, receiver, dispatcher } = harness);
-  });
-
-  afterAll(() => harness.close());
+  const bed = useDispatcherBed('dispatcher-fifo-order-test');
 
   it("a fifo webhook's events go in their monitor's sequence, whatever order the dispatchers queued them in", async () => {
-    const accountId = (await createAccount(db, 'starter')).id;
-    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}/fifo` });
-    await db.webhookEndpoint.update({
-      where: { monitorId: m.id },
-      data: { retryPolicy: 'standard', ordering: 'fifo' },
-    });
-    const envs: ReturnType<typeof hitEnvelope>[] = [];
-    for (let sequence = 1; sequence <= 3; sequence++) {
-      const env = hitEnvelope(m, await createHit(db, m, `event ${sequence} #launch`));
-      envs.push({ ...env, payload: { ...env.payload, sequence } });
-    }
+    const m = await bed.monitor('/fifo', { retryPolicy: 'standard', ordering: 'fifo' });
+    const envs = await bed.sequencedHits(m, 3, 'event');
     // two replicas (or two messages of one prefetch) finish preparing in another order than published
-    for (const i of [2, 0, 1]) await expect(dispatcher.handle(envs[i]!)).resolves.toBe('ack');
-    for (let i = 0; i < 3; i++) await expect(dispatcher.deliverDue()).resolves.toBe(1);
-    const sequences = receiver.requests.map((r) => r.headers['x-service-sequence']);
+    for (const i of [2, 0, 1]) await expect(bed.dispatcher.handle(envs[i]!)).resolves.toBe('ack');
+    for (let i = 0; i < 3; i++) await expect(bed.dispatcher.deliverDue()).resolves.toBe(1);
+    const sequences = bed.receiver.requests.map((r) => r.headers['x-service-sequence']);
     expect(sequences).toEqual(['1', '2', '3']);
   });
 
   it('an event with a lower sequence queued while the head is in flight waits for it: one at a time', async () => {
-    const accountId = (await createAccount(db, 'starter')).id;
-    const m = await createMonitor(db, box, { accountId, url: `${receiver.url}/fifo-late` });
-    await db.webhookEndpoint.update({
-      where: { monitorId: m.id },
-      data: { retryPolicy: 'standard', ordering: 'fifo' },
-    });
-    const envs: ReturnType<typeof hitEnvelope>[] = [];
-    for (let sequence = 1; sequence <= 2; sequence++) {
-      const env = hitEnvelope(m, await createHit(db, m, `late ${sequence} #launch`));
-      envs.push({ ...env, payload: { ...env.payload, sequence } });
-    }
-    receiver.requests.length = 0;
+    const m = await bed.monitor('/fifo-late', { retryPolicy: 'standard', ordering: 'fifo' });
+    const envs = await bed.sequencedHits(m, 2, 'late');
+    bed.receiver.requests.length = 0;
     // sequence 2 is queued and goes; sequence 1 reaches the dispatcher while 2 is in flight
-    await dispatcher.handle(envs[1]!);
+    await bed.dispatcher.handle(envs[1]!);
     let late: Promise<number> | null = null;
-    receiver.setResponder(async (req) => {
+    bed.receiver.setResponder(async (req) => {
       if (req.headers['x-service-sequence'] === '2') {
-        await dispatcher.handle(envs[0]!);
-        late = dispatcher.deliverDue();
+        await bed.dispatcher.handle(envs[0]!);
+        late = bed.dispatcher.deliverDue();
         await late;
       }
       return { status: 200 };
     });
-    await dispatcher.deliverDue();
+    await bed.dispatcher.deliverDue();
     await expect(late).resolves.toBe(0);
-    await expect(dispatcher.deliverDue()).resolves.toBe(1);
-    expect(receiver.requests.map((r) => r.headers['x-service-sequence'])).toEqual(['2', '1']);
+    await expect(bed.dispatcher.deliverDue()).resolves.toBe(1);
+    expect(bed.receiver.requests.map((r) => r.headers['x-service-sequence'])).toEqual(['2', '1']);
   });
 });

@@ -7,7 +7,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import type { Db } from '@sts/db';
 import { AmqpClient, monitorTestPayload } from '@sts/messaging';
 import {
   createAccount,
@@ -27,9 +26,6 @@ const logger = createLogger({ service: 'dispatcher-fairness-test', level: 'error
 
 describe('fair delivery', () => {
   let bed: BrokerBed;
-  let db: Db;
-  let amqpUrl: string;
-  let publisher: AmqpClient;
   let consumer: AmqpClient;
   let dispatcher: Dispatcher;
   let healthy: HttpsReceiver;
@@ -38,18 +34,17 @@ describe('fair delivery', () => {
 
   beforeAll(async () => {
     bed = await openBrokerBed({ poolSize: 6, logger, name: 'fairness-publisher' });
-    ({ db, amqpUrl, publisher } = bed);
     healthy = await startHttpsReceiver();
     discord = await startHttpsReceiver();
-    consumer = new AmqpClient({ url: amqpUrl, logger, name: 'fairness-dispatcher' });
+    consumer = new AmqpClient({ url: bed.amqpUrl, logger, name: 'fairness-dispatcher' });
     await consumer.start();
     dispatcher = createDispatcher({
-      repository: createPrismaRepository(db),
+      repository: createPrismaRepository(bed.db),
       messaging: consumer,
       logger,
       secretsKey: bed.key,
       allowPrivateHosts: ['localhost'],
-      amqpUrl,
+      amqpUrl: bed.amqpUrl,
       deferMs: 2000,
       shutdownGraceMs: 500,
       senderOverrides: {
@@ -70,7 +65,7 @@ describe('fair delivery', () => {
 
   async function publishTest(m: MonitorFixture): Promise<string> {
     const messageId = randomUUID();
-    await publisher.publish(
+    await bed.publisher.publish(
       'monitor.test',
       monitorTestPayload({ id: m.id, targetUsername: m.targetUsername, query: null, keywords: null }),
       { messageId, headers: { accountId: m.accountId } },
@@ -80,17 +75,17 @@ describe('fair delivery', () => {
 
   /** 400 hits queued to `stuck`, then a test ping and a live hit of another account to `healthy` */
   async function isolationScenario(stuck: HttpsReceiver): Promise<{ ping: number; live: number }> {
-    const stuckAccount = await createAccount(db, 'starter');
-    const stuckMonitor = await createMonitor(db, bed.box, { accountId: stuckAccount.id, url: `${stuck.url}/hook` });
+    const stuckAccount = await createAccount(bed.db, 'starter');
+    const stuckMonitor = await createMonitor(bed.db, bed.box, { accountId: stuckAccount.id, url: `${stuck.url}/hook` });
     const hits: HitFixture[] = [];
-    for (let i = 0; i < 400; i++) hits.push(await createHit(db, stuckMonitor, `backlog ${i} #launch`));
+    for (let i = 0; i < 400; i++) hits.push(await createHit(bed.db, stuckMonitor, `backlog ${i} #launch`));
     await Promise.all(hits.map((h) => publishHit(stuckMonitor, h)));
     // the stuck endpoint has its 8 deliveries in flight: the prefetch is full of its messages
     await stuck.waitForRequests(8, 30_000);
 
-    const other = await createAccount(db, 'starter');
-    const monitor = await createMonitor(db, bed.box, { accountId: other.id, url: `${healthy.url}/other` });
-    const hit = await createHit(db, monitor);
+    const other = await createAccount(bed.db, 'starter');
+    const monitor = await createMonitor(bed.db, bed.box, { accountId: other.id, url: `${healthy.url}/other` });
+    const hit = await createHit(bed.db, monitor);
     healthy.requests.length = 0;
     const published = Date.now();
     const [pingId, liveId] = await Promise.all([publishTest(monitor), publishHit(monitor, hit)]);
@@ -133,27 +128,27 @@ describe('fair delivery', () => {
       sent.push(now);
       return { status: 204 };
     });
-    const account = await createAccount(db, 'starter');
-    const monitor = await createMonitor(db, bed.box, {
+    const account = await createAccount(bed.db, 'starter');
+    const monitor = await createMonitor(bed.db, bed.box, {
       accountId: account.id,
       url: 'https://discord.com/api/webhooks/5552000/Paced-Token',
     });
     const hits: HitFixture[] = [];
-    for (let i = 0; i < 12; i++) hits.push(await createHit(db, monitor, `paced ${i}`));
+    for (let i = 0; i < 12; i++) hits.push(await createHit(bed.db, monitor, `paced ${i}`));
     const ids = await Promise.all(hits.map((h) => publishHit(monitor, h)));
 
     // meanwhile another endpoint is not held up by the waiting Discord deliveries
-    const other = await createMonitor(db, bed.box, { accountId: account.id, url: `${healthy.url}/during-pacing` });
+    const other = await createMonitor(bed.db, bed.box, { accountId: account.id, url: `${healthy.url}/during-pacing` });
     healthy.requests.length = 0;
-    const liveId = await publishHit(other, await createHit(db, other));
+    const liveId = await publishHit(other, await createHit(bed.db, other));
     await waitFor(() => healthy.requests.some((r) => r.headers['x-service-delivery'] === liveId), 5000);
 
     const delivered = async () =>
-      db.deliveryAttempt.findMany({ where: { deliveryId: { in: ids }, outcome: 'delivered' } });
+      bed.db.deliveryAttempt.findMany({ where: { deliveryId: { in: ids }, outcome: 'delivered' } });
     await waitFor(async () => (await delivered()).length >= 12, 60_000);
     expect(new Set((await delivered()).map((a) => a.deliveryId))).toEqual(new Set(ids));
     // every request the receiver got is one logged attempt; the extra ones are logged 429s
-    const rows = await db.deliveryAttempt.findMany({ where: { deliveryId: { in: ids } } });
+    const rows = await bed.db.deliveryAttempt.findMany({ where: { deliveryId: { in: ids } } });
     const requests = discord.requests.filter((r) => ids.includes(String(r.headers['x-service-delivery'])));
     expect(rows).toHaveLength(requests.length);
     // the sixth request inside the first 2 s was refused: the 429 path ran and was logged

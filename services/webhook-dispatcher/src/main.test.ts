@@ -5,7 +5,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createLogger } from '@sts/common';
-import type { Db } from '@sts/db';
 import { connect } from 'amqplib';
 import { AmqpClient, DEAD_LETTER_EXCHANGE, type Envelope } from '@sts/messaging';
 import { verify } from '@sts/signing';
@@ -28,19 +27,11 @@ const logger = createLogger({ service: 'dispatcher-main-test', level: 'error' })
 
 describe('webhook-dispatcher process', () => {
   let bed: BrokerBed;
-  let db: Db;
-  let amqpUrl: string;
   let receiver: HttpsReceiver;
   let monitor: MonitorFixture;
   const running: ServiceProcess[] = [];
 
-  const env = () => ({
-    DATABASE_URL: bed.dbUrl,
-    AMQP_URL: amqpUrl,
-    SECRETS_ENCRYPTION_KEY: bed.key,
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
-    LOG_LEVEL: 'info',
-  });
+  const env = () => bed.dispatcherEnv();
 
   async function start(): Promise<ServiceProcess> {
     const p = await spawnDispatcher(env());
@@ -52,10 +43,9 @@ describe('webhook-dispatcher process', () => {
 
   beforeAll(async () => {
     bed = await openBrokerBed({ poolSize: 4, logger, name: 'test-publisher' });
-    ({ db, amqpUrl } = bed);
     receiver = await startHttpsReceiver();
-    const account = await createAccount(db, 'starter');
-    monitor = await createMonitor(db, bed.box, { accountId: account.id, url: `${receiver.url}/hook` });
+    const account = await createAccount(bed.db, 'starter');
+    monitor = await createMonitor(bed.db, bed.box, { accountId: account.id, url: `${receiver.url}/hook` });
   });
 
   afterEach(async () => {
@@ -96,7 +86,7 @@ describe('webhook-dispatcher process', () => {
   it('delivers published hits, answers /healthz, /readyz and /metrics, and stops gracefully', async () => {
     const p = await start();
     const port = opsPort(p);
-    const hit = await createHit(db, monitor);
+    const hit = await createHit(bed.db, monitor);
     const messageId = await publishHit(hit);
     await receiver.waitForRequests(1);
     const req = receiver.requests[0]!;
@@ -121,7 +111,7 @@ describe('webhook-dispatcher process', () => {
         await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(),
       )?.[1];
     expect(await dlqLine()).toBe('0');
-    const raw = await connect(amqpUrl);
+    const raw = await connect(bed.amqpUrl);
     const ch = await raw.createConfirmChannel();
     ch.publish(DEAD_LETTER_EXCHANGE, 'webhook-dispatcher', Buffer.from('{}'), { messageId: 'dead-1' });
     await ch.waitForConfirms();
@@ -130,12 +120,12 @@ describe('webhook-dispatcher process', () => {
 
     // SIGTERM while a delivery is in flight: it finishes, is logged, then the process exits 0
     receiver.setResponder(() => ({ status: 200, delayMs: 1500 }));
-    const slow = await createHit(db, monitor);
+    const slow = await createHit(bed.db, monitor);
     const slowId = await publishHit(slow);
     await receiver.waitForRequests(2);
     p.child.kill('SIGTERM');
     expect(await p.exited).toBe(0);
-    const rows = await db.deliveryAttempt.findMany({ where: { deliveryId: slowId } });
+    const rows = await bed.db.deliveryAttempt.findMany({ where: { deliveryId: slowId } });
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ outcome: 'delivered', statusCode: 200 });
     expect(rows[0]!.latencyMs).toBeGreaterThanOrEqual(1400);
@@ -150,33 +140,33 @@ describe('webhook-dispatcher process', () => {
           await (await fetch(`http://127.0.0.1:${opsPort(p)}/metrics`)).text(),
         )?.[1] ?? 0,
       );
-    const account = await createAccount(db, 'starter');
-    const m = await createMonitor(db, bed.box, { accountId: account.id, url: `${receiver.url}/v0` });
+    const account = await createAccount(bed.db, 'starter');
+    const m = await createMonitor(bed.db, bed.box, { accountId: account.id, url: `${receiver.url}/v0` });
     // each round: two hits (the second finds the monitor in memory), then the URL moves and the
     // next hit is published once the dispatcher heard PostgreSQL announce the change. (Nothing
     // orders an announcement against a message published by another process: README, "Monitor cache".)
     const rounds = 10;
     for (let i = 0; i < rounds; i++) {
       for (let j = 1; j <= 2; j++) {
-        await publishHit(await createHit(db, m), m);
+        await publishHit(await createHit(bed.db, m), m);
         await receiver.waitForRequests(2 * i + j);
         expect(receiver.requests[2 * i + j - 1]!.path).toBe(`/v${i}`);
       }
       const heard = await metric('webhook_dispatcher_monitor_announcements_total');
-      await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { url: `${receiver.url}/v${i + 1}` } });
+      await bed.db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { url: `${receiver.url}/v${i + 1}` } });
       await waitFor(async () => (await metric('webhook_dispatcher_monitor_announcements_total')) > heard);
     }
     expect(await metric('webhook_dispatcher_monitor_lookups_total', 'result="hit"')).toBeGreaterThanOrEqual(rounds / 2);
     // every delivery recorded (and so acknowledged) before the process is killed: none is left
     // for the next test's dispatcher
-    await waitFor(async () => (await db.deliveryAttempt.count({ where: { monitorId: m.id } })) === 2 * rounds);
+    await waitFor(async () => (await bed.db.deliveryAttempt.count({ where: { monitorId: m.id } })) === 2 * rounds);
   });
 
   it('SIGTERM drains for at most DISPATCH_SHUTDOWN_GRACE_MS; an unfinished delivery is left for another replica, unlogged', async () => {
     receiver.setResponder(() => ({ status: 200, delayMs: 60_000 }));
     const p = await spawnDispatcher({ ...env(), DISPATCH_SHUTDOWN_GRACE_MS: '1500' });
     running.push(p);
-    const hit = await createHit(db, monitor);
+    const hit = await createHit(bed.db, monitor);
     const id = await publishHit(hit);
     await receiver.waitForRequests(1, 30_000);
     const signalled = Date.now();
@@ -185,15 +175,17 @@ describe('webhook-dispatcher process', () => {
     // the receiver would have answered after 60 s; the process left after the 1.5 s grace
     expect(Date.now() - signalled).toBeLessThan(15_000);
     expect(p.lines.some((l) => l.includes('left for another replica'))).toBe(true);
-    expect(await db.deliveryAttempt.count({ where: { deliveryId: id } })).toBe(0);
+    expect(await bed.db.deliveryAttempt.count({ where: { deliveryId: id } })).toBe(0);
 
     // another replica takes it: sent again with the same delivery id, logged once
     receiver.setResponder(() => ({ status: 200 }));
     await start();
     await receiver.waitForRequests(2, 30_000);
     expect(receiver.requests.map((r) => r.headers['x-service-delivery'])).toEqual([id, id]);
-    await waitFor(async () => (await db.deliveryAttempt.count({ where: { deliveryId: id } })) === 1, 30_000);
-    expect(await db.deliveryAttempt.findFirst({ where: { deliveryId: id } })).toMatchObject({ outcome: 'delivered' });
+    await waitFor(async () => (await bed.db.deliveryAttempt.count({ where: { deliveryId: id } })) === 1, 30_000);
+    expect(await bed.db.deliveryAttempt.findFirst({ where: { deliveryId: id } })).toMatchObject({
+      outcome: 'delivered',
+    });
   });
 
   it('fails closed when the stored secrets cannot be decrypted: not ready, one error, messages stay queued', async () => {
@@ -201,7 +193,7 @@ describe('webhook-dispatcher process', () => {
     running.push(wrong);
     const port = opsPort(wrong);
     const ids: string[] = [];
-    for (let i = 0; i < 3; i++) ids.push(await publishHit(await createHit(db, monitor)));
+    for (let i = 0; i < 3; i++) ids.push(await publishHit(await createHit(bed.db, monitor)));
     await waitFor(() => wrong.lines.some((l) => l.includes('failed closed')), 30_000);
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(503);
@@ -211,7 +203,7 @@ describe('webhook-dispatcher process', () => {
     await new Promise((r) => setTimeout(r, 1000));
     expect(wrong.lines.filter((l) => l.includes('failed closed'))).toHaveLength(1);
     expect(receiver.requests).toHaveLength(0);
-    expect(await db.deliveryAttempt.count({ where: { deliveryId: { in: ids } } })).toBe(0);
+    expect(await bed.db.deliveryAttempt.count({ where: { deliveryId: { in: ids } } })).toBe(0);
 
     // the messages were handed back, not dead-lettered: a replica with the right key delivers them all
     await start();
@@ -224,7 +216,7 @@ describe('webhook-dispatcher process', () => {
     receiver.setResponder(() => ({ status: 200, delayMs: 5 }));
     const first = await start();
     const hits: HitFixture[] = [];
-    for (let i = 0; i < 200; i++) hits.push(await createHit(db, monitor, `hit ${i} #launch`));
+    for (let i = 0; i < 200; i++) hits.push(await createHit(bed.db, monitor, `hit ${i} #launch`));
     const published = new Set<string>();
     const publishing = (async () => {
       for (const h of hits) {
@@ -245,18 +237,12 @@ describe('webhook-dispatcher process', () => {
     expect(published.size).toBe(200);
     expect(received()).toEqual(published);
     // every hit has a delivered attempt in the log
-    await waitFor(async () => {
-      const rows = await db.deliveryAttempt.findMany({
-        where: { deliveryId: { in: [...published] }, outcome: 'delivered' },
-        select: { deliveryId: true },
-      });
-      return new Set(rows.map((r) => r.deliveryId)).size === published.size;
-    }, 30_000);
+    await bed.allDelivered(published, 30_000);
   });
 
   it('lets other services bind their own queue and receive the same hits', async () => {
     await start();
-    const other = new AmqpClient({ url: amqpUrl, logger, name: 'analytics-test' });
+    const other = new AmqpClient({ url: bed.amqpUrl, logger, name: 'analytics-test' });
     await other.start();
     const seen: Envelope<'monitor.hit'>[] = [];
     try {
@@ -270,7 +256,7 @@ describe('webhook-dispatcher process', () => {
         },
       });
       const ids: string[] = [];
-      for (let i = 0; i < 5; i++) ids.push(await publishHit(await createHit(db, monitor)));
+      for (let i = 0; i < 5; i++) ids.push(await publishHit(await createHit(bed.db, monitor)));
       await waitFor(() => seen.length >= 5 && receiver.requests.length >= 5);
       expect(seen.map((e) => e.messageId).sort()).toEqual([...ids].sort());
       expect(seen[0]!.headers).toMatchObject({ accountId: monitor.accountId });
@@ -281,20 +267,23 @@ describe('webhook-dispatcher process', () => {
   });
 
   it('a retry due while the dispatcher is down goes out once it is back, once', async () => {
-    const m = await createMonitor(db, bed.box, { accountId: monitor.accountId, url: `${receiver.url}/retry` });
-    await db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard' } });
+    const m = await createMonitor(bed.db, bed.box, { accountId: monitor.accountId, url: `${receiver.url}/retry` });
+    await bed.db.webhookEndpoint.update({ where: { monitorId: m.id }, data: { retryPolicy: 'standard' } });
     receiver.setResponder((req) => ({ status: req.path === '/retry' ? 503 : 200 }));
     const quick = { ...env(), DISPATCH_DUE_POLL_MS: '200' };
     const first = await spawnDispatcher(quick);
     running.push(first);
-    const id = await publishHit(await createHit(db, m), m);
-    const due = () => db.webhookDeliveryDue.count({ where: { deliveryId: id } });
+    const id = await publishHit(await createHit(bed.db, m), m);
+    const due = () => bed.db.webhookDeliveryDue.count({ where: { deliveryId: id } });
     await waitFor(async () => (await due()) === 1, 30_000);
     first.child.kill('SIGKILL');
     await first.exited;
 
     // the retry falls due while no dispatcher runs; the receiver is back meanwhile
-    await db.webhookDeliveryDue.update({ where: { deliveryId: id }, data: { dueAt: new Date(Date.now() - 60_000) } });
+    await bed.db.webhookDeliveryDue.update({
+      where: { deliveryId: id },
+      data: { dueAt: new Date(Date.now() - 60_000) },
+    });
     receiver.setResponder(() => ({ status: 200 }));
     running.push(await spawnDispatcher(quick));
     await waitFor(async () => (await due()) === 0, 30_000);
@@ -302,7 +291,7 @@ describe('webhook-dispatcher process', () => {
     await new Promise((r) => setTimeout(r, 1000));
     const sent = receiver.requests.filter((r) => r.headers['x-service-delivery'] === id);
     expect(sent.map((r) => r.headers['webhook-id'])).toEqual([id, id]);
-    const logged = await db.deliveryAttempt.findMany({ where: { deliveryId: id }, orderBy: { attempt: 'asc' } });
+    const logged = await bed.db.deliveryAttempt.findMany({ where: { deliveryId: id }, orderBy: { attempt: 'asc' } });
     expect(logged.map((a) => [a.attempt, a.outcome])).toEqual([
       [1, 'failed'],
       [2, 'delivered'],

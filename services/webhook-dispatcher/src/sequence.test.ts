@@ -4,54 +4,26 @@
  * of a hit or of a profile change carries the same number (read from where the event is kept),
  * and Discord, Slack and the test event carry no header.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
-import { createSecretBox } from '@sts/core';
-import type { Db } from '@sts/db';
+import { randomUUID } from 'node:crypto';
 import { monitorHitPayload, monitorRef, type Envelope, type MonitorProfileChangedEvent } from '@sts/messaging';
 import {
-  createAccount,
   createMonitor,
   redeliverEnvelope,
   testEnvelope,
-  type HttpsReceiver,
   type MonitorFixture,
   type ReceivedRequest,
 } from '@sts/testing';
-import type { Dispatcher } from './app';
-import { startInProcessDispatcher, type InProcessDispatcher } from '../test/dispatcher';
-
-const KEY = randomBytes(32).toString('base64');
-const box = createSecretBox(KEY);
+import { useDispatcherBed } from '../test/bed';
 
 describe('the sequence of a delivered event', () => {
-  let harness: InProcessDispatcher;
-  let db: Db;
-  let receiver: HttpsReceiver;
-  let dispatcher: Dispatcher;
-  let accountId: string;
-
-  beforeAll(async () => {
-    harness = await startInProcessDispatcher('sequence-test', KEY, {
-      timeoutMs: 2000,
-      routeToReceiver: ['discord.com'],
-    });
-    ({ db, receiver, dispatcher } = harness);
-    accountId = (await createAccount(db, 'starter')).id;
-  });
-
-  afterAll(() => harness.close());
-
-  beforeEach(() => {
-    receiver.requests.length = 0;
-    receiver.setResponder(() => ({ status: 200 }));
-  });
+  const bed = useDispatcherBed('sequence-test', { routeToReceiver: ['discord.com'] });
 
   /** a hit stored with `sequence`, and its monitor.hit message as the relay publishes it */
   async function sequencedHit(monitor: MonitorFixture, sequence: number): Promise<Envelope<'monitor.hit'>> {
     const createdAt = new Date(Date.now() - 5000);
     const detectedAt = new Date();
     const tweetId = String(1_000_000 + sequence);
-    const row = await db.hit.create({
+    const row = await bed.db.hit.create({
       data: {
         monitorId: monitor.id,
         tweetId,
@@ -73,7 +45,7 @@ describe('the sequence of a delivered event', () => {
       routingKey: 'monitor.hit',
       messageId: randomUUID(),
       payload: monitorHitPayload(monitorRef(monitor), tweet, detectedAt.toISOString(), sequence),
-      headers: { accountId, hitId: row.id },
+      headers: { accountId: bed.accountId, hitId: row.id },
       redelivered: false,
       publishedAt: new Date(),
     };
@@ -82,29 +54,41 @@ describe('the sequence of a delivered event', () => {
   const bodyOf = (r: ReceivedRequest) => JSON.parse(r.rawBody.toString('utf8')) as { sequence?: number };
 
   async function lastAttemptId(monitorId: string): Promise<string> {
-    const [a] = await db.deliveryAttempt.findMany({ where: { monitorId }, orderBy: { createdAt: 'desc' }, take: 1 });
+    const [a] = await bed.db.deliveryAttempt.findMany({
+      where: { monitorId },
+      orderBy: { createdAt: 'desc' },
+      take: 1,
+    });
     return a!.id;
   }
 
   it('a native hit carries its sequence in the body and X-Service-Sequence, the same on a redelivery', async () => {
-    const monitor = await createMonitor(db, box, { accountId, url: `${receiver.url}/native` });
+    const monitor = await bed.monitor('/native');
     const env = await sequencedHit(monitor, 41);
-    receiver.setResponder(() => ({ status: 503 }));
-    await expect(dispatcher.handle(env)).resolves.toBe('ack');
-    receiver.setResponder(() => ({ status: 200 }));
-    await expect(dispatcher.handle(redeliverEnvelope(accountId, await lastAttemptId(monitor.id)))).resolves.toBe('ack');
-    expect(receiver.requests).toHaveLength(2);
-    for (const r of receiver.requests) {
+    bed.receiver.setResponder(() => ({ status: 503 }));
+    await expect(bed.dispatcher.handle(env)).resolves.toBe('ack');
+    bed.receiver.setResponder(() => ({ status: 200 }));
+    await expect(
+      bed.dispatcher.handle(redeliverEnvelope(bed.accountId, await lastAttemptId(monitor.id))),
+    ).resolves.toBe('ack');
+    expect(bed.receiver.requests).toHaveLength(2);
+    for (const r of bed.receiver.requests) {
       expect(r.headers['x-service-sequence']).toBe('41');
       expect(r.headers['x-service-delivery']).toBe(env.messageId);
       expect(bodyOf(r).sequence).toBe(41);
     }
     // the sequence is the body's last field, after the documented ones
-    expect(Object.keys(bodyOf(receiver.requests[1]!))).toEqual(['event', 'monitor', 'tweet', 'detectedAt', 'sequence']);
+    expect(Object.keys(bodyOf(bed.receiver.requests[1]!))).toEqual([
+      'event',
+      'monitor',
+      'tweet',
+      'detectedAt',
+      'sequence',
+    ]);
   });
 
   it('a profile change keeps its stored sequence on a redelivery', async () => {
-    const monitor = await createMonitor(db, box, { accountId, url: `${receiver.url}/native` });
+    const monitor = await bed.monitor('/native');
     const eventId = randomUUID();
     const profile = { username: 'NASA', name: 'NASA', description: null, profileImageUrl: null, verified: true };
     const payload: MonitorProfileChangedEvent = {
@@ -117,31 +101,36 @@ describe('the sequence of a delivered event', () => {
       detectedAt: new Date().toISOString(),
       sequence: 7,
     };
-    await db.monitorEvent.create({
+    await bed.db.monitorEvent.create({
       data: { id: eventId, monitorId: monitor.id, kind: payload.event, payload, sequence: 7n },
     });
     const env: Envelope<'monitor.profile_changed'> = {
       routingKey: 'monitor.profile_changed',
       messageId: randomUUID(),
       payload,
-      headers: { accountId, eventId },
+      headers: { accountId: bed.accountId, eventId },
       redelivered: false,
       publishedAt: new Date(),
     };
-    await expect(dispatcher.handle(env)).resolves.toBe('ack');
-    await expect(dispatcher.handle(redeliverEnvelope(accountId, await lastAttemptId(monitor.id)))).resolves.toBe('ack');
-    expect(receiver.requests.map((r) => [r.headers['x-service-sequence'], bodyOf(r).sequence])).toEqual([
+    await expect(bed.dispatcher.handle(env)).resolves.toBe('ack');
+    await expect(
+      bed.dispatcher.handle(redeliverEnvelope(bed.accountId, await lastAttemptId(monitor.id))),
+    ).resolves.toBe('ack');
+    expect(bed.receiver.requests.map((r) => [r.headers['x-service-sequence'], bodyOf(r).sequence])).toEqual([
       ['7', 7],
       ['7', 7],
     ]);
   });
 
   it('Discord bodies and the test event carry no X-Service-Sequence', async () => {
-    const discord = await createMonitor(db, box, { accountId, url: 'https://discord.com/api/webhooks/1/seq-token' });
-    await expect(dispatcher.handle(await sequencedHit(discord, 3))).resolves.toBe('ack');
-    const native = await createMonitor(db, box, { accountId, url: `${receiver.url}/native` });
-    await expect(dispatcher.handle(testEnvelope(native))).resolves.toBe('ack');
-    expect(receiver.requests).toHaveLength(2);
-    for (const r of receiver.requests) expect(r.headers['x-service-sequence']).toBeUndefined();
+    const discord = await createMonitor(bed.db, bed.box, {
+      accountId: bed.accountId,
+      url: 'https://discord.com/api/webhooks/1/seq-token',
+    });
+    await expect(bed.dispatcher.handle(await sequencedHit(discord, 3))).resolves.toBe('ack');
+    const native = await bed.monitor('/native');
+    await expect(bed.dispatcher.handle(testEnvelope(native))).resolves.toBe('ack');
+    expect(bed.receiver.requests).toHaveLength(2);
+    for (const r of bed.receiver.requests) expect(r.headers['x-service-sequence']).toBeUndefined();
   });
 });

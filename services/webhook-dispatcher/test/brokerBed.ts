@@ -1,5 +1,5 @@
 /**
- * What the dispatcher's tests on the real broker (main.test.ts, fairness.test.ts) share: a test
+ * What the dispatcher's tests on the real broker (main, fairness, broker.disruptive) share: a test
  * database, a RabbitMQ vhost with a publisher on it, the secrets key and its box (monitors' webhook
  * secrets), and `publishHit()`, a hit published as the outbox relay publishes it. `close()` stops
  * the publisher and drops the database (vhosts go with the test run).
@@ -9,7 +9,7 @@ import type { Logger } from '@sts/common';
 import { createSecretBox, type SecretBox } from '@sts/core';
 import { createDbClient, type Db } from '@sts/db';
 import { AmqpClient } from '@sts/messaging';
-import { createTestDatabase, createTestVhost, type HitFixture, type MonitorFixture } from '@sts/testing';
+import { createTestDatabase, createTestVhost, waitFor, type HitFixture, type MonitorFixture } from '@sts/testing';
 
 export interface BrokerBed {
   db: Db;
@@ -21,6 +21,10 @@ export interface BrokerBed {
   box: SecretBox;
   /** publishes `hit` of `m` as monitor.hit; resolves to its message id */
   publishHit(m: MonitorFixture, hit: HitFixture): Promise<string>;
+  /** the environment of a dispatcher process on this bed (spawnDispatcher) */
+  dispatcherEnv(): Record<string, string>;
+  /** waits until each of `deliveryIds` has a delivered attempt in the log */
+  allDelivered(deliveryIds: Iterable<string>, timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -46,10 +50,30 @@ export async function openBrokerBed(opts: { poolSize: number; logger: Logger; na
       });
       return messageId;
     },
+    dispatcherEnv: () => ({
+      DATABASE_URL: testDb.url,
+      AMQP_URL: amqpUrl,
+      SECRETS_ENCRYPTION_KEY: key,
+      WEBHOOK_ALLOW_PRIVATE_HOSTS: 'localhost',
+      LOG_LEVEL: 'info',
+    }),
+    async allDelivered(deliveryIds, timeoutMs) {
+      const ids = [...new Set(deliveryIds)];
+      await waitFor(async () => {
+        const rows = await db.deliveryAttempt.findMany({
+          where: { deliveryId: { in: ids }, outcome: 'delivered' },
+          select: { deliveryId: true },
+        });
+        return new Set(rows.map((r) => r.deliveryId)).size === ids.length;
+      }, timeoutMs);
+    },
     async close() {
-      await publisher.stop();
-      await db.$disconnect();
-      await testDb.drop();
+      try {
+        await publisher.stop();
+      } finally {
+        await db.$disconnect();
+        await testDb.drop();
+      }
     },
   };
 }

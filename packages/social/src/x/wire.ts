@@ -2,7 +2,7 @@
  * X API v2 answer shapes (what this service reads of them) and their mapping to the
  * provider-neutral records.
  */
-import { SocialSourceError, type ReferencedTweet, type SocialTweet, type SocialUser } from '../types';
+import { bareUser, SocialSourceError, type ReferencedTweet, type SocialTweet, type SocialUser } from '../types';
 
 export const X_USER_FIELDS = 'created_at,description,profile_image_url,public_metrics,verified';
 export const X_TWEET_FIELDS = 'author_id,created_at,lang,public_metrics,referenced_tweets';
@@ -84,21 +84,6 @@ export function mapXUser(u: XUser): SocialUser {
   };
 }
 
-function unknownAuthor(id: string): SocialUser {
-  return {
-    id,
-    username: '',
-    name: '',
-    description: null,
-    followersCount: 0,
-    followingCount: 0,
-    tweetCount: 0,
-    verified: false,
-    profileImageUrl: null,
-    createdAt: null,
-  };
-}
-
 export function mapXTweet(t: XTweet, users: readonly XUser[], fallbackAuthor?: SocialUser): SocialTweet {
   const authorId = t.author_id ?? fallbackAuthor?.id ?? '';
   const u = users.find((x) => x.id === authorId);
@@ -106,7 +91,7 @@ export function mapXTweet(t: XTweet, users: readonly XUser[], fallbackAuthor?: S
     ? mapXUser(u)
     : fallbackAuthor && fallbackAuthor.id === authorId
       ? fallbackAuthor
-      : unknownAuthor(authorId);
+      : bareUser(authorId);
   const createdAt = date(t.created_at);
   if (!createdAt) throw new SocialSourceError('the X API answered a tweet without created_at');
   return {

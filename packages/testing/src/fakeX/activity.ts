@@ -32,7 +32,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { invalidRequest, send, userObject } from './format';
-import type { FakeXContext, FakeXRoute } from './routes';
+import { readBody, type FakeXContext, type FakeXRoute } from './routes';
 import { StreamSlot } from './streamSlot';
 import type { FakeXActivity, FakeXState } from './state';
 
@@ -92,15 +92,6 @@ const PROBLEMS = 'https://api.twitter.com/2/problems';
 interface Logged {
   uuid: string;
   event: FakeXActivity;
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }
 
 /** X's event_uuid: a signed 64-bit number as a string */

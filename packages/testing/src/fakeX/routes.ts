@@ -19,7 +19,7 @@ import {
 } from './format';
 import type { FakeXLimits } from './limits';
 import { compileQuery, FAKE_X_QUERY_MAX_LENGTH } from './query';
-import type { FakeXState, FakeXUser } from './state';
+import type { FakeXState, FakeXTweet, FakeXUser } from './state';
 
 export interface FakeXContext {
   state: FakeXState;
@@ -34,7 +34,66 @@ export type FakeXRoute = (
   ctx: FakeXContext,
 ) => boolean | Promise<boolean>;
 
+/** a request's whole body, as text */
+export function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
 const USERNAME = /^[A-Za-z0-9_]{1,15}$/;
+const TWEET_ID = /^[0-9]{1,19}$/;
+
+/** X's message for a query parameter value that does not match `pattern` */
+const mismatch = (param: string, value: string, pattern: RegExp) =>
+  `The \`${param}\` query parameter value [${value}] does not match ${pattern.source}`;
+
+/**
+ * The values of list parameter `param` (1–100, each matching `pattern`); null when the request
+ * was refused with X's 400 for the first problem (empty, too many, a value that does not match).
+ */
+function listParam(res: ServerResponse, url: URL, param: string, pattern: RegExp): string[] | null {
+  const raw = url.searchParams.get(param);
+  if (raw === null || raw === '') {
+    invalidRequest(res, param, '', `The \`${param}\` query parameter can not be empty`);
+    return null;
+  }
+  const values = raw.split(',');
+  if (values.length > 100) {
+    const message = `The number of values in the \`${param}\` query parameter list [${values.length}] is not between 1 and 100`;
+    invalidRequest(res, param, raw, message);
+    return null;
+  }
+  const bad = values.find((v) => !pattern.test(v));
+  if (bad !== undefined) {
+    invalidRequest(res, param, bad, mismatch(param, bad, pattern));
+    return null;
+  }
+  return values;
+}
+
+/** the account X serves as `name` (a renamed account is not found by its old name) */
+function userNamed(state: FakeXState, name: string): FakeXUser | undefined {
+  const u = state.user(name);
+  return u && u.username.toLowerCase() === name.toLowerCase() ? u : undefined;
+}
+
+/** the problem X reports for account `u`, asked for by `param` = `value`; null when it is served */
+function userProblem(u: FakeXUser | undefined, param: string, value: string): unknown {
+  if (!u) return resourceProblem('not_found', 'user', param, value);
+  if (u.suspended) return resourceProblem('suspended', 'user', param, value);
+  return null;
+}
+
+/** the post X serves as `id`: none when it or its author is gone or suspended */
+function servedTweet(state: FakeXState, id: string): FakeXTweet | undefined {
+  const t = state.tweet(id);
+  const author = t && state.users.get(t.author_id);
+  return t && author && !author.suspended ? t : undefined;
+}
 
 /** the found accounts as user objects, with `includes.tweets` for `expansions=most_recent_tweet_id` */
 function usersBody(found: FakeXUser[], errors: unknown[], params: URLSearchParams, state: FakeXState) {
@@ -49,130 +108,89 @@ function usersBody(found: FakeXUser[], errors: unknown[], params: URLSearchParam
   return body;
 }
 
-function lookupUsers(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
-  const raw = url.searchParams.get('usernames');
-  if (raw === null || raw === '')
-    return invalidRequest(res, 'usernames', '', 'The `usernames` query parameter can not be empty');
-  const names = raw.split(',');
-  if (names.length > 100) {
-    return invalidRequest(
-      res,
-      'usernames',
-      raw,
-      `The number of values in the \`usernames\` query parameter list [${names.length}] is not between 1 and 100`,
-    );
-  }
-  const bad = names.find((n) => !USERNAME.test(n));
-  if (bad !== undefined) {
-    return invalidRequest(
-      res,
-      'usernames',
-      bad,
-      `The \`usernames\` query parameter value [${bad}] does not match ^[A-Za-z0-9_]{1,15}$`,
-    );
-  }
-  if (!limits.take('users', res)) return true;
+/** a lookup's answer: the accounts found as user objects, a problem for each of the others */
+function usersAnswer(
+  res: ServerResponse,
+  asked: readonly string[],
+  find: (value: string) => FakeXUser | undefined,
+  param: string,
+  { url, state }: { url: URL; state: FakeXState },
+): boolean {
   const found: FakeXUser[] = [];
   const errors: unknown[] = [];
-  for (const name of names) {
-    const u = state.user(name);
-    if (!u || u.username.toLowerCase() !== name.toLowerCase())
-      errors.push(resourceProblem('not_found', 'user', 'usernames', name));
-    else if (u.suspended) errors.push(resourceProblem('suspended', 'user', 'usernames', name));
-    else found.push(u);
+  for (const value of asked) {
+    const u = find(value);
+    const problem = userProblem(u, param, value);
+    if (problem) errors.push(problem);
+    else found.push(u!);
   }
   return send(res, 200, usersBody(found, errors, url.searchParams, state));
 }
 
+/** the posts found as tweet objects (`data`, with their `includes`), and `errors` */
+function tweetsBody(found: FakeXTweet[], errors: unknown[], params: URLSearchParams, state: FakeXState) {
+  const body: Record<string, unknown> = {};
+  if (found.length) body.data = found.map((t) => tweetObject(t, params));
+  const inc = found.length ? includes(found, params, (x) => state.users.get(x)) : undefined;
+  if (inc) body.includes = inc;
+  if (errors.length) body.errors = errors;
+  return body;
+}
+
+function lookupUsers(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
+  const names = listParam(res, url, 'usernames', USERNAME);
+  if (!names || !limits.take('users', res)) return true;
+  return usersAnswer(res, names, (name) => userNamed(state, name), 'usernames', { url, state });
+}
+
 function lookupUser(res: ServerResponse, url: URL, name: string, { state, limits }: FakeXContext): boolean {
-  if (!USERNAME.test(name)) {
-    return invalidRequest(
-      res,
-      'username',
-      name,
-      `The \`username\` query parameter value [${name}] does not match ^[A-Za-z0-9_]{1,15}$`,
-    );
-  }
+  if (!USERNAME.test(name)) return invalidRequest(res, 'username', name, mismatch('username', name, USERNAME));
   if (!limits.take('users', res)) return true;
-  const u = state.user(name);
-  if (!u || u.username.toLowerCase() !== name.toLowerCase()) {
-    return send(res, 200, { errors: [resourceProblem('not_found', 'user', 'username', name)] });
-  }
-  if (u.suspended) return send(res, 200, { errors: [resourceProblem('suspended', 'user', 'username', name)] });
-  const body = usersBody([u], [], url.searchParams, state);
+  const u = userNamed(state, name);
+  const problem = userProblem(u, 'username', name);
+  if (problem) return send(res, 200, { errors: [problem] });
+  const body = usersBody([u!], [], url.searchParams, state);
   return send(res, 200, { ...body, data: (body.data as unknown[])[0] });
 }
 
 function lookupIds(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
   const raw = url.searchParams.get('ids') ?? '';
   const ids = raw.split(',');
-  if (raw === '' || ids.length > 100 || ids.some((i) => !/^[0-9]{1,19}$/.test(i))) {
+  if (raw === '' || ids.length > 100 || ids.some((i) => !TWEET_ID.test(i))) {
     return invalidRequest(res, 'ids', raw);
   }
   if (!limits.take('users', res)) return true;
-  const found: FakeXUser[] = [];
-  const errors: unknown[] = [];
-  for (const id of ids) {
-    const u = state.users.get(id);
-    if (!u) errors.push(resourceProblem('not_found', 'user', 'ids', id));
-    else if (u.suspended) errors.push(resourceProblem('suspended', 'user', 'ids', id));
-    else found.push(u);
-  }
-  return send(res, 200, usersBody(found, errors, url.searchParams, state));
+  return usersAnswer(res, ids, (id) => state.users.get(id), 'ids', { url, state });
 }
 
 function timeline(res: ServerResponse, url: URL, id: string, { state, limits }: FakeXContext): boolean {
   if (!limits.take('timeline', res)) return true;
-  const u = state.users.get(id);
-  if (!u) return send(res, 200, { errors: [resourceProblem('not_found', 'user', 'id', id)] });
-  if (u.suspended) return send(res, 200, { errors: [resourceProblem('suspended', 'user', 'id', id)] });
+  const problem = userProblem(state.users.get(id), 'id', id);
+  if (problem) return send(res, 200, { errors: [problem] });
   const list = state.newestFirst((t) => t.author_id === id);
   return pageOf(res, list, url.searchParams, 'pagination_token', 5, (x) => state.users.get(x));
 }
 
 function oneTweet(res: ServerResponse, url: URL, id: string, { state, limits }: FakeXContext): boolean {
-  if (!/^[0-9]{1,19}$/.test(id)) return invalidRequest(res, 'id', id);
+  if (!TWEET_ID.test(id)) return invalidRequest(res, 'id', id);
   if (!limits.take('tweets', res)) return true;
-  const t = state.tweet(id);
-  const author = t && state.users.get(t.author_id);
-  if (!t || !author || author.suspended)
-    return send(res, 200, { errors: [resourceProblem('not_found', 'tweet', 'id', id)] });
-  const body: Record<string, unknown> = { data: tweetObject(t, url.searchParams) };
-  const inc = includes([t], url.searchParams, (x) => state.users.get(x));
-  if (inc) body.includes = inc;
-  return send(res, 200, body);
+  const t = servedTweet(state, id);
+  if (!t) return send(res, 200, { errors: [resourceProblem('not_found', 'tweet', 'id', id)] });
+  const body = tweetsBody([t], [], url.searchParams, state);
+  return send(res, 200, { ...body, data: (body.data as unknown[])[0] });
 }
 
 function lookupTweets(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {
-  const raw = url.searchParams.get('ids');
-  if (raw === null || raw === '') return invalidRequest(res, 'ids', '', 'The `ids` query parameter can not be empty');
-  const ids = raw.split(',');
-  if (ids.length > 100) {
-    return invalidRequest(
-      res,
-      'ids',
-      raw,
-      `The number of values in the \`ids\` query parameter list [${ids.length}] is not between 1 and 100`,
-    );
-  }
-  const bad = ids.find((i) => !/^[0-9]{1,19}$/.test(i));
-  if (bad !== undefined)
-    return invalidRequest(res, 'ids', bad, `The \`ids\` query parameter value [${bad}] does not match ^[0-9]{1,19}$`);
-  if (!limits.take('tweets', res)) return true;
-  const found = [];
+  const ids = listParam(res, url, 'ids', TWEET_ID);
+  if (!ids || !limits.take('tweets', res)) return true;
+  const found: FakeXTweet[] = [];
   const errors: unknown[] = [];
   for (const id of new Set(ids)) {
-    const t = state.tweet(id);
-    const author = t && state.users.get(t.author_id);
-    if (!t || !author || author.suspended) errors.push(resourceProblem('not_found', 'tweet', 'ids', id));
-    else found.push(t);
+    const t = servedTweet(state, id);
+    if (t) found.push(t);
+    else errors.push(resourceProblem('not_found', 'tweet', 'ids', id));
   }
-  const body: Record<string, unknown> = {};
-  if (found.length) body.data = found.map((t) => tweetObject(t, url.searchParams));
-  const inc = found.length ? includes(found, url.searchParams, (x) => state.users.get(x)) : undefined;
-  if (inc) body.includes = inc;
-  if (errors.length) body.errors = errors;
-  return send(res, 200, body);
+  return send(res, 200, tweetsBody(found, errors, url.searchParams, state));
 }
 
 function searchRecent(res: ServerResponse, url: URL, { state, limits }: FakeXContext): boolean {

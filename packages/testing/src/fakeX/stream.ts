@@ -24,10 +24,10 @@
  * posted meanwhile are lost to the stream, as when X's side stalls).
  */
 import { EventEmitter } from 'node:events';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { includes, send, tweetObject } from './format';
 import { compileQuery, parseQuery, type CompiledQuery, type QueryNode } from './query';
-import type { FakeXContext, FakeXRoute } from './routes';
+import { readBody, type FakeXContext, type FakeXRoute } from './routes';
 import { StreamSlot } from './streamSlot';
 import type { FakeXTweet, FakeXUser } from './state';
 
@@ -70,15 +70,6 @@ export interface FakeStream extends EventEmitter {
 
 const STREAM = '/2/tweets/search/stream';
 const RULES = '/2/tweets/search/stream/rules';
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
 const USERNAME = /^[a-z0-9_]{1,15}$/;
 

@@ -5,7 +5,7 @@
  * time, in order (recording.ts).
  */
 import type { XStreamPostEvent } from '@sts/messaging';
-import type { SocialTweet } from '@sts/social';
+import { bareUser, type SocialTweet } from '@sts/social';
 
 /** the target a post is recorded for: its author's key ('' when the stream sent no author) */
 function targetOf(tweet: SocialTweet): string {
@@ -45,18 +45,7 @@ export function fromStreamPost(post: XStreamPostEvent): SocialTweet {
     id: t.id,
     text: t.text,
     authorId: t.authorId,
-    author: {
-      id: t.authorId,
-      username: t.authorUsername,
-      name: t.authorName,
-      description: null,
-      followersCount: 0,
-      followingCount: 0,
-      tweetCount: 0,
-      verified: false,
-      profileImageUrl: null,
-      createdAt: null,
-    },
+    author: bareUser(t.authorId, t.authorUsername, t.authorName),
     createdAt: new Date(t.createdAt),
     lang: t.lang,
     metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },

@@ -25,8 +25,8 @@ import {
   waitFor,
 } from '@sts/testing';
 import { createCursorCodec } from '../domain/streamCursor';
+import { gatewayEnv, listening, TOKEN } from '../../test/processes';
 
-const TOKEN = 'internal-token-for-tests-0123456789';
 const box = createSecretBox(Buffer.alloc(32, 7));
 
 interface SseEvent {
@@ -131,13 +131,7 @@ describe('GET /api/v1/stream', () => {
 
   async function startGateway(extra: Record<string, string> = {}): Promise<number> {
     const g = spawnService('services/gateway/src/main.ts', {
-      DATABASE_URL: dbHandle.url,
-      INTERNAL_TOKEN: TOKEN,
-      LOG_LEVEL: 'error',
-      GATEWAY_PORT: '0',
-      READ_API_URL: 'http://127.0.0.1:1',
-      REDIS_URL: redisHandle.url,
-      REDIS_KEY_PREFIX: redisHandle.prefix,
+      ...gatewayEnv({ dbUrl: dbHandle.url, redis: redisHandle }),
       AMQP_URL: amqpUrl,
       // keys written straight to the database reach the live-key filter by its sync
       KEY_FILTER_SYNC_MS: '100',
@@ -148,7 +142,7 @@ describe('GET /api/v1/stream', () => {
       ...extra,
     });
     gateways.push(g);
-    const { port } = JSON.parse(await g.waitForLine(/gateway listening/)) as { port: number };
+    const { port } = await listening(g, /gateway listening/);
     ports.push(port);
     // the feed's queue is bound once a stream-less probe sees the exchange's binding
     return port;

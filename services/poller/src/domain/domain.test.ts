@@ -1,5 +1,5 @@
 import { compareIds, snowflakeBefore, snowflakeId } from '@sts/core';
-import type { SocialTweet } from '@sts/social';
+import { bareUser, type SocialTweet } from '@sts/social';
 import type { WatchingMonitor } from '@sts/db';
 import { compileMonitors, findHits, hitEvent } from './hits';
 import { dueTargets, fairOrder, intervalFor, oldestCreation, type IntervalPolicy, type TargetState } from './schedule';
@@ -16,18 +16,7 @@ function tweet(text: string, createdAt = now, id = snowflakeId(createdAt)): Soci
     id,
     text,
     authorId: '42',
-    author: {
-      id: '42',
-      username: 'Author',
-      name: 'A',
-      description: null,
-      followersCount: 0,
-      followingCount: 0,
-      tweetCount: 0,
-      verified: false,
-      profileImageUrl: null,
-      createdAt: null,
-    },
+    author: bareUser('42', 'Author', 'A'),
     createdAt,
     lang: null,
     metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },

@@ -5,7 +5,7 @@ import { applyProfileEvent, wantedTypes } from '../../domain/activity';
 import type { Profile } from '../../domain/profiles';
 import { loadPollerEnv } from '../../env';
 import { ActivityIntake } from './intake';
-import type { ActivityMetrics } from './metrics';
+import { activityStubs } from '../../../test/activityStubs';
 
 describe('X Activity API variables', () => {
   it('defaults: profiles, 2,500 subscriptions (X Pro), hourly health lookups', () => {
@@ -66,13 +66,7 @@ describe('the event types monitors want and what a profile event changes', () =>
 
 describe('ActivityIntake gaps', () => {
   const logger = createLogger({ service: 'activity-unit', level: 'error' });
-  const metrics: ActivityMetrics = {
-    connected: () => undefined,
-    state: () => undefined,
-    refused: () => undefined,
-    event: () => undefined,
-    gap: () => undefined,
-  };
+  const seven = [{ userId: '7', targetKey: 'seven', paying: true, types: ['profile.update.bio' as const] }];
 
   function intakeWith(now: { t: number }, saved: { at: Date | null } = { at: null }) {
     const owed: string[][] = [];
@@ -83,34 +77,7 @@ describe('ActivityIntake gaps', () => {
     /** what recording an event waits for (a test holds it back) */
     const recording = { wait: Promise.resolve() };
     const intake = new ActivityIntake({
-      mode: 'profiles',
-      election: { check: () => Promise.resolve(true), holds: () => true, close: () => Promise.resolve() },
-      api: {
-        connect(h, _signal, replay) {
-          handlers = h;
-          starts.push(replay?.startTime);
-          return Promise.resolve({
-            closed: new Promise<void>((resolve, reject) => (close = (err) => (err ? reject(err) : resolve()))),
-          });
-        },
-      },
-      reconciler: {
-        reconcile: (accounts) =>
-          Promise.resolve({
-            active: [],
-            pushed: [...accounts],
-            polled: [],
-            refusedNow: [],
-            complete: true,
-            created: 0,
-            removed: 0,
-          }),
-      },
-      repository: {
-        watched: () =>
-          Promise.resolve([{ userId: '7', targetKey: 'seven', paying: true, types: ['profile.update.bio'] }]),
-        savePushed: () => Promise.resolve(),
-        lastProfile: () => Promise.resolve(null),
+      ...activityStubs(seven, {
         owe: (keys) => {
           owed.push([...keys]);
           return Promise.resolve();
@@ -120,13 +87,21 @@ describe('ActivityIntake gaps', () => {
           saved.at = at;
           return Promise.resolve();
         },
+      }),
+      api: {
+        connect(h, _signal, replay) {
+          handlers = h;
+          starts.push(replay?.startTime);
+          return Promise.resolve({
+            closed: new Promise<void>((resolve, reject) => (close = (err) => (err ? reject(err) : resolve()))),
+          });
+        },
       },
       onEvent: (e) => {
         events.push(e.uuid);
         return recording.wait;
       },
       logger,
-      metrics,
       syncMs: 3_600_000,
       now: () => now.t,
     });
@@ -246,8 +221,12 @@ describe('ActivityIntake gaps', () => {
     const quiet = createLogger({ service: 'activity-unit', level: 'error' });
     const warn = jest.spyOn(quiet, 'warn');
     const intake = new ActivityIntake({
-      mode: 'profiles',
-      election: { check: () => Promise.resolve(true), holds: () => true, close: () => Promise.resolve() },
+      ...activityStubs(seven, {
+        savePushed: (accounts) => {
+          saved.push(accounts.length);
+          return Promise.resolve();
+        },
+      }),
       api: { connect: () => Promise.reject(new Error('not called')) },
       reconciler: {
         reconcile: () => {
@@ -255,21 +234,8 @@ describe('ActivityIntake gaps', () => {
           return Promise.reject(new XActivityError('X answered 403: Forbidden', 403, false));
         },
       },
-      repository: {
-        watched: () =>
-          Promise.resolve([{ userId: '7', targetKey: 'seven', paying: true, types: ['profile.update.bio'] }]),
-        savePushed: (accounts) => {
-          saved.push(accounts.length);
-          return Promise.resolve();
-        },
-        lastProfile: () => Promise.resolve(null),
-        owe: () => Promise.resolve(),
-        recordedTo: () => Promise.resolve(null),
-        saveRecordedTo: () => Promise.resolve(),
-      },
       onEvent: () => Promise.resolve(),
       logger: quiet,
-      metrics,
       syncMs: 3_600_000,
       resyncMs: 600_000,
       now: () => now.t,

@@ -8,17 +8,9 @@ import { createProcessGovernor, type XBillableRead } from '@sts/social';
 import { createFakeActivity, startFakeX, waitFor, type FakeX } from '@sts/testing';
 import { createXActivityApi, type XaaEvent } from '@sts/x-activity';
 import { ActivityIntake } from './intake';
-import type { ActivityMetrics } from './metrics';
+import { activityStubs } from '../../../test/activityStubs';
 
 const TOKEN = 'activity-billing-token';
-
-const metrics: ActivityMetrics = {
-  connected: () => undefined,
-  state: () => undefined,
-  refused: () => undefined,
-  event: () => undefined,
-  gap: () => undefined,
-};
 
 describe('the activity stream counts the events X bills', () => {
   let fake: FakeX;
@@ -44,35 +36,13 @@ describe('the activity stream counts the events X bills', () => {
       types: ['profile.update.bio', 'post.delete'] as const,
     };
     const intake = new ActivityIntake({
-      mode: 'profiles',
-      election: { check: () => Promise.resolve(true), holds: () => true, close: () => Promise.resolve() },
+      ...activityStubs([watched]),
       api,
-      reconciler: {
-        reconcile: (accounts) =>
-          Promise.resolve({
-            active: [],
-            pushed: [...accounts],
-            polled: [],
-            refusedNow: [],
-            complete: true,
-            created: 0,
-            removed: 0,
-          }),
-      },
-      repository: {
-        watched: () => Promise.resolve([watched]),
-        savePushed: () => Promise.resolve(),
-        lastProfile: () => Promise.resolve(null),
-        owe: () => Promise.resolve(),
-        recordedTo: () => Promise.resolve(null),
-        saveRecordedTo: () => Promise.resolve(),
-      },
       onEvent: (e) => {
         events.push(e);
         return Promise.resolve();
       },
       logger: createLogger({ service: 'activity-billing', level: 'error' }),
-      metrics,
       billing: { record: (reads) => void recorded.push(...reads) },
       syncMs: 3_600_000,
     });

@@ -14,7 +14,7 @@
 import { createLogger } from '@sts/common';
 import type { Db } from '@sts/db';
 import { createLocalSource, createSocialUser } from '@sts/social';
-import { waitFor, openTestStore, type TestStore } from '@sts/testing';
+import { waitFor, waitForMany, openTestStore, type TestStore } from '@sts/testing';
 import { createProfileRepository } from '../../adapters/profiles';
 import { openDeliveryBed, type DeliveryBed } from '../../../test/deliveryBed';
 import type { Poller } from '../../poller';
@@ -27,12 +27,10 @@ describe('profile changes and target health on the local store', () => {
   let db: Db;
   let poller: Poller;
   let deliveries: DeliveryBed;
-  let account: string;
 
   beforeAll(async () => {
     bed = await openTestStore({ poolSize: 6 });
     db = bed.db;
-    account = (await db.account.create({ data: { email: 'profiles@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'profiles' });
     poller = testPoller(
       { db, redis: bed.redis },
@@ -54,13 +52,8 @@ describe('profile changes and target health on the local store', () => {
     await bed.close();
   });
 
-  const monitor = (target: string, path: string, events?: string[]) =>
-    deliveries.monitor(account, target, path, events);
-
-  const delivered = (event: string, path?: string) =>
-    deliveries.receiver.requests.filter(
-      (r) => r.headers['x-service-event'] === event && (!path || r.path === `/${path}`),
-    );
+  const monitor = (target: string, path: string, events?: string[]) => deliveries.watch(target, path, events);
+  const delivered = (event: string, path?: string) => deliveries.delivered(event, path);
   const snapshot = (key: string) => db.targetProfile.findUnique({ where: { targetKey: key } });
 
   it('a profile change is one signed monitor.profile_changed delivery with before and after', async () => {
@@ -71,10 +64,7 @@ describe('profile changes and target health on the local store', () => {
     await waitFor(async () => (await snapshot('changer')) !== null, 20_000);
 
     await db.$executeRaw`UPDATE social_users SET name = 'New Name', description = 'new bio', verified = true WHERE username_key = 'changer'`;
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed');
-      return got.length > 0 ? got : null;
-    }, 30_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed'), 1, 30_000);
     expect(req!.path).toBe('/changer-profile');
     expect(deliveries.signedBy(req!, wants)).toBe(true);
     const body = JSON.parse(req!.rawBody.toString()) as Record<string, unknown>;
@@ -119,10 +109,11 @@ describe('profile changes and target health on the local store', () => {
       const ms = await db.monitor.findMany({ where: { id: { in: [a, b] } }, select: { targetStatus: true } });
       return ms.every((m) => m.targetStatus === 'suspended');
     }, 20_000);
-    const sent = await waitFor(() => {
-      const got = delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/sleeper'));
-      return got.length >= 2 ? got : null;
-    }, 30_000);
+    const sent = await waitForMany(
+      () => delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/sleeper')),
+      2,
+      30_000,
+    );
     expect(sent.map((r) => r.path).sort()).toEqual(['/sleeper-a', '/sleeper-b']);
     const bodyA = JSON.parse(sent.find((r) => r.path === '/sleeper-a')!.rawBody.toString()) as Record<string, unknown>;
     expect(bodyA).toMatchObject({
@@ -222,10 +213,11 @@ describe('profile changes and target health on the local store', () => {
       const ms = await db.monitor.findMany({ where: { id: { in: [a, b] } }, select: { targetStatus: true } });
       return ms.every((m) => m.targetStatus === 'not_found');
     }, 20_000);
-    const sent = await waitFor(() => {
-      const got = delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/doomed'));
-      return got.length >= 2 ? got : null;
-    }, 30_000);
+    const sent = await waitForMany(
+      () => delivered('monitor.target_unavailable').filter((r) => r.path.startsWith('/doomed')),
+      2,
+      30_000,
+    );
     expect(sent.map((r) => r.path).sort()).toEqual(['/doomed-a', '/doomed-b']);
     const toB = sent.find((r) => r.path === '/doomed-b')!;
     expect(deliveries.signedBy(toB, b)).toBe(true);

@@ -12,7 +12,7 @@
  */
 import { createLogger } from '@sts/common';
 import { createRedisGovernor, createXSource, type XSource } from '@sts/social';
-import { waitFor } from '@sts/testing';
+import { waitFor, waitForMany } from '@sts/testing';
 import { openXTestBed, type XTestBed } from '../../../test/xTestBed';
 import { createRedisLeases } from '../../adapters/lease';
 import { createProfileRepository } from '../../adapters/profiles';
@@ -55,11 +55,9 @@ describe('profile changes and target health on X', () => {
   let bed: XTestBed;
   let poller: Poller;
   let deliveries: DeliveryBed;
-  let account: string;
 
   beforeAll(async () => {
     bed = await openXTestBed({ poolSize: 6 });
-    account = (await bed.db.account.create({ data: { email: 'xprofiles@example.com', plan: 'starter' } })).id;
     deliveries = await openDeliveryBed({ ...bed, logger, name: 'x-profiles' });
     const source = createXSource({ baseUrl: bed.fake.url, bearerToken: 't', redis: bed.redis, timeoutMs: 5000 });
     poller = xPoller(bed, source, { profileLookupMs: 300 });
@@ -72,13 +70,8 @@ describe('profile changes and target health on X', () => {
     await bed.close();
   });
 
-  const monitor = (target: string, path: string, events?: string[]) =>
-    deliveries.monitor(account, target, path, events);
-
-  const delivered = (event: string, prefix: string) =>
-    deliveries.receiver.requests.filter(
-      (r) => r.headers['x-service-event'] === event && r.path.startsWith(`/${prefix}`),
-    );
+  const monitor = (target: string, path: string, events?: string[]) => deliveries.watch(target, path, events);
+  const delivered = (event: string, prefix: string) => deliveries.deliveredUnder(event, prefix);
   const snapshot = (key: string) => bed.db.targetProfile.findUnique({ where: { targetKey: key } });
   const statuses = async (ids: string[]) =>
     (await bed.db.monitor.findMany({ where: { id: { in: ids } }, select: { targetStatus: true } })).map(
@@ -95,10 +88,7 @@ describe('profile changes and target health on X', () => {
     await waitFor(async () => (await snapshot('xchanger'))?.userId === user.id || null, 20_000);
 
     bed.fake.state.update('XChanger', { name: 'New Name', description: 'new bio' });
-    const [req] = await waitFor(() => {
-      const got = delivered('monitor.profile_changed', 'xchanger');
-      return got.length > 0 ? got : null;
-    }, 30_000);
+    const [req] = await waitForMany(() => delivered('monitor.profile_changed', 'xchanger'), 1, 30_000);
     expect(req!.path).toBe('/xchanger-profile');
     expect(deliveries.signedBy(req!, wants)).toBe(true);
     expect(JSON.parse(req!.rawBody.toString())).toMatchObject({
@@ -126,10 +116,7 @@ describe('profile changes and target health on X', () => {
 
     bed.fake.state.suspend('xsleeper');
     await waitFor(async () => (await statuses([a, b])).every((s) => s === 'suspended') || null, 20_000);
-    const sent = await waitFor(() => {
-      const got = delivered('monitor.target_unavailable', 'xsleeper');
-      return got.length >= 2 ? got : null;
-    }, 30_000);
+    const sent = await waitForMany(() => delivered('monitor.target_unavailable', 'xsleeper'), 2, 30_000);
     expect(sent.map((r) => r.path).sort()).toEqual(['/xsleeper-a', '/xsleeper-b']);
     const toA = sent.find((r) => r.path === '/xsleeper-a')!;
     expect(deliveries.signedBy(toA, a)).toBe(true);

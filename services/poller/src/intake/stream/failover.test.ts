@@ -50,20 +50,7 @@ async function expectEveryPostOneHit(ids: string[]): Promise<void> {
 describe('X stream failover', () => {
   it('three replicas: the holder process is SIGKILLed while posts keep coming; one survivor holds the only stream', async () => {
     await watch();
-    const proc = spawnService('services/poller/src/main.ts', {
-      DATABASE_URL: h.dbHandle.url,
-      REDIS_URL: h.redisHandle.url,
-      REDIS_KEY_PREFIX: h.redisHandle.prefix,
-      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1',
-      SOCIAL_SOURCE: 'x',
-      X_API_BASE_URL: h.fake.url,
-      X_BEARER_TOKEN: 'test-token',
-      X_RULE_MAX_LENGTH: '64',
-      X_RULE_SETTLE_SECONDS: '0',
-      X_RULE_COALESCE_SECONDS: '0',
-      X_STREAM_LEASE_SECONDS: '3',
-      LOG_LEVEL: 'info',
-    });
+    const proc = spawnService('services/poller/src/main.ts', h.processEnv());
     const posting = keepPosting();
     try {
       await proc.waitForLine(/X stream connected/);

@@ -8,8 +8,7 @@
  * (nothing skipped) and closes once a budget comes back.
  */
 import { SourceBusyError, createXSource, type XSource } from '@sts/social';
-import { AmqpClient } from '@sts/messaging';
-import { capturingLogger, createTestVhost, waitFor } from '@sts/testing';
+import { createTestVhost, waitFor } from '@sts/testing';
 import type { Db } from '@sts/db';
 import { Registry } from 'prom-client';
 import { useStreamHarness } from '../../../test/streamMode';
@@ -21,20 +20,6 @@ let registry: Registry;
 beforeEach(() => {
   ({ db } = h);
 });
-
-const clients: AmqpClient[] = [];
-afterEach(async () => {
-  await Promise.all(h.running.splice(0).map((m) => m.stop()));
-  for (const c of clients.splice(0)) await c.stop();
-});
-
-async function amqpClient(url: string, name: string): Promise<AmqpClient> {
-  const { logger } = capturingLogger(name);
-  const c = new AmqpClient({ url, logger, name, publishTimeoutMs: 3000, reconnectDelayMs: { initial: 100, max: 500 } });
-  clients.push(c);
-  await c.start();
-  return c;
-}
 
 /** another part of the fleet on the same token and governor (the same Redis prefix) */
 function otherWork(): XSource {
@@ -95,7 +80,7 @@ describe('X stream gap paid by whichever budget is left', () => {
     h.fake.state.addUser({ username: 'tl_0' });
     h.fake.state.post({ author: 'tl_0', text: 'long ago', createdAt: new Date(Date.now() - 3_600_000) });
     const vhost = await createTestVhost();
-    const monitors = await setUp(names, { amqp: await amqpClient(vhost.url, 'tl-a'), recordQueues: {} });
+    const monitors = await setUp(names, { amqp: await h.amqpClient(vhost.url, 'tl-a'), recordQueues: {} });
     expect(await spend(() => otherWork().search('from:someone_else', { limit: 10 }))).toBe(3);
 
     const from = h.fake.requests.log.length;

@@ -7,7 +7,7 @@
  * once their batch is written; a replica cut off from its database hands its posts to another.
  */
 import { capturingLogger, createAccount, createTestVhost, TcpProxy, waitFor } from '@sts/testing';
-import { AmqpClient } from '@sts/messaging';
+import type { AmqpClient } from '@sts/messaging';
 import { createDbClient, type Db } from '@sts/db';
 import { Client } from 'pg';
 import { fromStreamPost, partitionOf } from '@sts/x-stream/src/domain/streamPost';
@@ -27,22 +27,12 @@ const h = useStreamHarness('stream-recording-test');
 let db: Db;
 beforeEach(() => ({ db } = h));
 
-const clients: AmqpClient[] = [];
 const proxies: TcpProxy[] = [];
+// after the harness's own afterEach (hooks run in the order they are registered): the modes and
+// their clients are stopped by then
 afterEach(async () => {
-  // the modes (stopped by the harness after this) finish with their clients still up
-  await Promise.all(h.running.splice(0).map((m) => m.stop()));
-  for (const c of clients.splice(0)) await c.stop();
   for (const p of proxies.splice(0)) await p.close();
 });
-
-async function amqpClient(url: string, name: string): Promise<AmqpClient> {
-  const { logger } = capturingLogger(name);
-  const c = new AmqpClient({ url, logger, name, publishTimeoutMs: 3000, reconnectDelayMs: { initial: 100, max: 500 } });
-  clients.push(c);
-  await c.start();
-  return c;
-}
 
 const NAMES = Array.from({ length: 12 }, (_, i) => `rec${i}`);
 
@@ -129,13 +119,13 @@ describe('X stream recording through RabbitMQ', () => {
     const queues = { rebalanceMs: 400 };
     const hits = { a: 0, b: 0 };
     const a = h.startMode({}, undefined, {
-      amqp: await amqpClient(vhost.url, 'rec-a'),
+      amqp: await h.amqpClient(vhost.url, 'rec-a'),
       recordQueues: queues,
       hits: (n) => (hits.a += n),
     });
     await waitFor(() => a.isHolder() && connected(), 15_000);
     h.startMode({}, undefined, {
-      amqp: await amqpClient(vhost.url, 'rec-b'),
+      amqp: await h.amqpClient(vhost.url, 'rec-b'),
       recordQueues: queues,
       hits: (n) => (hits.b += n),
     });
@@ -179,13 +169,13 @@ describe('X stream recording through RabbitMQ', () => {
     const aCalls = { n: 0 };
     // B subscribes first (the active consumer of every queue) and records slowly: posts in flight when it dies
     const b = h.startMode({}, undefined, {
-      amqp: await amqpClient(proxy.urlFor(vhost.url), 'rec-b'),
+      amqp: await h.amqpClient(proxy.urlFor(vhost.url), 'rec-b'),
       recordQueues: { rebalanceMs: 60_000 },
       wrapWriter: counting(bCalls, 300),
     });
     await waitFor(() => b.isHolder() && connected(), 15_000);
     h.startMode({}, undefined, {
-      amqp: await amqpClient(vhost.url, 'rec-a'),
+      amqp: await h.amqpClient(vhost.url, 'rec-a'),
       recordQueues: { rebalanceMs: 60_000 },
       wrapWriter: counting(aCalls),
     });
@@ -202,7 +192,7 @@ describe('X stream recording through RabbitMQ', () => {
     const vhost = await createTestVhost();
     await watchAll();
     const queues = { partitions: 1, maxLength: 3, retryMs: 120_000, rebalanceMs: 60_000 };
-    const amqp = await amqpClient(vhost.url, 'rec-holder');
+    const amqp = await h.amqpClient(vhost.url, 'rec-holder');
     // the queue exists (declared by a consumer that then leaves): the holder's posts are routable
     const { logger } = capturingLogger('rec-declare');
     const declare = (client: AmqpClient) =>
@@ -217,7 +207,7 @@ describe('X stream recording through RabbitMQ', () => {
         maxLength: 3,
         overlapMs: 0,
       });
-    const first = declare(await amqpClient(vhost.url, 'rec-declare'));
+    const first = declare(await h.amqpClient(vhost.url, 'rec-declare'));
     await first.start();
     await first.stop();
     const holder = h.startMode({}, undefined, { amqp, recordQueues: { ...queues, consume: false } });
@@ -237,7 +227,7 @@ describe('X stream recording through RabbitMQ', () => {
     expect(state!.alive_at.getTime()).toBeLessThanOrEqual(posts[4]!.at.getTime());
     expect(await db.hit.count()).toBe(0);
     // a replica that records comes up: everything is recorded once, nothing was owed
-    h.startMode({}, undefined, { amqp: await amqpClient(vhost.url, 'rec-b'), recordQueues: queues });
+    h.startMode({}, undefined, { amqp: await h.amqpClient(vhost.url, 'rec-b'), recordQueues: queues });
     await expectEachOnce(posts.map((p) => p.id));
     expect(await db.$queryRaw<unknown[]>`SELECT 1 FROM x_stream_owed WHERE reason = 'lost'`).toEqual([]);
     await waitFor(async () => {
@@ -280,12 +270,12 @@ describe('X stream recording through RabbitMQ', () => {
         return never;
       },
     };
-    const b = recording(await amqpClient(proxy.urlFor(vhost.url), 'rec-b'), stuck);
+    const b = recording(await h.amqpClient(proxy.urlFor(vhost.url), 'rec-b'), stuck);
     await b.start();
     let a: StreamRecording | undefined;
     try {
       // two posts to each of the twelve targets, over every queue
-      const publisher = await amqpClient(vhost.url, 'rec-publisher');
+      const publisher = await h.amqpClient(vhost.url, 'rec-publisher');
       const ids = await publishPosts(publisher, partitions);
       expect(new Set(NAMES.map((u) => partitionOf(u, partitions))).size).toBeGreaterThan(1);
       await waitFor(() => writing.length > 0);
@@ -303,7 +293,7 @@ describe('X stream recording through RabbitMQ', () => {
         return true;
       };
       // A's first write waits until every post is delivered to A: the next batch takes all the rest
-      a = recording(await amqpClient(vhost.url, 'rec-a'), {
+      a = recording(await h.amqpClient(vhost.url, 'rec-a'), {
         ...real,
         recordMany: async (batches, at) => {
           statements.push(batches.map((x) => x.targetKey));
@@ -355,12 +345,12 @@ describe('X stream recording through RabbitMQ', () => {
     const aCalls = { n: 0 };
     const bCalls = { n: 0 };
     // A subscribes first: the active consumer of every queue
-    const a = recording(await amqpClient(vhost.url, 'rec-a'), cutDb, aCalls);
+    const a = recording(await h.amqpClient(vhost.url, 'rec-a'), cutDb, aCalls);
     await a.start();
-    const b = recording(await amqpClient(vhost.url, 'rec-b'), db, bCalls);
+    const b = recording(await h.amqpClient(vhost.url, 'rec-b'), db, bCalls);
     await b.start();
     try {
-      const publisher = await amqpClient(vhost.url, 'rec-publisher');
+      const publisher = await h.amqpClient(vhost.url, 'rec-publisher');
       const first = await publishPosts(publisher, partitions);
       await expectEachOnce(first);
       expect(aCalls.n).toBeGreaterThan(0);

@@ -149,20 +149,7 @@ describe('X stream mode', () => {
 
   it('a killed holder process fails over: the survivor connects and backfills from the saved position', async () => {
     const m = await monitor('hank');
-    const proc = spawnService('services/poller/src/main.ts', {
-      DATABASE_URL: h.dbHandle.url,
-      REDIS_URL: h.redisHandle.url,
-      REDIS_KEY_PREFIX: h.redisHandle.prefix,
-      AMQP_URL: 'amqp://guest:guest@127.0.0.1:1',
-      SOCIAL_SOURCE: 'x',
-      X_API_BASE_URL: fake.url,
-      X_BEARER_TOKEN: 'test-token',
-      X_RULE_MAX_LENGTH: '64',
-      X_RULE_SETTLE_SECONDS: '0',
-      X_RULE_COALESCE_SECONDS: '0',
-      X_STREAM_LEASE_SECONDS: '3',
-      LOG_LEVEL: 'info',
-    });
+    const proc = spawnService('services/poller/src/main.ts', h.processEnv());
     try {
       await proc.waitForLine(/X stream connected/);
       await waitFor(() => ruled().includes('hank'));

@@ -12,57 +12,24 @@
  */
 import type { Redis } from 'ioredis';
 import { createLogger } from '@sts/common';
-import { snowflakeId } from '@sts/core';
 import { createDbClient, Prisma, type Db } from '@sts/db';
-import { SourceBusyError, type SocialSource, type SocialTweet } from '@sts/social';
+import { SourceBusyError, type SocialSource } from '@sts/social';
 import { createScheduleStore } from '../../adapters/scheduleStore';
 import { createHitWriter } from '../../adapters/hitWriter';
 import { HIT_CHUNK } from '../../domain/pipeline';
 import { openTestStore, type TestStore } from '@sts/testing';
 import { testPoller, type TestPollerOptions } from '../../../test/poller';
+import { postBy, postingSource } from '../../../test/postingSource';
 
 const logger = createLogger({ service: 'claim-test', level: process.env.LOG_LEVEL ?? 'error' });
 
-function tweetBy(username: string, text: string): SocialTweet {
-  return {
-    id: snowflakeId(),
-    text,
-    authorId: '1',
-    author: {
-      id: '1',
-      username,
-      name: username,
-      description: null,
-      followersCount: 0,
-      followingCount: 0,
-      tweetCount: 1,
-      verified: false,
-      profileImageUrl: null,
-      createdAt: null,
-    },
-    createdAt: new Date(),
-    lang: 'en',
-    metrics: { likeCount: 0, retweetCount: 0, replyCount: 0, quoteCount: 0 },
-  };
-}
-
 /** a source with one new post per target per call (new id each time), counting its calls */
-function postingSource(calls: string[], opts: { busyAfter?: number } = {}): SocialSource {
-  return {
-    name: 'local',
-    getUser: () => Promise.resolve(null),
-    getUserTimeline: () => Promise.resolve(null),
-    getTweet: () => Promise.resolve(null),
-    search: () => Promise.resolve({ items: [], nextCursor: null }),
-    pollTweets: (username) => {
-      if (opts.busyAfter !== undefined && calls.length >= opts.busyAfter)
-        return Promise.reject(new SourceBusyError('timeline budget exhausted', 'timeline', 60_000));
-      calls.push(username.toLowerCase());
-      const t = tweetBy(username, 'news');
-      return Promise.resolve({ tweets: [t], position: `x.${t.id}`, more: false });
-    },
-  };
-}
+const countingSource = (calls: string[], opts: { busyAfter?: number } = {}): SocialSource =>
+  postingSource((username) => {
+    if (opts.busyAfter !== undefined && calls.length >= opts.busyAfter)
+      throw new SourceBusyError('timeline budget exhausted', 'timeline', 60_000);
+    calls.push(username.toLowerCase());
+  });
 
 describe('replicas divide the poller work', () => {
   let bed: TestStore;
@@ -133,7 +100,7 @@ describe('replicas divide the poller work', () => {
     const keys = await dueTargets(120);
     await only(keys);
     const calls: string[] = [];
-    const source = postingSource(calls);
+    const source = countingSource(calls);
     const pollers = [0, 1, 2].map(() => makePoller(source, { claimLimit: 500 }));
     const results = await Promise.all(pollers.map((p) => p.runCycle()));
     expect([...calls].sort()).toEqual([...keys].sort());
@@ -148,7 +115,7 @@ describe('replicas divide the poller work', () => {
     const keys = await dueTargets(250);
     await only(keys);
     const calls: string[] = [];
-    const poller = makePoller(postingSource(calls), { claimLimit: 100, concurrency: 1 });
+    const poller = makePoller(countingSource(calls), { claimLimit: 100, concurrency: 1 });
     const ticks: number[] = [];
     for (let i = 0; i < 3; i++) ticks.push((await poller.runCycle()).polled);
     expect(ticks).toEqual([100, 100, 50]);
@@ -163,7 +130,7 @@ describe('replicas divide the poller work', () => {
     await only(keys);
     const before = await db.pollTarget.findMany({ where: { targetKey: { in: keys } }, orderBy: { targetKey: 'asc' } });
     const calls: string[] = [];
-    const poller = makePoller(postingSource(calls, { busyAfter: 3 }), { concurrency: 1 });
+    const poller = makePoller(countingSource(calls, { busyAfter: 3 }), { concurrency: 1 });
     const r = await poller.runCycle();
     expect(r.polled).toBe(3);
     expect(r.failed).toBe(1); // the refused one; the tick then takes no further target
@@ -216,7 +183,7 @@ describe('replicas divide the poller work', () => {
         SELECT DISTINCT xmin::text FROM monitors WHERE target_key = ${target}`;
       const calls: string[] = [];
       const t0 = performance.now();
-      const r = await makePoller(postingSource(calls)).runCycle();
+      const r = await makePoller(countingSource(calls)).runCycle();
       logger.info('recorded a post to 20,000 monitors', { ms: Math.round(performance.now() - t0) });
       expect(calls).toEqual([target]);
       expect(r.hits).toBe(WATCHERS);
@@ -248,10 +215,10 @@ describe('replicas divide the poller work', () => {
       await dueAgain();
       const cursorBefore = await db.pollCursor.findUniqueOrThrow({ where: { targetKey: target } });
       // one post, read twice (the first poll dies at its 6th chunk, before its cursor moved)
-      const post = tweetBy(target, 'again');
+      const post = postBy(target, 'again');
       const calls: string[] = [];
       const source: SocialSource = {
-        ...postingSource(calls),
+        ...countingSource(calls),
         pollTweets: () => (
           calls.push(target),
           Promise.resolve({ tweets: [post], position: `x.${post.id}`, more: false })
