@@ -132,11 +132,7 @@ async function start(env: PollerEnv, { logger, registry }: ServiceContext): Prom
 
   // Not awaited: while RabbitMQ is down the poller keeps recording hits and the outbox holds
   // their events until the relay can publish them (/readyz says rabbitmq is not connected).
-  amqp
-    .start()
-    .catch((err: unknown) =>
-      logger.warn('RabbitMQ client did not start', { err: errorMessage(err) }),
-    );
+  amqp.start().catch((err: unknown) => logger.warn('RabbitMQ client did not start', { err: errorMessage(err) }));
   // not reachable now: it keeps reconnecting (the listeners resync then), the ticks cover meanwhile
   await session
     .start()

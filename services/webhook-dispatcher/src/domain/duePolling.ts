@@ -15,7 +15,7 @@ export interface PollTiming {
 }
 
 /** the default busy interval: a tenth of the idle one */
-export function busyPollMsOf(t: PollTiming): number {
+function busyPollMsOf(t: PollTiming): number {
   return t.busyPollMs ?? Math.max(1, Math.round(t.pollMs / 10));
 }
 

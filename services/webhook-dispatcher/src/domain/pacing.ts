@@ -32,7 +32,7 @@ const RATE_LIMIT_MAX_TOTAL_MS = 60_000;
 /** used when a 429 names no wait */
 const RATE_LIMIT_DEFAULT_WAIT_MS = 1000;
 
-export function paceRuleFor(kind: WebhookKind): PaceRule | null {
+function paceRuleFor(kind: WebhookKind): PaceRule | null {
   return kind === 'native' ? null : PLATFORM_PACE[kind];
 }
 
@@ -193,7 +193,7 @@ export function rateLimitGiveUpError(kind: WebhookKind, waits: number, waited: n
 }
 
 /** what a Discord or Slack 429 makes of a delivery: wait `ms` and send again, or give up; the attempt log's error either way */
-export type RateLimitVerdict = { kind: 'wait'; ms: number; error: string } | { kind: 'give-up'; error: string };
+type RateLimitVerdict = { kind: 'wait'; ms: number; error: string } | { kind: 'give-up'; error: string };
 
 /** a 429 rule: `waits` waits of `totalMs` in all so far */
 type After429 = (answer: RateLimitAnswer, waits: { count: number; totalMs: number }, now: number) => RateLimitVerdict;

@@ -57,7 +57,7 @@ export function skipReason(event: PolicyEvent, m: MonitorState, now: Date = new 
  * (never a test ping or a redelivery, which the user asks for) that would go out but for the
  * endpoint being disabled, or that arrives while held ones still wait for their turn.
  */
-export function holdsEvent(event: PolicyEvent, redelivery: boolean, m: HoldState, now: Date): boolean {
+function holdsEvent(event: PolicyEvent, redelivery: boolean, m: HoldState, now: Date): boolean {
   const webhook = m.webhook;
   if (!webhook || event === 'monitor.test' || redelivery) return false;
   if (webhook.disabledAt === null && webhook.heldCount === 0) return false;
