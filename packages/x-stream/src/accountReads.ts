@@ -17,9 +17,15 @@
 import { snowflakeBefore, errorMessage } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { SourceBusyError, type SocialTweet, type XSource } from '@sts/social';
-import type { BackfillReadResult } from './owed';
 import type { PostedAccount } from './recentCheck';
 import type { StreamRepository } from './repository';
+
+/**
+ * how a backfill read ended: `ok` (its posts recorded, its windows paid), `refused` (the budget
+ * said no; the windows wait), `failed` (retried later), `unreadable` (an account X no longer
+ * serves; its window left to the search)
+ */
+export type BackfillReadResult = 'ok' | 'refused' | 'failed' | 'unreadable';
 
 export interface AccountReadsOptions {
   readAccountSince: XSource['readAccountSince'];

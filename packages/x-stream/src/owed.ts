@@ -19,7 +19,7 @@
  * paid; the rest of the refused searches' windows wait for the search budget, and an account the
  * timeline budget refused too waits for whichever budget comes back first. Nothing is skipped.
  */
-import { snowflakeBefore } from '@sts/core';
+import { errorMessage, snowflakeBefore } from '@sts/core';
 import type { Logger } from '@sts/common';
 import { SourceBusyError, type SocialTweet, type XSource } from '@sts/social';
 import {
@@ -29,7 +29,7 @@ import {
   queryOwedMonitor,
   type OwedSearch,
 } from './domain/streamOwed';
-import { readPostedAccounts } from './accountReads';
+import { readPostedAccounts, type BackfillReadResult } from './accountReads';
 import type { PostedAccount, RecentCheck } from './recentCheck';
 import type { StreamRepository } from './repository';
 
@@ -60,12 +60,6 @@ export interface OwedBackfillOptions {
 
 /** the budget a backfill read spends: a batched search, or one account's user timeline */
 export type BackfillReadFamily = 'search' | 'timeline';
-/**
- * how a backfill read ended: `ok` (its posts recorded, its windows paid), `refused` (the budget
- * said no; the windows wait), `failed` (retried later), `unreadable` (an account X no longer
- * serves; its window left to the search)
- */
-export type BackfillReadResult = 'ok' | 'refused' | 'failed' | 'unreadable';
 
 export interface OwedPass {
   searches: number;
@@ -78,8 +72,6 @@ export interface OwedPass {
   refusedUntil: Date | null;
   failed: number;
 }
-
-const errorMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 export class OwedBackfill {
   private running: Promise<OwedPass> | null = null;

@@ -29,6 +29,7 @@
  * when the search budget refuses, the accounts that lookup showed posting are read through
  * their user timelines (another budget) instead of waiting for the search window.
  */
+import { errorMessage } from '@sts/core';
 import type { Logger } from '@sts/common';
 import type { AmqpClient } from '@sts/messaging';
 import { upstreamRuleParts, type SocialTweet, type XSource } from '@sts/social';
@@ -39,7 +40,8 @@ import type { DropKind } from './domain/streamBackoff';
 import { runStreamConnection } from './connection';
 import type { StreamElection } from './election';
 import { StreamHandoff } from './handoff';
-import { OwedBackfill, type BackfillReadFamily, type BackfillReadResult } from './owed';
+import { OwedBackfill, type BackfillReadFamily } from './owed';
+import type { BackfillReadResult } from './accountReads';
 import type { RecentCheck } from './recentCheck';
 import { StreamQueries } from './queries';
 import { Limiter } from './limiter';
@@ -167,8 +169,6 @@ interface HolderState {
   overflowSince: Date | null;
   lastOverflowRun: number;
 }
-
-const errorMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 class StreamModeRunner implements StreamMode {
   private holder: HolderState | null = null;
