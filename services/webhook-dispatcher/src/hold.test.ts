@@ -414,6 +414,11 @@ describe('events held while an endpoint is disabled', () => {
       );
       expect(logged[0]!.error).toMatch(REASON);
       expect(await notices(m.id)).toHaveLength(1);
+      // the failed first attempts of the dropped retries no longer name a next attempt; the others still do
+      const firsts = await bed.db.deliveryAttempt.findMany({ where: { monitorId: m.id, attempt: 1 } });
+      const nextOf = new Map(firsts.map((a) => [a.deliveryId, a.nextAttemptAt]));
+      expect([nextOf.get(ids[1]!), nextOf.get(ids[2]!)]).toEqual([null, null]);
+      expect(nextOf.get(ids[3]!)).toBeInstanceOf(Date);
 
       // at the bound: nothing more is dropped
       await bed.dispatcher.releaseHeld();

@@ -133,7 +133,7 @@ const FINISH_SQL = `
   FROM d WHERE w.id = d.endpoint_id`;
 
 /**
- * A drop of an endpoint's ($1) waiting events, logged as skipped: `removed` are CTEs ending in `d`,
+ * A drop of an endpoint's ($1) waiting events, logged as skipped: `removed` are CTEs defining `d`,
  * the rows deleted (monitor_id, hit_id, event, delivery_id, url, attempt, reason); `counters` the
  * endpoint's update, `n.n` the rows dropped, and `before` what its drop counter was before them
  * (0: this drop starts it, and one `account.webhook.failing` row with `state` tells the account).
@@ -178,7 +178,8 @@ const DROP_SQL = dropSql({
 });
 
 // the webhook's due rows past $2 (due_count, kept by triggers), oldest queued first, none in
-// flight (claimed): at most $5, each logged as the attempt it waited for, under the url $3
+// flight (claimed): at most $5, each logged as the attempt it waited for, under the url $3; the
+// failed attempt before a dropped retry loses its next attempt's time (the log shows none coming)
 const DROP_DUE_SQL = dropSql({
   removed: `over AS (
     SELECT d.delivery_id FROM webhook_deliveries_due d
@@ -189,6 +190,10 @@ const DROP_DUE_SQL = dropSql({
   ), d AS (
     DELETE FROM webhook_deliveries_due x USING over WHERE x.delivery_id = over.delivery_id
     RETURNING x.monitor_id, x.hit_id, x.event, x.delivery_id, $3::text AS url, x.attempt, $4::text AS reason
+  ), unscheduled AS (
+    -- the attempt that scheduled a dropped retry no longer names a time for it
+    UPDATE delivery_attempts a SET next_attempt_at = NULL
+    FROM d WHERE a.delivery_id = d.delivery_id AND a.attempt = d.attempt - 1 AND a.next_attempt_at IS NOT NULL
   )`,
   counters: 'due_dropped = w.due_dropped + n.n',
   before: 'w.due_dropped - n.n',
