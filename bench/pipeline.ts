@@ -50,6 +50,7 @@ import { createVhost, deleteVhosts, type ServiceUrls } from '../packages/testing
 import { createAccount, createMonitor, hitPayload, type MonitorFixture } from '../packages/testing/src/fixtures';
 import { percentile } from './lib/numbers';
 import { commandCpuMicros, cpuMs, machineBusyMicros, sleeps, syscalls } from './load';
+import { scrapeMetrics, total } from './lib/scrape';
 import { wakeCostMicros } from './lib/wake';
 import type { PgBouncer } from '../packages/testing/src/pgbouncer';
 import { benchClientUrl, maybeStartPgBouncer, PGBOUNCER_POOL, sampleBackends } from './lib/pgbouncer';
@@ -97,11 +98,7 @@ interface Receipts {
 
 /** messages the dispatcher parked so far (webhook_dispatcher_messages_total{result="deferred"}) */
 async function parkedSoFar(opsPort: number): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
-  let n = 0;
-  for (const m of text.matchAll(/^webhook_dispatcher_messages_total\{[^}]*result="deferred"[^}]*\} (\d+)/gm))
-    n += Number(m[1]);
-  return n;
+  return total(await scrapeMetrics(opsPort), 'webhook_dispatcher_messages_total', ['result="deferred"']);
 }
 
 let dispatcherPort = 0;

@@ -20,11 +20,15 @@ function series(s: Scrape, name: string, match: readonly string[]): [string, num
   return [...s].filter(([k]) => (k === name || k.startsWith(`${name}{`)) && match.every((m) => k.includes(m)));
 }
 
+/** the sum of the matching series in one reading */
+export function total(s: Scrape, name: string, match: readonly string[] = []): number {
+  return series(s, name, match).reduce((a, [, v]) => a + v, 0);
+}
+
 /** the sum of the matching series in `end` less `start` (the whole of `end` when the process restarted between them) */
 export function delta(start: Scrape, end: Scrape, name: string, match: readonly string[] = []): number {
-  const sum = (s: Scrape) => series(s, name, match).reduce((a, [, v]) => a + v, 0);
-  const e = sum(end);
-  const b = sum(start);
+  const e = total(end, name, match);
+  const b = total(start, name, match);
   return e >= b ? e - b : e;
 }
 
