@@ -201,6 +201,43 @@ describe('ActivityIntake gaps', () => {
     await next.intake.stop();
   });
 
+  it("an event on a subscription X made before the reconciliation's round ended reaches its targets", async () => {
+    const watched = [...seven];
+    const got: [string, readonly string[]][] = [];
+    let handlers: { onEvent(e: XaaEvent): void } | null = null;
+    const stubs = activityStubs(watched, { watched: () => Promise.resolve([...watched]) });
+    let midRound: (() => void) | null = null;
+    const intake = new ActivityIntake({
+      ...stubs,
+      reconciler: {
+        // X has answered the new subscription's creation; the round's other calls are still out
+        reconcile: async (accounts) => {
+          if (accounts.length > 1) midRound?.();
+          await new Promise((r) => setImmediate(r));
+          return stubs.reconciler.reconcile(accounts);
+        },
+      },
+      api: { connect: (h) => ((handlers = h), Promise.resolve({ closed: new Promise<void>(() => undefined) })) },
+      onEvent: (e, targets) => {
+        got.push([e.uuid, targets]);
+        return Promise.resolve();
+      },
+      logger,
+      syncMs: 3_600_000,
+    });
+    intake.start();
+    await intake.sync();
+    watched.push({ userId: '8', targetKey: 'eight', paying: true, types: ['profile.update.bio'] });
+    midRound = () => handlers!.onEvent({ ...event('new'), userId: '8' });
+    await intake.sync();
+    handlers!.onEvent({ ...event('later'), userId: '8' });
+    await intake.stop();
+    expect(got).toEqual([
+      ['new', ['eight']],
+      ['later', ['eight']],
+    ]);
+  });
+
   it('a gap longer than X replays owes the pushed accounts a look', async () => {
     const now = { t: 5_000_000 };
     const t = intakeWith(now);

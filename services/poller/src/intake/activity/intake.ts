@@ -50,6 +50,16 @@ export interface ActivityIntakeOptions {
 
 const SEEN_UUIDS = 10_000;
 
+/** user id → the targets watching it, each once */
+function targetsByUser(accounts: readonly { userId: string; targetKey: string }[]): Map<string, string[]> {
+  const map = new Map<string, string[]>();
+  for (const a of accounts) {
+    const keys = map.get(a.userId) ?? [];
+    if (!keys.includes(a.targetKey)) map.set(a.userId, [...keys, a.targetKey]);
+  }
+  return map;
+}
+
 export class ActivityIntake {
   private timer: NodeJS.Timeout | null = null;
   private round: Promise<void> | null = null;
@@ -58,6 +68,8 @@ export class ActivityIntake {
   private lastReconcileAt = 0;
   /** user id → the pushed targets watching it (the last reconciliation's) */
   private byUser = new Map<string, string[]>();
+  /** user id → the targets of the reconciliation under way (none between rounds) */
+  private subscribing = new Map<string, string[]>();
   private connection: { abort: AbortController; lastLineAt: number } | null = null;
   /** the last line end of the last connection (null: none since this replica took the lease) */
   private aliveAt: number | null = null;
@@ -161,12 +173,16 @@ export class ActivityIntake {
   }
 
   private async reconcile(accounts: WatchedAccount[], signature: string): Promise<void> {
-    const outcome = await this.o.reconciler.reconcile(accounts);
+    // X delivers on a subscription as soon as it answers its creation, before the round ends:
+    // an account being subscribed takes its events from the start
+    this.subscribing = targetsByUser(accounts);
+    const outcome = await this.o.reconciler.reconcile(accounts).finally(() => {
+      this.subscribing = new Map();
+    });
     this.lastReconcileAt = this.now();
     // an unfinished round is retried at the next sync
     this.lastSignature = outcome.complete ? signature : null;
-    this.byUser = new Map();
-    for (const a of outcome.pushed) this.byUser.set(a.userId, [...(this.byUser.get(a.userId) ?? []), a.targetKey]);
+    this.byUser = targetsByUser(outcome.pushed);
     await this.o.repository.savePushed(outcome.pushed);
     this.report(outcome);
   }
@@ -288,7 +304,9 @@ export class ActivityIntake {
   }
 
   private receive(event: XaaEvent): void {
-    const targets = this.byUser.get(event.userId) ?? [];
+    const targets = [
+      ...new Set([...(this.byUser.get(event.userId) ?? []), ...(this.subscribing.get(event.userId) ?? [])]),
+    ];
     // billed as delivered, whether or not a monitor still wants it (a replay is deduplicated)
     if (isBilledActivityEvent(event.eventType))
       this.o.billing?.record([{ resource: 'activity_event', id: event.uuid, account: targets[0] ?? null }]);
