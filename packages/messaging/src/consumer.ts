@@ -16,6 +16,7 @@ import {
   parseHeaders,
   parsePayload,
   type Envelope,
+  type EnvelopeOf,
   type RoutingKey,
 } from './contracts';
 import type { AmqpConnection, ConnectionContext } from './connection';
@@ -41,7 +42,7 @@ export interface ConsumeOptions<K extends RoutingKey> {
    * Called once per valid message. 'ack' acknowledges; 'dead-letter' sends it to `<queue>.dlq`;
    * 'requeue' puts it back. A throw requeues a first delivery and dead-letters a redelivery.
    */
-  handler: (env: Envelope<K>) => Promise<ConsumeOutcome>;
+  handler: (env: EnvelopeOf<K>) => Promise<ConsumeOutcome>;
   /**
    * 'shared' (default): the durable quorum queue `queue` with its DLQ, whose messages the
    * service's replicas share. 'broadcast': an exclusive, auto-deleted queue of this process only
@@ -94,8 +95,12 @@ function checkOptions<K extends RoutingKey>(opts: ConsumeOptions<K>): number {
   return prefetch;
 }
 
-/** The message as an envelope of its contract, or ContractError (the message is then dead-lettered). */
-function decode(bindings: ReadonlySet<string>, msg: ConsumeMessage, partition?: number): Envelope<RoutingKey> {
+/**
+ * The message as an envelope of its contract, or ContractError (the message is then dead-lettered).
+ * Its payload and headers were parsed by its routing key's contract: it is that key's member of
+ * the discriminated union, which a handler narrows with a `switch` on the routing key.
+ */
+function decode(bindings: ReadonlySet<string>, msg: ConsumeMessage, partition?: number): EnvelopeOf {
   const suffix = partition === undefined ? '' : `.${partition}`;
   const wireKey = msg.fields.routingKey;
   if (!wireKey.endsWith(suffix)) throw new ContractError(`routing key ${wireKey} is not of partition ${partition}`);
@@ -114,7 +119,7 @@ function decode(bindings: ReadonlySet<string>, msg: ConsumeMessage, partition?: 
   const payload = parsePayload(routingKey, body);
   const headers = parseHeaders(routingKey, fromAmqpHeaders(msg.properties.headers as Record<string, unknown>));
   const ts: unknown = msg.properties.timestamp;
-  return {
+  const env: Envelope<RoutingKey> = {
     routingKey,
     messageId,
     payload,
@@ -122,6 +127,7 @@ function decode(bindings: ReadonlySet<string>, msg: ConsumeMessage, partition?: 
     redelivered: msg.fields.redelivered,
     publishedAt: typeof ts === 'number' && Number.isFinite(ts) ? new Date(ts * 1000) : null,
   };
+  return env as EnvelopeOf;
 }
 
 export class Consumers {
@@ -339,7 +345,7 @@ export class Consumers {
       routingKey: msg.fields.routingKey,
       redelivered: msg.fields.redelivered,
     };
-    let env: Envelope<RoutingKey>;
+    let env: EnvelopeOf;
     try {
       env = decode(c.bindings, msg, c.opts.partition);
     } catch (err) {

@@ -436,14 +436,6 @@ export function fromAmqpHeaders(amqpHeaders: Record<string, unknown> | undefined
  */
 export type EnvelopeOf<K extends RoutingKey = RoutingKey> = { [P in K]: Envelope<P> }[K];
 
-/**
- * Narrows a received envelope to the discriminated union. Sound for envelopes the consumer built
- * (their payload and headers were validated against the contract of their routing key).
- */
-export function narrowEnvelope<K extends RoutingKey>(env: Envelope<K>): EnvelopeOf<K> {
-  return env;
-}
-
 /** A `monitor.test` payload (docs/webhooks.md) for a monitor. */
 export function monitorTestPayload(monitor: PayloadOf<'monitor.test'>['monitor']): MonitorTestEvent {
   return { event: 'monitor.test', monitor: { ...monitor }, test: true };

@@ -1,27 +1,32 @@
 /**
  * The webhook dispatcher: takes monitor.hit, monitor.test and webhook.redeliver messages from its
  * own durable queue and hands each to the delivery flow (delivery.ts: prepare → acquire the
- * endpoint's lane → send → record → settle), which turns it into at most one delivery. A message is acknowledged only after its attempts are
- * committed; when the database write fails the handler throws, so the message comes back.
+ * endpoint's lane → send → record → settle), which turns it into at most one delivery. A
+ * message is acknowledged only after its attempts are committed; when the database write fails
+ * the handler throws, so the message comes back. This file composes the parts and runs the
+ * service's life (start, drain, close); life.ts holds each delivery's.
  *
  * Fails closed: when a stored secret cannot be decrypted (a wrong SECRETS_ENCRYPTION_KEY) it
  * logs one error, reports not ready, stops consuming and hands every message back.
  * Stops within a grace period: waiting messages go back at once, deliveries in flight get
  * `shutdownGraceMs` to finish; what is not finished then is handed back unlogged.
  */
-import { setMaxListeners } from 'node:events';
 import type { Logger } from '@sts/common';
 import { errorMessage } from '@sts/core';
-import { deadLetterQueueName, type Envelope } from '@sts/messaging';
+import { deadLetterQueueName, type EnvelopeOf } from '@sts/messaging';
 import type client from 'prom-client';
 import { createHttpsSender, type HttpsSender, type HttpsSenderOptions } from './adapters/httpsSender';
 import { createAmqpParking, type Parking } from './adapters/parking';
-import { isMissingParent, isTransientDbError } from './adapters/attemptWriter';
 import type { ClaimedDue } from './adapters/dueStore';
 import type { DispatcherRepository } from './adapters/repository';
-import type { ConsumeOutcome, DispatcherMessaging, DispatcherRoutingKey } from './adapters/consumer';
-import { createDeliveryFlow, DrainAbortError, type Source } from './delivery';
-import { SecretsUnavailableError } from './adapters/secrets';
+import {
+  DISPATCHER_BINDINGS,
+  type ConsumeOutcome,
+  type DispatcherMessaging,
+  type DispatcherRoutingKey,
+} from './adapters/consumer';
+import { createDeliveryFlow } from './delivery';
+import { DispatchLife } from './life';
 import { createLaneScheduler, type LaneScheduler } from './lanes';
 import { createJobSources } from './messages';
 import { DueDeliveries } from './dueDeliveries';
@@ -32,14 +37,6 @@ import type { HoldBounds } from './domain/hold';
 import type { HoldingStore } from './adapters/holding';
 
 export const DISPATCHER_QUEUE = 'webhook-dispatcher';
-const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
-  'monitor.hit',
-  'monitor.test',
-  'monitor.profile_changed',
-  'monitor.target_unavailable',
-  'monitor.post_deleted',
-  'webhook.redeliver',
-];
 
 export interface DispatcherOptions {
   repository: DispatcherRepository;
@@ -126,7 +123,7 @@ export interface Dispatcher {
   /** declares and binds the queue, sets parking up, starts consuming */
   start(): Promise<void>;
   /** handles one message (what the consumer calls) */
-  handle(envelope: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome>;
+  handle(envelope: EnvelopeOf<DispatcherRoutingKey>): Promise<ConsumeOutcome>;
   /** claims the deliveries due now (retries, fifo turns) and resolves once they are settled; start() polls for them */
   deliverDue(): Promise<number>;
   /**
@@ -177,51 +174,13 @@ export function dispatcherOptionsFromEnv(env: DispatcherEnv) {
   } satisfies Partial<DispatcherOptions>;
 }
 
-/** what to do with a message or due delivery whose handling threw (rethrows what is not understood) */
-async function outcomeOfError(
-  meta: { messageId: string; routingKey: string },
-  err: unknown,
-  ctx: {
-    logger: Logger;
-    metrics: DispatcherMetrics;
-    failClosed: (err: Error) => void;
-    transientRetryDelayMs: number;
-  },
-): Promise<ConsumeOutcome> {
-  const { logger, metrics } = ctx;
-  if (err instanceof SecretsUnavailableError) {
-    ctx.failClosed(err);
-    return 'requeue';
-  }
-  if (err instanceof DrainAbortError) {
-    logger.info('delivery not finished within the shutdown grace period; left for another replica', meta);
-    return 'requeue';
-  }
-  if (isTransientDbError(err)) {
-    // PostgreSQL unreachable: not the message's fault. Hand it back after a pause (no dead
-    // letter, no hot loop); it is delivered again, at least once, when the database is back.
-    logger.warn('database unavailable; message requeued', {
-      ...meta,
-      err: errorMessage(err),
-    });
-    await new Promise((r) => setTimeout(r, ctx.transientRetryDelayMs));
-    return 'requeue';
-  }
-  if (isMissingParent(err)) {
-    logger.info('monitor or hit deleted during delivery; message dropped', meta);
-    return 'ack';
-  }
-  metrics.messages.inc({ routing_key: meta.routingKey, result: 'error' });
-  logger.error('handling failed; message will be retried', { ...meta, err });
-  throw err;
-}
-
 /** The parts a dispatcher composes; the logic lives in them (delivery.ts and what it calls). */
 interface Parts {
   sender: HttpsSender;
   metrics: DispatcherMetrics;
   flow: ReturnType<typeof createDeliveryFlow>;
   lanes: LaneScheduler;
+  life: DispatchLife;
 }
 
 /** the due deliveries' poller, handing each to `handler` */
@@ -250,7 +209,7 @@ function createSender(options: Resolved): HttpsSender {
 }
 
 function createParts(options: Resolved): Parts {
-  const { repository, logger } = options;
+  const { repository, logger, messaging } = options;
   const concurrency = options.maxConcurrencyPerEndpoint;
   const sender = createSender(options);
   const metrics = createMetrics(options.registry);
@@ -261,6 +220,16 @@ function createParts(options: Resolved): Parts {
     holdMs: options.holdMs,
     maxWaitingPerLane: Math.max(concurrency, Math.floor(options.prefetch / 2)),
   });
+  const life = new DispatchLife({
+    logger,
+    metrics,
+    transientRetryDelayMs: options.transientRetryDelayMs,
+    onFault: () => {
+      lanes.releaseAll();
+      // not awaited: the messaging client's stop waits for the handlers, the failing one included
+      messaging?.stop().catch((e: unknown) => logger.warn('stopping the consumer failed', { err: errorMessage(e) }));
+    },
+  });
   const flow = createDeliveryFlow({
     attempts: repository,
     dueStore: repository,
@@ -269,34 +238,31 @@ function createParts(options: Resolved): Parts {
     metrics,
     jobs: createJobSources(repository, logger),
     lanes,
+    life,
     secretsKey: options.secretsKey,
     secretsOldKeys: options.secretsOldKeys,
     now: options.now ?? (() => new Date()),
   });
-  return { sender, metrics, flow, lanes };
+  return { sender, metrics, flow, lanes, life };
 }
 
 /**
- * The running dispatcher: the drain and fail-closed state in fields, one method per step of a
- * message's life (handle → process, which runs the delivery flow) and of the service's (start,
- * stop, close).
+ * The running dispatcher: its parts wired to the consumer, the due poller and the hold, and the
+ * service's life (start, stop, close). A message goes from the consumer straight to the flow.
  */
 class WebhookDispatcher implements Dispatcher {
   private parking: Parking | null = null;
-  private readonly inflight = new Set<Promise<ConsumeOutcome>>();
-  private readonly abort = new AbortController();
   private stopping: Promise<void> | null = null;
-  private fault: Error | null = null;
   private readonly due: DueDeliveries;
   private readonly holding: Holding | null;
+  readonly handle: Dispatcher['handle'];
 
   constructor(
     private readonly options: Resolved,
     private readonly parts: Parts,
   ) {
-    // one listener per delivery in flight (hundreds): not a leak
-    setMaxListeners(0, this.abort.signal);
-    this.due = createDue(options, this.handleDue);
+    this.handle = parts.flow.handle;
+    this.due = createDue(options, parts.flow.handleDue);
     this.holding = options.holding
       ? new Holding({
           store: options.holding,
@@ -307,7 +273,7 @@ class WebhookDispatcher implements Dispatcher {
             days: dispatchSettingDefaults.WEBHOOK_HOLD_DAYS,
             max: dispatchSettingDefaults.WEBHOOK_HOLD_MAX,
           },
-          signal: this.abort.signal,
+          signal: parts.life.signal,
           now: options.now ?? (() => new Date()),
           ...(options.holdSweepMs !== undefined && { sweepMs: options.holdSweepMs }),
         })
@@ -323,7 +289,7 @@ class WebhookDispatcher implements Dispatcher {
       queue,
       bindings: DISPATCHER_BINDINGS,
       prefetch: options.prefetch,
-      handler: this.handle,
+      handler: parts.flow.handle,
     });
     if (options.amqpUrl) {
       this.parking = await startParking(options.amqpUrl, queue, options.deferMs, options.logger);
@@ -335,34 +301,6 @@ class WebhookDispatcher implements Dispatcher {
     if (parking) parts.metrics.setDeadLetterReader(async () => ({ [dlq]: await parking.depth(dlq) }));
     this.due.start();
   }
-
-  /** handles one message (the consumer's handler) */
-  readonly handle = async (env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> => {
-    let outcome: ConsumeOutcome = 'requeue';
-    if (!this.fault && !this.stopping) {
-      const work = this.process(env);
-      this.inflight.add(work);
-      try {
-        outcome = await work;
-      } finally {
-        this.inflight.delete(work);
-      }
-    }
-    this.parts.metrics.messages.inc({ routing_key: env.routingKey, result: outcome });
-    return outcome;
-  };
-
-  /** delivers one claimed due delivery (the due poller's handler) */
-  private readonly handleDue = async (due: ClaimedDue): Promise<ConsumeOutcome> => {
-    if (this.fault || this.stopping) return 'requeue';
-    const work = this.deliver({ kind: 'due', due }, { messageId: due.deliveryId, routingKey: due.event });
-    this.inflight.add(work);
-    try {
-      return await work;
-    } finally {
-      this.inflight.delete(work);
-    }
-  };
 
   readonly deliverDue = (): Promise<number> => this.due.runOnce();
 
@@ -376,7 +314,10 @@ class WebhookDispatcher implements Dispatcher {
     this.parts.lanes.close();
   }
 
-  readonly check = (): Promise<void> => (this.fault ? Promise.reject(this.fault) : Promise.resolve());
+  readonly check = (): Promise<void> => {
+    const fault = this.parts.life.failure();
+    return fault ? Promise.reject(fault) : Promise.resolve();
+  };
 
   readonly inFlight = (): number => this.parts.sender.inFlight();
 
@@ -386,49 +327,11 @@ class WebhookDispatcher implements Dispatcher {
   };
 
   private async drain(): Promise<void> {
-    this.parts.lanes.releaseAll();
-    const timer = setTimeout(() => this.abort.abort(), this.options.shutdownGraceMs);
-    await Promise.allSettled([...this.inflight, this.due.stop(), this.holding?.stop()]);
-    clearTimeout(timer);
+    const { life, lanes } = this.parts;
+    life.stop();
+    lanes.releaseAll();
+    await life.drain(this.options.shutdownGraceMs, [this.due.stop(), this.holding?.stop()]);
     await this.parking?.close();
-  }
-
-  private failClosed(err: Error): void {
-    if (this.fault) return;
-    this.fault = err;
-    const { logger, messaging } = this.options;
-    logger.error('webhook-dispatcher failed closed: not consuming, messages stay on the queue', {
-      reason: err.message,
-      fix: 'start the dispatcher with the SECRETS_ENCRYPTION_KEY the secrets were stored with',
-    });
-    this.parts.lanes.releaseAll();
-    // not awaited: the messaging client's stop waits for the handlers, this one included
-    messaging?.stop().catch((e: unknown) => logger.warn('stopping the consumer failed', { err: errorMessage(e) }));
-  }
-
-  private async process(env: Envelope<DispatcherRoutingKey>): Promise<ConsumeOutcome> {
-    if (!DISPATCHER_BINDINGS.includes(env.routingKey)) {
-      this.options.logger.warn('unexpected routing key; dead-lettered', {
-        routingKey: env.routingKey,
-        messageId: env.messageId,
-      });
-      return 'dead-letter';
-    }
-    return this.deliver({ kind: 'message', env }, { messageId: env.messageId, routingKey: env.routingKey });
-  }
-
-  /** the delivery flow, and what its error makes of the message or due delivery */
-  private async deliver(source: Source, meta: { messageId: string; routingKey: string }): Promise<ConsumeOutcome> {
-    try {
-      return await this.parts.flow.deliver(source, this.abort.signal);
-    } catch (err) {
-      return outcomeOfError(meta, err, {
-        logger: this.options.logger,
-        metrics: this.parts.metrics,
-        failClosed: (e) => this.failClosed(e),
-        transientRetryDelayMs: this.options.transientRetryDelayMs,
-      });
-    }
   }
 }
 

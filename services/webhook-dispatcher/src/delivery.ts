@@ -22,8 +22,8 @@
  *   settle   the final answer counts towards the endpoint's health and broken flag
  *
  * The flow calls the other files and they return to it; none calls back into it. The pure rules
- * are in domain/ (policy, bodies, pacing, retry schedule, health). app.ts owns the message's life around it
- * (fail closed, drain, what an error becomes).
+ * are in domain/ (policy, bodies, pacing, retry schedule, health). life.ts holds the message's life around it
+ * (taken or handed back, in flight for the drain, what an error becomes).
  */
 import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
 import type { Logger } from '@sts/common';
@@ -32,13 +32,14 @@ import type { WebhookKind } from './domain/payloads';
 import { planDelivery } from './domain/plan';
 import { brokenReasonFor } from './domain/policy';
 import { healthNeedsUpdate } from './domain/health';
-import type { Envelope } from '@sts/messaging';
+import type { EnvelopeOf } from '@sts/messaging';
 import type { Pacing } from './domain/pacing';
 import type { HttpsSender, SendResult } from './adapters/httpsSender';
-import type { ConsumeOutcome, DispatcherRoutingKey } from './adapters/consumer';
+import { DISPATCHER_BINDINGS, type ConsumeOutcome, type DispatcherRoutingKey } from './adapters/consumer';
 import type { Parking } from './adapters/parking';
 import { SigningSecrets, type SigningKeys } from './adapters/secrets';
 import type { AttemptWriter, NewAttempt } from './adapters/attemptWriter';
+import { DrainAbortError, type DispatchLife } from './life';
 import type { ClaimedDue, DueChange, DueStore, NewDue } from './adapters/dueStore';
 import type { MonitorContext } from './adapters/monitorReader';
 import { afterFailure } from './domain/retrySchedule';
@@ -48,11 +49,6 @@ import type { DispatcherMetrics } from './metrics';
 
 /** A job that goes out: its monitor has a webhook and no skip reason. */
 type SendableJob = Job & { monitor: MonitorContext & { webhook: NonNullable<MonitorContext['webhook']> } };
-
-/** The dispatcher is stopping and this delivery did not finish within the grace period; nothing was logged. */
-export class DrainAbortError extends Error {
-  override name = 'DrainAbortError';
-}
 
 export interface DeliveryFlowOptions {
   /** the attempt rows, the endpoint's health and broken flag */
@@ -65,6 +61,8 @@ export interface DeliveryFlowOptions {
   /** message or due delivery → job (messages.ts) */
   jobs: ReturnType<typeof createJobSources>;
   lanes: LaneScheduler;
+  /** whether work is taken, what is in flight, what an error makes of a message */
+  life: DispatchLife;
   secretsKey: string | Buffer;
   secretsOldKeys?: readonly string[];
   now: () => Date;
@@ -87,7 +85,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  * database (a retry, a fifo turn), or an event held while its endpoint was disabled (hold.ts)
  */
 export type Source =
-  | { kind: 'message'; env: Envelope<DispatcherRoutingKey> }
+  | { kind: 'message'; env: EnvelopeOf<DispatcherRoutingKey> }
   | { kind: 'due'; due: ClaimedDue }
   | { kind: 'held'; job: Job; attempt: number };
 
@@ -249,6 +247,35 @@ class DeliveryFlow {
   /** from now on a disabled endpoint's new events are held (without: logged as skipped) */
   useHolding(holding: Hold | null): void {
     this.holding = holding;
+  }
+
+  /** the consumer's handler: one message, its first attempt */
+  readonly handle = async (env: EnvelopeOf<DispatcherRoutingKey>): Promise<ConsumeOutcome> => {
+    const { life, logger, metrics } = this.options;
+    const meta = { messageId: env.messageId, routingKey: env.routingKey };
+    let outcome: ConsumeOutcome = 'requeue';
+    if (life.admits() && !DISPATCHER_BINDINGS.includes(env.routingKey)) {
+      logger.warn('unexpected routing key; dead-lettered', meta);
+      outcome = 'dead-letter';
+    } else if (life.admits()) outcome = await life.track(this.run({ kind: 'message', env }, meta));
+    metrics.messages.inc({ routing_key: env.routingKey, result: outcome });
+    return outcome;
+  };
+
+  /** the due poller's handler: one claimed due delivery (a retry, a fifo turn) */
+  readonly handleDue = async (due: ClaimedDue): Promise<ConsumeOutcome> => {
+    const { life } = this.options;
+    if (!life.admits()) return 'requeue';
+    return life.track(this.run({ kind: 'due', due }, { messageId: due.deliveryId, routingKey: due.event }));
+  };
+
+  /** the delivery, and what its error makes of the message or due delivery */
+  private async run(source: Source, meta: { messageId: string; routingKey: string }): Promise<ConsumeOutcome> {
+    try {
+      return await this.deliver(source, this.options.life.signal);
+    } catch (err) {
+      return this.options.life.outcomeOf(meta, err);
+    }
   }
 
   /**

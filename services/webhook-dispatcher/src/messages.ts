@@ -10,8 +10,6 @@ import {
   monitorHitPayload,
   monitorRef,
   monitorTestPayload,
-  narrowEnvelope,
-  type Envelope,
   type EnvelopeOf,
   type MonitorPostDeletedEvent,
   type MonitorProfileChangedEvent,
@@ -267,9 +265,8 @@ const job = (j: Job): Prepared => ({ kind: 'job', job: j });
 export function createJobSources(repo: MonitorReader, logger: Logger) {
   const ctx: Context = { repo, logger };
   return {
-    /** the job of a message (validated by the consumer, narrowed here by its routing key), or what to do with the message when there is none */
-    ofMessage(received: Envelope<DispatcherRoutingKey>): Promise<Prepared> {
-      const env = narrowEnvelope(received);
+    /** the job of a message (validated by the consumer against its routing key's contract), or what to do with the message when there is none */
+    ofMessage(env: EnvelopeOf<DispatcherRoutingKey>): Promise<Prepared> {
       switch (env.routingKey) {
         case 'monitor.hit':
           return hit(ctx, env);

@@ -1,6 +1,5 @@
 /**
- * What the dispatcher takes from @sts/messaging: the envelope of the three routing keys it is
- * bound to, and the consumer side of AmqpClient (tests may drive handle() without it).
+ * What the dispatcher takes from @sts/messaging: the routing keys its queue is bound to, and the consumer side of AmqpClient (tests may drive handle() without it).
  */
 import type { AmqpClient } from '@sts/messaging';
 
@@ -13,6 +12,15 @@ export type DispatcherRoutingKey =
   | 'monitor.target_unavailable'
   | 'monitor.post_deleted'
   | 'webhook.redeliver';
+/** the routing keys the dispatcher's queue is bound to */
+export const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
+  'monitor.hit',
+  'monitor.test',
+  'monitor.profile_changed',
+  'monitor.target_unavailable',
+  'monitor.post_deleted',
+  'webhook.redeliver',
+];
 /** the events a webhook receives (what a delivery attempt logs) */
 export type DeliveryEvent = Exclude<DispatcherRoutingKey, 'webhook.redeliver'>;
 /** consume; stop when the dispatcher fails closed (it stops consuming, see app.ts) */
