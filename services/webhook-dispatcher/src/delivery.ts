@@ -1,7 +1,9 @@
 /**
  * One delivery as one flow, read from top to bottom in `deliver` (the shape of Svix's worker:
  * prepare_dispatch, make_http_call, handle_successful_dispatch / handle_failed_dispatch), each
- * step a method whose result is a tagged union the flow branches on:
+ * step a method whose result is a tagged union the flow branches on. The consumer hands a message
+ * to `handle`, the due poller a retry or fifo turn to `handleDue`, the hold a held event to
+ * `deliver`:
  *
  *   prepare  the job (messages.ts) of a message or of a due delivery (a retry, a fifo turn), then
  *            its plan (domain/plan.ts, pure, asking the policy, the body and the pacing once
