@@ -4,7 +4,7 @@
  * polls keep finding work), and again as soon as one finishes, it claims what is due (FOR UPDATE
  * SKIP LOCKED, with a lease: adapters/dueStore.ts
  * `claimDue`) up to `maxInFlight` in this process and at most `perWebhook` of one webhook, and
- * hands each to `handler` (app.ts: the delivery flow). They never hold a slot of the queue's
+ * hands each to `handler` (the delivery flow's `handleDue`). They never hold a slot of the queue's
  * prefetch, so a retrying endpoint's backlog never delays another endpoint's first attempts;
  * at send time they take their endpoint's lane like any delivery (concurrency and pacing).
  *

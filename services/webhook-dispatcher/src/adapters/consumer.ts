@@ -1,5 +1,6 @@
 /**
- * What the dispatcher takes from @sts/messaging: the routing keys its queue is bound to, and the consumer side of AmqpClient (tests may drive handle() without it).
+ * What the dispatcher takes from @sts/messaging: the routing keys its queue is bound to, and the
+ * consumer side of AmqpClient (tests may drive handle() without it).
  */
 import type { AmqpClient } from '@sts/messaging';
 
@@ -23,5 +24,5 @@ export const DISPATCHER_BINDINGS: DispatcherRoutingKey[] = [
 ];
 /** the events a webhook receives (what a delivery attempt logs) */
 export type DeliveryEvent = Exclude<DispatcherRoutingKey, 'webhook.redeliver'>;
-/** consume; stop when the dispatcher fails closed (it stops consuming, see app.ts) */
+/** consume; stop when the dispatcher fails closed (it stops consuming, see life.ts) */
 export type DispatcherMessaging = Pick<AmqpClient, 'consume' | 'stop'>;
