@@ -78,6 +78,10 @@ export class Holding {
 
   constructor(private readonly o: HoldingOptions) {}
 
+  private leaseMs(): number {
+    return this.o.leaseMs ?? 120_000;
+  }
+
   /**
    * Holds a job the delivery policy holds (policy.ts `holdsEvent`: its endpoint is disabled or
    * still releasing); `url` is its endpoint's URL as the log stores it. `due`: the job is a claimed
@@ -192,7 +196,7 @@ export class Holding {
     try {
       for (;;) {
         if (signal.aborted) return;
-        const row = await store.claimNext(endpointId, this.o.leaseMs ?? 120_000);
+        const row = await store.claimNext(endpointId, this.leaseMs());
         if (!row) return;
         if (!(await this.releaseOne(row, endpointId))) return;
       }
@@ -229,7 +233,7 @@ export class Holding {
   /** runs `work` while renewing the held event's claim every third of the lease */
   private async keepingClaim<T>(id: string, work: () => Promise<T>): Promise<T> {
     const { store, logger } = this.o;
-    const leaseMs = this.o.leaseMs ?? 120_000;
+    const leaseMs = this.leaseMs();
     const timer = setInterval(
       () => {
         store
