@@ -669,7 +669,7 @@ describe('poller', () => {
       await tweet(target, 'wake up');
       await makePoller().runCycle({ force: true });
       const [hit] = await hitsOf(m.id);
-      await waitFor(() => received.find((e) => e.headers.hitId === hit!.id), 5000);
+      await waitFor(() => received.find((e) => e.headers.hitId === hit!.id), 20_000);
     } finally {
       await relay.stop();
     }

@@ -185,7 +185,7 @@ describe('gateway edge', () => {
     expect(statuses(text)).toEqual([200]);
     expect(text).toContain('{"data":{"url":"/api/v1/users/alice"}}');
     await gw.flush();
-    await waitFor(async () => (await usage(a.accountId)) === 1, 5000);
+    await waitFor(async () => (await usage(a.accountId)) === 1, 20_000);
   });
 
   it('a client that pipelines reads has them forwarded together and answered in order, each charged once', async () => {
@@ -206,7 +206,7 @@ describe('gateway edge', () => {
     expect(at('\r\n\r\n{}')).toBeLessThan(at('/api/v1/users/bob'));
     expect(at('/api/v1/users/bob')).toBeLessThan(at('/api/v1/users/carol'));
     await gw.flush();
-    await waitFor(async () => (await usage(a.accountId)) === 3, 5000);
+    await waitFor(async () => (await usage(a.accountId)) === 3, 20_000);
   });
 
   it('a call whose client is gone before it is forwarded is neither forwarded nor charged', async () => {

@@ -220,7 +220,7 @@ describe('GET /api/v1/stream', () => {
     expect(s.headers['x-quota-limit']).toBeDefined();
     const before = hits(s).length;
     const hit = await newHit(a.monitor, 'We have liftoff');
-    await waitFor(() => hits(s).length > before, 5000);
+    await waitFor(() => hits(s).length > before, 20_000);
     const ev = hits(s).at(-1)!;
     expect(JSON.parse(ev.data)).toEqual(hit.payload);
     expect(ev.data).toBe(JSON.stringify(hit.payload));
@@ -231,10 +231,10 @@ describe('GET /api/v1/stream', () => {
     const b = await starterWithMonitor();
     await newHit(b.monitor, 'not yours');
     const mine = await newHit(a.monitor, 'yours');
-    await waitFor(() => hits(s).some((e) => e.data.includes('"yours"')), 5000);
+    await waitFor(() => hits(s).some((e) => e.data.includes('"yours"')), 20_000);
     expect(hits(s).some((e) => e.data.includes('not yours'))).toBe(false);
     expect(JSON.parse(hits(s).at(-1)!.data)).toEqual(mine.payload);
-    await waitFor(() => s.comments >= 3, 5000); // heartbeat every 200 ms here
+    await waitFor(() => s.comments >= 3, 20_000); // heartbeat every 200 ms here
     s.close();
   });
 
@@ -250,14 +250,14 @@ describe('GET /api/v1/stream', () => {
     };
     const live = await numbered(7, 'live seven');
     await publish(a.monitor, live);
-    await waitFor(() => hits(s1).some((e) => e.data.includes('live seven')), 5000);
+    await waitFor(() => hits(s1).some((e) => e.data.includes('live seven')), 20_000);
     expect(JSON.parse(hits(s1).find((e) => e.data.includes('live seven'))!.data)).toEqual(live.payload);
     const last = hits(s1).at(-1)!;
     s1.close();
     await s1.ended;
     const away = await numbered(8, 'away eight');
     const s2 = await openStream(port, a.key, '', last.id);
-    await waitFor(() => hits(s2).some((e) => e.data.includes('away eight')), 5000);
+    await waitFor(() => hits(s2).some((e) => e.data.includes('away eight')), 20_000);
     const resumed = hits(s2).find((e) => e.data.includes('away eight'))!;
     expect(JSON.parse(resumed.data)).toEqual(away.payload);
     s2.close();
@@ -274,14 +274,14 @@ describe('GET /api/v1/stream', () => {
     for (let i = 0; i < 3; i++) away.push(await newHit(a.monitor, `away ${i}`));
     const s2 = await openStream(port, a.key, '', last.id);
     expect(s2.status).toBe(200);
-    await waitFor(() => hits(s2).length >= 3, 5000);
+    await waitFor(() => hits(s2).length >= 3, 20_000);
     const live = await newHit(a.monitor, 'live after resume');
-    await waitFor(() => hits(s2).length >= 4, 5000);
+    await waitFor(() => hits(s2).length >= 4, 20_000);
     await new Promise((r) => setTimeout(r, 300));
     expect(hits(s2).map((e) => JSON.parse(e.data) as unknown)).toEqual([...away.map((h) => h.payload), live.payload]);
     // resuming from the middle sends only what follows it
     const s3 = await openStream(port, a.key, '', hits(s2)[1]!.id);
-    await waitFor(() => hits(s3).length >= 2, 5000);
+    await waitFor(() => hits(s3).length >= 2, 20_000);
     await new Promise((r) => setTimeout(r, 300));
     expect(hits(s3).map((e) => JSON.parse(e.data) as unknown)).toEqual([away[2]!.payload, live.payload]);
     s2.close();
@@ -398,7 +398,7 @@ describe('GET /api/v1/stream', () => {
     const s = await liveStream(a.key, a.monitor, `?monitor=${a.monitor.id}`);
     await newHit(other, 'from the other monitor');
     const last = await newHit(a.monitor, 'from the asked monitor');
-    await waitFor(() => hits(s).some((e) => e.data.includes('from the asked monitor')), 5000);
+    await waitFor(() => hits(s).some((e) => e.data.includes('from the asked monitor')), 20_000);
     expect(hits(s).some((e) => e.data.includes('other monitor'))).toBe(false);
     expect(JSON.parse(hits(s).at(-1)!.data)).toEqual(last.payload);
     s.close();

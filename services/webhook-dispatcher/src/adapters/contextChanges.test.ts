@@ -86,7 +86,7 @@ describe('monitor cache fed by PostgreSQL announcements', () => {
     /** resolves after a heartbeat sent from now on came back: every change committed before is heard */
     const heard = async () => {
       const seen = confirm.mock.calls.length;
-      await waitFor(() => confirm.mock.calls.length >= seen + 2, 5000);
+      await waitFor(() => confirm.mock.calls.length >= seen + 2, 20_000);
     };
     await heard();
     return { cache, repo, heard };

@@ -64,7 +64,7 @@ describe('query intake (local store)', () => {
     const t3 = await createSocialTweet(db, { authorUsername: 'acme_de', text: 'The new release', lang: 'en' });
     const t4 = await createSocialTweet(db, { authorUsername: 'acme_de', text: 'launch heute', lang: 'de' });
     // no tick and no safety net in this test: the notification woke it
-    await waitFor(async () => (await hitsOf(q.id)).length === 2 && (await hitsOf(fromAcme.id)).length === 1, 4_000);
+    await waitFor(async () => (await hitsOf(q.id)).length === 2 && (await hitsOf(fromAcme.id)).length === 1, 20_000);
 
     expect((await hitsOf(q.id)).map((h) => h.tweetId).sort()).toEqual([t1.id, t3.id].sort());
     expect((await hitsOf(fromAcme.id)).map((h) => h.tweetId)).toEqual([t1.id]);
@@ -97,7 +97,7 @@ describe('query intake (local store)', () => {
     await new Promise((r) => setTimeout(r, 20));
     const m = await db.monitor.create({ data: { accountId: free, query: 'rocket' } });
     const after = await createSocialTweet(db, { authorUsername: 'acme', text: 'rocket late', lang: 'en' });
-    await waitFor(async () => (await hitsOf(m.id)).length === 1, 4_000);
+    await waitFor(async () => (await hitsOf(m.id)).length === 1, 20_000);
     await poller.queries!.runOnce();
     expect((await hitsOf(m.id)).map((h) => h.tweetId)).toEqual([after.id]);
     void before;
