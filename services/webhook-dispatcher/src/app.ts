@@ -1,6 +1,6 @@
 /**
- * The webhook dispatcher: takes monitor.hit, monitor.test and webhook.redeliver messages from its
- * own durable queue and hands each to the delivery flow (delivery.ts: prepare → acquire the
+ * The webhook dispatcher: takes the monitor events (hits, test pings, notices) and
+ * webhook.redeliver messages from its own durable queue and hands each to the delivery flow (delivery.ts: prepare → acquire the
  * endpoint's lane → send → record → settle), which turns it into at most one delivery. A
  * message is acknowledged only after its attempts are committed; when the database write fails
  * the handler throws, so the message comes back. This file composes the parts and runs the

@@ -24,8 +24,8 @@
  *   settle   the final answer counts towards the endpoint's health and broken flag
  *
  * The flow calls the other files and they return to it; none calls back into it. The pure rules
- * are in domain/ (policy, bodies, pacing, retry schedule, health). life.ts holds the message's life around it
- * (taken or handed back, in flight for the drain, what an error becomes).
+ * are in domain/ (policy, bodies, pacing, retry schedule, health). life.ts holds each delivery's
+ * life around it (taken or handed back, in flight for the drain, what an error becomes).
  */
 import { inSpan, SpanKind, tracingEnabled } from '@sts/telemetry';
 import type { Logger } from '@sts/common';
