@@ -376,30 +376,33 @@ function slackTime(iso: string): string {
   return `<!date^${Math.floor(ms / 1000)}^{date_short_pretty} {time}|${escapeSlack(iso)}>`;
 }
 
-function slackNotice(n: Notice, context: string): SlackBody {
-  const link = profileUrl(n.username);
-  const heading = `*<${link}|${escapeSlack(n.title)}>*\n`;
-  const body = escapeSlack(n.lines.join('\n'));
+/** A Slack message: its notification text, one mrkdwn section and one context line. */
+function slackMessage(text: string, section: string, context: string): SlackBody {
   return {
-    text: cutSlack(`${escapeSlack(n.title)}: ${body}`, SLACK_LIMITS.text),
+    text,
     blocks: [
-      {
-        type: 'section',
-        text: {
-          type: 'mrkdwn',
-          text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length),
-          verbatim: true,
-        },
-      },
-      {
-        type: 'context',
-        elements: [{ type: 'mrkdwn', text: `${context} · seen ${slackTime(n.at)}`, verbatim: true }],
-      },
+      { type: 'section', text: { type: 'mrkdwn', text: section, verbatim: true } },
+      { type: 'context', elements: [{ type: 'mrkdwn', text: context, verbatim: true }] },
     ],
     parse: 'none',
     unfurl_links: false,
     unfurl_media: false,
   };
+}
+
+/** `text` after a linked bold heading, the whole section within Slack's limit */
+function slackSection(heading: string, text: string): string {
+  return heading + cutSlack(text, SLACK_LIMITS.sectionText - heading.length);
+}
+
+function slackNotice(n: Notice, context: string): SlackBody {
+  const heading = `*<${profileUrl(n.username)}|${escapeSlack(n.title)}>*\n`;
+  const body = escapeSlack(n.lines.join('\n'));
+  return slackMessage(
+    cutSlack(`${escapeSlack(n.title)}: ${body}`, SLACK_LIMITS.text),
+    slackSection(heading, body),
+    `${context} · seen ${slackTime(n.at)}`,
+  );
 }
 
 export function slackBody(p: WebhookPayload): SlackBody {
@@ -409,50 +412,18 @@ export function slackBody(p: WebhookPayload): SlackBody {
     const text = escapeSlack(
       `Test webhook: this is a test ping for the monitor watching ${watched(p.monitor)}. Your webhook is set up correctly.`,
     );
-    return {
-      text,
-      blocks: [
-        { type: 'section', text: { type: 'mrkdwn', text: `*Test webhook*\n${text}`, verbatim: true } },
-        { type: 'context', elements: [{ type: 'mrkdwn', text: context, verbatim: true }] },
-      ],
-      parse: 'none',
-      unfurl_links: false,
-      unfurl_media: false,
-    };
+    return slackMessage(text, `*Test webhook*\n${text}`, context);
   }
   const user = escapeSlack(p.tweet.authorUsername);
   const link = postUrl(p.tweet.authorUsername, p.tweet.id);
-  const heading = `*<${link}|New post by @${user}>*\n`;
   const body = escapeSlack(p.tweet.text.trim() === '' ? '(no text)' : p.tweet.text);
-  return {
-    text: cutSlack(`New post by @${user}: ${body}`, SLACK_LIMITS.text),
-    blocks: [
-      {
-        type: 'section',
-        text: {
-          type: 'mrkdwn',
-          text: heading + cutSlack(body, SLACK_LIMITS.sectionText - heading.length),
-          verbatim: true,
-        },
-      },
-      {
-        type: 'context',
-        elements: [
-          {
-            type: 'mrkdwn',
-            text: `${context} · posted ${slackTime(p.tweet.createdAt)} · <${link}|open post>`,
-            verbatim: true,
-          },
-        ],
-      },
-    ],
-    parse: 'none',
-    unfurl_links: false,
-    unfurl_media: false,
-  };
+  return slackMessage(
+    cutSlack(`New post by @${user}: ${body}`, SLACK_LIMITS.text),
+    slackSection(`*<${link}|New post by @${user}>*\n`, body),
+    `${context} · posted ${slackTime(p.tweet.createdAt)} · <${link}|open post>`,
+  );
 }
 
-/** The exact bytes to send for an endpoint of `kind`. */
 /**
  * The X-Service-Sequence value of a delivery: the event's `sequence` on a native webhook. Discord
  * and Slack bodies are those platforms' own formats, which carry no sequence.
@@ -462,6 +433,7 @@ export function sequenceHeader(kind: WebhookKind, payload: WebhookPayload): numb
   return payload.sequence;
 }
 
+/** The exact bytes to send for an endpoint of `kind`. */
 export function buildBody(kind: WebhookKind, payload: WebhookPayload): string {
   switch (kind) {
     case 'native':
