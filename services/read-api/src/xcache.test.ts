@@ -7,7 +7,7 @@ import { Registry } from 'prom-client';
 import { createLogger, createRedis } from '@sts/common';
 import { createDbClient, type Db } from '@sts/db';
 import { createXBilling } from '@sts/social';
-import { createTestDatabase, createTestRedis, rawRequest, startFakeX, type FakeX } from '@sts/testing';
+import { createTestDatabase, createTestRedis, rawRequest, startFakeX, waitFor, type FakeX } from '@sts/testing';
 import { createReadApi, type ReadApi } from './app';
 import { loadReadApiEnv } from './env';
 import { buildSource } from './main';
@@ -100,9 +100,20 @@ describe('read-api on X: read cache, single-flight, UPSTREAM_BUSY', () => {
     expect(metrics).toMatch(/x_budget_remaining\{family="tweets"\} 2/);
     // what X billed: alice once, each post once, whichever replica read it and however often
     await Promise.all([a.billing.flush(), b.billing.flush()]);
-    const billed = await db.xBillableRead.findMany({ orderBy: [{ resource: 'asc' }, { resourceId: 'asc' }] });
     const alice = fake.state.user('alice')!;
     const posts = fake.state.tweets.map((t) => t.id).sort();
+    // every billed resource is one row (unique per day): wait for all of them, then compare the rows
+    const rows = () => db.xBillableRead.findMany({ orderBy: [{ resource: 'asc' }, { resourceId: 'asc' }] });
+    const billed = await waitFor(async () => {
+      const found = await rows();
+      if (found.length >= posts.length + 1) return found;
+      await Promise.all([a.billing.flush(), b.billing.flush()]);
+      return null;
+    }, 10_000).catch(async (err: unknown) => {
+      // what reached X, to tell a read that was never made from a read that was not billed
+      const calls = fake.requests.log.map((r) => `${r.family} ${r.status} ${r.path}`);
+      throw new Error(`${String(err)}; rows ${JSON.stringify(await rows())}; X calls ${JSON.stringify(calls)}`);
+    });
     expect(billed.map((r) => [r.resource, r.resourceId, r.account])).toEqual([
       ...posts.map((id) => ['post_read', id, 'alice']),
       ['user_read', alice.id, 'alice'],
