@@ -65,7 +65,12 @@ describe('coverage record', () => {
     h.stream.disconnect();
     const during = fake.state.post({ author: 'uma', text: 'during' });
     await waitFor(() => h.stream.connects() >= 2);
-    await waitFor(async () => (await gapsOf(db, 'uma')).length === 1 && failedSearches() >= 1, 15_000);
+    await waitFor(async () => (await gapsOf(db, 'uma')).length === 1 && failedSearches() >= 1, 30_000).catch(
+      async (err: unknown) => {
+        const gaps = await gapsOf(db, 'uma');
+        throw new Error(`${String(err)}; gaps ${JSON.stringify(gaps)}; failed searches ${failedSearches()}`);
+      },
+    );
     const [open] = await gapsOf(db, 'uma');
     expect(open).toMatchObject({ reason: 'stream_down', filledAt: null });
     expect(open!.startsAt.getTime()).toBeLessThanOrEqual(droppedAt);
