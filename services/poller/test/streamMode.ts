@@ -125,8 +125,8 @@ export class StreamHarness {
       port,
       logger: this.logger,
       registry,
-      // 20 keep-alives (100 ms each) missed: a loaded test machine's event-loop pause is no stall
-      stallMs: 2000,
+      // 50 keep-alives (100 ms each) missed: a loaded test machine's pause of the process is no stall
+      stallMs: 5000,
       syncMs: 150,
       ...(extra.userCheckMs !== undefined && { userCheckMs: extra.userCheckMs }),
       ...(extra.amqp && { amqp: extra.amqp }),

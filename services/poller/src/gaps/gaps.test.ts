@@ -65,31 +65,33 @@ describe('coverage record', () => {
     h.stream.disconnect();
     const during = fake.state.post({ author: 'uma', text: 'during' });
     await waitFor(() => h.stream.connects() >= 2);
-    await waitFor(async () => (await gapsOf(db, 'uma')).length === 1 && failedSearches() >= 1, 30_000).catch(
+    // the gap the disconnect opened (a loaded machine may drop the stream once more: another gap)
+    const droppedGap = async () =>
+      (await gapsOf(db, 'uma')).find((g) => g.startsAt.getTime() <= droppedAt && g.endsAt!.getTime() >= droppedAt);
+    await waitFor(async () => (await droppedGap()) !== undefined && failedSearches() >= 1, 30_000).catch(
       async (err: unknown) => {
         const gaps = await gapsOf(db, 'uma');
         throw new Error(`${String(err)}; gaps ${JSON.stringify(gaps)}; failed searches ${failedSearches()}`);
       },
     );
-    const [open] = await gapsOf(db, 'uma');
+    const open = (await droppedGap())!;
     expect(open).toMatchObject({ reason: 'stream_down', filledAt: null });
-    expect(open!.startsAt.getTime()).toBeLessThanOrEqual(droppedAt);
-    expect(open!.endsAt!.getTime()).toBeGreaterThanOrEqual(droppedAt);
     const monitor = { id: m.id, targetKey: 'uma', createdAt: m.createdAt };
     const seen = await readMonitorCoverage(db, monitor);
-    expect(seen.gaps).toEqual([{ from: open!.startsAt, to: open!.endsAt, reason: 'stream_down', filledAt: null }]);
-    expect(seen.coveredUntil!.getTime()).toBeLessThanOrEqual(open!.startsAt.getTime());
+    expect(seen.gaps).toContainEqual({ from: open.startsAt, to: open.endsAt, reason: 'stream_down', filledAt: null });
+    expect(seen.coveredUntil!.getTime()).toBeLessThanOrEqual(open.startsAt.getTime());
     expect(await h.hitsOf(m.id)).toEqual([before.id]);
 
     // search is back: the backfill pays the window, the post is a hit, the gap is filled
     down.search = false;
-    await waitFor(async () => (await gapsOf(db, 'uma'))[0]?.filledAt != null, 20_000);
+    await waitFor(async () => (await gapsOf(db, 'uma')).every((g) => g.filledAt != null), 20_000);
     expect((await h.hitsOf(m.id)).sort()).toEqual([before.id, during.id].sort());
-    const [filled] = await gapsOf(db, 'uma');
-    expect(filled!.filledAt!.getTime()).toBeGreaterThan(open!.endsAt!.getTime());
+    const filled = (await gapsOf(db, 'uma')).find((g) => g.id === open.id)!;
+    expect(filled.filledAt!.getTime()).toBeGreaterThan(open.endsAt!.getTime());
+    const last = (await gapsOf(db, 'uma')).reduce((a, g) => Math.max(a, g.endsAt!.getTime()), 0);
     await waitFor(async () => {
       const c = await readMonitorCoverage(db, monitor);
-      return c.coveredUntil !== null && c.coveredUntil.getTime() >= filled!.endsAt!.getTime();
+      return c.coveredUntil !== null && c.coveredUntil.getTime() >= last;
     });
   });
 

@@ -87,9 +87,12 @@ describe('X stream mode: query monitors', () => {
     await waitFor(async () => (await hitsOf(m.id)).join() === [before.id, during.id].sort().join(), 15_000);
     expect(h.fake.requests.count({ family: 'search' })).toBeGreaterThan(searches);
     expect(await db.outboxEvent.count()).toBe(await db.hit.count());
-    // the monitor's coverage shows the stream's gap, filled by the query's backfill
+    // the monitor's coverage shows the stream's gap, filled by the query's backfill (a loaded
+    // machine may drop the stream once more: every gap it shows is the stream's, and filled)
     const coverage = await readMonitorCoverage(db, { id: m.id, targetKey: null, createdAt: m.createdAt });
-    expect(coverage.gaps).toEqual([expect.objectContaining({ reason: 'stream_down', filledAt: expect.any(Date) })]);
+    expect(coverage.gaps.length).toBeGreaterThanOrEqual(1);
+    for (const gap of coverage.gaps)
+      expect(gap).toEqual(expect.objectContaining({ reason: 'stream_down', filledAt: expect.any(Date) }));
   });
 
   it('a failover of the holder is backfilled for the query by the replica that takes over', async () => {
